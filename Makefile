@@ -1,0 +1,39 @@
+# Two commands do all setup on a fresh machine:
+#   make run   - virtualenv, install, migrate, demo data, then the site on 127.0.0.1:8000
+#   make test  - virtualenv if missing, then the whole test suite
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: run test test-postgres lint bench clean
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/python manage.py migrate --no-input
+	$(BIN)/python manage.py demo_setup
+	@echo "Flowsite demo: http://$(HOST):$(PORT)/admin/  (login: admin / admin)"
+	$(BIN)/python manage.py runserver $(HOST):$(PORT)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-postgres: $(STAMP)
+	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test} $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+bench: $(STAMP)
+	$(BIN)/python bench/throughput.py
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .ruff_cache

@@ -1,0 +1,62 @@
+"""Demo workflows, discovered by Flowsite's autodiscovery of ``flows`` modules."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+from workflows import InvalidInput, Retry, Sleep, Task, Workflow
+
+
+class OrderFulfilment(Workflow):
+    """Reserve stock, price the order in two parallel branches, invoice, cool off, notify.
+
+    Shows a sequence, a parallel split and join, a durable sleep, a retry policy and
+    ``when=`` conditions (gift wrapping is skipped unless asked for).
+    """
+
+    name = "order_fulfilment"
+    version = 1
+
+    reserve_stock = Task(
+        "flowsite.demo.steps.reserve_stock",
+        retry=Retry(max_attempts=5, initial_interval=timedelta(seconds=1), backoff=2.0),
+    )
+    compute_tax = Task("flowsite.demo.steps.compute_tax", after=["reserve_stock"])
+    compute_shipping = Task("flowsite.demo.steps.compute_shipping", after=["reserve_stock"])
+    create_invoice = Task(
+        "flowsite.demo.steps.create_invoice", after=["compute_tax", "compute_shipping"]
+    )
+    wrap_gift = Task(
+        "flowsite.demo.steps.wrap_gift",
+        after=["create_invoice"],
+        when=lambda ctx: bool(ctx.input.get("gift")),
+    )
+    cool_off = Sleep(timedelta(seconds=30), after=["create_invoice"])
+    send_receipt = Task(
+        "flowsite.demo.steps.send_receipt",
+        after=["cool_off", "wrap_gift"],
+        when=lambda ctx: Decimal(ctx.steps["create_invoice"].output["total"]) > 0,
+    )
+
+    @classmethod
+    def clean_input(cls, data: dict) -> dict:
+        if not data.get("order_id"):
+            raise InvalidInput("order_fulfilment needs an 'order_id'")
+        for line in data.get("lines", []):
+            if not {"sku", "quantity", "price"} <= set(line):
+                raise InvalidInput(f"order line {line!r} needs sku, quantity and price")
+        return data
+
+
+class FlakyImport(Workflow):
+    """A task that fails twice before it succeeds: retries with exponential backoff."""
+
+    name = "flaky_import"
+    version = 1
+
+    import_batch = Task(
+        "flowsite.demo.steps.import_batch",
+        retry=Retry(max_attempts=4, initial_interval=timedelta(seconds=2), backoff=2.0),
+    )
+    settle = Sleep(timedelta(seconds=5))

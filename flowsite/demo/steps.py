@@ -1,0 +1,79 @@
+"""Handlers of the demo workflows: each computes a value or writes a DemoRecord."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from flowsite.demo.models import DemoRecord
+from workflows.context import Context
+
+TAX_RATE = Decimal("0.20")
+SHIPPING_PER_ITEM = Decimal("4.50")
+
+
+def _record(ctx: Context, kind: str, data: dict[str, Any]) -> dict[str, Any]:
+    """Write the step's record once, keyed by its idempotency key, and return its data."""
+    DemoRecord.objects.update_or_create(
+        idempotency_key=ctx.idempotency_key,
+        defaults={"run_id": ctx.run_id, "kind": kind, "data": data},
+    )
+    return data
+
+
+def _lines(ctx: Context) -> list[dict[str, Any]]:
+    return ctx.input.get("lines", [])
+
+
+def reserve_stock(ctx: Context) -> dict[str, Any]:
+    skus = {line["sku"]: line["quantity"] for line in _lines(ctx)}
+    return _record(ctx, "reservation", {"order": ctx.input["order_id"], "skus": skus})
+
+
+def compute_tax(ctx: Context) -> str:
+    subtotal = sum(Decimal(str(line["price"])) * line["quantity"] for line in _lines(ctx))
+    return str((subtotal * TAX_RATE).quantize(Decimal("0.01")))
+
+
+def compute_shipping(ctx: Context) -> str:
+    items = sum(line["quantity"] for line in _lines(ctx))
+    return str((SHIPPING_PER_ITEM * items).quantize(Decimal("0.01")))
+
+
+def create_invoice(ctx: Context) -> dict[str, Any]:
+    subtotal = sum(Decimal(str(line["price"])) * line["quantity"] for line in _lines(ctx))
+    tax = Decimal(ctx.steps["compute_tax"].output)
+    shipping = Decimal(ctx.steps["compute_shipping"].output)
+    total = subtotal + tax + shipping
+    return _record(
+        ctx,
+        "invoice",
+        {
+            "order": ctx.input["order_id"],
+            "subtotal": str(subtotal),
+            "tax": str(tax),
+            "shipping": str(shipping),
+            "total": str(total),
+        },
+    )
+
+
+def wrap_gift(ctx: Context) -> dict[str, Any]:
+    return _record(ctx, "gift_wrap", {"order": ctx.input["order_id"]})
+
+
+def send_receipt(ctx: Context) -> dict[str, Any]:
+    invoice = ctx.steps["create_invoice"].output
+    return _record(
+        ctx,
+        "receipt",
+        {"to": ctx.input.get("email", "customer@example.com"), "total": invoice["total"]},
+    )
+
+
+def import_batch(ctx: Context) -> dict[str, Any]:
+    """Fails on its first two attempts (a flaky upstream), then imports the batch."""
+    if ctx.attempt < 3:
+        raise ConnectionError(f"upstream feed unavailable (attempt {ctx.attempt})")
+    rows = ctx.input.get("rows", 10)
+    return _record(ctx, "import", {"rows": rows, "attempts": ctx.attempt})

@@ -1,0 +1,104 @@
+"""Settings for the Flowsite demo project.
+
+Everything a fresh checkout needs is here with safe local defaults; production values
+come from the environment (``DJANGO_SECRET_KEY``, ``DJANGO_DEBUG``, ``DATABASE_URL``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from flowsite.database import database_from_url, sqlite_database
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("FLOWSITE_VAR_DIR", BASE_DIR / "var"))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "flowsite-demo-insecure-key-change-me")
+DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
+ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_q",
+    "workflows",
+    "flowsite.demo",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "flowsite.urls"
+WSGI_APPLICATION = "flowsite.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASE_URL = os.environ.get("DATABASE_URL", "")
+DATABASES = {
+    "default": database_from_url(DATABASE_URL)
+    if DATABASE_URL
+    else sqlite_database(VAR_DIR / "flowsite.sqlite3")
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+
+WORKFLOWS = {
+    "EXECUTOR": os.environ.get("FLOWSITE_EXECUTOR", "inline"),
+}
+
+Q_CLUSTER = {
+    "name": "flowsite",
+    "orm": "default",
+    "workers": 2,
+    "timeout": 600,
+    "retry": 660,
+    "max_attempts": 1,
+    "ack_failures": True,
+    "catch_up": False,
+    "save_limit": 1000,
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"workflows": {"handlers": ["console"], "level": "INFO"}},
+}

@@ -1,0 +1,10 @@
+"""WSGI entry point of the demo project."""
+
+from __future__ import annotations
+
+import os
+
+from django.core.wsgi import get_wsgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "flowsite.settings")
+application = get_wsgi_application()

@@ -1,0 +1,73 @@
+"""Flowsite settings: one ``WORKFLOWS`` dict in Django settings, read with defaults.
+
+Unknown keys raise :class:`~django.core.exceptions.ImproperlyConfigured`, so a typo
+never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+
+DEFAULTS: dict[str, Any] = {
+    # Where handler code runs: "inline" (ready steps wait for
+    # ``workflows.testing.run_pending``) or a dotted path to an Executor class.
+    "EXECUTOR": "inline",
+    # How long one attempt of a step may run before its lease expires and another
+    # worker may reclaim it; a Task's ``timeout=`` overrides it.
+    "DEFAULT_STEP_TIMEOUT": timedelta(minutes=5),
+    # Retry policy of a Task that declares none: (max_attempts, initial_interval,
+    # backoff, max_interval).
+    "DEFAULT_MAX_ATTEMPTS": 3,
+    "DEFAULT_RETRY_INTERVAL": timedelta(seconds=1),
+    "DEFAULT_RETRY_BACKOFF": 2.0,
+    "DEFAULT_RETRY_MAX_INTERVAL": timedelta(minutes=5),
+    # Module name imported from every installed app to find workflow definitions.
+    "AUTODISCOVER_MODULE": "flows",
+    # "database is locked" on SQLite is retried this many times with jittered backoff.
+    "LOCKED_RETRY_ATTEMPTS": 10,
+    "LOCKED_RETRY_BASE_DELAY": 0.01,
+}
+
+
+class WorkflowSettings:
+    """Attribute access to ``settings.WORKFLOWS`` merged over :data:`DEFAULTS`."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, Any] | None = None
+
+    def _load(self) -> dict[str, Any]:
+        user = getattr(settings, "WORKFLOWS", {}) or {}
+        unknown = sorted(set(user) - set(DEFAULTS))
+        if unknown:
+            raise ImproperlyConfigured(
+                f"Unknown WORKFLOWS setting(s): {', '.join(unknown)}. "
+                f"Known settings: {', '.join(sorted(DEFAULTS))}."
+            )
+        return {**DEFAULTS, **user}
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in DEFAULTS:
+            raise AttributeError(f"Unknown WORKFLOWS setting {name!r}")
+        if self._cache is None:
+            self._cache = self._load()
+        return self._cache[name]
+
+    def reload(self) -> None:
+        """Forget cached values (called when tests override settings)."""
+        self._cache = None
+
+
+workflow_settings = WorkflowSettings()
+
+
+def _reload_on_change(*, setting: str, **kwargs: Any) -> None:
+    if setting == "WORKFLOWS":
+        workflow_settings.reload()
+
+
+setting_changed.connect(_reload_on_change)

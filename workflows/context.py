@@ -1,0 +1,87 @@
+"""The context handed to handlers and conditions: the run's input and earlier outputs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from workflows.errors import WorkflowError
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What a handler may read of another step of the same run."""
+
+    name: str
+    status: str
+    output: Any
+
+
+class StepResults(Mapping[str, StepResult]):
+    """Outputs of the run's steps, loaded from the database one step at a time on access.
+
+    Lazy on purpose: a handler that reads nothing costs no query, so the price of a step
+    does not grow with the size of its run.
+    """
+
+    def __init__(self, run_id: UUID, names: tuple[str, ...]) -> None:
+        self._run_id = run_id
+        self._names = names
+        self._loaded: dict[str, StepResult] = {}
+
+    def __getitem__(self, name: str) -> StepResult:
+        if name not in self._names:
+            raise KeyError(f"no step named {name!r} in this workflow (steps: {self._names})")
+        if name not in self._loaded:
+            from workflows.models import Step
+
+            row = Step.objects.filter(run_id=self._run_id, name=name).values("status", "output")
+            found = row.first() or {"status": "pending", "output": None}
+            self._loaded[name] = StepResult(name, found["status"], found["output"])
+        return self._loaded[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+def _no_heartbeat() -> None:
+    raise WorkflowError("heartbeat() is only available inside a running handler")
+
+
+class Context:
+    """Everything a handler (or a ``when=`` condition) may know about its run.
+
+    ``idempotency_key`` is stable across every attempt of one step, so a handler can pass
+    it to an external system to make a retried side effect happen once.
+    """
+
+    def __init__(
+        self,
+        *,
+        run_id: UUID,
+        input: dict[str, Any],
+        step_names: tuple[str, ...],
+        step_name: str = "",
+        attempt: int = 0,
+        heartbeat: Callable[[], None] = _no_heartbeat,
+    ) -> None:
+        self.run_id = run_id
+        self.input = input
+        self.steps = StepResults(run_id, step_names)
+        self.step_name = step_name
+        self.attempt = attempt
+        self.item: Any = None
+        self._heartbeat = heartbeat
+
+    @property
+    def idempotency_key(self) -> str:
+        return f"{self.run_id}/{self.step_name}"
+
+    def heartbeat(self) -> None:
+        """Extend this attempt's lease; raises ``LeaseLost`` if another worker took over."""
+        self._heartbeat()

@@ -1,0 +1,196 @@
+"""Node types of the workflow DSL: one class per kind of step.
+
+A node is declared as a class attribute of a :class:`~workflows.Workflow`; the attribute
+name becomes the step name. ``after=`` names upstream steps (default: the step declared
+just before; ``after=[]`` makes a root), ``when=`` is a condition on the run context
+evaluated when the step's upstreams are done (false: the step is skipped).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from django.utils.module_loading import import_string
+
+from workflows.conf import workflow_settings
+from workflows.definitions.retry import Retry
+
+if TYPE_CHECKING:
+    from workflows.context import Context
+
+Condition = Callable[["Context"], bool]
+Handler = Callable[["Context"], Any]
+
+_declaration_order = itertools.count()
+
+
+class Node:
+    """Base class of every step kind."""
+
+    kind: ClassVar[str] = ""
+
+    def __init__(
+        self, *, after: Sequence[str] | str | None = None, when: Condition | None = None
+    ) -> None:
+        if isinstance(after, str):
+            after = [after]
+        self.after: list[str] | None = list(after) if after is not None else None
+        self.when = when
+        self.name = ""
+        self.declaration_index = next(_declaration_order)
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def problems(self) -> list[str]:
+        """Return what is wrong with this node's own arguments, one sentence each."""
+        if self.when is not None and not callable(self.when):
+            return [f"when= must be callable, got {self.when!r}"]
+        return []
+
+    def describe(self) -> dict[str, Any]:
+        """Return the JSON shape of this node for a run's snapshot."""
+        return {"kind": self.kind, "has_condition": self.when is not None}
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name or '?'}>"
+
+
+def handler_path(handler: str | Handler) -> str:
+    """Return the importable dotted path of ``handler`` (a path or a module-level function)."""
+    if isinstance(handler, str):
+        return handler
+    module = getattr(handler, "__module__", None)
+    qualname = getattr(handler, "__qualname__", "")
+    if not module or "<" in qualname or "." in qualname:
+        raise TypeError(
+            f"handler {handler!r} is not a module-level function; "
+            "pass a dotted path or a function defined at module level"
+        )
+    return f"{module}.{qualname}"
+
+
+class Task(Node):
+    """Run a handler ``handler(ctx) -> JSON`` in a worker, leased and retried."""
+
+    kind = "task"
+
+    def __init__(
+        self,
+        handler: str | Handler,
+        *,
+        retry: Retry | None = None,
+        timeout: timedelta | None = None,
+        after: Sequence[str] | str | None = None,
+        when: Condition | None = None,
+    ) -> None:
+        super().__init__(after=after, when=when)
+        self.handler = handler
+        self.retry = retry
+        self.timeout = timeout
+
+    @property
+    def handler_path(self) -> str:
+        return handler_path(self.handler)
+
+    def resolve_handler(self) -> Handler:
+        """Import and return the handler function."""
+        return import_string(self.handler_path)
+
+    @property
+    def effective_retry(self) -> Retry:
+        """The declared policy, or the project-wide default from ``WORKFLOWS`` settings."""
+        if self.retry is not None:
+            return self.retry
+        return Retry(
+            max_attempts=workflow_settings.DEFAULT_MAX_ATTEMPTS,
+            initial_interval=workflow_settings.DEFAULT_RETRY_INTERVAL,
+            backoff=workflow_settings.DEFAULT_RETRY_BACKOFF,
+            max_interval=workflow_settings.DEFAULT_RETRY_MAX_INTERVAL,
+        )
+
+    @property
+    def effective_timeout(self) -> timedelta:
+        """How long one attempt's lease lasts before another worker may reclaim it."""
+        return self.timeout if self.timeout is not None else workflow_settings.DEFAULT_STEP_TIMEOUT
+
+    def problems(self) -> list[str]:
+        found = super().problems()
+        try:
+            path = self.handler_path
+        except TypeError as exc:
+            return [*found, str(exc)]
+        try:
+            handler = import_string(path)
+        except ImportError as exc:
+            found.append(f"handler {path!r} cannot be imported: {exc}")
+        else:
+            if not callable(handler):
+                found.append(f"handler {path!r} is not callable")
+        if self.retry is not None:
+            if not isinstance(self.retry, Retry):
+                found.append(f"retry= must be a Retry, got {self.retry!r}")
+            else:
+                found.extend(self.retry.problems())
+        if self.timeout is not None and (
+            not isinstance(self.timeout, timedelta) or self.timeout <= timedelta(0)
+        ):
+            found.append(f"timeout must be a positive timedelta, got {self.timeout!r}")
+        return found
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            **super().describe(),
+            "handler": self.handler_path,
+            "retry": self.retry.describe() if self.retry is not None else None,
+            "timeout": self.timeout.total_seconds() if self.timeout is not None else None,
+        }
+
+
+class Sleep(Node):
+    """Wait for a duration, or until a moment computed from the context, behind a Timer."""
+
+    kind = "sleep"
+
+    def __init__(
+        self,
+        duration: timedelta | None = None,
+        *,
+        until: Callable[[Context], datetime] | None = None,
+        after: Sequence[str] | str | None = None,
+        when: Condition | None = None,
+    ) -> None:
+        super().__init__(after=after, when=when)
+        self.duration = duration
+        self.until = until
+
+    def problems(self) -> list[str]:
+        found = super().problems()
+        if (self.duration is None) == (self.until is None):
+            found.append("Sleep needs exactly one of a duration or until=")
+        elif self.duration is not None and (
+            not isinstance(self.duration, timedelta) or self.duration < timedelta(0)
+        ):
+            found.append(f"Sleep duration must be a non-negative timedelta, got {self.duration!r}")
+        elif self.until is not None and not callable(self.until):
+            found.append(f"Sleep until= must be callable, got {self.until!r}")
+        return found
+
+    def wake_at(self, ctx: Context, now: datetime) -> datetime:
+        """Return when the sleep ends, given the moment it started."""
+        if self.duration is not None:
+            return now + self.duration
+        moment = self.until(ctx)
+        if not isinstance(moment, datetime) or moment.tzinfo is None:
+            raise TypeError(f"Sleep until= must return an aware datetime, got {moment!r}")
+        return moment
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            **super().describe(),
+            "duration": self.duration.total_seconds() if self.duration is not None else None,
+            "until": self.until is not None,
+        }

@@ -1,0 +1,68 @@
+"""Transaction plumbing shared by every transition: atomic blocks, retries, clocks, CAS."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import random
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, ParamSpec, TypeVar
+
+from django.db import OperationalError, connection, models, transaction
+from django.db.models import F
+from django.db.models.functions import Now
+
+from workflows.conf import workflow_settings
+
+logger = logging.getLogger("workflows.engine")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _is_locked(exc: OperationalError) -> bool:
+    return "database is locked" in str(exc) or "database table is locked" in str(exc)
+
+
+def transition(fn: Callable[P, R]) -> Callable[P, R]:
+    """Run ``fn`` as one transition: one ``atomic()`` block, all or nothing.
+
+    SQLite may still report "database is locked" when its busy timeout runs out under
+    heavy contention; the whole transition is then retried with jittered backoff, a
+    bounded number of times. Inside a caller's own transaction no retry is possible
+    (the caller's work would be lost), so the error is left to the caller.
+    """
+
+    @functools.wraps(fn)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        attempts = workflow_settings.LOCKED_RETRY_ATTEMPTS
+        for attempt in range(1, attempts + 1):
+            try:
+                with transaction.atomic():
+                    return fn(*args, **kwargs)
+            except OperationalError as exc:
+                if not _is_locked(exc) or attempt == attempts or connection.in_atomic_block:
+                    raise
+                delay = workflow_settings.LOCKED_RETRY_BASE_DELAY * 2 ** (attempt - 1)
+                logger.warning("database is locked in %s; retry %d", fn.__name__, attempt)
+                time.sleep(random.uniform(0, delay))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    return run
+
+
+def db_now_plus(delta: timedelta) -> models.Expression:
+    """The database clock plus ``delta``: leases are compared on one clock for all hosts."""
+    return models.ExpressionWrapper(Now() + delta, output_field=models.DateTimeField())
+
+
+def compare_and_set(queryset: models.QuerySet[Any], *, version: int, **changes: Any) -> bool:
+    """``UPDATE … SET version = version + 1, … WHERE <queryset> AND version = <version>``.
+
+    Returns whether exactly the expected row changed; ``False`` means another writer
+    moved first and nothing was written.
+    """
+    updated = queryset.filter(version=version).update(version=F("version") + 1, **changes)
+    return updated == 1

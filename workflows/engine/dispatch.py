@@ -1,0 +1,17 @@
+"""Hand ready steps to the configured executor from inside the transition.
+
+The ``ready`` row is the durable record of the work; the executor's message is only a
+nudge. Executors decide whether to send inside the transaction (a queue on the same
+database commits with it) or on commit (any other queue).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from workflows.executors import get_executor
+
+
+def enqueue(step_ids: Sequence[int]) -> None:
+    if step_ids:
+        get_executor().enqueue(list(step_ids))

@@ -1,0 +1,23 @@
+"""The event history: collected during a transition, inserted with one query at its end."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from workflows.models import Event
+
+
+class EventLog:
+    """Event rows of one transition, written in the same transaction as its state."""
+
+    def __init__(self) -> None:
+        self._rows: list[Event] = []
+
+    def add(self, run_id: UUID, type: str, *, step_id: int | None = None, **payload: Any) -> None:
+        self._rows.append(Event(run_id=run_id, step_id=step_id, type=type, payload=payload))
+
+    def flush(self) -> None:
+        if self._rows:
+            Event.objects.bulk_create(self._rows)
+            self._rows = []

@@ -1,0 +1,68 @@
+"""Errors raised by Flowsite.
+
+Every error a caller can meet derives from :class:`WorkflowError` and carries a stable
+``code`` (what the API returns and what operators grep for). A class's docstring is its
+default message, so ``raise StaleState()`` still says something useful.
+
+:class:`PermanentError` is different: handler code raises it to say "do not retry this
+attempt"; it is not an error of the engine.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class WorkflowError(Exception):
+    """A workflow operation failed."""
+
+    code = "workflow_error"
+
+    def __init__(self, message: str | None = None, **details: Any) -> None:
+        self.message = message or (self.__doc__ or self.code).strip()
+        self.details = details
+        super().__init__(self.message)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the error as the JSON-serialisable ``{"code", "message", "details"}``."""
+        return {"code": self.code, "message": self.message, "details": self.details}
+
+
+class DefinitionError(WorkflowError):
+    """The workflow definition is invalid."""
+
+    code = "invalid_definition"
+
+
+class DefinitionMissing(WorkflowError):
+    """The run's workflow (name, version) is not registered in this process."""
+
+    code = "definition_missing"
+
+
+class InvalidInput(WorkflowError):
+    """The input given to the workflow is not valid."""
+
+    code = "invalid_input"
+
+
+class StaleState(WorkflowError):
+    """Someone else changed this row first; nothing was written."""
+
+    code = "stale_state"
+
+
+class LeaseLost(StaleState):
+    """This worker's lease on the work expired or was taken over; its result was rejected."""
+
+    code = "lease_lost"
+
+
+class IdempotencyConflict(WorkflowError):
+    """The idempotency key was used before with a different payload."""
+
+    code = "idempotency_conflict"
+
+
+class PermanentError(Exception):
+    """Raised by a handler to fail its step at once, without further retries."""

@@ -1,0 +1,170 @@
+"""The durable state of workflows: runs, their steps, timers and the event history.
+
+Rows here are written only by ``workflows.engine``; every mutable row carries a
+``version`` column that each write compares and increments (compare-and-set), and leased
+rows carry ``attempt``, ``lease_owner`` and ``lease_expires_at`` for fencing.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from workflows.status import RunStatus, StepStatus, TimerKind, TimerStatus
+
+
+class Run(models.Model):
+    """One execution of a workflow definition, pinned to the version it started with."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workflow_name = models.CharField(max_length=200)
+    workflow_version = models.PositiveIntegerField()
+    snapshot = models.JSONField(help_text="The workflow graph as it was when the run started.")
+    status = models.CharField(max_length=32, choices=RunStatus.choices, default=RunStatus.PENDING)
+    input = models.JSONField(default=dict, blank=True)
+    output = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    # NULL, not "", for "no key": the unique constraint must ignore keyless runs.
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    input_hash = models.CharField(max_length=64, blank=True, default="")
+    business_key = models.CharField(max_length=255, blank=True, default="")
+    parent_run = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="child_runs"
+    )
+    parent_step = models.ForeignKey(
+        "Step", null=True, blank=True, on_delete=models.CASCADE, related_name="child_runs"
+    )
+    version = models.PositiveIntegerField(default=1)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workflow_name", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="workflows_run_unique_idempotency_key",
+            )
+        ]
+        indexes = [
+            models.Index(fields=["status", "created_at"], name="workflows_run_status"),
+            models.Index(
+                fields=["workflow_name", "workflow_version", "created_at"],
+                name="workflows_run_workflow",
+            ),
+            models.Index(fields=["created_at"], name="workflows_run_created"),
+            models.Index(fields=["business_key"], name="workflows_run_business_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_name} v{self.workflow_version} [{self.status}] {self.id}"
+
+
+class Step(models.Model):
+    """One node of a run's graph, with its own status, attempts and lease."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=32)
+    status = models.CharField(max_length=32, choices=StepStatus.choices, default=StepStatus.PENDING)
+    attempt = models.PositiveIntegerField(default=0)
+    max_attempts = models.PositiveIntegerField(default=1)
+    lease_owner = models.CharField(max_length=200, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    version = models.PositiveIntegerField(default=1)
+    output = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "name"], name="workflows_step_unique_name")
+        ]
+        indexes = [
+            models.Index(fields=["run", "status"], name="workflows_step_run_status"),
+            models.Index(
+                fields=["updated_at"],
+                condition=Q(status=StepStatus.READY),
+                name="workflows_step_ready",
+            ),
+            models.Index(
+                fields=["lease_expires_at"],
+                condition=Q(status=StepStatus.RUNNING),
+                name="workflows_step_lease",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} [{self.status}]"
+
+
+class Timer(models.Model):
+    """A durable moment in the future: firing it is a compare-and-set ``scheduled → fired``."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="timers")
+    step = models.ForeignKey(
+        Step, null=True, blank=True, on_delete=models.CASCADE, related_name="timers"
+    )
+    kind = models.CharField(max_length=32, choices=TimerKind.choices)
+    due_at = models.DateTimeField()
+    status = models.CharField(
+        max_length=16, choices=TimerStatus.choices, default=TimerStatus.SCHEDULED
+    )
+    version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    fired_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["due_at", "id"]
+        indexes = [
+            models.Index(
+                fields=["due_at"],
+                condition=Q(status=TimerStatus.SCHEDULED),
+                name="workflows_timer_due",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} timer due {self.due_at:%Y-%m-%d %H:%M:%S} [{self.status}]"
+
+
+class Event(models.Model):
+    """One entry of a run's history, written in the transaction that made it true.
+
+    ``published`` makes the table usable as a transactional outbox.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    step = models.ForeignKey(
+        Step, null=True, blank=True, on_delete=models.CASCADE, related_name="events"
+    )
+    type = models.CharField(max_length=64)
+    payload = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    published = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            models.Index(fields=["run", "id"], name="workflows_event_run"),
+            models.Index(
+                fields=["id"], condition=Q(published=False), name="workflows_event_unpublished"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.type} @ {self.created_at:%Y-%m-%d %H:%M:%S}"

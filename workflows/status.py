@@ -1,0 +1,65 @@
+"""Statuses of runs, steps and timers, and which of them are final."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class RunStatus(models.TextChoices):
+    PENDING = "pending"
+    RUNNING = "running"
+    WAITING = "waiting"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    COMPENSATING = "compensating"
+    COMPENSATED = "compensated"
+    COMPENSATION_FAILED = "compensation_failed"
+    CANCELLING = "cancelling"
+    CANCELLED = "cancelled"
+
+
+class StepStatus(models.TextChoices):
+    PENDING = "pending"
+    READY = "ready"
+    RUNNING = "running"
+    WAITING = "waiting"
+    RETRY_SCHEDULED = "retry_scheduled"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+
+
+class TimerStatus(models.TextChoices):
+    SCHEDULED = "scheduled"
+    FIRED = "fired"
+    CANCELLED = "cancelled"
+
+
+class TimerKind(models.TextChoices):
+    SLEEP = "sleep"
+    RETRY = "retry"
+
+
+RUN_ACTIVE = frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING})
+RUN_FINAL = frozenset(
+    {
+        RunStatus.COMPLETED,
+        RunStatus.FAILED,
+        RunStatus.COMPENSATED,
+        RunStatus.COMPENSATION_FAILED,
+        RunStatus.CANCELLED,
+    }
+)
+STEP_FINAL = frozenset(
+    {
+        StepStatus.COMPLETED,
+        StepStatus.FAILED,
+        StepStatus.SKIPPED,
+        StepStatus.CANCELLED,
+        StepStatus.TIMED_OUT,
+    }
+)
+# Steps in these states are work in hand: while any exists the run is "running".
+STEP_IN_HAND = frozenset({StepStatus.READY, StepStatus.RUNNING})
