@@ -58,7 +58,7 @@ def database_from_url(url: str) -> dict[str, Any]:
             f"DATABASE_URL scheme {parts.scheme!r} is not supported; "
             f"use one of {sorted(_URL_ENGINES)}"
         )
-    name = unquote(parts.path.lstrip("/"))
+    name = unquote(parts.path[1:])  # sqlite:///relative.db, sqlite:////absolute.db
     if engine.endswith("sqlite3"):
         return sqlite_database(Path(name).resolve())
     if not name:

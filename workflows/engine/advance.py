@@ -18,7 +18,7 @@ from workflows.definitions import Node, Sleep, Task, Workflow
 from workflows.engine.db import compare_and_set, db_now_plus
 from workflows.engine.events import EventLog
 from workflows.engine.lease import Lease
-from workflows.engine.runs import fail_run, settle_run
+from workflows.engine.runs import fail_run, settle_run, step_failure
 from workflows.errors import StaleState
 from workflows.models import Run, Step, Timer
 from workflows.status import RUN_ACTIVE, STEP_FINAL, RunStatus, StepStatus, TimerKind
@@ -117,7 +117,7 @@ class Advancer:
 
     def fail(self, step: Step, error: dict[str, Any]) -> None:
         """Fail the run because ``step`` failed for good."""
-        fail_run(self.run, {"code": "step_failed", "step": step.name, **error}, self.events)
+        fail_run(self.run, step_failure(step.name, error), self.events)
 
     # -- entering one step ------------------------------------------------------------
 

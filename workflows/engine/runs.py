@@ -76,6 +76,11 @@ def settle_run(run: Run, sinks: tuple[str, ...], events: EventLog) -> None:
         set_run_status(run, RunStatus.WAITING, events)
 
 
+def step_failure(step_name: str, error: dict[str, Any]) -> dict[str, Any]:
+    """The run's error when a step failed for good: names the step, keeps the cause."""
+    return {**error, "code": "step_failed", "step": step_name, "cause": error.get("code", "")}
+
+
 def fail_run(run: Run, error: dict[str, Any], events: EventLog) -> None:
     """Fail the run with ``error`` and cancel the steps and timers that had not started.
 

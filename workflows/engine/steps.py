@@ -22,7 +22,7 @@ from workflows.engine.db import compare_and_set, db_now_plus, transition
 from workflows.engine.dispatch import enqueue
 from workflows.engine.events import EventLog
 from workflows.engine.lease import Lease
-from workflows.engine.runs import fail_run, lock_run
+from workflows.engine.runs import fail_run, lock_run, step_failure
 from workflows.errors import DefinitionMissing, LeaseLost, StaleState
 from workflows.models import Step, Timer
 from workflows.status import RUN_ACTIVE, StepStatus, TimerKind
@@ -265,7 +265,7 @@ def _fail(lease: Lease, error: dict[str, Any], delay: Any) -> str | _Rejected:
             attempt=lease.attempt,
             error=error["message"],
         )
-        fail_run(run, {"code": "step_failed", "step": lease.step_name, **error}, events)
+        fail_run(run, step_failure(lease.step_name, error), events)
     events.flush()
     return status
 
@@ -321,7 +321,7 @@ def _reclaim(step_id: int, now: datetime | None) -> str | None:
         events.add(
             run.pk, "step.failed", step_id=row.pk, attempt=row.attempt, error=error["message"]
         )
-        fail_run(run, {"step": row.name, **error}, events)
+        fail_run(run, step_failure(row.name, error), events)
     else:
         events.add(run.pk, "step.ready", step_id=row.pk)
         enqueue([row.pk])

@@ -1,0 +1,1 @@
+"""Benchmarks for Flowsite; run the scripts here from the repository root."""

@@ -1,0 +1,369 @@
+"""Inline throughput of the Flowsite engine on SQLite, next to a plain Django ORM baseline.
+
+What it measures, in one process on a fresh temporary SQLite file configured exactly like
+the demo project (``flowsite.database.sqlite_database``: WAL, busy timeout,
+``BEGIN IMMEDIATE``, ``synchronous=NORMAL`` unless ``--synchronous`` says otherwise):
+
+* **runs started/s**: ``workflows.start_run`` of a 10-step no-op workflow, N times;
+* **engine step transitions/s**: those N runs executed in-process by
+  ``workflows.testing.run_pending`` (the worker chains straight into each run's next step),
+  counted as steps completed per second and checked against the database;
+* **ORM CAS+insert transactions/s**: the cheapest honest transaction of the same shape, a
+  ``transaction.atomic()`` block doing one compare-and-set ``UPDATE`` on a version column
+  plus one ``INSERT`` of an event row;
+* **queries and transactions per step**, captured over a separate, smaller batch of runs.
+
+Why: every step transition is a small write transaction, so on SQLite the engine's rate
+is bounded by the rate of such transactions. The ratio engine / ORM says how much of
+that budget the engine's own bookkeeping (extra reads, status rows, events) spends.
+
+The script prints figures and never asserts timings. It exits non-zero only when the
+runs did not complete as they should (not every run ``completed``, or a step missing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from workflows import Task, Workflow  # noqa: E402  (needs the repository on sys.path)
+
+STEPS_PER_RUN = 10
+NOOP = "bench.handlers.noop"
+TIMED_KEY = "bench-timed"
+QUERIES_KEY = "bench-queries"
+SYNCHRONOUS_NAMES = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+
+
+class BenchNoop10(Workflow):
+    """Ten tasks in a chain, each doing nothing: the cost measured is the engine's alone."""
+
+    name = "bench_noop_10"
+    version = 1
+
+    step_01 = Task(NOOP)
+    step_02 = Task(NOOP)
+    step_03 = Task(NOOP)
+    step_04 = Task(NOOP)
+    step_05 = Task(NOOP)
+    step_06 = Task(NOOP)
+    step_07 = Task(NOOP)
+    step_08 = Task(NOOP)
+    step_09 = Task(NOOP)
+    step_10 = Task(NOOP)
+
+
+assert len(BenchNoop10.nodes) == STEPS_PER_RUN
+
+
+@dataclass
+class Figures:
+    """Everything measured in one invocation."""
+
+    runs: int
+    start_seconds: float
+    execute_seconds: float
+    steps_completed: int
+    runs_completed: int
+    step_attempts: int
+    rounds: int
+    orm_transactions: int
+    orm_seconds: float
+    query_runs: int
+    query_steps: int
+    start_queries: int
+    execute_queries: int
+    start_transactions: int
+    execute_transactions: int
+
+    @property
+    def starts_per_second(self) -> float:
+        return self.runs / self.start_seconds
+
+    @property
+    def steps_per_second(self) -> float:
+        return self.steps_completed / self.execute_seconds
+
+    @property
+    def orm_per_second(self) -> float:
+        return self.orm_transactions / self.orm_seconds
+
+    @property
+    def ratio(self) -> float:
+        return self.steps_per_second / self.orm_per_second
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--runs", type=int, default=200, help="runs to time (default 200)")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=STEPS_PER_RUN,
+        choices=[STEPS_PER_RUN],
+        help="steps per run (fixed: 10)",
+    )
+    parser.add_argument(
+        "--synchronous",
+        type=str.upper,
+        choices=sorted(SYNCHRONOUS_NAMES.values()),
+        default=None,
+        help="SQLite synchronous level (sets FLOWSITE_SQLITE_SYNCHRONOUS; default NORMAL)",
+    )
+    parser.add_argument(
+        "--orm-transactions",
+        type=int,
+        default=5000,
+        help="ORM baseline transactions to time (default 5000)",
+    )
+    parser.add_argument(
+        "--query-runs",
+        type=int,
+        default=20,
+        help="runs of the untimed batch whose queries are counted (default 20)",
+    )
+    args = parser.parse_args(argv)
+    if args.runs < 1 or args.orm_transactions < 1 or args.query_runs < 1:
+        parser.error("--runs, --orm-transactions and --query-runs must be positive")
+    return args
+
+
+def configure_django(var_dir: Path, synchronous: str | None) -> None:
+    """Point the demo settings at a fresh SQLite file in ``var_dir``, then set Django up."""
+    os.environ["DJANGO_SETTINGS_MODULE"] = "flowsite.settings"
+    os.environ["FLOWSITE_VAR_DIR"] = str(var_dir)
+    os.environ["FLOWSITE_EXECUTOR"] = "inline"
+    # DEBUG records every query in connection.queries, which would slow both sides.
+    os.environ["DJANGO_DEBUG"] = "0"
+    os.environ.pop("DATABASE_URL", None)
+    if synchronous is not None:
+        os.environ["FLOWSITE_SQLITE_SYNCHRONOUS"] = synchronous
+
+    import django
+    from django.conf import settings
+
+    from flowsite.database import sqlite_database
+
+    expected = sqlite_database(var_dir / "flowsite.sqlite3")
+    if settings.DATABASES["default"] != expected:
+        raise RuntimeError(f"settings did not pick the benchmark database: {expected['NAME']}")
+    django.setup()
+
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def start_runs(count: int, business_key: str) -> float:
+    """Start ``count`` runs and return the seconds it took."""
+    from workflows import start_run
+
+    began = time.perf_counter()
+    for index in range(count):
+        start_run(BenchNoop10, {"n": index}, business_key=business_key)
+    return time.perf_counter() - began
+
+
+def execute_pending() -> tuple[float, int, int]:
+    """Run every ready step inline; return seconds, step attempts and rounds."""
+    from workflows.testing import run_pending
+
+    began = time.perf_counter()
+    result = run_pending()
+    return time.perf_counter() - began, result.steps, result.rounds
+
+
+def completed_counts(business_key: str) -> tuple[int, int]:
+    """Count the completed runs and completed steps of one batch, from the database."""
+    from workflows.models import Run, Step
+    from workflows.status import RunStatus, StepStatus
+
+    runs = Run.objects.filter(business_key=business_key, status=RunStatus.COMPLETED).count()
+    steps = Step.objects.filter(run__business_key=business_key, status=StepStatus.COMPLETED).count()
+    return runs, steps
+
+
+def count_queries(runs: int) -> tuple[int, int, int, int, int]:
+    """Start and execute ``runs`` runs untimed, counting SQL statements and transactions.
+
+    Returns (start queries, start transactions, execute queries, execute transactions,
+    steps completed). A transaction is counted by its ``BEGIN IMMEDIATE`` statement.
+    """
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as started:
+        start_runs(runs, QUERIES_KEY)
+    with CaptureQueriesContext(connection) as executed:
+        execute_pending()
+    completed_runs, completed_steps = completed_counts(QUERIES_KEY)
+    if completed_runs != runs:
+        raise SystemExit(f"query batch: {completed_runs} of {runs} runs completed")
+
+    def begins(captured: CaptureQueriesContext) -> int:
+        return sum(query["sql"].startswith("BEGIN") for query in captured.captured_queries)
+
+    return (
+        len(started.captured_queries),
+        begins(started),
+        len(executed.captured_queries),
+        begins(executed),
+        completed_steps,
+    )
+
+
+def orm_baseline(transactions: int) -> float:
+    """Time ``transactions`` times: CAS ``UPDATE`` of a Step's version + ``INSERT`` of an Event.
+
+    Returns the seconds taken. Uses the engine's own tables so row width and indexes match.
+    """
+    from django.db import transaction
+    from django.db.models import F
+    from django.db.models.functions import Now
+
+    from workflows.models import Event, Run, Step
+
+    run = Run.objects.create(workflow_name="bench_orm_baseline", workflow_version=1, snapshot={})
+    step = Step.objects.create(run=run, name="cas", kind="task")
+    version = step.version
+    began = time.perf_counter()
+    for index in range(transactions):
+        with transaction.atomic():
+            updated = Step.objects.filter(pk=step.pk, version=version).update(
+                version=F("version") + 1, updated_at=Now()
+            )
+            if updated != 1:
+                raise SystemExit(f"ORM baseline: compare-and-set {index} matched {updated} rows")
+            Event.objects.create(run=run, step=step, type="bench.cas", payload={"v": version})
+        version += 1
+    return time.perf_counter() - began
+
+
+def sqlite_facts() -> dict[str, str]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("select sqlite_version()")
+        version = cursor.fetchone()[0]
+        cursor.execute("pragma synchronous")
+        level = cursor.fetchone()[0]
+        cursor.execute("pragma journal_mode")
+        journal = cursor.fetchone()[0]
+    return {
+        "version": version,
+        "synchronous": f"{SYNCHRONOUS_NAMES.get(level, '?')} ({level})",
+        "journal_mode": journal,
+        "transaction_mode": str(connection.settings_dict["OPTIONS"].get("transaction_mode")),
+        "path": str(connection.settings_dict["NAME"]),
+    }
+
+
+def measure(args: argparse.Namespace) -> Figures:
+    # Untimed batch first: counts queries and warms imports, caches and the connection.
+    start_q, start_tx, exec_q, exec_tx, query_steps = count_queries(args.query_runs)
+
+    start_seconds = start_runs(args.runs, TIMED_KEY)
+    execute_seconds, attempts, rounds = execute_pending()
+    runs_completed, steps_completed = completed_counts(TIMED_KEY)
+
+    orm_seconds = orm_baseline(args.orm_transactions)
+    return Figures(
+        runs=args.runs,
+        start_seconds=start_seconds,
+        execute_seconds=execute_seconds,
+        steps_completed=steps_completed,
+        runs_completed=runs_completed,
+        step_attempts=attempts,
+        rounds=rounds,
+        orm_transactions=args.orm_transactions,
+        orm_seconds=orm_seconds,
+        query_runs=args.query_runs,
+        query_steps=query_steps,
+        start_queries=start_q,
+        execute_queries=exec_q,
+        start_transactions=start_tx,
+        execute_transactions=exec_tx,
+    )
+
+
+def report(figures: Figures, facts: dict[str, str]) -> None:
+    import django
+
+    per_step = figures.query_steps
+    rows = [
+        ("runs started/s", f"{figures.starts_per_second:,.0f}"),
+        ("engine step transitions/s", f"{figures.steps_per_second:,.0f}"),
+        ("ORM CAS+insert transactions/s", f"{figures.orm_per_second:,.0f}"),
+        ("ratio engine / ORM", f"{figures.ratio:.2f}"),
+        (
+            "queries per step (start + execute)",
+            f"{(figures.start_queries + figures.execute_queries) / per_step:.2f}",
+        ),
+        ("queries per step (execute only)", f"{figures.execute_queries / per_step:.2f}"),
+        (
+            "transactions per step (execute only)",
+            f"{figures.execute_transactions / per_step:.2f}",
+        ),
+        ("queries per run start", f"{figures.start_queries / figures.query_runs:.1f}"),
+    ]
+    width = max(len(name) for name, _ in rows)
+    print("Flowsite inline throughput (bench/throughput.py)")
+    print(f"  SQLite {facts['version']}, journal_mode={facts['journal_mode']}, ", end="")
+    print(f"synchronous={facts['synchronous']}, transaction_mode={facts['transaction_mode']}")
+    print(f"  Python {platform.python_version()}, Django {django.get_version()}, ", end="")
+    print(f"{os.cpu_count()} CPUs, {platform.platform()}")
+    print(f"  database: fresh file {facts['path']}")
+    print(
+        f"  workload: {figures.runs} runs of {BenchNoop10.name} ({STEPS_PER_RUN} no-op tasks "
+        f"in a chain); started in {figures.start_seconds:.3f}s, executed in "
+        f"{figures.execute_seconds:.3f}s ({figures.step_attempts} attempts, "
+        f"{figures.rounds} rounds of run_pending)"
+    )
+    print(
+        f"  ORM baseline: {figures.orm_transactions} transactions in {figures.orm_seconds:.3f}s; "
+        f"queries counted over {figures.query_runs} further runs ({per_step} steps)"
+    )
+    print()
+    print(f"  {'measure'.ljust(width)}  {'value':>10}")
+    print(f"  {'-' * width}  {'-' * 10}")
+    for name, value in rows:
+        print(f"  {name.ljust(width)}  {value:>10}")
+    print()
+    print(
+        f"  check: {figures.runs_completed}/{figures.runs} runs completed, "
+        f"{figures.steps_completed}/{figures.runs * STEPS_PER_RUN} steps completed"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="flowsite-bench-") as tmp:
+        configure_django(Path(tmp), args.synchronous)
+        from django.db import connections
+
+        try:
+            facts = sqlite_facts()
+            figures = measure(args)
+        finally:
+            connections.close_all()
+    report(figures, facts)
+    expected_steps = args.runs * STEPS_PER_RUN
+    if figures.runs_completed != args.runs or figures.steps_completed != expected_steps:
+        print("FAILED: not every run and step completed", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""Prepare the demo site: an admin login and a few sample runs (safe to run twice)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+
+import workflows
+
+SAMPLE_ORDERS = [
+    {
+        "order_id": "A-1001",
+        "email": "ada@example.com",
+        "gift": True,
+        "lines": [{"sku": "BOOK-42", "quantity": 2, "price": "12.50"}],
+    },
+    {
+        "order_id": "A-1002",
+        "email": "alan@example.com",
+        "lines": [{"sku": "MUG-7", "quantity": 1, "price": "8.00"}],
+    },
+]
+
+
+class Command(BaseCommand):
+    help = "Create the demo admin user (admin/admin) and start sample demo runs once."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        user_model = get_user_model()
+        user, created = user_model.objects.get_or_create(
+            username="admin", defaults={"is_staff": True, "is_superuser": True}
+        )
+        if created:
+            user.set_password("admin")
+            user.save()
+            self.stdout.write("created demo user admin / admin")
+        for order in SAMPLE_ORDERS:
+            run = workflows.start_run(
+                "order_fulfilment",
+                order,
+                idempotency_key=f"demo-{order['order_id']}",
+                business_key=order["order_id"],
+                user=user,
+            )
+            self.stdout.write(f"order_fulfilment run {run.pk} [{run.status}]")
+        run = workflows.start_run("flaky_import", {"rows": 25}, idempotency_key="demo-import")
+        self.stdout.write(f"flaky_import run {run.pk} [{run.status}]")

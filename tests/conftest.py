@@ -1,0 +1,45 @@
+"""Shared fixtures: thread helpers that fail instead of hanging, database vendor flags."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from django.db import connection, connections
+
+THREAD_TIMEOUT_SECONDS = 60
+
+
+def run_concurrently(*calls: Callable[[], Any]) -> list[Any]:
+    """Run each call in its own thread, released together by a barrier.
+
+    Returns each call's result, or the exception it raised. Every thread closes its
+    database connection so test databases can be torn down; a deadlock fails the test
+    after ``THREAD_TIMEOUT_SECONDS`` instead of hanging it.
+    """
+    barrier = threading.Barrier(len(calls), timeout=THREAD_TIMEOUT_SECONDS)
+
+    def wrapped(call: Callable[[], Any]) -> Any:
+        try:
+            barrier.wait()
+            return call()
+        except Exception as exc:
+            return exc
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(max_workers=len(calls)) as pool:
+        futures = [pool.submit(wrapped, call) for call in calls]
+        return [future.result(timeout=THREAD_TIMEOUT_SECONDS) for future in futures]
+
+
+@pytest.fixture
+def concurrently() -> Callable[..., list[Any]]:
+    return run_concurrently
+
+
+def is_sqlite() -> bool:
+    return connection.vendor == "sqlite"

@@ -1,0 +1,96 @@
+"""Query budget: the price of a step is fixed, whatever the size of its run.
+
+Counted with Django's query capture; BEGIN/COMMIT/SAVEPOINT statements are left out
+because backends log them differently (SQLite logs ``BEGIN IMMEDIATE``, PostgreSQL's
+driver begins implicitly). The numbers are documented in docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+import workflows
+from workflows import Task, Workflow
+from workflows.engine import claim_step, complete_step
+from workflows.models import Event, Step
+from workflows.testing import run_pending
+
+pytestmark = pytest.mark.django_db
+
+NOOP = "tests.integration.test_query_budget.noop"
+
+# From claim to the next step being ready: claim (select, update, insert event) and
+# completion (lock run, fenced update, read downstream rows, ready next, insert events).
+UNCHAINED_STEP_QUERIES = 8
+# A worker chaining into the next step: completion and next claim in one transaction.
+CHAINED_STEP_QUERIES = 5
+
+
+def noop(ctx):
+    return None
+
+
+def chain_of(length: int) -> type[Workflow]:
+    body = {f"s{i:03d}": Task(NOOP) for i in range(length)}
+    return type(
+        f"Chain{length}",
+        (Workflow,),
+        {"__module__": __name__, "name": f"budget_chain_{length}", **body},
+    )
+
+
+SHORT = chain_of(4)
+LONG = chain_of(60)
+
+
+def statements(captured: CaptureQueriesContext) -> list[str]:
+    skipped = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE SAVEPOINT", "ROLLBACK")
+    return [q["sql"] for q in captured.captured_queries if not q["sql"].startswith(skipped)]
+
+
+def unchained_cost(workflow: type[Workflow], position: int, history: int = 0) -> int:
+    run = workflows.start_run(workflow)
+    Event.objects.bulk_create(Event(run=run, type="noise") for _ in range(history))
+    for name in list(workflow.nodes)[:position]:
+        step = Step.objects.get(run=run, name=name)
+        complete_step(claim_step(step.pk, "w"), None)
+    step = Step.objects.get(run=run, name=list(workflow.nodes)[position])
+    with CaptureQueriesContext(connection) as captured:
+        complete_step(claim_step(step.pk, "w"), None)
+    assert Step.objects.get(run=run, name=list(workflow.nodes)[position + 1]).status == "ready"
+    return len(statements(captured))
+
+
+def chained_cost(workflow: type[Workflow], position: int) -> int:
+    run = workflows.start_run(workflow)
+    lease = claim_step(Step.objects.get(run=run, name="s000").pk, "w")
+    for _ in range(position):
+        lease = complete_step(lease, None, claim_next=True)
+    with CaptureQueriesContext(connection) as captured:
+        lease = complete_step(lease, None, claim_next=True)
+    assert lease is not None
+    return len(statements(captured))
+
+
+def test_unchained_step_costs_a_fixed_number_of_queries():
+    assert unchained_cost(SHORT, 1) == UNCHAINED_STEP_QUERIES
+    assert unchained_cost(LONG, 1) == UNCHAINED_STEP_QUERIES
+    assert unchained_cost(LONG, 40, history=500) == UNCHAINED_STEP_QUERIES
+
+
+def test_chained_step_costs_a_fixed_number_of_queries():
+    assert chained_cost(SHORT, 1) == CHAINED_STEP_QUERIES
+    assert chained_cost(LONG, 30) == CHAINED_STEP_QUERIES
+
+
+def test_whole_runs_cost_linearly_in_steps():
+    workflows.start_run(SHORT)
+    with CaptureQueriesContext(connection) as short:
+        run_pending()
+    workflows.start_run(LONG)
+    with CaptureQueriesContext(connection) as long:
+        run_pending()
+    per_extra_step = (len(statements(long)) - len(statements(short))) / (60 - 4)
+    assert per_extra_step == CHAINED_STEP_QUERIES
