@@ -9,6 +9,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import queue
+from functools import partial
 from typing import Any
 
 import pytest
@@ -48,7 +49,7 @@ def test_two_threads_claiming_one_step_exactly_one_wins(concurrently):
         run = workflows.start_run(Single)
         step_id = Step.objects.get(run=run).pk
         results = concurrently(
-            lambda: claim_step(step_id, "thread-a"), lambda: claim_step(step_id, "thread-b")
+            partial(claim_step, step_id, "thread-a"), partial(claim_step, step_id, "thread-b")
         )
         winners = [r for r in results if not isinstance(r, Exception)]
         losers = [r for r in results if isinstance(r, Exception)]
@@ -122,7 +123,7 @@ def test_join_fires_once_when_both_branches_finish_at_the_same_moment(concurrent
         left = claim_step(Step.objects.get(run=run, name="left").pk, "left-worker")
         right = claim_step(Step.objects.get(run=run, name="right").pk, "right-worker")
         results = concurrently(
-            lambda: complete_step(left, None), lambda: complete_step(right, None)
+            partial(complete_step, left, None), partial(complete_step, right, None)
         )
         assert results == [None, None]
         join = Step.objects.get(run=run, name="join")
