@@ -1,0 +1,67 @@
+"""The demo project's workflows run to completion and leave visible records."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+import workflows
+from flowsite.demo.models import DemoRecord
+from workflows.models import Run
+from workflows.testing import run_pending
+
+pytestmark = pytest.mark.django_db
+
+ORDER = {
+    "order_id": "T-1",
+    "gift": True,
+    "lines": [{"sku": "BOOK", "quantity": 2, "price": "10.00"}],
+}
+
+
+def test_order_fulfilment_runs_every_branch_and_sleeps():
+    run = workflows.start_run("order_fulfilment", ORDER)
+    run_pending()
+    run.refresh_from_db()
+    assert run.status == "waiting"  # cooling off behind a durable timer
+    run_pending(until=timezone.now() + timedelta(minutes=1))
+    run.refresh_from_db()
+    assert run.status == "completed"
+    assert run.output == {"send_receipt": {"to": "customer@example.com", "total": "33.00"}}
+    kinds = sorted(DemoRecord.objects.filter(run_id=run.pk).values_list("kind", flat=True))
+    assert kinds == ["gift_wrap", "invoice", "receipt", "reservation"]
+
+
+def test_order_without_gift_skips_wrapping():
+    run = workflows.start_run("order_fulfilment", {**ORDER, "gift": False})
+    run_pending(until=timezone.now() + timedelta(minutes=1))
+    assert run.steps.get(name="wrap_gift").status == "skipped"
+    assert run.steps.get(name="send_receipt").status == "completed"
+
+
+def test_order_input_is_validated():
+    with pytest.raises(workflows.InvalidInput, match="needs an 'order_id'"):
+        workflows.start_run("order_fulfilment", {"lines": []})
+
+
+def test_flaky_import_retries_then_succeeds_with_one_record():
+    run = workflows.start_run("flaky_import", {"rows": 3})
+    run_pending(until=timezone.now() + timedelta(minutes=5))
+    run.refresh_from_db()
+    assert run.status == "completed"
+    record = DemoRecord.objects.get(run_id=run.pk)
+    assert record.data == {"rows": 3, "attempts": 3}
+
+
+def test_demo_setup_is_idempotent_and_checks_pass():
+    call_command("check", fail_level="WARNING")
+    first, second = StringIO(), StringIO()
+    call_command("demo_setup", stdout=first)
+    call_command("demo_setup", stdout=second)
+    assert "created demo user admin / admin" in first.getvalue()
+    assert "created demo user" not in second.getvalue()
+    assert Run.objects.count() == 3
