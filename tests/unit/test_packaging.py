@@ -13,8 +13,16 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_wheel_contains_the_app_and_its_migrations(tmp_path):
     subprocess.run(
         [
-            sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-            "--quiet", "--wheel-dir", str(tmp_path), str(ROOT),
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--quiet",
+            "--wheel-dir",
+            str(tmp_path),
+            str(ROOT),
         ],
         check=True,
         timeout=300,
