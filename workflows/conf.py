@@ -28,6 +28,18 @@ DEFAULTS: dict[str, Any] = {
     "DEFAULT_RETRY_MAX_INTERVAL": timedelta(minutes=5),
     # Module name imported from every installed app to find workflow definitions.
     "AUTODISCOVER_MODULE": "flows",
+    # A worker that finishes a step claims the next one itself (no queue round trip)
+    # until it has been busy this long; then the next step goes through the queue, so a
+    # long chain never outlives the queue's task timeout.
+    "CHAIN_BUDGET": timedelta(seconds=60),
+    # A ready step nobody claimed for this long is sent to the executor again.
+    "REDISPATCH_AFTER": timedelta(seconds=30),
+    # The sweeper process (``workflows_sweeper``): how often it fires due timers and
+    # how often it runs the recovery scanners.
+    "TIMER_POLL_INTERVAL": timedelta(milliseconds=200),
+    "RECOVERY_INTERVAL": timedelta(seconds=5),
+    # Finished runs older than this are deleted by the purge scanner; None keeps them.
+    "RETENTION": None,
     # "database is locked" on SQLite is retried this many times with jittered backoff.
     "LOCKED_RETRY_ATTEMPTS": 10,
     "LOCKED_RETRY_BASE_DELAY": 0.01,

@@ -12,9 +12,12 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from django.core.exceptions import ImproperlyConfigured
+from django.db import router, transaction
 from django.utils.module_loading import import_string
 
 from workflows.conf import workflow_settings
+
+RUN_STEP_TASK = "workflows.tasks.run_step"
 
 
 class Executor(Protocol):
@@ -32,7 +35,39 @@ class InlineExecutor:
         return None
 
 
-EXECUTOR_ALIASES = {"inline": "workflows.executors.InlineExecutor"}
+class DjangoQExecutor:
+    """Sends one django-q2 task ("run step N") per ready step.
+
+    The message is only a nudge: the worker claims the step with a compare-and-set, so
+    a duplicate or redelivered message finds the step taken and does nothing, and a lost
+    one is re-sent by the redispatch scanner. With django-q2's ORM broker on the
+    workflows database the message is written in the transition's own transaction (a
+    transactional outbox); with any other broker (Redis) it is sent on commit.
+    """
+
+    def enqueue(self, step_ids: Sequence[int]) -> None:
+        from django_q.conf import Conf
+
+        from workflows.models import Step
+
+        ids = list(step_ids)
+        if Conf.ORM and Conf.ORM == router.db_for_write(Step):
+            _send(ids)
+        else:
+            transaction.on_commit(lambda: _send(ids), using=router.db_for_write(Step))
+
+
+def _send(step_ids: list[int]) -> None:
+    from django_q.tasks import async_task
+
+    for step_id in step_ids:
+        async_task(RUN_STEP_TASK, step_id, task_name=f"workflows step {step_id}")
+
+
+EXECUTOR_ALIASES = {
+    "inline": "workflows.executors.InlineExecutor",
+    "django_q": "workflows.executors.DjangoQExecutor",
+}
 
 
 @functools.cache
@@ -46,3 +81,9 @@ def _load(path: str) -> Executor:
 def get_executor() -> Executor:
     """Return the executor named by ``WORKFLOWS['EXECUTOR']``."""
     return _load(workflow_settings.EXECUTOR)
+
+
+def uses_django_q() -> bool:
+    return EXECUTOR_ALIASES.get(workflow_settings.EXECUTOR, workflow_settings.EXECUTOR) == (
+        EXECUTOR_ALIASES["django_q"]
+    )

@@ -7,8 +7,10 @@ import logging
 import os
 import socket
 import threading
+import time
 from typing import Any
 
+from workflows.conf import workflow_settings
 from workflows.context import Context
 from workflows.engine import Lease, claim_step, complete_step, fail_attempt, heartbeat
 from workflows.errors import DefinitionMissing, LeaseLost, PermanentError, StaleState
@@ -24,8 +26,11 @@ def worker_id() -> str:
 def execute_step(step_id: int, *, owner: str | None = None, chain: bool = True) -> int:
     """Claim and run a ready step; with ``chain``, keep going with the steps it releases.
 
-    Returns how many step attempts this call ran. A step that another worker claimed
-    first, or that is no longer ready, is not an error: it returns 0.
+    Chaining stops once this call has been busy for ``CHAIN_BUDGET``: the next step is
+    then left ``ready`` for the queue, so one queue task never runs long enough for the
+    queue to think its worker died. Returns how many step attempts this call ran. A step
+    that another worker claimed first, or that is no longer ready, is not an error: it
+    returns 0.
     """
     owner = owner or worker_id()
     try:
@@ -33,10 +38,11 @@ def execute_step(step_id: int, *, owner: str | None = None, chain: bool = True) 
     except (StaleState, DefinitionMissing) as exc:
         logger.debug("step %s not claimed: %s", step_id, exc)
         return 0
+    deadline = time.monotonic() + workflow_settings.CHAIN_BUDGET.total_seconds()
     attempts = 0
     while lease is not None:
         attempts += 1
-        lease = run_attempt(lease, chain=chain)
+        lease = run_attempt(lease, chain=chain and time.monotonic() < deadline)
     return attempts
 
 
