@@ -51,7 +51,7 @@ class DjangoQExecutor:
         from workflows.models import Step
 
         ids = list(step_ids)
-        if Conf.ORM and Conf.ORM == router.db_for_write(Step):
+        if Conf.ORM and router.db_for_write(Step) == Conf.ORM:
             _send(ids)
         else:
             transaction.on_commit(lambda: _send(ids), using=router.db_for_write(Step))
@@ -84,6 +84,6 @@ def get_executor() -> Executor:
 
 
 def uses_django_q() -> bool:
-    return EXECUTOR_ALIASES.get(workflow_settings.EXECUTOR, workflow_settings.EXECUTOR) == (
-        EXECUTOR_ALIASES["django_q"]
-    )
+    """Tell whether the configured executor sends steps to django-q2."""
+    configured = EXECUTOR_ALIASES.get(workflow_settings.EXECUTOR, workflow_settings.EXECUTOR)
+    return configured == EXECUTOR_ALIASES["django_q"]

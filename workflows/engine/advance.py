@@ -10,20 +10,18 @@ import traceback
 from datetime import datetime
 from typing import Any
 
-from django.db.models.functions import Now
 from django.utils import timezone
 
 from workflows.context import Context
 from workflows.definitions import Node, Sleep, Task, Workflow
-from workflows.engine.db import compare_and_set, db_now_plus
+from workflows.engine.attempts import begin_attempt
 from workflows.engine.events import EventLog
 from workflows.engine.lease import Lease
 from workflows.engine.runs import fail_run, settle_run, step_failure
+from workflows.engine.sql import StepRow, cas_update, db_now, step_rows
 from workflows.errors import StaleState
 from workflows.models import Run, Step, Timer
 from workflows.status import RUN_ACTIVE, STEP_FINAL, RunStatus, StepStatus, TimerKind
-
-_STEP_FIELDS = ("id", "name", "status", "version", "attempt")
 
 
 def error_from_exception(exc: BaseException, **extra: Any) -> dict[str, Any]:
@@ -74,8 +72,7 @@ class Advancer:
     def start(self) -> None:
         """Enter the root steps of a new run and settle it."""
         roots = self.workflow.graph.roots
-        rows = Step.objects.filter(run_id=self.run.pk, name__in=roots).only(*_STEP_FIELDS)
-        for row in sorted(rows, key=lambda row: roots.index(row.name)):
+        for row in sorted(step_rows(self.run.pk, roots), key=lambda row: roots.index(row.name)):
             self._consider(row, upstream_statuses=[])
         self.finish()
 
@@ -91,12 +88,7 @@ class Advancer:
                 break
             upstream = self.workflow.graph.upstream
             needed = set(candidates).union(*(upstream[name] for name in candidates))
-            rows = {
-                row.name: row
-                for row in Step.objects.filter(run_id=self.run.pk, name__in=needed).only(
-                    *_STEP_FIELDS
-                )
-            }
+            rows = {row.name: row for row in step_rows(self.run.pk, needed)}
             for name in dict.fromkeys(candidates):
                 row = rows[name]
                 if row.status != StepStatus.PENDING:
@@ -115,13 +107,13 @@ class Advancer:
             return
         settle_run(self.run, self.workflow.graph.sinks, self.events)
 
-    def fail(self, step: Step, error: dict[str, Any]) -> None:
+    def fail(self, step: StepRow, error: dict[str, Any]) -> None:
         """Fail the run because ``step`` failed for good."""
         fail_run(self.run, step_failure(step.name, error), self.events)
 
     # -- entering one step ------------------------------------------------------------
 
-    def _consider(self, row: Step, upstream_statuses: list[str]) -> str | None:
+    def _consider(self, row: StepRow, upstream_statuses: list[str]) -> str | None:
         """Enter ``row`` if its upstreams allow it; return the status it moved to."""
         if any(status not in STEP_FINAL for status in upstream_statuses):
             return None
@@ -142,55 +134,40 @@ class Advancer:
                 return self._skip(row, "when= condition is false")
         return self._enter(row, node)
 
-    def _enter(self, row: Step, node: Node) -> str:
+    def _enter(self, row: StepRow, node: Node) -> str:
         if isinstance(node, Task):
             return self._enter_task(row, node)
         if isinstance(node, Sleep):
             return self._enter_sleep(row, node)
         raise TypeError(f"no engine support for node kind {node.kind!r}")  # pragma: no cover
 
-    def _enter_task(self, row: Step, node: Task) -> str:
+    def _enter_task(self, row: StepRow, node: Task) -> str:
         self._in_hand = True
         if self.claim_owner is not None and self.claimed is None:
-            self._move(
+            self.claimed = begin_attempt(
                 row,
-                StepStatus.RUNNING,
-                attempt=row.attempt + 1,
-                lease_owner=self.claim_owner,
-                lease_expires_at=db_now_plus(node.effective_timeout),
-                started_at=Now(),
-            )
-            self.events.add(
-                self.run.pk,
-                "step.started",
-                step_id=row.pk,
-                attempt=row.attempt + 1,
-                owner=self.claim_owner,
-            )
-            self.claimed = Lease(
-                step_id=row.pk,
                 run_id=self.run.pk,
-                step_name=row.name,
-                attempt=row.attempt + 1,
-                owner=self.claim_owner,
-                version=row.version,  # already advanced by _move
-                workflow=self.workflow,
                 run_input=self.run.input,
+                workflow=self.workflow,
+                owner=self.claim_owner,
+                events=self.events,
             )
+            if self.claimed is None:
+                raise StaleState(f"step {row.name!r} of run {self.run.pk} changed while claimed")
             return StepStatus.RUNNING
         self._move(row, StepStatus.READY)
         self.events.add(self.run.pk, "step.ready", step_id=row.pk)
         self.ready_step_ids.append(row.pk)
         return StepStatus.READY
 
-    def _enter_sleep(self, row: Step, node: Sleep) -> str:
+    def _enter_sleep(self, row: StepRow, node: Sleep) -> str:
         now = timezone.now()
         try:
             wake_at: datetime = node.wake_at(self.context, now)
         except Exception as exc:
             self._fail_entering(row, exc, "sleep_error")
             return StepStatus.FAILED
-        self._move(row, StepStatus.WAITING, started_at=Now())
+        self._move(row, StepStatus.WAITING, started_at=db_now())
         Timer.objects.create(
             run_id=self.run.pk, step_id=row.pk, kind=TimerKind.SLEEP, due_at=wake_at
         )
@@ -199,23 +176,25 @@ class Advancer:
         )
         return StepStatus.WAITING
 
-    def _skip(self, row: Step, reason: str) -> str:
-        self._move(row, StepStatus.SKIPPED, finished_at=Now())
+    def _skip(self, row: StepRow, reason: str) -> str:
+        self._move(row, StepStatus.SKIPPED, finished_at=db_now())
         self.events.add(self.run.pk, "step.skipped", step_id=row.pk, reason=reason)
         return StepStatus.SKIPPED
 
-    def _fail_entering(self, row: Step, exc: Exception, code: str) -> None:
+    def _fail_entering(self, row: StepRow, exc: Exception, code: str) -> None:
         error = error_from_exception(exc, code=code)
-        self._move(row, StepStatus.FAILED, error=error, finished_at=Now())
+        self._move(row, StepStatus.FAILED, error=error, finished_at=db_now())
         self.events.add(self.run.pk, "step.failed", step_id=row.pk, code=code)
         self.fail(row, error)
 
-    def _move(self, row: Step, status: str, **changes: Any) -> None:
-        if not compare_and_set(
-            Step.objects.filter(pk=row.pk, status=row.status),
+    def _move(self, row: StepRow, status: str, **changes: Any) -> None:
+        if not cas_update(
+            Step,
+            row.pk,
             version=row.version,
+            where={"status": row.status},
             status=status,
-            updated_at=Now(),
+            updated_at=db_now(),
             **changes,
         ):
             raise StaleState(

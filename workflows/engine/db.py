@@ -1,4 +1,4 @@
-"""Transaction plumbing shared by every transition: atomic blocks, retries, clocks, CAS."""
+"""The transaction around every transition: one atomic block, retried when SQLite is busy."""
 
 from __future__ import annotations
 
@@ -7,12 +7,9 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from datetime import timedelta
-from typing import Any, ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar
 
-from django.db import OperationalError, connection, models, transaction
-from django.db.models import F
-from django.db.models.functions import Now
+from django.db import OperationalError, connection, transaction
 
 from workflows.conf import workflow_settings
 
@@ -51,18 +48,3 @@ def transition(fn: Callable[P, R]) -> Callable[P, R]:
         raise AssertionError("unreachable")  # pragma: no cover
 
     return run
-
-
-def db_now_plus(delta: timedelta) -> models.Expression:
-    """The database clock plus ``delta``: leases are compared on one clock for all hosts."""
-    return models.ExpressionWrapper(Now() + delta, output_field=models.DateTimeField())
-
-
-def compare_and_set(queryset: models.QuerySet[Any], *, version: int, **changes: Any) -> bool:
-    """``UPDATE … SET version = version + 1, … WHERE <queryset> AND version = <version>``.
-
-    Returns whether exactly the expected row changed; ``False`` means another writer
-    moved first and nothing was written.
-    """
-    updated = queryset.filter(version=version).update(version=F("version") + 1, **changes)
-    return updated == 1

@@ -1,10 +1,11 @@
-"""The event history: collected during a transition, inserted with one query at its end."""
+"""The event history: collected during a transition, inserted with one statement at its end."""
 
 from __future__ import annotations
 
 from typing import Any
 from uuid import UUID
 
+from workflows.engine.sql import insert_events
 from workflows.models import Event
 
 
@@ -19,5 +20,5 @@ class EventLog:
 
     def flush(self) -> None:
         if self._rows:
-            Event.objects.bulk_create(self._rows)
+            insert_events(self._rows)
             self._rows = []

@@ -1,25 +1,22 @@
 """Run-level transitions: running ⇄ waiting, completed, failed.
 
 Each function is called inside a transition that already holds the run row (see
-:func:`lock_run`), so the run's status and version read there are current.
+:func:`workflows.engine.sql.lock_run`), so the run's status and version read there are
+current.
 """
 
 from __future__ import annotations
 
 from typing import Any
-from uuid import UUID
 
 from django.db.models import Count, F
 from django.db.models.functions import Now
 
-from workflows.engine.db import compare_and_set
 from workflows.engine.events import EventLog
+from workflows.engine.sql import cas_update, db_now
 from workflows.errors import StaleState
 from workflows.models import Run, Step, Timer
 from workflows.status import RUN_ACTIVE, STEP_IN_HAND, RunStatus, StepStatus, TimerStatus
-
-# Loaded with the run row by every transition; the snapshot and results stay in the table.
-RUN_FIELDS = ("id", "status", "version", "input", "workflow_name", "workflow_version")
 
 # Steps that have not started work yet: a failing run cancels them.
 _UNSTARTED = (
@@ -30,26 +27,11 @@ _UNSTARTED = (
 )
 
 
-def lock_run(run_id: UUID) -> Run:
-    """Read the run row, locked until commit where the database can lock rows.
-
-    On PostgreSQL this serialises transitions of one run, which is what makes a join
-    fire exactly once: the second of two finishing branches waits here, then reads the
-    first branch's committed status. On SQLite ``BEGIN IMMEDIATE`` already serialises
-    every writer, and ``select_for_update`` is a no-op.
-    """
-    return Run.objects.select_for_update().only(*RUN_FIELDS).get(pk=run_id)
-
-
 def set_run_status(run: Run, status: RunStatus, events: EventLog, **changes: Any) -> None:
     """Compare-and-set the run to ``status``; raise :class:`StaleState` if it moved."""
     source = run.status
-    if not compare_and_set(
-        Run.objects.filter(pk=run.pk),
-        version=run.version,
-        status=status,
-        updated_at=Now(),
-        **changes,
+    if not cas_update(
+        Run, run.pk, version=run.version, status=status, updated_at=db_now(), **changes
     ):
         raise StaleState(f"run {run.pk} changed while moving {source} → {status}", run=str(run.pk))
     run.version += 1
@@ -68,7 +50,7 @@ def settle_run(run: Run, sinks: tuple[str, ...], events: EventLog) -> None:
                 run_id=run.pk, name__in=sinks, status=StepStatus.COMPLETED
             ).values_list("name", "output")
         )
-        set_run_status(run, RunStatus.COMPLETED, events, output=outputs, finished_at=Now())
+        set_run_status(run, RunStatus.COMPLETED, events, output=outputs, finished_at=db_now())
     elif STEP_IN_HAND & set(counts):
         if run.status != RunStatus.RUNNING:
             set_run_status(run, RunStatus.RUNNING, events)
@@ -89,7 +71,7 @@ def fail_run(run: Run, error: dict[str, Any], events: EventLog) -> None:
     """
     if run.status not in RUN_ACTIVE:
         return
-    set_run_status(run, RunStatus.FAILED, events, error=error, finished_at=Now())
+    set_run_status(run, RunStatus.FAILED, events, error=error, finished_at=db_now())
     cancelled = list(
         Step.objects.filter(run_id=run.pk, status__in=_UNSTARTED).values_list("id", "name")
     )

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from django.db import IntegrityError
-from django.db.models.functions import Now
+from django.utils import timezone
 
 from workflows.definitions import Task, Workflow, registry
 from workflows.engine.advance import Advancer
@@ -92,7 +92,7 @@ def _create(
         idempotency_key=idempotency_key,
         business_key=business_key,
         created_by=user if getattr(user, "is_authenticated", False) else None,
-        started_at=Now(),
+        started_at=timezone.now(),
     )
     Step.objects.bulk_create(
         Step(
@@ -115,5 +115,5 @@ def _create(
     advancer.start()
     events.flush()
     enqueue(advancer.ready_step_ids)
-    run.refresh_from_db()
+    run.status, run.version = advancer.run.status, advancer.run.version
     return run

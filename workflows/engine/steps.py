@@ -9,8 +9,9 @@ worker, a ``lease.lost`` event saying its result was rejected) and it gets
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
+from uuid import UUID
 
 from django.db.models import Q
 from django.db.models.functions import Now
@@ -18,11 +19,13 @@ from django.utils import timezone
 
 from workflows.definitions import Task, registry
 from workflows.engine.advance import Advancer, error_from_exception
-from workflows.engine.db import compare_and_set, db_now_plus, transition
+from workflows.engine.attempts import begin_attempt
+from workflows.engine.db import transition
 from workflows.engine.dispatch import enqueue
 from workflows.engine.events import EventLog
 from workflows.engine.lease import Lease
-from workflows.engine.runs import fail_run, lock_run, step_failure
+from workflows.engine.runs import fail_run, step_failure
+from workflows.engine.sql import cas_update, claim_candidate, db_now, db_now_plus, lock_run
 from workflows.errors import DefinitionMissing, LeaseLost, StaleState
 from workflows.models import Step, Timer
 from workflows.status import RUN_ACTIVE, StepStatus, TimerKind
@@ -35,13 +38,21 @@ class _Rejected:
     message: str
 
 
-def _fenced(lease: Lease) -> Any:
-    return Step.objects.filter(
-        pk=lease.step_id, attempt=lease.attempt, lease_owner=lease.owner, status=StepStatus.RUNNING
+def _fenced_update(lease: Lease, **changes: Any) -> bool:
+    """Compare-and-set the leased step, fenced by (version, attempt, owner, running)."""
+    updated = cas_update(
+        Step,
+        lease.step_id,
+        version=lease.version,
+        where={"attempt": lease.attempt, "lease_owner": lease.owner, "status": "running"},
+        **changes,
     )
+    if updated:
+        lease.version += 1
+    return updated
 
 
-def _reject(lease: Lease, action: str, events: EventLog) -> _Rejected:
+def _reject(lease: Lease, action: str) -> _Rejected:
     """Record that ``lease`` no longer holds the step and say why."""
     current = Step.objects.filter(pk=lease.step_id).values(
         "status", "attempt", "lease_owner", "version"
@@ -51,6 +62,7 @@ def _reject(lease: Lease, action: str, events: EventLog) -> _Rejected:
         f"rejected: the step is now {current['status']}"
         + (f" at attempt {current['attempt']}" if "attempt" in current else "")
     )
+    events = EventLog()
     events.add(
         lease.run_id,
         "lease.lost",
@@ -60,6 +72,7 @@ def _reject(lease: Lease, action: str, events: EventLog) -> _Rejected:
         owner=lease.owner,
         current=current,
     )
+    events.flush()
     return _Rejected(message)
 
 
@@ -78,69 +91,47 @@ def claim_step(step_id: int, owner: str) -> Lease:
     crashing the worker.
     """
     outcome = _claim(step_id, owner)
+    if isinstance(outcome, tuple):
+        run_id, missing = outcome
+        _fail_for_missing_definition(run_id, missing)
+        raise missing
     if isinstance(outcome, Exception):
         raise outcome
     return outcome
 
 
 @transition
-def _claim(step_id: int, owner: str) -> Lease | Exception:
-    row = (
-        Step.objects.select_related("run")
-        .only(
-            "id",
-            "name",
-            "status",
-            "version",
-            "attempt",
-            "run__id",
-            "run__status",
-            "run__version",
-            "run__input",
-            "run__workflow_name",
-            "run__workflow_version",
-        )
-        .filter(pk=step_id)
-        .first()
-    )
-    if row is None or row.status != StepStatus.READY:
-        status = row.status if row is not None else "deleted"
+def _claim(step_id: int, owner: str) -> Lease | Exception | tuple[UUID, DefinitionMissing]:
+    candidate = claim_candidate(step_id)
+    if candidate is None or candidate.step.status != StepStatus.READY:
+        status = candidate.step.status if candidate is not None else "missing or being claimed"
         return StaleState(f"step {step_id} is {status}, not ready", step_id=step_id)
-    run = row.run
     try:
-        workflow = registry.get(run.workflow_name, run.workflow_version)
+        workflow = registry.get(candidate.workflow_name, candidate.workflow_version)
     except DefinitionMissing as missing:
-        events = EventLog()
-        fail_run(lock_run(run.pk), missing.as_dict(), events)
-        events.flush()
-        return missing
-    node = workflow.nodes.get(row.name)
-    if not isinstance(node, Task):
-        return StaleState(f"step {row.name!r} is not a task of {workflow.label()}")
-    if not compare_and_set(
-        Step.objects.filter(pk=step_id, status=StepStatus.READY),
-        version=row.version,
-        status=StepStatus.RUNNING,
-        attempt=row.attempt + 1,
-        lease_owner=owner,
-        lease_expires_at=db_now_plus(node.effective_timeout),
-        started_at=Now(),
-        updated_at=Now(),
-    ):
-        return StaleState(f"step {row.name!r} was claimed by another worker", step_id=step_id)
+        return (candidate.run_id, missing)  # failed in its own transition: lock order
+    if not isinstance(workflow.nodes.get(candidate.step.name), Task):
+        return StaleState(f"step {candidate.step.name!r} is not a task of {workflow.label()}")
     events = EventLog()
-    events.add(run.pk, "step.started", step_id=step_id, attempt=row.attempt + 1, owner=owner)
-    events.flush()
-    return Lease(
-        step_id=step_id,
-        run_id=run.pk,
-        step_name=row.name,
-        attempt=row.attempt + 1,
-        owner=owner,
-        version=row.version + 1,
+    lease = begin_attempt(
+        candidate.step,
+        run_id=candidate.run_id,
+        run_input=candidate.run_input,
         workflow=workflow,
-        run_input=run.input,
+        owner=owner,
+        events=events,
     )
+    if lease is None:
+        return StaleState(f"step {candidate.step.name!r} was claimed by another worker")
+    events.flush()
+    return lease
+
+
+@transition
+def _fail_for_missing_definition(run_id: UUID, missing: DefinitionMissing) -> None:
+    events = EventLog()
+    fail_run(lock_run(run_id), missing.as_dict(), events)
+    events.flush()
 
 
 def heartbeat(lease: Lease) -> None:
@@ -154,18 +145,11 @@ def heartbeat(lease: Lease) -> None:
 
 @transition
 def _heartbeat(lease: Lease) -> _Rejected | None:
-    if compare_and_set(
-        _fenced(lease),
-        version=lease.version,
-        lease_expires_at=db_now_plus(lease.node.effective_timeout),
-        updated_at=Now(),
+    if _fenced_update(
+        lease, lease_expires_at=db_now_plus(lease.node.effective_timeout), updated_at=db_now()
     ):
-        lease.version += 1
         return None
-    events = EventLog()
-    rejected = _reject(lease, "heartbeat", events)
-    events.flush()
-    return rejected
+    return _reject(lease, "heartbeat")
 
 
 def complete_step(lease: Lease, output: Any, *, claim_next: bool = False) -> Lease | None:
@@ -184,19 +168,16 @@ def complete_step(lease: Lease, output: Any, *, claim_next: bool = False) -> Lea
 @transition
 def _complete(lease: Lease, output: Any, claim_next: bool) -> Lease | _Rejected | None:
     run = lock_run(lease.run_id)
-    events = EventLog()
-    if not compare_and_set(
-        _fenced(lease),
-        version=lease.version,
+    if not _fenced_update(
+        lease,
         status=StepStatus.COMPLETED,
         output=output,
         lease_expires_at=None,
-        finished_at=Now(),
-        updated_at=Now(),
+        finished_at=db_now(),
+        updated_at=db_now(),
     ):
-        rejected = _reject(lease, "completion", events)
-        events.flush()
-        return rejected
+        return _reject(lease, "completion")
+    events = EventLog()
     events.add(run.pk, "step.completed", step_id=lease.step_id, attempt=lease.attempt)
     advancer = Advancer(
         run, lease.workflow, events, claim_owner=lease.owner if claim_next else None
@@ -225,24 +206,20 @@ def fail_attempt(lease: Lease, exc: BaseException) -> str:
 
 
 @transition
-def _fail(lease: Lease, error: dict[str, Any], delay: Any) -> str | _Rejected:
+def _fail(lease: Lease, error: dict[str, Any], delay: timedelta | None) -> str | _Rejected:
     run = lock_run(lease.run_id)
-    events = EventLog()
     retrying = delay is not None and run.status in RUN_ACTIVE
     status = StepStatus.RETRY_SCHEDULED if retrying else StepStatus.FAILED
-    if not compare_and_set(
-        _fenced(lease),
-        version=lease.version,
+    if not _fenced_update(
+        lease,
         status=status,
         error=error,
         lease_expires_at=None,
-        updated_at=Now(),
-        **({} if retrying else {"finished_at": Now()}),
+        updated_at=db_now(),
+        **({} if retrying else {"finished_at": db_now()}),
     ):
-        rejected = _reject(lease, "failure", events)
-        events.flush()
-        return rejected
-    advancer = Advancer(run, lease.workflow, events)
+        return _reject(lease, "failure")
+    events = EventLog()
     if retrying:
         due_at = timezone.now() + delay
         Timer.objects.create(
@@ -256,7 +233,7 @@ def _fail(lease: Lease, error: dict[str, Any], delay: Any) -> str | _Rejected:
             due_at=due_at.isoformat(),
             error=error["message"],
         )
-        advancer.finish()
+        Advancer(run, lease.workflow, events).finish()
     else:
         events.add(
             run.pk,
@@ -274,8 +251,9 @@ def reclaim_step(step_id: int, *, now: datetime | None = None) -> str | None:
     """Take back a running step whose lease expired before ``now`` (default: DB clock).
 
     The expired attempt counts: the step goes back to ``ready`` for another attempt, or
-    ``failed`` when it has used ``max_attempts``. Returns the new status, or ``None``
-    when the step was not reclaimable (its worker finished or heartbeat first).
+    ``failed`` when it has used ``max_attempts``. A step of a run that ended meanwhile is
+    cancelled. Returns the new status, or ``None`` when the step was not reclaimable
+    (its worker finished or heartbeat first).
     """
     return _reclaim(step_id, now)
 
@@ -291,7 +269,6 @@ def _reclaim(step_id: int, now: datetime | None) -> str | None:
     if row is None:
         return None
     run = lock_run(row.run_id)
-    events = EventLog()
     exhausted = row.attempt >= row.max_attempts
     if run.status not in RUN_ACTIVE:
         status = StepStatus.CANCELLED  # the run ended meanwhile: no further attempt
@@ -303,17 +280,21 @@ def _reclaim(step_id: int, now: datetime | None) -> str | None:
         f"did not finish within its lease",
         "attempt": row.attempt,
     }
-    if not compare_and_set(
-        Step.objects.filter(expired, pk=step_id, status=StepStatus.RUNNING),
+    # The version guard also catches a heartbeat that extended the lease since the read.
+    if not cas_update(
+        Step,
+        row.pk,
         version=row.version,
+        where={"status": StepStatus.RUNNING},
         status=status,
         error=error,
         lease_owner="",
         lease_expires_at=None,
-        updated_at=Now(),
-        **({} if status == StepStatus.READY else {"finished_at": Now()}),
+        updated_at=db_now(),
+        **({} if status == StepStatus.READY else {"finished_at": db_now()}),
     ):
         return None
+    events = EventLog()
     events.add(run.pk, "lease.expired", step_id=row.pk, attempt=row.attempt, owner=row.lease_owner)
     if status == StepStatus.CANCELLED:
         events.add(run.pk, "step.cancelled", step_id=row.pk, reason=f"run {run.status}")

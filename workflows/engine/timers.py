@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from django.db.models.functions import Now
 from django.utils import timezone
 
 from workflows.definitions import registry
 from workflows.engine.advance import Advancer
-from workflows.engine.db import compare_and_set, transition
+from workflows.engine.db import transition
 from workflows.engine.dispatch import enqueue
 from workflows.engine.events import EventLog
-from workflows.engine.runs import fail_run, lock_run
+from workflows.engine.runs import fail_run
+from workflows.engine.sql import cas_update, db_now, lock_run
 from workflows.errors import DefinitionMissing, StaleState
 from workflows.models import Step, Timer
 from workflows.status import RUN_ACTIVE, StepStatus, TimerKind, TimerStatus
@@ -33,11 +33,13 @@ def fire_timer(timer_id: int) -> bool:
     if timer is None:
         return False
     run = lock_run(timer.run_id)
-    if not compare_and_set(
-        Timer.objects.filter(pk=timer_id, status=TimerStatus.SCHEDULED),
+    if not cas_update(
+        Timer,
+        timer_id,
         version=timer.version,
+        where={"status": TimerStatus.SCHEDULED},
         status=TimerStatus.FIRED,
-        fired_at=Now(),
+        fired_at=db_now(),
     ):
         return False
     events = EventLog()
@@ -58,12 +60,14 @@ def _wake_step(timer: Timer, advancer: Advancer) -> None:
     step = Step.objects.only("id", "name", "version", "status").get(pk=timer.step_id)
     if step.status != expected:
         return  # the step moved on (an operator skipped or retried it): nothing to wake
-    changes = {"finished_at": Now(), "output": {"woke_at": timezone.now().isoformat()}}
-    if not compare_and_set(
-        Step.objects.filter(pk=step.pk, status=expected),
+    changes = {"finished_at": db_now(), "output": {"woke_at": timezone.now().isoformat()}}
+    if not cas_update(
+        Step,
+        step.pk,
         version=step.version,
+        where={"status": expected},
         status=target,
-        updated_at=Now(),
+        updated_at=db_now(),
         **(changes if target == StepStatus.COMPLETED else {}),
     ):
         raise StaleState(f"step {step.name!r} changed while its {timer.kind} timer fired")
