@@ -6,17 +6,16 @@ from typing import Any
 from uuid import UUID
 
 from workflows.engine.sql import insert_events
-from workflows.models import Event
 
 
 class EventLog:
     """Event rows of one transition, written in the same transaction as its state."""
 
     def __init__(self) -> None:
-        self._rows: list[Event] = []
+        self._rows: list[tuple[UUID, int | None, str, dict[str, Any]]] = []
 
     def add(self, run_id: UUID, type: str, *, step_id: int | None = None, **payload: Any) -> None:
-        self._rows.append(Event(run_id=run_id, step_id=step_id, type=type, payload=payload))
+        self._rows.append((run_id, step_id, type, payload))
 
     def flush(self) -> None:
         if self._rows:

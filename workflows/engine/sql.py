@@ -18,7 +18,8 @@ from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
-from django.db import connection, models
+from django.db import DEFAULT_DB_ALIAS, connections, models
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
 from workflows.models import Event, Run, Step
@@ -32,8 +33,14 @@ class SqlExpr:
     params: tuple[Any, ...] = ()
 
 
+def _db() -> BaseDatabaseWrapper:
+    """The connection of the workflows tables (looked up once per statement: it is a
+    thread-local proxy, and each attribute access through the proxy costs a lookup)."""
+    return connections[DEFAULT_DB_ALIAS]
+
+
 def _postgres() -> bool:
-    return connection.vendor == "postgresql"
+    return _db().vendor == "postgresql"
 
 
 def db_now() -> SqlExpr:
@@ -53,7 +60,7 @@ def db_now_plus(delta: timedelta) -> SqlExpr:
 
 @functools.cache
 def _quote(name: str) -> str:
-    return connection.ops.quote_name(name)
+    return _db().ops.quote_name(name)
 
 
 def _column(model: type[models.Model], name: str) -> tuple[models.Field, str]:
@@ -74,6 +81,7 @@ def cas_update(
     Returns whether exactly the expected row changed; ``False`` means another writer
     moved first and nothing was written.
     """
+    connection = _db()
     assignments = [f"{_quote('version')} = {_quote('version')} + 1"]
     params: list[Any] = []
     for name, value in changes.items():
@@ -101,11 +109,11 @@ def cas_update(
 
 
 def _json(model: type[models.Model], name: str, value: Any) -> Any:
-    return model._meta.get_field(name).from_db_value(value, None, connection)
+    return model._meta.get_field(name).from_db_value(value, None, _db())
 
 
 def _for_update(*, skip_locked: bool = False, of: str = "") -> str:
-    if not connection.features.has_select_for_update:
+    if not _db().features.has_select_for_update:
         return ""  # SQLite: BEGIN IMMEDIATE already serialises writers
     clause = " FOR UPDATE"
     if of:
@@ -128,6 +136,7 @@ def lock_run(run_id: UUID) -> Run:
         f"SELECT status, version, input, workflow_name, workflow_version FROM {table} "
         f"WHERE {_quote('id')} = %s{_for_update()}"
     )
+    connection = _db()
     with connection.cursor() as cursor:
         cursor.execute(sql, [Run._meta.pk.get_db_prep_value(run_id, connection)])
         row = cursor.fetchone()
@@ -166,6 +175,7 @@ def step_rows(run_id: UUID, names: Iterable[str]) -> list[StepRow]:
         f"SELECT {_STEP_ROW_COLUMNS} FROM {_quote(Step._meta.db_table)} "
         f"WHERE {_quote('run_id')} = %s AND {_quote('name')} IN ({placeholders})"
     )
+    connection = _db()
     with connection.cursor() as cursor:
         cursor.execute(sql, [Run._meta.pk.get_db_prep_value(run_id, connection), *names])
         return [StepRow(*row) for row in cursor.fetchall()]
@@ -196,7 +206,7 @@ def claim_candidate(step_id: int) -> ClaimCandidate | None:
         f"FROM {step_table} s JOIN {run_table} r ON r.id = s.run_id "
         f"WHERE s.id = %s{_for_update(skip_locked=True, of='s')}"
     )
-    with connection.cursor() as cursor:
+    with _db().cursor() as cursor:
         cursor.execute(sql, [step_id])
         row = cursor.fetchone()
     if row is None:
@@ -211,16 +221,25 @@ def claim_candidate(step_id: int) -> ClaimCandidate | None:
     )
 
 
-def insert_events(events: Sequence[Event]) -> None:
-    """Insert event rows with one multi-row ``INSERT`` (ids are not read back)."""
+def insert_events(events: Sequence[tuple[UUID, int | None, str, dict[str, Any]]]) -> None:
+    """Insert (run id, step id, type, payload) event rows with one multi-row ``INSERT``."""
+    connection = _db()
     now = Event._meta.get_field("created_at").get_db_prep_value(timezone.now(), connection)
-    fields = [Event._meta.get_field(name) for name in ("run", "step", "type", "payload")]
-    columns = ", ".join(_quote(f.column) for f in fields)
+    run_id, step_id, type_, payload = (
+        Event._meta.get_field(name) for name in ("run", "step", "type", "payload")
+    )
+    columns = ", ".join(_quote(f.column) for f in (run_id, step_id, type_, payload))
     values, params = [], []
-    for event in events:
+    for run, step, kind, data in events:
         values.append("(%s, %s, %s, %s, %s, %s)")
-        params += [f.get_db_prep_save(getattr(event, f.attname), connection) for f in fields]
-        params += [now, False]
+        params += [
+            run_id.get_db_prep_save(run, connection),
+            step,
+            kind,
+            payload.get_db_prep_save(data, connection),
+            now,
+            False,
+        ]
     sql = (
         f"INSERT INTO {_quote(Event._meta.db_table)} "
         f"({columns}, {_quote('created_at')}, {_quote('published')}) VALUES {', '.join(values)}"
