@@ -33,7 +33,7 @@ def start_run(
     input: dict[str, Any] | None = None,
     *,
     idempotency_key: str | None = None,
-    business_key: str = "",
+    business_key: str | None = None,
     user: Any = None,
 ) -> Run:
     """Start a run of ``workflow`` (a registered name, latest version, or a class).

@@ -1,0 +1,68 @@
+"""The names users, the admin, the API and their tests rely on stay importable."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+import workflows
+from workflows import errors
+
+
+def test_public_names_are_importable_from_the_package():
+    for name in [
+        "start_run",
+        "Workflow",
+        "Task",
+        "Sleep",
+        "Retry",
+        "PermanentError",
+        "WorkflowError",
+        "StaleState",
+        "LeaseLost",
+        "IdempotencyConflict",
+        "DefinitionError",
+        "DefinitionMissing",
+        "InvalidInput",
+    ]:
+        assert getattr(workflows, name) is not None, name
+    from workflows.testing import run_pending
+
+    assert callable(run_pending)
+
+
+def test_start_run_signature():
+    parameters = inspect.signature(workflows.start_run).parameters
+    assert list(parameters) == ["workflow", "input", "idempotency_key", "business_key", "user"]
+    assert all(
+        parameters[name].kind is inspect.Parameter.KEYWORD_ONLY
+        for name in ("idempotency_key", "business_key", "user")
+    )
+
+
+def test_every_engine_error_has_a_stable_code_and_default_message():
+    codes = {}
+    for name, value in vars(errors).items():
+        if isinstance(value, type) and issubclass(value, errors.WorkflowError):
+            error = value()
+            assert error.message == (value.__doc__ or "").strip(), name
+            codes[value.code] = name
+    assert len(codes) == len(
+        [
+            v
+            for v in vars(errors).values()
+            if isinstance(v, type) and issubclass(v, errors.WorkflowError)
+        ]
+    )
+    assert issubclass(errors.LeaseLost, errors.StaleState)
+    assert errors.StaleState().as_dict() == {
+        "code": "stale_state",
+        "message": "Someone else changed this row first; nothing was written.",
+        "details": {},
+    }
+
+
+def test_unknown_attribute_is_an_attribute_error():
+    with pytest.raises(AttributeError, match="no_such_thing"):
+        workflows.no_such_thing  # noqa: B018
