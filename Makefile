@@ -1,6 +1,8 @@
 # Two commands do all setup on a fresh machine:
 #   make run   - virtualenv, install, migrate, demo data, then the site on 127.0.0.1:8000
+#                with a django-q2 worker cluster and the timer sweeper (Ctrl-C stops all)
 #   make test  - virtualenv if missing, then the whole test suite
+SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -20,7 +22,12 @@ run: $(STAMP)
 	$(BIN)/python manage.py migrate --no-input
 	$(BIN)/python manage.py demo_setup
 	@echo "Flowsite demo: http://$(HOST):$(PORT)/admin/  (login: admin / admin)"
-	$(BIN)/python manage.py runserver $(HOST):$(PORT)
+	@echo "Workers: django-q2 qcluster + workflows_sweeper. Ctrl-C stops everything."
+	@trap 'trap - EXIT; kill 0 2>/dev/null' EXIT; \
+	$(BIN)/python manage.py qcluster & \
+	$(BIN)/python manage.py workflows_sweeper & \
+	$(BIN)/python manage.py runserver --noreload $(HOST):$(PORT) & \
+	wait -n
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

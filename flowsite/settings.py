@@ -80,21 +80,29 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 
+# Steps run in django-q2 workers (`manage.py qcluster`); timers fire from the sweeper
+# (`manage.py workflows_sweeper`). `make run` starts both beside the site.
 WORKFLOWS = {
-    "EXECUTOR": os.environ.get("FLOWSITE_EXECUTOR", "inline"),
+    "EXECUTOR": os.environ.get("FLOWSITE_EXECUTOR", "django_q"),
 }
 
+# The ORM broker on the workflows database: a transition and its queue message commit
+# together. FLOWSITE_REDIS_URL switches to Redis for scale-out (messages sent on commit).
 Q_CLUSTER = {
     "name": "flowsite",
-    "orm": "default",
-    "workers": 2,
-    "timeout": 600,
-    "retry": 660,
-    "max_attempts": 1,
+    "workers": int(os.environ.get("FLOWSITE_WORKERS", "2")),
+    "timeout": 600,  # >= CHAIN_BUDGET (60 s) + the longest step timeout (5 min default)
+    "retry": 660,  # > timeout: never redeliver a task whose worker is still running it
+    "max_attempts": 1,  # the engine counts attempts, not the queue
     "ack_failures": True,
     "catch_up": False,
     "save_limit": 1000,
+    "poll": 0.1,
 }
+if os.environ.get("FLOWSITE_REDIS_URL"):
+    Q_CLUSTER["redis"] = os.environ["FLOWSITE_REDIS_URL"]
+else:
+    Q_CLUSTER["orm"] = "default"
 
 LOGGING = {
     "version": 1,

@@ -1,8 +1,20 @@
-"""App configuration: discovers workflow definitions and registers system checks."""
+"""App configuration: discovers workflow definitions, registers checks and schedules."""
 
 from __future__ import annotations
 
-from django.apps import AppConfig
+from typing import Any
+
+from django.apps import AppConfig, apps
+from django.db.models.signals import post_migrate
+
+
+def install_schedules_after_migrate(**kwargs: Any) -> None:
+    """Keep the scanners' django-q2 schedules installed when workers run the steps."""
+    from workflows.executors import uses_django_q
+    from workflows.schedules import install_schedules
+
+    if apps.is_installed("django_q") and uses_django_q():
+        install_schedules()
 
 
 class WorkflowsConfig(AppConfig):
@@ -15,3 +27,4 @@ class WorkflowsConfig(AppConfig):
         from workflows.definitions.registry import autodiscover
 
         autodiscover()
+        post_migrate.connect(install_schedules_after_migrate, sender=self)

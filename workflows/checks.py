@@ -78,3 +78,98 @@ def sqlite_problems(alias: str, database: dict[str, Any]) -> list[checks.CheckMe
             )
         )
     return found
+
+
+@checks.register("workflows")
+def check_database_vendor(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """workflows.E003: the engine's hand-written SQL supports SQLite and PostgreSQL."""
+    engine = settings.DATABASES.get("default", {}).get("ENGINE", "")
+    if engine.endswith(("sqlite3", "postgresql")):
+        return []
+    return [
+        checks.Error(
+            f"the default database uses {engine!r}; Flowsite runs on SQLite or PostgreSQL",
+            id="workflows.E003",
+        )
+    ]
+
+
+@checks.register("workflows")
+def check_django_q(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """workflows.E004-E008, W004: django-q2 settings that would break fencing or timing."""
+    from workflows.executors import uses_django_q
+
+    if not uses_django_q():
+        return []
+    return django_q_problems(getattr(settings, "Q_CLUSTER", {}), longest_step_timeout())
+
+
+def longest_step_timeout() -> float:
+    """The longest lease of any registered task, in seconds."""
+    from workflows.definitions import Task
+
+    timeouts = [
+        node.effective_timeout.total_seconds()
+        for workflow in registry.all()
+        for node in workflow.nodes.values()
+        if isinstance(node, Task)
+    ]
+    return max(timeouts, default=workflow_settings.DEFAULT_STEP_TIMEOUT.total_seconds())
+
+
+def django_q_problems(cluster: dict[str, Any], step_timeout: float) -> list[checks.CheckMessage]:
+    """Return what is unsafe in a ``Q_CLUSTER`` dict for steps lasting ``step_timeout``."""
+    found: list[checks.CheckMessage] = []
+    budget = workflow_settings.CHAIN_BUDGET.total_seconds()
+    timeout, retry = cluster.get("timeout"), cluster.get("retry")
+    if not any(cluster.get(key) for key in ("orm", "redis", "django_redis", "broker_class")):
+        found.append(
+            checks.Error(
+                "Q_CLUSTER names no broker",
+                hint="Set Q_CLUSTER['orm'] = 'default' (the queue commits with each "
+                "transition) or Q_CLUSTER['redis'] to a Redis URL.",
+                id="workflows.E004",
+            )
+        )
+    if timeout is None or timeout < budget + step_timeout:
+        found.append(
+            checks.Error(
+                f"Q_CLUSTER['timeout'] = {timeout!r} would let django-q2 kill a worker in the "
+                f"middle of a step: it must be at least CHAIN_BUDGET ({budget:g} s) plus the "
+                f"longest step timeout ({step_timeout:g} s)",
+                id="workflows.E005",
+            )
+        )
+    if retry is None or timeout is None or retry <= timeout:
+        found.append(
+            checks.Error(
+                f"Q_CLUSTER['retry'] = {retry!r} must be larger than its timeout ({timeout!r}); "
+                "otherwise django-q2 redelivers a task while its worker is still running it",
+                id="workflows.E006",
+            )
+        )
+    if not cluster.get("ack_failures"):
+        found.append(
+            checks.Error(
+                "Q_CLUSTER['ack_failures'] must be True: the engine records failures and "
+                "retries itself; an unacknowledged failure would be redelivered by the queue",
+                id="workflows.E007",
+            )
+        )
+    if cluster.get("max_attempts") != 1:
+        found.append(
+            checks.Error(
+                f"Q_CLUSTER['max_attempts'] = {cluster.get('max_attempts')!r} must be 1: the "
+                "engine counts attempts (django-q2 does not count a worker killed mid-task)",
+                id="workflows.E008",
+            )
+        )
+    if cluster.get("catch_up", True):
+        found.append(
+            checks.Warning(
+                "Q_CLUSTER['catch_up'] is not False: after downtime django-q2 would replay "
+                "every missed scanner tick",
+                id="workflows.W004",
+            )
+        )
+    return found

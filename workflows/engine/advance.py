@@ -97,6 +97,17 @@ class Advancer:
                 if self._consider(row, statuses) == StepStatus.SKIPPED:
                     pending_names.append(name)
 
+    def release_stranded(self) -> None:
+        """Enter pending steps whose upstreams are all final (repair after a crash)."""
+        upstream = self.workflow.graph.upstream
+        rows = {row.name: row for row in step_rows(self.run.pk, self.workflow.nodes)}
+        for name, row in rows.items():
+            if self.run.status not in RUN_ACTIVE or row.status != StepStatus.PENDING:
+                continue
+            statuses = [rows[up].status for up in upstream[name]]
+            if self._consider(row, statuses) == StepStatus.SKIPPED:
+                self.settled(name)
+
     def mark_in_hand(self) -> None:
         """Note that this transition made a step ready outside :meth:`settled`."""
         self._in_hand = True

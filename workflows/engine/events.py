@@ -17,6 +17,9 @@ class EventLog:
     def add(self, run_id: UUID, type: str, *, step_id: int | None = None, **payload: Any) -> None:
         self._rows.append((run_id, step_id, type, payload))
 
+    def __len__(self) -> int:
+        return len(self._rows)
+
     def flush(self) -> None:
         if self._rows:
             insert_events(self._rows)

@@ -1,0 +1,11 @@
+"""Test settings: the demo project's, with steps run in-process by default.
+
+Tests that need real workers start ``qcluster`` subprocesses with the django-q2
+executor (``FLOWSITE_EXECUTOR=django_q``).
+"""
+
+from __future__ import annotations
+
+from flowsite.settings import *  # noqa: F403
+
+WORKFLOWS = {**WORKFLOWS, "EXECUTOR": "inline"}  # noqa: F405

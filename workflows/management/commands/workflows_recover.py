@@ -1,0 +1,33 @@
+"""Run every scanner once and print what each found and did."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from workflows.scanners import recover
+
+
+class Command(BaseCommand):
+    help = "Run every recovery scanner once (timers, leases, redispatch, stuck runs, purge)."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--dry-run", action="store_true", help="count, change nothing")
+        parser.add_argument("--json", action="store_true", help="print the counts as JSON")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        results = recover(dry_run=options["dry_run"])
+        if options["json"]:
+            self.stdout.write(json.dumps({k: asdict(v) for k, v in results.items()}))
+        else:
+            verb = "would act on" if options["dry_run"] else "acted on"
+            for name, result in results.items():
+                self.stdout.write(
+                    f"{name:<24} found {result.found:>5}  {verb} {result.done:>5}  "
+                    f"errors {result.errors}"
+                )
+        if any(result.errors for result in results.values()):
+            raise CommandError("some items failed; see the log for each error")
