@@ -72,4 +72,6 @@ def database_from_url(url: str) -> dict[str, Any]:
         "PORT": str(parts.port or ""),
         "OPTIONS": dict(parse_qsl(parts.query)),
         "CONN_MAX_AGE": 0,
+        # Lets concurrent suites on one server use separate test databases.
+        "TEST": {"NAME": os.environ.get("DATABASE_TEST_NAME") or None},
     }
