@@ -16,6 +16,7 @@ from workflows.errors import (
     InvalidInput,
     LeaseLost,
     PermanentError,
+    RunNotFound,
     StaleState,
     WorkflowError,
 )
@@ -30,6 +31,7 @@ __all__ = [
     "LeaseLost",
     "PermanentError",
     "Retry",
+    "RunNotFound",
     "Sleep",
     "StaleState",
     "Task",

@@ -64,5 +64,11 @@ class IdempotencyConflict(WorkflowError):
     code = "idempotency_conflict"
 
 
+class RunNotFound(WorkflowError):
+    """No run has this id."""
+
+    code = "run_not_found"
+
+
 class PermanentError(Exception):
     """Raised by a handler to fail its step at once, without further retries."""

@@ -1,0 +1,371 @@
+"""Operator commands end to end: output for people, --json for scripts, errors that name the
+problem and exit non-zero."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import timedelta
+from io import StringIO
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.utils import timezone
+
+import workflows
+from workflows import InvalidInput, PermanentError, Retry, Sleep, Task, Workflow
+from workflows.models import Event, Run, Step
+from workflows.services import describe_run
+from workflows.testing import run_pending
+
+pytestmark = pytest.mark.django_db
+
+HERE = "tests.integration.test_commands"
+
+
+def echo(ctx):
+    return {"n": ctx.input.get("n", 0)}
+
+
+def decline(ctx):
+    raise PermanentError("card declined")
+
+
+def replaceable(ctx):
+    """A handler the check test swaps out, as a deploy that moved it would."""
+    return None
+
+
+class Simple(Workflow):
+    name = "commands_simple"
+    first = Task(f"{HERE}.echo")
+    second = Task(f"{HERE}.echo")
+
+    @classmethod
+    def clean_input(cls, data):
+        if data.get("n", 0) < 0:
+            raise InvalidInput("commands_simple needs n >= 0")
+        return data
+
+
+class Declined(Workflow):
+    name = "commands_declined"
+    charge = Task(f"{HERE}.decline", retry=Retry(max_attempts=1))
+
+
+class BranchingV1(Workflow):
+    name = "commands_branching"
+    start = Task(f"{HERE}.echo")
+    wrap = Task(f"{HERE}.echo", when=lambda ctx: ctx.input.get("gift", False))
+    nap = Sleep(timedelta(hours=1), after=["start"])
+    end = Task(f"{HERE}.echo", after=["wrap", "nap"])
+
+
+class BranchingV2(Workflow):
+    name = "commands_branching"
+    version = 2
+    start = Task(f"{HERE}.echo")
+    end = Task(f"{HERE}.echo")
+
+
+class Movable(Workflow):
+    name = "commands_movable"
+    only = Task(f"{HERE}.replaceable")
+
+
+def run_command(name: str, *args: str) -> str:
+    out = StringIO()
+    call_command(name, *args, stdout=out)
+    return out.getvalue()
+
+
+def run_json(name: str, *args: str) -> Any:
+    return json.loads(run_command(name, *args, "--json"))
+
+
+def finished_run(workflow: str, data: dict[str, Any] | None = None, **keys: Any) -> Run:
+    run = workflows.start_run(workflow, data or {}, **keys)
+    run_pending()
+    run.refresh_from_db()
+    return run
+
+
+# workflows_start
+
+
+def test_start_prints_the_new_run_and_its_status():
+    output = run_command(
+        "workflows_start", "commands_simple", "--input", '{"n": 2}', "--business-key", "B-1"
+    )
+    run = Run.objects.get()
+    assert output == f"run {run.pk} of commands_simple v1: running\n"
+    assert run.input == {"n": 2}
+    assert run.business_key == "B-1"
+
+
+def test_start_json_returns_the_run_summary():
+    data = run_json("workflows_start", "commands_simple", "--input", "{}")
+    run = Run.objects.get()
+    assert data["id"] == str(run.pk)
+    assert (data["workflow"], data["version"], data["status"]) == ("commands_simple", 1, "running")
+    assert data["business_key"] == ""
+
+
+def test_start_with_an_idempotency_key_returns_the_first_run_or_names_the_conflict():
+    args = ["commands_simple", "--idempotency-key", "K-1", "--input"]
+    first = run_json("workflows_start", *args, '{"n": 1}')
+    again = run_json("workflows_start", *args, '{"n": 1}')
+    assert again["id"] == first["id"]
+    with pytest.raises(CommandError, match="idempotency key 'K-1' was used"):
+        run_command("workflows_start", *args, '{"n": 2}')
+    assert Run.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["commands_simple", "--input", "{n: 1}"], "--input is not valid JSON"),
+        (["commands_simple", "--input", "[1]"], "must be a JSON object, got list"),
+        (["commands_simple", "--input", '{"n": -1}'], "commands_simple needs n >= 0"),
+        (["commands_nope", "--input", "{}"], "no workflow named 'commands_nope'"),
+        (["commands_simple"], "the following arguments are required: --input"),
+    ],
+)
+def test_start_refuses_bad_input_and_writes_nothing(args, message):
+    with pytest.raises(CommandError, match=message):
+        run_command("workflows_start", *args)
+    assert not Run.objects.exists()
+
+
+# workflows_status
+
+
+def test_status_lists_runs_newest_first_with_filters():
+    first = finished_run("commands_simple", business_key="B-1")
+    declined = finished_run("commands_declined")
+    newest = workflows.start_run("commands_simple", {})
+    assert [row["id"] for row in run_json("workflows_status")] == [
+        str(newest.pk),
+        str(declined.pk),
+        str(first.pk),
+    ]
+    only_simple = run_json("workflows_status", "--workflow", "commands_simple")
+    assert [row["id"] for row in only_simple] == [str(newest.pk), str(first.pk)]
+    [failed] = run_json("workflows_status", "--status", "failed")
+    assert failed["id"] == str(declined.pk)
+    assert set(failed) == {
+        "id",
+        "workflow",
+        "version",
+        "status",
+        "business_key",
+        "created_at",
+        "updated_at",
+    }
+    assert [row["id"] for row in run_json("workflows_status", "--limit", "1")] == [str(newest.pk)]
+
+
+def test_status_prints_a_table():
+    run = finished_run("commands_simple", business_key="B-7")
+    header, row = run_command("workflows_status").splitlines()
+    assert header.split() == [
+        "ID",
+        "WORKFLOW",
+        "VERSION",
+        "STATUS",
+        "BUSINESS",
+        "KEY",
+        "CREATED",
+        "UPDATED",
+    ]
+    assert row.split()[:5] == [str(run.pk), "commands_simple", "1", "completed", "B-7"]
+
+
+def test_status_says_when_nothing_matches():
+    assert run_command("workflows_status", "--status", "cancelled") == "no runs match\n"
+    assert run_json("workflows_status") == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--status", "done"], "argument --status: invalid choice: 'done'"),
+        (["--limit", "0"], "argument --limit: must be a positive integer, got '0'"),
+        (["--limit", "many"], "argument --limit: must be a positive integer, got 'many'"),
+    ],
+)
+def test_status_refuses_bad_options(args, message):
+    with pytest.raises(CommandError, match=message):
+        run_command("workflows_status", *args)
+
+
+# workflows_show
+
+
+def test_show_prints_the_run_its_steps_and_history():
+    run = finished_run("commands_declined", {"order": "A-1"})
+    output = run_command("workflows_show", str(run.pk))
+    assert f"run              {run.pk}" in output
+    assert "status           failed" in output
+    assert 'input            {"order":"A-1"}' in output
+    assert '"code":"step_failed"' in output
+    steps, history = output.split("\nsteps\n")[1].split("\nhistory\n")
+    charge = steps.splitlines()[1]
+    assert charge.split()[:5] == ["charge", "task", "failed", "1/1", "inline"]
+    assert charge.endswith("  card declined")
+    types = [line.split()[2] for line in history.splitlines()[1:]]
+    assert types == list(run.events.values_list("type", flat=True))
+    assert types[0] == "run.started"
+    assert "run.failed" in types
+
+
+def test_show_json_has_the_run_steps_and_events_in_order():
+    run = finished_run("commands_simple", {"n": 3})
+    data = run_json("workflows_show", str(run.pk))
+    assert (data["id"], data["status"]) == (str(run.pk), "completed")
+    assert data["input"] == {"n": 3}
+    assert data["output"] == {"second": {"n": 3}}
+    assert data["error"] is None
+    assert [(s["name"], s["status"], s["attempt"]) for s in data["steps"]] == [
+        ("first", "completed", 1),
+        ("second", "completed", 1),
+    ]
+    assert [e["id"] for e in data["events"]] == sorted(e["id"] for e in data["events"])
+    completed = [e["step"] for e in data["events"] if e["type"] == "step.completed"]
+    assert completed == ["first", "second"]
+    assert data["events"][0]["payload"]["workflow"] == "commands_simple"
+
+
+def test_show_names_an_unknown_or_malformed_run_id():
+    with pytest.raises(CommandError, match="no run has id 00000000-0000-0000-0000-000000000000"):
+        run_command("workflows_show", "00000000-0000-0000-0000-000000000000")
+    with pytest.raises(CommandError, match="'not-a-run' is not a run id"):
+        run_command("workflows_show", "not-a-run")
+
+
+def test_describe_run_raises_run_not_found():
+    with pytest.raises(workflows.RunNotFound) as missing:
+        describe_run("42")
+    assert missing.value.code == "run_not_found"
+
+
+# workflows_check
+
+
+def report_of(reports: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    [report] = [report for report in reports if report["name"] == name]
+    return report
+
+
+def test_check_lists_every_registered_workflow():
+    output = run_command("workflows_check")
+    assert "commands_simple" in output
+    assert output.endswith("workflow definition(s), no problems\n")
+    reports = run_json("workflows_check")
+    assert report_of(reports, "commands_simple") == {
+        "name": "commands_simple",
+        "version": 1,
+        "steps": 2,
+        "problems": [],
+    }
+    versions = [(r["name"], r["version"]) for r in reports if r["name"] == "commands_branching"]
+    assert versions == [("commands_branching", 1), ("commands_branching", 2)]
+
+
+def test_check_reports_a_handler_that_moved_and_exits_non_zero(monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "replaceable", None)
+    out = StringIO()
+    with pytest.raises(CommandError, match=r"1 problem\(s\) in 1 workflow definition\(s\)"):
+        call_command("workflows_check", stdout=out)
+    assert f"- workflow 'commands_movable' v1, step 'only': handler '{HERE}.replaceable'" in (
+        out.getvalue()
+    )
+    out = StringIO()
+    with pytest.raises(CommandError):
+        call_command("workflows_check", "--json", stdout=out)
+    [problem] = report_of(json.loads(out.getvalue()), "commands_movable")["problems"]
+    assert "is not callable" in problem
+
+
+# workflows_graph
+
+
+def test_graph_prints_the_latest_version_as_mermaid():
+    output = run_command("workflows_graph", "commands_branching")
+    assert output.startswith("%% commands_branching v2\nflowchart TD\n")
+    assert "    step_start --> step_end\n" in output
+
+
+def test_graph_of_an_older_version_as_dot_marks_conditional_steps():
+    output = run_command("workflows_graph", "commands_branching", "--version", "1", "--format=dot")
+    assert output.startswith('digraph "commands_branching v1" {\n')
+    assert '    "wrap" [label="wrap? (task)", style=dashed];\n' in output
+    assert '    "nap" [label="nap (sleep)"];\n' in output
+    assert '    "start" -> "wrap" [style=dashed];\n' in output
+    assert '    "nap" -> "end";\n' in output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["commands_nope"], "no workflow named 'commands_nope' is registered"),
+        (["commands_branching", "--version", "3"], "'commands_branching' v3 is not registered"),
+        (["commands_branching", "--version", "two"], "argument --version: invalid int value"),
+        (["commands_branching", "--format", "png"], "argument --format: invalid choice: 'png'"),
+    ],
+)
+def test_graph_refuses_unknown_workflows_versions_and_formats(args, message):
+    with pytest.raises(CommandError, match=message):
+        run_command("workflows_graph", *args)
+
+
+# workflows_purge
+
+
+def finished_days_ago(days: float) -> Run:
+    run = finished_run("commands_simple")
+    Run.objects.filter(pk=run.pk).update(finished_at=timezone.now() - timedelta(days=days))
+    return run
+
+
+def test_purge_deletes_only_runs_finished_before_the_cut_off():
+    old, recent = finished_days_ago(10), finished_days_ago(2)
+    active = workflows.start_run("commands_simple", {})
+    dry_run = run_command("workflows_purge", "--older-than", "7", "--dry-run")
+    assert dry_run == "would delete 1 run(s) finished over 7 days ago\n"
+    assert Run.objects.count() == 3
+    output = run_command("workflows_purge", "--older-than", "7")
+    assert output == "deleted 1 of 1 run(s) finished over 7 days ago\n"
+    assert set(Run.objects.values_list("pk", flat=True)) == {recent.pk, active.pk}
+    assert not Step.objects.filter(run_id=old.pk).exists()
+    assert not Event.objects.filter(run_id=old.pk).exists()
+
+
+def test_purge_json_returns_the_counts():
+    finished_days_ago(1)
+    assert run_json("workflows_purge", "--older-than", "0.5", "--dry-run") == {
+        "found": 1,
+        "done": 0,
+        "errors": 0,
+    }
+    assert run_json("workflows_purge", "--older-than", "0.5") == {
+        "found": 1,
+        "done": 1,
+        "errors": 0,
+    }
+    assert not Run.objects.exists()
+
+
+@pytest.mark.parametrize("days", ["0", "-3", "soon", "nan", "inf", "1e12"])
+def test_purge_refuses_a_non_positive_or_impossible_age(days):
+    finished_days_ago(10)
+    with pytest.raises(CommandError, match="argument --older-than: DAYS must be a positive"):
+        run_command("workflows_purge", f"--older-than={days}")
+    assert Run.objects.count() == 1
+
+
+def test_purge_requires_an_age():
+    with pytest.raises(CommandError, match="the following arguments are required: --older-than"):
+        run_command("workflows_purge")

@@ -1,0 +1,47 @@
+"""Print the step graph of a workflow definition as Mermaid or Graphviz DOT source."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from workflows.definitions.render import RENDERERS
+from workflows.errors import WorkflowError
+from workflows.services import render_definition
+
+
+class Command(BaseCommand):
+    help = (
+        "Print the step graph of workflow NAME: one node per step labelled with its kind, "
+        "edges from after=, and steps with when= marked '?' behind dashed edges. Paste "
+        "Mermaid into Markdown, or pipe DOT into `dot -Tsvg`."
+    )
+
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> Any:
+        # --version here picks the workflow's version; it replaces Django's --version.
+        return super().create_parser(prog_name, subcommand, conflict_handler="resolve", **kwargs)
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("name", metavar="NAME", help="registered workflow name")
+        parser.add_argument(
+            "--version",
+            type=int,
+            metavar="V",
+            help="the workflow version to draw (default: the latest registered)",
+        )
+        parser.add_argument(
+            "--format",
+            choices=sorted(RENDERERS),
+            default="mermaid",
+            help="output notation (default: %(default)s)",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            source = render_definition(
+                options["name"], version=options["version"], format=options["format"]
+            )
+        except WorkflowError as exc:
+            raise CommandError(exc.message) from exc
+        self.stdout.write(source)

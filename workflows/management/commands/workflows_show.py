@@ -1,0 +1,97 @@
+"""Show one run: where it stands, each of its steps, and its history."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from workflows.errors import WorkflowError
+from workflows.management.output import cell, table, to_json
+from workflows.services import describe_run
+
+PAYLOAD_WIDTH = 80
+RUN_FIELDS = {
+    "id": "run",
+    "workflow": "workflow",
+    "version": "version",
+    "status": "status",
+    "business_key": "business key",
+    "idempotency_key": "idempotency key",
+    "parent_run": "parent run",
+    "created_at": "created",
+    "started_at": "started",
+    "finished_at": "finished",
+    "updated_at": "updated",
+    "input": "input",
+    "output": "output",
+    "error": "error",
+}
+
+
+def error_message(error: Any) -> Any:
+    """A step's error is a dict (code, message, type, ...); a table has room for its message."""
+    return error.get("message", error) if isinstance(error, dict) else error
+
+
+def payload_summary(payload: dict[str, Any]) -> str:
+    """One line of ``key=value`` pairs, cut at ``PAYLOAD_WIDTH`` (``--json`` has it all)."""
+    text = " ".join(f"{key}={cell(value)}" for key, value in payload.items())
+    return text if len(text) <= PAYLOAD_WIDTH else text[: PAYLOAD_WIDTH - 1] + "…"
+
+
+class Command(BaseCommand):
+    help = (
+        "Show run RUN: its status, input, output and error; each step's status, attempts, "
+        "lease owner and error; and its history of events, oldest first."
+    )
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("run_id", metavar="RUN", help="the run's id (a UUID)")
+        parser.add_argument(
+            "--json", action="store_true", help="print the run, steps and full events as JSON"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            run = describe_run(options["run_id"])
+        except WorkflowError as exc:
+            raise CommandError(exc.message) from exc
+        if options["json"]:
+            self.stdout.write(to_json(run))
+            return
+        width = max(len(label) for label in RUN_FIELDS.values())
+        for key, label in RUN_FIELDS.items():
+            self.stdout.write(f"{label:<{width}}  {cell(run[key])}")
+        self.stdout.write("\nsteps")
+        self.stdout.write(
+            table(
+                ["NAME", "KIND", "STATUS", "ATTEMPT", "LEASE OWNER", "ERROR"],
+                (
+                    [
+                        step["name"],
+                        step["kind"],
+                        step["status"],
+                        f"{step['attempt']}/{step['max_attempts']}",
+                        step["lease_owner"],
+                        error_message(step["error"]),
+                    ]
+                    for step in run["steps"]
+                ),
+            )
+        )
+        self.stdout.write("\nhistory")
+        self.stdout.write(
+            table(
+                ["TIME", "TYPE", "STEP", "PAYLOAD"],
+                (
+                    [
+                        event["created_at"],
+                        event["type"],
+                        event["step"],
+                        payload_summary(event["payload"]),
+                    ]
+                    for event in run["events"]
+                ),
+            )
+        )

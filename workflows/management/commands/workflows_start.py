@@ -1,0 +1,63 @@
+"""Start a workflow run from the shell."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from workflows.errors import WorkflowError
+from workflows.management.output import to_json
+from workflows.services import run_summary, start_run
+
+
+class Command(BaseCommand):
+    help = (
+        "Start a run of the latest registered version of workflow NAME and print the run's "
+        "id and status. Its steps then run in the workers."
+    )
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("name", metavar="NAME", help="registered workflow name")
+        parser.add_argument(
+            "--input",
+            required=True,
+            metavar="JSON",
+            help='the run\'s input, a JSON object, e.g. \'{"order_id": "A-1"}\'',
+        )
+        parser.add_argument(
+            "--idempotency-key",
+            metavar="KEY",
+            help="the same key with the same input returns the first run instead of a new one; "
+            "with other input it is an error",
+        )
+        parser.add_argument(
+            "--business-key",
+            metavar="KEY",
+            help="your own reference for the run (an order number, ...), shown in run lists",
+        )
+        parser.add_argument("--json", action="store_true", help="print the run as JSON")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            data = json.loads(options["input"])
+        except json.JSONDecodeError as exc:
+            raise CommandError(f"--input is not valid JSON: {exc}") from exc
+        try:
+            run = start_run(
+                options["name"],
+                data,
+                idempotency_key=options["idempotency_key"],
+                business_key=options["business_key"],
+            )
+        except WorkflowError as exc:
+            raise CommandError(exc.message) from exc
+        summary = run_summary(run)
+        if options["json"]:
+            self.stdout.write(to_json(summary))
+        else:
+            self.stdout.write(
+                f"run {summary['id']} of {summary['workflow']} v{summary['version']}: "
+                f"{summary['status']}"
+            )

@@ -1,0 +1,55 @@
+"""How operator commands print: aligned tables for people, JSON for scripts.
+
+Kept in one place so every ``workflows_*`` command formats times, empty values and
+nested JSON the same way, and ``--json`` output of every command parses alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Collection, Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from django.core.serializers.json import DjangoJSONEncoder
+from django.utils import timezone
+
+
+def cell(value: Any) -> str:
+    """Format one value for a table: ``-`` for nothing, times to the second, compact JSON.
+
+    Newlines become spaces so that a multi-line error message cannot break the table.
+    """
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, datetime):
+        moment = timezone.localtime(value) if timezone.is_aware(value) else value
+        return moment.strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(value, dict | list):
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), cls=DjangoJSONEncoder)
+    return str(value).replace("\n", " ")
+
+
+def table(headers: Collection[str], rows: Iterable[Sequence[Any]]) -> str:
+    """Return ``rows`` as left-aligned columns under ``headers``, two spaces apart."""
+    lines = [list(headers), *([cell(value) for value in row] for row in rows)]
+    widths = [max(len(line[column]) for line in lines) for column in range(len(headers))]
+    return "\n".join(
+        "  ".join(text.ljust(width) for text, width in zip(line, widths, strict=True)).rstrip()
+        for line in lines
+    )
+
+
+class _Encoder(DjangoJSONEncoder):
+    """Django's encoder (datetimes, UUIDs, decimals) plus dataclasses such as scan results."""
+
+    def default(self, o: Any) -> Any:
+        if dataclasses.is_dataclass(o) and not isinstance(o, type):
+            return dataclasses.asdict(o)
+        return super().default(o)
+
+
+def to_json(data: Any) -> str:
+    """Return ``data`` as indented JSON, the format of every command's ``--json``."""
+    return json.dumps(data, cls=_Encoder, indent=2)
