@@ -3,7 +3,8 @@
 A completed step (or fan-out item) whose node declares ``compensate=`` writes its
 CompensationRecord in the same transaction as its completion, with the next sequence
 number of its run. When the run unwinds (see :func:`workflows.engine.runs.unwind`) the
-records run one at a time, highest sequence first, each a leased, retried unit.
+records run one at a time, highest sequence first, each a leased unit retried with the
+project's default retry policy.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from django.db.models import Max
 
 from workflows.definitions import LeasedNode
+from workflows.definitions.nodes import default_retry
 from workflows.engine.events import EventLog
 from workflows.models import CompensationRecord, Run
 
@@ -37,7 +39,7 @@ def record_compensation(
         handler=node.compensate_path,
         payload={"step": node.name, "output": output, "item": item},
         sequence=sequence,
-        max_attempts=node.effective_retry.max_attempts,
+        max_attempts=default_retry().max_attempts,
     )
     events.add(
         run.pk, "compensation.recorded", step_id=step_id, compensation=record.pk, sequence=sequence

@@ -8,7 +8,8 @@ from uuid import UUID
 
 from django.db import models
 
-from workflows.definitions import LeasedNode, Workflow
+from workflows.definitions import LeasedNode, Retry, Workflow
+from workflows.definitions.nodes import default_retry
 from workflows.models import CompensationRecord, FanOutItem, Step
 
 
@@ -58,6 +59,12 @@ class Lease:
         node = self.workflow.nodes[self.step_name]
         assert isinstance(node, LeasedNode)
         return node
+
+    @property
+    def retry(self) -> Retry:
+        """The forward work retries per its node; a compensation per the project default
+        (undoing must not give up as fast as a forward step may be told to)."""
+        return default_retry() if self.kind == "compensation" else self.node.effective_retry
 
     @property
     def idempotency_key(self) -> str:

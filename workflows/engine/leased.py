@@ -307,7 +307,7 @@ def fail_attempt(lease: Lease, exc: BaseException) -> str:
     fails its run; an item counts against its fan-out's tolerance; a compensation
     leaves its run ``compensation_failed``. Fenced like :func:`complete_step`.
     """
-    retry = lease.node.effective_retry
+    retry = lease.retry
     retryable = retry.is_retryable(exc) and lease.attempt < retry.max_attempts
     error = error_from_exception(exc, attempt=lease.attempt)
     delay = retry.delay_after(lease.attempt) if retryable else None

@@ -90,6 +90,8 @@ def cas_update(
             assignments.append(f"{column} = {value.sql}")
             params.extend(value.params)
         else:
+            if isinstance(value, models.Model):
+                value = value.pk  # a related object is stored by its key
             assignments.append(f"{column} = %s")
             params.append(field.get_db_prep_save(value, connection))
     pk_field = model._meta.pk
