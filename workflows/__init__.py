@@ -8,12 +8,30 @@ from __future__ import annotations
 
 from typing import Any
 
-from workflows.definitions import Retry, Sleep, Task, Workflow
+from django.core.exceptions import PermissionDenied
+
+from workflows.definitions import (
+    FanOut,
+    Gate,
+    Option,
+    Retry,
+    Sleep,
+    SubWorkflow,
+    Task,
+    WaitForSignal,
+    Workflow,
+)
 from workflows.errors import (
+    CallbackAlreadyUsed,
+    CallbackExpired,
     DefinitionError,
     DefinitionMissing,
+    GateAlreadyDecided,
     IdempotencyConflict,
+    InvalidCallbackToken,
+    InvalidDecision,
     InvalidInput,
+    InvalidTransition,
     LeaseLost,
     PermanentError,
     RunNotFound,
@@ -21,22 +39,54 @@ from workflows.errors import (
     WorkflowError,
 )
 
-_SERVICES = {"start_run"}
+_SERVICES = {
+    "approve_gate",
+    "cancel_run",
+    "complete_callback",
+    "fail_callback",
+    "reject_gate",
+    "retry_run",
+    "retry_step",
+    "send_signal",
+    "skip_step",
+    "start_run",
+}
 
 __all__ = [
+    "CallbackAlreadyUsed",
+    "CallbackExpired",
     "DefinitionError",
     "DefinitionMissing",
+    "FanOut",
+    "Gate",
+    "GateAlreadyDecided",
     "IdempotencyConflict",
+    "InvalidCallbackToken",
+    "InvalidDecision",
     "InvalidInput",
+    "InvalidTransition",
     "LeaseLost",
+    "Option",
     "PermanentError",
+    "PermissionDenied",
     "Retry",
     "RunNotFound",
     "Sleep",
     "StaleState",
+    "SubWorkflow",
     "Task",
+    "WaitForSignal",
     "Workflow",
     "WorkflowError",
+    "approve_gate",
+    "cancel_run",
+    "complete_callback",
+    "fail_callback",
+    "reject_gate",
+    "retry_run",
+    "retry_step",
+    "send_signal",
+    "skip_step",
     "start_run",
 ]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
@@ -53,6 +54,10 @@ def _no_heartbeat() -> None:
     raise WorkflowError("heartbeat() is only available inside a running handler")
 
 
+def _no_callback(timeout: timedelta) -> Any:
+    raise WorkflowError("await_callback() is only available inside a task's handler")
+
+
 class Context:
     """Everything a handler (or a ``when=`` condition) may know about its run.
 
@@ -68,20 +73,33 @@ class Context:
         step_names: tuple[str, ...],
         step_name: str = "",
         attempt: int = 0,
+        idempotency_key: str = "",
+        item: Any = None,
+        compensated_output: Any = None,
         heartbeat: Callable[[], None] = _no_heartbeat,
+        await_callback: Callable[[timedelta], Any] = _no_callback,
     ) -> None:
         self.run_id = run_id
         self.input = input
         self.steps = StepResults(run_id, step_names)
         self.step_name = step_name
         self.attempt = attempt
-        self.item: Any = None
+        self.idempotency_key = idempotency_key or f"{run_id}/{step_name}"
+        # The fan-out item this handler works on (None outside fan-out items).
+        self.item = item
+        # In a compensation handler: the output of the work being undone.
+        self.compensated_output = compensated_output
         self._heartbeat = heartbeat
-
-    @property
-    def idempotency_key(self) -> str:
-        return f"{self.run_id}/{self.step_name}"
+        self._await_callback = await_callback
 
     def heartbeat(self) -> None:
         """Extend this attempt's lease; raises ``LeaseLost`` if another worker took over."""
         self._heartbeat()
+
+    def await_callback(self, timeout: timedelta) -> Any:
+        """Return this (with its ``.token``) to park the step until a callback resolves it.
+
+        Hand ``.token`` to the external system first; it calls
+        ``workflows.complete_callback(token, output)`` or ``fail_callback(token, error)``.
+        """
+        return self._await_callback(timeout)

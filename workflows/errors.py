@@ -72,3 +72,39 @@ class RunNotFound(WorkflowError):
 
 class PermanentError(Exception):
     """Raised by a handler to fail its step at once, without further retries."""
+
+
+class GateAlreadyDecided(StaleState):
+    """The gate is no longer waiting for a decision (decided, timed out or cancelled)."""
+
+    code = "gate_already_decided"
+
+
+class InvalidDecision(WorkflowError):
+    """The decision does not fit the gate's options."""
+
+    code = "invalid_decision"
+
+
+class InvalidTransition(WorkflowError):
+    """The run or step is not in a state this operation accepts."""
+
+    code = "invalid_transition"
+
+
+class InvalidCallbackToken(WorkflowError):
+    """The callback token is malformed or was tampered with."""
+
+    code = "invalid_callback_token"
+
+
+class CallbackExpired(WorkflowError):
+    """The callback token has expired."""
+
+    code = "callback_expired"
+
+
+class CallbackAlreadyUsed(StaleState):
+    """The callback was already completed, failed or timed out."""
+
+    code = "callback_already_used"

@@ -17,12 +17,20 @@ from django.utils.module_loading import import_string
 
 from workflows.conf import workflow_settings
 
-RUN_STEP_TASK = "workflows.tasks.run_step"
+# A unit of ready work: ("step", step id), ("item", fan-out item id) or
+# ("compensation", compensation record id).
+Work = tuple[str, int]
+
+RUN_TASKS = {
+    "step": "workflows.tasks.run_step",
+    "item": "workflows.tasks.run_item",
+    "compensation": "workflows.tasks.run_compensation",
+}
 
 
 class Executor(Protocol):
-    def enqueue(self, step_ids: Sequence[int]) -> None:
-        """Arrange for the given ready steps to be executed."""
+    def enqueue(self, work: Sequence[Work]) -> None:
+        """Arrange for the given ready work to be executed."""
 
 
 class InlineExecutor:
@@ -31,12 +39,12 @@ class InlineExecutor:
     Deterministic for tests: work happens exactly when the test asks for it.
     """
 
-    def enqueue(self, step_ids: Sequence[int]) -> None:
+    def enqueue(self, work: Sequence[Work]) -> None:
         return None
 
 
 class DjangoQExecutor:
-    """Sends one django-q2 task ("run step N") per ready step.
+    """Sends one django-q2 task ("run step N", "run item N", ...) per unit of ready work.
 
     The message is only a nudge: the worker claims the step with a compare-and-set, so
     a duplicate or redelivered message finds the step taken and does nothing, and a lost
@@ -45,23 +53,23 @@ class DjangoQExecutor:
     transactional outbox); with any other broker (Redis) it is sent on commit.
     """
 
-    def enqueue(self, step_ids: Sequence[int]) -> None:
+    def enqueue(self, work: Sequence[Work]) -> None:
         from django_q.conf import Conf
 
         from workflows.models import Step
 
-        ids = list(step_ids)
+        units = list(work)
         if Conf.ORM and router.db_for_write(Step) == Conf.ORM:
-            _send(ids)
+            _send(units)
         else:
-            transaction.on_commit(lambda: _send(ids), using=router.db_for_write(Step))
+            transaction.on_commit(lambda: _send(units), using=router.db_for_write(Step))
 
 
-def _send(step_ids: list[int]) -> None:
+def _send(work: list[Work]) -> None:
     from django_q.tasks import async_task
 
-    for step_id in step_ids:
-        async_task(RUN_STEP_TASK, step_id, task_name=f"workflows step {step_id}")
+    for kind, unit_id in work:
+        async_task(RUN_TASKS[kind], unit_id, task_name=f"workflows {kind} {unit_id}")
 
 
 EXECUTOR_ALIASES = {

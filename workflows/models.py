@@ -13,7 +13,14 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from workflows.status import RunStatus, StepStatus, TimerKind, TimerStatus
+from workflows.status import (
+    CompensationStatus,
+    Decision,
+    RunStatus,
+    StepStatus,
+    TimerKind,
+    TimerStatus,
+)
 
 
 class Run(models.Model):
@@ -37,6 +44,11 @@ class Run(models.Model):
     parent_step = models.ForeignKey(
         "Step", null=True, blank=True, on_delete=models.CASCADE, related_name="child_runs"
     )
+    parent_item = models.ForeignKey(
+        "FanOutItem", null=True, blank=True, on_delete=models.CASCADE, related_name="child_runs"
+    )
+    # Set by cancel_run(compensate=False): the run ends without running its compensations.
+    skip_compensation = models.BooleanField(default=False)
     version = models.PositiveIntegerField(default=1)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -83,6 +95,27 @@ class Step(models.Model):
     version = models.PositiveIntegerField(default=1)
     output = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
+    # Gate: what the approver sees and decides.
+    prompt = models.TextField(blank=True, default="")
+    options = models.JSONField(default=list, blank=True)
+    min_selections = models.PositiveIntegerField(default=0)
+    max_selections = models.PositiveIntegerField(null=True, blank=True)
+    permission = models.CharField(max_length=200, blank=True, default="")
+    assignees = models.JSONField(default=dict, blank=True, help_text='{"users": [], "groups": []}')
+    decision = models.CharField(max_length=16, choices=Decision.choices, blank=True, default="")
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    feedback = models.TextField(blank=True, default="")
+    selections = models.JSONField(default=list, blank=True)
+    # Wait for signal: the signal name this step consumes.
+    signal_name = models.CharField(max_length=200, blank=True, default="")
+    # Fan-out: counters changed in the same transaction as each item.
+    items_total = models.PositiveIntegerField(default=0)
+    items_completed = models.PositiveIntegerField(default=0)
+    items_failed = models.PositiveIntegerField(default=0)
+    items_skipped = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -111,12 +144,147 @@ class Step(models.Model):
         return f"{self.name} [{self.status}]"
 
 
+class FanOutItem(models.Model):
+    """One item of a fan-out step: a leased, retried, fenced unit like a step."""
+
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="items")
+    index = models.PositiveIntegerField()
+    key = models.CharField(max_length=255)
+    item = models.JSONField(null=True, blank=True)
+    status = models.CharField(max_length=32, choices=StepStatus.choices, default=StepStatus.PENDING)
+    attempt = models.PositiveIntegerField(default=0)
+    max_attempts = models.PositiveIntegerField(default=1)
+    lease_owner = models.CharField(max_length=200, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    version = models.PositiveIntegerField(default=1)
+    output = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["step", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["step", "key"], name="workflows_item_unique_key"),
+            models.UniqueConstraint(fields=["step", "index"], name="workflows_item_unique_index"),
+        ]
+        indexes = [
+            models.Index(fields=["step", "status", "index"], name="workflows_item_step_status"),
+            models.Index(
+                fields=["updated_at"],
+                condition=Q(status=StepStatus.READY),
+                name="workflows_item_ready",
+            ),
+            models.Index(
+                fields=["lease_expires_at"],
+                condition=Q(status=StepStatus.RUNNING),
+                name="workflows_item_lease",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"item {self.key} [{self.status}]"
+
+
+class CompensationRecord(models.Model):
+    """Work to undo when the run fails or is cancelled, run in reverse completion order."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="compensations")
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="compensations")
+    item = models.ForeignKey(
+        FanOutItem, null=True, blank=True, on_delete=models.CASCADE, related_name="compensations"
+    )
+    handler = models.CharField(max_length=300)
+    payload = models.JSONField(default=dict, blank=True)
+    sequence = models.PositiveIntegerField()
+    status = models.CharField(
+        max_length=32, choices=CompensationStatus.choices, default=CompensationStatus.PENDING
+    )
+    attempt = models.PositiveIntegerField(default=0)
+    max_attempts = models.PositiveIntegerField(default=1)
+    lease_owner = models.CharField(max_length=200, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    version = models.PositiveIntegerField(default=1)
+    output = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "-sequence"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "sequence"], name="workflows_compensation_unique_sequence"
+            )
+        ]
+        indexes = [
+            models.Index(
+                fields=["lease_expires_at"],
+                condition=Q(status=CompensationStatus.RUNNING),
+                name="workflows_compensation_lease",
+            ),
+            models.Index(
+                fields=["updated_at"],
+                condition=Q(status=CompensationStatus.READY),
+                name="workflows_compensation_ready",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"compensate {self.handler} #{self.sequence} [{self.status}]"
+
+
+class Signal(models.Model):
+    """An external event sent to a run; kept until a WaitForSignal step consumes it."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="signals")
+    name = models.CharField(max_length=200)
+    payload = models.JSONField(null=True, blank=True)
+    # NULL, not "", for "no key": the unique constraint must ignore keyless signals.
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    payload_hash = models.CharField(max_length=64)
+    received_at = models.DateTimeField(auto_now_add=True)
+    consumed_by = models.ForeignKey(
+        Step, null=True, blank=True, on_delete=models.SET_NULL, related_name="consumed_signals"
+    )
+    consumed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["received_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="workflows_signal_unique_idempotency_key",
+            )
+        ]
+        indexes = [
+            models.Index(
+                fields=["run", "name", "id"],
+                condition=Q(consumed_by__isnull=True),
+                name="workflows_signal_unconsumed",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"signal {self.name} for run {self.run_id}"
+
+
 class Timer(models.Model):
     """A durable moment in the future: firing it is a compare-and-set ``scheduled → fired``."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="timers")
     step = models.ForeignKey(
         Step, null=True, blank=True, on_delete=models.CASCADE, related_name="timers"
+    )
+    item = models.ForeignKey(
+        FanOutItem, null=True, blank=True, on_delete=models.CASCADE, related_name="timers"
+    )
+    compensation = models.ForeignKey(
+        CompensationRecord, null=True, blank=True, on_delete=models.CASCADE, related_name="timers"
     )
     kind = models.CharField(max_length=32, choices=TimerKind.choices)
     due_at = models.DateTimeField()

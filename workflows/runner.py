@@ -1,4 +1,4 @@
-"""Running handler code for one step, outside any transaction, fenced by its lease."""
+"""Running handler code for leased work, outside any transaction, fenced by its lease."""
 
 from __future__ import annotations
 
@@ -8,14 +8,33 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
+
+from django.utils.module_loading import import_string
 
 from workflows.conf import workflow_settings
 from workflows.context import Context
-from workflows.engine import Lease, claim_step, complete_step, fail_attempt, heartbeat
+from workflows.engine import (
+    Lease,
+    claim_compensation,
+    claim_item,
+    claim_step,
+    complete_step,
+    fail_attempt,
+    heartbeat,
+)
+from workflows.engine.callbacks import AwaitCallback, make_token, park_for_callback
 from workflows.errors import DefinitionMissing, LeaseLost, PermanentError, StaleState
 
 logger = logging.getLogger("workflows.runner")
+
+CLAIMS: dict[str, Callable[[int, str], Lease]] = {
+    "step": claim_step,
+    "item": claim_item,
+    "compensation": claim_compensation,
+}
 
 
 def worker_id() -> str:
@@ -23,20 +42,20 @@ def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
 
 
-def execute_step(step_id: int, *, owner: str | None = None, chain: bool = True) -> int:
-    """Claim and run a ready step; with ``chain``, keep going with the steps it releases.
+def execute(kind: str, unit_id: int, *, owner: str | None = None, chain: bool = True) -> int:
+    """Claim and run ready work; with ``chain``, keep going with the work it releases.
 
-    Chaining stops once this call has been busy for ``CHAIN_BUDGET``: the next step is
+    Chaining stops once this call has been busy for ``CHAIN_BUDGET``: the next unit is
     then left ``ready`` for the queue, so one queue task never runs long enough for the
-    queue to think its worker died. Returns how many step attempts this call ran. A step
-    that another worker claimed first, or that is no longer ready, is not an error: it
+    queue to think its worker died. Returns how many attempts this call ran. Work that
+    another worker claimed first, or that is no longer ready, is not an error: it
     returns 0.
     """
     owner = owner or worker_id()
     try:
-        lease: Lease | None = claim_step(step_id, owner)
+        lease: Lease | None = CLAIMS[kind](unit_id, owner)
     except (StaleState, DefinitionMissing) as exc:
-        logger.debug("step %s not claimed: %s", step_id, exc)
+        logger.debug("%s %s not claimed: %s", kind, unit_id, exc)
         return 0
     deadline = time.monotonic() + workflow_settings.CHAIN_BUDGET.total_seconds()
     attempts = 0
@@ -46,22 +65,50 @@ def execute_step(step_id: int, *, owner: str | None = None, chain: bool = True) 
     return attempts
 
 
-def run_attempt(lease: Lease, *, chain: bool = True) -> Lease | None:
-    """Run the handler of a claimed step and record its outcome.
+def execute_step(step_id: int, *, owner: str | None = None, chain: bool = True) -> int:
+    """:func:`execute` for a step."""
+    return execute("step", step_id, owner=owner, chain=chain)
 
-    Returns the lease of the next step when ``chain`` claimed one in the same
-    transaction as this step's completion.
-    """
-    ctx = Context(
+
+def _context(lease: Lease) -> Context:
+    def await_callback(timeout: timedelta) -> AwaitCallback:
+        if lease.kind != "step":
+            raise PermanentError("only a task's handler can wait for a callback")
+        return AwaitCallback(
+            make_token(lease.run_id, lease.step_id, lease.attempt, timeout), timeout
+        )
+
+    return Context(
         run_id=lease.run_id,
         input=lease.run_input,
         step_names=tuple(lease.workflow.nodes),
         step_name=lease.step_name,
         attempt=lease.attempt,
+        idempotency_key=lease.idempotency_key,
+        item=lease.item,
+        compensated_output=lease.compensated_output,
         heartbeat=lambda: heartbeat(lease),
+        await_callback=await_callback,
     )
+
+
+def run_attempt(lease: Lease, *, chain: bool = True) -> Lease | None:
+    """Run the handler of claimed work and record its outcome.
+
+    Returns the lease of the next unit when ``chain`` claimed one in the same
+    transaction as this one's completion.
+    """
     try:
-        output = checked_output(lease.node.resolve_handler()(ctx))
+        handler = (
+            import_string(lease.compensation_handler)
+            if lease.kind == "compensation"
+            else lease.node.resolve_handler()
+        )
+        result = handler(_context(lease))
+        if isinstance(result, AwaitCallback):
+            park_for_callback(lease, result)
+            return None
+        output = checked_output(result)
     except LeaseLost as lost:
         logger.warning("%s", lost)
         return None

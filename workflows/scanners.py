@@ -8,21 +8,30 @@ and returns counts. All are safe to run concurrently with themselves. With
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
 from workflows.conf import workflow_settings
-from workflows.engine import fire_timer, reclaim_step
-from workflows.engine.recovery import delete_finished_runs, redispatch_step, repair_run
-from workflows.models import Run, Step, Timer
-from workflows.status import RUN_ACTIVE, RUN_FINAL, StepStatus, TimerStatus
+from workflows.engine import fire_timer, reclaim
+from workflows.engine.operator import cancel_run
+from workflows.engine.recovery import WORK_KINDS, delete_finished_runs, redispatch, repair_run
+from workflows.models import CompensationRecord, FanOutItem, Run, Step, Timer
+from workflows.status import (
+    RUN_ACTIVE,
+    RUN_FINAL,
+    RUN_UNWINDING,
+    CompensationStatus,
+    StepStatus,
+    TimerStatus,
+)
 
 logger = logging.getLogger("workflows.scanners")
 
@@ -74,43 +83,93 @@ def fire_due_timers(
     return _sweep(ids, fire_timer, "timer", dry_run)
 
 
+def _merge(results: list[ScanResult]) -> ScanResult:
+    return ScanResult(
+        found=sum(r.found for r in results),
+        done=sum(r.done for r in results),
+        errors=sum(r.errors for r in results),
+    )
+
+
 def reclaim_expired_leases(
     *, now: datetime | None = None, limit: int = 1000, dry_run: bool = False
 ) -> ScanResult:
-    """Put back steps whose worker's lease expired (the attempt counts)."""
-    ids = list(
-        Step.objects.filter(lease_expires_at__lt=_clock(now), status=StepStatus.RUNNING)
-        .order_by("lease_expires_at")
-        .values_list("id", flat=True)[:limit]
-    )
-    return _sweep(ids, lambda pk: reclaim_step(pk, now=now), "lease of step", dry_run)
+    """Put back steps, items and compensations whose worker's lease expired.
+
+    The expired attempt counts: the work is retried, or fails when its attempts are used.
+    """
+    results = []
+    for model, kind in WORK_KINDS.items():
+        ids = list(
+            model.objects.filter(lease_expires_at__lt=_clock(now), status=StepStatus.RUNNING)
+            .order_by("lease_expires_at")
+            .values_list("id", flat=True)[:limit]
+        )
+        act = functools.partial(reclaim, model, now=now)
+        results.append(_sweep(ids, lambda pk, act=act: act(pk), f"lease of {kind}", dry_run))
+    return _merge(results)
 
 
 def redispatch_unclaimed(
     *, now: datetime | None = None, limit: int = 1000, dry_run: bool = False
 ) -> ScanResult:
-    """Re-send ready steps that nobody claimed within ``REDISPATCH_AFTER`` (lost nudges)."""
+    """Re-send ready work that nobody claimed within ``REDISPATCH_AFTER`` (lost nudges)."""
     ready_before = (now or timezone.now()) - workflow_settings.REDISPATCH_AFTER
-    ids = list(
-        Step.objects.filter(status=StepStatus.READY, updated_at__lt=ready_before)
-        .order_by("updated_at")
-        .values_list("id", flat=True)[:limit]
-    )
-    return _sweep(
-        ids, lambda pk: redispatch_step(pk, ready_before=ready_before), "redispatch", dry_run
-    )
+    results = []
+    for model, kind in WORK_KINDS.items():
+        ids = list(
+            model.objects.filter(status=StepStatus.READY, updated_at__lt=ready_before)
+            .order_by("updated_at")
+            .values_list("id", flat=True)[:limit]
+        )
+        act = functools.partial(redispatch, model, ready_before=ready_before)
+        results.append(_sweep(ids, lambda pk, act=act: act(pk), f"redispatch of {kind}", dry_run))
+    return _merge(results)
 
 
 def repair_stuck_runs(*, limit: int = 1000, dry_run: bool = False) -> ScanResult:
-    """Settle active runs that have no step in flight (nothing would ever wake them)."""
+    """Move on runs that nothing would ever wake.
+
+    An active run with no step in flight is settled; an unwinding run with no work and
+    no compensation in hand releases its next compensation or ends.
+    """
     in_flight = Step.objects.filter(run=OuterRef("pk"), status__in=_IN_FLIGHT)
+    running_items = FanOutItem.objects.filter(step__run=OuterRef("pk"), status=StepStatus.RUNNING)
+    compensating = CompensationRecord.objects.filter(
+        run=OuterRef("pk"),
+        status__in=(
+            CompensationStatus.READY,
+            CompensationStatus.RUNNING,
+            CompensationStatus.RETRY_SCHEDULED,
+        ),
+    )
+    active_children = Run.objects.filter(parent_run=OuterRef("pk")).exclude(status__in=RUN_FINAL)
+    stuck = Q(status__in=RUN_ACTIVE) & ~Q(Exists(in_flight))
+    unwinding = (
+        Q(status__in=RUN_UNWINDING)
+        & ~Q(Exists(Step.objects.filter(run=OuterRef("pk"), status=StepStatus.RUNNING)))
+        & ~Q(Exists(running_items))
+        & ~Q(Exists(compensating))
+        & ~Q(Exists(active_children))
+    )
     ids = list(
-        Run.objects.filter(status__in=RUN_ACTIVE)
-        .exclude(Exists(in_flight))
+        Run.objects.filter(stuck | unwinding)
         .order_by("updated_at")
         .values_list("id", flat=True)[:limit]
     )
     return _sweep(ids, repair_run, "repair of run", dry_run)
+
+
+def cancel_orphaned_children(*, limit: int = 1000, dry_run: bool = False) -> ScanResult:
+    """Cancel active child runs whose parent stopped (failed, cancelled, unwinding)."""
+    ids = list(
+        Run.objects.filter(status__in=RUN_ACTIVE, parent_run__isnull=False)
+        .exclude(parent_run__status__in=RUN_ACTIVE)
+        .values_list("id", flat=True)[:limit]
+    )
+    return _sweep(
+        ids, lambda pk: cancel_run(pk, reason="parent run stopped") or True, "cancel of", dry_run
+    )
 
 
 def purge_finished_runs(
@@ -140,6 +199,7 @@ RECOVERY_SCANNERS: dict[str, Callable[..., ScanResult]] = {
     "reclaim_expired_leases": reclaim_expired_leases,
     "redispatch_unclaimed": redispatch_unclaimed,
     "repair_stuck_runs": repair_stuck_runs,
+    "cancel_orphaned_children": cancel_orphaned_children,
     "purge_finished_runs": purge_finished_runs,
 }
 

@@ -1,178 +1,186 @@
 """Public verbs: what the admin, the API, commands and user code call.
 
-Each verb validates its input and delegates to one engine transition; none writes
-workflow state itself.
+Each verb validates its input (and who is asking) and delegates to one engine
+transition; none writes workflow state itself. What they read is in
+:mod:`workflows.queries`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
-from workflows.definitions import registry
-from workflows.definitions.render import RENDERERS
-from workflows.engine import start_run
-from workflows.errors import RunNotFound
-from workflows.models import Event, Run, Step
-from workflows.status import RunStatus
+from django.core.exceptions import PermissionDenied
+
+from workflows.engine import operator, start_run
+from workflows.engine.callbacks import resolve_callback
+from workflows.engine.gates import decide_gate
+from workflows.engine.signals import send_signal as deliver_signal
+from workflows.errors import GateAlreadyDecided, InvalidDecision, InvalidTransition
+from workflows.models import Run, Signal, Step
+from workflows.status import Decision, StepStatus
 
 __all__ = [
-    "DefinitionReport",
-    "check_definitions",
-    "describe_run",
-    "get_run",
-    "list_runs",
-    "render_definition",
-    "run_summary",
+    "approve_gate",
+    "cancel_run",
+    "complete_callback",
+    "fail_callback",
+    "reject_gate",
+    "retry_run",
+    "retry_step",
+    "send_signal",
+    "skip_step",
     "start_run",
 ]
 
 
-# Read side: what operators, the admin and the API show about runs and definitions.
-# Nothing below writes, and nothing opens a transaction: under SQLite's IMMEDIATE mode
-# even a read-only atomic() would take the write lock.
-
-_SUMMARY_FIELDS = (
-    "id",
-    "workflow_name",
-    "workflow_version",
-    "status",
-    "business_key",
-    "created_at",
-    "updated_at",
-)
+def _step(step: Step | int) -> Step:
+    return Step.objects.get(pk=step.pk if isinstance(step, Step) else step)
 
 
-def run_summary(run: Run) -> dict[str, Any]:
-    """Return what identifies a run and says where it stands: one row of a run list."""
-    return {
-        "id": str(run.pk),
-        "workflow": run.workflow_name,
-        "version": run.workflow_version,
-        "status": run.status,
-        "business_key": run.business_key,
-        "created_at": run.created_at,
-        "updated_at": run.updated_at,
-    }
+def _run_id(run: Run | UUID | str) -> UUID:
+    return run.pk if isinstance(run, Run) else UUID(str(run))
 
 
-def list_runs(
-    *, workflow: str | None = None, status: RunStatus | str | None = None, limit: int = 50
-) -> list[dict[str, Any]]:
-    """Return summaries of the newest runs, optionally of one workflow and one status.
+def check_decider(step: Step, user: Any) -> None:
+    """Raise ``PermissionDenied`` unless ``user`` may decide this gate.
 
-    Loads only the summary columns: inputs, outputs and snapshots can be large.
+    A gate naming a permission or assignees accepts users holding the permission or
+    listed (by username, or by group); a gate naming neither accepts any signed-in user.
     """
-    runs = Run.objects.only(*_SUMMARY_FIELDS).order_by("-created_at", "-id")
-    if workflow:
-        runs = runs.filter(workflow_name=workflow)
-    if status:
-        runs = runs.filter(status=status)
-    return [run_summary(run) for run in runs[:limit]]
+    if user is None or not getattr(user, "is_authenticated", False):
+        raise PermissionDenied(f"deciding gate {step.name!r} needs a signed-in user")
+    users = step.assignees.get("users", [])
+    groups = step.assignees.get("groups", [])
+    if not (step.permission or users or groups):
+        return
+    if step.permission and user.has_perm(step.permission):
+        return
+    if user.get_username() in users or (groups and user.groups.filter(name__in=groups).exists()):
+        return
+    assignees = users + [f"group:{group}" for group in groups]
+    raise PermissionDenied(
+        f"user {user.get_username()!r} may not decide gate {step.name!r}: it needs permission "
+        f"{step.permission or '(none)'} or one of the assignees {assignees}"
+    )
 
 
-def get_run(run_id: UUID | str) -> Run:
-    """Return the run with this id; raise :class:`RunNotFound` for an unknown or malformed id.
-
-    A malformed id is "not found" too, with its own message: to a caller holding a typo,
-    both mean that no such run exists.
-    """
-    try:
-        pk = run_id if isinstance(run_id, UUID) else UUID(str(run_id))
-    except ValueError:
-        raise RunNotFound(
-            f"{run_id!r} is not a run id (run ids are UUIDs)", run=str(run_id)
-        ) from None
-    run = Run.objects.filter(pk=pk).first()
-    if run is None:
-        raise RunNotFound(f"no run has id {pk}", run=str(pk))
-    return run
-
-
-def describe_run(run_id: UUID | str) -> dict[str, Any]:
-    """Return a run with its steps and its history (events in order), for inspection.
-
-    Values are JSON-ready except datetimes, left for the caller to format. The three
-    reads are not one snapshot: steps of a run moving meanwhile may be a moment newer
-    than the run row, which an operator's view can live with.
-    """
-    run = get_run(run_id)
-    steps = list(Step.objects.filter(run_id=run.pk).order_by("id"))
-    step_names = {step.pk: step.name for step in steps}
-    events = Event.objects.filter(run_id=run.pk).order_by("id")
-    return {
-        **run_summary(run),
-        "idempotency_key": run.idempotency_key,
-        "parent_run": str(run.parent_run_id) if run.parent_run_id else None,
-        "started_at": run.started_at,
-        "finished_at": run.finished_at,
-        "input": run.input,
-        "output": run.output,
-        "error": run.error,
-        "steps": [
-            {
-                "name": step.name,
-                "kind": step.kind,
-                "status": step.status,
-                "attempt": step.attempt,
-                "max_attempts": step.max_attempts,
-                "lease_owner": step.lease_owner,
-                "lease_expires_at": step.lease_expires_at,
-                "started_at": step.started_at,
-                "finished_at": step.finished_at,
-                "error": step.error,
-            }
-            for step in steps
-        ],
-        "events": [
-            {
-                "id": event.pk,
-                "created_at": event.created_at,
-                "type": event.type,
-                "step": step_names.get(event.step_id),
-                "payload": event.payload,
-            }
-            for event in events
-        ],
-    }
-
-
-@dataclass(frozen=True)
-class DefinitionReport:
-    """One registered workflow version, its size, and what is wrong with it (if anything)."""
-
-    name: str
-    version: int
-    steps: int
-    problems: tuple[str, ...]
-
-
-def check_definitions() -> list[DefinitionReport]:
-    """Validate every registered workflow again, ordered by (name, version).
-
-    Definitions are validated at import, but a handler module can change or vanish
-    after that (a deploy that half-landed): this is the check to run before trusting
-    the workers with it.
-    """
-    return [
-        DefinitionReport(
-            name=workflow.name,
-            version=workflow.version,
-            steps=len(workflow.nodes),
-            problems=tuple(workflow.problems()),
+def _waiting_gate(step: Step) -> None:
+    if step.kind != "gate":
+        raise InvalidTransition(f"step {step.name!r} is a {step.kind}, not a gate")
+    if step.status != StepStatus.WAITING:
+        raise GateAlreadyDecided(
+            f"gate {step.name!r} is {step.status}"
+            + (f" ({step.decision})" if step.decision else "")
+            + ", no longer waiting for a decision",
+            step=step.name,
+            status=step.status,
+            decision=step.decision,
         )
-        for workflow in registry.all()
-    ]
 
 
-def render_definition(name: str, *, version: int | None = None, format: str = "mermaid") -> str:
-    """Return the graph of a registered workflow (default: its latest version) as source.
+def clean_selections(step: Step, selections: Sequence[str] | None) -> list[str]:
+    """Check selections against the gate's options and its min/max counts."""
+    chosen = list(selections or [])
+    allowed = [option["value"] for option in step.options]
+    unknown = [value for value in chosen if value not in allowed]
+    if unknown:
+        raise InvalidDecision(
+            f"gate {step.name!r} has no option {unknown[0]!r}; allowed: {allowed}",
+            allowed=allowed,
+        )
+    if len(set(chosen)) != len(chosen):
+        raise InvalidDecision(f"gate {step.name!r}: an option was selected twice: {chosen}")
+    low, high = step.min_selections, step.max_selections
+    if len(chosen) < low or (high is not None and len(chosen) > high):
+        span = f"{low} to {high}" if high is not None else f"at least {low}"
+        raise InvalidDecision(
+            f"gate {step.name!r} needs {span} selections, got {len(chosen)}",
+            allowed=allowed,
+        )
+    return chosen
 
-    ``format`` is a key of :data:`workflows.definitions.render.RENDERERS`; an unknown
-    name or version raises :class:`~workflows.DefinitionMissing`.
+
+def approve_gate(
+    step: Step | int, *, user: Any, selections: Sequence[str] | None = None, feedback: str = ""
+) -> Step:
+    """Approve a waiting gate; of two racing decisions exactly one wins.
+
+    Raises ``PermissionDenied``, :class:`InvalidDecision` (bad selections) or
+    :class:`GateAlreadyDecided`; nothing is written then.
     """
-    if format not in RENDERERS:
-        raise ValueError(f"unknown graph format {format!r}; choose one of {sorted(RENDERERS)}")
-    workflow = registry.latest(name) if version is None else registry.get(name, version)
-    return RENDERERS[format](workflow)
+    gate = _step(step)
+    _waiting_gate(gate)
+    check_decider(gate, user)
+    chosen = clean_selections(gate, selections)
+    decide_gate(
+        gate.pk,
+        version=gate.version,
+        decision=Decision.APPROVED,
+        user=user,
+        selections=chosen,
+        feedback=feedback,
+    )
+    return _step(gate)
+
+
+def reject_gate(step: Step | int, *, user: Any, feedback: str = "") -> Step:
+    """Reject a waiting gate: the step (and by default the run) fails and compensates."""
+    gate = _step(step)
+    _waiting_gate(gate)
+    check_decider(gate, user)
+    decide_gate(
+        gate.pk, version=gate.version, decision=Decision.REJECTED, user=user, feedback=feedback
+    )
+    return _step(gate)
+
+
+def send_signal(
+    run: Run | UUID | str, name: str, payload: Any = None, *, idempotency_key: str | None = None
+) -> Signal:
+    """Send signal ``name`` to a run; kept until a ``WaitForSignal`` step consumes it."""
+    return deliver_signal(_run_id(run), name, payload, idempotency_key=idempotency_key)
+
+
+def complete_callback(token: str, output: Any = None) -> None:
+    """Resolve a parked task with ``output``; a bad, expired or reused token is refused."""
+    resolve_callback(token, output=output)
+
+
+def fail_callback(token: str, error: str) -> None:
+    """Fail the attempt a callback token names (retried per the task's policy)."""
+    resolve_callback(token, error=str(error) or "callback failed")
+
+
+def cancel_run(
+    run: Run | UUID | str, *, reason: str = "", compensate: bool = True, user: Any = None
+) -> Run:
+    """Cancel a running or waiting run (and its children); compensate unless told not to."""
+    from workflows.engine.children import cancel_children
+
+    run_id = _run_id(run)
+    operator.cancel_run(run_id, reason=reason, compensate=compensate, user=user)
+    cancel_children(run_id)
+    return Run.objects.get(pk=run_id)
+
+
+def retry_step(step: Step | int, *, user: Any = None) -> Step:
+    """Run a failed step again with fresh attempts; its failed run resumes."""
+    target = _step(step)
+    operator.retry_step(target.pk, user=user)
+    return _step(target)
+
+
+def skip_step(step: Step | int, *, user: Any = None, output: Any = None) -> Step:
+    """Record a step as done with ``output`` without running it; the run moves on."""
+    target = _step(step)
+    operator.skip_step(target.pk, output=output, user=user)
+    return _step(target)
+
+
+def retry_run(run: Run | UUID | str, *, user: Any = None) -> Run:
+    """Retry every failed step of a failed run, or resume its failed compensations."""
+    run_id = _run_id(run)
+    operator.retry_run(run_id, user=user)
+    return Run.objects.get(pk=run_id)

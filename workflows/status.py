@@ -40,9 +40,29 @@ class TimerStatus(models.TextChoices):
 class TimerKind(models.TextChoices):
     SLEEP = "sleep"
     RETRY = "retry"
+    GATE_TIMEOUT = "gate_timeout"
+    SIGNAL_TIMEOUT = "signal_timeout"
+    CALLBACK_TIMEOUT = "callback_timeout"
+
+
+class CompensationStatus(models.TextChoices):
+    PENDING = "pending"
+    READY = "ready"
+    RUNNING = "running"
+    RETRY_SCHEDULED = "retry_scheduled"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+class Decision(models.TextChoices):
+    APPROVED = "approved"
+    REJECTED = "rejected"
 
 
 RUN_ACTIVE = frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING})
+# Runs rolling back: no new forward work starts, compensations run.
+RUN_UNWINDING = frozenset({RunStatus.COMPENSATING, RunStatus.CANCELLING})
 RUN_FINAL = frozenset(
     {
         RunStatus.COMPLETED,

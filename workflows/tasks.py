@@ -1,7 +1,8 @@
 """django-q2 entry points: thin wrappers around the runner and the scanners.
 
-Queue messages only say "work on step N"; the engine owns leases, attempts and backoff,
-so these functions never raise for a step that is already taken or finished.
+Queue messages only say "work on step N" (or item, or compensation); the engine owns
+leases, attempts and backoff, so these functions never raise for work that is already
+taken or finished.
 """
 
 from __future__ import annotations
@@ -9,14 +10,24 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from workflows.runner import execute_step
+from workflows.runner import execute
 from workflows.scanners import fire_due_timers
 from workflows.scanners import recover as run_scanners
 
 
 def run_step(step_id: int) -> int:
-    """Run a ready step (and the steps it releases, while the chain budget lasts)."""
-    return execute_step(step_id)
+    """Run a ready step (and the work it releases, while the chain budget lasts)."""
+    return execute("step", step_id)
+
+
+def run_item(item_id: int) -> int:
+    """Run a ready fan-out item (and the next items it releases)."""
+    return execute("item", item_id)
+
+
+def run_compensation(record_id: int) -> int:
+    """Run a ready compensation."""
+    return execute("compensation", record_id)
 
 
 def fire_timers() -> dict[str, int]:

@@ -7,15 +7,18 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from workflows.models import Step
-from workflows.runner import execute_step
-from workflows.scanners import fire_due_timers
+from workflows.models import CompensationRecord, FanOutItem, Step
+from workflows.runner import execute
+from workflows.scanners import cancel_orphaned_children, fire_due_timers
 from workflows.status import StepStatus
+
+# Where ready work of each kind waits, in the order run_pending takes it.
+_READY = (("step", Step), ("item", FanOutItem), ("compensation", CompensationRecord))
 
 
 @dataclass
 class PendingResult:
-    """What :func:`run_pending` did: step attempts run, timers fired, rounds taken."""
+    """What :func:`run_pending` did: attempts run, timers fired, rounds taken."""
 
     steps: int = 0
     timers: int = 0
@@ -23,10 +26,12 @@ class PendingResult:
 
 
 def run_pending(until: datetime | None = None, *, max_rounds: int = 10_000) -> PendingResult:
-    """Run every ready step in this process and fire timers due by ``until``.
+    """Run every ready step, fan-out item and compensation in this process, and fire
+    timers due by ``until``.
 
-    ``until`` defaults to now; pass a later moment to let sleeps and retry backoffs
-    elapse without waiting. Repeats until nothing is runnable and returns counts.
+    ``until`` defaults to now; pass a later moment to let sleeps, timeouts and retry
+    backoffs elapse without waiting. Repeats until nothing is runnable and returns
+    counts (``steps`` counts every attempt run, items and compensations included).
     """
     until = until or timezone.now()
     result = PendingResult()
@@ -34,11 +39,16 @@ def run_pending(until: datetime | None = None, *, max_rounds: int = 10_000) -> P
         result.rounds += 1
         fired = fire_due_timers(now=until).done
         result.timers += fired
-        ready = list(
-            Step.objects.filter(status=StepStatus.READY).order_by("id").values_list("id", flat=True)
-        )
-        if not fired and not ready:
+        cancelled = cancel_orphaned_children().done
+        ready = [
+            (kind, pk)
+            for kind, model in _READY
+            for pk in model.objects.filter(status=StepStatus.READY)
+            .order_by("id")
+            .values_list("id", flat=True)
+        ]
+        if not fired and not ready and not cancelled:
             break
-        for step_id in ready:
-            result.steps += execute_step(step_id, owner="inline")
+        for kind, pk in ready:
+            result.steps += execute(kind, pk, owner="inline")
     return result

@@ -17,7 +17,7 @@ from django.utils import timezone
 import workflows
 from workflows import InvalidInput, PermanentError, Retry, Sleep, Task, Workflow
 from workflows.models import Event, Run, Step
-from workflows.services import describe_run
+from workflows.queries import describe_run
 from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db

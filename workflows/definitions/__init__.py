@@ -2,9 +2,25 @@
 
 from __future__ import annotations
 
-from workflows.definitions.nodes import Node, Sleep, Task
+from workflows.definitions.fanout import FanOut
+from workflows.definitions.gate import Gate, Option
+from workflows.definitions.nodes import LeasedNode, Node, Sleep, Task
 from workflows.definitions.registry import registry
 from workflows.definitions.retry import Retry
+from workflows.definitions.waiting import SubWorkflow, WaitForSignal
 from workflows.definitions.workflow import Workflow
 
-__all__ = ["Node", "Retry", "Sleep", "Task", "Workflow", "registry"]
+__all__ = [
+    "FanOut",
+    "Gate",
+    "LeasedNode",
+    "Node",
+    "Option",
+    "Retry",
+    "Sleep",
+    "SubWorkflow",
+    "Task",
+    "WaitForSignal",
+    "Workflow",
+    "registry",
+]

@@ -73,17 +73,28 @@ def handler_path(handler: str | Handler) -> str:
     return f"{module}.{qualname}"
 
 
-class Task(Node):
-    """Run a handler ``handler(ctx) -> JSON`` in a worker, leased and retried."""
+def _resolvable(label: str, path: str) -> list[str]:
+    try:
+        target = import_string(path)
+    except ImportError as exc:
+        return [f"{label} {path!r} cannot be imported: {exc}"]
+    return [] if callable(target) else [f"{label} {path!r} is not callable"]
 
-    kind = "task"
+
+class LeasedNode(Node):
+    """A node whose work runs in workers as leased, retried, fenced attempts.
+
+    ``compensate`` names a handler that undoes a completed attempt when the run later
+    fails or is cancelled (Saga); it receives the original input and output.
+    """
 
     def __init__(
         self,
-        handler: str | Handler,
+        handler: str | Handler | None,
         *,
         retry: Retry | None = None,
         timeout: timedelta | None = None,
+        compensate: str | Handler | None = None,
         after: Sequence[str] | str | None = None,
         when: Condition | None = None,
     ) -> None:
@@ -91,10 +102,15 @@ class Task(Node):
         self.handler = handler
         self.retry = retry
         self.timeout = timeout
+        self.compensate = compensate
 
     @property
     def handler_path(self) -> str:
-        return handler_path(self.handler)
+        return handler_path(self.handler) if self.handler is not None else ""
+
+    @property
+    def compensate_path(self) -> str:
+        return handler_path(self.compensate) if self.compensate is not None else ""
 
     def resolve_handler(self) -> Handler:
         """Import and return the handler function."""
@@ -105,12 +121,7 @@ class Task(Node):
         """The declared policy, or the project-wide default from ``WORKFLOWS`` settings."""
         if self.retry is not None:
             return self.retry
-        return Retry(
-            max_attempts=workflow_settings.DEFAULT_MAX_ATTEMPTS,
-            initial_interval=workflow_settings.DEFAULT_RETRY_INTERVAL,
-            backoff=workflow_settings.DEFAULT_RETRY_BACKOFF,
-            max_interval=workflow_settings.DEFAULT_RETRY_MAX_INTERVAL,
-        )
+        return default_retry()
 
     @property
     def effective_timeout(self) -> timedelta:
@@ -119,17 +130,13 @@ class Task(Node):
 
     def problems(self) -> list[str]:
         found = super().problems()
-        try:
-            path = self.handler_path
-        except TypeError as exc:
-            return [*found, str(exc)]
-        try:
-            handler = import_string(path)
-        except ImportError as exc:
-            found.append(f"handler {path!r} cannot be imported: {exc}")
-        else:
-            if not callable(handler):
-                found.append(f"handler {path!r} is not callable")
+        for label, value in (("handler", self.handler), ("compensate", self.compensate)):
+            if value is None:
+                continue
+            try:
+                found.extend(_resolvable(label, handler_path(value)))
+            except TypeError as exc:
+                found.append(f"{label}: {exc}")
         if self.retry is not None:
             if not isinstance(self.retry, Retry):
                 found.append(f"retry= must be a Retry, got {self.retry!r}")
@@ -144,10 +151,46 @@ class Task(Node):
     def describe(self) -> dict[str, Any]:
         return {
             **super().describe(),
-            "handler": self.handler_path,
+            "handler": self.handler_path or None,
+            "compensate": self.compensate_path or None,
             "retry": self.retry.describe() if self.retry is not None else None,
             "timeout": self.timeout.total_seconds() if self.timeout is not None else None,
         }
+
+
+def default_retry() -> Retry:
+    """The retry policy of leased work that declares none (``WORKFLOWS`` settings)."""
+    return Retry(
+        max_attempts=workflow_settings.DEFAULT_MAX_ATTEMPTS,
+        initial_interval=workflow_settings.DEFAULT_RETRY_INTERVAL,
+        backoff=workflow_settings.DEFAULT_RETRY_BACKOFF,
+        max_interval=workflow_settings.DEFAULT_RETRY_MAX_INTERVAL,
+    )
+
+
+class Task(LeasedNode):
+    """Run a handler ``handler(ctx) -> JSON`` in a worker, leased and retried."""
+
+    kind = "task"
+
+    def __init__(
+        self,
+        handler: str | Handler,
+        *,
+        retry: Retry | None = None,
+        timeout: timedelta | None = None,
+        compensate: str | Handler | None = None,
+        after: Sequence[str] | str | None = None,
+        when: Condition | None = None,
+    ) -> None:
+        super().__init__(
+            handler, retry=retry, timeout=timeout, compensate=compensate, after=after, when=when
+        )
+
+    def problems(self) -> list[str]:
+        if self.handler is None:
+            return ["Task needs a handler", *super().problems()]
+        return super().problems()
 
 
 class Sleep(Node):

@@ -1,7 +1,8 @@
 """Graph evaluation: what becomes ready, waiting or skipped after a step settles.
 
 Runs inside the transition that settled the step, so a step's completion and the
-release of its downstream steps commit together or not at all.
+release of its downstream steps commit together or not at all. Entering each kind of
+node is delegated to the module of that kind (gates, signals, children, items).
 """
 
 from __future__ import annotations
@@ -13,15 +14,29 @@ from typing import Any
 from django.utils import timezone
 
 from workflows.context import Context
-from workflows.definitions import Node, Sleep, Task, Workflow
+from workflows.definitions import (
+    FanOut,
+    Gate,
+    Node,
+    Sleep,
+    SubWorkflow,
+    Task,
+    WaitForSignal,
+    Workflow,
+)
+from workflows.engine import children, gates, items, signals
 from workflows.engine.attempts import begin_attempt
 from workflows.engine.events import EventLog
 from workflows.engine.lease import Lease
-from workflows.engine.runs import fail_run, settle_run, step_failure
+from workflows.engine.runs import fail_run, settle_run, step_failure, unwind
 from workflows.engine.sql import StepRow, cas_update, db_now, step_rows
 from workflows.errors import StaleState
+from workflows.executors import Work
 from workflows.models import Run, Step, Timer
 from workflows.status import RUN_ACTIVE, STEP_FINAL, RunStatus, StepStatus, TimerKind
+
+# A step that settles while being entered lets its downstream steps move on at once.
+_SETTLED = (StepStatus.COMPLETED, StepStatus.SKIPPED)
 
 
 def error_from_exception(exc: BaseException, **extra: Any) -> dict[str, Any]:
@@ -55,7 +70,7 @@ class Advancer:
         self.events = events
         self.claim_owner = claim_owner
         self.claimed: Lease | None = None
-        self.ready_step_ids: list[int] = []
+        self.ready_work: list[Work] = []
         self._in_hand = False
         self._context: Context | None = None
 
@@ -73,7 +88,8 @@ class Advancer:
         """Enter the root steps of a new run and settle it."""
         roots = self.workflow.graph.roots
         for row in sorted(step_rows(self.run.pk, roots), key=lambda row: roots.index(row.name)):
-            self._consider(row, upstream_statuses=[])
+            if self.run.status in RUN_ACTIVE and self._consider(row, []) in _SETTLED:
+                self.settled(row.name)
         self.finish()
 
     def settled(self, step_name: str) -> None:
@@ -91,10 +107,10 @@ class Advancer:
             rows = {row.name: row for row in step_rows(self.run.pk, needed)}
             for name in dict.fromkeys(candidates):
                 row = rows[name]
-                if row.status != StepStatus.PENDING:
+                if row.status != StepStatus.PENDING or self.run.status not in RUN_ACTIVE:
                     continue
                 statuses = [rows[up].status for up in upstream[name]]
-                if self._consider(row, statuses) == StepStatus.SKIPPED:
+                if self._consider(row, statuses) in _SETTLED:
                     pending_names.append(name)
 
     def release_stranded(self) -> None:
@@ -105,22 +121,29 @@ class Advancer:
             if self.run.status not in RUN_ACTIVE or row.status != StepStatus.PENDING:
                 continue
             statuses = [rows[up].status for up in upstream[name]]
-            if self._consider(row, statuses) == StepStatus.SKIPPED:
+            if self._consider(row, statuses) in _SETTLED:
                 self.settled(name)
 
     def mark_in_hand(self) -> None:
-        """Note that this transition made a step ready outside :meth:`settled`."""
+        """Note that this transition put work in hand outside :meth:`settled`."""
         self._in_hand = True
 
-    def finish(self) -> None:
-        """Settle the run's status; skipped when this transition put work in hand."""
-        if self._in_hand and self.run.status == RunStatus.RUNNING:
-            return
-        settle_run(self.run, self.workflow.graph.sinks, self.events)
+    def dispatch(self, kind: str, unit_id: int) -> None:
+        """Queue a unit of ready work once this transition commits its state."""
+        self._in_hand = True
+        self.ready_work.append((kind, unit_id))
 
-    def fail(self, step: StepRow, error: dict[str, Any]) -> None:
-        """Fail the run because ``step`` failed for good."""
-        fail_run(self.run, step_failure(step.name, error), self.events)
+    def finish(self) -> None:
+        """Settle the run's status (or move an unwinding run on)."""
+        if self.run.status in RUN_ACTIVE:
+            if not (self._in_hand and self.run.status == RunStatus.RUNNING):
+                settle_run(self.run, self.workflow.graph.sinks, self.events)
+        else:
+            unwind(self.run, self.events)
+
+    def fail(self, step_name: str, error: dict[str, Any]) -> None:
+        """Fail the run because ``step_name`` failed for good."""
+        fail_run(self.run, step_failure(step_name, error), self.events)
 
     # -- entering one step ------------------------------------------------------------
 
@@ -128,9 +151,7 @@ class Advancer:
         """Enter ``row`` if its upstreams allow it; return the status it moved to."""
         if any(status not in STEP_FINAL for status in upstream_statuses):
             return None
-        if any(
-            status not in (StepStatus.COMPLETED, StepStatus.SKIPPED) for status in upstream_statuses
-        ):
+        if any(status not in _SETTLED for status in upstream_statuses):
             return None  # an upstream failed or was cancelled: the run is failing
         node = self.workflow.nodes[row.name]
         if upstream_statuses and all(s == StepStatus.SKIPPED for s in upstream_statuses):
@@ -139,66 +160,91 @@ class Advancer:
             try:
                 wanted = bool(node.when(self.context))
             except Exception as exc:
-                self._fail_entering(row, exc, "condition_error")
-                return StepStatus.FAILED
+                return self.fail_entering(row, exc, "condition_error")
             if not wanted:
                 return self._skip(row, "when= condition is false")
         return self._enter(row, node)
 
     def _enter(self, row: StepRow, node: Node) -> str:
+        if isinstance(node, FanOut):
+            return items.enter_fanout(self, row, node)
         if isinstance(node, Task):
-            return self._enter_task(row, node)
+            return self._enter_task(row)
         if isinstance(node, Sleep):
             return self._enter_sleep(row, node)
+        if isinstance(node, Gate):
+            return gates.enter_gate(self, row, node)
+        if isinstance(node, WaitForSignal):
+            return signals.enter_wait(self, row, node)
+        if isinstance(node, SubWorkflow):
+            return children.enter_subworkflow(self, row, node)
         raise TypeError(f"no engine support for node kind {node.kind!r}")  # pragma: no cover
 
-    def _enter_task(self, row: StepRow, node: Task) -> str:
+    def _enter_task(self, row: StepRow) -> str:
         self._in_hand = True
         if self.claim_owner is not None and self.claimed is None:
             self.claimed = begin_attempt(
+                Step,
                 row,
-                run_id=self.run.pk,
-                run_input=self.run.input,
-                workflow=self.workflow,
-                owner=self.claim_owner,
-                events=self.events,
+                Lease(
+                    step_id=row.pk,
+                    run_id=self.run.pk,
+                    step_name=row.name,
+                    attempt=0,
+                    owner=self.claim_owner,
+                    version=0,
+                    workflow=self.workflow,
+                    run_input=self.run.input,
+                ),
+                self.events,
             )
             if self.claimed is None:
                 raise StaleState(f"step {row.name!r} of run {self.run.pk} changed while claimed")
             return StepStatus.RUNNING
-        self._move(row, StepStatus.READY)
+        self.move(row, StepStatus.READY)
         self.events.add(self.run.pk, "step.ready", step_id=row.pk)
-        self.ready_step_ids.append(row.pk)
+        self.ready_work.append(("step", row.pk))
         return StepStatus.READY
 
     def _enter_sleep(self, row: StepRow, node: Sleep) -> str:
-        now = timezone.now()
         try:
-            wake_at: datetime = node.wake_at(self.context, now)
+            wake_at: datetime = node.wake_at(self.context, timezone.now())
         except Exception as exc:
-            self._fail_entering(row, exc, "sleep_error")
-            return StepStatus.FAILED
-        self._move(row, StepStatus.WAITING, started_at=db_now())
-        Timer.objects.create(
-            run_id=self.run.pk, step_id=row.pk, kind=TimerKind.SLEEP, due_at=wake_at
-        )
-        self.events.add(
-            self.run.pk, "step.waiting", step_id=row.pk, reason="sleep", until=wake_at.isoformat()
-        )
+            return self.fail_entering(row, exc, "sleep_error")
+        self.park(row, TimerKind.SLEEP, wake_at, reason="sleep", until=wake_at.isoformat())
         return StepStatus.WAITING
 
+    # -- helpers for the node kinds -----------------------------------------------------
+
+    def park(self, row: StepRow, kind: str, due_at: datetime | None, **payload: Any) -> None:
+        """Set the step ``waiting`` (with a timer when ``due_at`` is given)."""
+        changes = payload.pop("changes", {})
+        self.move(row, StepStatus.WAITING, started_at=db_now(), **changes)
+        if due_at is not None:
+            Timer.objects.create(run_id=self.run.pk, step_id=row.pk, kind=kind, due_at=due_at)
+        self.events.add(self.run.pk, "step.waiting", step_id=row.pk, **payload)
+
+    def complete(self, row: StepRow, output: Any, **payload: Any) -> str:
+        """Complete a step that needs no worker (a consumed signal, a decided gate)."""
+        self.move(row, StepStatus.COMPLETED, output=output, finished_at=db_now())
+        self.events.add(self.run.pk, "step.completed", step_id=row.pk, **payload)
+        return StepStatus.COMPLETED
+
     def _skip(self, row: StepRow, reason: str) -> str:
-        self._move(row, StepStatus.SKIPPED, finished_at=db_now())
+        self.move(row, StepStatus.SKIPPED, finished_at=db_now())
         self.events.add(self.run.pk, "step.skipped", step_id=row.pk, reason=reason)
         return StepStatus.SKIPPED
 
-    def _fail_entering(self, row: StepRow, exc: Exception, code: str) -> None:
+    def fail_entering(self, row: StepRow, exc: Exception, code: str) -> str:
+        """Fail a step that could not even start (bad condition, prompt, items...)."""
         error = error_from_exception(exc, code=code)
-        self._move(row, StepStatus.FAILED, error=error, finished_at=db_now())
+        self.move(row, StepStatus.FAILED, error=error, finished_at=db_now())
         self.events.add(self.run.pk, "step.failed", step_id=row.pk, code=code)
-        self.fail(row, error)
+        self.fail(row.name, error)
+        return StepStatus.FAILED
 
-    def _move(self, row: StepRow, status: str, **changes: Any) -> None:
+    def move(self, row: StepRow, status: str, **changes: Any) -> None:
+        """Compare-and-set ``row`` from its current status to ``status``."""
         if not cas_update(
             Step,
             row.pk,

@@ -1,4 +1,4 @@
-"""Hand ready steps to the configured executor from inside the transition.
+"""Hand ready work to the configured executor from inside the transition.
 
 The ``ready`` row is the durable record of the work; the executor's message is only a
 nudge. Executors decide whether to send inside the transaction (a queue on the same
@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from workflows.executors import get_executor
+from workflows.executors import Work, get_executor
 
 
-def enqueue(step_ids: Sequence[int]) -> None:
-    if step_ids:
-        get_executor().enqueue(list(step_ids))
+def enqueue(work: Sequence[Work]) -> None:
+    """Send ``(kind, id)`` pairs: kind is ``step``, ``item`` or ``compensation``."""
+    if work:
+        get_executor().enqueue(list(work))

@@ -5,64 +5,71 @@ from __future__ import annotations
 from datetime import datetime
 from uuid import UUID
 
-from django.db import transaction
+from django.db import models, transaction
 
 from workflows.definitions import registry
 from workflows.engine.advance import Advancer
 from workflows.engine.db import transition
 from workflows.engine.dispatch import enqueue
 from workflows.engine.events import EventLog
-from workflows.engine.runs import fail_run
+from workflows.engine.runs import fail_run, unwind
 from workflows.engine.sql import cas_update, db_now, lock_run
 from workflows.errors import DefinitionMissing
-from workflows.models import Run, Step
-from workflows.status import RUN_ACTIVE, StepStatus
+from workflows.models import CompensationRecord, FanOutItem, Run, Step
+from workflows.status import RUN_ACTIVE, RUN_UNWINDING, StepStatus
+
+# The kind of ready work each model holds, for the executor.
+WORK_KINDS: dict[type[models.Model], str] = {
+    Step: "step",
+    FanOutItem: "item",
+    CompensationRecord: "compensation",
+}
 
 
 @transition
-def redispatch_step(step_id: int, *, ready_before: datetime) -> bool:
-    """Send a ``ready`` step nobody claimed since ``ready_before`` to the executor again.
+def redispatch(model: type[models.Model], unit_id: int, *, ready_before: datetime) -> bool:
+    """Send ready work nobody claimed since ``ready_before`` to the executor again.
 
-    The compare-and-set touches ``updated_at`` so the step is not re-sent on every scan;
-    it loses (returns ``False``) when a worker claimed the step meanwhile.
+    The compare-and-set touches ``updated_at`` so the work is not re-sent on every scan;
+    it loses (returns ``False``) when a worker claimed it meanwhile.
     """
     row = (
-        Step.objects.filter(pk=step_id, status=StepStatus.READY, updated_at__lt=ready_before)
-        .only("id", "run_id", "version")
+        model.objects.filter(pk=unit_id, status=StepStatus.READY, updated_at__lt=ready_before)
+        .only("id", "version")
         .first()
     )
     if row is None or not cas_update(
-        Step, row.pk, version=row.version, where={"status": StepStatus.READY}, updated_at=db_now()
+        model, row.pk, version=row.version, where={"status": StepStatus.READY}, updated_at=db_now()
     ):
         return False
-    events = EventLog()
-    events.add(row.run_id, "step.redispatched", step_id=row.pk)
-    events.flush()
-    enqueue([row.pk])
+    enqueue([(WORK_KINDS[model], row.pk)])
     return True
 
 
 @transition
 def repair_run(run_id: UUID) -> bool:
-    """Re-evaluate an active run that has nothing in flight; return whether it changed.
+    """Re-evaluate a run that has nothing in flight; return whether it changed.
 
-    Releases pending steps whose upstreams are all final and settles the run's status
-    (running, waiting, completed). A run whose definition is gone fails with
-    ``definition_missing``.
+    An active run: releases pending steps whose upstreams are all final and settles its
+    status (running, waiting, completed); a run whose definition is gone fails with
+    ``definition_missing``. An unwinding run: releases its next compensation or ends.
     """
     run = lock_run(run_id)
-    if run.status not in RUN_ACTIVE:
-        return False
     events = EventLog()
-    try:
-        workflow = registry.get(run.workflow_name, run.workflow_version)
-    except DefinitionMissing as missing:
-        fail_run(run, missing.as_dict(), events)
+    if run.status in RUN_UNWINDING:
+        unwind(run, events)
+    elif run.status not in RUN_ACTIVE:
+        return False
     else:
-        advancer = Advancer(run, workflow, events)
-        advancer.release_stranded()
-        advancer.finish()
-        enqueue(advancer.ready_step_ids)
+        try:
+            workflow = registry.get(run.workflow_name, run.workflow_version)
+        except DefinitionMissing as missing:
+            fail_run(run, missing.as_dict(), events)
+        else:
+            advancer = Advancer(run, workflow, events)
+            advancer.release_stranded()
+            advancer.finish()
+            enqueue(advancer.ready_work)
     if not events:
         return False
     events.add(run.pk, "run.repaired")

@@ -1,42 +1,72 @@
-"""Run-level transitions: running ⇄ waiting, completed, failed.
+"""Run-level transitions: running ⇄ waiting, completed, failed, and unwinding.
 
 Each function is called inside a transition that already holds the run row (see
 :func:`workflows.engine.sql.lock_run`), so the run's status and version read there are
-current.
+current. A run that fails or is cancelled first stops forward work, then *unwinds*:
+once nothing it started is still running, its compensations run one at a time in
+reverse completion order, and the run ends ``compensated``, ``failed``, ``cancelled``
+or ``compensation_failed``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count, F
+from django.db.models import Count, F, Q
 from django.db.models.functions import Now
 
+from workflows.engine.dispatch import enqueue
 from workflows.engine.events import EventLog
 from workflows.engine.sql import cas_update, db_now
 from workflows.errors import StaleState
-from workflows.models import Run, Step, Timer
-from workflows.status import RUN_ACTIVE, STEP_IN_HAND, RunStatus, StepStatus, TimerStatus
+from workflows.models import CompensationRecord, FanOutItem, Run, Step, Timer
+from workflows.status import (
+    RUN_ACTIVE,
+    RUN_FINAL,
+    RUN_UNWINDING,
+    STEP_IN_HAND,
+    CompensationStatus,
+    RunStatus,
+    StepStatus,
+    TimerStatus,
+)
 
-# Steps that have not started work yet: a failing run cancels them.
+# Steps that have not started work yet (or wait on the outside): stopping cancels them.
 _UNSTARTED = (
     StepStatus.PENDING,
     StepStatus.READY,
     StepStatus.WAITING,
     StepStatus.RETRY_SCHEDULED,
 )
+_COMPENSATION_IN_HAND = (
+    CompensationStatus.READY,
+    CompensationStatus.RUNNING,
+    CompensationStatus.RETRY_SCHEDULED,
+)
 
 
 def set_run_status(run: Run, status: RunStatus, events: EventLog, **changes: Any) -> None:
-    """Compare-and-set the run to ``status``; raise :class:`StaleState` if it moved."""
+    """Compare-and-set the run to ``status``; raise :class:`StaleState` if it moved.
+
+    A child run reaching a final status tells its parent in the same transaction.
+    """
     source = run.status
+    if status in RUN_FINAL:
+        changes.setdefault("finished_at", db_now())
     if not cas_update(
         Run, run.pk, version=run.version, status=status, updated_at=db_now(), **changes
     ):
         raise StaleState(f"run {run.pk} changed while moving {source} → {status}", run=str(run.pk))
     run.version += 1
     run.status = status
+    for name in ("error", "output"):
+        if name in changes:
+            setattr(run, name, changes[name])
     events.add(run.pk, f"run.{status}", source=source)
+    if status in RUN_FINAL and run.parent_run_id is not None:
+        from workflows.engine.children import notify_parent
+
+        notify_parent(run, events)
 
 
 def settle_run(run: Run, sinks: tuple[str, ...], events: EventLog) -> None:
@@ -50,7 +80,7 @@ def settle_run(run: Run, sinks: tuple[str, ...], events: EventLog) -> None:
                 run_id=run.pk, name__in=sinks, status=StepStatus.COMPLETED
             ).values_list("name", "output")
         )
-        set_run_status(run, RunStatus.COMPLETED, events, output=outputs, finished_at=db_now())
+        set_run_status(run, RunStatus.COMPLETED, events, output=outputs)
     elif STEP_IN_HAND & set(counts):
         if run.status != RunStatus.RUNNING:
             set_run_status(run, RunStatus.RUNNING, events)
@@ -64,26 +94,116 @@ def step_failure(step_name: str, error: dict[str, Any]) -> dict[str, Any]:
 
 
 def fail_run(run: Run, error: dict[str, Any], events: EventLog) -> None:
-    """Fail the run with ``error`` and cancel the steps and timers that had not started.
-
-    Steps already running are left to finish: their result is still recorded (it is
-    real work), but nothing downstream starts after a failed run.
-    """
+    """Fail the run with ``error``: stop forward work, then compensate what completed."""
     if run.status not in RUN_ACTIVE:
         return
-    set_run_status(run, RunStatus.FAILED, events, error=error, finished_at=db_now())
-    cancelled = list(
-        Step.objects.filter(run_id=run.pk, status__in=_UNSTARTED).values_list("id", "name")
+    stop_forward_work(run, events, reason="run failed")
+    if work_in_flight(run) or pending_compensations(run):
+        set_run_status(run, RunStatus.COMPENSATING, events, error=error)
+        unwind(run, events)
+    else:
+        set_run_status(run, RunStatus.FAILED, events, error=error)
+
+
+def stop_forward_work(run: Run, events: EventLog, *, reason: str) -> None:
+    """Cancel steps that have not started, skip unstarted items, cancel their timers.
+
+    Steps and items already running are left to finish (or lose their lease): their
+    results are still recorded, and their compensations written, but nothing new starts.
+    Child runs are cancelled by :func:`workflows.engine.children.cancel_children` after
+    this transaction commits (a child is always locked before its parent).
+    """
+    stopped = list(
+        Step.objects.filter(
+            Q(status__in=_UNSTARTED) | Q(status=StepStatus.RUNNING, kind="fanout"),
+            run_id=run.pk,
+        ).values_list("id", "name")
     )
-    if cancelled:
-        Step.objects.filter(pk__in=[pk for pk, _ in cancelled], status__in=_UNSTARTED).update(
+    if stopped:
+        Step.objects.filter(pk__in=[pk for pk, _ in stopped]).update(
             status=StepStatus.CANCELLED,
             version=F("version") + 1,
             updated_at=Now(),
             finished_at=Now(),
         )
-        for pk, name in cancelled:
-            events.add(run.pk, "step.cancelled", step_id=pk, reason="run failed", step=name)
-    Timer.objects.filter(run_id=run.pk, status=TimerStatus.SCHEDULED).update(
-        status=TimerStatus.CANCELLED, version=F("version") + 1
+        for pk, name in stopped:
+            events.add(run.pk, "step.cancelled", step_id=pk, reason=reason, step=name)
+    unstarted_items = FanOutItem.objects.filter(
+        step__run_id=run.pk,
+        status__in=(StepStatus.PENDING, StepStatus.READY, StepStatus.RETRY_SCHEDULED),
     )
+    per_step = dict(unstarted_items.values_list("step_id").annotate(n=Count("id")))
+    if per_step:
+        unstarted_items.update(
+            status=StepStatus.SKIPPED, version=F("version") + 1, updated_at=Now()
+        )
+        for step_id, skipped in per_step.items():
+            Step.objects.filter(pk=step_id).update(
+                items_skipped=F("items_skipped") + skipped, version=F("version") + 1
+            )
+            events.add(run.pk, "items.skipped", step_id=step_id, count=skipped, reason=reason)
+    Timer.objects.filter(
+        run_id=run.pk, status=TimerStatus.SCHEDULED, compensation__isnull=True
+    ).update(status=TimerStatus.CANCELLED, version=F("version") + 1)
+
+
+def work_in_flight(run: Run) -> bool:
+    """Tell whether anything the run started is still running (steps, items, children)."""
+    return (
+        Step.objects.filter(run_id=run.pk, status=StepStatus.RUNNING).exists()
+        or FanOutItem.objects.filter(step__run_id=run.pk, status=StepStatus.RUNNING).exists()
+        or Run.objects.filter(parent_run_id=run.pk).exclude(status__in=RUN_FINAL).exists()
+    )
+
+
+def pending_compensations(run: Run) -> bool:
+    return CompensationRecord.objects.filter(
+        run_id=run.pk, status=CompensationStatus.PENDING
+    ).exists()
+
+
+def unwind(run: Run, events: EventLog) -> None:
+    """Take the next step of a failing or cancelled run toward its end.
+
+    Waits while work is in flight or a compensation is in hand; otherwise releases the
+    compensation with the highest sequence (the latest completed work), or ends the run.
+    """
+    if run.status not in RUN_UNWINDING or work_in_flight(run):
+        return
+    records = CompensationRecord.objects.filter(run_id=run.pk)
+    if records.filter(status__in=_COMPENSATION_IN_HAND).exists():
+        return
+    if records.filter(status=CompensationStatus.FAILED).exists():
+        set_run_status(run, RunStatus.COMPENSATION_FAILED, events)
+        return
+    if run.skip_compensation:
+        skipped = records.filter(status=CompensationStatus.PENDING).update(
+            status=CompensationStatus.SKIPPED, version=F("version") + 1
+        )
+        if skipped:
+            events.add(run.pk, "compensations.skipped", count=skipped)
+    following = (
+        records.filter(status=CompensationStatus.PENDING)
+        .order_by("-sequence")
+        .only("id", "version")
+        .first()
+    )
+    if following is not None:
+        if not cas_update(
+            CompensationRecord,
+            following.pk,
+            version=following.version,
+            where={"status": CompensationStatus.PENDING},
+            status=CompensationStatus.READY,
+            updated_at=db_now(),
+        ):
+            raise StaleState(f"compensation {following.pk} changed while released")
+        events.add(run.pk, "compensation.ready", compensation=following.pk)
+        enqueue([("compensation", following.pk)])
+        return
+    if run.status == RunStatus.CANCELLING:
+        set_run_status(run, RunStatus.CANCELLED, events)
+    elif records.filter(status=CompensationStatus.COMPLETED).exists():
+        set_run_status(run, RunStatus.COMPENSATED, events)
+    else:
+        set_run_status(run, RunStatus.FAILED, events)

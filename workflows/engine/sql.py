@@ -22,7 +22,7 @@ from django.db import DEFAULT_DB_ALIAS, connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
-from workflows.models import Event, Run, Step
+from workflows.models import Event, FanOutItem, Run, Step
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,8 @@ def cas_update(
             assignments.append(f"{column} = {value.sql}")
             params.extend(value.params)
         else:
+            if isinstance(value, models.Model):
+                value = value.pk  # a related object is stored by its key
             assignments.append(f"{column} = %s")
             params.append(field.get_db_prep_save(value, connection))
     pk_field = model._meta.pk
@@ -133,23 +135,29 @@ def lock_run(run_id: UUID) -> Run:
     """
     table = _quote(Run._meta.db_table)
     sql = (
-        f"SELECT status, version, input, workflow_name, workflow_version FROM {table} "
+        "SELECT status, version, input, workflow_name, workflow_version, parent_run_id, "
+        f"parent_step_id, parent_item_id, skip_compensation, error FROM {table} "
         f"WHERE {_quote('id')} = %s{_for_update()}"
     )
     connection = _db()
+    pk = Run._meta.pk
     with connection.cursor() as cursor:
-        cursor.execute(sql, [Run._meta.pk.get_db_prep_value(run_id, connection)])
+        cursor.execute(sql, [pk.get_db_prep_value(run_id, connection)])
         row = cursor.fetchone()
     if row is None:
         raise Run.DoesNotExist(f"run {run_id} does not exist")
-    status, version, input, workflow_name, workflow_version = row
     return Run(
         id=run_id,
-        status=status,
-        version=version,
-        input=_json(Run, "input", input),
-        workflow_name=workflow_name,
-        workflow_version=workflow_version,
+        status=row[0],
+        version=row[1],
+        input=_json(Run, "input", row[2]),
+        workflow_name=row[3],
+        workflow_version=row[4],
+        parent_run_id=pk.to_python(row[5]) if row[5] is not None else None,
+        parent_step_id=row[6],
+        parent_item_id=row[7],
+        skip_compensation=bool(row[8]),
+        error=_json(Run, "error", row[9]),
     )
 
 
@@ -179,6 +187,107 @@ def step_rows(run_id: UUID, names: Iterable[str]) -> list[StepRow]:
     with connection.cursor() as cursor:
         cursor.execute(sql, [Run._meta.pk.get_db_prep_value(run_id, connection), *names])
         return [StepRow(*row) for row in cursor.fetchall()]
+
+
+def step_row(step_id: int) -> StepRow:
+    """Read one step's row (raises ``Step.DoesNotExist``)."""
+    sql = f"SELECT {_STEP_ROW_COLUMNS} FROM {_quote(Step._meta.db_table)} WHERE id = %s"
+    with _db().cursor() as cursor:
+        cursor.execute(sql, [step_id])
+        row = cursor.fetchone()
+    if row is None:
+        raise Step.DoesNotExist(f"step {step_id} does not exist")
+    return StepRow(*row)
+
+
+def locked_step(step_id: int) -> tuple[Run, StepRow]:
+    """Lock the run of a step, then read the step: the pair every operator verb needs."""
+    run_id = Step.objects.values_list("run_id", flat=True).get(pk=step_id)
+    run = lock_run(run_id)
+    return run, step_row(step_id)
+
+
+@dataclass
+class ItemRow(StepRow):
+    """A fan-out item's row, as claimed and compensated."""
+
+    key: str = ""
+    item: Any = None
+
+
+_ITEM_ROW_COLUMNS = "id, step_id, status, version, attempt, key, item"
+
+
+def _item_row(row: Sequence[Any], step_name: str) -> ItemRow:
+    pk, _, status, version, attempt, key, item = row
+    return ItemRow(pk, step_name, status, version, attempt, key, _json(FanOutItem, "item", item))
+
+
+def next_pending_items(step_id: int, step_name: str, limit: int) -> list[ItemRow]:
+    """The first ``limit`` pending items of a fan-out step, in item order."""
+    sql = (
+        f"SELECT {_ITEM_ROW_COLUMNS} FROM {_quote(FanOutItem._meta.db_table)} "
+        "WHERE step_id = %s AND status = 'pending' ORDER BY " + _quote("index") + " LIMIT %s"
+    )
+    with _db().cursor() as cursor:
+        cursor.execute(sql, [step_id, limit])
+        return [_item_row(row, step_name) for row in cursor.fetchall()]
+
+
+@dataclass
+class FanOutCounts:
+    """The counters of a fan-out step, as left by the last update."""
+
+    status: str
+    version: int
+    total: int
+    completed: int
+    failed: int
+    skipped: int
+
+    @property
+    def finished(self) -> int:
+        return self.completed + self.failed + self.skipped
+
+
+def bump_item_counter(step_id: int, counter: str, by: int = 1) -> FanOutCounts:
+    """Add ``by`` to one counter of a fan-out step and return all counters.
+
+    One ``UPDATE … RETURNING`` (SQLite 3.35+ and PostgreSQL): the counters change in the
+    same transaction as the item, and concurrent items serialise on the step row.
+    """
+    assert counter in {"items_completed", "items_failed", "items_skipped"}
+    column = _quote(counter)
+    sql = (
+        f"UPDATE {_quote(Step._meta.db_table)} SET {column} = {column} + %s, "
+        f"{_quote('version')} = {_quote('version')} + 1 WHERE id = %s RETURNING status, "
+        "version, items_total, items_completed, items_failed, items_skipped"
+    )
+    with _db().cursor() as cursor:
+        cursor.execute(sql, [by, step_id])
+        return FanOutCounts(*cursor.fetchone())
+
+
+def collect_item_outputs(step_id: int) -> None:
+    """Set the fan-out step's output to its items' outputs, in item order, in the database.
+
+    Built by the database (``jsonb_agg`` / ``json_group_array``) so ten thousand outputs
+    never pass through Python memory at once.
+    """
+    step_table, item_table = _quote(Step._meta.db_table), _quote(FanOutItem._meta.db_table)
+    if _postgres():
+        aggregate = (
+            f"SELECT COALESCE(jsonb_agg(i.output ORDER BY i.{_quote('index')}), '[]'::jsonb) "
+            f"FROM {item_table} i WHERE i.step_id = %s"
+        )
+    else:
+        aggregate = (
+            "SELECT json_group_array(json(o.output)) FROM (SELECT output FROM "
+            f"{item_table} WHERE step_id = %s ORDER BY {_quote('index')}) o"
+        )
+    sql = f"UPDATE {step_table} SET output = ({aggregate}) WHERE id = %s"
+    with _db().cursor() as cursor:
+        cursor.execute(sql, [step_id, step_id])
 
 
 @dataclass
@@ -219,6 +328,33 @@ def claim_candidate(step_id: int) -> ClaimCandidate | None:
         workflow_name=row[7],
         workflow_version=row[8],
     )
+
+
+def item_candidate(item_id: int) -> tuple[ItemRow, int, ClaimCandidate] | None:
+    """Read an item, its step and run for claiming (``SKIP LOCKED`` like steps)."""
+    item_table = _quote(FanOutItem._meta.db_table)
+    step_table, run_table = _quote(Step._meta.db_table), _quote(Run._meta.db_table)
+    columns = ", ".join(f"i.{c.strip()}" for c in _ITEM_ROW_COLUMNS.split(","))
+    sql = (
+        f"SELECT {columns}, s.name, s.status, r.id, r.input, r.workflow_name, "
+        f"r.workflow_version FROM {item_table} i JOIN {step_table} s ON s.id = i.step_id "
+        f"JOIN {run_table} r ON r.id = s.run_id WHERE i.id = %s"
+        f"{_for_update(skip_locked=True, of='i')}"
+    )
+    with _db().cursor() as cursor:
+        cursor.execute(sql, [item_id])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    item = _item_row(row[:7], row[7])
+    run = ClaimCandidate(
+        step=StepRow(row[1], row[7], row[8], 0, 0),
+        run_id=Run._meta.pk.to_python(row[9]),
+        run_input=_json(Run, "input", row[10]),
+        workflow_name=row[11],
+        workflow_version=row[12],
+    )
+    return item, row[1], run
 
 
 def insert_events(events: Sequence[tuple[UUID, int | None, str, dict[str, Any]]]) -> None:

@@ -2,30 +2,21 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any
 
 from django.db import IntegrityError
 from django.utils import timezone
 
-from workflows.definitions import Task, Workflow, registry
+from workflows.definitions import LeasedNode, Workflow, registry
 from workflows.engine.advance import Advancer
 from workflows.engine.db import transition
 from workflows.engine.dispatch import enqueue
 from workflows.engine.events import EventLog
-from workflows.errors import IdempotencyConflict, InvalidInput
+from workflows.engine.fingerprint import fingerprint
+from workflows.errors import IdempotencyConflict
+from workflows.executors import Work
 from workflows.models import Run, Step
 from workflows.status import RunStatus
-
-
-def input_fingerprint(data: dict[str, Any]) -> str:
-    """A stable hash of JSON input, for idempotent starts."""
-    try:
-        canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"input is not JSON-serialisable: {exc}") from exc
-    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def start_run(
@@ -45,25 +36,25 @@ def start_run(
     """
     definition = registry.resolve(workflow)
     data = definition.check_input(input)
-    fingerprint = input_fingerprint(data)
+    input_hash = fingerprint(data)
     if idempotency_key is not None:
-        existing = _existing(definition, idempotency_key, fingerprint)
+        existing = _existing(definition, idempotency_key, input_hash)
         if existing is not None:
             return existing
     try:
-        return _create(definition, data, fingerprint, idempotency_key, business_key or "", user)
+        return _create(definition, data, input_hash, idempotency_key, business_key or "", user)
     except IntegrityError:
         if idempotency_key is None:
             raise
-        existing = _existing(definition, idempotency_key, fingerprint)
+        existing = _existing(definition, idempotency_key, input_hash)
         if existing is None:
             raise
         return existing
 
 
-def _existing(definition: type[Workflow], key: str, fingerprint: str) -> Run | None:
+def _existing(definition: type[Workflow], key: str, input_hash: str) -> Run | None:
     run = Run.objects.filter(workflow_name=definition.name, idempotency_key=key).first()
-    if run is not None and run.input_hash != fingerprint:
+    if run is not None and run.input_hash != input_hash:
         raise IdempotencyConflict(
             f"idempotency key {key!r} was used for run {run.pk} of {definition.name!r} "
             "with a different input",
@@ -77,43 +68,77 @@ def _existing(definition: type[Workflow], key: str, fingerprint: str) -> Run | N
 def _create(
     definition: type[Workflow],
     data: dict[str, Any],
-    fingerprint: str,
+    input_hash: str,
     idempotency_key: str | None,
     business_key: str,
     user: Any,
 ) -> Run:
+    events = EventLog()
+    run, ready = create_run(
+        definition,
+        data,
+        events,
+        input_hash=input_hash,
+        idempotency_key=idempotency_key,
+        business_key=business_key,
+        user=user,
+    )
+    events.flush()
+    enqueue(ready)
+    return run
+
+
+def create_run(
+    definition: type[Workflow],
+    data: dict[str, Any],
+    events: EventLog,
+    *,
+    input_hash: str = "",
+    idempotency_key: str | None = None,
+    business_key: str = "",
+    user: Any = None,
+    parent: Run | None = None,
+    parent_step_id: int | None = None,
+    parent_item_id: int | None = None,
+) -> tuple[Run, list[Work]]:
+    """Create a run with its steps and enter its roots, inside the caller's transaction.
+
+    Returns the run and the work its roots made ready (to enqueue once the caller has
+    written its own state). Child runs are created this way by their parent's transition.
+    """
     run = Run.objects.create(
         workflow_name=definition.name,
         workflow_version=definition.version,
         snapshot=definition.snapshot(),
         status=RunStatus.RUNNING,
         input=data,
-        input_hash=fingerprint,
+        input_hash=input_hash or fingerprint(data),
         idempotency_key=idempotency_key,
         business_key=business_key,
         created_by=user if getattr(user, "is_authenticated", False) else None,
         started_at=timezone.now(),
+        parent_run=parent,
+        parent_step_id=parent_step_id,
+        parent_item_id=parent_item_id,
     )
     Step.objects.bulk_create(
         Step(
             run=run,
             name=name,
             kind=node.kind,
-            max_attempts=node.effective_retry.max_attempts if isinstance(node, Task) else 1,
+            max_attempts=node.effective_retry.max_attempts if isinstance(node, LeasedNode) else 1,
         )
         for name, node in definition.nodes.items()
     )
-    events = EventLog()
     events.add(
         run.pk,
         "run.started",
         workflow=definition.name,
         version=definition.version,
         idempotency_key=idempotency_key,
+        **({"parent_run": str(parent.pk)} if parent is not None else {}),
     )
     advancer = Advancer(run, definition, events)
     advancer.start()
-    events.flush()
-    enqueue(advancer.ready_step_ids)
     run.status, run.version = advancer.run.status, advancer.run.version
-    return run
+    return run, advancer.ready_work

@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from workflows.management.output import table, to_json
-from workflows.services import check_definitions
+from workflows.queries import check_definitions
 
 
 class Command(BaseCommand):

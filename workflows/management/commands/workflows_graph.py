@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from workflows.definitions.render import RENDERERS
 from workflows.errors import WorkflowError
-from workflows.services import render_definition
+from workflows.queries import render_definition
 
 
 class Command(BaseCommand):

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from workflows.errors import WorkflowError
 from workflows.management.output import cell, table, to_json
-from workflows.services import describe_run
+from workflows.queries import describe_run
 
 PAYLOAD_WIDTH = 80
 RUN_FIELDS = {

@@ -9,7 +9,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from workflows.errors import WorkflowError
 from workflows.management.output import to_json
-from workflows.services import run_summary, start_run
+from workflows.queries import run_summary
+from workflows.services import start_run
 
 
 class Command(BaseCommand):

@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand
 
 from workflows.management.output import table, to_json
-from workflows.services import list_runs
+from workflows.queries import list_runs
 from workflows.status import RunStatus
 
 COLUMNS = {

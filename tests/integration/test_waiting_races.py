@@ -1,0 +1,77 @@
+"""Races on waiting steps with real threads and committed transactions."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import pytest
+from django.contrib.auth.models import User
+
+import workflows
+from workflows import FanOut, Gate, GateAlreadyDecided, Task, Workflow
+from workflows.models import FanOutItem
+from workflows.runner import execute
+from workflows.testing import run_pending
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+HERE = "tests.integration.test_waiting_races"
+
+
+def noop(ctx):
+    return ctx.item
+
+
+class Approval(Workflow):
+    name = "race_approval"
+    gate = Gate(prompt="ok?")
+    after = Task(f"{HERE}.noop")
+
+
+class Thousand(Workflow):
+    name = "race_thousand"
+    work = FanOut(f"{HERE}.noop", items=lambda ctx: list(range(1000)), max_parallel=1000)
+
+
+def test_two_concurrent_approvals_one_wins_and_the_run_advances_once(concurrently):
+    alice = User.objects.create_user("alice")
+    bob = User.objects.create_user("bob")
+    for _ in range(5):
+        run = workflows.start_run(Approval)
+        gate = run.steps.get(name="gate")
+        results = concurrently(
+            partial(workflows.approve_gate, gate.pk, user=alice),
+            partial(workflows.reject_gate, gate.pk, user=bob),
+        )
+        conflicts = [r for r in results if isinstance(r, GateAlreadyDecided)]
+        assert len(conflicts) == 1, results
+        assert run.events.filter(type="gate.decided").count() == 1
+        gate.refresh_from_db()
+        after = run.steps.get(name="after")
+        if gate.decision == "approved":
+            assert after.status == "ready"
+            assert run.events.filter(step=after, type="step.ready").count() == 1
+        else:
+            assert after.status == "cancelled"
+
+
+def test_a_thousand_items_finishing_on_several_threads_count_exactly(concurrently):
+    run = workflows.start_run(Thousand)
+    step = run.steps.get()
+    ids = list(FanOutItem.objects.filter(step=step).values_list("id", flat=True))
+    assert len(ids) == 1000
+
+    def worker(share: list[int], name: str) -> int:
+        return sum(execute("item", pk, owner=name, chain=False) for pk in share)
+
+    shares = [ids[n::4] for n in range(4)]
+    results = concurrently(*(partial(worker, share, f"t{n}") for n, share in enumerate(shares)))
+    assert results == [250, 250, 250, 250], results
+    step.refresh_from_db()
+    run.refresh_from_db()
+    assert (step.items_completed, step.items_failed, step.items_skipped) == (1000, 0, 0)
+    assert step.status == "completed"
+    assert step.output == list(range(1000))
+    assert run.events.filter(step=step, type="step.completed").count() == 1
+    assert run.status == "completed"
+    run_pending()

@@ -1,0 +1,84 @@
+"""Steps that wait on the outside world: external signals and child workflows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from workflows.definitions.nodes import Condition, Node
+
+if TYPE_CHECKING:
+    from workflows.context import Context
+
+
+class WaitForSignal(Node):
+    """Wait until the run receives the signal ``name``; its payload is the step's output.
+
+    A signal sent before the step starts is kept and consumed when the step starts.
+    Without a signal within ``timeout`` the step times out and the run fails.
+    """
+
+    kind = "signal"
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        timeout: timedelta | None = None,
+        after: Sequence[str] | str | None = None,
+        when: Condition | None = None,
+    ) -> None:
+        super().__init__(after=after, when=when)
+        self.signal = name
+        self.timeout = timeout
+
+    def problems(self) -> list[str]:
+        found = super().problems()
+        if not isinstance(self.signal, str) or not self.signal:
+            found.append(f"WaitForSignal needs a signal name, got {self.signal!r}")
+        if self.timeout is not None and (
+            not isinstance(self.timeout, timedelta) or self.timeout <= timedelta(0)
+        ):
+            found.append(f"timeout must be a positive timedelta, got {self.timeout!r}")
+        return found
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            **super().describe(),
+            "signal": self.signal,
+            "timeout": self.timeout.total_seconds() if self.timeout else None,
+        }
+
+
+class SubWorkflow(Node):
+    """Start a child run of ``workflow`` and complete or fail with it.
+
+    ``input(ctx)`` builds the child's input (default: the parent's input). Cancelling
+    the parent cancels the child.
+    """
+
+    kind = "subworkflow"
+
+    def __init__(
+        self,
+        workflow: str,
+        *,
+        input: Callable[[Context], dict[str, Any]] | None = None,
+        after: Sequence[str] | str | None = None,
+        when: Condition | None = None,
+    ) -> None:
+        super().__init__(after=after, when=when)
+        self.workflow = workflow
+        self.input = input
+
+    def problems(self) -> list[str]:
+        found = super().problems()
+        if not isinstance(self.workflow, str) or not self.workflow:
+            found.append(f"SubWorkflow needs a workflow name, got {self.workflow!r}")
+        if self.input is not None and not callable(self.input):
+            found.append(f"input= must be callable, got {self.input!r}")
+        return found
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "workflow": self.workflow}

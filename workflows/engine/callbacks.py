@@ -1,0 +1,192 @@
+"""Callbacks: a task parks itself behind a signed, expiring token until it is resolved.
+
+A handler returns ``ctx.await_callback(timeout=...)`` after handing the token to an
+external system; the step waits (its lease released) until ``complete_callback`` or
+``fail_callback`` presents the token, or the timeout counts as a failed attempt. The
+token names the run, step and attempt and is signed with Django's signing framework,
+so a tampered token is refused, an expired one too, and a second use finds the
+attempt already resolved.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from django.core import signing
+from django.utils import timezone
+
+from workflows.definitions import LeasedNode, registry
+from workflows.engine.compensation import record_compensation
+from workflows.engine.db import transition
+from workflows.engine.dispatch import enqueue
+from workflows.engine.events import EventLog
+from workflows.engine.lease import Lease
+from workflows.engine.sql import StepRow, cas_update, db_now, locked_step
+from workflows.errors import (
+    CallbackAlreadyUsed,
+    CallbackExpired,
+    InvalidCallbackToken,
+    LeaseLost,
+)
+from workflows.models import Timer
+from workflows.status import RUN_ACTIVE, StepStatus, TimerKind, TimerStatus
+
+if TYPE_CHECKING:
+    from workflows.engine.advance import Advancer
+
+SALT = "workflows.callback"
+
+
+@dataclass(frozen=True)
+class AwaitCallback:
+    """Returned by a handler to park its step until the token is resolved."""
+
+    token: str
+    timeout: timedelta
+
+
+def make_token(run_id: UUID, step_id: int, attempt: int, timeout: timedelta) -> str:
+    """Sign (run, step, attempt, timeout): what a callback may resolve, and until when."""
+    return signing.dumps(
+        {"r": str(run_id), "s": step_id, "a": attempt, "t": timeout.total_seconds()},
+        salt=SALT,
+    )
+
+
+def read_token(token: str) -> dict[str, Any]:
+    """Verify a token's signature and age; raise a clear error for a bad or stale one."""
+    try:
+        claims = signing.loads(token, salt=SALT)
+        return signing.loads(token, salt=SALT, max_age=claims["t"])
+    except signing.SignatureExpired as exc:
+        raise CallbackExpired(f"callback token expired: {exc}") from None
+    except (signing.BadSignature, KeyError, TypeError) as exc:
+        raise InvalidCallbackToken(f"callback token is invalid: {exc}") from None
+
+
+@transition
+def park_for_callback(lease: Lease, request: AwaitCallback) -> None:
+    """Move the running step to ``waiting`` behind its token and arm the timeout.
+
+    If the callback already resolved the attempt while the handler was still running,
+    there is nothing to park; a lost lease raises :class:`LeaseLost`.
+    """
+    run, row = locked_step(lease.step_id)
+    if row.attempt == lease.attempt and row.status != StepStatus.RUNNING:
+        return  # resolved by an early callback
+    if not cas_update(
+        lease.model,
+        lease.unit_id,
+        version=lease.version,
+        where={"attempt": lease.attempt, "lease_owner": lease.owner, "status": "running"},
+        status=StepStatus.WAITING,
+        lease_expires_at=None,
+        updated_at=db_now(),
+    ):
+        raise LeaseLost(f"{lease.label} attempt {lease.attempt} lost its lease before parking")
+    due_at = timezone.now() + request.timeout
+    Timer.objects.create(
+        run_id=run.pk, step_id=row.pk, kind=TimerKind.CALLBACK_TIMEOUT, due_at=due_at
+    )
+    events = EventLog()
+    events.add(run.pk, "step.waiting", step_id=row.pk, reason="callback", until=due_at.isoformat())
+    events.flush()
+
+
+def resolve_callback(token: str, *, output: Any = None, error: str | None = None) -> None:
+    """Complete (or, with ``error``, fail) the attempt a token names."""
+    claims = read_token(token)
+    _resolve(claims["s"], claims["a"], output, error)
+
+
+@transition
+def _resolve(step_id: int, attempt: int, output: Any, error: str | None) -> None:
+    from workflows.engine.advance import Advancer
+    from workflows.engine.leased import settle_failure
+
+    run, row = locked_step(step_id)
+    if (
+        row.attempt != attempt
+        or row.status not in (StepStatus.WAITING, StepStatus.RUNNING)
+        or run.status not in RUN_ACTIVE
+    ):
+        raise CallbackAlreadyUsed(
+            f"the callback of step {row.name!r} attempt {attempt} was already resolved "
+            f"(the step is {row.status} at attempt {row.attempt})",
+            step=row.name,
+        )
+    workflow = registry.get(run.workflow_name, run.workflow_version)
+    node = workflow.nodes[row.name]
+    assert isinstance(node, LeasedNode)
+    events = EventLog()
+    advancer = Advancer(run, workflow, events)
+    _cancel_timeout(row.pk)
+    if error is None:
+        advancer.move(
+            row,
+            StepStatus.COMPLETED,
+            output=output,
+            finished_at=db_now(),
+            lease_owner="",
+            lease_expires_at=None,
+        )
+        events.add(run.pk, "step.completed", step_id=row.pk, attempt=attempt, via="callback")
+        if node.compensate is not None:
+            record_compensation(run, row.pk, node, output, events)
+        advancer.settled(row.name)
+        advancer.finish()
+    else:
+        failure = {"code": "callback_failed", "message": error, "attempt": attempt}
+        _fail_attempt_in_place(advancer, row, node, failure, settle_failure)
+    events.flush()
+    enqueue(advancer.ready_work)
+
+
+def callback_timed_out(advancer: Advancer, row: StepRow) -> None:
+    """The token's time ran out: the attempt failed (retried per the task's policy)."""
+    from workflows.engine.leased import settle_failure
+
+    node = advancer.workflow.nodes[row.name]
+    assert isinstance(node, LeasedNode)
+    failure = {
+        "code": "callback_timeout",
+        "message": f"no callback for step {row.name!r} attempt {row.attempt} in time",
+        "attempt": row.attempt,
+    }
+    _fail_attempt_in_place(advancer, row, node, failure, settle_failure)
+
+
+def _fail_attempt_in_place(
+    advancer: Advancer, row: StepRow, node: LeasedNode, failure: dict[str, Any], settle: Any
+) -> None:
+    retry = node.effective_retry
+    delay = retry.delay_after(row.attempt) if row.attempt < retry.max_attempts else None
+    status = StepStatus.RETRY_SCHEDULED if delay is not None else StepStatus.FAILED
+    advancer.move(
+        row,
+        status,
+        error=failure,
+        lease_owner="",
+        lease_expires_at=None,
+        **({} if delay is not None else {"finished_at": db_now()}),
+    )
+    settle(
+        advancer,
+        "step",
+        step_id=row.pk,
+        step_name=row.name,
+        unit_id=row.pk,
+        item_key="",
+        attempt=row.attempt,
+        error=failure,
+        delay=delay,
+    )
+
+
+def _cancel_timeout(step_id: int) -> None:
+    Timer.objects.filter(
+        step_id=step_id, kind=TimerKind.CALLBACK_TIMEOUT, status=TimerStatus.SCHEDULED
+    ).update(status=TimerStatus.CANCELLED)

@@ -1,0 +1,46 @@
+"""Saga compensation: records written with each completion, run in reverse order.
+
+A completed step (or fan-out item) whose node declares ``compensate=`` writes its
+CompensationRecord in the same transaction as its completion, with the next sequence
+number of its run. When the run unwinds (see :func:`workflows.engine.runs.unwind`) the
+records run one at a time, highest sequence first, each a leased unit retried with the
+project's default retry policy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Max
+
+from workflows.definitions import LeasedNode
+from workflows.definitions.nodes import default_retry
+from workflows.engine.events import EventLog
+from workflows.models import CompensationRecord, Run
+
+
+def record_compensation(
+    run: Run,
+    step_id: int,
+    node: LeasedNode,
+    output: Any,
+    events: EventLog,
+    *,
+    item: Any = None,
+    item_id: int | None = None,
+) -> None:
+    """Write the record that would undo this completion (caller holds the run lock)."""
+    last = CompensationRecord.objects.filter(run_id=run.pk).aggregate(last=Max("sequence"))
+    sequence = (last["last"] or 0) + 1
+    record = CompensationRecord.objects.create(
+        run_id=run.pk,
+        step_id=step_id,
+        item_id=item_id,
+        handler=node.compensate_path,
+        payload={"step": node.name, "output": output, "item": item},
+        sequence=sequence,
+        max_attempts=default_retry().max_attempts,
+    )
+    events.add(
+        run.pk, "compensation.recorded", step_id=step_id, compensation=record.pk, sequence=sequence
+    )

@@ -1,0 +1,284 @@
+"""Fan-out: items computed once, released ``max_parallel`` at a time, counted exactly.
+
+The step's counters change in the same transaction as each item (one
+``UPDATE … RETURNING``); releasing the next item reads one pending row. Nothing loads
+all items, and the cost of advancing one item does not grow with their number.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from django.db.models import F
+from django.utils import timezone
+
+from workflows.definitions import FanOut
+from workflows.engine.attempts import begin_attempt
+from workflows.engine.compensation import record_compensation
+from workflows.engine.lease import Lease
+from workflows.engine.sql import (
+    FanOutCounts,
+    ItemRow,
+    StepRow,
+    bump_item_counter,
+    cas_update,
+    collect_item_outputs,
+    db_now,
+    next_pending_items,
+)
+from workflows.errors import StaleState
+from workflows.models import FanOutItem, Run, Step
+from workflows.status import RUN_ACTIVE, RunStatus, StepStatus
+
+if TYPE_CHECKING:
+    from workflows.engine.advance import Advancer
+
+_BATCH = 1000
+
+
+class DuplicateItemKey(ValueError):
+    """Two fan-out items have the same key."""
+
+
+def enter_fanout(advancer: Advancer, row: StepRow, node: FanOut) -> str:
+    """Compute the items once, store them, release the first ``max_parallel``."""
+    try:
+        values = list(node.items(advancer.context))
+        keys = [str(node.key(value)) if node.key else str(i) for i, value in enumerate(values)]
+        _check(values, keys)
+    except Exception as exc:
+        return advancer.fail_entering(row, exc, "items_error")
+    if not values:
+        return advancer.complete(row, [], items=0)
+    max_attempts = node.effective_retry.max_attempts
+    for start in range(0, len(values), _BATCH):
+        FanOutItem.objects.bulk_create(
+            FanOutItem(
+                step_id=row.pk, index=i, key=keys[i], item=values[i], max_attempts=max_attempts
+            )
+            for i in range(start, min(start + _BATCH, len(values)))
+        )
+    advancer.move(row, StepStatus.RUNNING, items_total=len(values), started_at=db_now())
+    advancer.events.add(advancer.run.pk, "fanout.started", step_id=row.pk, items=len(values))
+    for item in next_pending_items(row.pk, row.name, node.max_parallel):
+        release_item(advancer, node, row.pk, item)
+    return StepStatus.RUNNING
+
+
+def _check(values: list[Any], keys: list[str]) -> None:
+    seen: dict[str, int] = {}
+    for index, key in enumerate(keys):
+        if key in seen:
+            raise DuplicateItemKey(
+                f"items {seen[key]} and {index} have the same key {key!r}; keys must be unique"
+            )
+        seen[key] = index
+    json.dumps(values, allow_nan=False)  # items are stored as JSON: fail early, clearly
+
+
+def release_item(advancer: Advancer, node: FanOut, step_id: int, item: ItemRow) -> None:
+    """Put one pending item in hand: claimed for the caller, ready for a worker, or a child."""
+    run = advancer.run
+    if node.workflow is not None:
+        from workflows.engine.children import start_child
+
+        _move_item(item, StepStatus.WAITING, started_at=db_now())
+        child = start_child(
+            advancer, node.workflow, node.child_input(item.item), step_id=step_id, item_id=item.pk
+        )
+        advancer.mark_in_hand()
+        if child.status not in (RunStatus.RUNNING, RunStatus.WAITING):
+            settle_child_item(advancer, child)
+        return
+    if advancer.claim_owner is not None and advancer.claimed is None:
+        advancer.claimed = begin_attempt(
+            FanOutItem, item, _template(advancer, step_id, item), advancer.events
+        )
+        if advancer.claimed is None:
+            raise StaleState(f"item {item.key!r} changed while claimed")
+        advancer.mark_in_hand()
+        return
+    _move_item(item, StepStatus.READY)
+    advancer.events.add(run.pk, "item.ready", step_id=step_id, item=item.key)
+    advancer.dispatch("item", item.pk)
+
+
+def _template(advancer: Advancer, step_id: int, item: ItemRow) -> Lease:
+    return Lease(
+        step_id=step_id,
+        run_id=advancer.run.pk,
+        step_name=item.name,
+        attempt=0,
+        owner=advancer.claim_owner or "",
+        version=0,
+        workflow=advancer.workflow,
+        run_input=advancer.run.input,
+        item_id=item.pk,
+        item_key=item.key,
+        item=item.item,
+    )
+
+
+def _move_item(item: ItemRow, status: str, **changes: Any) -> None:
+    if not cas_update(
+        FanOutItem,
+        item.pk,
+        version=item.version,
+        where={"status": item.status},
+        status=status,
+        updated_at=db_now(),
+        **changes,
+    ):
+        raise StaleState(f"item {item.key!r} changed while moving {item.status} → {status}")
+    item.status, item.version = status, item.version + 1
+
+
+def item_completed(advancer: Advancer, lease: Lease, output: Any) -> None:
+    """Count a completed item (its row already fenced-updated) and move the fan-out on."""
+    node = lease.node
+    assert isinstance(node, FanOut)
+    if node.compensate is not None:
+        record_compensation(
+            advancer.run,
+            lease.step_id,
+            node,
+            output,
+            advancer.events,
+            item=lease.item,
+            item_id=lease.item_id,
+        )
+    counts = bump_item_counter(lease.step_id, "items_completed")
+    advancer.events.add(
+        advancer.run.pk,
+        "item.completed",
+        step_id=lease.step_id,
+        item=lease.item_key,
+        attempt=lease.attempt,
+    )
+    _move_on(advancer, node, lease.step_id, lease.step_name, counts)
+
+
+def item_failed(
+    advancer: Advancer, step_id: int, step_name: str, key: str, error: dict[str, Any]
+) -> None:
+    """Count an item that failed for good; fail the step once failures exceed tolerance."""
+    node = advancer.workflow.nodes[step_name]
+    assert isinstance(node, FanOut)
+    counts = bump_item_counter(step_id, "items_failed")
+    advancer.events.add(
+        advancer.run.pk, "item.failed", step_id=step_id, item=key, error=error.get("message")
+    )
+    if counts.status != StepStatus.RUNNING or advancer.run.status not in RUN_ACTIVE:
+        advancer.finish()
+        return
+    if counts.failed > node.allowed_failures(counts.total):
+        _fail_fanout(advancer, step_id, step_name, counts, key, error)
+        return
+    _move_on(advancer, node, step_id, step_name, counts)
+
+
+def _fail_fanout(
+    advancer: Advancer,
+    step_id: int,
+    step_name: str,
+    counts: FanOutCounts,
+    key: str,
+    error: dict[str, Any],
+) -> None:
+    row = StepRow(step_id, step_name, counts.status, counts.version, 0)
+    step_error = {
+        "code": "too_many_item_failures",
+        "message": f"{counts.failed} of {counts.total} items failed (last: {key!r}: "
+        f"{error.get('message', '')})",
+        "failed": counts.failed,
+        "total": counts.total,
+    }
+    unstarted = FanOutItem.objects.filter(
+        step_id=step_id,
+        status__in=(StepStatus.PENDING, StepStatus.READY, StepStatus.RETRY_SCHEDULED),
+    ).update(status=StepStatus.SKIPPED, version=F("version") + 1, updated_at=timezone.now())
+    if unstarted:
+        Step.objects.filter(pk=step_id).update(
+            items_skipped=F("items_skipped") + unstarted, version=F("version") + 1
+        )
+        row.version += 1
+    advancer.move(row, StepStatus.FAILED, error=step_error, finished_at=db_now())
+    advancer.events.add(advancer.run.pk, "step.failed", step_id=step_id, code=step_error["code"])
+    advancer.fail(step_name, step_error)
+
+
+def _move_on(
+    advancer: Advancer, node: FanOut, step_id: int, step_name: str, counts: FanOutCounts
+) -> None:
+    """Release the next item, or complete the step when every item is final."""
+    if counts.status != StepStatus.RUNNING or advancer.run.status not in RUN_ACTIVE:
+        advancer.finish()
+        return
+    if counts.finished >= counts.total:
+        collect_item_outputs(step_id)
+        row = StepRow(step_id, step_name, counts.status, counts.version, 0)
+        advancer.move(row, StepStatus.COMPLETED, finished_at=db_now())
+        advancer.events.add(
+            advancer.run.pk,
+            "step.completed",
+            step_id=step_id,
+            completed=counts.completed,
+            failed=counts.failed,
+        )
+        advancer.settled(step_name)
+    else:
+        for item in next_pending_items(step_id, step_name, 1):
+            release_item(advancer, node, step_id, item)
+    advancer.finish()
+
+
+def resume_fanout(advancer: Advancer, step_id: int, step_name: str) -> None:
+    """Restart a revived fan-out step: items skipped when the run stopped run again."""
+    node = advancer.workflow.nodes[step_name]
+    assert isinstance(node, FanOut)
+    FanOutItem.objects.filter(step_id=step_id, status=StepStatus.SKIPPED).update(
+        status=StepStatus.PENDING, version=F("version") + 1
+    )
+    Step.objects.filter(pk=step_id).update(items_skipped=0)
+    version = Step.objects.values_list("version", flat=True).get(pk=step_id)
+    advancer.move(StepRow(step_id, step_name, StepStatus.PENDING, version, 0), StepStatus.RUNNING)
+    counts = bump_item_counter(step_id, "items_completed", 0)
+    in_hand = FanOutItem.objects.filter(
+        step_id=step_id, status__in=(StepStatus.READY, StepStatus.RUNNING, StepStatus.WAITING)
+    ).count()
+    pending = next_pending_items(step_id, step_name, max(node.max_parallel - in_hand, 0))
+    if not pending and counts.finished >= counts.total:
+        _move_on(advancer, node, step_id, step_name, counts)
+        return
+    for item in pending:
+        release_item(advancer, node, step_id, item)
+
+
+def settle_child_item(advancer: Advancer, child: Run) -> None:
+    """A child run of a fan-out item ended: complete or fail the item accordingly."""
+    from workflows.engine.children import ChildRunFailed
+
+    item = FanOutItem.objects.select_related("step").get(pk=child.parent_item_id)
+    if item.status != StepStatus.WAITING:
+        return
+    row = ItemRow(
+        item.pk, item.step.name, item.status, item.version, item.attempt, item.key, item.item
+    )
+    node = advancer.workflow.nodes[item.step.name]
+    assert isinstance(node, FanOut)
+    if child.status == RunStatus.COMPLETED:
+        _move_item(row, StepStatus.COMPLETED, output=child.output, finished_at=db_now())
+        counts = bump_item_counter(item.step_id, "items_completed")
+        advancer.events.add(
+            advancer.run.pk,
+            "item.completed",
+            step_id=item.step_id,
+            item=item.key,
+            child=str(child.pk),
+        )
+        _move_on(advancer, node, item.step_id, item.step.name, counts)
+    else:
+        failure = ChildRunFailed.of(child).as_dict()
+        _move_item(row, StepStatus.FAILED, error=failure, finished_at=db_now())
+        item_failed(advancer, item.step_id, item.step.name, item.key, failure)

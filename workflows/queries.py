@@ -1,0 +1,171 @@
+"""Read side: what operators, the admin and the API show about runs and definitions.
+
+Nothing here writes, and nothing opens a transaction: under SQLite's IMMEDIATE mode
+even a read-only ``atomic()`` would take the write lock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from workflows.definitions import registry
+from workflows.definitions.render import RENDERERS
+from workflows.errors import RunNotFound
+from workflows.models import Event, Run, Step
+from workflows.status import RunStatus
+
+__all__ = [
+    "DefinitionReport",
+    "check_definitions",
+    "describe_run",
+    "get_run",
+    "list_runs",
+    "render_definition",
+    "run_summary",
+]
+
+_SUMMARY_FIELDS = (
+    "id",
+    "workflow_name",
+    "workflow_version",
+    "status",
+    "business_key",
+    "created_at",
+    "updated_at",
+)
+
+
+def run_summary(run: Run) -> dict[str, Any]:
+    """Return what identifies a run and says where it stands: one row of a run list."""
+    return {
+        "id": str(run.pk),
+        "workflow": run.workflow_name,
+        "version": run.workflow_version,
+        "status": run.status,
+        "business_key": run.business_key,
+        "created_at": run.created_at,
+        "updated_at": run.updated_at,
+    }
+
+
+def list_runs(
+    *, workflow: str | None = None, status: RunStatus | str | None = None, limit: int = 50
+) -> list[dict[str, Any]]:
+    """Return summaries of the newest runs, optionally of one workflow and one status.
+
+    Loads only the summary columns: inputs, outputs and snapshots can be large.
+    """
+    runs = Run.objects.only(*_SUMMARY_FIELDS).order_by("-created_at", "-id")
+    if workflow:
+        runs = runs.filter(workflow_name=workflow)
+    if status:
+        runs = runs.filter(status=status)
+    return [run_summary(run) for run in runs[:limit]]
+
+
+def get_run(run_id: UUID | str) -> Run:
+    """Return the run with this id; raise :class:`RunNotFound` for an unknown or malformed id.
+
+    A malformed id is "not found" too, with its own message: to a caller holding a typo,
+    both mean that no such run exists.
+    """
+    try:
+        pk = run_id if isinstance(run_id, UUID) else UUID(str(run_id))
+    except ValueError:
+        raise RunNotFound(
+            f"{run_id!r} is not a run id (run ids are UUIDs)", run=str(run_id)
+        ) from None
+    run = Run.objects.filter(pk=pk).first()
+    if run is None:
+        raise RunNotFound(f"no run has id {pk}", run=str(pk))
+    return run
+
+
+def describe_run(run_id: UUID | str) -> dict[str, Any]:
+    """Return a run with its steps and its history (events in order), for inspection.
+
+    Values are JSON-ready except datetimes, left for the caller to format. The three
+    reads are not one snapshot: steps of a run moving meanwhile may be a moment newer
+    than the run row, which an operator's view can live with.
+    """
+    run = get_run(run_id)
+    steps = list(Step.objects.filter(run_id=run.pk).order_by("id"))
+    step_names = {step.pk: step.name for step in steps}
+    events = Event.objects.filter(run_id=run.pk).order_by("id")
+    return {
+        **run_summary(run),
+        "idempotency_key": run.idempotency_key,
+        "parent_run": str(run.parent_run_id) if run.parent_run_id else None,
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+        "input": run.input,
+        "output": run.output,
+        "error": run.error,
+        "steps": [
+            {
+                "name": step.name,
+                "kind": step.kind,
+                "status": step.status,
+                "attempt": step.attempt,
+                "max_attempts": step.max_attempts,
+                "lease_owner": step.lease_owner,
+                "lease_expires_at": step.lease_expires_at,
+                "started_at": step.started_at,
+                "finished_at": step.finished_at,
+                "error": step.error,
+            }
+            for step in steps
+        ],
+        "events": [
+            {
+                "id": event.pk,
+                "created_at": event.created_at,
+                "type": event.type,
+                "step": step_names.get(event.step_id),
+                "payload": event.payload,
+            }
+            for event in events
+        ],
+    }
+
+
+@dataclass(frozen=True)
+class DefinitionReport:
+    """One registered workflow version, its size, and what is wrong with it (if anything)."""
+
+    name: str
+    version: int
+    steps: int
+    problems: tuple[str, ...]
+
+
+def check_definitions() -> list[DefinitionReport]:
+    """Validate every registered workflow again, ordered by (name, version).
+
+    Definitions are validated at import, but a handler module can change or vanish
+    after that (a deploy that half-landed): this is the check to run before trusting
+    the workers with it.
+    """
+    return [
+        DefinitionReport(
+            name=workflow.name,
+            version=workflow.version,
+            steps=len(workflow.nodes),
+            problems=tuple(workflow.problems()),
+        )
+        for workflow in registry.all()
+    ]
+
+
+def render_definition(name: str, *, version: int | None = None, format: str = "mermaid") -> str:
+    """Return the graph of a registered workflow (default: its latest version) as source.
+
+    ``format`` is a key of :data:`workflows.definitions.render.RENDERERS`; an unknown
+    name or version raises :class:`~workflows.DefinitionMissing`.
+    """
+    if format not in RENDERERS:
+        raise ValueError(f"unknown graph format {format!r}; choose one of {sorted(RENDERERS)}")
+    workflow = registry.latest(name) if version is None else registry.get(name, version)
+    return RENDERERS[format](workflow)
