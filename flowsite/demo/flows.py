@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from decimal import Decimal
 
-from workflows import InvalidInput, Retry, Sleep, Task, Workflow
+from workflows import FanOut, Gate, InvalidInput, Option, Retry, Sleep, Task, Workflow
 
 
 class OrderFulfilment(Workflow):
@@ -60,3 +60,43 @@ class FlakyImport(Workflow):
         retry=Retry(max_attempts=4, initial_interval=timedelta(seconds=2), backoff=2.0),
     )
     settle = Sleep(timedelta(seconds=5))
+
+
+class WarehouseDispatch(Workflow):
+    """Hold stock, wait for a dispatcher's approval, pack parcels in parallel, cool off,
+    charge. A declined card fails the run, which then undoes the packing and the stock
+    hold in reverse order (Saga compensation)."""
+
+    name = "warehouse_dispatch"
+    version = 1
+
+    hold_stock = Task(
+        "flowsite.demo.steps.hold_stock", compensate="flowsite.demo.steps.release_stock"
+    )
+    approval = Gate(
+        prompt="Dispatch order {input[order_id]} ({steps[hold_stock][parcels]} parcels)?",
+        options=[Option("standard", "Standard"), Option("express", "Express")],
+        min_selections=1,
+        max_selections=1,
+        timeout=timedelta(days=2),
+        on_timeout="reject",
+        permission="demo.approve_dispatch",
+    )
+    pack = FanOut(
+        "flowsite.demo.steps.pack_parcel",
+        items=lambda ctx: ctx.input["parcels"],
+        key=lambda parcel: parcel["id"],
+        max_parallel=3,
+        compensate="flowsite.demo.steps.unpack_parcel",
+    )
+    cool_off = Sleep(timedelta(seconds=20))
+    charge = Task("flowsite.demo.steps.charge_card", retry=Retry(max_attempts=1))
+
+    @classmethod
+    def clean_input(cls, data: dict) -> dict:
+        if not data.get("order_id") or not data.get("parcels"):
+            raise InvalidInput("warehouse_dispatch needs an 'order_id' and a list of 'parcels'")
+        for parcel in data["parcels"]:
+            if not {"id", "weight_kg"} <= set(parcel):
+                raise InvalidInput(f"parcel {parcel!r} needs an id and a weight_kg")
+        return data

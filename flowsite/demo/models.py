@@ -18,6 +18,7 @@ class DemoRecord(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        permissions = [("approve_dispatch", "Can approve demo warehouse dispatches")]
 
     def __str__(self) -> str:
         return f"{self.kind} for run {self.run_id}"

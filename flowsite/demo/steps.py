@@ -6,6 +6,7 @@ from decimal import Decimal
 from typing import Any
 
 from flowsite.demo.models import DemoRecord
+from workflows import PermanentError
 from workflows.context import Context
 
 TAX_RATE = Decimal("0.20")
@@ -77,3 +78,37 @@ def import_batch(ctx: Context) -> dict[str, Any]:
         raise ConnectionError(f"upstream feed unavailable (attempt {ctx.attempt})")
     rows = ctx.input.get("rows", 10)
     return _record(ctx, "import", {"rows": rows, "attempts": ctx.attempt})
+
+
+def hold_stock(ctx: Context) -> dict[str, Any]:
+    return _record(
+        ctx, "stock_hold", {"order": ctx.input["order_id"], "parcels": len(_parcels(ctx))}
+    )
+
+
+def release_stock(ctx: Context) -> None:
+    """Compensation of hold_stock: give the held stock back."""
+    _record(
+        ctx, "stock_released", {"order": ctx.input["order_id"], "undoes": ctx.compensated_output}
+    )
+
+
+def _parcels(ctx: Context) -> list[dict[str, Any]]:
+    return ctx.input.get("parcels", [])
+
+
+def pack_parcel(ctx: Context) -> dict[str, Any]:
+    parcel = ctx.item
+    return _record(ctx, "parcel_packed", {"parcel": parcel["id"], "weight_kg": parcel["weight_kg"]})
+
+
+def unpack_parcel(ctx: Context) -> None:
+    """Compensation of pack_parcel: put the parcel's items back on the shelf."""
+    _record(ctx, "parcel_unpacked", {"parcel": ctx.item["id"]})
+
+
+def charge_card(ctx: Context) -> dict[str, Any]:
+    if ctx.input.get("card") == "declined":
+        raise PermanentError("card declined by the issuer")
+    method = ctx.steps["approval"].output["selections"][0]
+    return _record(ctx, "charge", {"order": ctx.input["order_id"], "shipping": method})

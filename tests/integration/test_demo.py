@@ -6,6 +6,7 @@ from datetime import timedelta
 from io import StringIO
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.utils import timezone
 
@@ -64,4 +65,58 @@ def test_demo_setup_is_idempotent_and_checks_pass():
     call_command("demo_setup", stdout=second)
     assert "created demo user admin / admin" in first.getvalue()
     assert "created demo user" not in second.getvalue()
-    assert Run.objects.count() == 3
+    assert Run.objects.count() == 5
+
+
+DISPATCH = {
+    "order_id": "W-1",
+    "parcels": [{"id": "P1", "weight_kg": 1}, {"id": "P2", "weight_kg": 2}],
+}
+
+
+def dispatch_waiting_for_approval(card: str):
+    run = workflows.start_run("warehouse_dispatch", {**DISPATCH, "card": card})
+    run_pending()
+    gate = run.steps.get(name="approval")
+    assert gate.status == "waiting"
+    assert gate.prompt == "Dispatch order W-1 (2 parcels)?"
+    return run, gate
+
+
+def test_warehouse_dispatch_approved_packs_sleeps_and_charges():
+    admin = User.objects.create_superuser("boss")
+    run, gate = dispatch_waiting_for_approval("valid")
+    workflows.approve_gate(gate, user=admin, selections=["express"])
+    run_pending(until=timezone.now() + timedelta(minutes=1))
+    run.refresh_from_db()
+    assert run.status == "completed"
+    assert run.output == {"charge": {"order": "W-1", "shipping": "express"}}
+    kinds = sorted(DemoRecord.objects.filter(run_id=run.pk).values_list("kind", flat=True))
+    assert kinds == ["charge", "parcel_packed", "parcel_packed", "stock_hold"]
+
+
+def test_warehouse_dispatch_declined_card_undoes_packing_then_the_hold():
+    admin = User.objects.create_superuser("boss")
+    run, gate = dispatch_waiting_for_approval("declined")
+    workflows.approve_gate(gate, user=admin, selections=["standard"])
+    run_pending(until=timezone.now() + timedelta(minutes=1))
+    run.refresh_from_db()
+    assert run.status == "compensated"
+    assert run.error["message"] == "card declined by the issuer"
+    undone = list(
+        DemoRecord.objects.filter(run_id=run.pk, kind__in=["parcel_unpacked", "stock_released"])
+        .order_by("id")
+        .values_list("kind", "data__parcel")
+    )
+    assert undone == [
+        ("parcel_unpacked", "P2"),
+        ("parcel_unpacked", "P1"),
+        ("stock_released", None),
+    ]
+
+
+def test_dispatch_gate_needs_the_dispatch_permission():
+    _, gate = dispatch_waiting_for_approval("valid")
+    clerk = User.objects.create_user("clerk")
+    with pytest.raises(workflows.PermissionDenied, match=r"demo\.approve_dispatch"):
+        workflows.approve_gate(gate, user=clerk, selections=["standard"])

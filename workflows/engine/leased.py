@@ -201,7 +201,7 @@ def claim_item(item_id: int, owner: str) -> Lease:
 def claim_compensation(record_id: int, owner: str) -> Lease:
     """Claim a ``ready`` compensation; races as :func:`claim_step`."""
     record = (
-        CompensationRecord.objects.select_related("run", "step")
+        CompensationRecord.objects.select_related("run", "step", "item")
         .filter(pk=record_id, status=StepStatus.READY)
         .first()
     )
@@ -222,6 +222,8 @@ def claim_compensation(record_id: int, owner: str) -> Lease:
         compensation_handler=record.handler,
         compensated_output=record.payload.get("output"),
         item=record.payload.get("item"),
+        item_id=record.item_id,
+        item_key=record.item.key if record.item is not None else "",
     )
     lease = _claimed(
         begin_attempt(CompensationRecord, row, template, events), f"compensation {record_id}"

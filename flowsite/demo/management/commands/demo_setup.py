@@ -24,6 +24,14 @@ SAMPLE_ORDERS = [
 ]
 
 
+DISPATCH_PARCELS = [
+    {"id": "P1", "weight_kg": 1.5},
+    {"id": "P2", "weight_kg": 0.4},
+    {"id": "P3", "weight_kg": 2.2},
+    {"id": "P4", "weight_kg": 0.9},
+]
+
+
 class Command(BaseCommand):
     help = "Create the demo admin user (admin/admin) and start sample demo runs once."
 
@@ -47,3 +55,16 @@ class Command(BaseCommand):
             self.stdout.write(f"order_fulfilment run {run.pk} [{run.status}]")
         run = workflows.start_run("flaky_import", {"rows": 25}, idempotency_key="demo-import")
         self.stdout.write(f"flaky_import run {run.pk} [{run.status}]")
+        for order_id, card in (("W-2001", "valid"), ("W-2002", "declined")):
+            run = workflows.start_run(
+                "warehouse_dispatch",
+                {"order_id": order_id, "card": card, "parcels": DISPATCH_PARCELS},
+                idempotency_key=f"demo-{order_id}",
+                business_key=order_id,
+                user=user,
+            )
+            gate = run.steps.get(name="approval")
+            self.stdout.write(
+                f"warehouse_dispatch run {run.pk} [{run.status}]: once its gate waits, approve "
+                f"with `manage.py workflows_approve {gate.pk} --user admin --select express`"
+            )
