@@ -173,3 +173,28 @@ def django_q_problems(cluster: dict[str, Any], step_timeout: float) -> list[chec
             )
         )
     return found
+
+
+@checks.register("workflows")
+def check_child_workflows(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """workflows.E009: SubWorkflow steps and child fan-outs must name registered workflows.
+
+    Checked here rather than at class creation: the child may be declared in a module
+    imported later than its parent.
+    """
+    from workflows.definitions import FanOut, SubWorkflow
+
+    known = {workflow.name for workflow in registry.all()}
+    return [
+        checks.Error(
+            f"{workflow.label()}, step {name!r}: child workflow {node.workflow!r} is not "
+            f"registered (registered: {', '.join(sorted(known))})",
+            obj=workflow,
+            id="workflows.E009",
+        )
+        for workflow in registry.all()
+        for name, node in workflow.nodes.items()
+        if isinstance(node, SubWorkflow | FanOut)
+        and node.workflow is not None
+        and node.workflow not in known
+    ]

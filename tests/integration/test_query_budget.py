@@ -94,3 +94,29 @@ def test_whole_runs_cost_linearly_in_steps():
         run_pending()
     per_extra_step = (len(statements(long)) - len(statements(short))) / (60 - 4)
     assert per_extra_step == CHAINED_STEP_QUERIES
+
+
+def test_deciding_a_gate_costs_the_same_queries_whatever_the_run_size():
+    from django.contrib.auth.models import User
+
+    from workflows import Gate
+
+    user = User.objects.create_user("budget-approver")
+
+    def gated(length: int) -> type[Workflow]:
+        body = {"gate": Gate(prompt="go?"), **{f"s{i:03d}": Task(NOOP) for i in range(length)}}
+        return type(
+            f"Gated{length}",
+            (Workflow,),
+            {"__module__": __name__, "name": f"budget_gated_{length}", **body},
+        )
+
+    def cost(workflow: type[Workflow]) -> int:
+        run = workflows.start_run(workflow)
+        gate = Step.objects.get(run=run, name="gate")
+        Event.objects.bulk_create(Event(run=run, type="noise") for _ in range(200))
+        with CaptureQueriesContext(connection) as captured:
+            workflows.approve_gate(gate, user=user)
+        return len(statements(captured))
+
+    assert cost(gated(3)) == cost(gated(50))

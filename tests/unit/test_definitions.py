@@ -195,3 +195,43 @@ def test_retry_delays_grow_and_cap():
         initial_interval=timedelta(seconds=1), backoff=3.0, max_interval=timedelta(seconds=20)
     )
     assert [retry.delay_after(n).total_seconds() for n in (1, 2, 3, 4)] == [1, 3, 9, 20]
+
+
+def test_system_check_reports_unknown_child_workflows():
+    from workflows import SubWorkflow
+    from workflows.checks import check_child_workflows
+
+    class Orphaned(Workflow):
+        name = "defs_orphaned"
+        child = SubWorkflow("defs_no_such_child")
+
+    try:
+        errors = [e for e in check_child_workflows() if "defs_orphaned" in e.msg]
+        assert [e.id for e in errors] == ["workflows.E009"]
+        assert "child workflow 'defs_no_such_child' is not registered" in errors[0].msg
+    finally:
+        registry.unregister("defs_orphaned", 1)
+
+
+def test_gate_and_fanout_definitions_are_validated():
+    from workflows import FanOut, Gate, Option
+
+    message = _definition_error(
+        {
+            "g": Gate(
+                prompt="?",
+                options=[Option("a"), Option("a")],
+                min_selections=3,
+                on_timeout="explode",
+            )
+        }
+    )
+    assert "duplicate option values ['a']" in message
+    assert "min_selections=3 but only 2 options exist" in message
+    assert "on_timeout must be one of" in message
+    message = _definition_error({"f": FanOut(NOOP, items=[1, 2], max_parallel=0)})
+    assert "items= must be callable" in message
+    assert "max_parallel must be an integer >= 1" in message
+    assert "exactly one of a handler or workflow=" in _definition_error(
+        {"f": FanOut(items=lambda ctx: [])}
+    )
