@@ -32,12 +32,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from workflows import Task, Workflow  # noqa: E402  (needs the repository on sys.path)
+from workflows import FanOut, Task, Workflow  # noqa: E402  (needs the repository on sys.path)
 
 STEPS_PER_RUN = 10
 NOOP = "bench.handlers.noop"
@@ -67,6 +68,34 @@ class BenchNoop10(Workflow):
 assert len(BenchNoop10.nodes) == STEPS_PER_RUN
 
 
+def fanout_items(ctx: Any) -> list[int]:
+    return list(range(ctx.input["items"]))
+
+
+class BenchFanOut(Workflow):
+    """One fan-out step over N no-op items: the cost of an item, not of a step."""
+
+    name = "bench_fanout"
+    version = 1
+
+    items = FanOut(NOOP, items=fanout_items, max_parallel=100)
+
+
+@dataclass
+class FanOutFigures:
+    """One run fanning out over ``items`` no-op items, executed inline."""
+
+    items: int
+    start_seconds: float
+    execute_seconds: float
+    items_completed: int
+    completed: bool
+
+    @property
+    def items_per_second(self) -> float:
+        return self.items_completed / self.execute_seconds
+
+
 @dataclass
 class QueryCounts:
     """SQL statements and transactions of an untimed batch of runs, started then executed."""
@@ -93,6 +122,7 @@ class Figures:
     orm_transactions: int
     orm_seconds: float
     queries: QueryCounts
+    fanout: FanOutFigures
 
     @property
     def starts_per_second(self) -> float:
@@ -140,9 +170,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=20,
         help="runs of the untimed batch whose queries are counted (default 20)",
     )
+    parser.add_argument(
+        "--fanout-items",
+        type=int,
+        default=10_000,
+        help="items of the single fan-out run (default 10,000)",
+    )
     args = parser.parse_args(argv)
-    if args.runs < 1 or args.orm_transactions < 1 or args.query_runs < 1:
-        parser.error("--runs, --orm-transactions and --query-runs must be positive")
+    if min(args.runs, args.orm_transactions, args.query_runs, args.fanout_items) < 1:
+        parser.error("--runs, --orm-transactions, --query-runs and --fanout-items must be positive")
     return args
 
 
@@ -290,6 +326,7 @@ def measure(args: argparse.Namespace) -> Figures:
     runs_completed, steps_completed = completed_counts(TIMED_KEY)
 
     orm_seconds = orm_baseline(args.orm_transactions)
+    fanout = measure_fanout(args.fanout_items)
     return Figures(
         runs=args.runs,
         start_seconds=start_seconds,
@@ -301,13 +338,35 @@ def measure(args: argparse.Namespace) -> Figures:
         orm_transactions=args.orm_transactions,
         orm_seconds=orm_seconds,
         queries=queries,
+        fanout=fanout,
+    )
+
+
+def measure_fanout(items: int) -> FanOutFigures:
+    """Start one run over ``items`` items (storing them), then execute it inline."""
+    import workflows
+    from workflows.testing import run_pending
+
+    began = time.perf_counter()
+    run = workflows.start_run(BenchFanOut, {"items": items})
+    started = time.perf_counter()
+    run_pending()
+    finished = time.perf_counter()
+    run.refresh_from_db()
+    step = run.steps.get()
+    return FanOutFigures(
+        items=items,
+        start_seconds=started - began,
+        execute_seconds=finished - started,
+        items_completed=step.items_completed,
+        completed=run.status == "completed" and len(step.output) == items,
     )
 
 
 def report(figures: Figures, facts: dict[str, str]) -> None:
     import django
 
-    q = figures.queries
+    q, f = figures.queries, figures.fanout
     rows = [
         ("runs started/s", f"{figures.starts_per_second:,.0f}"),
         ("engine step transitions/s", f"{figures.steps_per_second:,.0f}"),
@@ -318,6 +377,8 @@ def report(figures: Figures, facts: dict[str, str]) -> None:
         ("transactions per step (execute only)", f"{q.execute_transactions / q.steps:.2f}"),
         ("queries per run start (1 transaction)", f"{q.start_sql / q.runs:.1f}"),
         ("ORM baseline queries per transaction", "2"),
+        ("fan-out: items stored/s (at start)", f"{f.items / f.start_seconds:,.0f}"),
+        ("fan-out: items executed/s", f"{f.items_per_second:,.0f}"),
     ]
     width = max(len(name) for name, _ in rows)
     print("Flowsite inline throughput (bench/throughput.py)")
@@ -345,7 +406,8 @@ def report(figures: Figures, facts: dict[str, str]) -> None:
     print()
     print(
         f"  check: {figures.runs_completed}/{figures.runs} runs completed, "
-        f"{figures.steps_completed}/{figures.runs * STEPS_PER_RUN} steps completed"
+        f"{figures.steps_completed}/{figures.runs * STEPS_PER_RUN} steps completed; "
+        f"fan-out {f.items_completed}/{f.items} items completed"
     )
 
 
@@ -362,7 +424,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             connections.close_all()
     report(figures, facts)
     expected_steps = args.runs * STEPS_PER_RUN
-    if figures.runs_completed != args.runs or figures.steps_completed != expected_steps:
+    if (
+        figures.runs_completed != args.runs
+        or figures.steps_completed != expected_steps
+        or not figures.fanout.completed
+    ):
         print("FAILED: not every run and step completed", file=sys.stderr)
         return 1
     return 0
