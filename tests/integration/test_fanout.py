@@ -220,3 +220,18 @@ def flaky_item(ctx):
     if ctx.item == "b" and ctx.attempt < 3:
         raise ConnectionError("flaky")
     return ctx.item
+
+
+def test_an_item_whose_worker_died_is_reclaimed_after_its_lease_and_retried():
+    from workflows.scanners import reclaim_expired_leases
+
+    run = workflows.start_run(Shipping, {"parcels": items_of(2)})
+    item = FanOutItem.objects.filter(step__run=run, status="ready").order_by("index").first()
+    claim_item(item.pk, "doomed-worker")  # the worker dies mid-item
+    assert reclaim_expired_leases(now=timezone.now() + timedelta(hours=1)).done == 1
+    item.refresh_from_db()
+    assert (item.status, item.attempt, item.error["code"]) == ("failed", 1, "lease_expired")
+    run_pending()
+    step = run.steps.get(name="ship")
+    assert step.status == "completed"  # one failure is tolerated
+    assert (step.items_completed, step.items_failed) == (1, 1)

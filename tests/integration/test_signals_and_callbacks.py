@@ -166,3 +166,10 @@ def test_callback_timeout_counts_as_a_failed_attempt():
     run.refresh_from_db()
     assert run.status == "failed"
     assert run.error["cause"] == "callback_timeout"
+
+
+def test_a_signal_payload_that_is_not_json_is_refused():
+    run = workflows.start_run(Payment)
+    with pytest.raises(workflows.InvalidInput, match="not JSON-serialisable"):
+        workflows.send_signal(run, "paid", {"when": timezone.now()})
+    assert not Signal.objects.filter(run=run).exists()

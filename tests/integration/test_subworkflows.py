@@ -27,6 +27,12 @@ class Child(Workflow):
     name = "sub_child"
     make_label = Task(f"{HERE}.label")
 
+    @classmethod
+    def clean_input(cls, data):
+        if "sku" not in data:
+            raise workflows.InvalidInput("sub_child needs a 'sku'")
+        return data
+
 
 class FailingChild(Workflow):
     name = "sub_failing_child"
@@ -116,3 +122,34 @@ def test_child_gate_decided_resumes_the_parent():
     workflows.approve_gate(child.steps.get(), user=user)
     run.refresh_from_db()
     assert run.status == "completed"
+
+
+class UnknownChild(Workflow, register=False):
+    name = "sub_unknown_child"
+    child = SubWorkflow("sub_no_such_workflow")
+
+
+class BadChildInput(Workflow):
+    name = "sub_bad_child_input"
+    child = SubWorkflow("sub_child", input=lambda ctx: {"not_sku": 1})
+
+
+def test_unknown_child_workflow_fails_the_step_clearly():
+    workflows.definitions.registry.register(UnknownChild)
+    try:
+        run = workflows.start_run(UnknownChild)
+        run.refresh_from_db()
+        assert run.status == "failed"
+        assert run.error["cause"] == "child_error"
+        assert "no workflow named 'sub_no_such_workflow'" in run.error["message"]
+    finally:
+        workflows.definitions.registry.unregister("sub_unknown_child", 1)
+
+
+def test_child_input_is_validated_by_the_child_definition():
+    run = workflows.start_run(BadChildInput)
+    run.refresh_from_db()
+    assert run.status == "failed"
+    assert run.error["cause"] == "child_error"
+    assert "sub_child needs a 'sku'" in run.error["message"]
+    assert not Run.objects.filter(parent_run=run).exists()
