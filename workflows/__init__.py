@@ -36,6 +36,7 @@ from workflows.errors import (
     PermanentError,
     RunNotFound,
     StaleState,
+    StepNotFound,
     WorkflowError,
 )
 
@@ -73,6 +74,7 @@ __all__ = [
     "RunNotFound",
     "Sleep",
     "StaleState",
+    "StepNotFound",
     "SubWorkflow",
     "Task",
     "WaitForSignal",

@@ -108,3 +108,9 @@ class CallbackAlreadyUsed(StaleState):
     """The callback was already completed, failed or timed out."""
 
     code = "callback_already_used"
+
+
+class StepNotFound(WorkflowError):
+    """No step has this id."""
+
+    code = "step_not_found"

@@ -12,8 +12,8 @@ from uuid import UUID
 
 from workflows.definitions import registry
 from workflows.definitions.render import RENDERERS
-from workflows.errors import RunNotFound
-from workflows.models import Event, Run, Step
+from workflows.errors import RunNotFound, StepNotFound
+from workflows.models import Event, Run, Signal, Step
 from workflows.status import RunStatus
 
 __all__ = [
@@ -21,9 +21,12 @@ __all__ = [
     "check_definitions",
     "describe_run",
     "get_run",
+    "get_step",
     "list_runs",
     "render_definition",
     "run_summary",
+    "signal_summary",
+    "step_summary",
 ]
 
 _SUMMARY_FIELDS = (
@@ -105,6 +108,7 @@ def describe_run(run_id: UUID | str) -> dict[str, Any]:
         "error": run.error,
         "steps": [
             {
+                "id": step.pk,
                 "name": step.name,
                 "kind": step.kind,
                 "status": step.status,
@@ -169,3 +173,65 @@ def render_definition(name: str, *, version: int | None = None, format: str = "m
         raise ValueError(f"unknown graph format {format!r}; choose one of {sorted(RENDERERS)}")
     workflow = registry.latest(name) if version is None else registry.get(name, version)
     return RENDERERS[format](workflow)
+
+
+def get_step(step_id: int | str) -> Step:
+    """Return the step with this id; raise :class:`StepNotFound` for an unknown or malformed id.
+
+    The operator verbs take step ids as typed by a person or sent by a client, so a
+    malformed id is "not found" with its own message, as in :func:`get_run`.
+    """
+    try:
+        pk = int(step_id)
+    except (TypeError, ValueError):
+        raise StepNotFound(
+            f"{step_id!r} is not a step id (step ids are integers)", step=str(step_id)
+        ) from None
+    step = Step.objects.filter(pk=pk).first()
+    if step is None:
+        raise StepNotFound(f"no step has id {pk}", step=pk)
+    return step
+
+
+def step_summary(step: Step) -> dict[str, Any]:
+    """Return where a step stands and who decided it: what a verb acting on a step reports.
+
+    ``decided_by`` is the decider's username (one more query for a decided gate), so that
+    the caller need not load the user to say who it was.
+    """
+    return {
+        "id": step.pk,
+        "run": str(step.run_id),
+        "name": step.name,
+        "kind": step.kind,
+        "status": step.status,
+        "attempt": step.attempt,
+        "max_attempts": step.max_attempts,
+        "decision": step.decision,
+        "decided_by": step.decided_by.get_username() if step.decided_by_id else None,
+        "output": step.output,
+        "error": step.error,
+        "finished_at": step.finished_at,
+        "updated_at": step.updated_at,
+    }
+
+
+def signal_summary(signal: Signal) -> dict[str, Any]:
+    """Return a signal and the step that consumed it (by name, as run histories name steps).
+
+    ``consumed_by`` is ``None`` while the signal waits for a ``WaitForSignal`` step.
+    """
+    consumer = (
+        Step.objects.filter(pk=signal.consumed_by_id).values_list("name", flat=True).first()
+        if signal.consumed_by_id
+        else None
+    )
+    return {
+        "id": signal.pk,
+        "run": str(signal.run_id),
+        "name": signal.name,
+        "payload": signal.payload,
+        "idempotency_key": signal.idempotency_key,
+        "received_at": signal.received_at,
+        "consumed_by": consumer,
+    }

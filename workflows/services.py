@@ -19,6 +19,7 @@ from workflows.engine.gates import decide_gate
 from workflows.engine.signals import send_signal as deliver_signal
 from workflows.errors import GateAlreadyDecided, InvalidDecision, InvalidTransition
 from workflows.models import Run, Signal, Step
+from workflows.queries import get_run, get_step
 from workflows.status import Decision, StepStatus
 
 __all__ = [
@@ -36,11 +37,11 @@ __all__ = [
 
 
 def _step(step: Step | int) -> Step:
-    return Step.objects.get(pk=step.pk if isinstance(step, Step) else step)
+    return get_step(step.pk if isinstance(step, Step) else step)
 
 
 def _run_id(run: Run | UUID | str) -> UUID:
-    return run.pk if isinstance(run, Run) else UUID(str(run))
+    return run.pk if isinstance(run, Run) else get_run(run).pk
 
 
 def check_decider(step: Step, user: Any) -> None:
@@ -49,8 +50,8 @@ def check_decider(step: Step, user: Any) -> None:
     A gate naming a permission or assignees accepts users holding the permission or
     listed (by username, or by group); a gate naming neither accepts any signed-in user.
     """
-    if user is None or not getattr(user, "is_authenticated", False):
-        raise PermissionDenied(f"deciding gate {step.name!r} needs a signed-in user")
+    if user is None or not getattr(user, "is_authenticated", False) or not user.is_active:
+        raise PermissionDenied(f"deciding gate {step.name!r} needs a signed-in, active user")
     users = step.assignees.get("users", [])
     groups = step.assignees.get("groups", [])
     if not (step.permission or users or groups):
@@ -66,9 +67,12 @@ def check_decider(step: Step, user: Any) -> None:
     )
 
 
-def _waiting_gate(step: Step) -> None:
+def _gate(step: Step) -> None:
     if step.kind != "gate":
         raise InvalidTransition(f"step {step.name!r} is a {step.kind}, not a gate")
+
+
+def _waiting(step: Step) -> None:
     if step.status != StepStatus.WAITING:
         raise GateAlreadyDecided(
             f"gate {step.name!r} is {step.status}"
@@ -94,7 +98,13 @@ def clean_selections(step: Step, selections: Sequence[str] | None) -> list[str]:
         raise InvalidDecision(f"gate {step.name!r}: an option was selected twice: {chosen}")
     low, high = step.min_selections, step.max_selections
     if len(chosen) < low or (high is not None and len(chosen) > high):
-        span = f"{low} to {high}" if high is not None else f"at least {low}"
+        span = (
+            f"at least {low}"
+            if high is None
+            else f"exactly {low}"
+            if low == high
+            else f"{low} to {high}"
+        )
         raise InvalidDecision(
             f"gate {step.name!r} needs {span} selections, got {len(chosen)}",
             allowed=allowed,
@@ -111,8 +121,9 @@ def approve_gate(
     :class:`GateAlreadyDecided`; nothing is written then.
     """
     gate = _step(step)
-    _waiting_gate(gate)
+    _gate(gate)
     check_decider(gate, user)
+    _waiting(gate)
     chosen = clean_selections(gate, selections)
     decide_gate(
         gate.pk,
@@ -128,8 +139,9 @@ def approve_gate(
 def reject_gate(step: Step | int, *, user: Any, feedback: str = "") -> Step:
     """Reject a waiting gate: the step (and by default the run) fails and compensates."""
     gate = _step(step)
-    _waiting_gate(gate)
+    _gate(gate)
     check_decider(gate, user)
+    _waiting(gate)
     decide_gate(
         gate.pk, version=gate.version, decision=Decision.REJECTED, user=user, feedback=feedback
     )

@@ -213,7 +213,8 @@ def test_show_prints_the_run_its_steps_and_history():
     assert '"code":"step_failed"' in output
     steps, history = output.split("\nsteps\n")[1].split("\nhistory\n")
     charge = steps.splitlines()[1]
-    assert charge.split()[:5] == ["charge", "task", "failed", "1/1", "inline"]
+    step_id = run.steps.get(name="charge").pk
+    assert charge.split()[:6] == [str(step_id), "charge", "task", "failed", "1/1", "inline"]
     assert charge.endswith("  card declined")
     types = [line.split()[2] for line in history.splitlines()[1:]]
     assert types == list(run.events.values_list("type", flat=True))

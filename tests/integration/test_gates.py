@@ -118,8 +118,8 @@ def test_approval_stores_the_decision_as_output_and_advances(approver):
     ("selections", "message"),
     [
         (["teleport"], "has no option 'teleport'; allowed: \\['std', 'express', 'drone'\\]"),
-        ([], "needs 1 to 1 selections, got 0"),
-        (["std", "express"], "needs 1 to 1 selections, got 2"),
+        ([], "needs exactly 1 selections, got 0"),
+        (["std", "express"], "needs exactly 1 selections, got 2"),
         (["std", "std"], "selected twice"),
     ],
 )
@@ -137,7 +137,7 @@ def test_deciders_need_the_permission_or_to_be_assignees():
     stranger = User.objects.create_user("stranger")
     with pytest.raises(PermissionDenied, match="may not decide gate 'approval'"):
         workflows.approve_gate(gate, user=stranger, selections=["std"])
-    with pytest.raises(PermissionDenied, match="signed-in user"):
+    with pytest.raises(PermissionDenied, match="signed-in, active user"):
         workflows.reject_gate(gate, user=None)
     carol = User.objects.create_user("carol")
     workflows.approve_gate(gate, user=carol, selections=["std"])
@@ -223,3 +223,17 @@ def test_approving_a_task_is_refused(approver):
     task = run.steps.get(name="prepare")
     with pytest.raises(workflows.InvalidTransition, match="is a task, not a gate"):
         workflows.approve_gate(task, user=approver)
+
+
+def test_inactive_assignees_may_not_decide():
+    run, gate = waiting_gate()
+    carol = User.objects.create_user("carol", is_active=False)
+    with pytest.raises(PermissionDenied, match="active user"):
+        workflows.approve_gate(gate, user=carol, selections=["std"])
+
+
+def test_unknown_steps_and_runs_are_clear_errors(approver):
+    with pytest.raises(workflows.StepNotFound):
+        workflows.approve_gate(999_999, user=approver)
+    with pytest.raises(workflows.RunNotFound):
+        workflows.send_signal("not-a-uuid", "paid")

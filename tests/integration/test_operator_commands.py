@@ -349,7 +349,7 @@ def test_signal_with_an_idempotency_key_is_sent_once_or_names_the_conflict():
         *args,
         "[3]",
         message=f"idempotency key 'K-1' was used for signal 'paid' of run {run.pk} "
-        "with a different payload",
+        "with a different name or payload",
     )
     assert Signal.objects.count() == 1
 

@@ -90,7 +90,7 @@ def test_replayed_signal_has_one_effect_and_a_different_payload_conflicts():
     first = workflows.send_signal(run, "paid", {"amount": 5}, idempotency_key="bank-1")
     again = workflows.send_signal(run, "paid", {"amount": 5}, idempotency_key="bank-1")
     assert again.pk == first.pk
-    with pytest.raises(IdempotencyConflict, match="different payload"):
+    with pytest.raises(IdempotencyConflict, match="different name or payload"):
         workflows.send_signal(run, "paid", {"amount": 6}, idempotency_key="bank-1")
     assert Signal.objects.filter(run=run).count() == 1
     assert Signal.objects.get(run=run).payload == {"amount": 5}
@@ -173,3 +173,10 @@ def test_a_signal_payload_that_is_not_json_is_refused():
     with pytest.raises(workflows.InvalidInput, match="not JSON-serialisable"):
         workflows.send_signal(run, "paid", {"when": timezone.now()})
     assert not Signal.objects.filter(run=run).exists()
+
+
+def test_a_reused_key_with_another_signal_name_conflicts():
+    run = workflows.start_run(Payment)
+    workflows.send_signal(run, "paid", 1, idempotency_key="k")
+    with pytest.raises(IdempotencyConflict):
+        workflows.send_signal(run, "refunded", 1, idempotency_key="k")

@@ -113,6 +113,10 @@ def _reset_for_retry(run: Run, row: StepRow, node: Any, events: EventLog, user: 
         finished_at=None,
         max_attempts=row.attempt + attempts,
         decision="",
+        decided_by=None,
+        decided_at=None,
+        feedback="",
+        selections=[],
         updated_at=db_now(),
     ):
         raise InvalidTransition(f"step {row.name!r} changed while being retried")

@@ -59,7 +59,7 @@ def send_signal(
     no further effect; with a different payload it raises :class:`IdempotencyConflict`
     and changes nothing.
     """
-    payload_hash = fingerprint(payload)
+    payload_hash = fingerprint({"name": name, "payload": payload})
     if idempotency_key is not None:
         existing = _existing(run_id, idempotency_key, payload_hash)
         if existing is not None:
@@ -78,7 +78,7 @@ def _existing(run_id: UUID, key: str, payload_hash: str) -> Signal | None:
     if signal is not None and signal.payload_hash != payload_hash:
         raise IdempotencyConflict(
             f"idempotency key {key!r} was used for signal {signal.name!r} of run {run_id} "
-            "with a different payload",
+            "with a different name or payload",
             run=str(run_id),
             idempotency_key=key,
         )
@@ -119,6 +119,7 @@ def _deliver(
         advancer = Advancer(run, workflow, events)
         _consume(signal, row.pk)
         signal.consumed_by_id = row.pk
+        signal.consumed_at = timezone.now()
         _cancel_timeout(row.pk)
         advancer.complete(row, payload, signal=signal.pk)
         advancer.settled(row.name)

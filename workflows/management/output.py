@@ -53,3 +53,28 @@ class _Encoder(DjangoJSONEncoder):
 def to_json(data: Any) -> str:
     """Return ``data`` as indented JSON, the format of every command's ``--json``."""
     return json.dumps(data, cls=_Encoder, indent=2)
+
+
+def run_line(run: dict[str, Any]) -> str:
+    """One line saying which run a command acted on and where it stands now.
+
+    ``run`` is a :func:`workflows.queries.run_summary`.
+    """
+    return f"run {run['id']} of {run['workflow']} v{run['version']}: {run['status']}"
+
+
+def step_line(step: dict[str, Any]) -> str:
+    """One line saying which step a command acted on, in which run, and where it stands now.
+
+    ``step`` is a :func:`workflows.queries.step_summary`; the id is printed because the
+    step commands take it, and a gate's decision because it is what changed.
+    """
+    line = (
+        f"step {step['id']} {step['name']!r} ({step['kind']}) of run {step['run']}: "
+        f"{step['status']}"
+    )
+    if step["decision"]:
+        line += f", {step['decision']}"
+        if step["decided_by"]:
+            line += f" by {step['decided_by']}"
+    return line

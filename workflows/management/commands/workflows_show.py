@@ -66,9 +66,10 @@ class Command(BaseCommand):
         self.stdout.write("\nsteps")
         self.stdout.write(
             table(
-                ["NAME", "KIND", "STATUS", "ATTEMPT", "LEASE OWNER", "ERROR"],
+                ["ID", "NAME", "KIND", "STATUS", "ATTEMPT", "LEASE OWNER", "ERROR"],
                 (
                     [
+                        step["id"],
                         step["name"],
                         step["kind"],
                         step["status"],
