@@ -226,7 +226,7 @@ def test_approving_a_task_is_refused(approver):
 
 
 def test_inactive_assignees_may_not_decide():
-    run, gate = waiting_gate()
+    _run, gate = waiting_gate()
     carol = User.objects.create_user("carol", is_active=False)
     with pytest.raises(PermissionDenied, match="active user"):
         workflows.approve_gate(gate, user=carol, selections=["std"])
