@@ -7,7 +7,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from workflows.models import Event, Run, Step, Timer
+from workflows.models import CompensationRecord, Event, FanOutItem, Run, Signal, Step, Timer
 
 
 class ReadOnlyMixin:
@@ -25,7 +25,18 @@ class ReadOnlyMixin:
 
 class StepInline(ReadOnlyMixin, admin.TabularInline):
     model = Step
-    fields = ("name", "kind", "status", "attempt", "max_attempts", "lease_owner", "finished_at")
+    fields = (
+        "name",
+        "kind",
+        "status",
+        "attempt",
+        "max_attempts",
+        "lease_owner",
+        "decision",
+        "items_completed",
+        "items_total",
+        "finished_at",
+    )
     readonly_fields = fields
     extra = 0
     show_change_link = True
@@ -67,3 +78,25 @@ class TimerAdmin(ReadOnlyMixin, admin.ModelAdmin):
     list_display = ("id", "run", "step", "kind", "due_at", "status")
     list_filter = ("status", "kind")
     list_select_related = ("run", "step")
+
+
+@admin.register(FanOutItem)
+class FanOutItemAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    list_display = ("id", "step", "index", "key", "status", "attempt", "updated_at")
+    list_filter = ("status",)
+    search_fields = ("key", "step__run__id")
+    list_select_related = ("step",)
+
+
+@admin.register(CompensationRecord)
+class CompensationRecordAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    list_display = ("id", "run", "step", "sequence", "handler", "status", "attempt")
+    list_filter = ("status",)
+    list_select_related = ("run", "step")
+
+
+@admin.register(Signal)
+class SignalAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    list_display = ("id", "run", "name", "idempotency_key", "received_at", "consumed_by")
+    search_fields = ("name", "idempotency_key", "run__id")
+    list_select_related = ("run", "consumed_by")
