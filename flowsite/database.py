@@ -71,7 +71,9 @@ def database_from_url(url: str) -> dict[str, Any]:
         "HOST": parts.hostname or "",
         "PORT": str(parts.port or ""),
         "OPTIONS": dict(parse_qsl(parts.query)),
-        "CONN_MAX_AGE": 0,
+        # Workers and the sweeper query constantly: keep connections, check them first.
+        "CONN_MAX_AGE": 60,
+        "CONN_HEALTH_CHECKS": True,
         # Lets concurrent suites on one server use separate test databases.
         "TEST": {"NAME": os.environ.get("DATABASE_TEST_NAME") or None},
     }

@@ -96,7 +96,9 @@ Q_CLUSTER = {
     "max_attempts": 1,  # the engine counts attempts, not the queue
     "ack_failures": True,
     "catch_up": False,
-    "save_limit": 1000,
+    # Successful "run step N" results say nothing the engine's history does not; keeping
+    # none spares django-q2 trimming them (a SELECT ... FOR UPDATE per result).
+    "save_limit": -1,
     "poll": 0.1,
 }
 if os.environ.get("FLOWSITE_REDIS_URL"):

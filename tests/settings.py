@@ -8,4 +8,5 @@ from __future__ import annotations
 
 from flowsite.settings import *  # noqa: F403
 
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.acceptance.flowapp"]  # noqa: F405
 WORKFLOWS = {**WORKFLOWS, "EXECUTOR": "inline"}  # noqa: F405

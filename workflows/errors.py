@@ -52,6 +52,12 @@ class StaleState(WorkflowError):
     code = "stale_state"
 
 
+class RunBusy(StaleState):
+    """Another transition holds this run right now; a scanner skips it and comes back."""
+
+    code = "run_busy"
+
+
 class LeaseLost(StaleState):
     """This worker's lease on the work expired or was taken over; its result was rejected."""
 

@@ -23,6 +23,7 @@ from workflows.conf import workflow_settings
 from workflows.engine import fire_timer, reclaim
 from workflows.engine.operator import cancel_run
 from workflows.engine.recovery import WORK_KINDS, delete_finished_runs, redispatch, repair_run
+from workflows.errors import RunBusy
 from workflows.models import CompensationRecord, FanOutItem, Run, Step, Timer
 from workflows.status import (
     RUN_ACTIVE,
@@ -46,11 +47,12 @@ _IN_FLIGHT = (
 
 @dataclass
 class ScanResult:
-    """How many candidates a scanner found, how many it acted on, how many errors."""
+    """How many candidates a scanner found, acted on, skipped (held elsewhere), failed on."""
 
     found: int = 0
     done: int = 0
     errors: int = 0
+    skipped: int = 0
 
 
 def _sweep(ids: list[Any], act: Callable[[Any], Any], label: str, dry_run: bool) -> ScanResult:
@@ -61,6 +63,9 @@ def _sweep(ids: list[Any], act: Callable[[Any], Any], label: str, dry_run: bool)
         try:
             if act(pk):
                 result.done += 1
+        except RunBusy as busy:
+            result.skipped += 1
+            logger.info("%s %s skipped: %s", label, pk, busy)
         except Exception:
             result.errors += 1
             logger.exception("%s %s failed; continuing", label, pk)
@@ -80,7 +85,7 @@ def fire_due_timers(
         .order_by("due_at")
         .values_list("id", flat=True)[:limit]
     )
-    return _sweep(ids, fire_timer, "timer", dry_run)
+    return _sweep(ids, functools.partial(fire_timer, wait=False), "timer", dry_run)
 
 
 def _merge(results: list[ScanResult]) -> ScanResult:
@@ -88,6 +93,7 @@ def _merge(results: list[ScanResult]) -> ScanResult:
         found=sum(r.found for r in results),
         done=sum(r.done for r in results),
         errors=sum(r.errors for r in results),
+        skipped=sum(r.skipped for r in results),
     )
 
 
@@ -105,7 +111,7 @@ def reclaim_expired_leases(
             .order_by("lease_expires_at")
             .values_list("id", flat=True)[:limit]
         )
-        act = functools.partial(reclaim, model, now=now)
+        act = functools.partial(reclaim, model, now=now, wait=False)
         results.append(_sweep(ids, lambda pk, act=act: act(pk), f"lease of {kind}", dry_run))
     return _merge(results)
 
@@ -157,7 +163,7 @@ def repair_stuck_runs(*, limit: int = 1000, dry_run: bool = False) -> ScanResult
         .order_by("updated_at")
         .values_list("id", flat=True)[:limit]
     )
-    return _sweep(ids, repair_run, "repair of run", dry_run)
+    return _sweep(ids, functools.partial(repair_run, wait=False), "repair of run", dry_run)
 
 
 def cancel_orphaned_children(*, limit: int = 1000, dry_run: bool = False) -> ScanResult:

@@ -35,7 +35,7 @@ def sweep_forever(stop: threading.Event) -> None:
             if time.monotonic() >= next_recovery:
                 next_recovery = time.monotonic() + recovery_interval
                 for name, result in recover().items():
-                    if result.found or result.errors:
+                    if result.found or result.errors or result.skipped:
                         logger.info("%s: %s", name, asdict(result))
         except Exception:
             logger.exception("sweep failed; retrying after the next interval")

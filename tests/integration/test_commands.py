@@ -350,11 +350,13 @@ def test_purge_json_returns_the_counts():
         "found": 1,
         "done": 0,
         "errors": 0,
+        "skipped": 0,
     }
     assert run_json("workflows_purge", "--older-than", "0.5") == {
         "found": 1,
         "done": 1,
         "errors": 0,
+        "skipped": 0,
     }
     assert not Run.objects.exists()
 

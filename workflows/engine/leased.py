@@ -426,7 +426,9 @@ def _failed_for_good(
 _RECLAIM_KIND = {Step: "step", FanOutItem: "item", CompensationRecord: "compensation"}
 
 
-def reclaim(model: type[models.Model], unit_id: int, *, now: datetime | None = None) -> str | None:
+def reclaim(
+    model: type[models.Model], unit_id: int, *, now: datetime | None = None, wait: bool = True
+) -> str | None:
     """Take back running work whose lease expired before ``now`` (default: DB clock).
 
     The expired attempt counts: the work goes back to ``ready`` for another attempt, or
@@ -435,7 +437,7 @@ def reclaim(model: type[models.Model], unit_id: int, *, now: datetime | None = N
     status, or ``None`` when the work was not reclaimable (its worker finished or
     heartbeat first).
     """
-    return _reclaim(model, unit_id, now)
+    return _reclaim(model, unit_id, now, wait)
 
 
 def reclaim_step(step_id: int, *, now: datetime | None = None) -> str | None:
@@ -444,7 +446,9 @@ def reclaim_step(step_id: int, *, now: datetime | None = None) -> str | None:
 
 
 @transition
-def _reclaim(model: type[models.Model], unit_id: int, now: datetime | None) -> str | None:
+def _reclaim(
+    model: type[models.Model], unit_id: int, now: datetime | None, wait: bool
+) -> str | None:
     kind = _RECLAIM_KIND[model]
     row = (
         model.objects.filter(
@@ -458,7 +462,7 @@ def _reclaim(model: type[models.Model], unit_id: int, now: datetime | None) -> s
     if row is None:
         return None
     step = row if kind == "step" else row.step
-    run = lock_run(step.run_id)
+    run = lock_run(step.run_id, wait=wait)
     active = run.status in (RUN_UNWINDING if kind == "compensation" else RUN_ACTIVE)
     exhausted = row.attempt >= row.max_attempts
     if not active:

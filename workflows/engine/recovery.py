@@ -47,14 +47,14 @@ def redispatch(model: type[models.Model], unit_id: int, *, ready_before: datetim
 
 
 @transition
-def repair_run(run_id: UUID) -> bool:
+def repair_run(run_id: UUID, *, wait: bool = True) -> bool:
     """Re-evaluate a run that has nothing in flight; return whether it changed.
 
     An active run: releases pending steps whose upstreams are all final and settles its
     status (running, waiting, completed); a run whose definition is gone fails with
     ``definition_missing``. An unwinding run: releases its next compensation or ends.
     """
-    run = lock_run(run_id)
+    run = lock_run(run_id, wait=wait)
     events = EventLog()
     if run.status in RUN_UNWINDING:
         unwind(run, events)

@@ -22,6 +22,7 @@ from django.db import DEFAULT_DB_ALIAS, connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
+from workflows.errors import RunBusy
 from workflows.models import Event, FanOutItem, Run, Step
 
 
@@ -125,19 +126,24 @@ def _for_update(*, skip_locked: bool = False, of: str = "") -> str:
     return clause
 
 
-def lock_run(run_id: UUID) -> Run:
+def lock_run(run_id: UUID, *, wait: bool = True) -> Run:
     """Read the run row, locked until commit where the database can lock rows.
 
     On PostgreSQL this serialises transitions of one run, which is what makes a join
     fire exactly once: the second of two finishing branches waits here, then reads the
     first branch's committed status. On SQLite ``BEGIN IMMEDIATE`` already serialises
     every writer. Raises ``Run.DoesNotExist`` for an unknown id.
+
+    Scanners pass ``wait=False``: on PostgreSQL the lock is then taken with ``SKIP
+    LOCKED`` and :class:`RunBusy` is raised when another transaction holds the run, so
+    one stalled worker (a paused VM holding a run's lock) never stalls the sweeps of
+    every other run.
     """
     table = _quote(Run._meta.db_table)
     sql = (
         "SELECT status, version, input, workflow_name, workflow_version, parent_run_id, "
         f"parent_step_id, parent_item_id, skip_compensation, error FROM {table} "
-        f"WHERE {_quote('id')} = %s{_for_update()}"
+        f"WHERE {_quote('id')} = %s{_for_update(skip_locked=not wait)}"
     )
     connection = _db()
     pk = Run._meta.pk
@@ -145,6 +151,8 @@ def lock_run(run_id: UUID) -> Run:
         cursor.execute(sql, [pk.get_db_prep_value(run_id, connection)])
         row = cursor.fetchone()
     if row is None:
+        if not wait and Run.objects.filter(pk=run_id).exists():
+            raise RunBusy(f"run {run_id} is held by another transition; skipped for now")
         raise Run.DoesNotExist(f"run {run_id} does not exist")
     return Run(
         id=run_id,

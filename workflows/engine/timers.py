@@ -18,16 +18,18 @@ from workflows.status import RUN_ACTIVE, RUN_UNWINDING, StepStatus, TimerKind, T
 
 
 @transition
-def fire_timer(timer_id: int) -> bool:
+def fire_timer(timer_id: int, *, wait: bool = True) -> bool:
     """Fire one due timer; return ``False`` if it was already fired or cancelled.
 
     Two scanners firing the same timer race on the timer's compare-and-set: exactly one
-    fires it and applies its effect, the other sees ``False``.
+    fires it and applies its effect, the other sees ``False``. With ``wait=False`` a run
+    held by another transition raises :class:`~workflows.errors.RunBusy` instead of
+    waiting (see :func:`~workflows.engine.sql.lock_run`).
     """
     timer = Timer.objects.filter(pk=timer_id, status=TimerStatus.SCHEDULED).first()
     if timer is None:
         return False
-    run = lock_run(timer.run_id)
+    run = lock_run(timer.run_id, wait=wait)
     if not cas_update(
         Timer,
         timer_id,

@@ -27,7 +27,7 @@ class Command(BaseCommand):
             for name, result in results.items():
                 self.stdout.write(
                     f"{name:<24} found {result.found:>5}  {verb} {result.done:>5}  "
-                    f"errors {result.errors}"
+                    f"skipped {result.skipped:>3}  errors {result.errors}"
                 )
         if any(result.errors for result in results.values()):
             raise CommandError("some items failed; see the log for each error")

@@ -1,0 +1,12 @@
+"""The acceptance test app: its ``flows`` module is autodiscovered like any user app's."""
+
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class FlowAppConfig(AppConfig):
+    name = "tests.acceptance.flowapp"
+    label = "acceptance_flowapp"
+    verbose_name = "Acceptance test workflows"
+    default_auto_field = "django.db.models.BigAutoField"

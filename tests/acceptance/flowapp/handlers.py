@@ -1,0 +1,159 @@
+"""Handlers of the acceptance workflows.
+
+Each first records the call (process, attempt, idempotency key) and then does what the
+test scenario needs: pause, fail on purpose, wait to be released, or kill its own
+worker. Effects go through :func:`apply_effect`, keyed by the step's idempotency key.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db.models import F
+
+from tests.acceptance.flowapp.models import HandlerCall, SharedCounter, SideEffect
+from workflows import LeaseLost
+from workflows.context import Context
+
+HEARTBEAT_EVERY_SECONDS = 0.5
+DEFAULT_HOLD_SECONDS = 8.0  # below the queue's task timeout, so django-q2 never kills a hold
+
+
+# Directories under the processes' FLOWSITE_VAR_DIR, shared with the tests:
+# RELEASE_DIR/<run id> lets a held attempt go on (see :func:`hold`), BUSY_DIR/<pid>
+# exists while that process is inside a handler (see :func:`handling`), STALL_DIR/<run
+# id> names the process evaluating a stalling condition (see :func:`stall`).
+RELEASE_DIR = "release"
+BUSY_DIR = "busy"
+STALL_DIR = "stall"
+
+
+def var_path(*parts: Any) -> Path:
+    return Path(settings.VAR_DIR, *map(str, parts))
+
+
+@contextmanager
+def handling(ctx: Context) -> Iterator[None]:
+    """Record the call, and mark this process as inside a handler until the block ends.
+
+    The chaos test kills only marked workers (``Stack.kill_random_worker`` says why).
+    """
+    record_call(ctx)
+    marker = var_path(BUSY_DIR, os.getpid())
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.touch()
+    try:
+        yield
+    finally:
+        marker.unlink(missing_ok=True)
+
+
+def record_call(ctx: Context, note: str = "") -> None:
+    HandlerCall.objects.create(
+        run_id=ctx.run_id,
+        step_name=ctx.step_name,
+        attempt=ctx.attempt,
+        idempotency_key=ctx.idempotency_key,
+        pid=os.getpid(),
+        note=note,
+    )
+
+
+def apply_effect(ctx: Context) -> None:
+    """Perform the step's external effect once per idempotency key (later keys are ignored)."""
+    effect = SideEffect(
+        idempotency_key=ctx.idempotency_key,
+        run_id=ctx.run_id,
+        step_name=ctx.step_name,
+        attempt=ctx.attempt,
+        pid=os.getpid(),
+    )
+    SideEffect.objects.bulk_create([effect], ignore_conflicts=True)
+
+
+def output(ctx: Context) -> dict[str, Any]:
+    return {"step": ctx.step_name, "attempt": ctx.attempt, "pid": os.getpid()}
+
+
+def pause(ctx: Context, seconds: float) -> None:
+    """Sleep like a slow handler would, heartbeating so a long pause keeps its lease."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(left, HEARTBEAT_EVERY_SECONDS))
+        if seconds > HEARTBEAT_EVERY_SECONDS and time.monotonic() < deadline:
+            ctx.heartbeat()
+
+
+def work(ctx: Context) -> dict[str, Any]:
+    """An ordinary step: record, pause for ``input["pause"] = [low, high]`` seconds, effect."""
+    with handling(ctx):
+        low, high = ctx.input.get("pause", (0, 0))
+        pause(ctx, random.uniform(low, high))
+        apply_effect(ctx)
+        return output(ctx)
+
+
+def flaky(ctx: Context) -> dict[str, Any]:
+    """Fail the first ``input["failures"]`` attempts (default 1), then behave like :func:`work`."""
+    with handling(ctx):
+        if ctx.attempt <= ctx.input.get("failures", 1):
+            raise RuntimeError(f"planned failure of attempt {ctx.attempt}")
+        apply_effect(ctx)
+        return output(ctx)
+
+
+def hold(ctx: Context) -> dict[str, Any]:
+    """Block the attempts listed in ``input["hold_attempts"]`` until the test releases them.
+
+    With ``input["heartbeat_after_hold"]`` the released attempt heartbeats, and when that
+    is rejected it goes on regardless, like a handler that ignores the warning: the
+    engine must then reject its result too.
+    """
+    record_call(ctx)
+    if ctx.attempt in ctx.input.get("hold_attempts", [1]):
+        deadline = time.monotonic() + ctx.input.get("hold_seconds", DEFAULT_HOLD_SECONDS)
+        while not var_path(RELEASE_DIR, ctx.run_id).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if ctx.input.get("heartbeat_after_hold"):
+            try:
+                ctx.heartbeat()
+            except LeaseLost:
+                record_call(ctx, note="heartbeat rejected")
+    apply_effect(ctx)
+    return output(ctx)
+
+
+def die(ctx: Context) -> None:
+    """Kill this handler's own worker process, as an out-of-memory kill would."""
+    record_call(ctx)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def count(ctx: Context) -> dict[str, Any]:
+    """Increment the shared counter ``input["counter"]`` once per call."""
+    record_call(ctx)
+    SharedCounter.objects.filter(name=ctx.input["counter"]).update(value=F("value") + 1)
+    apply_effect(ctx)
+    return output(ctx)
+
+
+def stall(ctx: Context) -> bool:
+    """A ``when=`` condition that takes ``input["stall_seconds"]`` to answer yes.
+
+    Conditions run inside the transition that releases their step, which holds the
+    run's lock: the test freezes this process here, as a pause of the process (GC, swap,
+    a stopped VM) would freeze it in the middle of any transition.
+    """
+    path = var_path(STALL_DIR, ctx.run_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(str(os.getpid()))
+    time.sleep(ctx.input.get("stall_seconds", 1.0))
+    return True
