@@ -42,5 +42,9 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/throughput.py
 
+.PHONY: bench-workers
+bench-workers: $(STAMP)
+	$(BIN)/python bench/workers.py --database $${BENCH_DATABASE:-both}
+
 clean:
 	rm -rf $(VENV) var .pytest_cache .ruff_cache

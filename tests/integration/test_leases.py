@@ -158,3 +158,15 @@ def test_complete_with_claim_next_hands_the_next_step_to_the_same_worker():
     assert complete_step(following, None, claim_next=True) is None
     run.refresh_from_db()
     assert run.status == "completed"
+
+
+def test_ready_work_nobody_claimed_is_sent_again_and_recorded():
+    from workflows.scanners import redispatch_unclaimed
+
+    run = workflows.start_run(Leased)
+    step = ready_step(run)
+    assert redispatch_unclaimed().found == 0  # just made ready: not stale yet
+    later = timezone.now() + timedelta(minutes=5)
+    assert redispatch_unclaimed(now=later).done == 1
+    assert run.events.filter(type="step.redispatched", step=step).count() == 1
+    assert redispatch_unclaimed(now=timezone.now()).found == 0  # touched: not sent again

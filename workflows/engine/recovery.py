@@ -42,8 +42,22 @@ def redispatch(model: type[models.Model], unit_id: int, *, ready_before: datetim
         model, row.pk, version=row.version, where={"status": StepStatus.READY}, updated_at=db_now()
     ):
         return False
-    enqueue([(WORK_KINDS[model], row.pk)])
+    kind = WORK_KINDS[model]
+    run_id, step_id = _owners(model, row.pk)
+    events = EventLog()
+    events.add(run_id, f"{kind}.redispatched", step_id=step_id, unit=row.pk)
+    events.flush()
+    enqueue([(kind, row.pk)])
     return True
+
+
+def _owners(model: type[models.Model], unit_id: int) -> tuple[UUID, int]:
+    """The run and step a unit of ready work belongs to, for its history."""
+    if model is Step:
+        return Step.objects.values_list("run_id", "id").get(pk=unit_id)
+    if model is FanOutItem:
+        return FanOutItem.objects.values_list("step__run_id", "step_id").get(pk=unit_id)
+    return CompensationRecord.objects.values_list("run_id", "step_id").get(pk=unit_id)
 
 
 @transition

@@ -1,0 +1,1 @@
+"""Workflows used by ``bench/workers.py``, installed only by ``bench.settings``."""

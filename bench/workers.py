@@ -1,0 +1,1046 @@
+"""Flowsite with real worker processes: step throughput, step-to-step latency, timer lateness.
+
+What it measures, for each database (a fresh temporary SQLite file, and/or a database of
+its own on the PostgreSQL server at 127.0.0.1:5432), with real processes started the way
+an operator starts them (``manage.py qcluster`` with 2 workers on django-q2's ORM broker,
+and ``manage.py workflows_sweeper``), all using ``bench.settings``:
+
+* **step transitions/s**: 50 runs of a chain of 10 no-op tasks are started at once; the
+  figure is steps completed divided by the seconds from the first ``start_run`` to the
+  last run's ``finished_at`` (database clock). Repeated ``--rounds`` times.
+* **step-to-step latency**: single runs of the same workflow, one at a time (after a
+  random pause, so that starts do not line up with the broker's poll cycle); the gap
+  between consecutive steps' ``started_at`` (database clock; one full step cycle:
+  handler, fenced completion and claim of the next step). When a worker chains, a step's
+  ``step.completed`` event and the next step's ``step.started`` event are written by the
+  same transaction with the same timestamp, so events cannot show this gap. Also
+  printed: queue pickup, from the run's creation to its first step's ``started_at``.
+* **timer lateness**: 1,000 runs of a one-step ``Sleep(until=...)`` workflow whose due
+  times are spread evenly over the next minute (from 15 s on, so that starting them
+  stays ahead of their due times); lateness is ``Timer.fired_at`` (database clock)
+  minus ``Timer.due_at``.
+* **django-q2 alone**, through the same cluster and database, without the engine: no-op
+  ``async_task`` calls per second, and the gap between tasks of a chain in which each
+  task sends the next; printed beside the reference figures quoted from the design
+  notes (about 380 no-op tasks/s and 200 ms per chained task).
+
+Why: ``bench/throughput.py`` measures the engine's own cost in one process. Here the
+queue, the process boundaries, the sweeper's polling and the database's locking are in
+the path, as in a deployment.
+
+The script prints figures and never asserts timings. It exits non-zero when a phase does
+not finish within its bounded wait or a run does not complete as it should. Every
+process it starts gets a session of its own and its process group is killed at the end,
+also on errors and Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import logging
+import os
+import platform
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+MANAGE = REPO_ROOT / "manage.py"
+SETTINGS_MODULE = "bench.settings"
+STEPS_PER_RUN = 10
+NOOP_WORKFLOW = "bench_workers_noop_10"
+SLEEP_WORKFLOW = "bench_workers_sleep_until"
+
+POSTGRES = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
+POSTGRES_MAINTENANCE_DB = "postgres"
+POSTGRES_BENCH_DB = "flowsite_bench"
+
+# django-q2 alone on this kind of machine, as quoted for comparison when this benchmark
+# was asked for; printed as given. The script measures its own django-q2-alone figures
+# (same cluster, same database) beside them.
+REFERENCE_TASKS_PER_SECOND = 380
+REFERENCE_CHAINED_STEP_MS = 200
+
+QUEUE_CHAINS = 5
+STOP_GRACE_SECONDS = 20
+READY_TIMEOUT_SECONDS = 120
+LOG_TAIL_LINES = 40
+
+
+class BenchError(Exception):
+    """A phase did not finish as it should; the message says which and why."""
+
+
+class Interrupted(BaseException):
+    """SIGTERM received: unwind like Ctrl-C so every started process is stopped."""
+
+
+# -- figures -------------------------------------------------------------------------------
+
+
+@dataclass
+class Spread:
+    """Median, 99th percentile and extremes of a list of milliseconds."""
+
+    count: int
+    p50: float
+    p99: float
+    minimum: float
+    maximum: float
+
+    @classmethod
+    def of(cls, values_ms: Sequence[float]) -> Spread:
+        ordered = sorted(values_ms)
+        if not ordered:
+            raise BenchError("no samples to summarise")
+        return cls(
+            count=len(ordered),
+            p50=percentile(ordered, 50),
+            p99=percentile(ordered, 99),
+            minimum=ordered[0],
+            maximum=ordered[-1],
+        )
+
+
+def percentile(ordered: Sequence[float], pct: float) -> float:
+    """Linear-interpolated percentile of already sorted values (numpy's default method)."""
+    if len(ordered) == 1:
+        return ordered[0]
+    position = (len(ordered) - 1) * pct / 100
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+@dataclass
+class ThroughputRound:
+    runs: int
+    steps_completed: int
+    seconds: float
+    start_seconds: float
+    steps_via_queue: int
+    worker_processes: int
+
+    @property
+    def steps_per_second(self) -> float:
+        return self.steps_completed / self.seconds
+
+
+@dataclass
+class Figures:
+    """Everything measured against one database."""
+
+    database: str
+    facts: dict[str, str]
+    workers: int
+    throughput: list[ThroughputRound] = field(default_factory=list)
+    step_gap: Spread | None = None
+    pickup: Spread | None = None
+    run_duration: Spread | None = None
+    timers: TimerFigures | None = None
+    queue_alone: QueueFigures | None = None
+    diagnostics: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def steps_per_second(self) -> float:
+        return statistics.median(r.steps_per_second for r in self.throughput)
+
+
+# -- arguments -----------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument(
+        "--database",
+        choices=["sqlite", "postgres", "both"],
+        default="both",
+        help="where to run (default both: SQLite, then PostgreSQL at 127.0.0.1:5432)",
+    )
+    parser.add_argument("--workers", type=int, default=2, help="qcluster workers (default 2)")
+    parser.add_argument(
+        "--runs", type=int, default=50, help="concurrent runs per throughput round (default 50)"
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="throughput rounds (default 3)")
+    parser.add_argument(
+        "--latency-runs",
+        type=int,
+        default=30,
+        help="single runs, one at a time, for step-to-step latency (default 30)",
+    )
+    parser.add_argument("--timers", type=int, default=1000, help="timers to fire (default 1000)")
+    parser.add_argument(
+        "--timer-window",
+        type=float,
+        default=60.0,
+        help="seconds over which the timers fall due, from the start of the phase (default 60)",
+    )
+    parser.add_argument(
+        "--queue-tasks",
+        type=int,
+        default=500,
+        help="no-op tasks for the django-q2-alone baseline (default 500; 0 skips it)",
+    )
+    parser.add_argument(
+        "--conn-max-age",
+        type=int,
+        default=None,
+        help="experiment: set CONN_MAX_AGE (seconds) in every process instead of the "
+        "demo project's value (0 opens a new connection per request, task and poll)",
+    )
+    parser.add_argument("--keep-logs", action="store_true", help="keep the processes' logs")
+    parser.add_argument("--results-file", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if min(args.workers, args.runs, args.rounds, args.latency_runs, args.timers) < 1:
+        parser.error("--workers, --runs, --rounds, --latency-runs and --timers must be positive")
+    if args.queue_tasks < 0:
+        parser.error("--queue-tasks must not be negative")
+    if args.timer_window < 15:
+        parser.error("--timer-window must be at least 15 seconds")
+    return args
+
+
+# -- processes -----------------------------------------------------------------------------
+
+
+class Processes:
+    """The subprocesses of one benchmark, each in its own session, always stopped at exit.
+
+    Stopping sends SIGTERM to each process (qcluster and the sweeper both shut down
+    cleanly on it), waits, then SIGKILLs whatever is left in each process group:
+    qcluster's workers are children of its sentinel and would otherwise outlive a killed
+    parent. Leftovers are found through ``/proc`` (Linux).
+    """
+
+    def __init__(self, log_dir: Path, env: dict[str, str]) -> None:
+        self.log_dir = log_dir
+        self.env = env
+        self.started: list[tuple[str, subprocess.Popen[bytes], Path]] = []
+
+    def manage(self, name: str, *args: str, timeout: float) -> None:
+        """Run a management command to completion (bounded); raise with its log if it fails."""
+        log = self.log_dir / f"{name}.log"
+        proc = self._spawn(name, args, log)
+        try:
+            returncode = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise BenchError(f"manage.py {' '.join(args)} did not finish in {timeout:g}s") from exc
+        if returncode != 0:
+            raise BenchError(f"manage.py {' '.join(args)} exited with {returncode}:\n{tail(log)}")
+
+    def start(self, name: str, *args: str) -> None:
+        """Start a long-running management command in the background."""
+        self._spawn(name, args, self.log_dir / f"{name}.log")
+
+    def _spawn(self, name: str, args: Sequence[str], log: Path) -> subprocess.Popen[bytes]:
+        with log.open("ab") as output:
+            proc = subprocess.Popen(
+                [sys.executable, str(MANAGE), *args],
+                cwd=REPO_ROOT,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.started.append((name, proc, log))
+        return proc
+
+    def check_alive(self) -> None:
+        """Raise if a background process has exited."""
+        for name, proc, log in self.started:
+            if name in {"migrate"}:
+                continue
+            if proc.poll() is not None:
+                raise BenchError(f"{name} exited with {proc.returncode}:\n{tail(log)}")
+
+    def logs(self) -> list[Path]:
+        return [log for _, _, log in self.started]
+
+    def stop_all(self) -> None:
+        """Stop every process; a second Ctrl-C or SIGTERM cannot cut this short."""
+        previous = {
+            sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)
+        }
+        try:
+            self._stop_all()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _stop_all(self) -> None:
+        for _, proc, _ in self.started:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        for name, proc, _ in self.started:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                print(f"  {name} did not stop within {STOP_GRACE_SECONDS}s; killing it")
+        for _, proc, _ in self.started:
+            for pid in self._group_members(proc.pid):  # leftovers, e.g. orphaned workers
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            if proc.poll() is None:
+                proc.wait(timeout=10)
+
+    def _group_members(self, pgid: int) -> list[int]:
+        """Processes still in the group ``pgid`` that this benchmark started.
+
+        A group whose leader has exited can be empty and its id reused by an unrelated
+        group, so members are matched by group id *and* by this benchmark's own
+        ``FLOWSITE_VAR_DIR`` in their environment, never by the group id alone.
+        """
+        marker = f"FLOWSITE_VAR_DIR={self.env['FLOWSITE_VAR_DIR']}".encode()
+        members = []
+        for entry in Path("/proc").glob("[0-9]*"):
+            try:
+                stat = (entry / "stat").read_text()
+                group = int(stat.rsplit(")", 1)[1].split()[2])
+                if group == pgid and marker in (entry / "environ").read_bytes().split(b"\0"):
+                    members.append(int(entry.name))
+            except (OSError, ValueError, IndexError):
+                continue  # exited meanwhile, or not readable: not ours to kill
+        return members
+
+
+def tail(log: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        text = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return f"(no log at {log})"
+    return "\n".join(f"    | {line}" for line in text[-lines:])
+
+
+def wait_for(
+    what: str, done: Callable[[], bool], timeout: float, processes: Processes, poll: float = 0.02
+) -> None:
+    """Poll ``done`` until it is true; raise a clear error after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise BenchError(f"timed out after {timeout:g}s waiting for {what}")
+        processes.check_alive()
+        time.sleep(poll)
+
+
+# -- databases -----------------------------------------------------------------------------
+
+
+@contextmanager
+def postgres_database() -> Iterator[str]:
+    """Create the benchmark's own PostgreSQL database, yield its URL, drop it afterwards.
+
+    Only the database named ``POSTGRES_BENCH_DB`` is ever created or dropped.
+    """
+    import psycopg
+    from psycopg import sql
+
+    def admin(statement: sql.Composed) -> None:
+        with psycopg.connect(
+            **POSTGRES, dbname=POSTGRES_MAINTENANCE_DB, autocommit=True, connect_timeout=10
+        ) as connection:
+            connection.execute(statement)
+
+    name = sql.Identifier(POSTGRES_BENCH_DB)
+    try:
+        admin(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
+        admin(sql.SQL("CREATE DATABASE {}").format(name))
+    except psycopg.OperationalError as exc:
+        raise BenchError(f"PostgreSQL at {POSTGRES['host']}:{POSTGRES['port']}: {exc}") from exc
+    try:
+        yield f"postgres://{POSTGRES['user']}@{POSTGRES['host']}:{POSTGRES['port']}/{POSTGRES_BENCH_DB}"
+    finally:
+        admin(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
+
+
+@contextmanager
+def database_url(database: str, tmp: Path) -> Iterator[str]:
+    if database == "postgres":
+        with postgres_database() as url:
+            yield url
+    else:
+        yield f"sqlite:///{tmp / 'bench.sqlite3'}"
+
+
+def bench_env(url: str, tmp: Path, workers: int, conn_max_age: int | None = None) -> dict[str, str]:
+    """The environment of the subprocesses, and of this process's own Django."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key
+        not in {
+            "DATABASE_URL",
+            "FLOWSITE_REDIS_URL",
+            "FLOWSITE_WORKERS",
+            "Q_CLUSTER_NAME",
+            "BENCH_CONN_MAX_AGE",
+        }
+    }
+    if conn_max_age is not None:
+        env["BENCH_CONN_MAX_AGE"] = str(conn_max_age)
+    env.update(
+        DJANGO_SETTINGS_MODULE=SETTINGS_MODULE,
+        DATABASE_URL=url,
+        FLOWSITE_VAR_DIR=str(tmp),
+        # DEBUG would record every query of these long-lived processes in memory.
+        DJANGO_DEBUG="0",
+        BENCH_WORKERS=str(workers),
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+def setup_django(env: dict[str, str]) -> None:
+    os.environ.update(env)
+    for key in ("FLOWSITE_REDIS_URL", "FLOWSITE_WORKERS", "Q_CLUSTER_NAME", "BENCH_CONN_MAX_AGE"):
+        if key not in env:
+            os.environ.pop(key, None)
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT))
+    import django
+
+    django.setup()
+    # This process only enqueues; django-q2 would log every message it sends.
+    logging.getLogger("django-q").setLevel(logging.WARNING)
+
+
+def load_average() -> str:
+    """The 1-minute load average: other work on the machine skews every figure."""
+    return f"{os.getloadavg()[0]:.2f}"
+
+
+def database_facts(database: str) -> dict[str, str]:
+    import django
+    from django.db import connection
+
+    facts = {
+        "django": django.get_version(),
+        "python": platform.python_version(),
+        "load_before": load_average(),
+    }
+    with connection.cursor() as cursor:
+        if database == "postgres":
+            cursor.execute("show server_version")
+            facts["server"] = f"PostgreSQL {cursor.fetchone()[0]}"
+            cursor.execute("show synchronous_commit")
+            facts["settings"] = f"synchronous_commit={cursor.fetchone()[0]}"
+        else:
+            cursor.execute("select sqlite_version()")
+            facts["server"] = f"SQLite {cursor.fetchone()[0]}"
+            cursor.execute("pragma journal_mode")
+            journal = cursor.fetchone()[0]
+            cursor.execute("pragma synchronous")
+            level = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}.get(cursor.fetchone()[0], "?")
+            facts["settings"] = f"journal_mode={journal}, synchronous={level}, BEGIN IMMEDIATE"
+    return facts
+
+
+# -- phases --------------------------------------------------------------------------------
+
+
+def start_noop_runs(count: int, business_key: str) -> None:
+    from workflows import start_run
+
+    for index in range(count):
+        start_run(NOOP_WORKFLOW, {"n": index}, business_key=business_key)
+
+
+def runs_finished(business_key: str, count: int) -> Callable[[], bool]:
+    """A check that every run of the batch is final; a failed run is an error at once."""
+    from workflows.models import Run
+    from workflows.status import RUN_FINAL, RunStatus
+
+    def done() -> bool:
+        statuses = list(Run.objects.filter(business_key=business_key).values_list("status"))
+        failed = sum(status == RunStatus.FAILED for (status,) in statuses)
+        if failed:
+            raise BenchError(f"{failed} run(s) of batch {business_key!r} failed")
+        return sum(status in RUN_FINAL for (status,) in statuses) == count
+
+    return done
+
+
+def check_completed(business_key: str, runs: int, steps_per_run: int) -> int:
+    """Check from the database that every run and step completed; return steps completed."""
+    from workflows.models import Run, Step
+    from workflows.status import RunStatus, StepStatus
+
+    completed_runs = Run.objects.filter(
+        business_key=business_key, status=RunStatus.COMPLETED
+    ).count()
+    completed_steps = Step.objects.filter(
+        run__business_key=business_key, status=StepStatus.COMPLETED
+    ).count()
+    if completed_runs != runs or completed_steps != runs * steps_per_run:
+        raise BenchError(
+            f"batch {business_key!r}: {completed_runs}/{runs} runs and "
+            f"{completed_steps}/{runs * steps_per_run} steps completed"
+        )
+    return completed_steps
+
+
+def warm_up(processes: Processes, workers: int) -> float:
+    """Start a few runs and wait until the cluster has run them (imports, connections)."""
+    began = time.monotonic()
+    runs = 2 * workers
+    start_noop_runs(runs, "warm-up")
+    wait_for(
+        "the qcluster to run the warm-up runs (is it starting? see its log)",
+        runs_finished("warm-up", runs),
+        READY_TIMEOUT_SECONDS,
+        processes,
+    )
+    check_completed("warm-up", runs, STEPS_PER_RUN)
+    return time.monotonic() - began
+
+
+def measure_latency(processes: Processes, runs: int) -> tuple[Spread, Spread, Spread]:
+    """Single runs, one at a time: step-to-step gaps, queue pickup and run duration (ms)."""
+    from django.conf import settings
+
+    from workflows.models import Run, Step
+
+    poll = float(settings.Q_CLUSTER.get("poll", 0.2))
+    gaps, pickups, durations = [], [], []
+    for index in range(runs):
+        key = f"latency-{index}"
+        # Starting each run right after the previous one ended would land every start at
+        # the same point of the broker's poll cycle; a random pause spreads them over it.
+        time.sleep(random.uniform(0, 2 * poll))
+        start_noop_runs(1, key)
+        wait_for(f"latency run {index}", runs_finished(key, 1), 60, processes, poll=0.005)
+        check_completed(key, 1, STEPS_PER_RUN)
+        run = Run.objects.get(business_key=key)
+        started = list(
+            Step.objects.filter(run=run).order_by("name").values_list("started_at", flat=True)
+        )
+        gaps += [ms(later - earlier) for earlier, later in itertools.pairwise(started)]
+        pickups.append(ms(started[0] - run.created_at))
+        durations.append(ms(run.finished_at - run.created_at))
+    return Spread.of(gaps), Spread.of(pickups), Spread.of(durations)
+
+
+def measure_throughput(processes: Processes, runs: int, round_index: int) -> ThroughputRound:
+    """Start ``runs`` runs at once; seconds from the first start to the last run's end."""
+    from django.db.models import Max
+    from django.utils import timezone
+
+    from workflows.models import Event, Run, Step
+
+    key = f"throughput-{round_index}"
+    began = timezone.now()
+    start_noop_runs(runs, key)
+    start_seconds = (timezone.now() - began).total_seconds()
+    wait_for(f"throughput round {round_index}", runs_finished(key, runs), 300, processes)
+    steps = check_completed(key, runs, STEPS_PER_RUN)
+    last_finished = Run.objects.filter(business_key=key).aggregate(last=Max("finished_at"))["last"]
+    via_queue = Event.objects.filter(run__business_key=key, type="step.ready").count()
+    owners = Step.objects.filter(run__business_key=key).values_list("lease_owner", flat=True)
+    return ThroughputRound(
+        runs=runs,
+        steps_completed=steps,
+        seconds=(last_finished - began).total_seconds(),
+        start_seconds=start_seconds,
+        steps_via_queue=via_queue,
+        worker_processes=len({owner.rsplit(":", 1)[0] for owner in owners}),
+    )
+
+
+@dataclass
+class TimerFigures:
+    lateness: Spread
+    quiet_lateness: Spread | None
+    created_late: int
+    start_seconds: float
+    lead_seconds: float
+
+
+def measure_timers(processes: Processes, count: int, window: float) -> TimerFigures:
+    """Start ``count`` sleeping runs due over ``window`` seconds; lateness of each timer (ms).
+
+    Due times start a quarter into the window, so that starting the runs (in due order)
+    stays ahead of them; a timer created after its due time is counted and left out.
+    Timers due after the last run was started are also summarised on their own: they
+    fire while the benchmark itself no longer writes.
+    """
+    from django.db.models import F
+    from django.utils import timezone
+
+    from workflows import start_run
+    from workflows.models import Timer
+    from workflows.status import TimerStatus
+
+    lead = window / 4
+    began = timezone.now()
+    spacing = (window - lead) / count
+    for index in range(count):
+        due = began + timedelta(seconds=lead + index * spacing)
+        start_run(SLEEP_WORKFLOW, {"due_at": due.isoformat()}, business_key="timers")
+    all_started = timezone.now()
+    timers = Timer.objects.filter(run__business_key="timers")
+    if timers.count() != count:
+        raise BenchError(f"expected {count} timers, found {timers.count()}")
+    remaining = (began + timedelta(seconds=window) - timezone.now()).total_seconds()
+    wait_for(
+        f"{count} timers to fire",
+        lambda: not timers.filter(status=TimerStatus.SCHEDULED).exists(),
+        remaining + 90,
+        processes,
+        poll=0.5,
+    )
+    check_completed("timers", count, 1)
+    on_time = timers.filter(created_at__lte=F("due_at"))
+    lateness = [ms(fired - due) for fired, due in on_time.values_list("fired_at", "due_at")]
+    quiet = [
+        ms(fired - due)
+        for fired, due in on_time.filter(due_at__gt=all_started).values_list("fired_at", "due_at")
+    ]
+    return TimerFigures(
+        lateness=Spread.of(lateness),
+        quiet_lateness=Spread.of(quiet) if quiet else None,
+        created_late=timers.filter(created_at__gt=F("due_at")).count(),
+        start_seconds=(all_started - began).total_seconds(),
+        lead_seconds=lead,
+    )
+
+
+@dataclass
+class QueueFigures:
+    """django-q2 alone, through the same cluster: no-op tasks/s and chained-task latency."""
+
+    tasks: int
+    tasks_per_second: float
+    hop: Spread
+
+
+def measure_queue_alone(processes: Processes, tasks: int, chains: int, hops: int) -> QueueFigures:
+    """The queue without the engine, on the same cluster and database.
+
+    Throughput: ``tasks`` no-op ``async_task`` calls, from the first send to the last
+    result's ``stopped`` (each task saves its result, one insert, whatever
+    ``save_limit`` says). Latency: ``chains`` chains of
+    ``hops`` tasks in which each task sends the next; the gap between consecutive tasks'
+    own start times (handler clock).
+    """
+    from django.db.models import Max
+    from django.utils import timezone
+    from django_q.models import Success, Task
+    from django_q.tasks import async_task
+
+    # The project keeps no successful results (save_limit -1); these tasks ask for theirs
+    # (save=True), which django-q2 then stores without trimming the table.
+    Task.objects.filter(group__startswith="queue-").delete()
+    began = timezone.now()
+    for _ in range(tasks):
+        async_task("bench.benchapp.tasks.noop", group="queue-noop", save=True)
+    done = Success.objects.filter(group="queue-noop")
+    wait_for(f"{tasks} no-op queue tasks", lambda: done.count() >= tasks, 300, processes)
+    last = done.aggregate(last=Max("stopped"))["last"]
+    gaps = []
+    for chain in range(chains):
+        group = f"queue-hops-{chain}"
+        async_task("bench.benchapp.tasks.hop", hops, group, group=group, save=True)
+        results = Success.objects.filter(group=group)
+        wait_for(
+            f"chain {chain} of {hops} queue tasks",
+            lambda results=results: results.count() >= hops,
+            120,
+            processes,
+        )
+        ran_at = sorted(results.values_list("result", flat=True))
+        gaps += [1000 * (later - earlier) for earlier, later in itertools.pairwise(ran_at)]
+    return QueueFigures(
+        tasks=tasks,
+        tasks_per_second=tasks / (last - began).total_seconds(),
+        hop=Spread.of(gaps),
+    )
+
+
+def diagnostics(logs: Sequence[Path]) -> dict[str, int]:
+    """Counts that explain surprises: lock retries, errors, lost leases, queue failures."""
+    from django_q.models import Failure, OrmQ
+
+    from workflows.models import Event
+
+    text = "\n".join(log.read_text(errors="replace") for log in logs if log.exists())
+    counts = {
+        "log lines 'database is locked'": text.count("database is locked"),
+        "log tracebacks": text.count("Traceback (most recent call last)"),
+        "lease.lost events": Event.objects.filter(type="lease.lost").count(),
+        "lease.expired events": Event.objects.filter(type="lease.expired").count(),
+        "run.repaired events": Event.objects.filter(type="run.repaired").count(),
+        "django-q2 failed tasks": Failure.objects.count(),
+        "django-q2 queue rows left": OrmQ.objects.count(),
+    }
+    sessions = postgres_sessions()
+    if sessions is not None:
+        counts["PostgreSQL sessions opened"] = sessions
+    return counts
+
+
+def postgres_sessions() -> int | None:
+    """Connections opened to this database so far (PostgreSQL 14+), else ``None``.
+
+    With ``CONN_MAX_AGE = 0`` every process that calls ``close_old_connections`` (django-q2's
+    pusher and workers, the sweeper) opens a new connection each time.
+    """
+    from django.db import connection
+
+    if connection.vendor != "postgresql" or connection.pg_version < 140000:
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("select sessions from pg_stat_database where datname = current_database()")
+        return int(cursor.fetchone()[0])
+
+
+def ms(delta: timedelta) -> float:
+    return delta.total_seconds() * 1000
+
+
+# -- one database --------------------------------------------------------------------------
+
+
+def run_one(args: argparse.Namespace) -> Figures:
+    database = args.database
+    print(f"== {database}: starting (logs, database and processes in a temporary directory)")
+    with tempfile.TemporaryDirectory(prefix=f"flowsite-bench-workers-{database}-") as tmp_name:
+        tmp = Path(tmp_name)
+        with database_url(database, tmp) as url:
+            env = bench_env(url, tmp, args.workers, args.conn_max_age)
+            processes = Processes(tmp, env)
+            failed = False
+            try:
+                figures = run_phases(args, processes, env)
+            except BenchError:
+                failed = True  # keep the logs: they say why
+                raise
+            finally:
+                processes.stop_all()
+                _close_connections()
+                if args.keep_logs or failed:
+                    kept = Path(tempfile.mkdtemp(prefix=f"flowsite-bench-logs-{database}-"))
+                    for log in processes.logs():
+                        if log.exists():
+                            (kept / log.name).write_bytes(log.read_bytes())
+                    print(f"  logs kept in {kept}")
+    return figures
+
+
+def _close_connections() -> None:
+    from django.apps import apps
+
+    if apps.ready:
+        from django.db import connections
+
+        connections.close_all()
+
+
+def run_phases(args: argparse.Namespace, processes: Processes, env: dict[str, str]) -> Figures:
+    began = time.monotonic()
+    processes.manage("migrate", "migrate", "--no-input", timeout=300)
+    setup_django(env)
+    figures = Figures(database=args.database, facts=database_facts(args.database), workers=0)
+    from django.conf import settings
+
+    from workflows.conf import workflow_settings
+
+    figures.workers = settings.Q_CLUSTER["workers"]
+    figures.facts["conn_max_age"] = str(settings.DATABASES["default"].get("CONN_MAX_AGE", 0))
+    figures.facts["broker_poll"] = f"{settings.Q_CLUSTER.get('poll', 0.2):g} s"
+    figures.facts["timer_poll"] = f"{workflow_settings.TIMER_POLL_INTERVAL.total_seconds():g} s"
+    processes.start("qcluster", "qcluster")
+    processes.start("sweeper", "workflows_sweeper")
+
+    warm = warm_up(processes, figures.workers)
+    print(f"  cluster ready; warm-up runs done in {warm:.1f}s")
+
+    figures.step_gap, figures.pickup, figures.run_duration = measure_latency(
+        processes, args.latency_runs
+    )
+    print(f"  latency: {args.latency_runs} single runs done")
+
+    for index in range(args.rounds):
+        measured = measure_throughput(processes, args.runs, index)
+        figures.throughput.append(measured)
+        print(
+            f"  throughput round {index + 1}: {measured.steps_completed} steps in "
+            f"{measured.seconds:.2f}s = {measured.steps_per_second:,.0f} steps/s"
+        )
+
+    print(f"  timers: {args.timers} runs due over the next {args.timer_window:g}s ...")
+    figures.timers = measure_timers(processes, args.timers, args.timer_window)
+
+    if args.queue_tasks:
+        figures.queue_alone = measure_queue_alone(
+            processes, args.queue_tasks, chains=QUEUE_CHAINS, hops=STEPS_PER_RUN
+        )
+        print(f"  django-q2 alone: {args.queue_tasks} no-op tasks and {QUEUE_CHAINS} chains done")
+    processes.check_alive()
+    figures.diagnostics = diagnostics(processes.logs())
+    figures.facts["load_after"] = load_average()
+    figures.facts["seconds"] = f"{time.monotonic() - began:.0f}"
+    return figures
+
+
+# -- report --------------------------------------------------------------------------------
+
+
+def report(figures: Figures, args: argparse.Namespace) -> None:
+    facts, gap, pickup, duration = (
+        figures.facts,
+        figures.step_gap,
+        figures.pickup,
+        figures.run_duration,
+    )
+    timers, queue = figures.timers, figures.queue_alone
+    assert gap and pickup and duration and timers
+    late = timers.lateness
+    rounds = figures.throughput
+    print()
+    print(f"Flowsite with workers (bench/workers.py): {args.database}")
+    print(f"  {facts['server']} ({facts['settings']})")
+    print(
+        f"  Python {facts['python']}, Django {facts['django']}, {os.cpu_count()} CPUs, "
+        f"{platform.platform()}"
+    )
+    print(f"  1-minute load average: {facts['load_before']} before, {facts['load_after']} after")
+    print(f"  CONN_MAX_AGE: {facts['conn_max_age']}")
+    print(
+        f"  processes: qcluster ({figures.workers} workers, ORM broker, poll "
+        f"{facts['broker_poll']}) + workflows_sweeper (timer poll {facts['timer_poll']})"
+    )
+    measured_queue = (
+        f"{queue.tasks_per_second:,.0f} tasks/s" if queue else "",
+        f"{queue.hop.p50:.0f} / {queue.hop.p99:.0f} per task" if queue else "",
+    )
+    rows = [
+        (
+            f"step transitions/s ({args.runs} runs x {STEPS_PER_RUN} no-op steps)",
+            f"{figures.steps_per_second:,.0f}",
+            measured_queue[0],
+            f"~{REFERENCE_TASKS_PER_SECOND} tasks/s",
+        ),
+        ("  rounds", ", ".join(f"{r.steps_per_second:,.0f}" for r in rounds), "", ""),
+        (
+            "  steps sent through the queue / completed",
+            f"{statistics.median(r.steps_via_queue for r in rounds):g} / "
+            f"{args.runs * STEPS_PER_RUN}",
+            "",
+            "",
+        ),
+        (
+            "  worker processes that ran steps",
+            f"{statistics.median(r.worker_processes for r in rounds):g}",
+            "",
+            "",
+        ),
+        (
+            "  seconds to start the runs (in the window)",
+            f"{statistics.median(r.start_seconds for r in rounds):.2f}",
+            "",
+            "",
+        ),
+        (
+            "step-to-step latency p50 / p99 (ms)",
+            f"{gap.p50:.1f} / {gap.p99:.1f}",
+            measured_queue[1],
+            f"~{REFERENCE_CHAINED_STEP_MS} per chained task",
+        ),
+        ("  queue pickup p50 / p99 (ms)", f"{pickup.p50:.0f} / {pickup.p99:.0f}", "", ""),
+        ("  whole run of 10 steps p50 (ms)", f"{duration.p50:.0f}", "", ""),
+        (
+            f"timer lateness p50 / p99 (ms, {late.count} timers)",
+            f"{late.p50:.0f} / {late.p99:.0f}",
+            "",
+            "",
+        ),
+        ("  max lateness (ms)", f"{late.maximum:.0f}", "", ""),
+    ]
+    if timers.quiet_lateness is not None:
+        quiet = timers.quiet_lateness
+        rows.append(
+            (
+                f"  p50 / p99 of the {quiet.count} due after the last start",
+                f"{quiet.p50:.0f} / {quiet.p99:.0f}",
+                "",
+                "",
+            )
+        )
+    headers = ("measure", "Flowsite", "django-q2 measured", "django-q2 quoted")
+    widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(4)]
+    print()
+    for row in [headers, tuple("-" * w for w in widths), *rows]:
+        print(
+            f"  {row[0].ljust(widths[0])}  {row[1].rjust(widths[1])}  "
+            f"{row[2].rjust(widths[2])}  {row[3]}"
+        )
+    print()
+    print(
+        f"  latency: gaps between consecutive steps' started_at (database clock), "
+        f"{gap.count} gaps of {args.latency_runs} single runs; pickup = run created -> "
+        "first step started"
+    )
+    print(
+        f"  timers: {args.timers} runs started in {timers.start_seconds:.1f}s, due from "
+        f"{timers.lead_seconds:g}s to {args.timer_window:g}s; {timers.created_late} created "
+        "after their due time (left out)"
+    )
+    if queue:
+        print(
+            f"  django-q2 measured: {queue.tasks} no-op async_task calls to the same cluster "
+            f"(first send -> last stopped); {QUEUE_CHAINS} chains of {STEPS_PER_RUN} tasks "
+            "each sending the next (gap between handler start times)"
+        )
+    print("  diagnostics: " + ", ".join(f"{k}: {v}" for k, v in figures.diagnostics.items()))
+    print(f"  (over the {facts['seconds']} s of this database's benchmark)")
+
+
+def summary(results: dict[str, dict[str, Any]]) -> None:
+    """One table side by side when both databases ran."""
+
+    def queue(res: dict[str, Any], fmt: Callable[[dict[str, Any]], str]) -> str:
+        return fmt(res["queue_alone"]) if res.get("queue_alone") else "-"
+
+    databases = list(results)
+    header = ["measure", *databases, *(f"django-q2 on {db}" for db in databases), "quoted"]
+    rows = [
+        [
+            "step transitions/s (queue: tasks/s)",
+            *(f"{median_rate(res):,.0f}" for res in results.values()),
+            *(queue(res, lambda q: f"{q['tasks_per_second']:,.0f}") for res in results.values()),
+            f"~{REFERENCE_TASKS_PER_SECOND}",
+        ],
+        [
+            "step-to-step p50 / p99 ms",
+            *(
+                f"{res['step_gap']['p50']:.1f} / {res['step_gap']['p99']:.1f}"
+                for res in results.values()
+            ),
+            *(
+                queue(res, lambda q: f"{q['hop']['p50']:.0f} / {q['hop']['p99']:.0f}")
+                for res in results.values()
+            ),
+            f"~{REFERENCE_CHAINED_STEP_MS}",
+        ],
+        [
+            "timer lateness p50 / p99 ms",
+            *(
+                f"{res['timers']['lateness']['p50']:.0f} / {res['timers']['lateness']['p99']:.0f}"
+                for res in results.values()
+            ),
+            *("" for _ in databases),
+            "",
+        ],
+    ]
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    print()
+    print("Summary (medians of this invocation)")
+    for row in [header, ["-" * w for w in widths], *rows]:
+        print("  " + "  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)))
+
+
+def median_rate(result: dict[str, Any]) -> float:
+    return statistics.median(r["steps_per_second"] for r in result["throughput"])
+
+
+def as_json(figures: Figures) -> dict[str, Any]:
+    data = asdict(figures)
+    for measured, round_data in zip(figures.throughput, data["throughput"], strict=True):
+        round_data["steps_per_second"] = measured.steps_per_second
+    return data
+
+
+# -- entry point ---------------------------------------------------------------------------
+
+
+def _raise_interrupted(signum: int, frame: Any) -> None:
+    raise Interrupted(f"signal {signum}")
+
+
+def child_argv(args: argparse.Namespace, database: str, results_file: Path) -> list[str]:
+    """The command line that runs one database with the same options."""
+    argv = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        f"--database={database}",
+        f"--workers={args.workers}",
+        f"--runs={args.runs}",
+        f"--rounds={args.rounds}",
+        f"--latency-runs={args.latency_runs}",
+        f"--timers={args.timers}",
+        f"--timer-window={args.timer_window}",
+        f"--queue-tasks={args.queue_tasks}",
+        *([f"--conn-max-age={args.conn_max_age}"] if args.conn_max_age is not None else []),
+        f"--results-file={results_file}",
+    ]
+    return [*argv, "--keep-logs"] if args.keep_logs else argv
+
+
+def run_both(args: argparse.Namespace) -> int:
+    """Run each database in a child process of its own (Django is set up once per process)."""
+    results: dict[str, dict[str, Any]] = {}
+    status = 0
+    with tempfile.TemporaryDirectory(prefix="flowsite-bench-workers-") as tmp:
+        for database in ("sqlite", "postgres"):
+            results_file = Path(tmp) / f"{database}.json"
+            child = subprocess.Popen(child_argv(args, database, results_file), cwd=REPO_ROOT)
+            try:
+                returncode = child.wait()
+            except (KeyboardInterrupt, Interrupted) as exc:
+                # A terminal's Ctrl-C reaches the child too (same process group); a signal
+                # sent to this process alone does not. The child stops its own processes,
+                # ignoring further signals while it does.
+                if isinstance(exc, KeyboardInterrupt):
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        child.wait(timeout=2)
+                if child.poll() is None:
+                    child.send_signal(signal.SIGTERM)
+                child.wait(timeout=STOP_GRACE_SECONDS + 30)
+                raise
+            if returncode != 0:
+                status = returncode
+            elif results_file.exists():
+                results[database] = json.loads(results_file.read_text())
+    if len(results) > 1:
+        summary(results)
+    return status
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _raise_interrupted)
+    # Also when started from a shell that ignores SIGINT for background jobs.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        if args.database == "both":
+            return run_both(args)
+        figures = run_one(args)
+    except BenchError as exc:
+        print(f"FAILED ({args.database}): {exc}", file=sys.stderr)
+        return 1
+    except (KeyboardInterrupt, Interrupted):
+        print(f"interrupted ({args.database}); every started process was stopped", file=sys.stderr)
+        return 130
+    report(figures, args)
+    if args.results_file is not None:
+        args.results_file.write_text(json.dumps(as_json(figures), default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
