@@ -38,7 +38,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from workflows import FanOut, Task, Workflow  # noqa: E402  (needs the repository on sys.path)
+from bench.handlers import noop_chain  # noqa: E402  (needs the repository on sys.path)
+from workflows import FanOut, Workflow  # noqa: E402
 
 STEPS_PER_RUN = 10
 NOOP = "bench.handlers.noop"
@@ -47,22 +48,7 @@ QUERIES_KEY = "bench-queries"
 SYNCHRONOUS_NAMES = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 
 
-class BenchNoop10(Workflow):
-    """Ten tasks in a chain, each doing nothing: the cost measured is the engine's alone."""
-
-    name = "bench_noop_10"
-    version = 1
-
-    step_01 = Task(NOOP)
-    step_02 = Task(NOOP)
-    step_03 = Task(NOOP)
-    step_04 = Task(NOOP)
-    step_05 = Task(NOOP)
-    step_06 = Task(NOOP)
-    step_07 = Task(NOOP)
-    step_08 = Task(NOOP)
-    step_09 = Task(NOOP)
-    step_10 = Task(NOOP)
+BenchNoop10 = noop_chain("bench_noop_10", STEPS_PER_RUN, __name__)
 
 
 assert len(BenchNoop10.nodes) == STEPS_PER_RUN

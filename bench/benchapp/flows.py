@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from workflows import Sleep, Task, Workflow
+from bench.handlers import noop_chain
+from workflows import Sleep, Workflow
 from workflows.context import Context
-
-NOOP = "bench.handlers.noop"
 
 
 def due_at(ctx: Context) -> datetime:
@@ -20,22 +19,8 @@ def due_at(ctx: Context) -> datetime:
     return datetime.fromisoformat(ctx.input["due_at"])
 
 
-class WorkersNoop10(Workflow):
-    """Ten no-op tasks in a chain: the cost measured is the engine's and the queue's."""
-
-    name = "bench_workers_noop_10"
-    version = 1
-
-    step_01 = Task(NOOP)
-    step_02 = Task(NOOP)
-    step_03 = Task(NOOP)
-    step_04 = Task(NOOP)
-    step_05 = Task(NOOP)
-    step_06 = Task(NOOP)
-    step_07 = Task(NOOP)
-    step_08 = Task(NOOP)
-    step_09 = Task(NOOP)
-    step_10 = Task(NOOP)
+# Ten no-op tasks in a chain: the cost measured is the engine's and the queue's.
+WorkersNoop10 = noop_chain("bench_workers_noop_10", 10, __name__)
 
 
 class WorkersSleepUntil(Workflow):

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from workflows.definitions.nodes import Condition, Node
+from workflows.definitions.nodes import Condition, Node, timeout_problems
 
 ON_TIMEOUT = ("reject", "approve", "fail")
 ON_REJECT = ("fail", "continue")
@@ -93,10 +93,7 @@ class Gate(Node):
             found.append(
                 f"max_selections must be an integer >= min_selections, got {self.max_selections!r}"
             )
-        if self.timeout is not None and (
-            not isinstance(self.timeout, timedelta) or self.timeout <= timedelta(0)
-        ):
-            found.append(f"timeout must be a positive timedelta, got {self.timeout!r}")
+        found.extend(timeout_problems(self.timeout))
         if self.on_timeout not in ON_TIMEOUT:
             found.append(f"on_timeout must be one of {ON_TIMEOUT}, got {self.on_timeout!r}")
         if self.on_reject not in ON_REJECT:

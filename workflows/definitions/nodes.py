@@ -73,6 +73,13 @@ def handler_path(handler: str | Handler) -> str:
     return f"{module}.{qualname}"
 
 
+def timeout_problems(timeout: object) -> list[str]:
+    """A node's optional ``timeout=`` must be a positive timedelta."""
+    if timeout is None or (isinstance(timeout, timedelta) and timeout > timedelta(0)):
+        return []
+    return [f"timeout must be a positive timedelta, got {timeout!r}"]
+
+
 def _resolvable(label: str, path: str) -> list[str]:
     try:
         target = import_string(path)
@@ -142,10 +149,7 @@ class LeasedNode(Node):
                 found.append(f"retry= must be a Retry, got {self.retry!r}")
             else:
                 found.extend(self.retry.problems())
-        if self.timeout is not None and (
-            not isinstance(self.timeout, timedelta) or self.timeout <= timedelta(0)
-        ):
-            found.append(f"timeout must be a positive timedelta, got {self.timeout!r}")
+        found.extend(timeout_problems(self.timeout))
         return found
 
     def describe(self) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from workflows.definitions.nodes import Condition, Node
+from workflows.definitions.nodes import Condition, Node, timeout_problems
 
 if TYPE_CHECKING:
     from workflows.context import Context
@@ -37,10 +37,7 @@ class WaitForSignal(Node):
         found = super().problems()
         if not isinstance(self.signal, str) or not self.signal:
             found.append(f"WaitForSignal needs a signal name, got {self.signal!r}")
-        if self.timeout is not None and (
-            not isinstance(self.timeout, timedelta) or self.timeout <= timedelta(0)
-        ):
-            found.append(f"timeout must be a positive timedelta, got {self.timeout!r}")
+        found.extend(timeout_problems(self.timeout))
         return found
 
     def describe(self) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from workflows.engine.sql import (
     cas_update,
     collect_item_outputs,
     db_now,
+    item_counts,
     next_pending_items,
 )
 from workflows.errors import StaleState
@@ -243,7 +244,7 @@ def resume_fanout(advancer: Advancer, step_id: int, step_name: str) -> None:
     Step.objects.filter(pk=step_id).update(items_skipped=0)
     version = Step.objects.values_list("version", flat=True).get(pk=step_id)
     advancer.move(StepRow(step_id, step_name, StepStatus.PENDING, version, 0), StepStatus.RUNNING)
-    counts = bump_item_counter(step_id, "items_completed", 0)
+    counts = item_counts(step_id)
     in_hand = FanOutItem.objects.filter(
         step_id=step_id, status__in=(StepStatus.READY, StepStatus.RUNNING, StepStatus.WAITING)
     ).count()

@@ -32,6 +32,7 @@ from workflows.engine.lease import Lease
 from workflows.engine.runs import fail_run, step_failure, unwind
 from workflows.engine.sql import (
     StepRow,
+    bump_item_counter,
     cas_update,
     claim_candidate,
     db_now,
@@ -509,8 +510,6 @@ def _reclaim(
         key = getattr(row, "key", "")
         _failed_for_good(advancer, kind, step.pk, step.name, key, error)
     elif kind == "item":
-        from workflows.engine.sql import bump_item_counter
-
         bump_item_counter(step.pk, "items_skipped")
         advancer.finish()
     else:

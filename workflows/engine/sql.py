@@ -276,6 +276,15 @@ def bump_item_counter(step_id: int, counter: str, by: int = 1) -> FanOutCounts:
         return FanOutCounts(*cursor.fetchone())
 
 
+def item_counts(step_id: int) -> FanOutCounts:
+    """Read the counters of a fan-out step without changing them."""
+    return FanOutCounts(
+        *Step.objects.values_list(
+            "status", "version", "items_total", "items_completed", "items_failed", "items_skipped"
+        ).get(pk=step_id)
+    )
+
+
 def collect_item_outputs(step_id: int) -> None:
     """Set the fan-out step's output to its items' outputs, in item order, in the database.
 
