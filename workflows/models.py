@@ -81,12 +81,13 @@ class Run(models.Model):
         return f"{self.workflow_name} v{self.workflow_version} [{self.status}] {self.id}"
 
 
-class Step(models.Model):
-    """One node of a run's graph, with its own status, attempts and lease."""
+class LeasedWork(models.Model):
+    """Columns of work that workers claim, lease and fence: steps and fan-out items.
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
-    name = models.CharField(max_length=200)
-    kind = models.CharField(max_length=32)
+    ``version`` is compared and incremented by every write; ``attempt`` and
+    ``lease_owner`` fence a worker's late writes after its lease was taken over.
+    """
+
     status = models.CharField(max_length=32, choices=StepStatus.choices, default=StepStatus.PENDING)
     attempt = models.PositiveIntegerField(default=0)
     max_attempts = models.PositiveIntegerField(default=1)
@@ -95,6 +96,21 @@ class Step(models.Model):
     version = models.PositiveIntegerField(default=1)
     output = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+
+class Step(LeasedWork):
+    """One node of a run's graph, with its own status, attempts and lease."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=32)
     # Gate: what the approver sees and decides.
     prompt = models.TextField(blank=True, default="")
     options = models.JSONField(default=list, blank=True)
@@ -116,10 +132,6 @@ class Step(models.Model):
     items_completed = models.PositiveIntegerField(default=0)
     items_failed = models.PositiveIntegerField(default=0)
     items_skipped = models.PositiveIntegerField(default=0)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["id"]
@@ -144,25 +156,13 @@ class Step(models.Model):
         return f"{self.name} [{self.status}]"
 
 
-class FanOutItem(models.Model):
+class FanOutItem(LeasedWork):
     """One item of a fan-out step: a leased, retried, fenced unit like a step."""
 
     step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="items")
     index = models.PositiveIntegerField()
     key = models.CharField(max_length=255)
     item = models.JSONField(null=True, blank=True)
-    status = models.CharField(max_length=32, choices=StepStatus.choices, default=StepStatus.PENDING)
-    attempt = models.PositiveIntegerField(default=0)
-    max_attempts = models.PositiveIntegerField(default=1)
-    lease_owner = models.CharField(max_length=200, blank=True, default="")
-    lease_expires_at = models.DateTimeField(null=True, blank=True)
-    version = models.PositiveIntegerField(default=1)
-    output = models.JSONField(null=True, blank=True)
-    error = models.JSONField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["step", "index"]
