@@ -105,7 +105,6 @@ def resolve_callback(token: str, *, output: Any = None, error: str | None = None
 @transition
 def _resolve(step_id: int, attempt: int, output: Any, error: str | None) -> None:
     from workflows.engine.advance import Advancer
-    from workflows.engine.leased import settle_failure
 
     run, row = locked_step(step_id)
     if (
@@ -140,15 +139,13 @@ def _resolve(step_id: int, attempt: int, output: Any, error: str | None) -> None
         advancer.finish()
     else:
         failure = {"code": "callback_failed", "message": error, "attempt": attempt}
-        _fail_attempt_in_place(advancer, row, node, failure, settle_failure)
+        _fail_attempt_in_place(advancer, row, node, failure)
     events.flush()
     enqueue(advancer.ready_work)
 
 
 def callback_timed_out(advancer: Advancer, row: StepRow) -> None:
     """The token's time ran out: the attempt failed (retried per the task's policy)."""
-    from workflows.engine.leased import settle_failure
-
     node = advancer.workflow.nodes[row.name]
     assert isinstance(node, LeasedNode)
     failure = {
@@ -156,12 +153,15 @@ def callback_timed_out(advancer: Advancer, row: StepRow) -> None:
         "message": f"no callback for step {row.name!r} attempt {row.attempt} in time",
         "attempt": row.attempt,
     }
-    _fail_attempt_in_place(advancer, row, node, failure, settle_failure)
+    _fail_attempt_in_place(advancer, row, node, failure)
 
 
 def _fail_attempt_in_place(
-    advancer: Advancer, row: StepRow, node: LeasedNode, failure: dict[str, Any], settle: Any
+    advancer: Advancer, row: StepRow, node: LeasedNode, failure: dict[str, Any]
 ) -> None:
+    """A parked attempt failed: retry per the task's policy, or fail the step for good."""
+    from workflows.engine.leased import settle_failure
+
     retry = node.effective_retry
     delay = retry.delay_after(row.attempt) if row.attempt < retry.max_attempts else None
     status = StepStatus.RETRY_SCHEDULED if delay is not None else StepStatus.FAILED
@@ -173,7 +173,7 @@ def _fail_attempt_in_place(
         lease_expires_at=None,
         **({} if delay is not None else {"finished_at": db_now()}),
     )
-    settle(
+    settle_failure(
         advancer,
         "step",
         step_id=row.pk,
