@@ -9,9 +9,10 @@ import time
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
-from django.db import OperationalError, connection, transaction
+from django.db import OperationalError, connections, transaction
 
 from workflows.conf import workflow_settings
+from workflows.engine.sql import engine_alias
 
 logger = logging.getLogger("workflows.engine")
 
@@ -35,12 +36,14 @@ def transition(fn: Callable[P, R]) -> Callable[P, R]:
     @functools.wraps(fn)
     def run(*args: P.args, **kwargs: P.kwargs) -> R:
         attempts = workflow_settings.LOCKED_RETRY_ATTEMPTS
+        alias = engine_alias()
         for attempt in range(1, attempts + 1):
             try:
-                with transaction.atomic():
+                with transaction.atomic(using=alias):
                     return fn(*args, **kwargs)
             except OperationalError as exc:
-                if not _is_locked(exc) or attempt == attempts or connection.in_atomic_block:
+                in_callers_transaction = connections[alias].in_atomic_block
+                if not _is_locked(exc) or attempt == attempts or in_callers_transaction:
                     raise
                 delay = workflow_settings.LOCKED_RETRY_BASE_DELAY * 2 ** (attempt - 1)
                 logger.warning("database is locked in %s; retry %d", fn.__name__, attempt)

@@ -13,7 +13,7 @@ from workflows.engine.db import transition
 from workflows.engine.dispatch import enqueue
 from workflows.engine.events import EventLog
 from workflows.engine.runs import fail_run, unwind
-from workflows.engine.sql import cas_update, db_now, lock_run
+from workflows.engine.sql import cas_update, db_now, engine_alias, lock_run
 from workflows.errors import DefinitionMissing
 from workflows.models import CompensationRecord, FanOutItem, Run, Step
 from workflows.status import RUN_ACTIVE, RUN_UNWINDING, StepStatus
@@ -97,7 +97,7 @@ def delete_finished_runs(run_ids: list[UUID], *, finished_before: datetime) -> i
     Re-checks each run's status and age in the delete itself, so a run that an operator
     retried meanwhile is kept. Returns how many runs were deleted.
     """
-    with transaction.atomic():
+    with transaction.atomic(using=engine_alias()):
         _, per_model = (
             Run.objects.filter(
                 pk__in=run_ids, parent_run__isnull=True, finished_at__lt=finished_before

@@ -10,14 +10,14 @@ or ``compensation_failed``.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
-from django.db.models import Count, F, Q
-from django.db.models.functions import Now
+from django.db.models import Count, F
 
 from workflows.engine.dispatch import enqueue
 from workflows.engine.events import EventLog
-from workflows.engine.sql import cas_update, db_now
+from workflows.engine.sql import bump_item_counter, cas_update, cas_update_many, db_now
 from workflows.errors import StaleState
 from workflows.models import CompensationRecord, FanOutItem, Run, Step, Timer
 from workflows.status import (
@@ -38,6 +38,8 @@ _UNSTARTED = (
     StepStatus.WAITING,
     StepStatus.RETRY_SCHEDULED,
 )
+# Items not yet handed to a worker: stopping the run skips them.
+_UNSTARTED_ITEM = (StepStatus.PENDING, StepStatus.READY, StepStatus.RETRY_SCHEDULED)
 _COMPENSATION_IN_HAND = (
     CompensationStatus.READY,
     CompensationStatus.RUNNING,
@@ -110,41 +112,41 @@ def stop_forward_work(run: Run, events: EventLog, *, reason: str) -> None:
 
     Steps and items already running are left to finish (or lose their lease): their
     results are still recorded, and their compensations written, but nothing new starts.
-    Child runs are cancelled by :func:`workflows.engine.children.cancel_children` after
-    this transaction commits (a child is always locked before its parent).
+    Each update restates the status its rows must still have, so a step a worker
+    claimed a moment ago (claims do not take the run lock) keeps running; events are
+    written for the rows actually changed. Child runs are cancelled by
+    :func:`workflows.engine.children.cancel_children` after this transaction commits
+    (a child is always locked before its parent).
     """
-    stopped = list(
-        Step.objects.filter(
-            Q(status__in=_UNSTARTED) | Q(status=StepStatus.RUNNING, kind="fanout"),
-            run_id=run.pk,
-        ).values_list("id", "name")
+    changes = {"status": StepStatus.CANCELLED, "updated_at": db_now(), "finished_at": db_now()}
+    stopped = cas_update_many(
+        Step, where={"run_id": run.pk, "status": _UNSTARTED}, returning=("id", "name"), **changes
     )
-    if stopped:
-        Step.objects.filter(pk__in=[pk for pk, _ in stopped]).update(
-            status=StepStatus.CANCELLED,
-            version=F("version") + 1,
-            updated_at=Now(),
-            finished_at=Now(),
-        )
-        for pk, name in stopped:
-            events.add(run.pk, "step.cancelled", step_id=pk, reason=reason, step=name)
-    unstarted_items = FanOutItem.objects.filter(
-        step__run_id=run.pk,
-        status__in=(StepStatus.PENDING, StepStatus.READY, StepStatus.RETRY_SCHEDULED),
+    stopped += cas_update_many(
+        Step,
+        where={"run_id": run.pk, "status": StepStatus.RUNNING, "kind": "fanout"},
+        returning=("id", "name"),
+        **changes,
     )
-    per_step = dict(unstarted_items.values_list("step_id").annotate(n=Count("id")))
-    if per_step:
-        unstarted_items.update(
-            status=StepStatus.SKIPPED, version=F("version") + 1, updated_at=Now()
+    for pk, name in sorted(stopped):
+        events.add(run.pk, "step.cancelled", step_id=pk, reason=reason, step=name)
+    fanouts = list(Step.objects.filter(run_id=run.pk, kind="fanout").values_list("id", flat=True))
+    if fanouts:
+        skipped = cas_update_many(
+            FanOutItem,
+            where={"step_id": fanouts, "status": _UNSTARTED_ITEM},
+            returning=("step_id",),
+            status=StepStatus.SKIPPED,
+            updated_at=db_now(),
         )
-        for step_id, skipped in per_step.items():
-            Step.objects.filter(pk=step_id).update(
-                items_skipped=F("items_skipped") + skipped, version=F("version") + 1
-            )
-            events.add(run.pk, "items.skipped", step_id=step_id, count=skipped, reason=reason)
-    Timer.objects.filter(
-        run_id=run.pk, status=TimerStatus.SCHEDULED, compensation__isnull=True
-    ).update(status=TimerStatus.CANCELLED, version=F("version") + 1)
+        for step_id, count in sorted(Counter(step_id for (step_id,) in skipped).items()):
+            bump_item_counter(step_id, "items_skipped", count)
+            events.add(run.pk, "items.skipped", step_id=step_id, count=count, reason=reason)
+    cas_update_many(
+        Timer,
+        where={"run_id": run.pk, "status": TimerStatus.SCHEDULED, "compensation_id": None},
+        status=TimerStatus.CANCELLED,
+    )
 
 
 def work_in_flight(run: Run) -> bool:

@@ -18,7 +18,7 @@ from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
-from django.db import DEFAULT_DB_ALIAS, connections, models
+from django.db import connections, models, router
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
@@ -34,10 +34,19 @@ class SqlExpr:
     params: tuple[Any, ...] = ()
 
 
+def engine_alias() -> str:
+    """The database alias of the workflows tables, resolved the Django way.
+
+    The router's ``db_for_write`` for the engine's models: hand-written statements,
+    ORM calls and the transaction around them all use it, so a project that routes the
+    workflows app to its own database gets every statement there.
+    """
+    return router.db_for_write(Run)
+
+
 def _db() -> BaseDatabaseWrapper:
-    """The connection of the workflows tables (looked up once per statement: it is a
-    thread-local proxy, and each attribute access through the proxy costs a lookup)."""
-    return connections[DEFAULT_DB_ALIAS]
+    """The connection of the workflows tables (looked up once per statement)."""
+    return connections[engine_alias()]
 
 
 def _postgres() -> bool:
@@ -59,14 +68,58 @@ def db_now_plus(delta: timedelta) -> SqlExpr:
     return SqlExpr("STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW', %s)", (f"{seconds:+f} seconds",))
 
 
-@functools.cache
 def _quote(name: str) -> str:
+    return _quote_on(_db().vendor, name)
+
+
+@functools.cache
+def _quote_on(vendor: str, name: str) -> str:
     return _db().ops.quote_name(name)
 
 
 def _column(model: type[models.Model], name: str) -> tuple[models.Field, str]:
     field = model._meta.get_field(name)
     return field, _quote(field.column)
+
+
+def _update_sql(
+    model: type[models.Model], where: dict[str, Any], changes: dict[str, Any]
+) -> tuple[str, list[Any]]:
+    """``UPDATE … SET version = version + 1, <changes> WHERE <where>`` and its parameters.
+
+    A ``where`` value that is a list, tuple or set becomes ``IN (…)``, ``None`` becomes
+    ``IS NULL``, any other value ``= %s``. Every statement built here bumps ``version``:
+    a concurrent compare-and-set that read the row before sees it changed.
+    """
+    connection = _db()
+    assignments = [f"{_quote('version')} = {_quote('version')} + 1"]
+    params: list[Any] = []
+    for name, value in changes.items():
+        field, column = _column(model, name)
+        if isinstance(value, SqlExpr):
+            assignments.append(f"{column} = {value.sql}")
+            params.extend(value.params)
+        else:
+            if isinstance(value, models.Model):
+                value = value.pk  # a related object is stored by its key
+            assignments.append(f"{column} = %s")
+            params.append(field.get_db_prep_save(value, connection))
+    conditions = []
+    for name, value in where.items():
+        field, column = _column(model, name)
+        if value is None:
+            conditions.append(f"{column} IS NULL")
+        elif isinstance(value, list | tuple | set | frozenset):
+            conditions.append(f"{column} IN ({', '.join(['%s'] * len(value))})")
+            params.extend(field.get_db_prep_value(one, connection) for one in value)
+        else:
+            conditions.append(f"{column} = %s")
+            params.append(field.get_db_prep_value(value, connection))
+    sql = (
+        f"UPDATE {_quote(model._meta.db_table)} SET {', '.join(assignments)} "
+        f"WHERE {' AND '.join(conditions)}"
+    )
+    return sql, params
 
 
 def cas_update(
@@ -82,33 +135,34 @@ def cas_update(
     Returns whether exactly the expected row changed; ``False`` means another writer
     moved first and nothing was written.
     """
-    connection = _db()
-    assignments = [f"{_quote('version')} = {_quote('version')} + 1"]
-    params: list[Any] = []
-    for name, value in changes.items():
-        field, column = _column(model, name)
-        if isinstance(value, SqlExpr):
-            assignments.append(f"{column} = {value.sql}")
-            params.extend(value.params)
-        else:
-            if isinstance(value, models.Model):
-                value = value.pk  # a related object is stored by its key
-            assignments.append(f"{column} = %s")
-            params.append(field.get_db_prep_save(value, connection))
-    pk_field = model._meta.pk
-    conditions = [f"{_quote(pk_field.column)} = %s", f"{_quote('version')} = %s"]
-    params += [pk_field.get_db_prep_value(pk, connection), version]
-    for name, value in (where or {}).items():
-        field, column = _column(model, name)
-        conditions.append(f"{column} = %s")
-        params.append(field.get_db_prep_value(value, connection))
-    sql = (
-        f"UPDATE {_quote(model._meta.db_table)} SET {', '.join(assignments)} "
-        f"WHERE {' AND '.join(conditions)}"
-    )
-    with connection.cursor() as cursor:
+    conditions = {model._meta.pk.name: pk, "version": version, **(where or {})}
+    sql, params = _update_sql(model, conditions, changes)
+    with _db().cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount == 1
+
+
+def cas_update_many(
+    model: type[models.Model],
+    *,
+    where: dict[str, Any],
+    returning: Sequence[str] = ("id",),
+    **changes: Any,
+) -> list[tuple[Any, ...]]:
+    """The set-based compare-and-set: update every row still matching ``where``.
+
+    ``where`` must restate the status each row is expected to have: on PostgreSQL a
+    row read a moment ago may have been claimed since, and the database re-checks the
+    condition on the row's newest version, so such a row is left alone. Returns the
+    ``returning`` columns of the rows actually changed (``UPDATE … RETURNING``), so the
+    caller records events for those rows only.
+    """
+    assert "status" in where, "a set-based update must state the status it expects"
+    sql, params = _update_sql(model, where, changes)
+    columns = ", ".join(_column(model, name)[1] for name in returning)
+    with _db().cursor() as cursor:
+        cursor.execute(f"{sql} RETURNING {columns}", params)
+        return cursor.fetchall()
 
 
 def _json(model: type[models.Model], name: str, value: Any) -> Any:
@@ -116,9 +170,17 @@ def _json(model: type[models.Model], name: str, value: Any) -> Any:
 
 
 def _for_update(*, skip_locked: bool = False, of: str = "") -> str:
+    """The row lock of a transition: ``FOR NO KEY UPDATE`` on PostgreSQL.
+
+    Not ``FOR UPDATE``: that mode also blocks the ``FOR KEY SHARE`` lock that every
+    foreign-key check takes on the referenced row, so a worker inserting a step's event
+    would wait for whoever holds the run, and a transition waiting for that worker's
+    step row would deadlock with it. ``NO KEY UPDATE`` still serialises transitions of
+    one run with each other; rows are never re-keyed.
+    """
     if not _db().features.has_select_for_update:
         return ""  # SQLite: BEGIN IMMEDIATE already serialises writers
-    clause = " FOR UPDATE"
+    clause = " FOR NO KEY UPDATE"
     if of:
         clause += f" OF {of}"
     if skip_locked:
