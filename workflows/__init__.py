@@ -37,6 +37,7 @@ from workflows.errors import (
     RunNotFound,
     StaleState,
     StepNotFound,
+    UnknownSignal,
     WorkflowError,
 )
 
@@ -77,6 +78,7 @@ __all__ = [
     "StepNotFound",
     "SubWorkflow",
     "Task",
+    "UnknownSignal",
     "WaitForSignal",
     "Workflow",
     "WorkflowError",

@@ -70,6 +70,12 @@ class IdempotencyConflict(WorkflowError):
     code = "idempotency_conflict"
 
 
+class UnknownSignal(WorkflowError):
+    """The run's workflow has no WaitForSignal step for this signal name."""
+
+    code = "unknown_signal"
+
+
 class RunNotFound(WorkflowError):
     """No run has this id."""
 

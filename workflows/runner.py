@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -12,6 +11,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from django.db import DataError
 from django.utils.module_loading import import_string
 
 from workflows.conf import workflow_settings
@@ -27,6 +27,7 @@ from workflows.engine import (
 )
 from workflows.engine.callbacks import AwaitCallback, make_token, park_for_callback
 from workflows.errors import DefinitionMissing, LeaseLost, PermanentError, StaleState
+from workflows.validation import check_json
 
 logger = logging.getLogger("workflows.runner")
 
@@ -123,19 +124,25 @@ def run_attempt(lease: Lease, *, chain: bool = True) -> Lease | None:
     except LeaseLost as lost:
         logger.warning("%s", lost)
         return None
+    except DataError as exc:
+        # The database refused the output after checked_output passed it. Left alone,
+        # the step would stay running until its lease expired and the handler, side
+        # effects and all, would run again on every attempt: fail it once, for good.
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        refused = PermanentError(f"the database cannot store the handler's output: {reason}")
+        refused.__cause__ = exc
+        try:
+            fail_attempt(lease, refused)
+        except LeaseLost as lost:
+            logger.warning("%s", lost)
+        return None
 
 
 def checked_output(output: Any) -> Any:
-    """Return ``output`` if it survives a JSON round trip unchanged, else fail for good."""
-    try:
-        encoded = json.dumps(output, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise PermanentError(
-            f"handler returned output that is not JSON-serialisable: {exc}"
-        ) from exc
-    if json.loads(encoded) != output:
-        raise PermanentError(
-            "handler returned output that changes in a JSON round trip "
-            "(tuples, non-string keys?); return plain lists and dicts"
-        )
-    return output
+    """Return ``output`` if every supported database stores it unchanged, else fail for good.
+
+    The checks are :func:`workflows.validation.check_json`'s (JSON-serialisable, no NaN,
+    unchanged by a round trip, no NUL character), raised as :class:`PermanentError`:
+    retrying would return the same output.
+    """
+    return check_json(output, field="handler output", error=PermanentError)

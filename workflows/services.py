@@ -13,14 +13,24 @@ from uuid import UUID
 
 from django.core.exceptions import PermissionDenied
 
-from workflows.engine import operator, start_run
+from workflows import engine
+from workflows.definitions import WaitForSignal, Workflow, registry
+from workflows.engine import operator
 from workflows.engine.callbacks import resolve_callback
 from workflows.engine.gates import decide_gate
 from workflows.engine.signals import send_signal as deliver_signal
-from workflows.errors import GateAlreadyDecided, InvalidDecision, InvalidTransition
+from workflows.errors import (
+    DefinitionError,
+    DefinitionMissing,
+    GateAlreadyDecided,
+    InvalidDecision,
+    InvalidTransition,
+    UnknownSignal,
+)
 from workflows.models import Run, Signal, Step
 from workflows.queries import get_run, get_step
 from workflows.status import Decision, StepStatus
+from workflows.validation import check_json, check_text, max_length
 
 __all__ = [
     "approve_gate",
@@ -34,6 +44,47 @@ __all__ = [
     "skip_step",
     "start_run",
 ]
+
+
+def start_run(
+    workflow: str | type[Workflow],
+    input: dict[str, Any] | None = None,
+    *,
+    idempotency_key: str | None = None,
+    business_key: str | None = None,
+    user: Any = None,
+) -> Run:
+    """Start a run of ``workflow`` (a registered name, latest version, or a class).
+
+    With an ``idempotency_key`` seen before for this workflow, the existing run is
+    returned when the input is the same, and :class:`IdempotencyConflict` raised when
+    it differs; of two concurrent starts with one key, one creates the run and the
+    other returns it. Input that is not storable JSON and keys that are not strings,
+    hold a NUL character or exceed their column raise :class:`InvalidInput` before
+    anything is written (see :mod:`workflows.validation`).
+    """
+    definition = registry.resolve(workflow)
+    check_text(
+        definition.name,
+        field=f"the name of {definition.label()}",
+        limit=max_length(Run, "workflow_name"),
+        error=DefinitionError,
+    )
+    if isinstance(input, dict):  # anything else is refused by the definition's check_input
+        check_json(input, field="input")
+    if idempotency_key is not None:
+        check_text(
+            idempotency_key, field="idempotency key", limit=max_length(Run, "idempotency_key")
+        )
+    if business_key is not None:
+        check_text(business_key, field="business key", limit=max_length(Run, "business_key"))
+    return engine.start_run(
+        workflow,
+        input,
+        idempotency_key=idempotency_key,
+        business_key=business_key,
+        user=user,
+    )
 
 
 def _step(step: Step | int) -> Step:
@@ -86,7 +137,20 @@ def _waiting(step: Step) -> None:
 
 def clean_selections(step: Step, selections: Sequence[str] | None) -> list[str]:
     """Check selections against the gate's options and its min/max counts."""
-    chosen = list(selections or [])
+    if selections is None:
+        selections = []
+    if not isinstance(selections, list | tuple):
+        raise InvalidDecision(
+            f"selections for gate {step.name!r} must be a list of option values, "
+            f"got {type(selections).__name__} {selections!r}"
+        )
+    chosen = list(selections)
+    for value in chosen:
+        if not isinstance(value, str):
+            raise InvalidDecision(
+                f"selections for gate {step.name!r} must be option values (strings), "
+                f"got {type(value).__name__} {value!r}"
+            )
     allowed = [option["value"] for option in step.options]
     unknown = [value for value in chosen if value not in allowed]
     if unknown:
@@ -125,6 +189,7 @@ def approve_gate(
     check_decider(gate, user)
     _waiting(gate)
     chosen = clean_selections(gate, selections)
+    check_text(feedback, field="feedback")
     decide_gate(
         gate.pk,
         version=gate.version,
@@ -142,6 +207,7 @@ def reject_gate(step: Step | int, *, user: Any, feedback: str = "") -> Step:
     _gate(gate)
     check_decider(gate, user)
     _waiting(gate)
+    check_text(feedback, field="feedback")
     decide_gate(
         gate.pk, version=gate.version, decision=Decision.REJECTED, user=user, feedback=feedback
     )
@@ -151,18 +217,94 @@ def reject_gate(step: Step | int, *, user: Any, feedback: str = "") -> Step:
 def send_signal(
     run: Run | UUID | str, name: str, payload: Any = None, *, idempotency_key: str | None = None
 ) -> Signal:
-    """Send signal ``name`` to a run; kept until a ``WaitForSignal`` step consumes it."""
-    return deliver_signal(_run_id(run), name, payload, idempotency_key=idempotency_key)
+    """Send signal ``name`` to a run; kept until a ``WaitForSignal`` step consumes it.
+
+    Refused before anything is written: a name no ``WaitForSignal`` step of the run's
+    definition waits for (:class:`UnknownSignal`, listing the names it does wait for),
+    and a name, key or payload the database cannot store (:class:`InvalidInput`).
+    """
+    target = run if isinstance(run, Run) else get_run(run)
+    check_text(name, field="signal name", limit=max_length(Signal, "name"))
+    if idempotency_key is not None:
+        check_text(
+            idempotency_key,
+            field="signal idempotency key",
+            limit=max_length(Signal, "idempotency_key"),
+        )
+    check_json(payload, field="signal payload")
+    waited_for = signals_waited_for(target)
+    if name not in waited_for:
+        raise UnknownSignal(
+            f"run {target.pk} of {target.workflow_name!r} v{target.workflow_version} never "
+            f"waits for signal {name!r}; "
+            + (
+                f"it waits for {', '.join(repr(known) for known in waited_for)}"
+                if waited_for
+                else "it waits for no signal"
+            ),
+            run=str(target.pk),
+            signal=name,
+            waits_for=waited_for,
+        )
+    return deliver_signal(target.pk, name, payload, idempotency_key=idempotency_key)
+
+
+def signals_waited_for(run: Run) -> list[str]:
+    """The signal names the ``WaitForSignal`` steps of the run's pinned definition wait for.
+
+    Read from the registered (name, version); for a run whose definition is not
+    registered here, from the graph snapshot stored on the run, and if that does not
+    list its steps' kinds, :class:`DefinitionMissing` is raised.
+    """
+    try:
+        definition = registry.get(run.workflow_name, run.workflow_version)
+    except DefinitionMissing:
+        return _signals_in_snapshot(run)
+    return list(
+        dict.fromkeys(
+            node.signal for node in definition.nodes.values() if isinstance(node, WaitForSignal)
+        )
+    )
+
+
+def _signals_in_snapshot(run: Run) -> list[str]:
+    steps = run.snapshot.get("steps") if isinstance(run.snapshot, dict) else None
+    readable = isinstance(steps, list) and all(
+        isinstance(step, dict)
+        and isinstance(step.get("kind"), str)
+        and (step["kind"] != WaitForSignal.kind or isinstance(step.get("signal"), str))
+        for step in steps
+    )
+    if not readable:
+        raise DefinitionMissing(
+            f"workflow {run.workflow_name!r} v{run.workflow_version} of run {run.pk} is not "
+            "registered in this process and the run's snapshot does not list its steps' "
+            "kinds, so the signals it waits for are unknown",
+            workflow=run.workflow_name,
+            version=run.workflow_version,
+        )
+    return list(
+        dict.fromkeys(step["signal"] for step in steps if step["kind"] == WaitForSignal.kind)
+    )
 
 
 def complete_callback(token: str, output: Any = None) -> None:
-    """Resolve a parked task with ``output``; a bad, expired or reused token is refused."""
+    """Resolve a parked task with ``output``; a bad, expired or reused token is refused.
+
+    ``output`` is checked as a handler's output is; :class:`InvalidInput` if the
+    database cannot store it, and nothing is written.
+    """
+    check_json(output, field="callback output")
     resolve_callback(token, output=output)
 
 
 def fail_callback(token: str, error: str) -> None:
-    """Fail the attempt a callback token names (retried per the task's policy)."""
-    resolve_callback(token, error=str(error) or "callback failed")
+    """Fail the attempt a callback token names (retried per the task's policy).
+
+    ``error`` is a string the database can store, else :class:`InvalidInput`.
+    """
+    check_text(error, field="callback error")
+    resolve_callback(token, error=error or "callback failed")
 
 
 def cancel_run(
@@ -171,6 +313,7 @@ def cancel_run(
     """Cancel a running or waiting run (and its children); compensate unless told not to."""
     from workflows.engine.children import cancel_children
 
+    check_text(reason, field="cancel reason")
     run_id = _run_id(run)
     operator.cancel_run(run_id, reason=reason, compensate=compensate, user=user)
     cancel_children(run_id)
@@ -185,8 +328,13 @@ def retry_step(step: Step | int, *, user: Any = None) -> Step:
 
 
 def skip_step(step: Step | int, *, user: Any = None, output: Any = None) -> Step:
-    """Record a step as done with ``output`` without running it; the run moves on."""
+    """Record a step as done with ``output`` without running it; the run moves on.
+
+    ``output`` is checked as a handler's output is: :class:`InvalidInput` if the
+    database cannot store it, and nothing is written.
+    """
     target = _step(step)
+    check_json(output, field="output of the skipped step")
     operator.skip_step(target.pk, output=output, user=user)
     return _step(target)
 

@@ -175,8 +175,14 @@ def test_a_signal_payload_that_is_not_json_is_refused():
     assert not Signal.objects.filter(run=run).exists()
 
 
+class Refundable(Workflow):
+    name = "signal_refundable"
+    payment = WaitForSignal("paid")
+    refund = WaitForSignal("refunded")
+
+
 def test_a_reused_key_with_another_signal_name_conflicts():
-    run = workflows.start_run(Payment)
+    run = workflows.start_run(Refundable)
     workflows.send_signal(run, "paid", 1, idempotency_key="k")
     with pytest.raises(IdempotencyConflict):
         workflows.send_signal(run, "refunded", 1, idempotency_key="k")

@@ -25,6 +25,7 @@ def test_public_names_are_importable_from_the_package():
         "DefinitionError",
         "DefinitionMissing",
         "InvalidInput",
+        "UnknownSignal",
     ]:
         assert getattr(workflows, name) is not None, name
     from workflows.testing import run_pending
