@@ -60,6 +60,18 @@ def all_stats() -> Iterator[ProcStat]:
             yield stat
 
 
+def wchan(pid: int) -> str:
+    """Where in the kernel ``pid`` sleeps (``/proc/<pid>/wchan``); ``""`` once it is gone.
+
+    Tells a process blocked reading a pipe (``pipe_read``, ``anon_pipe_read`` or
+    ``pipe_wait`` by kernel version) from one waiting on a semaphore (``futex_…``).
+    """
+    try:
+        return Path(f"/proc/{pid}/wchan").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return ""
+
+
 def live(stat: ProcStat | None) -> bool:
     """A zombie has exited: only its parent's wait is missing (orphans may stay zombies
     when the container's init does not reap them)."""

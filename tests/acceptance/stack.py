@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import signal
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -19,12 +20,25 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 from tests.acceptance.flowapp.handlers import BUSY_DIR, RELEASE_DIR
-from tests.acceptance.harness import Process, Processes, pid_of_owner, read_json_line, wait_for
+from tests.acceptance.harness import (
+    Process,
+    Processes,
+    pid_of_owner,
+    read_json_line,
+    wait_for,
+    wchan,
+)
 from tests.acceptance.invariants import StateMonitor
 from workflows.models import Run, Step, Timer
 from workflows.status import RUN_FINAL, StepStatus, TimerStatus
 
 T = TypeVar("T")
+
+# What django-q2's children log when they start, by role.
+_STARTED = {
+    "worker": re.compile(r"ready for work at (\d+)"),
+    "monitor": re.compile(r"monitoring at (\d+)"),
+}
 
 
 class Stack:
@@ -38,9 +52,12 @@ class Stack:
 
     # -- processes -----------------------------------------------------------------------
 
-    def qcluster(self, workers: int = 2, env: dict[str, str] | None = None) -> Process:
+    def qcluster(
+        self, workers: int = 2, env: dict[str, str] | None = None, command: str = "workflows_worker"
+    ) -> Process:
+        """Start a worker cluster as deployments do (``command="qcluster"``: django-q2's own)."""
         return self.processes.start(
-            "qcluster", "qcluster", env={"FLOWSITE_WORKERS": str(workers), **(env or {})}
+            "qcluster", command, env={"FLOWSITE_WORKERS": str(workers), **(env or {})}
         )
 
     def sweeper(self, env: dict[str, str] | None = None) -> Process:
@@ -90,6 +107,22 @@ class Stack:
             self.kills.append(pid)
             return pid
         return None
+
+    def children(self, cluster: Process, role: str = "worker") -> list[int]:
+        """Live processes of ``cluster`` in ``role``: ``"worker"`` or ``"monitor"``."""
+        log = cluster.log_tail(chars=10**7)
+        started = {int(pid) for pid in _STARTED[role].findall(log)}
+        return sorted(started & set(cluster.descendants()))
+
+    def task_queue_reader(self, cluster: Process) -> int | None:
+        """The idle worker of ``cluster`` blocked reading the task queue's pipe, if any.
+
+        ``multiprocessing.Queue.get()`` holds the queue's read lock while it blocks in
+        that read, so this is the one worker that holds the lock; the other idle workers
+        wait on the lock itself (a futex).
+        """
+        readers = [pid for pid in self.children(cluster) if "pipe" in wchan(pid)]
+        return readers[0] if len(readers) == 1 else None
 
     # -- waiting -------------------------------------------------------------------------
 
