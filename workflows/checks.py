@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
+from django.db import router
 
 from workflows.conf import workflow_settings
 from workflows.definitions import registry
+from workflows.engine.sql import engine_alias
+from workflows.models import Run
 
 
 @checks.register("workflows")
@@ -82,16 +86,52 @@ def sqlite_problems(alias: str, database: dict[str, Any]) -> list[checks.CheckMe
 
 @checks.register("workflows")
 def check_database_vendor(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    """workflows.E003: the engine's hand-written SQL supports SQLite and PostgreSQL."""
-    engine = settings.DATABASES.get("default", {}).get("ENGINE", "")
-    if engine.endswith(("sqlite3", "postgresql")):
-        return []
-    return [
-        checks.Error(
-            f"the default database uses {engine!r}; Flowsite runs on SQLite or PostgreSQL",
-            id="workflows.E003",
+    """workflows.E003, E010, W005: the engine's database must be one its SQL runs on.
+
+    The engine's alias is the router's ``db_for_write`` for its models: the hand-written
+    statements and the ORM calls of one transition all go there.
+    """
+    alias = engine_alias()
+    engine = settings.DATABASES.get(alias, {}).get("ENGINE", "")
+    found: list[checks.CheckMessage] = []
+    if not engine.endswith(("sqlite3", "postgresql")):
+        found.append(
+            checks.Error(
+                f"the workflows database {alias!r} uses {engine!r}; Flowsite runs on SQLite "
+                "or PostgreSQL",
+                id="workflows.E003",
+            )
         )
-    ]
+    if engine.endswith("sqlite3") and sqlite_library_version() < MIN_SQLITE_VERSION:
+        found.append(
+            checks.Error(
+                f"SQLite {'.'.join(map(str, sqlite_library_version()))} is too old: the engine "
+                f"needs {'.'.join(map(str, MIN_SQLITE_VERSION))} or newer for "
+                "UPDATE ... RETURNING",
+                hint="Upgrade the SQLite library Python links against (or use PostgreSQL).",
+                id="workflows.E010",
+            )
+        )
+    read_alias = router.db_for_read(Run)
+    if read_alias != alias:
+        found.append(
+            checks.Warning(
+                f"the database router reads workflows models from {read_alias!r} but writes "
+                f"them to {alias!r}: status pages and scanners would see stale state",
+                hint="Route reads and writes of the workflows app to the same database.",
+                id="workflows.W005",
+            )
+        )
+    return found
+
+
+# UPDATE ... RETURNING, which fan-out counters and set-based updates rely on.
+MIN_SQLITE_VERSION = (3, 35, 0)
+
+
+def sqlite_library_version() -> tuple[int, ...]:
+    """The version of the SQLite library this process links against."""
+    return sqlite3.sqlite_version_info
 
 
 @checks.register("workflows")

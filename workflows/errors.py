@@ -126,3 +126,20 @@ class StepNotFound(WorkflowError):
     """No step has this id."""
 
     code = "step_not_found"
+
+
+class ChildRunFailed(WorkflowError):
+    """The child run did not complete."""
+
+    code = "child_failed"
+
+    @classmethod
+    def of(cls, child: Any) -> ChildRunFailed:
+        """The failure of a parent's step or item whose child ``child`` (a Run) ended badly."""
+        cause = (child.error or {}).get("message", "")
+        return cls(
+            f"child run {child.pk} ({child.workflow_name}) ended {child.status}"
+            + (f": {cause}" if cause else ""),
+            child=str(child.pk),
+            status=child.status,
+        )

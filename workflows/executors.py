@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import router, transaction
@@ -17,15 +17,12 @@ from django.utils.module_loading import import_string
 
 from workflows.conf import workflow_settings
 
-# A unit of ready work: ("step", step id), ("item", fan-out item id) or
-# ("compensation", compensation record id).
-Work = tuple[str, int]
+if TYPE_CHECKING:
+    from workflows.engine.work_kinds import WorkKind
 
-RUN_TASKS = {
-    "step": "workflows.tasks.run_step",
-    "item": "workflows.tasks.run_item",
-    "compensation": "workflows.tasks.run_compensation",
-}
+# A unit of ready work: its kind (which names the django-q2 task that runs it) and the
+# id of its row (a step, a fan-out item or a compensation record).
+Work = tuple["WorkKind", int]
 
 
 class Executor(Protocol):
@@ -69,7 +66,7 @@ def _send(work: list[Work]) -> None:
     from django_q.tasks import async_task
 
     for kind, unit_id in work:
-        async_task(RUN_TASKS[kind], unit_id, task_name=f"workflows {kind} {unit_id}")
+        async_task(kind.task, unit_id, task_name=f"workflows {kind.name} {unit_id}")
 
 
 EXECUTOR_ALIASES = {

@@ -82,7 +82,7 @@ class Run(models.Model):
 
 
 class LeasedWork(models.Model):
-    """Columns of work that workers claim, lease and fence: steps and fan-out items.
+    """Columns of work that workers claim, lease and fence: steps, items, compensations.
 
     ``version`` is compared and incremented by every write; ``attempt`` and
     ``lease_owner`` fence a worker's late writes after its lease was taken over.
@@ -188,8 +188,11 @@ class FanOutItem(LeasedWork):
         return f"item {self.key} [{self.status}]"
 
 
-class CompensationRecord(models.Model):
-    """Work to undo when the run fails or is cancelled, run in reverse completion order."""
+class CompensationRecord(LeasedWork):
+    """Work to undo when the run fails or is cancelled, run in reverse completion order.
+
+    Leased, retried and fenced like a step; its status never takes the waiting states.
+    """
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="compensations")
     step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="compensations")
@@ -202,16 +205,6 @@ class CompensationRecord(models.Model):
     status = models.CharField(
         max_length=32, choices=CompensationStatus.choices, default=CompensationStatus.PENDING
     )
-    attempt = models.PositiveIntegerField(default=0)
-    max_attempts = models.PositiveIntegerField(default=1)
-    lease_owner = models.CharField(max_length=200, blank=True, default="")
-    lease_expires_at = models.DateTimeField(null=True, blank=True)
-    version = models.PositiveIntegerField(default=1)
-    output = models.JSONField(null=True, blank=True)
-    error = models.JSONField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["run", "-sequence"]
@@ -251,6 +244,7 @@ class Signal(models.Model):
         Step, null=True, blank=True, on_delete=models.SET_NULL, related_name="consumed_signals"
     )
     consumed_at = models.DateTimeField(null=True, blank=True)
+    version = models.PositiveIntegerField(default=1)
 
     class Meta:
         ordering = ["received_at", "id"]

@@ -7,7 +7,6 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -16,26 +15,13 @@ from django.utils.module_loading import import_string
 
 from workflows.conf import workflow_settings
 from workflows.context import Context
-from workflows.engine import (
-    Lease,
-    claim_compensation,
-    claim_item,
-    claim_step,
-    complete_step,
-    fail_attempt,
-    heartbeat,
-)
+from workflows.engine import Lease, claim, complete_work, fail_attempt, heartbeat
 from workflows.engine.callbacks import AwaitCallback, make_token, park_for_callback
+from workflows.engine.work_kinds import STEP, WorkKind
 from workflows.errors import DefinitionMissing, LeaseLost, PermanentError, StaleState
 from workflows.validation import check_json
 
 logger = logging.getLogger("workflows.runner")
-
-CLAIMS: dict[str, Callable[[int, str], Lease]] = {
-    "step": claim_step,
-    "item": claim_item,
-    "compensation": claim_compensation,
-}
 
 
 def worker_id() -> str:
@@ -43,7 +29,7 @@ def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
 
 
-def execute(kind: str, unit_id: int, *, owner: str | None = None, chain: bool = True) -> int:
+def execute(kind: WorkKind, unit_id: int, *, owner: str | None = None, chain: bool = True) -> int:
     """Claim and run ready work; with ``chain``, keep going with the work it releases.
 
     Chaining stops once this call has been busy for ``CHAIN_BUDGET``: the next unit is
@@ -54,9 +40,9 @@ def execute(kind: str, unit_id: int, *, owner: str | None = None, chain: bool = 
     """
     owner = owner or worker_id()
     try:
-        lease: Lease | None = CLAIMS[kind](unit_id, owner)
+        lease: Lease | None = claim(kind, unit_id, owner)
     except (StaleState, DefinitionMissing) as exc:
-        logger.debug("%s %s not claimed: %s", kind, unit_id, exc)
+        logger.debug("%s %s not claimed: %s", kind.name, unit_id, exc)
         return 0
     deadline = time.monotonic() + workflow_settings.CHAIN_BUDGET.total_seconds()
     attempts = 0
@@ -67,13 +53,13 @@ def execute(kind: str, unit_id: int, *, owner: str | None = None, chain: bool = 
 
 
 def execute_step(step_id: int, *, owner: str | None = None, chain: bool = True) -> int:
-    """:func:`execute` for a step."""
-    return execute("step", step_id, owner=owner, chain=chain)
+    """:func:`execute` for a task step."""
+    return execute(STEP, step_id, owner=owner, chain=chain)
 
 
 def _context(lease: Lease) -> Context:
     def await_callback(timeout: timedelta) -> AwaitCallback:
-        if lease.kind != "step":
+        if lease.kind is not STEP:
             raise PermanentError("only a task's handler can wait for a callback")
         return AwaitCallback(
             make_token(lease.run_id, lease.step_id, lease.attempt, timeout), timeout
@@ -97,15 +83,11 @@ def run_attempt(lease: Lease, *, chain: bool = True) -> Lease | None:
     """Run the handler of claimed work and record its outcome.
 
     Returns the lease of the next unit when ``chain`` claimed one in the same
-    transaction as this one's completion.
+    transaction as this one's completion. A lost lease is logged, never raised: the
+    work belongs to another worker now.
     """
     try:
-        handler = (
-            import_string(lease.compensation_handler)
-            if lease.kind == "compensation"
-            else lease.node.resolve_handler()
-        )
-        result = handler(_context(lease))
+        result = import_string(lease.handler_path)(_context(lease))
         if isinstance(result, AwaitCallback):
             park_for_callback(lease, result)
             return None
@@ -114,16 +96,12 @@ def run_attempt(lease: Lease, *, chain: bool = True) -> Lease | None:
         logger.warning("%s", lost)
         return None
     except Exception as exc:
-        try:
-            fail_attempt(lease, exc)
-        except LeaseLost as lost:
-            logger.warning("%s", lost)
+        _record_failure(lease, exc)
         return None
     try:
-        return complete_step(lease, output, claim_next=chain)
+        return complete_work(lease, output, claim_next=chain)
     except LeaseLost as lost:
         logger.warning("%s", lost)
-        return None
     except DataError as exc:
         # The database refused the output after checked_output passed it. Left alone,
         # the step would stay running until its lease expired and the handler, side
@@ -131,11 +109,15 @@ def run_attempt(lease: Lease, *, chain: bool = True) -> Lease | None:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         refused = PermanentError(f"the database cannot store the handler's output: {reason}")
         refused.__cause__ = exc
-        try:
-            fail_attempt(lease, refused)
-        except LeaseLost as lost:
-            logger.warning("%s", lost)
-        return None
+        _record_failure(lease, refused)
+    return None
+
+
+def _record_failure(lease: Lease, exc: BaseException) -> None:
+    try:
+        fail_attempt(lease, exc)
+    except LeaseLost as lost:
+        logger.warning("%s", lost)
 
 
 def checked_output(output: Any) -> Any:

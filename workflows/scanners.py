@@ -20,10 +20,10 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from workflows.conf import workflow_settings
-from workflows.engine import fire_timer, reclaim
-from workflows.engine.operator import cancel_run
-from workflows.engine.recovery import WORK_KINDS, delete_finished_runs, redispatch, repair_run
-from workflows.errors import RunBusy
+from workflows.engine import WORK_KINDS, fire_timer, reclaim
+from workflows.engine.operator_verbs import cancel_run
+from workflows.engine.recovery import delete_finished_runs, redispatch, repair_run
+from workflows.errors import DefinitionMissing, RunBusy
 from workflows.models import CompensationRecord, FanOutItem, Run, Step, Timer
 from workflows.status import (
     RUN_ACTIVE,
@@ -66,6 +66,9 @@ def _sweep(ids: list[Any], act: Callable[[Any], Any], label: str, dry_run: bool)
         except RunBusy as busy:
             result.skipped += 1
             logger.info("%s %s skipped: %s", label, pk, busy)
+        except DefinitionMissing as missing:  # the run was failed with definition_missing
+            result.done += 1
+            logger.warning("%s %s: %s", label, pk, missing)
         except Exception:
             result.errors += 1
             logger.exception("%s %s failed; continuing", label, pk)
@@ -105,14 +108,14 @@ def reclaim_expired_leases(
     The expired attempt counts: the work is retried, or fails when its attempts are used.
     """
     results = []
-    for model, kind in WORK_KINDS.items():
+    for kind in WORK_KINDS:
         ids = list(
-            model.objects.filter(lease_expires_at__lt=_clock(now), status=StepStatus.RUNNING)
+            kind.model.objects.filter(lease_expires_at__lt=_clock(now), status=StepStatus.RUNNING)
             .order_by("lease_expires_at")
             .values_list("id", flat=True)[:limit]
         )
-        act = functools.partial(reclaim, model, now=now, wait=False)
-        results.append(_sweep(ids, lambda pk, act=act: act(pk), f"lease of {kind}", dry_run))
+        act = functools.partial(reclaim, kind, now=now, wait=False)
+        results.append(_sweep(ids, lambda pk, act=act: act(pk), f"lease of {kind.name}", dry_run))
     return _merge(results)
 
 
@@ -122,14 +125,16 @@ def redispatch_unclaimed(
     """Re-send ready work that nobody claimed within ``REDISPATCH_AFTER`` (lost nudges)."""
     ready_before = (now or timezone.now()) - workflow_settings.REDISPATCH_AFTER
     results = []
-    for model, kind in WORK_KINDS.items():
+    for kind in WORK_KINDS:
         ids = list(
-            model.objects.filter(status=StepStatus.READY, updated_at__lt=ready_before)
+            kind.model.objects.filter(status=StepStatus.READY, updated_at__lt=ready_before)
             .order_by("updated_at")
             .values_list("id", flat=True)[:limit]
         )
-        act = functools.partial(redispatch, model, ready_before=ready_before)
-        results.append(_sweep(ids, lambda pk, act=act: act(pk), f"redispatch of {kind}", dry_run))
+        act = functools.partial(redispatch, kind, ready_before=ready_before)
+        results.append(
+            _sweep(ids, lambda pk, act=act: act(pk), f"redispatch of {kind.name}", dry_run)
+        )
     return _merge(results)
 
 

@@ -15,8 +15,9 @@ from django.core.exceptions import PermissionDenied
 
 from workflows import engine
 from workflows.definitions import WaitForSignal, Workflow, registry
-from workflows.engine import operator
+from workflows.engine import operator_verbs
 from workflows.engine.callbacks import resolve_callback
+from workflows.engine.children import cancel_children
 from workflows.engine.gates import decide_gate
 from workflows.engine.signals import send_signal as deliver_signal
 from workflows.errors import (
@@ -311,11 +312,9 @@ def cancel_run(
     run: Run | UUID | str, *, reason: str = "", compensate: bool = True, user: Any = None
 ) -> Run:
     """Cancel a running or waiting run (and its children); compensate unless told not to."""
-    from workflows.engine.children import cancel_children
-
     check_text(reason, field="cancel reason")
     run_id = _run_id(run)
-    operator.cancel_run(run_id, reason=reason, compensate=compensate, user=user)
+    operator_verbs.cancel_run(run_id, reason=reason, compensate=compensate, user=user)
     cancel_children(run_id)
     return Run.objects.get(pk=run_id)
 
@@ -323,7 +322,7 @@ def cancel_run(
 def retry_step(step: Step | int, *, user: Any = None) -> Step:
     """Run a failed step again with fresh attempts; its failed run resumes."""
     target = _step(step)
-    operator.retry_step(target.pk, user=user)
+    operator_verbs.retry_step(target.pk, user=user)
     return _step(target)
 
 
@@ -335,12 +334,12 @@ def skip_step(step: Step | int, *, user: Any = None, output: Any = None) -> Step
     """
     target = _step(step)
     check_json(output, field="output of the skipped step")
-    operator.skip_step(target.pk, output=output, user=user)
+    operator_verbs.skip_step(target.pk, output=output, user=user)
     return _step(target)
 
 
 def retry_run(run: Run | UUID | str, *, user: Any = None) -> Run:
     """Retry every failed step of a failed run, or resume its failed compensations."""
     run_id = _run_id(run)
-    operator.retry_run(run_id, user=user)
+    operator_verbs.retry_run(run_id, user=user)
     return Run.objects.get(pk=run_id)

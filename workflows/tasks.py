@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from workflows.engine.work_kinds import COMPENSATION, ITEM, STEP
 from workflows.runner import execute
 from workflows.scanners import fire_due_timers
 from workflows.scanners import recover as run_scanners
@@ -17,17 +18,17 @@ from workflows.scanners import recover as run_scanners
 
 def run_step(step_id: int) -> int:
     """Run a ready step (and the work it releases, while the chain budget lasts)."""
-    return execute("step", step_id)
+    return execute(STEP, step_id)
 
 
 def run_item(item_id: int) -> int:
     """Run a ready fan-out item (and the next items it releases)."""
-    return execute("item", item_id)
+    return execute(ITEM, item_id)
 
 
 def run_compensation(record_id: int) -> int:
     """Run a ready compensation."""
-    return execute("compensation", record_id)
+    return execute(COMPENSATION, record_id)
 
 
 def fire_timers() -> dict[str, int]:

@@ -7,13 +7,10 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from workflows.models import CompensationRecord, FanOutItem, Step
+from workflows.engine.work_kinds import WORK_KINDS
 from workflows.runner import execute
 from workflows.scanners import cancel_orphaned_children, fire_due_timers
 from workflows.status import StepStatus
-
-# Where ready work of each kind waits, in the order run_pending takes it.
-_READY = (("step", Step), ("item", FanOutItem), ("compensation", CompensationRecord))
 
 
 @dataclass
@@ -42,8 +39,8 @@ def run_pending(until: datetime | None = None, *, max_rounds: int = 10_000) -> P
         cancelled = cancel_orphaned_children().done
         ready = [
             (kind, pk)
-            for kind, model in _READY
-            for pk in model.objects.filter(status=StepStatus.READY)
+            for kind in WORK_KINDS
+            for pk in kind.model.objects.filter(status=StepStatus.READY)
             .order_by("id")
             .values_list("id", flat=True)
         ]

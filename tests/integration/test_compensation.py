@@ -10,7 +10,7 @@ from django.utils import timezone
 
 import workflows
 from workflows import FanOut, Gate, PermanentError, Retry, Task, Workflow
-from workflows.engine import claim_compensation, claim_item
+from workflows.engine import COMPENSATION, ITEM, claim
 from workflows.models import CompensationRecord, FanOutItem
 from workflows.scanners import reclaim_expired_leases
 from workflows.testing import run_pending
@@ -121,7 +121,7 @@ def test_a_compensation_whose_worker_died_is_reclaimed_and_runs_once():
     run.refresh_from_db()
     assert run.status == "compensating"
     record = CompensationRecord.objects.get(run=run, status="ready")
-    claim_compensation(record.pk, "doomed-worker")  # the worker dies here
+    claim(COMPENSATION, record.pk, "doomed-worker")  # the worker dies here
     reclaim_expired_leases(now=timezone.now() + timedelta(hours=1))
     run_pending()
     run.refresh_from_db()
@@ -161,7 +161,7 @@ def test_cancel_without_compensation_skips_the_records():
 def test_cancel_during_a_fanout_lets_running_items_finish_then_compensates():
     run = workflows.start_run(Shipment)
     step = run.steps.get()
-    running = claim_item(FanOutItem.objects.filter(step=step, status="ready").first().pk, "w")
+    running = claim(ITEM, FanOutItem.objects.filter(step=step, status="ready").first().pk, "w")
     workflows.cancel_run(run, reason="stop")
     statuses = dict(FanOutItem.objects.filter(step=step).values_list("index", "status"))
     assert statuses == {
@@ -174,7 +174,7 @@ def test_cancel_during_a_fanout_lets_running_items_finish_then_compensates():
     }
     run.refresh_from_db()
     assert run.status == "cancelling"  # waits for the running item
-    workflows.engine.complete_step(running, "parcel-0")
+    workflows.engine.complete_work(running, "parcel-0")
     run_pending()
     run.refresh_from_db()
     assert run.status == "cancelled"

@@ -17,7 +17,7 @@ from django.db import connections
 
 import workflows
 from workflows import IdempotencyConflict, StaleState, Task, Workflow
-from workflows.engine import claim_step, complete_step
+from workflows.engine import claim_step, complete_work
 from workflows.models import Run, Step
 from workflows.testing import run_pending
 
@@ -119,11 +119,11 @@ def test_join_fires_once_when_both_branches_finish_at_the_same_moment(concurrent
     for _ in range(10):
         run = workflows.start_run(Diamond)
         start = claim_step(Step.objects.get(run=run, name="start").pk, "w")
-        complete_step(start, None)
+        complete_work(start, None)
         left = claim_step(Step.objects.get(run=run, name="left").pk, "left-worker")
         right = claim_step(Step.objects.get(run=run, name="right").pk, "right-worker")
         results = concurrently(
-            partial(complete_step, left, None), partial(complete_step, right, None)
+            partial(complete_work, left, None), partial(complete_work, right, None)
         )
         assert results == [None, None]
         join = Step.objects.get(run=run, name="join")

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 import workflows
 from workflows import FanOut, PermanentError, Retry, Task, Workflow
-from workflows.engine import claim_item, complete_step
+from workflows.engine import ITEM, claim, complete_work
 from workflows.models import FanOutItem
 from workflows.testing import run_pending
 
@@ -152,6 +152,36 @@ def test_duplicate_keys_fail_the_step_naming_the_key():
     assert not FanOutItem.objects.exists()
 
 
+def odd_keys(odd_key: str) -> type[Workflow]:
+    """Keys are computed by user code, so they can be anything: the engine checks them."""
+    return type(
+        f"OddKeys{len(odd_key)}",
+        (Workflow,),
+        {
+            "__module__": __name__,
+            "name": f"fanout_odd_keys_{len(odd_key)}",
+            "work": FanOut(
+                f"{HERE}.noop",
+                items=lambda ctx: [0, 1],
+                key=lambda item: odd_key if item == 1 else "fine",
+            ),
+        },
+    )
+
+
+LONG_KEYS, NUL_KEYS = odd_keys("k" * 256), odd_keys("a\x00b")
+
+
+@pytest.mark.parametrize("workflow", [LONG_KEYS, NUL_KEYS])
+def test_keys_the_database_cannot_store_fail_the_step_clearly(workflow):
+    run = workflows.start_run(workflow)
+    run.refresh_from_db()
+    assert (run.status, run.error["cause"]) == ("failed", "items_error")
+    assert "item 1 has key" in run.error["message"]
+    assert "at most 255 characters, without NUL" in run.error["message"]
+    assert not FanOutItem.objects.exists()
+
+
 def test_items_that_are_not_json_fail_clearly():
     class Bad(Workflow):
         name = "fanout_bad_items"
@@ -176,10 +206,10 @@ def test_advancing_one_item_costs_the_same_queries_whatever_the_number_of_items(
         run = workflows.start_run(Many, {"n": n})
         step = run.steps.get()
         first = FanOutItem.objects.filter(step=step, status="ready").order_by("index").first()
-        lease = claim_item(first.pk, "w")
+        lease = claim(ITEM, first.pk, "w")
         with CaptureQueriesContext(connection) as captured:
-            following = complete_step(lease, None, claim_next=True)
-        assert following is not None and following.item_id is not None
+            following = complete_work(lease, None, claim_next=True)
+        assert following is not None and following.kind is ITEM
         skipped = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE SAVEPOINT")
         return len([q for q in captured.captured_queries if not q["sql"].startswith(skipped)])
 
@@ -227,7 +257,7 @@ def test_an_item_whose_worker_died_is_reclaimed_after_its_lease_and_retried():
 
     run = workflows.start_run(Shipping, {"parcels": items_of(2)})
     item = FanOutItem.objects.filter(step__run=run, status="ready").order_by("index").first()
-    claim_item(item.pk, "doomed-worker")  # the worker dies mid-item
+    claim(ITEM, item.pk, "doomed-worker")  # the worker dies mid-item
     assert reclaim_expired_leases(now=timezone.now() + timedelta(hours=1)).done == 1
     item.refresh_from_db()
     assert (item.status, item.attempt, item.error["code"]) == ("failed", 1, "lease_expired")

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 import workflows
 from workflows import LeaseLost, Retry, StaleState, Task, Workflow
-from workflows.engine import claim_step, complete_step, fail_attempt, heartbeat, reclaim_step
+from workflows.engine import STEP, claim_step, complete_work, fail_attempt, heartbeat, reclaim
 from workflows.models import Step
 from workflows.scanners import reclaim_expired_leases
 from workflows.testing import run_pending
@@ -80,7 +80,7 @@ def test_heartbeat_extends_the_lease():
     step = Step.objects.get(pk=lease.step_id)
     assert step.lease_expires_at > timezone.now() + timedelta(seconds=25)
     assert lease.version == step.version
-    complete_step(lease, {"done": 1})  # the bumped version is still ours
+    complete_work(lease, {"done": 1})  # the bumped version is still ours
 
 
 def test_handler_heartbeat_inside_run_pending():
@@ -93,7 +93,7 @@ def test_handler_heartbeat_inside_run_pending():
 def test_unexpired_lease_is_not_reclaimed():
     run = workflows.start_run(Leased)
     lease = claim_step(ready_step(run).pk, "worker-a")
-    assert reclaim_step(lease.step_id) is None
+    assert reclaim(STEP, lease.step_id) is None
     assert reclaim_expired_leases().found == 0
 
 
@@ -107,7 +107,7 @@ def test_stale_completion_after_reclaim_is_rejected_and_keeps_the_newer_attempt(
     assert new.attempt == 2
 
     with pytest.raises(LeaseLost) as lost:
-        complete_step(old, {"from": "stale"})
+        complete_work(old, {"from": "stale"})
     assert lost.value.code == "lease_lost"
     with pytest.raises(LeaseLost):
         heartbeat(old)
@@ -123,7 +123,7 @@ def test_stale_completion_after_reclaim_is_rejected_and_keeps_the_newer_attempt(
     assert lost_events[0].payload["current"]["attempt"] == 2
     assert run.events.filter(type="lease.expired").count() == 1
 
-    complete_step(new, {"from": "fresh"})
+    complete_work(new, {"from": "fresh"})
     step.refresh_from_db()
     assert step.status == "completed"
     assert step.output == {"from": "fresh"}
@@ -150,12 +150,12 @@ def test_expired_lease_on_the_last_attempt_fails_the_step_and_run():
 def test_complete_with_claim_next_hands_the_next_step_to_the_same_worker():
     run = workflows.start_run(Leased)
     lease = claim_step(ready_step(run).pk, "worker-a")
-    following = complete_step(lease, None, claim_next=True)
+    following = complete_work(lease, None, claim_next=True)
     assert following is not None
     assert following.step_name == "then"
     step = Step.objects.get(pk=following.step_id)
     assert (step.status, step.lease_owner, step.attempt) == ("running", "worker-a", 1)
-    assert complete_step(following, None, claim_next=True) is None
+    assert complete_work(following, None, claim_next=True) is None
     run.refresh_from_db()
     assert run.status == "completed"
 

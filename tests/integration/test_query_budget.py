@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 
 import workflows
 from workflows import Task, Workflow
-from workflows.engine import claim_step, complete_step
+from workflows.engine import claim_step, complete_work
 from workflows.models import Event, Step
 from workflows.testing import run_pending
 
@@ -55,10 +55,10 @@ def unchained_cost(workflow: type[Workflow], position: int, history: int = 0) ->
     Event.objects.bulk_create(Event(run=run, type="noise") for _ in range(history))
     for name in list(workflow.nodes)[:position]:
         step = Step.objects.get(run=run, name=name)
-        complete_step(claim_step(step.pk, "w"), None)
+        complete_work(claim_step(step.pk, "w"), None)
     step = Step.objects.get(run=run, name=list(workflow.nodes)[position])
     with CaptureQueriesContext(connection) as captured:
-        complete_step(claim_step(step.pk, "w"), None)
+        complete_work(claim_step(step.pk, "w"), None)
     assert Step.objects.get(run=run, name=list(workflow.nodes)[position + 1]).status == "ready"
     return len(statements(captured))
 
@@ -67,9 +67,9 @@ def chained_cost(workflow: type[Workflow], position: int) -> int:
     run = workflows.start_run(workflow)
     lease = claim_step(Step.objects.get(run=run, name="s000").pk, "w")
     for _ in range(position):
-        lease = complete_step(lease, None, claim_next=True)
+        lease = complete_work(lease, None, claim_next=True)
     with CaptureQueriesContext(connection) as captured:
-        lease = complete_step(lease, None, claim_next=True)
+        lease = complete_work(lease, None, claim_next=True)
     assert lease is not None
     return len(statements(captured))
 

@@ -22,7 +22,7 @@ from django.db import connection
 import workflows
 from tests.conftest import THREAD_TIMEOUT_SECONDS, is_sqlite, run_concurrently
 from workflows import Task, Workflow
-from workflows.engine import claim_step, complete_step
+from workflows.engine import claim_step, complete_work
 from workflows.models import CompensationRecord, Event, Run, Step
 from workflows.testing import run_pending
 
@@ -74,7 +74,7 @@ def _assert_claimed_work_survives_cancel(run: Run, lease: Any) -> None:
     cancelled = Event.objects.filter(run=run, type="step.cancelled")
     assert [event.step_id for event in cancelled] == [other.pk]
 
-    complete_step(lease, "done")  # the handler's result is recorded, not rejected
+    complete_work(lease, "done")  # the handler's result is recorded, not rejected
     work.refresh_from_db()
     assert (work.status, work.output) == ("completed", "done")
     assert CompensationRecord.objects.filter(run=run, step=work).count() == 1

@@ -9,6 +9,7 @@ from django.contrib.auth.models import User
 
 import workflows
 from workflows import FanOut, Gate, GateAlreadyDecided, Task, Workflow
+from workflows.engine import ITEM
 from workflows.models import FanOutItem
 from workflows.runner import execute
 from workflows.testing import run_pending
@@ -62,7 +63,7 @@ def test_a_thousand_items_finishing_on_several_threads_count_exactly(concurrentl
     assert len(ids) == 1000
 
     def worker(share: list[int], name: str) -> int:
-        return sum(execute("item", pk, owner=name, chain=False) for pk in share)
+        return sum(execute(ITEM, pk, owner=name, chain=False) for pk in share)
 
     shares = [ids[n::4] for n in range(4)]
     results = concurrently(*(partial(worker, share, f"t{n}") for n, share in enumerate(shares)))

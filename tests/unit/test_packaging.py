@@ -40,7 +40,7 @@ def test_wheel_contains_the_app_and_its_migrations(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert "workflows/__init__.py" in names
     assert "workflows/migrations/0001_initial.py" in names
-    assert "workflows/engine/leased.py" in names
+    assert "workflows/engine/scope.py" in names
     shipped = {name for name in names if name.startswith("workflows/") and name.endswith(".py")}
     in_tree = {
         path.relative_to(ROOT).as_posix()

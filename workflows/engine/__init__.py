@@ -1,35 +1,45 @@
 """The engine: the only code that changes workflow state.
 
 Every function exported here is one transition (one ``atomic()`` block) made of
-compare-and-set writes plus the Event rows that record it.
+compare-and-set writes plus the Event rows that record it; see
+:mod:`workflows.engine.scope` for the frame each is written in. Importing the package
+loads every node module, which registers how its steps are entered, settled and timed
+out.
 """
 
 from __future__ import annotations
 
-from workflows.engine.lease import Lease
-from workflows.engine.leased import (
-    claim_compensation,
-    claim_item,
-    claim_step,
-    complete_step,
-    fail_attempt,
-    heartbeat,
-    reclaim,
-    reclaim_step,
+from workflows.engine import (  # noqa: F401 - node modules register themselves
+    callbacks,
+    children,
+    compensation,
+    fanout,
+    gates,
+    signals,
+    sleeps,
+    tasks,
 )
+from workflows.engine.claims import claim, claim_step
+from workflows.engine.lease import Lease
+from workflows.engine.outcomes import complete_work, fail_attempt, heartbeat
+from workflows.engine.recovery import reclaim
 from workflows.engine.start import start_run
 from workflows.engine.timers import fire_timer
+from workflows.engine.work_kinds import COMPENSATION, ITEM, STEP, WORK_KINDS, WorkKind
 
 __all__ = [
+    "COMPENSATION",
+    "ITEM",
+    "STEP",
+    "WORK_KINDS",
     "Lease",
-    "claim_compensation",
-    "claim_item",
+    "WorkKind",
+    "claim",
     "claim_step",
-    "complete_step",
+    "complete_work",
     "fail_attempt",
     "fire_timer",
     "heartbeat",
     "reclaim",
-    "reclaim_step",
     "start_run",
 ]

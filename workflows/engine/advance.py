@@ -1,42 +1,47 @@
 """Graph evaluation: what becomes ready, waiting or skipped after a step settles.
 
 Runs inside the transition that settled the step, so a step's completion and the
-release of its downstream steps commit together or not at all. Entering each kind of
-node is delegated to the module of that kind (gates, signals, children, items).
+release of its downstream steps commit together or not at all. Entering a node is
+looked up by the node's type in :data:`NODE_ENTRIES`, which each node module fills with
+:func:`enters` (tasks, sleeps, gates, signals, child workflows, fan-outs): this module
+imports none of them, so a new kind of node is a new module, not an edit here.
 """
 
 from __future__ import annotations
 
 import traceback
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
-
-from django.utils import timezone
+from typing import TYPE_CHECKING, Any
 
 from workflows.context import Context
-from workflows.definitions import (
-    FanOut,
-    Gate,
-    Node,
-    Sleep,
-    SubWorkflow,
-    Task,
-    WaitForSignal,
-    Workflow,
-)
-from workflows.engine import children, gates, items, signals
-from workflows.engine.attempts import begin_attempt
+from workflows.definitions import Node, Workflow
 from workflows.engine.events import EventLog
-from workflows.engine.lease import Lease
 from workflows.engine.runs import fail_run, settle_run, step_failure, unwind
-from workflows.engine.sql import StepRow, cas_update, db_now, step_rows
-from workflows.errors import StaleState
-from workflows.executors import Work
+from workflows.engine.sql import StepRow, db_now, move_row, step_rows
+from workflows.engine.work_kinds import WorkKind
 from workflows.models import Run, Step, Timer
-from workflows.status import RUN_ACTIVE, STEP_FINAL, RunStatus, StepStatus, TimerKind
+from workflows.status import RUN_ACTIVE, STEP_FINAL, RunStatus, StepStatus
+
+if TYPE_CHECKING:
+    from workflows.engine.scope import RunScope
 
 # A step that settles while being entered lets its downstream steps move on at once.
 _SETTLED = (StepStatus.COMPLETED, StepStatus.SKIPPED)
+
+# Entering a node: (advancer, the step's row, the node) -> the status the step moved to.
+EnterNode = Callable[["Advancer", StepRow, Any], str]
+NODE_ENTRIES: dict[type[Node], EnterNode] = {}
+
+
+def enters(node_type: type[Node]) -> Callable[[EnterNode], EnterNode]:
+    """Register the function that enters steps of ``node_type`` (and its subclasses)."""
+
+    def register(enter: EnterNode) -> EnterNode:
+        NODE_ENTRIES[node_type] = enter
+        return enter
+
+    return register
 
 
 def error_from_exception(exc: BaseException, **extra: Any) -> dict[str, Any]:
@@ -50,29 +55,25 @@ def error_from_exception(exc: BaseException, **extra: Any) -> dict[str, Any]:
 
 
 class Advancer:
-    """Releases the steps that a transition made reachable and settles the run.
+    """Releases the steps that a transition made reachable and settles the run."""
 
-    ``claim_owner``: when given, the first task that becomes ready is claimed at once for
-    that worker (``ready → running`` in the same transaction), so a worker finishing a
-    step continues with the next one without a queue round trip.
-    """
-
-    def __init__(
-        self,
-        run: Run,
-        workflow: type[Workflow],
-        events: EventLog,
-        *,
-        claim_owner: str | None = None,
-    ) -> None:
-        self.run = run
-        self.workflow = workflow
-        self.events = events
-        self.claim_owner = claim_owner
-        self.claimed: Lease | None = None
-        self.ready_work: list[Work] = []
+    def __init__(self, scope: RunScope) -> None:
+        self.scope = scope
         self._in_hand = False
+        self._finished = False
         self._context: Context | None = None
+
+    @property
+    def run(self) -> Run:
+        return self.scope.run
+
+    @property
+    def workflow(self) -> type[Workflow]:
+        return self.scope.workflow
+
+    @property
+    def events(self) -> EventLog:
+        return self.scope.events
 
     @property
     def context(self) -> Context:
@@ -85,12 +86,11 @@ class Advancer:
         return self._context
 
     def start(self) -> None:
-        """Enter the root steps of a new run and settle it."""
+        """Enter the root steps of a new run."""
         roots = self.workflow.graph.roots
         for row in sorted(step_rows(self.run.pk, roots), key=lambda row: roots.index(row.name)):
             if self.run.status in RUN_ACTIVE and self._consider(row, []) in _SETTLED:
                 self.settled(row.name)
-        self.finish()
 
     def settled(self, step_name: str) -> None:
         """Release what depends on ``step_name``, which just completed or was skipped."""
@@ -125,16 +125,19 @@ class Advancer:
                 self.settled(name)
 
     def mark_in_hand(self) -> None:
-        """Note that this transition put work in hand outside :meth:`settled`."""
+        """Note that this transition put work in hand (ready, claimed or a child run)."""
         self._in_hand = True
 
-    def dispatch(self, kind: str, unit_id: int) -> None:
+    def dispatch(self, kind: WorkKind, unit_id: int) -> None:
         """Queue a unit of ready work once this transition commits its state."""
         self._in_hand = True
-        self.ready_work.append((kind, unit_id))
+        self.scope.dispatch(kind, unit_id)
 
     def finish(self) -> None:
-        """Settle the run's status (or move an unwinding run on)."""
+        """Settle the run's status (or move an unwinding run on); once per transition."""
+        if self._finished:
+            return
+        self._finished = True
         if self.run.status in RUN_ACTIVE:
             if not (self._in_hand and self.run.status == RunStatus.RUNNING):
                 settle_run(self.run, self.workflow.graph.sinks, self.events)
@@ -142,8 +145,9 @@ class Advancer:
             unwind(self.run, self.events)
 
     def fail(self, step_name: str, error: dict[str, Any]) -> None:
-        """Fail the run because ``step_name`` failed for good."""
+        """Fail the run because ``step_name`` failed for good (this also unwinds it)."""
         fail_run(self.run, step_failure(step_name, error), self.events)
+        self._finished = True
 
     # -- entering one step ------------------------------------------------------------
 
@@ -163,56 +167,14 @@ class Advancer:
                 return self.fail_entering(row, exc, "condition_error")
             if not wanted:
                 return self._skip(row, "when= condition is false")
-        return self._enter(row, node)
+        return self._entry_of(node)(self, row, node)
 
-    def _enter(self, row: StepRow, node: Node) -> str:
-        if isinstance(node, FanOut):
-            return items.enter_fanout(self, row, node)
-        if isinstance(node, Task):
-            return self._enter_task(row)
-        if isinstance(node, Sleep):
-            return self._enter_sleep(row, node)
-        if isinstance(node, Gate):
-            return gates.enter_gate(self, row, node)
-        if isinstance(node, WaitForSignal):
-            return signals.enter_wait(self, row, node)
-        if isinstance(node, SubWorkflow):
-            return children.enter_subworkflow(self, row, node)
-        raise TypeError(f"no engine support for node kind {node.kind!r}")  # pragma: no cover
-
-    def _enter_task(self, row: StepRow) -> str:
-        self._in_hand = True
-        if self.claim_owner is not None and self.claimed is None:
-            self.claimed = begin_attempt(
-                Step,
-                row,
-                Lease(
-                    step_id=row.pk,
-                    run_id=self.run.pk,
-                    step_name=row.name,
-                    attempt=0,
-                    owner=self.claim_owner,
-                    version=0,
-                    workflow=self.workflow,
-                    run_input=self.run.input,
-                ),
-                self.events,
-            )
-            if self.claimed is None:
-                raise StaleState(f"step {row.name!r} of run {self.run.pk} changed while claimed")
-            return StepStatus.RUNNING
-        self.move(row, StepStatus.READY)
-        self.events.add(self.run.pk, "step.ready", step_id=row.pk)
-        self.ready_work.append(("step", row.pk))
-        return StepStatus.READY
-
-    def _enter_sleep(self, row: StepRow, node: Sleep) -> str:
-        try:
-            wake_at: datetime = node.wake_at(self.context, timezone.now())
-        except Exception as exc:
-            return self.fail_entering(row, exc, "sleep_error")
-        self.park(row, TimerKind.SLEEP, wake_at, reason="sleep", until=wake_at.isoformat())
-        return StepStatus.WAITING
+    @staticmethod
+    def _entry_of(node: Node) -> EnterNode:
+        for node_type in type(node).__mro__:
+            if node_type in NODE_ENTRIES:
+                return NODE_ENTRIES[node_type]
+        raise TypeError(f"no engine support for node kind {node.kind!r}")
 
     # -- helpers for the node kinds -----------------------------------------------------
 
@@ -245,19 +207,4 @@ class Advancer:
 
     def move(self, row: StepRow, status: str, **changes: Any) -> None:
         """Compare-and-set ``row`` from its current status to ``status``."""
-        if not cas_update(
-            Step,
-            row.pk,
-            version=row.version,
-            where={"status": row.status},
-            status=status,
-            updated_at=db_now(),
-            **changes,
-        ):
-            raise StaleState(
-                f"step {row.name!r} of run {self.run.pk} changed while moving "
-                f"{row.status} → {status}",
-                step=row.name,
-            )
-        row.status = status
-        row.version += 1
+        move_row(Step, row, status, f"step {row.name!r} of run {self.run.pk}", **changes)

@@ -12,19 +12,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
 from django.core import signing
 from django.utils import timezone
 
-from workflows.definitions import LeasedNode, registry
+from workflows.definitions import LeasedNode
+from workflows.engine.advance import Advancer
 from workflows.engine.compensation import record_compensation
-from workflows.engine.db import transition
-from workflows.engine.dispatch import enqueue
-from workflows.engine.events import EventLog
-from workflows.engine.lease import Lease
-from workflows.engine.sql import StepRow, cas_update, db_now, locked_step
+from workflows.engine.lease import Lease, retry_delay
+from workflows.engine.outcomes import settle_failure
+from workflows.engine.scope import run_of_step, run_scope
+from workflows.engine.sql import StepRow, cas_update, db_now, step_row
+from workflows.engine.timers import cancel_timers, fires
+from workflows.engine.transaction import transition
+from workflows.engine.work_kinds import STEP, FailedUnit
 from workflows.errors import (
     CallbackAlreadyUsed,
     CallbackExpired,
@@ -32,10 +35,7 @@ from workflows.errors import (
     LeaseLost,
 )
 from workflows.models import Timer
-from workflows.status import RUN_ACTIVE, StepStatus, TimerKind, TimerStatus
-
-if TYPE_CHECKING:
-    from workflows.engine.advance import Advancer
+from workflows.status import RUN_ACTIVE, StepStatus, TimerKind
 
 SALT = "workflows.callback"
 
@@ -74,26 +74,31 @@ def park_for_callback(lease: Lease, request: AwaitCallback) -> None:
     If the callback already resolved the attempt while the handler was still running,
     there is nothing to park; a lost lease raises :class:`LeaseLost`.
     """
-    run, row = locked_step(lease.step_id)
-    if row.attempt == lease.attempt and row.status != StepStatus.RUNNING:
-        return  # resolved by an early callback
-    if not cas_update(
-        lease.model,
-        lease.unit_id,
-        version=lease.version,
-        where={"attempt": lease.attempt, "lease_owner": lease.owner, "status": "running"},
-        status=StepStatus.WAITING,
-        lease_expires_at=None,
-        updated_at=db_now(),
-    ):
-        raise LeaseLost(f"{lease.label} attempt {lease.attempt} lost its lease before parking")
-    due_at = timezone.now() + request.timeout
-    Timer.objects.create(
-        run_id=run.pk, step_id=row.pk, kind=TimerKind.CALLBACK_TIMEOUT, due_at=due_at
-    )
-    events = EventLog()
-    events.add(run.pk, "step.waiting", step_id=row.pk, reason="callback", until=due_at.isoformat())
-    events.flush()
+    with run_scope(lease.run_id, needs_definition=False) as scope:
+        row = step_row(lease.step_id)
+        if row.attempt == lease.attempt and row.status != StepStatus.RUNNING:
+            return  # resolved by an early callback
+        if not cas_update(
+            lease.kind.model,
+            lease.unit_id,
+            version=lease.version,
+            where={"attempt": lease.attempt, "lease_owner": lease.owner, "status": "running"},
+            status=StepStatus.WAITING,
+            lease_expires_at=None,
+            updated_at=db_now(),
+        ):
+            raise LeaseLost(f"{lease.label} attempt {lease.attempt} lost its lease before parking")
+        due_at = timezone.now() + request.timeout
+        Timer.objects.create(
+            run_id=scope.run.pk, step_id=row.pk, kind=TimerKind.CALLBACK_TIMEOUT, due_at=due_at
+        )
+        scope.events.add(
+            scope.run.pk,
+            "step.waiting",
+            step_id=row.pk,
+            reason="callback",
+            until=due_at.isoformat(),
+        )
 
 
 def resolve_callback(token: str, *, output: Any = None, error: str | None = None) -> None:
@@ -104,27 +109,26 @@ def resolve_callback(token: str, *, output: Any = None, error: str | None = None
 
 @transition
 def _resolve(step_id: int, attempt: int, output: Any, error: str | None) -> None:
-    from workflows.engine.advance import Advancer
-
-    run, row = locked_step(step_id)
-    if (
-        row.attempt != attempt
-        or row.status not in (StepStatus.WAITING, StepStatus.RUNNING)
-        or run.status not in RUN_ACTIVE
-    ):
-        raise CallbackAlreadyUsed(
-            f"the callback of step {row.name!r} attempt {attempt} was already resolved "
-            f"(the step is {row.status} at attempt {row.attempt})",
-            step=row.name,
-        )
-    workflow = registry.get(run.workflow_name, run.workflow_version)
-    node = workflow.nodes[row.name]
-    assert isinstance(node, LeasedNode)
-    events = EventLog()
-    advancer = Advancer(run, workflow, events)
-    _cancel_timeout(row.pk)
-    if error is None:
-        advancer.move(
+    with run_scope(run_of_step(step_id)) as scope:
+        run, row = scope.run, step_row(step_id)
+        if (
+            row.attempt != attempt
+            or row.status not in (StepStatus.WAITING, StepStatus.RUNNING)
+            or run.status not in RUN_ACTIVE
+        ):
+            raise CallbackAlreadyUsed(
+                f"the callback of step {row.name!r} attempt {attempt} was already resolved "
+                f"(the step is {row.status} at attempt {row.attempt})",
+                step=row.name,
+            )
+        node = scope.workflow.nodes[row.name]
+        assert isinstance(node, LeasedNode)
+        cancel_timers(row.pk, TimerKind.CALLBACK_TIMEOUT)
+        if error is not None:
+            failure = {"code": "callback_failed", "message": error, "attempt": attempt}
+            _fail_attempt_in_place(scope.advancer, row, failure)
+            return
+        scope.advancer.move(
             row,
             StepStatus.COMPLETED,
             output=output,
@@ -132,38 +136,28 @@ def _resolve(step_id: int, attempt: int, output: Any, error: str | None) -> None
             lease_owner="",
             lease_expires_at=None,
         )
-        events.add(run.pk, "step.completed", step_id=row.pk, attempt=attempt, via="callback")
+        scope.events.add(run.pk, "step.completed", step_id=row.pk, attempt=attempt, via="callback")
         if node.compensate is not None:
-            record_compensation(run, row.pk, node, output, events)
-        advancer.settled(row.name)
-        advancer.finish()
-    else:
-        failure = {"code": "callback_failed", "message": error, "attempt": attempt}
-        _fail_attempt_in_place(advancer, row, node, failure)
-    events.flush()
-    enqueue(advancer.ready_work)
+            record_compensation(run, row.pk, node, output, scope.events)
+        scope.advancer.settled(row.name)
 
 
+@fires(TimerKind.CALLBACK_TIMEOUT)
 def callback_timed_out(advancer: Advancer, row: StepRow) -> None:
     """The token's time ran out: the attempt failed (retried per the task's policy)."""
-    node = advancer.workflow.nodes[row.name]
-    assert isinstance(node, LeasedNode)
     failure = {
         "code": "callback_timeout",
         "message": f"no callback for step {row.name!r} attempt {row.attempt} in time",
         "attempt": row.attempt,
     }
-    _fail_attempt_in_place(advancer, row, node, failure)
+    _fail_attempt_in_place(advancer, row, failure)
 
 
-def _fail_attempt_in_place(
-    advancer: Advancer, row: StepRow, node: LeasedNode, failure: dict[str, Any]
-) -> None:
+def _fail_attempt_in_place(advancer: Advancer, row: StepRow, failure: dict[str, Any]) -> None:
     """A parked attempt failed: retry per the task's policy, or fail the step for good."""
-    from workflows.engine.leased import settle_failure
-
-    retry = node.effective_retry
-    delay = retry.delay_after(row.attempt) if row.attempt < retry.max_attempts else None
+    node = advancer.workflow.nodes[row.name]
+    assert isinstance(node, LeasedNode)
+    delay = retry_delay(node.effective_retry, row.attempt, row.max_attempts)
     status = StepStatus.RETRY_SCHEDULED if delay is not None else StepStatus.FAILED
     advancer.move(
         row,
@@ -173,20 +167,5 @@ def _fail_attempt_in_place(
         lease_expires_at=None,
         **({} if delay is not None else {"finished_at": db_now()}),
     )
-    settle_failure(
-        advancer,
-        "step",
-        step_id=row.pk,
-        step_name=row.name,
-        unit_id=row.pk,
-        item_key="",
-        attempt=row.attempt,
-        error=failure,
-        delay=delay,
-    )
-
-
-def _cancel_timeout(step_id: int) -> None:
-    Timer.objects.filter(
-        step_id=step_id, kind=TimerKind.CALLBACK_TIMEOUT, status=TimerStatus.SCHEDULED
-    ).update(status=TimerStatus.CANCELLED)
+    unit = FailedUnit(STEP, row.pk, row.pk, row.name, "", failure)
+    settle_failure(advancer, unit, attempt=row.attempt, delay=delay)

@@ -9,14 +9,19 @@ project's default retry policy.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db.models import Max
 
 from workflows.definitions import LeasedNode
 from workflows.definitions.nodes import default_retry
 from workflows.engine.events import EventLog
+from workflows.engine.work_kinds import COMPENSATION, FailedUnit, settles
 from workflows.models import CompensationRecord, Run
+
+if TYPE_CHECKING:
+    from workflows.engine.advance import Advancer
+    from workflows.engine.lease import Lease
 
 
 def record_compensation(
@@ -44,3 +49,27 @@ def record_compensation(
     events.add(
         run.pk, "compensation.recorded", step_id=step_id, compensation=record.pk, sequence=sequence
     )
+
+
+@settles(COMPENSATION)
+class CompensationSettlement:
+    """A compensation that ends lets the run unwind on (the next record, or its end)."""
+
+    def completed(self, advancer: Advancer, lease: Lease, output: Any) -> None:
+        advancer.events.add(
+            advancer.run.pk,
+            "compensation.completed",
+            step_id=lease.step_id,
+            compensation=lease.unit_id,
+        )
+
+    def failed(self, advancer: Advancer, unit: FailedUnit) -> None:
+        advancer.events.add(
+            advancer.run.pk,
+            "compensation.failed",
+            step_id=unit.step_id,
+            error=unit.error["message"],
+        )
+
+    # A compensation reclaimed after its run stopped unwinding has failed.
+    stopped = failed

@@ -13,6 +13,6 @@ from workflows.executors import Work, get_executor
 
 
 def enqueue(work: Sequence[Work]) -> None:
-    """Send ``(kind, id)`` pairs: kind is ``step``, ``item`` or ``compensation``."""
+    """Send ``(kind, id)`` pairs, each kind a :class:`~workflows.engine.work_kinds.WorkKind`."""
     if work:
         get_executor().enqueue(list(work))

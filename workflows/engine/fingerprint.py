@@ -6,13 +6,11 @@ import hashlib
 import json
 from typing import Any
 
-from workflows.errors import InvalidInput
+from workflows.validation import check_json
 
 
-def fingerprint(value: Any) -> str:
-    """SHA-256 of the canonical JSON of ``value``; non-JSON values are invalid input."""
-    try:
-        canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"not JSON-serialisable: {exc}") from exc
+def fingerprint(value: Any, *, field: str = "input") -> str:
+    """SHA-256 of the canonical JSON of ``value``; what cannot be stored is invalid input."""
+    check_json(value, field=field)
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()

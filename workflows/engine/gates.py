@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.utils import timezone
 
-from workflows.definitions import Gate, registry
-from workflows.engine.db import transition
-from workflows.engine.dispatch import enqueue
-from workflows.engine.events import EventLog
-from workflows.engine.sql import StepRow, locked_step
+from workflows.definitions import Gate
+from workflows.engine.advance import Advancer, enters
+from workflows.engine.scope import run_of_step, run_scope
+from workflows.engine.sql import StepRow, step_row
+from workflows.engine.timers import cancel_timers, fires
+from workflows.engine.transaction import transition
 from workflows.errors import GateAlreadyDecided
-from workflows.models import Timer
-from workflows.status import RUN_ACTIVE, Decision, StepStatus, TimerKind, TimerStatus
-
-if TYPE_CHECKING:
-    from workflows.engine.advance import Advancer
+from workflows.status import RUN_ACTIVE, Decision, StepStatus, TimerKind
 
 
 class _Outputs(Mapping[str, Any]):
@@ -36,6 +33,7 @@ class _Outputs(Mapping[str, Any]):
         return len(self._steps)
 
 
+@enters(Gate)
 def enter_gate(advancer: Advancer, row: StepRow, node: Gate) -> str:
     """Park the gate ``waiting`` with its rendered prompt, options and deciders."""
     try:
@@ -90,58 +88,59 @@ def decide_gate(
     :class:`GateAlreadyDecided`; nothing is written for it. A rejection fails the step
     and the run unless the gate routes on rejections (``on_reject="continue"``).
     """
-    from workflows.engine.advance import Advancer
-
-    run, row = locked_step(step_id)
-    if row.status != StepStatus.WAITING or row.version != version or run.status not in RUN_ACTIVE:
-        raise GateAlreadyDecided(
-            f"gate {row.name!r} is {row.status}, no longer waiting for a decision",
-            step=row.name,
-            status=row.status,
+    with run_scope(run_of_step(step_id)) as scope:
+        run, row = scope.run, step_row(step_id)
+        if (
+            row.status != StepStatus.WAITING
+            or row.version != version
+            or run.status not in RUN_ACTIVE
+        ):
+            raise GateAlreadyDecided(
+                f"gate {row.name!r} is {row.status}, no longer waiting for a decision",
+                step=row.name,
+                status=row.status,
+            )
+        node = scope.workflow.nodes[row.name]
+        assert isinstance(node, Gate)
+        advancer, events = scope.advancer, scope.events
+        username = user.get_username() if user is not None else None
+        output = decision_output(
+            decision, by=username, selections=selections or [], feedback=feedback
         )
-    workflow = registry.get(run.workflow_name, run.workflow_version)
-    node = workflow.nodes[row.name]
-    assert isinstance(node, Gate)
-    events = EventLog()
-    advancer = Advancer(run, workflow, events)
-    username = user.get_username() if user is not None else None
-    output = decision_output(decision, by=username, selections=selections or [], feedback=feedback)
-    fields = {
-        "decision": decision,
-        "decided_by": user,
-        "decided_at": timezone.now(),
-        "feedback": feedback,
-        "selections": selections or [],
-        "output": output,
-    }
-    Timer.objects.filter(
-        step_id=row.pk, kind=TimerKind.GATE_TIMEOUT, status=TimerStatus.SCHEDULED
-    ).update(status=TimerStatus.CANCELLED)
-    payload = {"decision": decision, "by": username, **({"reason": reason} if reason else {})}
-    if decision == Decision.REJECTED and node.on_reject == "fail":
-        error = {
-            "code": "gate_rejected",
-            "message": f"gate {row.name!r} was rejected"
-            + (f" by {username}" if username else "")
-            + (f": {feedback}" if feedback else ""),
+        fields = {
+            "decision": decision,
+            "decided_by": user,
+            "decided_at": timezone.now(),
+            "feedback": feedback,
+            "selections": selections or [],
+            "output": output,
         }
-        advancer.move(row, StepStatus.FAILED, error=error, finished_at=timezone.now(), **fields)
-        events.add(run.pk, "gate.decided", step_id=row.pk, **payload)
-        events.add(run.pk, "step.failed", step_id=row.pk, code="gate_rejected")
-        advancer.fail(row.name, error)
-    else:
-        advancer.move(row, StepStatus.COMPLETED, finished_at=timezone.now(), **fields)
-        events.add(run.pk, "gate.decided", step_id=row.pk, **payload)
-        events.add(run.pk, "step.completed", step_id=row.pk)
-        advancer.settled(row.name)
-        advancer.finish()
-    events.flush()
-    enqueue(advancer.ready_work)
+        cancel_timers(row.pk, TimerKind.GATE_TIMEOUT)
+        payload = {"decision": decision, "by": username, **({"reason": reason} if reason else {})}
+        if decision == Decision.REJECTED and node.on_reject == "fail":
+            error = {
+                "code": "gate_rejected",
+                "message": f"gate {row.name!r} was rejected"
+                + (f" by {username}" if username else "")
+                + (f": {feedback}" if feedback else ""),
+            }
+            advancer.move(row, StepStatus.FAILED, error=error, finished_at=timezone.now(), **fields)
+            events.add(run.pk, "gate.decided", step_id=row.pk, **payload)
+            events.add(run.pk, "step.failed", step_id=row.pk, code="gate_rejected")
+            advancer.fail(row.name, error)
+        else:
+            advancer.move(row, StepStatus.COMPLETED, finished_at=timezone.now(), **fields)
+            events.add(run.pk, "gate.decided", step_id=row.pk, **payload)
+            events.add(run.pk, "step.completed", step_id=row.pk)
+            advancer.settled(row.name)
 
 
-def time_out_gate(advancer: Advancer, row: StepRow, node: Gate) -> None:
+@fires(TimerKind.GATE_TIMEOUT)
+def time_out_gate(advancer: Advancer, row: StepRow) -> None:
     """Apply ``on_timeout`` to a gate whose timer fired while it was still waiting."""
     events, run = advancer.events, advancer.run
+    node = advancer.workflow.nodes[row.name]
+    assert isinstance(node, Gate)
     if node.on_timeout == "fail":
         error = {"code": "gate_timed_out", "message": f"gate {row.name!r} timed out"}
         advancer.move(row, StepStatus.TIMED_OUT, error=error, finished_at=timezone.now())

@@ -3,56 +3,41 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
-from django.db import models
-
 from workflows.definitions import LeasedNode, Retry, Workflow
-from workflows.definitions.nodes import default_retry
-from workflows.models import CompensationRecord, FanOutItem, Step
+from workflows.engine.work_kinds import WorkKind
 
 
 @dataclass
 class Lease:
-    """A claimed attempt of a step, of a fan-out item, or of a compensation.
+    """A claimed attempt of a unit of leased work (a step, a fan-out item, a compensation).
 
     Every write the worker makes for this attempt is fenced by (row id, ``attempt``,
     ``owner``, ``version``): once the lease expired and another worker reclaimed the
     work, those no longer match and the write is rejected with ``LeaseLost``.
+    ``max_attempts`` is the unit's budget when it was claimed: a manual retry raises it
+    by a whole policy, so attempts 4, 5 and 6 of a three-attempt policy follow the
+    policy's backoff again.
     """
 
-    step_id: int
+    kind: WorkKind
+    unit_id: int
     run_id: UUID
+    step_id: int
     step_name: str
-    attempt: int
     owner: str
-    version: int
     workflow: type[Workflow]
     run_input: dict[str, Any]
-    item_id: int | None = None
+    handler_path: str
+    attempt: int = 0
+    max_attempts: int = 1
+    version: int = 0
     item_key: str = ""
     item: Any = None
-    compensation_id: int | None = None
-    compensation_handler: str = ""
     compensated_output: Any = None
-
-    @property
-    def kind(self) -> str:
-        if self.compensation_id is not None:
-            return "compensation"
-        return "item" if self.item_id is not None else "step"
-
-    @property
-    def model(self) -> type[models.Model]:
-        return {"step": Step, "item": FanOutItem, "compensation": CompensationRecord}[self.kind]
-
-    @property
-    def unit_id(self) -> int:
-        """The id of the leased row (the step, the item or the compensation record)."""
-        return {"step": self.step_id, "item": self.item_id, "compensation": self.compensation_id}[
-            self.kind
-        ]
 
     @property
     def node(self) -> LeasedNode:
@@ -62,25 +47,32 @@ class Lease:
 
     @property
     def retry(self) -> Retry:
-        """The forward work retries per its node; a compensation per the project default
-        (undoing must not give up as fast as a forward step may be told to)."""
-        return default_retry() if self.kind == "compensation" else self.node.effective_retry
+        return self.kind.retry_of(self.node)
+
+    def retry_delay(self) -> timedelta | None:
+        """How long to wait before the next attempt, or ``None`` when none is left."""
+        return retry_delay(self.retry, self.attempt, self.max_attempts)
 
     @property
     def idempotency_key(self) -> str:
         """Stable across every attempt of one unit of work."""
         key = f"{self.run_id}/{self.step_name}"
-        if self.item_id is not None:
+        if self.item_key:
             key += f"/{self.item_key}"
-        if self.compensation_id is not None:
-            key += "/compensate"
-        return key
+        return key + self.kind.key_suffix
 
     @property
     def label(self) -> str:
-        names = {
-            "step": "step",
-            "item": f"item {self.item_key!r} of step",
-            "compensation": "compensation of step",
-        }
-        return f"{names[self.kind]} {self.step_name!r}"
+        return self.kind.label(self.step_name, self.item_key)
+
+
+def retry_delay(retry: Retry, attempt: int, max_attempts: int) -> timedelta | None:
+    """The backoff after ``attempt`` failed, counted within the current set of attempts.
+
+    ``max_attempts`` is the unit's budget: the policy's own at first, raised by a whole
+    policy at each manual retry; the set's first attempt is ``max_attempts - policy + 1``.
+    """
+    if attempt >= max_attempts:
+        return None
+    position = attempt - (max_attempts - retry.max_attempts)
+    return retry.delay_after(max(position, 1))

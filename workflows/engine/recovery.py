@@ -1,63 +1,133 @@
-"""Transitions that repair what crashes and lost messages leave behind."""
+"""Transitions that repair what crashes and lost messages leave behind.
+
+Each takes one unit or run, re-checks it under its own compare-and-set and returns
+whether it acted; the scanners in :mod:`workflows.scanners` find the candidates.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
 from uuid import UUID
 
-from django.db import models, transaction
+from django.db import transaction
+from django.db.models.functions import Now
 
-from workflows.definitions import registry
-from workflows.engine.advance import Advancer
-from workflows.engine.db import transition
 from workflows.engine.dispatch import enqueue
 from workflows.engine.events import EventLog
-from workflows.engine.runs import fail_run, unwind
-from workflows.engine.sql import cas_update, db_now, engine_alias, lock_run
-from workflows.errors import DefinitionMissing
-from workflows.models import CompensationRecord, FanOutItem, Run, Step
+from workflows.engine.runs import unwind
+from workflows.engine.scope import run_scope
+from workflows.engine.sql import cas_update, db_now, engine_alias
+from workflows.engine.transaction import transition
+from workflows.engine.work_kinds import STEP, FailedUnit, WorkKind
+from workflows.models import Run
 from workflows.status import RUN_ACTIVE, RUN_UNWINDING, StepStatus
 
-# The kind of ready work each model holds, for the executor.
-WORK_KINDS: dict[type[models.Model], str] = {
-    Step: "step",
-    FanOutItem: "item",
-    CompensationRecord: "compensation",
-}
+
+def _owners(kind: WorkKind, unit_id: int) -> tuple[UUID, int, str, str]:
+    """The run, step id, step name and item key a unit belongs to."""
+    if kind is STEP:
+        run_id, name = kind.model.objects.values_list("run_id", "name").get(pk=unit_id)
+        return run_id, unit_id, name, ""
+    unit = kind.model.objects.select_related("step").get(pk=unit_id)
+    return unit.step.run_id, unit.step_id, unit.step.name, getattr(unit, "key", "")
+
+
+def reclaim(
+    kind: WorkKind, unit_id: int, *, now: datetime | None = None, wait: bool = True
+) -> str | None:
+    """Take back running work whose lease expired before ``now`` (default: DB clock).
+
+    The expired attempt counts: the work goes back to ``ready`` for another attempt, or
+    fails for good when it has used its attempts. Work of a run that stopped meanwhile
+    ends in its kind's ``stopped_status`` instead. Returns the new status, or ``None``
+    when the work was not reclaimable (its worker finished or heartbeat first).
+    """
+    return _reclaim(kind, unit_id, now, wait)
 
 
 @transition
-def redispatch(model: type[models.Model], unit_id: int, *, ready_before: datetime) -> bool:
+def _reclaim(kind: WorkKind, unit_id: int, now: datetime | None, wait: bool) -> str | None:
+    expired = kind.model.objects.filter(
+        pk=unit_id,
+        status=StepStatus.RUNNING,
+        lease_expires_at__lt=now if now is not None else Now(),
+    ).first()
+    if expired is None:
+        return None
+    run_id, step_id, step_name, item_key = _owners(kind, unit_id)
+    with run_scope(run_id, wait=wait) as scope:
+        if scope.run.status not in kind.runs_while:
+            status = kind.stopped_status
+        elif expired.attempt >= expired.max_attempts:
+            status = StepStatus.FAILED
+        else:
+            status = StepStatus.READY
+        error = {
+            "code": "lease_expired",
+            "message": f"attempt {expired.attempt} of {kind.label(step_name, item_key)} by "
+            f"{expired.lease_owner!r} did not finish within its lease",
+            "attempt": expired.attempt,
+        }
+        # The version guard also catches a heartbeat that extended the lease since the read.
+        if not cas_update(
+            kind.model,
+            unit_id,
+            version=expired.version,
+            where={"status": StepStatus.RUNNING},
+            status=status,
+            error=error,
+            lease_owner="",
+            lease_expires_at=None,
+            updated_at=db_now(),
+            **({} if status == StepStatus.READY else {"finished_at": db_now()}),
+        ):
+            return None
+        scope.events.add(
+            run_id,
+            "lease.expired",
+            step_id=step_id,
+            kind=kind.name,
+            attempt=expired.attempt,
+            owner=expired.lease_owner,
+        )
+        advancer = scope.advancer
+        unit = FailedUnit(kind, unit_id, step_id, step_name, item_key, error)
+        if status == StepStatus.READY:
+            scope.events.add(run_id, f"{kind.name}.ready", step_id=step_id)
+            advancer.dispatch(kind, unit_id)
+        elif status == StepStatus.FAILED:
+            kind.settlement.failed(advancer, unit)
+        else:
+            kind.settlement.stopped(advancer, unit)
+    return status
+
+
+@transition
+def redispatch(kind: WorkKind, unit_id: int, *, ready_before: datetime) -> bool:
     """Send ready work nobody claimed since ``ready_before`` to the executor again.
 
     The compare-and-set touches ``updated_at`` so the work is not re-sent on every scan;
     it loses (returns ``False``) when a worker claimed it meanwhile.
     """
     row = (
-        model.objects.filter(pk=unit_id, status=StepStatus.READY, updated_at__lt=ready_before)
+        kind.model.objects.filter(pk=unit_id, status=StepStatus.READY, updated_at__lt=ready_before)
         .only("id", "version")
         .first()
     )
     if row is None or not cas_update(
-        model, row.pk, version=row.version, where={"status": StepStatus.READY}, updated_at=db_now()
+        kind.model,
+        row.pk,
+        version=row.version,
+        where={"status": StepStatus.READY},
+        updated_at=db_now(),
     ):
         return False
-    kind = WORK_KINDS[model]
-    run_id, step_id = _owners(model, row.pk)
+    run_id, step_id, _, _ = _owners(kind, row.pk)
     events = EventLog()
-    events.add(run_id, f"{kind}.redispatched", step_id=step_id, unit=row.pk)
+    events.add(run_id, f"{kind.name}.redispatched", step_id=step_id, unit=row.pk)
     events.flush()
     enqueue([(kind, row.pk)])
     return True
-
-
-def _owners(model: type[models.Model], unit_id: int) -> tuple[UUID, int]:
-    """The run and step a unit of ready work belongs to, for its history."""
-    if model is Step:
-        return Step.objects.values_list("run_id", "id").get(pk=unit_id)
-    if model is FanOutItem:
-        return FanOutItem.objects.values_list("step__run_id", "step_id").get(pk=unit_id)
-    return CompensationRecord.objects.values_list("run_id", "step_id").get(pk=unit_id)
 
 
 @transition
@@ -68,26 +138,16 @@ def repair_run(run_id: UUID, *, wait: bool = True) -> bool:
     status (running, waiting, completed); a run whose definition is gone fails with
     ``definition_missing``. An unwinding run: releases its next compensation or ends.
     """
-    run = lock_run(run_id, wait=wait)
-    events = EventLog()
-    if run.status in RUN_UNWINDING:
-        unwind(run, events)
-    elif run.status not in RUN_ACTIVE:
-        return False
-    else:
-        try:
-            workflow = registry.get(run.workflow_name, run.workflow_version)
-        except DefinitionMissing as missing:
-            fail_run(run, missing.as_dict(), events)
-        else:
-            advancer = Advancer(run, workflow, events)
-            advancer.release_stranded()
-            advancer.finish()
-            enqueue(advancer.ready_work)
-    if not events:
-        return False
-    events.add(run.pk, "run.repaired")
-    events.flush()
+    with run_scope(run_id, wait=wait) as scope:
+        run = scope.run
+        if run.status in RUN_UNWINDING:
+            unwind(run, scope.events)
+        elif run.status in RUN_ACTIVE:
+            scope.advancer.release_stranded()
+            scope.finish()
+        if not scope.events:
+            return False
+        scope.events.add(run.pk, "run.repaired")
     return True
 
 

@@ -11,13 +11,15 @@ or ``compensation_failed``.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
-from django.db.models import Count, F
+from django.db.models import Count
 
 from workflows.engine.dispatch import enqueue
 from workflows.engine.events import EventLog
 from workflows.engine.sql import bump_item_counter, cas_update, cas_update_many, db_now
+from workflows.engine.work_kinds import COMPENSATION
 from workflows.errors import StaleState
 from workflows.models import CompensationRecord, FanOutItem, Run, Step, Timer
 from workflows.status import (
@@ -47,16 +49,32 @@ _COMPENSATION_IN_HAND = (
 )
 
 
-def set_run_status(run: Run, status: RunStatus, events: EventLog, **changes: Any) -> None:
-    """Compare-and-set the run to ``status``; raise :class:`StaleState` if it moved.
+# Called in the same transaction when a run reaches a final status (child runs report
+# to their parent this way); filled by the modules that care, so this one imports none.
+RunEnded = Callable[[Run, EventLog], None]
+_RUN_ENDED_HOOKS: list[RunEnded] = []
 
-    A child run reaching a final status tells its parent in the same transaction.
-    """
+
+def when_run_ends(hook: RunEnded) -> RunEnded:
+    """Register ``hook(run, events)`` to run inside every transition that ends a run."""
+    _RUN_ENDED_HOOKS.append(hook)
+    return hook
+
+
+def set_run_status(run: Run, status: RunStatus, events: EventLog, **changes: Any) -> None:
+    """Compare-and-set the run from its status to ``status``; raise :class:`StaleState`
+    if it moved. Hooks registered with :func:`when_run_ends` run when it ends."""
     source = run.status
     if status in RUN_FINAL:
         changes.setdefault("finished_at", db_now())
     if not cas_update(
-        Run, run.pk, version=run.version, status=status, updated_at=db_now(), **changes
+        Run,
+        run.pk,
+        version=run.version,
+        where={"status": source},
+        status=status,
+        updated_at=db_now(),
+        **changes,
     ):
         raise StaleState(f"run {run.pk} changed while moving {source} → {status}", run=str(run.pk))
     run.version += 1
@@ -65,10 +83,9 @@ def set_run_status(run: Run, status: RunStatus, events: EventLog, **changes: Any
         if name in changes:
             setattr(run, name, changes[name])
     events.add(run.pk, f"run.{status}", source=source)
-    if status in RUN_FINAL and run.parent_run_id is not None:
-        from workflows.engine.children import notify_parent
-
-        notify_parent(run, events)
+    if status in RUN_FINAL:
+        for hook in _RUN_ENDED_HOOKS:
+            hook(run, events)
 
 
 def settle_run(run: Run, sinks: tuple[str, ...], events: EventLog) -> None:
@@ -179,11 +196,14 @@ def unwind(run: Run, events: EventLog) -> None:
         set_run_status(run, RunStatus.COMPENSATION_FAILED, events)
         return
     if run.skip_compensation:
-        skipped = records.filter(status=CompensationStatus.PENDING).update(
-            status=CompensationStatus.SKIPPED, version=F("version") + 1
+        skipped = cas_update_many(
+            CompensationRecord,
+            where={"run_id": run.pk, "status": CompensationStatus.PENDING},
+            status=CompensationStatus.SKIPPED,
+            updated_at=db_now(),
         )
         if skipped:
-            events.add(run.pk, "compensations.skipped", count=skipped)
+            events.add(run.pk, "compensations.skipped", count=len(skipped))
     following = (
         records.filter(status=CompensationStatus.PENDING)
         .order_by("-sequence")
@@ -201,7 +221,7 @@ def unwind(run: Run, events: EventLog) -> None:
         ):
             raise StaleState(f"compensation {following.pk} changed while released")
         events.add(run.pk, "compensation.ready", compensation=following.pk)
-        enqueue([("compensation", following.pk)])
+        enqueue([(COMPENSATION, following.pk)])
         return
     if run.status == RunStatus.CANCELLING:
         set_run_status(run, RunStatus.CANCELLED, events)

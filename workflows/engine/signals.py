@@ -2,26 +2,25 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
 from django.db import IntegrityError
 from django.utils import timezone
 
-from workflows.definitions import WaitForSignal, registry
-from workflows.engine.db import transition
-from workflows.engine.dispatch import enqueue
-from workflows.engine.events import EventLog
+from workflows.definitions import WaitForSignal
+from workflows.engine.advance import Advancer, enters
 from workflows.engine.fingerprint import fingerprint
-from workflows.engine.sql import StepRow, lock_run, step_rows
-from workflows.errors import IdempotencyConflict, InvalidTransition
+from workflows.engine.scope import run_scope
+from workflows.engine.sql import StepRow, cas_update, step_rows
+from workflows.engine.timers import cancel_timers, fires
+from workflows.engine.transaction import transition
+from workflows.errors import IdempotencyConflict, InvalidTransition, StaleState
 from workflows.models import Signal, Step
 from workflows.status import RUN_ACTIVE, StepStatus, TimerKind
 
-if TYPE_CHECKING:
-    from workflows.engine.advance import Advancer
 
-
+@enters(WaitForSignal)
 def enter_wait(advancer: Advancer, row: StepRow, node: WaitForSignal) -> str:
     """Consume a signal that arrived early, or park the step until one arrives."""
     early = (
@@ -44,10 +43,34 @@ def enter_wait(advancer: Advancer, row: StepRow, node: WaitForSignal) -> str:
     return StepStatus.WAITING
 
 
+@fires(TimerKind.SIGNAL_TIMEOUT)
+def time_out_wait(advancer: Advancer, row: StepRow) -> None:
+    """No signal arrived in time: the step times out and the run fails."""
+    node = advancer.workflow.nodes[row.name]
+    assert isinstance(node, WaitForSignal)
+    error = {
+        "code": "signal_timeout",
+        "message": f"step {row.name!r}: no signal {node.signal!r} arrived in time",
+    }
+    advancer.move(row, StepStatus.TIMED_OUT, error=error, finished_at=timezone.now())
+    advancer.events.add(advancer.run.pk, "step.timed_out", step_id=row.pk, code="signal_timeout")
+    advancer.fail(row.name, error)
+
+
 def _consume(signal: Signal, step_id: int) -> None:
-    Signal.objects.filter(pk=signal.pk, consumed_by__isnull=True).update(
-        consumed_by_id=step_id, consumed_at=timezone.now()
-    )
+    """Compare-and-set the signal from unconsumed to consumed by ``step_id``."""
+    consumed_at = timezone.now()
+    if not cas_update(
+        Signal,
+        signal.pk,
+        version=signal.version,
+        where={"consumed_by_id": None},
+        consumed_by_id=step_id,
+        consumed_at=consumed_at,
+    ):
+        raise StaleState(f"signal {signal.pk} was consumed by another step")
+    signal.consumed_by_id, signal.consumed_at = step_id, consumed_at
+    signal.version += 1
 
 
 def send_signal(
@@ -59,7 +82,7 @@ def send_signal(
     no further effect; with a different payload it raises :class:`IdempotencyConflict`
     and changes nothing.
     """
-    payload_hash = fingerprint({"name": name, "payload": payload})
+    payload_hash = fingerprint({"name": name, "payload": payload}, field="signal")
     if idempotency_key is not None:
         existing = _existing(run_id, idempotency_key, payload_hash)
         if existing is not None:
@@ -89,50 +112,32 @@ def _existing(run_id: UUID, key: str, payload_hash: str) -> Signal | None:
 def _deliver(
     run_id: UUID, name: str, payload: Any, payload_hash: str, idempotency_key: str | None
 ) -> Signal:
-    from workflows.engine.advance import Advancer
-
-    run = lock_run(run_id)
-    if run.status not in RUN_ACTIVE:
-        raise InvalidTransition(
-            f"run {run_id} is {run.status}; only running or waiting runs accept signals",
-            run=str(run_id),
-            status=run.status,
+    with run_scope(run_id) as scope:
+        run = scope.run
+        if run.status not in RUN_ACTIVE:
+            raise InvalidTransition(
+                f"run {run_id} is {run.status}; only running or waiting runs accept signals",
+                run=str(run_id),
+                status=run.status,
+            )
+        signal = Signal.objects.create(
+            run_id=run_id,
+            name=name,
+            payload=payload,
+            idempotency_key=idempotency_key,
+            payload_hash=payload_hash,
         )
-    signal = Signal.objects.create(
-        run_id=run_id,
-        name=name,
-        payload=payload,
-        idempotency_key=idempotency_key,
-        payload_hash=payload_hash,
-    )
-    events = EventLog()
-    events.add(run.pk, "signal.received", name=name, signal=signal.pk)
-    waiting = (
-        Step.objects.filter(run_id=run_id, status=StepStatus.WAITING, signal_name=name)
-        .order_by("id")
-        .values_list("name", flat=True)
-        .first()
-    )
-    if waiting is not None:
-        workflow = registry.get(run.workflow_name, run.workflow_version)
-        (row,) = step_rows(run.pk, [waiting])
-        advancer = Advancer(run, workflow, events)
-        _consume(signal, row.pk)
-        signal.consumed_by_id = row.pk
-        signal.consumed_at = timezone.now()
-        _cancel_timeout(row.pk)
-        advancer.complete(row, payload, signal=signal.pk)
-        advancer.settled(row.name)
-        advancer.finish()
-        enqueue(advancer.ready_work)
-    events.flush()
+        scope.events.add(run.pk, "signal.received", name=name, signal=signal.pk)
+        waiting = (
+            Step.objects.filter(run_id=run_id, status=StepStatus.WAITING, signal_name=name)
+            .order_by("id")
+            .values_list("name", flat=True)
+            .first()
+        )
+        if waiting is not None:
+            (row,) = step_rows(run.pk, [waiting])
+            _consume(signal, row.pk)
+            cancel_timers(row.pk, TimerKind.SIGNAL_TIMEOUT)
+            scope.advancer.complete(row, payload, signal=signal.pk)
+            scope.advancer.settled(row.name)
     return signal
-
-
-def _cancel_timeout(step_id: int) -> None:
-    from workflows.models import Timer
-    from workflows.status import TimerStatus
-
-    Timer.objects.filter(
-        step_id=step_id, kind=TimerKind.SIGNAL_TIMEOUT, status=TimerStatus.SCHEDULED
-    ).update(status=TimerStatus.CANCELLED)

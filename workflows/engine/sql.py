@@ -22,8 +22,8 @@ from django.db import connections, models, router
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
-from workflows.errors import RunBusy
-from workflows.models import Event, FanOutItem, Run, Step
+from workflows.errors import RunBusy, StaleState
+from workflows.models import CompensationRecord, Event, FanOutItem, Run, Step
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,11 @@ def db_now_plus(delta: timedelta) -> SqlExpr:
     if _postgres():
         return SqlExpr("STATEMENT_TIMESTAMP() + make_interval(secs => %s)", (seconds,))
     return SqlExpr("STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW', %s)", (f"{seconds:+f} seconds",))
+
+
+def attempts_plus(count: int) -> SqlExpr:
+    """``attempt + count``, computed row by row: a fresh set of attempts after a retry."""
+    return SqlExpr(f"{_quote('attempt')} + %s", (count,))
 
 
 def _quote(name: str) -> str:
@@ -140,6 +145,28 @@ def cas_update(
     with _db().cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount == 1
+
+
+def move_row(
+    model: type[models.Model], row: StepRow, status: str, label: str, **changes: Any
+) -> None:
+    """Compare-and-set a step or item ``row`` from its status to ``status``.
+
+    Raises :class:`StaleState` naming ``label`` when the row moved meanwhile; on success
+    ``row`` carries the new status and version.
+    """
+    if not cas_update(
+        model,
+        row.pk,
+        version=row.version,
+        where={"status": row.status},
+        status=status,
+        updated_at=db_now(),
+        **changes,
+    ):
+        raise StaleState(f"{label} changed while moving {row.status} → {status}")
+    row.status = status
+    row.version += 1
 
 
 def cas_update_many(
@@ -240,9 +267,10 @@ class StepRow:
     status: str
     version: int
     attempt: int
+    max_attempts: int
 
 
-_STEP_ROW_COLUMNS = "id, name, status, version, attempt"
+_STEP_ROW_COLUMNS = "id, name, status, version, attempt, max_attempts"
 
 
 def step_rows(run_id: UUID, names: Iterable[str]) -> list[StepRow]:
@@ -285,12 +313,13 @@ class ItemRow(StepRow):
     item: Any = None
 
 
-_ITEM_ROW_COLUMNS = "id, step_id, status, version, attempt, key, item"
+_ITEM_ROW_COLUMNS = "id, step_id, status, version, attempt, max_attempts, key, item"
 
 
 def _item_row(row: Sequence[Any], step_name: str) -> ItemRow:
-    pk, _, status, version, attempt, key, item = row
-    return ItemRow(pk, step_name, status, version, attempt, key, _json(FanOutItem, "item", item))
+    pk, _, status, version, attempt, max_attempts, key, item = row
+    item = _json(FanOutItem, "item", item)
+    return ItemRow(pk, step_name, status, version, attempt, max_attempts, key, item)
 
 
 def next_pending_items(step_id: int, step_name: str, limit: int) -> list[ItemRow]:
@@ -347,93 +376,121 @@ def item_counts(step_id: int) -> FanOutCounts:
     )
 
 
-def collect_item_outputs(step_id: int) -> None:
-    """Set the fan-out step's output to its items' outputs, in item order, in the database.
+def item_outputs(step_id: int) -> SqlExpr:
+    """The fan-out step's output: its items' outputs in item order, built by the database.
 
-    Built by the database (``jsonb_agg`` / ``json_group_array``) so ten thousand outputs
-    never pass through Python memory at once.
+    Used as the new value of ``output`` in the step's compare-and-set (``jsonb_agg`` /
+    ``json_group_array``), so ten thousand outputs never pass through Python memory.
     """
-    step_table, item_table = _quote(Step._meta.db_table), _quote(FanOutItem._meta.db_table)
+    item_table = _quote(FanOutItem._meta.db_table)
     if _postgres():
-        aggregate = (
-            f"SELECT COALESCE(jsonb_agg(i.output ORDER BY i.{_quote('index')}), '[]'::jsonb) "
-            f"FROM {item_table} i WHERE i.step_id = %s"
+        return SqlExpr(
+            f"(SELECT COALESCE(jsonb_agg(i.output ORDER BY i.{_quote('index')}), '[]'::jsonb) "
+            f"FROM {item_table} i WHERE i.step_id = %s)",
+            (step_id,),
         )
-    else:
-        aggregate = (
-            "SELECT json_group_array(json(o.output)) FROM (SELECT output FROM "
-            f"{item_table} WHERE step_id = %s ORDER BY {_quote('index')}) o"
-        )
-    sql = f"UPDATE {step_table} SET output = ({aggregate}) WHERE id = %s"
-    with _db().cursor() as cursor:
-        cursor.execute(sql, [step_id, step_id])
+    return SqlExpr(
+        "(SELECT json_group_array(json(o.output)) FROM (SELECT output FROM "
+        f"{item_table} WHERE step_id = %s ORDER BY {_quote('index')}) o)",
+        (step_id,),
+    )
 
 
 @dataclass
-class ClaimCandidate:
-    """A step about to be claimed, with what the worker needs of its run."""
+class ClaimRow:
+    """A unit of leased work about to be claimed, with what its worker needs.
 
-    step: StepRow
+    One shape for steps, items and compensations: ``pk`` is the unit's own row; for a
+    compensation ``item_key`` names the item it undoes (if any) and ``payload`` holds
+    what it undoes.
+    """
+
+    pk: int
+    status: str
+    version: int
+    attempt: int
+    max_attempts: int
+    step_id: int
+    step_name: str
     run_id: UUID
     run_input: dict[str, Any]
     workflow_name: str
     workflow_version: int
+    item_key: str = ""
+    item: Any = None
+    handler: str = ""
+    payload: Any = None
 
 
-def claim_candidate(step_id: int) -> ClaimCandidate | None:
-    """Read a step and its run for claiming; ``None`` if missing or locked by a claimer.
+def _claim_columns(step: str) -> str:
+    return (
+        f"u.id, u.status, u.version, u.attempt, u.max_attempts, {step}.id, {step}.name, "
+        "r.id, r.input, r.workflow_name, r.workflow_version"
+    )
 
-    On PostgreSQL the step row is locked with ``SKIP LOCKED``: a worker that receives a
-    duplicate nudge for a step another worker is claiming right now moves on instead of
-    queueing behind it.
+
+def _read_claim(sql: str, unit_id: int) -> tuple[ClaimRow, Sequence[Any]] | None:
+    """Run one claim read: the common columns as a :class:`ClaimRow`, and the rest.
+
+    The unit's row is locked ``SKIP LOCKED`` on PostgreSQL, so a worker that receives a
+    duplicate nudge for a unit another worker is claiming right now moves on instead of
+    queueing behind it. ``None``: missing, or being claimed.
     """
-    step_table, run_table = _quote(Step._meta.db_table), _quote(Run._meta.db_table)
-    columns = ", ".join(f"s.{c.strip()}" for c in _STEP_ROW_COLUMNS.split(","))
-    sql = (
-        f"SELECT {columns}, r.id, r.input, r.workflow_name, r.workflow_version "
-        f"FROM {step_table} s JOIN {run_table} r ON r.id = s.run_id "
-        f"WHERE s.id = %s{_for_update(skip_locked=True, of='s')}"
-    )
     with _db().cursor() as cursor:
-        cursor.execute(sql, [step_id])
+        cursor.execute(f"{sql}{_for_update(skip_locked=True, of='u')}", [unit_id])
         row = cursor.fetchone()
     if row is None:
         return None
-    run_id = Run._meta.pk.to_python(row[5])
-    return ClaimCandidate(
-        step=StepRow(*row[:5]),
-        run_id=run_id,
-        run_input=_json(Run, "input", row[6]),
-        workflow_name=row[7],
-        workflow_version=row[8],
-    )
+    claim = ClaimRow(*row[:11])
+    claim.run_id = Run._meta.pk.to_python(claim.run_id)
+    claim.run_input = _json(Run, "input", claim.run_input)
+    return claim, row[11:]
 
 
-def item_candidate(item_id: int) -> tuple[ItemRow, int, ClaimCandidate] | None:
-    """Read an item, its step and run for claiming (``SKIP LOCKED`` like steps)."""
-    item_table = _quote(FanOutItem._meta.db_table)
-    step_table, run_table = _quote(Step._meta.db_table), _quote(Run._meta.db_table)
-    columns = ", ".join(f"i.{c.strip()}" for c in _ITEM_ROW_COLUMNS.split(","))
-    sql = (
-        f"SELECT {columns}, s.name, s.status, r.id, r.input, r.workflow_name, "
-        f"r.workflow_version FROM {item_table} i JOIN {step_table} s ON s.id = i.step_id "
-        f"JOIN {run_table} r ON r.id = s.run_id WHERE i.id = %s"
-        f"{_for_update(skip_locked=True, of='i')}"
+def claim_step_row(step_id: int) -> ClaimRow | None:
+    """Read a step and its run for claiming."""
+    step, run = _quote(Step._meta.db_table), _quote(Run._meta.db_table)
+    found = _read_claim(
+        f"SELECT {_claim_columns('u')} FROM {step} u JOIN {run} r ON r.id = u.run_id "
+        "WHERE u.id = %s",
+        step_id,
     )
-    with _db().cursor() as cursor:
-        cursor.execute(sql, [item_id])
-        row = cursor.fetchone()
-    if row is None:
+    return found[0] if found is not None else None
+
+
+def claim_item_row(item_id: int) -> ClaimRow | None:
+    """Read a fan-out item, its step and run for claiming."""
+    item = _quote(FanOutItem._meta.db_table)
+    step, run = _quote(Step._meta.db_table), _quote(Run._meta.db_table)
+    found = _read_claim(
+        f"SELECT {_claim_columns('s')}, u.{_quote('key')}, u.item FROM {item} u "
+        f"JOIN {step} s ON s.id = u.step_id JOIN {run} r ON r.id = s.run_id WHERE u.id = %s",
+        item_id,
+    )
+    if found is None:
         return None
-    item = _item_row(row[:7], row[7])
-    run = ClaimCandidate(
-        step=StepRow(row[1], row[7], row[8], 0, 0),
-        run_id=Run._meta.pk.to_python(row[9]),
-        run_input=_json(Run, "input", row[10]),
-        workflow_name=row[11],
-        workflow_version=row[12],
+    claim, (key, value) = found
+    claim.item_key, claim.item = key, _json(FanOutItem, "item", value)
+    return claim
+
+
+def claim_compensation_row(record_id: int) -> ClaimRow | None:
+    """Read a compensation record, its step, run and item for claiming."""
+    record = _quote(CompensationRecord._meta.db_table)
+    item = _quote(FanOutItem._meta.db_table)
+    step, run = _quote(Step._meta.db_table), _quote(Run._meta.db_table)
+    found = _read_claim(
+        f"SELECT {_claim_columns('s')}, i.{_quote('key')}, u.payload, u.handler FROM {record} u "
+        f"JOIN {step} s ON s.id = u.step_id JOIN {run} r ON r.id = u.run_id "
+        f"LEFT JOIN {item} i ON i.id = u.item_id WHERE u.id = %s",
+        record_id,
     )
-    return item, row[1], run
+    if found is None:
+        return None
+    claim, (key, payload, handler) = found
+    claim.payload = _json(CompensationRecord, "payload", payload) or {}
+    claim.item_key, claim.item, claim.handler = key or "", claim.payload.get("item"), handler
+    return claim
 
 
 def insert_events(events: Sequence[tuple[UUID, int | None, str, dict[str, Any]]]) -> None:

@@ -9,12 +9,11 @@ from django.utils import timezone
 
 from workflows.definitions import LeasedNode, Workflow, registry
 from workflows.engine.advance import Advancer
-from workflows.engine.db import transition
-from workflows.engine.dispatch import enqueue
 from workflows.engine.events import EventLog
 from workflows.engine.fingerprint import fingerprint
+from workflows.engine.scope import RunScope
+from workflows.engine.transaction import transition
 from workflows.errors import IdempotencyConflict
-from workflows.executors import Work
 from workflows.models import Run, Step
 from workflows.status import RunStatus
 
@@ -73,26 +72,23 @@ def _create(
     business_key: str,
     user: Any,
 ) -> Run:
-    events = EventLog()
-    run, ready = create_run(
+    scope = create_run(
         definition,
         data,
-        events,
         input_hash=input_hash,
         idempotency_key=idempotency_key,
         business_key=business_key,
         user=user,
     )
-    events.flush()
-    enqueue(ready)
-    return run
+    scope.close()
+    return scope.run
 
 
 def create_run(
     definition: type[Workflow],
     data: dict[str, Any],
-    events: EventLog,
     *,
+    events: EventLog | None = None,
     input_hash: str = "",
     idempotency_key: str | None = None,
     business_key: str = "",
@@ -100,11 +96,12 @@ def create_run(
     parent: Run | None = None,
     parent_step_id: int | None = None,
     parent_item_id: int | None = None,
-) -> tuple[Run, list[Work]]:
+) -> RunScope:
     """Create a run with its steps and enter its roots, inside the caller's transaction.
 
-    Returns the run and the work its roots made ready (to enqueue once the caller has
-    written its own state). Child runs are created this way by their parent's transition.
+    Returns the new run's scope for the caller to close once it has written its own
+    state. A child run is created this way by its parent's transition, writing to the
+    parent's ``events``.
     """
     run = Run.objects.create(
         workflow_name=definition.name,
@@ -130,7 +127,8 @@ def create_run(
         )
         for name, node in definition.nodes.items()
     )
-    events.add(
+    scope = RunScope(run, definition, events=events)
+    scope.events.add(
         run.pk,
         "run.started",
         workflow=definition.name,
@@ -138,7 +136,30 @@ def create_run(
         idempotency_key=idempotency_key,
         **({"parent_run": str(parent.pk)} if parent is not None else {}),
     )
-    advancer = Advancer(run, definition, events)
-    advancer.start()
-    run.status, run.version = advancer.run.status, advancer.run.version
-    return run, advancer.ready_work
+    scope.advancer.start()
+    return scope
+
+
+def start_child(
+    advancer: Advancer,
+    workflow_name: str,
+    data: dict[str, Any],
+    *,
+    step_id: int,
+    item_id: int | None = None,
+) -> Run:
+    """Create a child run inside the parent's transition (its events join the parent's)."""
+    definition = registry.latest(workflow_name)
+    child = create_run(
+        definition,
+        definition.check_input(data),
+        events=advancer.events,
+        parent=advancer.run,
+        parent_step_id=step_id,
+        parent_item_id=item_id,
+    )
+    child.close()
+    advancer.events.add(
+        advancer.run.pk, "child.started", step_id=step_id, child=str(child.run.pk), item=item_id
+    )
+    return child.run

@@ -8,13 +8,11 @@ all items, and the cost of advancing one item does not grow with their number.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
-
-from django.db.models import F
-from django.utils import timezone
+from typing import Any
 
 from workflows.definitions import FanOut
-from workflows.engine.attempts import begin_attempt
+from workflows.engine.advance import Advancer, enters
+from workflows.engine.claims import claim_in_scope
 from workflows.engine.compensation import record_compensation
 from workflows.engine.lease import Lease
 from workflows.engine.sql import (
@@ -22,26 +20,30 @@ from workflows.engine.sql import (
     ItemRow,
     StepRow,
     bump_item_counter,
-    cas_update,
-    collect_item_outputs,
+    cas_update_many,
     db_now,
     item_counts,
+    item_outputs,
+    move_row,
     next_pending_items,
+    step_row,
 )
-from workflows.errors import StaleState
-from workflows.models import FanOutItem, Run, Step
+from workflows.engine.start import start_child
+from workflows.engine.work_kinds import ITEM, FailedUnit, settles
+from workflows.errors import ChildRunFailed
+from workflows.models import FanOutItem, Run
 from workflows.status import RUN_ACTIVE, RunStatus, StepStatus
 
-if TYPE_CHECKING:
-    from workflows.engine.advance import Advancer
-
 _BATCH = 1000
+# Items not yet handed to a worker.
+_UNSTARTED = (StepStatus.PENDING, StepStatus.READY, StepStatus.RETRY_SCHEDULED)
 
 
 class DuplicateItemKey(ValueError):
     """Two fan-out items have the same key."""
 
 
+@enters(FanOut)
 def enter_fanout(advancer: Advancer, row: StepRow, node: FanOut) -> str:
     """Compute the items once, store them, release the first ``max_parallel``."""
     try:
@@ -67,6 +69,9 @@ def enter_fanout(advancer: Advancer, row: StepRow, node: FanOut) -> str:
     return StepStatus.RUNNING
 
 
+_KEY_LENGTH = FanOutItem._meta.get_field("key").max_length
+
+
 def _check(values: list[Any], keys: list[str]) -> None:
     seen: dict[str, int] = {}
     for index, key in enumerate(keys):
@@ -74,90 +79,70 @@ def _check(values: list[Any], keys: list[str]) -> None:
             raise DuplicateItemKey(
                 f"items {seen[key]} and {index} have the same key {key!r}; keys must be unique"
             )
+        if len(key) > _KEY_LENGTH or "\x00" in key:
+            raise ValueError(
+                f"item {index} has key {key[:40]!r}…: keys must be at most {_KEY_LENGTH} "
+                "characters, without NUL"
+            )
         seen[key] = index
     json.dumps(values, allow_nan=False)  # items are stored as JSON: fail early, clearly
 
 
 def release_item(advancer: Advancer, node: FanOut, step_id: int, item: ItemRow) -> None:
     """Put one pending item in hand: claimed for the caller, ready for a worker, or a child."""
-    run = advancer.run
+    advancer.mark_in_hand()
     if node.workflow is not None:
-        from workflows.engine.children import start_child
-
         _move_item(item, StepStatus.WAITING, started_at=db_now())
         child = start_child(
             advancer, node.workflow, node.child_input(item.item), step_id=step_id, item_id=item.pk
         )
-        advancer.mark_in_hand()
         if child.status not in (RunStatus.RUNNING, RunStatus.WAITING):
             settle_child_item(advancer, child)
         return
-    if advancer.claim_owner is not None and advancer.claimed is None:
-        advancer.claimed = begin_attempt(
-            FanOutItem, item, _template(advancer, step_id, item), advancer.events
-        )
-        if advancer.claimed is None:
-            raise StaleState(f"item {item.key!r} changed while claimed")
-        advancer.mark_in_hand()
+    scope = advancer.scope
+    if claim_in_scope(scope, ITEM, item, step_id=step_id, item_key=item.key, item=item.item):
         return
     _move_item(item, StepStatus.READY)
-    advancer.events.add(run.pk, "item.ready", step_id=step_id, item=item.key)
-    advancer.dispatch("item", item.pk)
-
-
-def _template(advancer: Advancer, step_id: int, item: ItemRow) -> Lease:
-    return Lease(
-        step_id=step_id,
-        run_id=advancer.run.pk,
-        step_name=item.name,
-        attempt=0,
-        owner=advancer.claim_owner or "",
-        version=0,
-        workflow=advancer.workflow,
-        run_input=advancer.run.input,
-        item_id=item.pk,
-        item_key=item.key,
-        item=item.item,
-    )
+    advancer.events.add(advancer.run.pk, "item.ready", step_id=step_id, item=item.key)
+    advancer.dispatch(ITEM, item.pk)
 
 
 def _move_item(item: ItemRow, status: str, **changes: Any) -> None:
-    if not cas_update(
-        FanOutItem,
-        item.pk,
-        version=item.version,
-        where={"status": item.status},
-        status=status,
-        updated_at=db_now(),
-        **changes,
-    ):
-        raise StaleState(f"item {item.key!r} changed while moving {item.status} → {status}")
-    item.status, item.version = status, item.version + 1
+    move_row(FanOutItem, item, status, f"item {item.key!r}", **changes)
 
 
-def item_completed(advancer: Advancer, lease: Lease, output: Any) -> None:
-    """Count a completed item (its row already fenced-updated) and move the fan-out on."""
-    node = lease.node
-    assert isinstance(node, FanOut)
-    if node.compensate is not None:
-        record_compensation(
-            advancer.run,
-            lease.step_id,
-            node,
-            output,
-            advancer.events,
-            item=lease.item,
-            item_id=lease.item_id,
+@settles(ITEM)
+class ItemSettlement:
+    """An item's end is counted on its fan-out step, which then moves on or fails."""
+
+    def completed(self, advancer: Advancer, lease: Lease, output: Any) -> None:
+        node = lease.node
+        assert isinstance(node, FanOut)
+        if node.compensate is not None:
+            record_compensation(
+                advancer.run,
+                lease.step_id,
+                node,
+                output,
+                advancer.events,
+                item=lease.item,
+                item_id=lease.unit_id,
+            )
+        counts = bump_item_counter(lease.step_id, "items_completed")
+        advancer.events.add(
+            advancer.run.pk,
+            "item.completed",
+            step_id=lease.step_id,
+            item=lease.item_key,
+            attempt=lease.attempt,
         )
-    counts = bump_item_counter(lease.step_id, "items_completed")
-    advancer.events.add(
-        advancer.run.pk,
-        "item.completed",
-        step_id=lease.step_id,
-        item=lease.item_key,
-        attempt=lease.attempt,
-    )
-    _move_on(advancer, node, lease.step_id, lease.step_name, counts)
+        _move_on(advancer, node, lease.step_id, lease.step_name, counts)
+
+    def failed(self, advancer: Advancer, unit: FailedUnit) -> None:
+        item_failed(advancer, unit.step_id, unit.step_name, unit.item_key, unit.error)
+
+    def stopped(self, advancer: Advancer, unit: FailedUnit) -> None:
+        bump_item_counter(unit.step_id, "items_skipped")
 
 
 def item_failed(
@@ -171,7 +156,6 @@ def item_failed(
         advancer.run.pk, "item.failed", step_id=step_id, item=key, error=error.get("message")
     )
     if counts.status != StepStatus.RUNNING or advancer.run.status not in RUN_ACTIVE:
-        advancer.finish()
         return
     if counts.failed > node.allowed_failures(counts.total):
         _fail_fanout(advancer, step_id, step_name, counts, key, error)
@@ -187,7 +171,6 @@ def _fail_fanout(
     key: str,
     error: dict[str, Any],
 ) -> None:
-    row = StepRow(step_id, step_name, counts.status, counts.version, 0)
     step_error = {
         "code": "too_many_item_failures",
         "message": f"{counts.failed} of {counts.total} items failed (last: {key!r}: "
@@ -195,15 +178,15 @@ def _fail_fanout(
         "failed": counts.failed,
         "total": counts.total,
     }
-    unstarted = FanOutItem.objects.filter(
-        step_id=step_id,
-        status__in=(StepStatus.PENDING, StepStatus.READY, StepStatus.RETRY_SCHEDULED),
-    ).update(status=StepStatus.SKIPPED, version=F("version") + 1, updated_at=timezone.now())
-    if unstarted:
-        Step.objects.filter(pk=step_id).update(
-            items_skipped=F("items_skipped") + unstarted, version=F("version") + 1
-        )
-        row.version += 1
+    skipped = cas_update_many(
+        FanOutItem,
+        where={"step_id": step_id, "status": _UNSTARTED},
+        status=StepStatus.SKIPPED,
+        updated_at=db_now(),
+    )
+    if skipped:
+        counts = bump_item_counter(step_id, "items_skipped", len(skipped))
+    row = StepRow(step_id, step_name, counts.status, counts.version, 0, 0)
     advancer.move(row, StepStatus.FAILED, error=step_error, finished_at=db_now())
     advancer.events.add(advancer.run.pk, "step.failed", step_id=step_id, code=step_error["code"])
     advancer.fail(step_name, step_error)
@@ -214,12 +197,10 @@ def _move_on(
 ) -> None:
     """Release the next item, or complete the step when every item is final."""
     if counts.status != StepStatus.RUNNING or advancer.run.status not in RUN_ACTIVE:
-        advancer.finish()
         return
     if counts.finished >= counts.total:
-        collect_item_outputs(step_id)
-        row = StepRow(step_id, step_name, counts.status, counts.version, 0)
-        advancer.move(row, StepStatus.COMPLETED, finished_at=db_now())
+        row = StepRow(step_id, step_name, counts.status, counts.version, 0, 0)
+        advancer.move(row, StepStatus.COMPLETED, output=item_outputs(step_id), finished_at=db_now())
         advancer.events.add(
             advancer.run.pk,
             "step.completed",
@@ -231,19 +212,19 @@ def _move_on(
     else:
         for item in next_pending_items(step_id, step_name, 1):
             release_item(advancer, node, step_id, item)
-    advancer.finish()
 
 
 def resume_fanout(advancer: Advancer, step_id: int, step_name: str) -> None:
     """Restart a revived fan-out step: items skipped when the run stopped run again."""
     node = advancer.workflow.nodes[step_name]
     assert isinstance(node, FanOut)
-    FanOutItem.objects.filter(step_id=step_id, status=StepStatus.SKIPPED).update(
-        status=StepStatus.PENDING, version=F("version") + 1
+    cas_update_many(
+        FanOutItem,
+        where={"step_id": step_id, "status": StepStatus.SKIPPED},
+        status=StepStatus.PENDING,
+        updated_at=db_now(),
     )
-    Step.objects.filter(pk=step_id).update(items_skipped=0)
-    version = Step.objects.values_list("version", flat=True).get(pk=step_id)
-    advancer.move(StepRow(step_id, step_name, StepStatus.PENDING, version, 0), StepStatus.RUNNING)
+    advancer.move(step_row(step_id), StepStatus.RUNNING, items_skipped=0)
     counts = item_counts(step_id)
     in_hand = FanOutItem.objects.filter(
         step_id=step_id, status__in=(StepStatus.READY, StepStatus.RUNNING, StepStatus.WAITING)
@@ -258,13 +239,18 @@ def resume_fanout(advancer: Advancer, step_id: int, step_name: str) -> None:
 
 def settle_child_item(advancer: Advancer, child: Run) -> None:
     """A child run of a fan-out item ended: complete or fail the item accordingly."""
-    from workflows.engine.children import ChildRunFailed
-
     item = FanOutItem.objects.select_related("step").get(pk=child.parent_item_id)
     if item.status != StepStatus.WAITING:
         return
     row = ItemRow(
-        item.pk, item.step.name, item.status, item.version, item.attempt, item.key, item.item
+        item.pk,
+        item.step.name,
+        item.status,
+        item.version,
+        item.attempt,
+        item.max_attempts,
+        item.key,
+        item.item,
     )
     node = advancer.workflow.nodes[item.step.name]
     assert isinstance(node, FanOut)

@@ -20,6 +20,18 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+class AfterCommit(Exception):
+    """Raised inside a transition to commit what it wrote, then raise ``error``.
+
+    A run whose definition is gone is failed in the transition that found out, and the
+    caller still learns why its own operation did not happen.
+    """
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 def _is_locked(exc: OperationalError) -> bool:
     return "database is locked" in str(exc) or "database table is locked" in str(exc)
 
@@ -40,7 +52,11 @@ def transition(fn: Callable[P, R]) -> Callable[P, R]:
         for attempt in range(1, attempts + 1):
             try:
                 with transaction.atomic(using=alias):
-                    return fn(*args, **kwargs)
+                    try:
+                        return fn(*args, **kwargs)
+                    except AfterCommit as deferred:
+                        error = deferred.error
+                raise error
             except OperationalError as exc:
                 in_callers_transaction = connections[alias].in_atomic_block
                 if not _is_locked(exc) or attempt == attempts or in_callers_transaction:

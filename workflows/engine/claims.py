@@ -1,0 +1,161 @@
+"""Claiming leased work: the one place a step, item or compensation becomes ``running``.
+
+A claim is a compare-and-set ``ready → running`` that raises ``attempt`` and sets a
+lease on the database clock. It does not lock the run: two workers claiming the same
+unit race on the unit's row alone, and exactly one wins.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from uuid import UUID
+
+from workflows.definitions import LeasedNode, Workflow, registry
+from workflows.engine.events import EventLog
+from workflows.engine.lease import Lease
+from workflows.engine.scope import RunScope, fail_missing_definition
+from workflows.engine.sql import ClaimRow, StepRow, cas_update, db_now, db_now_plus
+from workflows.engine.transaction import transition
+from workflows.engine.work_kinds import STEP, WorkKind
+from workflows.errors import DefinitionMissing, StaleState
+from workflows.status import StepStatus
+
+
+def begin_attempt(lease: Lease, row: StepRow | ClaimRow, events: EventLog) -> Lease | None:
+    """Compare-and-set ``row`` to ``running`` for ``lease.owner``; return the new lease.
+
+    ``lease`` carries who claims and what the worker needs; attempt, budget and version
+    come from ``row``. ``attempt`` goes up by one and the lease expires after the node's
+    timeout on the database clock. Returns ``None`` when the row changed since it was
+    read (another worker claimed it first): nothing is written then.
+    """
+    attempt = row.attempt + 1
+    if not cas_update(
+        lease.kind.model,
+        row.pk,
+        version=row.version,
+        where={"status": row.status},
+        status=StepStatus.RUNNING,
+        attempt=attempt,
+        lease_owner=lease.owner,
+        lease_expires_at=db_now_plus(lease.node.effective_timeout),
+        started_at=db_now(),
+        updated_at=db_now(),
+    ):
+        return None
+    row.status, row.version, row.attempt = StepStatus.RUNNING, row.version + 1, attempt
+    claimed = dataclasses.replace(
+        lease, attempt=attempt, max_attempts=row.max_attempts, version=row.version
+    )
+    events.add(
+        claimed.run_id,
+        f"{claimed.kind.name}.started",
+        step_id=claimed.step_id,
+        attempt=attempt,
+        owner=claimed.owner,
+        **({"item": claimed.item_key} if claimed.item_key else {}),
+    )
+    return claimed
+
+
+def claim_in_scope(
+    scope: RunScope,
+    kind: WorkKind,
+    row: StepRow,
+    *,
+    step_id: int,
+    item_key: str = "",
+    item: object = None,
+) -> bool:
+    """Claim a unit this transition just released, for the worker that is chaining.
+
+    ``row`` is the unit's row (a step's, or an item's named after its step). Returns
+    ``False`` (and claims nothing) when the scope's worker does not chain or already
+    holds the next unit: the caller then makes the unit ``ready`` instead.
+    """
+    if scope.claim_owner is None or scope.claimed is not None:
+        return False
+    node = scope.workflow.nodes[row.name]
+    assert isinstance(node, LeasedNode)
+    lease = Lease(
+        kind=kind,
+        unit_id=row.pk,
+        run_id=scope.run.pk,
+        step_id=step_id,
+        step_name=row.name,
+        owner=scope.claim_owner,
+        workflow=scope.workflow,
+        run_input=scope.run.input,
+        handler_path=node.handler_path,
+        item_key=item_key,
+        item=item,
+    )
+    scope.claimed = begin_attempt(lease, row, scope.events)
+    if scope.claimed is None:
+        raise StaleState(f"{lease.label} of run {scope.run.pk} changed while claimed")
+    return True
+
+
+def claim(kind: WorkKind, unit_id: int, owner: str) -> Lease:
+    """Claim a ``ready`` unit of ``kind`` for ``owner``: ``ready → running``, attempt + 1.
+
+    Of two workers claiming the same unit exactly one wins; the other gets
+    :class:`StaleState` and must not run the handler. A run whose workflow is not
+    registered here fails with ``definition_missing`` (in a transition of its own,
+    which keeps the lock order) and :class:`DefinitionMissing` is raised.
+    """
+    try:
+        return _claim(kind, unit_id, owner)
+    except DefinitionMissing as missing:
+        run_id = missing.details.get("run")
+        if run_id is not None:
+            fail_missing_definition(UUID(run_id), missing)
+        raise
+
+
+def claim_step(step_id: int, owner: str) -> Lease:
+    """:func:`claim` for a task step."""
+    return claim(STEP, step_id, owner)
+
+
+@transition
+def _claim(kind: WorkKind, unit_id: int, owner: str) -> Lease:
+    row = kind.read_claim(unit_id)
+    if row is None or row.status != StepStatus.READY:
+        status = row.status if row is not None else "missing or being claimed"
+        raise StaleState(f"{kind.name} {unit_id} is {status}, not ready", unit=unit_id)
+    workflow = _workflow_of(row)
+    node = workflow.nodes.get(row.step_name)
+    if not isinstance(node, LeasedNode):
+        raise StaleState(f"step {row.step_name!r} is not leased work of {workflow.label()}")
+    events = EventLog()
+    lease = begin_attempt(
+        Lease(
+            kind=kind,
+            unit_id=row.pk,
+            run_id=row.run_id,
+            step_id=row.step_id,
+            step_name=row.step_name,
+            owner=owner,
+            workflow=workflow,
+            run_input=row.run_input,
+            handler_path=row.handler or node.handler_path,
+            item_key=row.item_key,
+            item=row.item,
+            compensated_output=(row.payload or {}).get("output"),
+        ),
+        row,
+        events,
+    )
+    if lease is None:
+        raise StaleState(f"{kind.label(row.step_name, row.item_key)} was claimed by another worker")
+    events.flush()
+    return lease
+
+
+def _workflow_of(row: ClaimRow) -> type[Workflow]:
+    try:
+        return registry.get(row.workflow_name, row.workflow_version)
+    except DefinitionMissing as missing:
+        missing.details["run"] = str(row.run_id)
+        raise

@@ -1,0 +1,225 @@
+"""Operator verbs as transitions: cancel a run, retry or skip a step, retry a run.
+
+Each verb names the states it accepts and raises :class:`InvalidTransition` otherwise,
+records who did it in the run's history, and is one transaction (children of a
+cancelled run are cancelled afterwards, each in its own, child before parent).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from workflows.definitions import FanOut, LeasedNode, Node
+from workflows.definitions.nodes import default_retry
+from workflows.engine.fanout import resume_fanout
+from workflows.engine.runs import set_run_status, stop_forward_work, unwind
+from workflows.engine.scope import RunScope, run_of_step, run_scope
+from workflows.engine.sql import (
+    StepRow,
+    attempts_plus,
+    cas_update,
+    cas_update_many,
+    db_now,
+    step_row,
+)
+from workflows.engine.timers import cancel_timers
+from workflows.engine.transaction import transition
+from workflows.errors import InvalidTransition
+from workflows.models import CompensationRecord, FanOutItem, Step
+from workflows.status import RUN_ACTIVE, CompensationStatus, RunStatus, StepStatus
+
+# Steps an operator may skip: anything not yet finished, or finished by failing.
+SKIPPABLE = (
+    StepStatus.PENDING,
+    StepStatus.READY,
+    StepStatus.WAITING,
+    StepStatus.RETRY_SCHEDULED,
+    StepStatus.FAILED,
+    StepStatus.TIMED_OUT,
+)
+RETRYABLE = (StepStatus.FAILED, StepStatus.TIMED_OUT)
+
+
+def _by(user: Any) -> str | None:
+    return user.get_username() if user is not None else None
+
+
+def _refuse(what: str, status: str, accepted: Any) -> InvalidTransition:
+    allowed = ", ".join(sorted(str(s) for s in accepted))
+    return InvalidTransition(
+        f"{what} is {status}; this operation accepts: {allowed}", status=status
+    )
+
+
+@transition
+def cancel_run(
+    run_id: UUID, *, reason: str = "", compensate: bool = True, user: Any = None
+) -> None:
+    """Stop a running or waiting run: cancel waiting work, compensate, end ``cancelled``.
+
+    Running attempts finish (their results are recorded) or lose their lease; then the
+    run's compensations run in reverse order unless ``compensate`` is false. Works on a
+    run whose definition is no longer registered.
+    """
+    with run_scope(run_id, needs_definition=False) as scope:
+        run, events = scope.run, scope.events
+        if run.status not in RUN_ACTIVE:
+            raise _refuse(f"run {run_id}", run.status, RUN_ACTIVE)
+        stop_forward_work(run, events, reason="run cancelled")
+        error = {"code": "cancelled", "message": reason or "cancelled", "by": _by(user)}
+        changes: dict[str, Any] = {"error": error}
+        if not compensate:
+            changes["skip_compensation"] = True
+            run.skip_compensation = True
+        set_run_status(run, RunStatus.CANCELLING, events, **changes)
+        events.add(
+            run.pk, "run.cancel_requested", by=_by(user), reason=reason, compensate=compensate
+        )
+        unwind(run, events)
+
+
+def _revive(scope: RunScope, user: Any) -> None:
+    """Bring a failed run back to ``running`` and release what can run again: steps
+    cancelled by the failure become pending, fan-outs keep their completed items."""
+    run = scope.run
+    reopened = cas_update_many(
+        Step,
+        where={"run_id": run.pk, "status": StepStatus.CANCELLED},
+        status=StepStatus.PENDING,
+        finished_at=None,
+        error=None,
+        updated_at=db_now(),
+    )
+    set_run_status(run, RunStatus.RUNNING, scope.events, error=None, finished_at=None)
+    scope.events.add(run.pk, "run.resumed", by=_by(user), reopened=len(reopened))
+    for step_id, name in Step.objects.filter(
+        run_id=run.pk, kind="fanout", status=StepStatus.PENDING, items_total__gt=0
+    ).values_list("id", "name"):
+        resume_fanout(scope.advancer, step_id, name)
+    scope.advancer.release_stranded()
+
+
+def _reset_for_retry(scope: RunScope, row: StepRow, node: Node, user: Any) -> None:
+    """Give a failed step a fresh set of attempts (a fan-out: its failed items).
+
+    The budget grows by a whole policy beyond the attempts already made, so attempts
+    4, 5 and 6 of a three-attempt policy run with the policy's backoff again.
+    """
+    run = scope.run
+    changes: dict[str, Any] = {}
+    if isinstance(node, FanOut):
+        reset = cas_update_many(
+            FanOutItem,
+            where={"step_id": row.pk, "status": StepStatus.FAILED},
+            status=StepStatus.PENDING,
+            max_attempts=attempts_plus(node.effective_retry.max_attempts),
+            error=None,
+            finished_at=None,
+            updated_at=db_now(),
+        )
+        changes["items_failed"] = 0
+        scope.events.add(run.pk, "items.reset", step_id=row.pk, count=len(reset))
+    attempts = node.effective_retry.max_attempts if isinstance(node, LeasedNode) else 1
+    if not cas_update(
+        Step,
+        row.pk,
+        version=row.version,
+        where={"status": row.status},
+        status=StepStatus.PENDING,
+        error=None,
+        finished_at=None,
+        max_attempts=row.attempt + attempts,
+        decision="",
+        decided_by=None,
+        decided_at=None,
+        feedback="",
+        selections=[],
+        updated_at=db_now(),
+        **changes,
+    ):
+        raise InvalidTransition(f"step {row.name!r} changed while being retried")
+    scope.events.add(run.pk, "step.retried", step_id=row.pk, by=_by(user))
+
+
+@transition
+def retry_step(step_id: int, *, user: Any = None) -> None:
+    """Run a failed (or timed-out) step again, with fresh attempts; the run resumes."""
+    with run_scope(run_of_step(step_id)) as scope:
+        row = step_row(step_id)
+        if row.status not in RETRYABLE:
+            raise _refuse(f"step {row.name!r}", row.status, RETRYABLE)
+        if scope.run.status != RunStatus.FAILED:
+            raise _refuse(f"run {scope.run.pk}", scope.run.status, [RunStatus.FAILED])
+        _reset_for_retry(scope, row, scope.workflow.nodes[row.name], user)
+        _revive(scope, user)
+
+
+@transition
+def skip_step(step_id: int, *, output: Any = None, user: Any = None) -> None:
+    """Record a step as done with ``output`` without running it, so the run moves on.
+
+    Accepts steps not yet finished (pending, ready, waiting, retry scheduled) and failed
+    or timed-out ones (their failed run resumes). The step ends ``completed`` with the
+    operator's output; the history says who skipped it.
+    """
+    with run_scope(run_of_step(step_id)) as scope:
+        run, row = scope.run, step_row(step_id)
+        if row.status not in SKIPPABLE:
+            raise _refuse(f"step {row.name!r}", row.status, SKIPPABLE)
+        if run.status not in (*RUN_ACTIVE, RunStatus.FAILED):
+            raise _refuse(f"run {run.pk}", run.status, [*RUN_ACTIVE, RunStatus.FAILED])
+        cancel_timers(row.pk)
+        scope.advancer.move(
+            row, StepStatus.COMPLETED, output=output, finished_at=db_now(), error=None
+        )
+        scope.events.add(run.pk, "step.skipped", step_id=row.pk, by=_by(user), reason="operator")
+        if run.status == RunStatus.FAILED:
+            _revive(scope, user)
+        else:
+            scope.advancer.settled(row.name)
+
+
+@transition
+def retry_run(run_id: UUID, *, user: Any = None) -> int:
+    """Retry every failed step of a failed run, or resume a run whose compensation failed.
+
+    Returns how many steps or compensations were retried.
+    """
+    with run_scope(run_id) as scope:
+        run = scope.run
+        accepted = (RunStatus.FAILED, RunStatus.COMPENSATION_FAILED)
+        if run.status not in accepted:
+            raise _refuse(f"run {run_id}", run.status, accepted)
+        if run.status == RunStatus.COMPENSATION_FAILED:
+            return _retry_compensations(scope, user)
+        failed = [
+            StepRow(*values)
+            for values in Step.objects.filter(run_id=run.pk, status__in=RETRYABLE).values_list(
+                "id", "name", "status", "version", "attempt", "max_attempts"
+            )
+        ]
+        for row in failed:
+            _reset_for_retry(scope, row, scope.workflow.nodes[row.name], user)
+        _revive(scope, user)
+        return len(failed)
+
+
+def _retry_compensations(scope: RunScope, user: Any) -> int:
+    """Give failed compensations a fresh set of attempts and unwind again."""
+    run = scope.run
+    retried = cas_update_many(
+        CompensationRecord,
+        where={"run_id": run.pk, "status": CompensationStatus.FAILED},
+        status=CompensationStatus.PENDING,
+        max_attempts=attempts_plus(default_retry().max_attempts),
+        error=None,
+        finished_at=None,
+        updated_at=db_now(),
+    )
+    cancelled = (run.error or {}).get("code") == "cancelled"
+    target = RunStatus.CANCELLING if cancelled else RunStatus.COMPENSATING
+    set_run_status(run, target, scope.events)
+    scope.events.add(run.pk, "compensations.retried", by=_by(user), count=len(retried))
+    unwind(run, scope.events)
+    return len(retried)

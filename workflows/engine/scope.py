@@ -1,0 +1,179 @@
+"""The frame every transition on a run is written in.
+
+A transition is one ``atomic()`` block (:func:`~workflows.engine.transaction.transition`)
+that opens a :func:`run_scope`: the scope locks the run, resolves its definition once,
+collects the transition's events and the work it made ready, and on the way out
+settles the run, writes the events and hands the ready work to the executor. The body
+of a transition supplies only what differs: the compare-and-set writes of its own rows.
+
+::
+
+    @transition
+    def decide_gate(step_id: int, ...) -> None:
+        with run_scope(run_of_step(step_id)) as scope:
+            row = step_row(step_id)
+            ...
+            scope.advancer.settled(row.name)
+
+A run whose (name, version) is not registered in this process is handled here and
+nowhere else: if the run is active it fails with ``definition_missing`` in this
+transition, which commits, and the caller gets :class:`DefinitionMissing`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from uuid import UUID
+
+from workflows.definitions import Workflow, registry
+from workflows.engine.advance import Advancer
+from workflows.engine.dispatch import enqueue
+from workflows.engine.events import EventLog
+from workflows.engine.lease import Lease
+from workflows.engine.runs import fail_run
+from workflows.engine.sql import lock_run
+from workflows.engine.transaction import AfterCommit, transition
+from workflows.engine.work_kinds import WorkKind
+from workflows.errors import DefinitionMissing
+from workflows.models import Run, Step
+from workflows.status import RUN_ACTIVE
+
+
+class RunScope:
+    """One transition's view of a locked run: definition, events, ready work, advancer.
+
+    ``claim_owner``: when given, the first task or item the transition makes ready is
+    claimed at once for that worker (``ready → running`` in the same transaction), so
+    a worker finishing a step continues with the next one without a queue round trip;
+    its lease ends up in :attr:`claimed`.
+    """
+
+    def __init__(
+        self,
+        run: Run,
+        workflow: type[Workflow] | None,
+        *,
+        events: EventLog | None = None,
+        claim_owner: str | None = None,
+    ) -> None:
+        self.run = run
+        self._workflow = workflow
+        self._owns_events = events is None
+        self.events = events if events is not None else EventLog()
+        self.claim_owner = claim_owner
+        self.claimed: Lease | None = None
+        self.ready_work: list[tuple[WorkKind, int]] = []
+        self._advancer: Advancer | None = None
+
+    @property
+    def workflow(self) -> type[Workflow]:
+        if self._workflow is None:
+            raise DefinitionMissing(
+                f"run {self.run.pk} of {self.run.workflow_name!r} "
+                f"v{self.run.workflow_version}: its definition is not registered",
+                run=str(self.run.pk),
+            )
+        return self._workflow
+
+    @property
+    def advancer(self) -> Advancer:
+        """Graph evaluation for this run, created on first use."""
+        if self._advancer is None:
+            self._advancer = Advancer(self)
+        return self._advancer
+
+    def dispatch(self, kind: WorkKind, unit_id: int) -> None:
+        """Queue a unit of ready work once this transition has written its state."""
+        self.ready_work.append((kind, unit_id))
+
+    def finish(self) -> None:
+        """Settle the run's status if this transition evaluated its graph."""
+        if self._advancer is not None:
+            self._advancer.finish()
+
+    def close(self) -> None:
+        """Settle the run, write the events, hand ready work to the executor.
+
+        A nested scope leaves the events to the transition that owns them.
+        """
+        self.finish()
+        if self._owns_events:
+            self.events.flush()
+        enqueue(self.ready_work)
+
+
+def _resolve(run: Run) -> type[Workflow] | None:
+    """The run's definition; raises for an active run whose definition is gone.
+
+    A run that is no longer active (unwinding or finished) needs no graph: it gets
+    ``None`` when its definition is gone, and its compensations still run.
+    """
+    try:
+        return registry.get(run.workflow_name, run.workflow_version)
+    except DefinitionMissing:
+        if run.status in RUN_ACTIVE:
+            raise
+        return None
+
+
+@contextmanager
+def run_scope(
+    run_id: UUID,
+    *,
+    wait: bool = True,
+    claim_owner: str | None = None,
+    needs_definition: bool = True,
+    workflow: type[Workflow] | None = None,
+) -> Iterator[RunScope]:
+    """Lock the run and open its scope; close it (settle, write, enqueue) on success.
+
+    ``wait=False`` (scanners): a run held by another transaction raises
+    :class:`~workflows.errors.RunBusy` instead of waiting. ``needs_definition=False``:
+    verbs that must work even when the run's code is gone (cancel, park). ``workflow``:
+    the caller already holds the definition (a worker's lease).
+    """
+    run = lock_run(run_id, wait=wait)
+    if workflow is None and needs_definition:
+        try:
+            workflow = _resolve(run)
+        except DefinitionMissing as missing:
+            events = EventLog()
+            fail_run(run, missing.as_dict(), events)
+            events.flush()
+            raise AfterCommit(missing) from None
+    scope = RunScope(run, workflow, claim_owner=claim_owner)
+    yield scope
+    scope.close()
+
+
+def nested_scope(run_id: UUID, events: EventLog) -> RunScope | None:
+    """A scope on another run inside the current transition, writing to ``events``.
+
+    For a child run reporting its end to its parent (a child is always locked before
+    its parent). A parent whose definition is gone is failed here and ``None`` is
+    returned: the child's own transition still commits.
+    """
+    run = lock_run(run_id)
+    try:
+        workflow = _resolve(run)
+    except DefinitionMissing as missing:
+        fail_run(run, missing.as_dict(), events)
+        return None
+    return RunScope(run, workflow, events=events)
+
+
+def run_of_step(step_id: int) -> UUID:
+    """The run a step belongs to (never changes, so it is read before the lock)."""
+    return Step.objects.values_list("run_id", flat=True).get(pk=step_id)
+
+
+@transition
+def fail_missing_definition(run_id: UUID, missing: DefinitionMissing) -> None:
+    """Fail an active run whose definition is gone, in a transition of its own.
+
+    For callers that found out without holding the run (a claim): locking the run
+    there would reverse the lock order of every other transition.
+    """
+    with run_scope(run_id, needs_definition=False) as scope:
+        fail_run(scope.run, missing.as_dict(), scope.events)

@@ -1,0 +1,160 @@
+"""The three kinds of leased work in one table: a task step, a fan-out item, a compensation.
+
+Every place that handles leased work — claims, the runner, executors, recovery, retry
+timers, leases, ``run_pending`` — looks the kind up here instead of branching on its
+name. A kind says where its rows live, which django-q2 task runs it, how a claim reads
+it, while which run statuses it may start, what it becomes when reclaimed after its run
+stopped, and which retry policy it follows.
+
+What a unit's completion or final failure does to its run belongs to the module that
+owns the kind (:mod:`~workflows.engine.tasks`, :mod:`~workflows.engine.fanout`,
+:mod:`~workflows.engine.compensation`); each registers its :class:`Settlement` with
+:func:`settles`. So this table imports none of them and every module can import it:
+dependencies point one way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from workflows.definitions import LeasedNode, Retry
+from workflows.definitions.nodes import default_retry
+from workflows.engine import sql
+from workflows.models import CompensationRecord, FanOutItem, LeasedWork, Step
+from workflows.status import RUN_ACTIVE, RUN_UNWINDING, StepStatus
+
+if TYPE_CHECKING:
+    from workflows.engine.advance import Advancer
+    from workflows.engine.lease import Lease
+
+
+@dataclass(frozen=True)
+class FailedUnit:
+    """A unit of leased work that failed for good (or was reclaimed after its run stopped)."""
+
+    kind: WorkKind
+    unit_id: int
+    step_id: int
+    step_name: str
+    item_key: str
+    error: dict[str, Any]
+
+
+class Settlement(Protocol):
+    """What a kind's completion and final failure do, inside the settling transition."""
+
+    def completed(self, advancer: Advancer, lease: Lease, output: Any) -> None:
+        """The unit's row is already ``completed``: record and move the run on."""
+
+    def failed(self, advancer: Advancer, unit: FailedUnit) -> None:
+        """The unit's row is already ``failed``: apply that to its step and run."""
+
+    def stopped(self, advancer: Advancer, unit: FailedUnit) -> None:
+        """The unit was reclaimed after its run stopped; its row has ``stopped_status``."""
+
+
+@dataclass(frozen=True)
+class WorkKind:
+    """One kind of leased work.
+
+    ``runs_while``: the run statuses in which a unit may start or be retried (forward
+    work while the run is active, compensations while it unwinds). ``timer_field``: the
+    ``Timer`` foreign key that names a unit of this kind on its retry timer.
+    """
+
+    name: str
+    model: type[LeasedWork]
+    task: str
+    runs_while: frozenset[str]
+    stopped_status: str
+    timer_field: str
+    read_claim: Callable[[int], sql.ClaimRow | None]
+    retry_of: Callable[[LeasedNode], Retry]
+    describe: str
+    key_suffix: str = ""
+
+    @property
+    def settlement(self) -> Settlement:
+        return _SETTLEMENTS[self.name]
+
+    def label(self, step_name: str, item_key: str = "") -> str:
+        """Name one unit in messages: ``item 'a' of step 'pack'``."""
+        return self.describe.format(step=step_name, item=item_key)
+
+    def __repr__(self) -> str:
+        return f"<WorkKind {self.name}>"
+
+
+def _node_retry(node: LeasedNode) -> Retry:
+    return node.effective_retry
+
+
+def _compensation_retry(node: LeasedNode) -> Retry:
+    """Undoing must not give up as fast as a forward step may be told to."""
+    return default_retry()
+
+
+STEP = WorkKind(
+    name="step",
+    model=Step,
+    task="workflows.tasks.run_step",
+    runs_while=RUN_ACTIVE,
+    stopped_status=StepStatus.CANCELLED,
+    timer_field="step",
+    read_claim=sql.claim_step_row,
+    retry_of=_node_retry,
+    describe="step {step!r}",
+)
+ITEM = WorkKind(
+    name="item",
+    model=FanOutItem,
+    task="workflows.tasks.run_item",
+    runs_while=RUN_ACTIVE,
+    stopped_status=StepStatus.SKIPPED,
+    timer_field="item",
+    read_claim=sql.claim_item_row,
+    retry_of=_node_retry,
+    describe="item {item!r} of step {step!r}",
+)
+COMPENSATION = WorkKind(
+    name="compensation",
+    model=CompensationRecord,
+    task="workflows.tasks.run_compensation",
+    runs_while=RUN_UNWINDING,
+    stopped_status=StepStatus.FAILED,
+    timer_field="compensation",
+    read_claim=sql.claim_compensation_row,
+    retry_of=_compensation_retry,
+    describe="compensation of step {step!r}",
+    key_suffix="/compensate",
+)
+
+# In the order ``run_pending`` takes ready work: forward work first.
+WORK_KINDS: tuple[WorkKind, ...] = (STEP, ITEM, COMPENSATION)
+_BY_NAME = {kind.name: kind for kind in WORK_KINDS}
+_SETTLEMENTS: dict[str, Settlement] = {}
+
+
+def work_kind(name: str) -> WorkKind:
+    """The kind called ``name`` (``step``, ``item`` or ``compensation``)."""
+    return _BY_NAME[name]
+
+
+def settles(kind: WorkKind) -> Callable[[type], type]:
+    """Class decorator: register the settlement of ``kind`` (one instance, stateless)."""
+
+    def register(cls: type) -> type:
+        _SETTLEMENTS[kind.name] = cls()
+        return cls
+
+    return register
+
+
+def kind_of_timer(timer: Any) -> WorkKind:
+    """The kind of unit a retry timer releases: the most specific foreign key set."""
+    for kind in reversed(WORK_KINDS):
+        if getattr(timer, f"{kind.timer_field}_id") is not None:
+            return kind
+    raise ValueError(f"timer {timer.pk} names no unit of work")
