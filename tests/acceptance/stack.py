@@ -88,12 +88,14 @@ class Stack:
         Only there, because django-q2's workers share multiprocessing queues whose locks
         die with their holder: an idle worker holds the task queue's read lock while it
         waits, a worker's result thread holds the result queue's write lock while it
-        sends, and a worker killed holding either stops the whole cluster for good (its
-        replacement waits on the same lock). Inside a handler a worker never holds the
-        first, and holds the second only while its previous result is still being sent:
-        microseconds while the monitor keeps up (see ``save_limit`` in the acceptance
-        settings). The marker is checked again just before the kill; a worker that left
-        its handler meanwhile is still recording the outcome, not back on the queue.
+        sends, and a worker killed holding either stops a plain ``qcluster`` for good (its
+        replacement waits on the same lock). ``workflows_worker`` recovers from that
+        (``test_idle_worker_kill.py``); the chaos test is about kills in the middle of
+        steps. Inside a handler a worker never holds the first, and holds the second
+        only while its previous result is still being sent: microseconds while the
+        monitor keeps up (see ``save_limit`` in the acceptance settings). The marker is
+        checked again just before the kill; a worker that left its handler meanwhile is
+        still recording the outcome, not back on the queue.
         """
         markers = self.var_dir / BUSY_DIR
         busy = [pid for pid in cluster.descendants() if (markers / str(pid)).exists()]
