@@ -22,7 +22,7 @@ run: $(STAMP)
 	$(BIN)/python manage.py migrate --no-input
 	$(BIN)/python manage.py demo_setup
 	@echo "Flowsite demo: http://$(HOST):$(PORT)/admin/  (login: admin / admin)"
-	@echo "Workers: django-q2 qcluster + workflows_sweeper. Ctrl-C stops everything within 10 s."
+	@echo "Workers: workflows_worker (django-q2 cluster) + workflows_sweeper. Ctrl-C stops everything within 10 s."
 	@# exec: make's SIGTERM must reach the supervisor itself, not a shell in between.
 	exec $(BIN)/python manage.py demo_run --host $(HOST) --port $(PORT)
 

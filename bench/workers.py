@@ -2,7 +2,7 @@
 
 What it measures, for each database (a fresh temporary SQLite file, and/or a database of
 its own on the PostgreSQL server at 127.0.0.1:5432), with real processes started the way
-an operator starts them (``manage.py qcluster`` with 2 workers on django-q2's ORM broker,
+an operator starts them (``manage.py workflows_worker`` with 2 workers on django-q2's ORM broker,
 and ``manage.py workflows_sweeper``), all using ``bench.settings``:
 
 * **step transitions/s**: 50 runs of a chain of 10 no-op tasks are started at once; the
@@ -170,7 +170,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default="both",
         help="where to run (default both: SQLite, then PostgreSQL at 127.0.0.1:5432)",
     )
-    parser.add_argument("--workers", type=int, default=2, help="qcluster workers (default 2)")
+    parser.add_argument("--workers", type=int, default=2, help="cluster workers (default 2)")
     parser.add_argument(
         "--runs", type=int, default=50, help="concurrent runs per throughput round (default 50)"
     )
@@ -219,9 +219,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 class Processes:
     """The subprocesses of one benchmark, each in its own session, always stopped at exit.
 
-    Stopping sends SIGTERM to each process (qcluster and the sweeper both shut down
+    Stopping sends SIGTERM to each process (the worker cluster and the sweeper both shut down
     cleanly on it), waits, then SIGKILLs whatever is left in each process group:
-    qcluster's workers are children of its sentinel and would otherwise outlive a killed
+    the cluster's workers are children of its sentinel and would otherwise outlive a killed
     parent. Leftovers are found through ``/proc`` (Linux).
     """
 
@@ -500,7 +500,7 @@ def warm_up(processes: Processes, workers: int) -> float:
     runs = 2 * workers
     start_noop_runs(runs, "warm-up")
     wait_for(
-        "the qcluster to run the warm-up runs (is it starting? see its log)",
+        "the worker cluster to run the warm-up runs (is it starting? see its log)",
         runs_finished("warm-up", runs),
         READY_TIMEOUT_SECONDS,
         processes,
@@ -763,7 +763,7 @@ def run_phases(args: argparse.Namespace, processes: Processes, env: dict[str, st
     figures.facts["conn_max_age"] = str(settings.DATABASES["default"].get("CONN_MAX_AGE", 0))
     figures.facts["broker_poll"] = f"{settings.Q_CLUSTER.get('poll', 0.2):g} s"
     figures.facts["timer_poll"] = f"{workflow_settings.TIMER_POLL_INTERVAL.total_seconds():g} s"
-    processes.start("qcluster", "qcluster")
+    processes.start("worker", "workflows_worker")
     processes.start("sweeper", "workflows_sweeper")
 
     warm = warm_up(processes, figures.workers)
@@ -821,7 +821,7 @@ def report(figures: Figures, args: argparse.Namespace) -> None:
     print(f"  1-minute load average: {facts['load_before']} before, {facts['load_after']} after")
     print(f"  CONN_MAX_AGE: {facts['conn_max_age']}")
     print(
-        f"  processes: qcluster ({figures.workers} workers, ORM broker, poll "
+        f"  processes: workflows_worker ({figures.workers} workers, ORM broker, poll "
         f"{facts['broker_poll']}) + workflows_sweeper (timer poll {facts['timer_poll']})"
     )
     measured_queue = (

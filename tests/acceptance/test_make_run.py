@@ -5,7 +5,7 @@ terminal's foreground job), with its own port and ``FLOWSITE_VAR_DIR`` so that i
 own SQLite file. Once the admin answers, every process below make is recorded by process
 id and start time (so a recycled pid is not mistaken for a survivor). Then the signal is
 sent and every recorded process, and anything else left in make's session, must be gone
-within ``STOP_BOUND`` seconds: a leftover ``qcluster`` keeps the SQLite file open and
+within ``STOP_BOUND`` seconds: a leftover cluster keeps the SQLite file open and
 keeps working on it.
 """
 
@@ -215,7 +215,7 @@ def stop_and_measure(make_run: MakeRun, send: str) -> float:
     make_run.wait_until_serving()
     recorded = descendants(make_run.process.pid)
     commands = " ".join(proc.command for proc in recorded)
-    for expected in ("qcluster", "workflows_sweeper", "runserver"):
+    for expected in ("workflows_worker", "workflows_sweeper", "runserver"):
         assert expected in commands, f"no {expected} among {commands}"
 
     if send == "SIGINT":

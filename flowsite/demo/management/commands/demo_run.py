@@ -13,10 +13,10 @@ from flowsite.demo.supervisor import Child, supervise
 
 class Command(BaseCommand):
     help = (
-        "Run the demo until stopped: `qcluster`, `workflows_sweeper` and `runserver "
+        "Run the demo until stopped: `workflows_worker`, `workflows_sweeper` and `runserver "
         "--noreload HOST:PORT`, each in its own process group. Ctrl-C (SIGINT) or SIGTERM "
         "is passed on to each of them; whatever still runs after --grace seconds is "
-        "killed with its whole process group (a qcluster's workers too), so everything is "
+        "killed with its whole process group (the cluster's workers too), so everything is "
         "gone within --grace plus about a second. A second Ctrl-C kills at once. If one "
         "of them exits on its own, the others are stopped and the command exits "
         "non-zero. Run `migrate` and `demo_setup` first; `make run` does all of this."
@@ -41,7 +41,7 @@ class Command(BaseCommand):
         address = f"[{host}]:{options['port']}" if ":" in host else f"{host}:{options['port']}"
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
         children = [
-            Child("qcluster", [*manage, "qcluster"]),
+            Child("workflows_worker", [*manage, "workflows_worker"]),
             Child("workflows_sweeper", [*manage, "workflows_sweeper"]),
             Child("runserver", [*manage, "runserver", "--noreload", address]),
         ]
