@@ -33,13 +33,38 @@ class SqlExpr:
     sql: str
     params: tuple[Any, ...] = ()
 
+    def render(self, vendor: str) -> tuple[str, tuple[Any, ...]]:
+        return self.sql, self.params
+
+
+@dataclass(frozen=True)
+class DbClock(SqlExpr):
+    """The database clock (plus an offset), rendered for the database of the statement.
+
+    Built without knowing the database, so building ``updated_at=db_now()`` costs no
+    router lookup; the statement that uses it renders it once for its connection.
+    """
+
+    offset: timedelta | None = None
+
+    def render(self, vendor: str) -> tuple[str, tuple[Any, ...]]:
+        if self.offset is None:
+            if vendor == "postgresql":
+                return "STATEMENT_TIMESTAMP()", ()
+            return "STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW')", ()
+        seconds = self.offset.total_seconds()
+        if vendor == "postgresql":
+            return "STATEMENT_TIMESTAMP() + make_interval(secs => %s)", (seconds,)
+        return "STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW', %s)", (f"{seconds:+f} seconds",)
+
 
 def engine_alias() -> str:
     """The database alias of the workflows tables, resolved the Django way.
 
     The router's ``db_for_write`` for the engine's models: hand-written statements,
     ORM calls and the transaction around them all use it, so a project that routes the
-    workflows app to its own database gets every statement there.
+    workflows app to its own database gets every statement there. Resolved again for
+    every statement (never cached): a router may choose by request or tenant.
     """
     return router.db_for_write(Run)
 
@@ -49,23 +74,17 @@ def _db() -> BaseDatabaseWrapper:
     return connections[engine_alias()]
 
 
-def _postgres() -> bool:
-    return _db().vendor == "postgresql"
-
-
 def db_now() -> SqlExpr:
     """The database clock, as Django's ``Now()`` renders it on each backend."""
-    if _postgres():
-        return SqlExpr("STATEMENT_TIMESTAMP()")
-    return SqlExpr("STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW')")
+    return _NOW
+
+
+_NOW = DbClock("")
 
 
 def db_now_plus(delta: timedelta) -> SqlExpr:
     """The database clock plus ``delta``: leases are compared on one clock for all hosts."""
-    seconds = delta.total_seconds()
-    if _postgres():
-        return SqlExpr("STATEMENT_TIMESTAMP() + make_interval(secs => %s)", (seconds,))
-    return SqlExpr("STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW', %s)", (f"{seconds:+f} seconds",))
+    return DbClock("", offset=delta)
 
 
 def attempts_plus(count: int) -> SqlExpr:
@@ -73,22 +92,25 @@ def attempts_plus(count: int) -> SqlExpr:
     return SqlExpr(f"{_quote('attempt')} + %s", (count,))
 
 
+@functools.cache
 def _quote(name: str) -> str:
-    return _quote_on(_db().vendor, name)
+    """Quote an identifier. SQLite and PostgreSQL, the two databases the engine runs on
+    (system check ``workflows.E003``), quote alike, so the result depends on the name
+    alone and is computed once."""
+    return name if name.startswith('"') and name.endswith('"') else f'"{name}"'
 
 
 @functools.cache
-def _quote_on(vendor: str, name: str) -> str:
-    return _db().ops.quote_name(name)
-
-
 def _column(model: type[models.Model], name: str) -> tuple[models.Field, str]:
     field = model._meta.get_field(name)
     return field, _quote(field.column)
 
 
 def _update_sql(
-    model: type[models.Model], where: dict[str, Any], changes: dict[str, Any]
+    connection: BaseDatabaseWrapper,
+    model: type[models.Model],
+    where: dict[str, Any],
+    changes: dict[str, Any],
 ) -> tuple[str, list[Any]]:
     """``UPDATE … SET version = version + 1, <changes> WHERE <where>`` and its parameters.
 
@@ -96,14 +118,14 @@ def _update_sql(
     ``IS NULL``, any other value ``= %s``. Every statement built here bumps ``version``:
     a concurrent compare-and-set that read the row before sees it changed.
     """
-    connection = _db()
     assignments = [f"{_quote('version')} = {_quote('version')} + 1"]
     params: list[Any] = []
     for name, value in changes.items():
         field, column = _column(model, name)
         if isinstance(value, SqlExpr):
-            assignments.append(f"{column} = {value.sql}")
-            params.extend(value.params)
+            sql, extra = value.render(connection.vendor)
+            assignments.append(f"{column} = {sql}")
+            params.extend(extra)
         else:
             if isinstance(value, models.Model):
                 value = value.pk  # a related object is stored by its key
@@ -141,8 +163,9 @@ def cas_update(
     moved first and nothing was written.
     """
     conditions = {model._meta.pk.name: pk, "version": version, **(where or {})}
-    sql, params = _update_sql(model, conditions, changes)
-    with _db().cursor() as cursor:
+    connection = _db()
+    sql, params = _update_sql(connection, model, conditions, changes)
+    with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount == 1
 
@@ -185,18 +208,19 @@ def cas_update_many(
     caller records events for those rows only.
     """
     assert "status" in where, "a set-based update must state the status it expects"
-    sql, params = _update_sql(model, where, changes)
+    connection = _db()
+    sql, params = _update_sql(connection, model, where, changes)
     columns = ", ".join(_column(model, name)[1] for name in returning)
-    with _db().cursor() as cursor:
+    with connection.cursor() as cursor:
         cursor.execute(f"{sql} RETURNING {columns}", params)
         return cursor.fetchall()
 
 
-def _json(model: type[models.Model], name: str, value: Any) -> Any:
-    return model._meta.get_field(name).from_db_value(value, None, _db())
+def _json(model: type[models.Model], name: str, value: Any, connection: Any) -> Any:
+    return model._meta.get_field(name).from_db_value(value, None, connection)
 
 
-def _for_update(*, skip_locked: bool = False, of: str = "") -> str:
+def _for_update(connection: BaseDatabaseWrapper, *, skip_locked: bool = False, of: str = "") -> str:
     """The row lock of a transition: ``FOR NO KEY UPDATE`` on PostgreSQL.
 
     Not ``FOR UPDATE``: that mode also blocks the ``FOR KEY SHARE`` lock that every
@@ -205,7 +229,7 @@ def _for_update(*, skip_locked: bool = False, of: str = "") -> str:
     step row would deadlock with it. ``NO KEY UPDATE`` still serialises transitions of
     one run with each other; rows are never re-keyed.
     """
-    if not _db().features.has_select_for_update:
+    if not connection.features.has_select_for_update:
         return ""  # SQLite: BEGIN IMMEDIATE already serialises writers
     clause = " FOR NO KEY UPDATE"
     if of:
@@ -228,13 +252,13 @@ def lock_run(run_id: UUID, *, wait: bool = True) -> Run:
     one stalled worker (a paused VM holding a run's lock) never stalls the sweeps of
     every other run.
     """
+    connection = _db()
     table = _quote(Run._meta.db_table)
     sql = (
         "SELECT status, version, input, workflow_name, workflow_version, parent_run_id, "
         f"parent_step_id, parent_item_id, skip_compensation, error FROM {table} "
-        f"WHERE {_quote('id')} = %s{_for_update(skip_locked=not wait)}"
+        f"WHERE {_quote('id')} = %s{_for_update(connection, skip_locked=not wait)}"
     )
-    connection = _db()
     pk = Run._meta.pk
     with connection.cursor() as cursor:
         cursor.execute(sql, [pk.get_db_prep_value(run_id, connection)])
@@ -247,14 +271,14 @@ def lock_run(run_id: UUID, *, wait: bool = True) -> Run:
         id=run_id,
         status=row[0],
         version=row[1],
-        input=_json(Run, "input", row[2]),
+        input=_json(Run, "input", row[2], connection),
         workflow_name=row[3],
         workflow_version=row[4],
         parent_run_id=pk.to_python(row[5]) if row[5] is not None else None,
         parent_step_id=row[6],
         parent_item_id=row[7],
         skip_compensation=bool(row[8]),
-        error=_json(Run, "error", row[9]),
+        error=_json(Run, "error", row[9], connection),
     )
 
 
@@ -316,9 +340,9 @@ class ItemRow(StepRow):
 _ITEM_ROW_COLUMNS = "id, step_id, status, version, attempt, max_attempts, key, item"
 
 
-def _item_row(row: Sequence[Any], step_name: str) -> ItemRow:
+def _item_row(row: Sequence[Any], step_name: str, connection: Any) -> ItemRow:
     pk, _, status, version, attempt, max_attempts, key, item = row
-    item = _json(FanOutItem, "item", item)
+    item = _json(FanOutItem, "item", item, connection)
     return ItemRow(pk, step_name, status, version, attempt, max_attempts, key, item)
 
 
@@ -328,9 +352,10 @@ def next_pending_items(step_id: int, step_name: str, limit: int) -> list[ItemRow
         f"SELECT {_ITEM_ROW_COLUMNS} FROM {_quote(FanOutItem._meta.db_table)} "
         "WHERE step_id = %s AND status = 'pending' ORDER BY " + _quote("index") + " LIMIT %s"
     )
-    with _db().cursor() as cursor:
+    connection = _db()
+    with connection.cursor() as cursor:
         cursor.execute(sql, [step_id, limit])
-        return [_item_row(row, step_name) for row in cursor.fetchall()]
+        return [_item_row(row, step_name, connection) for row in cursor.fetchall()]
 
 
 @dataclass
@@ -376,24 +401,32 @@ def item_counts(step_id: int) -> FanOutCounts:
     )
 
 
+@dataclass(frozen=True)
+class _ItemOutputs(SqlExpr):
+    step_id: int = 0
+
+    def render(self, vendor: str) -> tuple[str, tuple[Any, ...]]:
+        item_table = _quote(FanOutItem._meta.db_table)
+        if vendor == "postgresql":
+            return (
+                f"(SELECT COALESCE(jsonb_agg(i.output ORDER BY i.{_quote('index')}), "
+                f"'[]'::jsonb) FROM {item_table} i WHERE i.step_id = %s)",
+                (self.step_id,),
+            )
+        return (
+            "(SELECT json_group_array(json(o.output)) FROM (SELECT output FROM "
+            f"{item_table} WHERE step_id = %s ORDER BY {_quote('index')}) o)",
+            (self.step_id,),
+        )
+
+
 def item_outputs(step_id: int) -> SqlExpr:
     """The fan-out step's output: its items' outputs in item order, built by the database.
 
     Used as the new value of ``output`` in the step's compare-and-set (``jsonb_agg`` /
     ``json_group_array``), so ten thousand outputs never pass through Python memory.
     """
-    item_table = _quote(FanOutItem._meta.db_table)
-    if _postgres():
-        return SqlExpr(
-            f"(SELECT COALESCE(jsonb_agg(i.output ORDER BY i.{_quote('index')}), '[]'::jsonb) "
-            f"FROM {item_table} i WHERE i.step_id = %s)",
-            (step_id,),
-        )
-    return SqlExpr(
-        "(SELECT json_group_array(json(o.output)) FROM (SELECT output FROM "
-        f"{item_table} WHERE step_id = %s ORDER BY {_quote('index')}) o)",
-        (step_id,),
-    )
+    return _ItemOutputs("", step_id=step_id)
 
 
 @dataclass
@@ -436,14 +469,15 @@ def _read_claim(sql: str, unit_id: int) -> tuple[ClaimRow, Sequence[Any]] | None
     duplicate nudge for a unit another worker is claiming right now moves on instead of
     queueing behind it. ``None``: missing, or being claimed.
     """
-    with _db().cursor() as cursor:
-        cursor.execute(f"{sql}{_for_update(skip_locked=True, of='u')}", [unit_id])
+    connection = _db()
+    with connection.cursor() as cursor:
+        cursor.execute(f"{sql}{_for_update(connection, skip_locked=True, of='u')}", [unit_id])
         row = cursor.fetchone()
     if row is None:
         return None
     claim = ClaimRow(*row[:11])
     claim.run_id = Run._meta.pk.to_python(claim.run_id)
-    claim.run_input = _json(Run, "input", claim.run_input)
+    claim.run_input = _json(Run, "input", claim.run_input, connection)
     return claim, row[11:]
 
 
@@ -470,7 +504,7 @@ def claim_item_row(item_id: int) -> ClaimRow | None:
     if found is None:
         return None
     claim, (key, value) = found
-    claim.item_key, claim.item = key, _json(FanOutItem, "item", value)
+    claim.item_key, claim.item = key, _json(FanOutItem, "item", value, _db())
     return claim
 
 
@@ -488,7 +522,7 @@ def claim_compensation_row(record_id: int) -> ClaimRow | None:
     if found is None:
         return None
     claim, (key, payload, handler) = found
-    claim.payload = _json(CompensationRecord, "payload", payload) or {}
+    claim.payload = _json(CompensationRecord, "payload", payload, _db()) or {}
     claim.item_key, claim.item, claim.handler = key or "", claim.payload.get("item"), handler
     return claim
 
