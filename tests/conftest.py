@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 from django.db import connection, connections
+
+from workflows.definitions import Workflow, registry
 
 THREAD_TIMEOUT_SECONDS = 60
 
@@ -43,3 +45,18 @@ def concurrently() -> Callable[..., list[Any]]:
 
 def is_sqlite() -> bool:
     return connection.vendor == "sqlite"
+
+
+@pytest.fixture
+def unregistered() -> Iterator[Callable[[type[Workflow]], None]]:
+    """Take definitions out of the registry for one test, as a deploy that dropped them
+    would; they are registered again afterwards."""
+    taken: list[type[Workflow]] = []
+
+    def unregister(workflow: type[Workflow]) -> None:
+        registry.unregister(workflow.name, workflow.version)
+        taken.append(workflow)
+
+    yield unregister
+    for workflow in taken:
+        registry.register(workflow)

@@ -17,7 +17,6 @@ from django.utils import timezone
 
 import workflows
 from workflows import DefinitionMissing, FanOut, Gate, Sleep, Task, Workflow
-from workflows.definitions import registry
 from workflows.engine import ITEM, claim
 from workflows.models import FanOutItem, Run, Step, Timer
 from workflows.scanners import fire_due_timers
@@ -47,48 +46,34 @@ class Spread(Workflow):
     each = FanOut(f"{HERE}.noop", items=lambda ctx: [1, 2])
 
 
-@pytest.fixture
-def forget():
-    """Unregister a workflow for one test, as a deploy without its code would."""
-    forgotten = []
-
-    def unregister(workflow: type[Workflow]) -> None:
-        registry.unregister(workflow.name, workflow.version)
-        forgotten.append(workflow)
-
-    yield unregister
-    for workflow in forgotten:
-        registry.register(workflow)
-
-
 def assert_failed_for_missing_definition(run: Run) -> None:
     run.refresh_from_db()
     assert (run.status, run.error["code"]) == ("failed", "definition_missing")
     assert run.events.filter(type="run.failed").count() == 1
 
 
-def test_a_timer_of_a_run_whose_definition_is_gone_fails_the_run(forget):
+def test_a_timer_of_a_run_whose_definition_is_gone_fails_the_run(unregistered):
     run = workflows.start_run(Sleepy)
-    forget(Sleepy)
+    unregistered(Sleepy)
     result = fire_due_timers(now=timezone.now() + timedelta(minutes=10))
     assert (result.found, result.done, result.errors) == (1, 1, 0)
     assert_failed_for_missing_definition(run)
     assert not Timer.objects.filter(run=run, status="scheduled").exists()
 
 
-def test_a_decision_on_a_run_whose_definition_is_gone_fails_the_run(forget):
+def test_a_decision_on_a_run_whose_definition_is_gone_fails_the_run(unregistered):
     user = User.objects.create_user("decider")
     run = workflows.start_run(Gated)
-    forget(Gated)
+    unregistered(Gated)
     with pytest.raises(DefinitionMissing, match="'missing_gated' v1 is not registered"):
         workflows.approve_gate(Step.objects.get(run=run), user=user)
     assert_failed_for_missing_definition(run)
     assert Step.objects.get(run=run).status == "cancelled"
 
 
-def test_claiming_an_item_of_a_run_whose_definition_is_gone_fails_the_run(forget):
+def test_claiming_an_item_of_a_run_whose_definition_is_gone_fails_the_run(unregistered):
     run = workflows.start_run(Spread)
-    forget(Spread)
+    unregistered(Spread)
     item = FanOutItem.objects.filter(step__run=run).first()
     with pytest.raises(DefinitionMissing):
         claim(ITEM, item.pk, "worker")
@@ -96,9 +81,9 @@ def test_claiming_an_item_of_a_run_whose_definition_is_gone_fails_the_run(forget
     assert set(FanOutItem.objects.values_list("status", flat=True)) == {"skipped"}
 
 
-def test_a_run_whose_definition_is_gone_can_still_be_cancelled(forget):
+def test_a_run_whose_definition_is_gone_can_still_be_cancelled(unregistered):
     run = workflows.start_run(Gated)
-    forget(Gated)
+    unregistered(Gated)
     workflows.cancel_run(run, reason="code removed")
     run.refresh_from_db()
     assert (run.status, run.error["code"]) == ("cancelled", "cancelled")

@@ -150,20 +150,6 @@ def test_a_workflow_without_signal_steps_waits_for_no_signal():
     assert not Signal.objects.exists()
 
 
-@pytest.fixture
-def unregistered():
-    """Take a definition out of the registry, as a deploy that dropped it would."""
-    taken: list[type[Workflow]] = []
-
-    def unregister(workflow: type[Workflow]) -> None:
-        registry.unregister(workflow.name, workflow.version)
-        taken.append(workflow)
-
-    yield unregister
-    for workflow in taken:
-        registry.register(workflow)
-
-
 def test_a_run_whose_definition_is_missing_is_checked_against_its_snapshot(unregistered):
     run = workflows.start_run(Payment)  # invoice has not run: no step waits yet
     unregistered(Payment)
