@@ -49,6 +49,8 @@ class Run(models.Model):
     )
     # Set by cancel_run(compensate=False): the run ends without running its compensations.
     skip_compensation = models.BooleanField(default=False)
+    # Why and by whom the run was paused (empty unless paused).
+    paused_reason = models.TextField(blank=True, default="")
     version = models.PositiveIntegerField(default=1)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -127,6 +129,9 @@ class Step(LeasedWork):
     selections = models.JSONField(default=list, blank=True)
     # Wait for signal: the signal name this step consumes.
     signal_name = models.CharField(max_length=200, blank=True, default="")
+    # Bumped by each rerun of the step: part of its idempotency key, so external systems
+    # see the rerun as new work.
+    generation = models.PositiveIntegerField(default=0)
     # Fan-out: counters changed in the same transaction as each item.
     items_total = models.PositiveIntegerField(default=0)
     items_completed = models.PositiveIntegerField(default=0)

@@ -16,6 +16,8 @@ class RunStatus(models.TextChoices):
     COMPENSATION_FAILED = "compensation_failed"
     CANCELLING = "cancelling"
     CANCELLED = "cancelled"
+    PAUSED = "paused"
+    TERMINATED = "terminated"
 
 
 class StepStatus(models.TextChoices):
@@ -70,8 +72,13 @@ RUN_FINAL = frozenset(
         RunStatus.COMPENSATED,
         RunStatus.COMPENSATION_FAILED,
         RunStatus.CANCELLED,
+        RunStatus.TERMINATED,
     }
 )
+# Runs an operator paused: nothing new starts, work in flight is recorded, timers wait.
+RUN_HELD = frozenset({RunStatus.PAUSED})
+# Runs that are not over: their children, signals and decisions are still theirs.
+RUN_ALIVE = RUN_ACTIVE | RUN_HELD
 STEP_FINAL = frozenset(
     {
         StepStatus.COMPLETED,

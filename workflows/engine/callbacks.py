@@ -138,7 +138,7 @@ def _resolve(step_id: int, attempt: int, output: Any, error: str | None) -> None
         )
         scope.events.add(run.pk, "step.completed", step_id=row.pk, attempt=attempt, via="callback")
         if node.compensate is not None:
-            record_compensation(run, row.pk, node, output, scope.events)
+            record_compensation(run, row.pk, node, output, scope.events, generation=row.generation)
         scope.advancer.settled(row.name)
 
 
@@ -167,5 +167,5 @@ def _fail_attempt_in_place(advancer: Advancer, row: StepRow, failure: dict[str, 
         lease_expires_at=None,
         **({} if delay is not None else {"finished_at": db_now()}),
     )
-    unit = FailedUnit(STEP, row.pk, row.pk, row.name, "", failure)
+    unit = FailedUnit(STEP, row.pk, row.pk, row.name, "", failure, row.generation)
     settle_failure(advancer, unit, attempt=row.attempt, delay=delay)

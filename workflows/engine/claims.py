@@ -64,6 +64,7 @@ def claim_in_scope(
     row: StepRow,
     *,
     step_id: int,
+    generation: int,
     item_key: str = "",
     item: object = None,
 ) -> bool:
@@ -89,6 +90,7 @@ def claim_in_scope(
         handler_path=node.handler_path,
         item_key=item_key,
         item=item,
+        generation=generation,
     )
     scope.claimed = begin_attempt(lease, row, scope.events)
     if scope.claimed is None:
@@ -124,6 +126,10 @@ def _claim(kind: WorkKind, unit_id: int, owner: str) -> Lease:
     if row is None or row.status != StepStatus.READY:
         status = row.status if row is not None else "missing or being claimed"
         raise StaleState(f"{kind.name} {unit_id} is {status}, not ready", unit=unit_id)
+    if row.run_status not in kind.runs_while:  # paused: the unit waits for the resume
+        raise StaleState(
+            f"{kind.name} {unit_id} not claimed: its run is {row.run_status}", unit=unit_id
+        )
     workflow = _workflow_of(row)
     node = workflow.nodes.get(row.step_name)
     if not isinstance(node, LeasedNode):
@@ -143,6 +149,7 @@ def _claim(kind: WorkKind, unit_id: int, owner: str) -> Lease:
             item_key=row.item_key,
             item=row.item,
             compensated_output=(row.payload or {}).get("output"),
+            generation=(row.payload or {}).get("generation", row.generation),
         ),
         row,
         events,

@@ -31,10 +31,15 @@ def record_compensation(
     output: Any,
     events: EventLog,
     *,
+    generation: int,
     item: Any = None,
     item_id: int | None = None,
 ) -> None:
-    """Write the record that would undo this completion (caller holds the run lock)."""
+    """Write the record that would undo this completion (caller holds the run lock).
+
+    ``generation`` (the step's, bumped by each rerun) keeps the compensation's
+    idempotency key that of the work it undoes, even after the step was rerun.
+    """
     last = CompensationRecord.objects.filter(run_id=run.pk).aggregate(last=Max("sequence"))
     sequence = (last["last"] or 0) + 1
     record = CompensationRecord.objects.create(
@@ -42,7 +47,7 @@ def record_compensation(
         step_id=step_id,
         item_id=item_id,
         handler=node.compensate_path,
-        payload={"step": node.name, "output": output, "item": item},
+        payload={"step": node.name, "output": output, "item": item, "generation": generation},
         sequence=sequence,
         max_attempts=default_retry().max_attempts,
     )

@@ -65,7 +65,7 @@ def enter_fanout(advancer: Advancer, row: StepRow, node: FanOut) -> str:
     advancer.move(row, StepStatus.RUNNING, items_total=len(values), started_at=db_now())
     advancer.events.add(advancer.run.pk, "fanout.started", step_id=row.pk, items=len(values))
     for item in next_pending_items(row.pk, row.name, node.max_parallel):
-        release_item(advancer, node, row.pk, item)
+        release_item(advancer, node, row.pk, item, row.generation)
     return StepStatus.RUNNING
 
 
@@ -88,8 +88,14 @@ def _check(values: list[Any], keys: list[str]) -> None:
     json.dumps(values, allow_nan=False)  # items are stored as JSON: fail early, clearly
 
 
-def release_item(advancer: Advancer, node: FanOut, step_id: int, item: ItemRow) -> None:
-    """Put one pending item in hand: claimed for the caller, ready for a worker, or a child."""
+def release_item(
+    advancer: Advancer, node: FanOut, step_id: int, item: ItemRow, generation: int
+) -> None:
+    """Put one pending item in hand: claimed for the caller, ready for a worker, or a child.
+
+    ``generation``: the fan-out step's (bumped by each rerun), part of a claimed item's
+    idempotency key.
+    """
     advancer.mark_in_hand()
     if node.workflow is not None:
         _move_item(item, StepStatus.WAITING, started_at=db_now())
@@ -100,7 +106,9 @@ def release_item(advancer: Advancer, node: FanOut, step_id: int, item: ItemRow) 
             settle_child_item(advancer, child)
         return
     scope = advancer.scope
-    if claim_in_scope(scope, ITEM, item, step_id=step_id, item_key=item.key, item=item.item):
+    if claim_in_scope(
+        scope, ITEM, item, step_id=step_id, generation=generation, item_key=item.key, item=item.item
+    ):
         return
     _move_item(item, StepStatus.READY)
     advancer.events.add(advancer.run.pk, "item.ready", step_id=step_id, item=item.key)
@@ -125,6 +133,7 @@ class ItemSettlement:
                 node,
                 output,
                 advancer.events,
+                generation=lease.generation,
                 item=lease.item,
                 item_id=lease.unit_id,
             )
@@ -136,31 +145,33 @@ class ItemSettlement:
             item=lease.item_key,
             attempt=lease.attempt,
         )
-        _move_on(advancer, node, lease.step_id, lease.step_name, counts)
+        _move_on(advancer, node, lease.step_id, lease.step_name, counts, lease.generation)
 
     def failed(self, advancer: Advancer, unit: FailedUnit) -> None:
-        item_failed(advancer, unit.step_id, unit.step_name, unit.item_key, unit.error)
+        item_failed(advancer, unit)
 
     def stopped(self, advancer: Advancer, unit: FailedUnit) -> None:
         bump_item_counter(unit.step_id, "items_skipped")
 
 
-def item_failed(
-    advancer: Advancer, step_id: int, step_name: str, key: str, error: dict[str, Any]
-) -> None:
+def item_failed(advancer: Advancer, unit: FailedUnit) -> None:
     """Count an item that failed for good; fail the step once failures exceed tolerance."""
-    node = advancer.workflow.nodes[step_name]
+    node = advancer.workflow.nodes[unit.step_name]
     assert isinstance(node, FanOut)
-    counts = bump_item_counter(step_id, "items_failed")
+    counts = bump_item_counter(unit.step_id, "items_failed")
     advancer.events.add(
-        advancer.run.pk, "item.failed", step_id=step_id, item=key, error=error.get("message")
+        advancer.run.pk,
+        "item.failed",
+        step_id=unit.step_id,
+        item=unit.item_key,
+        error=unit.error.get("message"),
     )
     if counts.status != StepStatus.RUNNING or advancer.run.status not in RUN_ACTIVE:
         return
     if counts.failed > node.allowed_failures(counts.total):
-        _fail_fanout(advancer, step_id, step_name, counts, key, error)
+        _fail_fanout(advancer, unit.step_id, unit.step_name, counts, unit.item_key, unit.error)
         return
-    _move_on(advancer, node, step_id, step_name, counts)
+    _move_on(advancer, node, unit.step_id, unit.step_name, counts, unit.generation)
 
 
 def _fail_fanout(
@@ -193,7 +204,12 @@ def _fail_fanout(
 
 
 def _move_on(
-    advancer: Advancer, node: FanOut, step_id: int, step_name: str, counts: FanOutCounts
+    advancer: Advancer,
+    node: FanOut,
+    step_id: int,
+    step_name: str,
+    counts: FanOutCounts,
+    generation: int,
 ) -> None:
     """Release the next item, or complete the step when every item is final."""
     if counts.status != StepStatus.RUNNING or advancer.run.status not in RUN_ACTIVE:
@@ -211,7 +227,7 @@ def _move_on(
         advancer.settled(step_name)
     else:
         for item in next_pending_items(step_id, step_name, 1):
-            release_item(advancer, node, step_id, item)
+            release_item(advancer, node, step_id, item, generation)
 
 
 def resume_fanout(advancer: Advancer, step_id: int, step_name: str) -> None:
@@ -224,17 +240,40 @@ def resume_fanout(advancer: Advancer, step_id: int, step_name: str) -> None:
         status=StepStatus.PENDING,
         updated_at=db_now(),
     )
-    advancer.move(step_row(step_id), StepStatus.RUNNING, items_skipped=0)
-    counts = item_counts(step_id)
+    row = step_row(step_id)
+    advancer.move(row, StepStatus.RUNNING, items_skipped=0)
+    _refill(advancer, node, row, item_counts(step_id))
+
+
+def continue_fanout(advancer: Advancer, row: StepRow) -> None:
+    """Move a running fan-out on after a pause: the items that ended meanwhile count, and
+    the step releases its next items, completes, or fails past its tolerance."""
+    node = advancer.workflow.nodes[row.name]
+    assert isinstance(node, FanOut)
+    counts = item_counts(row.pk)
+    if counts.failed > node.allowed_failures(counts.total):
+        last = (
+            FanOutItem.objects.filter(step_id=row.pk, status=StepStatus.FAILED)
+            .order_by("-finished_at")
+            .values("key", "error")
+            .first()
+        ) or {"key": "", "error": {}}
+        _fail_fanout(advancer, row.pk, row.name, counts, last["key"], last["error"] or {})
+        return
+    _refill(advancer, node, row, counts)
+
+
+def _refill(advancer: Advancer, node: FanOut, row: StepRow, counts: FanOutCounts) -> None:
+    """Release items up to ``max_parallel`` in hand, or complete the step when all ended."""
     in_hand = FanOutItem.objects.filter(
-        step_id=step_id, status__in=(StepStatus.READY, StepStatus.RUNNING, StepStatus.WAITING)
+        step_id=row.pk, status__in=(StepStatus.READY, StepStatus.RUNNING, StepStatus.WAITING)
     ).count()
-    pending = next_pending_items(step_id, step_name, max(node.max_parallel - in_hand, 0))
+    pending = next_pending_items(row.pk, row.name, max(node.max_parallel - in_hand, 0))
     if not pending and counts.finished >= counts.total:
-        _move_on(advancer, node, step_id, step_name, counts)
+        _move_on(advancer, node, row.pk, row.name, counts, row.generation)
         return
     for item in pending:
-        release_item(advancer, node, step_id, item)
+        release_item(advancer, node, row.pk, item, row.generation)
 
 
 def settle_child_item(advancer: Advancer, child: Run) -> None:
@@ -249,8 +288,8 @@ def settle_child_item(advancer: Advancer, child: Run) -> None:
         item.version,
         item.attempt,
         item.max_attempts,
-        item.key,
-        item.item,
+        key=item.key,
+        item=item.item,
     )
     node = advancer.workflow.nodes[item.step.name]
     assert isinstance(node, FanOut)
@@ -264,8 +303,11 @@ def settle_child_item(advancer: Advancer, child: Run) -> None:
             item=item.key,
             child=str(child.pk),
         )
-        _move_on(advancer, node, item.step_id, item.step.name, counts)
+        _move_on(advancer, node, item.step_id, item.step.name, counts, item.step.generation)
     else:
         failure = ChildRunFailed.of(child).as_dict()
         _move_item(row, StepStatus.FAILED, error=failure, finished_at=db_now())
-        item_failed(advancer, item.step_id, item.step.name, item.key, failure)
+        unit = FailedUnit(
+            ITEM, item.pk, item.step_id, item.step.name, item.key, failure, item.step.generation
+        )
+        item_failed(advancer, unit)

@@ -38,6 +38,7 @@ class Lease:
     item_key: str = ""
     item: Any = None
     compensated_output: Any = None
+    generation: int = 0
 
     @property
     def node(self) -> LeasedNode:
@@ -55,8 +56,10 @@ class Lease:
 
     @property
     def idempotency_key(self) -> str:
-        """Stable across every attempt of one unit of work."""
+        """Stable across every attempt of one unit of work; new when its step is rerun."""
         key = f"{self.run_id}/{self.step_name}"
+        if self.generation:
+            key += f"#{self.generation}"
         if self.item_key:
             key += f"/{self.item_key}"
         return key + self.kind.key_suffix

@@ -144,7 +144,8 @@ def fail_attempt(lease: Lease, exc: BaseException) -> str:
 @transition
 def _fail(lease: Lease, error: dict[str, Any], delay: timedelta | None) -> str | _Rejected:
     with run_scope(lease.run_id, workflow=lease.workflow) as scope:
-        if scope.run.status not in lease.kind.runs_while:
+        kind = lease.kind
+        if scope.run.status not in kind.runs_while | kind.held_while:
             delay = None  # the run stopped meanwhile: no further attempt
         status = StepStatus.RETRY_SCHEDULED if delay is not None else StepStatus.FAILED
         if not _fenced_update(
@@ -157,7 +158,13 @@ def _fail(lease: Lease, error: dict[str, Any], delay: timedelta | None) -> str |
         ):
             return _reject(lease, "failure", scope.events)
         unit = FailedUnit(
-            lease.kind, lease.unit_id, lease.step_id, lease.step_name, lease.item_key, error
+            lease.kind,
+            lease.unit_id,
+            lease.step_id,
+            lease.step_name,
+            lease.item_key,
+            error,
+            lease.generation,
         )
         settle_failure(scope.advancer, unit, attempt=lease.attempt, delay=delay)
     return status

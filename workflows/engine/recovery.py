@@ -6,6 +6,7 @@ whether it acted; the scanners in :mod:`workflows.scanners` find the candidates.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
@@ -23,13 +24,26 @@ from workflows.models import Run
 from workflows.status import RUN_ACTIVE, RUN_UNWINDING, StepStatus
 
 
-def _owners(kind: WorkKind, unit_id: int) -> tuple[UUID, int, str, str]:
-    """The run, step id, step name and item key a unit belongs to."""
+@dataclass(frozen=True)
+class _Owners:
+    """Where a unit of leased work belongs: its run and step (and item key)."""
+
+    run_id: UUID
+    step_id: int
+    step_name: str
+    item_key: str
+    generation: int
+
+
+def _owners(kind: WorkKind, unit_id: int) -> _Owners:
     if kind is STEP:
-        run_id, name = kind.model.objects.values_list("run_id", "name").get(pk=unit_id)
-        return run_id, unit_id, name, ""
+        run_id, name, generation = kind.model.objects.values_list(
+            "run_id", "name", "generation"
+        ).get(pk=unit_id)
+        return _Owners(run_id, unit_id, name, "", generation)
     unit = kind.model.objects.select_related("step").get(pk=unit_id)
-    return unit.step.run_id, unit.step_id, unit.step.name, getattr(unit, "key", "")
+    step = unit.step
+    return _Owners(step.run_id, step.pk, step.name, getattr(unit, "key", ""), step.generation)
 
 
 def reclaim(
@@ -54,17 +68,20 @@ def _reclaim(kind: WorkKind, unit_id: int, now: datetime | None, wait: bool) -> 
     ).first()
     if expired is None:
         return None
-    run_id, step_id, step_name, item_key = _owners(kind, unit_id)
+    owners = _owners(kind, unit_id)
+    run_id, step_id = owners.run_id, owners.step_id
     with run_scope(run_id, wait=wait) as scope:
-        if scope.run.status not in kind.runs_while:
+        active = scope.run.status in kind.runs_while
+        if not active and scope.run.status not in kind.held_while:
             status = kind.stopped_status
         elif expired.attempt >= expired.max_attempts:
             status = StepStatus.FAILED
         else:
-            status = StepStatus.READY
+            status = StepStatus.READY  # a paused run's unit waits for the resume
         error = {
             "code": "lease_expired",
-            "message": f"attempt {expired.attempt} of {kind.label(step_name, item_key)} by "
+            "message": f"attempt {expired.attempt} of "
+            f"{kind.label(owners.step_name, owners.item_key)} by "
             f"{expired.lease_owner!r} did not finish within its lease",
             "attempt": expired.attempt,
         }
@@ -91,10 +108,13 @@ def _reclaim(kind: WorkKind, unit_id: int, now: datetime | None, wait: bool) -> 
             owner=expired.lease_owner,
         )
         advancer = scope.advancer
-        unit = FailedUnit(kind, unit_id, step_id, step_name, item_key, error)
+        unit = FailedUnit(
+            kind, unit_id, step_id, owners.step_name, owners.item_key, error, owners.generation
+        )
         if status == StepStatus.READY:
             scope.events.add(run_id, f"{kind.name}.ready", step_id=step_id)
-            advancer.dispatch(kind, unit_id)
+            if active:
+                advancer.dispatch(kind, unit_id)
         elif status == StepStatus.FAILED:
             kind.settlement.failed(advancer, unit)
         else:
@@ -122,9 +142,9 @@ def redispatch(kind: WorkKind, unit_id: int, *, ready_before: datetime) -> bool:
         updated_at=db_now(),
     ):
         return False
-    run_id, step_id, _, _ = _owners(kind, row.pk)
+    owners = _owners(kind, row.pk)
     events = EventLog()
-    events.add(run_id, f"{kind.name}.redispatched", step_id=step_id, unit=row.pk)
+    events.add(owners.run_id, f"{kind.name}.redispatched", step_id=owners.step_id, unit=row.pk)
     events.flush()
     enqueue([(kind, row.pk)])
     return True

@@ -292,9 +292,10 @@ class StepRow:
     version: int
     attempt: int
     max_attempts: int
+    generation: int = 0
 
 
-_STEP_ROW_COLUMNS = "id, name, status, version, attempt, max_attempts"
+_STEP_ROW_COLUMNS = "id, name, status, version, attempt, max_attempts, generation"
 
 
 def step_rows(run_id: UUID, names: Iterable[str]) -> list[StepRow]:
@@ -343,7 +344,7 @@ _ITEM_ROW_COLUMNS = "id, step_id, status, version, attempt, max_attempts, key, i
 def _item_row(row: Sequence[Any], step_name: str, connection: Any) -> ItemRow:
     pk, _, status, version, attempt, max_attempts, key, item = row
     item = _json(FanOutItem, "item", item, connection)
-    return ItemRow(pk, step_name, status, version, attempt, max_attempts, key, item)
+    return ItemRow(pk, step_name, status, version, attempt, max_attempts, key=key, item=item)
 
 
 def next_pending_items(step_id: int, step_name: str, limit: int) -> list[ItemRow]:
@@ -445,7 +446,9 @@ class ClaimRow:
     max_attempts: int
     step_id: int
     step_name: str
+    generation: int
     run_id: UUID
+    run_status: str
     run_input: dict[str, Any]
     workflow_name: str
     workflow_version: int
@@ -458,7 +461,7 @@ class ClaimRow:
 def _claim_columns(step: str) -> str:
     return (
         f"u.id, u.status, u.version, u.attempt, u.max_attempts, {step}.id, {step}.name, "
-        "r.id, r.input, r.workflow_name, r.workflow_version"
+        f"{step}.generation, r.id, r.status, r.input, r.workflow_name, r.workflow_version"
     )
 
 
@@ -475,10 +478,10 @@ def _read_claim(sql: str, unit_id: int) -> tuple[ClaimRow, Sequence[Any]] | None
         row = cursor.fetchone()
     if row is None:
         return None
-    claim = ClaimRow(*row[:11])
+    claim = ClaimRow(*row[:13])
     claim.run_id = Run._meta.pk.to_python(claim.run_id)
     claim.run_input = _json(Run, "input", claim.run_input, connection)
-    return claim, row[11:]
+    return claim, row[13:]
 
 
 def claim_step_row(step_id: int) -> ClaimRow | None:

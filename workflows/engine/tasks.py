@@ -19,7 +19,7 @@ from workflows.status import RUN_ACTIVE, StepStatus
 def enter_task(advancer: Advancer, row: StepRow, node: Task) -> str:
     """Claim the task for the chaining worker, or make it ready for any worker."""
     advancer.mark_in_hand()
-    if claim_in_scope(advancer.scope, STEP, row, step_id=row.pk):
+    if claim_in_scope(advancer.scope, STEP, row, step_id=row.pk, generation=row.generation):
         return StepStatus.RUNNING
     advancer.move(row, StepStatus.READY)
     advancer.events.add(advancer.run.pk, "step.ready", step_id=row.pk)
@@ -35,7 +35,14 @@ class TaskSettlement:
         run = advancer.run
         advancer.events.add(run.pk, "step.completed", step_id=lease.step_id, attempt=lease.attempt)
         if lease.node.compensate is not None:
-            record_compensation(run, lease.step_id, lease.node, output, advancer.events)
+            record_compensation(
+                run,
+                lease.step_id,
+                lease.node,
+                output,
+                advancer.events,
+                generation=lease.generation,
+            )
         if run.status in RUN_ACTIVE:
             advancer.settled(lease.step_name)
 

@@ -23,7 +23,7 @@ from workflows.definitions import LeasedNode, Retry
 from workflows.definitions.nodes import default_retry
 from workflows.engine import sql
 from workflows.models import CompensationRecord, FanOutItem, LeasedWork, Step
-from workflows.status import RUN_ACTIVE, RUN_UNWINDING, StepStatus
+from workflows.status import RUN_ACTIVE, RUN_HELD, RUN_UNWINDING, StepStatus
 
 if TYPE_CHECKING:
     from workflows.engine.advance import Advancer
@@ -40,6 +40,7 @@ class FailedUnit:
     step_name: str
     item_key: str
     error: dict[str, Any]
+    generation: int = 0
 
 
 class Settlement(Protocol):
@@ -60,14 +61,18 @@ class WorkKind:
     """One kind of leased work.
 
     ``runs_while``: the run statuses in which a unit may start or be retried (forward
-    work while the run is active, compensations while it unwinds). ``timer_field``: the
-    ``Timer`` foreign key that names a unit of this kind on its retry timer.
+    work while the run is active, compensations while it unwinds). ``held_while``: run
+    statuses in which a unit may not start but keeps its place (a paused run: a failed
+    attempt still gets its retry timer, a reclaimed one goes back to ``ready``).
+    ``timer_field``: the ``Timer`` foreign key that names a unit of this kind on its
+    retry timer.
     """
 
     name: str
     model: type[LeasedWork]
     task: str
     runs_while: frozenset[str]
+    held_while: frozenset[str]
     stopped_status: str
     timer_field: str
     read_claim: Callable[[int], sql.ClaimRow | None]
@@ -101,6 +106,7 @@ STEP = WorkKind(
     model=Step,
     task="workflows.tasks.run_step",
     runs_while=RUN_ACTIVE,
+    held_while=RUN_HELD,
     stopped_status=StepStatus.CANCELLED,
     timer_field="step",
     read_claim=sql.claim_step_row,
@@ -112,6 +118,7 @@ ITEM = WorkKind(
     model=FanOutItem,
     task="workflows.tasks.run_item",
     runs_while=RUN_ACTIVE,
+    held_while=RUN_HELD,
     stopped_status=StepStatus.SKIPPED,
     timer_field="item",
     read_claim=sql.claim_item_row,
@@ -123,6 +130,7 @@ COMPENSATION = WorkKind(
     model=CompensationRecord,
     task="workflows.tasks.run_compensation",
     runs_while=RUN_UNWINDING,
+    held_while=frozenset(),
     stopped_status=StepStatus.FAILED,
     timer_field="compensation",
     read_claim=sql.claim_compensation_row,

@@ -1,0 +1,121 @@
+"""Which states each operator verb accepts, and the reason in words when it refuses.
+
+One table for the verbs themselves (which raise :class:`InvalidTransition` with the
+reason), for ``explain`` (``allowed_actions``), for bulk dry runs and for every surface
+that shows an operator what they may do. A verb's guard is checked again under the run
+lock by the verb's own transition: what a surface shows is advice, the verb decides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from workflows.errors import InvalidTransition
+from workflows.status import (
+    RUN_ACTIVE,
+    RUN_FINAL,
+    RUN_UNWINDING,
+    RunStatus,
+    StepStatus,
+)
+
+
+@dataclass(frozen=True)
+class RunVerb:
+    """An operator verb on a whole run, and the run statuses it accepts."""
+
+    name: str
+    accepts: frozenset[str]
+    summary: str
+
+    def refusal(self, status: str) -> str | None:
+        """``None`` when a run in ``status`` accepts this verb, else the reason."""
+        if status in self.accepts:
+            return None
+        return f"run is {status}; {self.name} needs {_listed(self.accepts)}"
+
+    def check(self, run_id: object, status: str) -> None:
+        """Raise :class:`InvalidTransition` with the reason when ``status`` is refused."""
+        reason = self.refusal(status)
+        if reason is not None:
+            raise InvalidTransition(f"run {run_id}: {reason}", status=status, verb=self.name)
+
+
+@dataclass(frozen=True)
+class StepVerb:
+    """An operator verb on one step: the step statuses and run statuses it accepts."""
+
+    name: str
+    accepts: frozenset[str]
+    run_accepts: frozenset[str]
+    summary: str
+
+    def refusal(self, step_status: str, run_status: str) -> str | None:
+        if step_status not in self.accepts:
+            return f"step is {step_status}; {self.name} needs {_listed(self.accepts)}"
+        if run_status not in self.run_accepts:
+            return f"run is {run_status}; {self.name} needs a run {_listed(self.run_accepts)}"
+        return None
+
+    def check(self, step_name: str, step_status: str, run_status: str) -> None:
+        reason = self.refusal(step_status, run_status)
+        if reason is not None:
+            raise InvalidTransition(
+                f"step {step_name!r}: {reason}", status=step_status, verb=self.name
+            )
+
+
+def _listed(statuses: frozenset[str]) -> str:
+    return ", ".join(sorted(str(status) for status in statuses))
+
+
+CANCEL = RunVerb(
+    "cancel",
+    RUN_ACTIVE | {RunStatus.PAUSED},
+    "stop the run and compensate what it completed",
+)
+TERMINATE = RunVerb(
+    "terminate",
+    RUN_ACTIVE | RUN_UNWINDING | {RunStatus.PAUSED},
+    "stop the run at once, without compensation; running attempts lose their lease",
+)
+PAUSE = RunVerb("pause", RUN_ACTIVE, "start nothing new until resumed; running work finishes")
+RESUME = RunVerb("resume", frozenset({RunStatus.PAUSED}), "start work again after a pause")
+RETRY = RunVerb(
+    "retry",
+    frozenset({RunStatus.FAILED, RunStatus.COMPENSATION_FAILED}),
+    "run the failed steps (or failed compensations) again with fresh attempts",
+)
+RERUN = RunVerb(
+    "rerun",
+    frozenset({RunStatus.FAILED, RunStatus.COMPLETED, RunStatus.CANCELLED}),
+    "run a step and everything downstream of it again",
+)
+RUN_VERBS: dict[str, RunVerb] = {
+    verb.name: verb for verb in (CANCEL, TERMINATE, PAUSE, RESUME, RETRY, RERUN)
+}
+
+RETRY_STEP = StepVerb(
+    "retry_step",
+    frozenset({StepStatus.FAILED, StepStatus.TIMED_OUT}),
+    frozenset({RunStatus.FAILED}),
+    "run a failed step again with fresh attempts; its run resumes",
+)
+SKIP_STEP = StepVerb(
+    "skip_step",
+    frozenset(
+        {
+            StepStatus.PENDING,
+            StepStatus.READY,
+            StepStatus.WAITING,
+            StepStatus.RETRY_SCHEDULED,
+            StepStatus.FAILED,
+            StepStatus.TIMED_OUT,
+        }
+    ),
+    RUN_ACTIVE | {RunStatus.FAILED},
+    "record the step as done with an operator's output, without running it",
+)
+STEP_VERBS: dict[str, StepVerb] = {verb.name: verb for verb in (RETRY_STEP, SKIP_STEP)}
+
+assert RERUN.accepts <= RUN_FINAL
