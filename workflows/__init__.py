@@ -46,12 +46,16 @@ _SERVICES = {
     "cancel_run",
     "complete_callback",
     "fail_callback",
+    "pause_run",
     "reject_gate",
+    "rerun_from",
+    "resume_run",
     "retry_run",
     "retry_step",
     "send_signal",
     "skip_step",
     "start_run",
+    "terminate_run",
 }
 
 __all__ = [
@@ -86,12 +90,16 @@ __all__ = [
     "cancel_run",
     "complete_callback",
     "fail_callback",
+    "pause_run",
     "reject_gate",
+    "rerun_from",
+    "resume_run",
     "retry_run",
     "retry_step",
     "send_signal",
     "skip_step",
     "start_run",
+    "terminate_run",
 ]
 
 

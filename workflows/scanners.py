@@ -27,7 +27,9 @@ from workflows.errors import DefinitionMissing, RunBusy
 from workflows.models import CompensationRecord, FanOutItem, Run, Step, Timer
 from workflows.status import (
     RUN_ACTIVE,
+    RUN_ALIVE,
     RUN_FINAL,
+    RUN_HELD,
     RUN_UNWINDING,
     CompensationStatus,
     StepStatus,
@@ -82,9 +84,10 @@ def _clock(now: datetime | None) -> Any:
 def fire_due_timers(
     *, now: datetime | None = None, limit: int = 1000, dry_run: bool = False
 ) -> ScanResult:
-    """Fire timers due at ``now`` (default: the database clock)."""
+    """Fire timers due at ``now`` (default: the database clock); a paused run's wait."""
     ids = list(
         Timer.objects.filter(due_at__lte=_clock(now), status=TimerStatus.SCHEDULED)
+        .exclude(run__status__in=RUN_HELD)
         .order_by("due_at")
         .values_list("id", flat=True)[:limit]
     )
@@ -128,6 +131,7 @@ def redispatch_unclaimed(
     for kind in WORK_KINDS:
         ids = list(
             kind.model.objects.filter(status=StepStatus.READY, updated_at__lt=ready_before)
+            .exclude(**{f"{kind.run_path}__status__in": RUN_HELD})
             .order_by("updated_at")
             .values_list("id", flat=True)[:limit]
         )
@@ -175,7 +179,7 @@ def cancel_orphaned_children(*, limit: int = 1000, dry_run: bool = False) -> Sca
     """Cancel active child runs whose parent stopped (failed, cancelled, unwinding)."""
     ids = list(
         Run.objects.filter(status__in=RUN_ACTIVE, parent_run__isnull=False)
-        .exclude(parent_run__status__in=RUN_ACTIVE)
+        .exclude(parent_run__status__in=RUN_ALIVE)
         .values_list("id", flat=True)[:limit]
     )
     return _sweep(

@@ -15,9 +15,9 @@ from django.core.exceptions import PermissionDenied
 
 from workflows import engine
 from workflows.definitions import WaitForSignal, Workflow, registry
-from workflows.engine import operator_verbs
+from workflows.engine import operator_verbs, pause, rerun, terminate
 from workflows.engine.callbacks import resolve_callback
-from workflows.engine.children import cancel_children
+from workflows.engine.children import cancel_children, terminate_children
 from workflows.engine.gates import decide_gate
 from workflows.engine.signals import send_signal as deliver_signal
 from workflows.errors import (
@@ -25,6 +25,7 @@ from workflows.errors import (
     DefinitionMissing,
     GateAlreadyDecided,
     InvalidDecision,
+    InvalidInput,
     InvalidTransition,
     UnknownSignal,
 )
@@ -38,12 +39,16 @@ __all__ = [
     "cancel_run",
     "complete_callback",
     "fail_callback",
+    "pause_run",
     "reject_gate",
+    "rerun_from",
+    "resume_run",
     "retry_run",
     "retry_step",
     "send_signal",
     "skip_step",
     "start_run",
+    "terminate_run",
 ]
 
 
@@ -342,4 +347,52 @@ def retry_run(run: Run | UUID | str, *, user: Any = None) -> Run:
     """Retry every failed step of a failed run, or resume its failed compensations."""
     run_id = _run_id(run)
     operator_verbs.retry_run(run_id, user=user)
+    return Run.objects.get(pk=run_id)
+
+
+def pause_run(run: Run | UUID | str, *, reason: str = "", user: Any = None) -> Run:
+    """Pause a run: nothing new starts, running work finishes and is recorded, timers
+    that come due wait for :func:`resume_run` (and then fire once)."""
+    check_text(reason, field="pause reason")
+    run_id = _run_id(run)
+    pause.pause_run(run_id, reason=reason, user=user)
+    return Run.objects.get(pk=run_id)
+
+
+def resume_run(run: Run | UUID | str, *, user: Any = None) -> Run:
+    """Resume a paused run: what ended meanwhile is settled, its work starts again."""
+    run_id = _run_id(run)
+    pause.resume_run(run_id, user=user)
+    return Run.objects.get(pk=run_id)
+
+
+def terminate_run(run: Run | UUID | str, *, reason: str = "", user: Any = None) -> Run:
+    """Stop a run (and its children) at once, without compensation; running attempts
+    lose their lease. :func:`cancel_run` is the verb that compensates."""
+    check_text(reason, field="terminate reason")
+    run_id = _run_id(run)
+    terminate.terminate_run(run_id, reason=reason, user=user)
+    terminate_children(run_id)
+    return Run.objects.get(pk=run_id)
+
+
+def rerun_from(
+    run: Run | UUID | str, step: Step | int | str, *, reason: str = "", user: Any = None
+) -> Run:
+    """Run ``step`` (a step, its id, or its name) and everything downstream of it again.
+
+    For failed, completed and cancelled runs; upstream outputs are kept, the reset steps
+    get new idempotency keys and fresh attempts. See
+    :func:`workflows.engine.rerun.rerun_from` for when it is refused.
+    """
+    check_text(reason, field="rerun reason")
+    run_id = _run_id(run)
+    if isinstance(step, str) and not step.isdigit():
+        name = step
+    else:
+        target = _step(step if isinstance(step, Step) else int(step))
+        if target.run_id != run_id:
+            raise InvalidInput(f"step {target.pk} belongs to run {target.run_id}, not {run_id}")
+        name = target.name
+    rerun.rerun_from(run_id, name, reason=reason, user=user)
     return Run.objects.get(pk=run_id)

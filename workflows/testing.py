@@ -10,7 +10,7 @@ from django.utils import timezone
 from workflows.engine.work_kinds import WORK_KINDS
 from workflows.runner import execute
 from workflows.scanners import cancel_orphaned_children, fire_due_timers
-from workflows.status import StepStatus
+from workflows.status import RUN_HELD, StepStatus
 
 
 @dataclass
@@ -29,6 +29,7 @@ def run_pending(until: datetime | None = None, *, max_rounds: int = 10_000) -> P
     ``until`` defaults to now; pass a later moment to let sleeps, timeouts and retry
     backoffs elapse without waiting. Repeats until nothing is runnable and returns
     counts (``steps`` counts every attempt run, items and compensations included).
+    Work of a paused run waits, as it does for workers.
     """
     until = until or timezone.now()
     result = PendingResult()
@@ -41,6 +42,7 @@ def run_pending(until: datetime | None = None, *, max_rounds: int = 10_000) -> P
             (kind, pk)
             for kind in WORK_KINDS
             for pk in kind.model.objects.filter(status=StepStatus.READY)
+            .exclude(**{f"{kind.run_path}__status__in": RUN_HELD})
             .order_by("id")
             .values_list("id", flat=True)
         ]

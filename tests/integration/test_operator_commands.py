@@ -383,7 +383,7 @@ def test_signal_refuses_unknown_and_finished_runs():
         "workflows_signal",
         str(run.pk),
         "paid",
-        message=f"run {run.pk} is completed; only running or waiting runs accept signals",
+        message=f"run {run.pk} is completed; only running, waiting or paused runs accept signals",
     )
     assert Signal.objects.count() == 1
 
@@ -422,7 +422,7 @@ def test_cancel_refuses_finished_unknown_runs_and_unknown_users():
     refused(
         "workflows_cancel",
         str(run.pk),
-        message=f"run {run.pk} is cancelled; this operation accepts: ",
+        message=f"run {run.pk}: run is cancelled; cancel needs ",
     )
     refused("workflows_cancel", "nope", message="'nope' is not a run id")
 
@@ -468,14 +468,14 @@ def test_retry_refuses_runs_and_steps_that_did_not_fail():
         "workflows_retry",
         "--step",
         str(extract.pk),
-        message="step 'extract' is completed; this operation accepts: failed, timed_out",
+        message="step 'extract': step is completed; retry_step needs failed, timed_out",
     )
     run_command("workflows_retry", str(run.pk))
     run_pending()
     refused(
         "workflows_retry",
         str(run.pk),
-        message=f"run {run.pk} is completed; this operation accepts: compensation_failed, failed",
+        message=f"run {run.pk}: run is completed; retry needs compensation_failed, failed",
     )
 
 
@@ -532,7 +532,7 @@ def test_skip_refuses_finished_steps_malformed_output_and_unknown_steps():
     refused(
         "workflows_skip",
         str(extract.pk),
-        message="step 'extract' is completed; this operation accepts: ",
+        message="step 'extract': step is completed; skip_step needs ",
     )
     refused(
         "workflows_skip",

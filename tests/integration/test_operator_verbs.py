@@ -89,7 +89,7 @@ def test_retry_step_refuses_steps_that_did_not_fail(operator):
     run = failed_pipeline()
     with pytest.raises(
         InvalidTransition,
-        match="step 'extract' is completed; this operation accepts: failed, timed_out",
+        match="step 'extract': step is completed; retry_step needs failed, timed_out",
     ):
         workflows.retry_step(run.steps.get(name="extract"), user=operator)
 
@@ -117,7 +117,7 @@ def test_skip_a_waiting_gate(operator):
 def test_skip_refuses_completed_steps(operator):
     run = workflows.start_run(Pipeline)
     run_pending()
-    with pytest.raises(InvalidTransition, match="step 'load' is completed"):
+    with pytest.raises(InvalidTransition, match="step 'load': step is completed; skip_step needs "):
         workflows.skip_step(run.steps.get(name="load"), user=operator)
 
 
@@ -141,6 +141,6 @@ def test_retry_run_retries_failed_fanout_items_only(operator):
 def test_retry_run_refuses_runs_that_did_not_fail(operator):
     run = workflows.start_run(Pipeline)
     with pytest.raises(
-        InvalidTransition, match="is running; this operation accepts: compensation_failed, failed"
+        InvalidTransition, match="run is running; retry needs compensation_failed, failed"
     ):
         workflows.retry_run(run, user=operator)

@@ -26,6 +26,10 @@ def test_public_names_are_importable_from_the_package():
         "DefinitionMissing",
         "InvalidInput",
         "UnknownSignal",
+        "pause_run",
+        "resume_run",
+        "terminate_run",
+        "rerun_from",
     ]:
         assert getattr(workflows, name) is not None, name
     from workflows.testing import run_pending

@@ -27,8 +27,11 @@ from workflows.engine import (  # noqa: F401 - node modules register themselves
 from workflows.engine.claims import claim, claim_step
 from workflows.engine.lease import Lease
 from workflows.engine.outcomes import complete_work, fail_attempt, heartbeat
+from workflows.engine.pause import pause_run, resume_run
 from workflows.engine.recovery import reclaim
+from workflows.engine.rerun import rerun_from
 from workflows.engine.start import start_run
+from workflows.engine.terminate import terminate_run
 from workflows.engine.timers import fire_timer
 from workflows.engine.work_kinds import COMPENSATION, ITEM, STEP, WORK_KINDS, WorkKind
 
@@ -45,6 +48,10 @@ __all__ = [
     "fail_attempt",
     "fire_timer",
     "heartbeat",
+    "pause_run",
     "reclaim",
+    "rerun_from",
+    "resume_run",
     "start_run",
+    "terminate_run",
 ]

@@ -35,7 +35,7 @@ from workflows.errors import (
     LeaseLost,
 )
 from workflows.models import Timer
-from workflows.status import RUN_ACTIVE, StepStatus, TimerKind
+from workflows.status import RUN_ALIVE, StepStatus, TimerKind
 
 SALT = "workflows.callback"
 
@@ -114,7 +114,7 @@ def _resolve(step_id: int, attempt: int, output: Any, error: str | None) -> None
         if (
             row.attempt != attempt
             or row.status not in (StepStatus.WAITING, StepStatus.RUNNING)
-            or run.status not in RUN_ACTIVE
+            or run.status not in RUN_ALIVE
         ):
             raise CallbackAlreadyUsed(
                 f"the callback of step {row.name!r} attempt {attempt} was already resolved "

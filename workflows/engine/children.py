@@ -8,6 +8,7 @@ commits (:func:`cancel_children`), never while holding its own lock.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from uuid import UUID
 
 from workflows.definitions import SubWorkflow
@@ -19,9 +20,10 @@ from workflows.engine.runs import when_run_ends
 from workflows.engine.scope import nested_scope
 from workflows.engine.sql import StepRow, step_row
 from workflows.engine.start import start_child
+from workflows.engine.terminate import terminate_run
 from workflows.errors import ChildRunFailed, DefinitionMissing, InvalidInput, WorkflowError
 from workflows.models import Run
-from workflows.status import RUN_ACTIVE, RUN_FINAL, RunStatus, StepStatus
+from workflows.status import RUN_ALIVE, RUN_FINAL, RUN_UNWINDING, RunStatus, StepStatus
 
 logger = logging.getLogger("workflows.engine")
 
@@ -66,20 +68,32 @@ def _settle_step(advancer: Advancer, row: StepRow, child: Run) -> str:
     return advancer.fail_entering(row, ChildRunFailed.of(child), "child_failed")
 
 
-def active_children(run_id: UUID) -> list[UUID]:
-    return list(
-        Run.objects.filter(parent_run_id=run_id, status__in=RUN_ACTIVE).values_list("id", flat=True)
+def cancel_children(run_id: UUID) -> int:
+    """Cancel the live children of a run that stopped; each in its own transition."""
+    return _stop_children(
+        run_id, RUN_ALIVE, lambda child_id: cancel_run(child_id, reason="parent run stopped")
     )
 
 
-def cancel_children(run_id: UUID) -> int:
-    """Cancel the active children of a run that stopped; each in its own transition."""
-    cancelled = 0
-    for child_id in active_children(run_id):
+def terminate_children(run_id: UUID) -> int:
+    """Terminate the unfinished children of a terminated run, and theirs, each in its own
+    transition (a child is always locked before its parent, never while it is held)."""
+
+    def terminate(child_id: UUID) -> None:
+        terminate_run(child_id, reason="parent run terminated")
+        terminate_children(child_id)
+
+    return _stop_children(run_id, RUN_ALIVE | RUN_UNWINDING, terminate)
+
+
+def _stop_children(run_id: UUID, statuses: frozenset[str], stop: Callable[[UUID], object]) -> int:
+    children = Run.objects.filter(parent_run_id=run_id, status__in=statuses)
+    stopped = 0
+    for child_id in children.values_list("id", flat=True):
         try:
-            cancel_run(child_id, reason="parent run stopped")
+            stop(child_id)
         except WorkflowError as exc:  # the child ended meanwhile
-            logger.info("child run %s not cancelled: %s", child_id, exc)
+            logger.info("child run %s not stopped: %s", child_id, exc)
         else:
-            cancelled += 1
-    return cancelled
+            stopped += 1
+    return stopped

@@ -14,7 +14,7 @@ from workflows.engine.sql import StepRow, step_row
 from workflows.engine.timers import cancel_timers, fires
 from workflows.engine.transaction import transition
 from workflows.errors import GateAlreadyDecided
-from workflows.status import RUN_ACTIVE, Decision, StepStatus, TimerKind
+from workflows.status import RUN_ALIVE, Decision, StepStatus, TimerKind
 
 
 class _Outputs(Mapping[str, Any]):
@@ -93,7 +93,7 @@ def decide_gate(
         if (
             row.status != StepStatus.WAITING
             or row.version != version
-            or run.status not in RUN_ACTIVE
+            or run.status not in RUN_ALIVE
         ):
             raise GateAlreadyDecided(
                 f"gate {row.name!r} is {row.status}, no longer waiting for a decision",

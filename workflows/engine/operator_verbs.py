@@ -13,6 +13,7 @@ from uuid import UUID
 from workflows.definitions import FanOut, LeasedNode, Node
 from workflows.definitions.nodes import default_retry
 from workflows.engine.fanout import resume_fanout
+from workflows.engine.guards import CANCEL, RETRY, RETRY_STEP, SKIP_STEP
 from workflows.engine.runs import set_run_status, stop_forward_work, unwind
 from workflows.engine.scope import RunScope, run_of_step, run_scope
 from workflows.engine.sql import (
@@ -27,29 +28,12 @@ from workflows.engine.timers import cancel_timers
 from workflows.engine.transaction import transition
 from workflows.errors import InvalidTransition
 from workflows.models import CompensationRecord, FanOutItem, Step
-from workflows.status import RUN_ACTIVE, CompensationStatus, RunStatus, StepStatus
-
-# Steps an operator may skip: anything not yet finished, or finished by failing.
-SKIPPABLE = (
-    StepStatus.PENDING,
-    StepStatus.READY,
-    StepStatus.WAITING,
-    StepStatus.RETRY_SCHEDULED,
-    StepStatus.FAILED,
-    StepStatus.TIMED_OUT,
-)
-RETRYABLE = (StepStatus.FAILED, StepStatus.TIMED_OUT)
+from workflows.status import CompensationStatus, RunStatus, StepStatus
 
 
-def _by(user: Any) -> str | None:
+def actor(user: Any) -> str | None:
+    """Who did it, as the history records it: the user's name, or ``None`` for the system."""
     return user.get_username() if user is not None else None
-
-
-def _refuse(what: str, status: str, accepted: Any) -> InvalidTransition:
-    allowed = ", ".join(sorted(str(s) for s in accepted))
-    return InvalidTransition(
-        f"{what} is {status}; this operation accepts: {allowed}", status=status
-    )
 
 
 @transition
@@ -64,17 +48,16 @@ def cancel_run(
     """
     with run_scope(run_id, needs_definition=False) as scope:
         run, events = scope.run, scope.events
-        if run.status not in RUN_ACTIVE:
-            raise _refuse(f"run {run_id}", run.status, RUN_ACTIVE)
+        CANCEL.check(run_id, run.status)
         stop_forward_work(run, events, reason="run cancelled")
-        error = {"code": "cancelled", "message": reason or "cancelled", "by": _by(user)}
+        error = {"code": "cancelled", "message": reason or "cancelled", "by": actor(user)}
         changes: dict[str, Any] = {"error": error}
         if not compensate:
             changes["skip_compensation"] = True
             run.skip_compensation = True
         set_run_status(run, RunStatus.CANCELLING, events, **changes)
         events.add(
-            run.pk, "run.cancel_requested", by=_by(user), reason=reason, compensate=compensate
+            run.pk, "run.cancel_requested", by=actor(user), reason=reason, compensate=compensate
         )
         unwind(run, events)
 
@@ -92,7 +75,7 @@ def _revive(scope: RunScope, user: Any) -> None:
         updated_at=db_now(),
     )
     set_run_status(run, RunStatus.RUNNING, scope.events, error=None, finished_at=None)
-    scope.events.add(run.pk, "run.resumed", by=_by(user), reopened=len(reopened))
+    scope.events.add(run.pk, "run.resumed", by=actor(user), reopened=len(reopened))
     for step_id, name in Step.objects.filter(
         run_id=run.pk, kind="fanout", status=StepStatus.PENDING, items_total__gt=0
     ).values_list("id", "name"):
@@ -139,7 +122,7 @@ def _reset_for_retry(scope: RunScope, row: StepRow, node: Node, user: Any) -> No
         **changes,
     ):
         raise InvalidTransition(f"step {row.name!r} changed while being retried")
-    scope.events.add(run.pk, "step.retried", step_id=row.pk, by=_by(user))
+    scope.events.add(run.pk, "step.retried", step_id=row.pk, by=actor(user))
 
 
 @transition
@@ -147,10 +130,7 @@ def retry_step(step_id: int, *, user: Any = None) -> None:
     """Run a failed (or timed-out) step again, with fresh attempts; the run resumes."""
     with run_scope(run_of_step(step_id)) as scope:
         row = step_row(step_id)
-        if row.status not in RETRYABLE:
-            raise _refuse(f"step {row.name!r}", row.status, RETRYABLE)
-        if scope.run.status != RunStatus.FAILED:
-            raise _refuse(f"run {scope.run.pk}", scope.run.status, [RunStatus.FAILED])
+        RETRY_STEP.check(row.name, row.status, scope.run.status)
         _reset_for_retry(scope, row, scope.workflow.nodes[row.name], user)
         _revive(scope, user)
 
@@ -165,15 +145,12 @@ def skip_step(step_id: int, *, output: Any = None, user: Any = None) -> None:
     """
     with run_scope(run_of_step(step_id)) as scope:
         run, row = scope.run, step_row(step_id)
-        if row.status not in SKIPPABLE:
-            raise _refuse(f"step {row.name!r}", row.status, SKIPPABLE)
-        if run.status not in (*RUN_ACTIVE, RunStatus.FAILED):
-            raise _refuse(f"run {run.pk}", run.status, [*RUN_ACTIVE, RunStatus.FAILED])
+        SKIP_STEP.check(row.name, row.status, run.status)
         cancel_timers(row.pk)
         scope.advancer.move(
             row, StepStatus.COMPLETED, output=output, finished_at=db_now(), error=None
         )
-        scope.events.add(run.pk, "step.skipped", step_id=row.pk, by=_by(user), reason="operator")
+        scope.events.add(run.pk, "step.skipped", step_id=row.pk, by=actor(user), reason="operator")
         if run.status == RunStatus.FAILED:
             _revive(scope, user)
         else:
@@ -188,15 +165,15 @@ def retry_run(run_id: UUID, *, user: Any = None) -> int:
     """
     with run_scope(run_id) as scope:
         run = scope.run
-        accepted = (RunStatus.FAILED, RunStatus.COMPENSATION_FAILED)
-        if run.status not in accepted:
-            raise _refuse(f"run {run_id}", run.status, accepted)
+        RETRY.check(run_id, run.status)
         if run.status == RunStatus.COMPENSATION_FAILED:
             return _retry_compensations(scope, user)
         failed = [
             StepRow(*values)
-            for values in Step.objects.filter(run_id=run.pk, status__in=RETRYABLE).values_list(
-                "id", "name", "status", "version", "attempt", "max_attempts"
+            for values in Step.objects.filter(
+                run_id=run.pk, status__in=RETRY_STEP.accepts
+            ).values_list(
+                "id", "name", "status", "version", "attempt", "max_attempts", "generation"
             )
         ]
         for row in failed:
@@ -220,6 +197,6 @@ def _retry_compensations(scope: RunScope, user: Any) -> int:
     cancelled = (run.error or {}).get("code") == "cancelled"
     target = RunStatus.CANCELLING if cancelled else RunStatus.COMPENSATING
     set_run_status(run, target, scope.events)
-    scope.events.add(run.pk, "compensations.retried", by=_by(user), count=len(retried))
+    scope.events.add(run.pk, "compensations.retried", by=actor(user), count=len(retried))
     unwind(run, scope.events)
     return len(retried)

@@ -17,7 +17,7 @@ from workflows.engine.timers import cancel_timers, fires
 from workflows.engine.transaction import transition
 from workflows.errors import IdempotencyConflict, InvalidTransition, StaleState
 from workflows.models import Signal, Step
-from workflows.status import RUN_ACTIVE, StepStatus, TimerKind
+from workflows.status import RUN_ALIVE, StepStatus, TimerKind
 
 
 @enters(WaitForSignal)
@@ -114,9 +114,10 @@ def _deliver(
 ) -> Signal:
     with run_scope(run_id) as scope:
         run = scope.run
-        if run.status not in RUN_ACTIVE:
+        if run.status not in RUN_ALIVE:
             raise InvalidTransition(
-                f"run {run_id} is {run.status}; only running or waiting runs accept signals",
+                f"run {run_id} is {run.status}; only running, waiting or paused runs accept "
+                "signals",
                 run=str(run_id),
                 status=run.status,
             )

@@ -295,7 +295,9 @@ class StepRow:
     generation: int = 0
 
 
-_STEP_ROW_COLUMNS = "id, name, status, version, attempt, max_attempts, generation"
+# The columns of a StepRow, in order: for hand-written SELECTs and ORM values_list().
+STEP_ROW_FIELDS = ("id", "name", "status", "version", "attempt", "max_attempts", "generation")
+_STEP_ROW_COLUMNS = ", ".join(STEP_ROW_FIELDS)
 
 
 def step_rows(run_id: UUID, names: Iterable[str]) -> list[StepRow]:

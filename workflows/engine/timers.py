@@ -17,7 +17,7 @@ from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import kind_of_timer
 from workflows.errors import StaleState
 from workflows.models import Timer
-from workflows.status import RUN_ACTIVE, StepStatus, TimerKind, TimerStatus
+from workflows.status import RUN_ACTIVE, RUN_HELD, StepStatus, TimerKind, TimerStatus
 
 if TYPE_CHECKING:
     from workflows.engine.advance import Advancer
@@ -47,7 +47,8 @@ def cancel_timers(step_id: int, kind: str | None = None) -> None:
 
 @transition
 def fire_timer(timer_id: int, *, wait: bool = True) -> bool:
-    """Fire one due timer; return ``False`` if it was already fired or cancelled.
+    """Fire one due timer; return ``False`` if it was already fired or cancelled, or its
+    run is paused (the timer stays scheduled and fires after the resume).
 
     Two scanners firing the same timer race on the timer's compare-and-set: exactly one
     fires it and applies its effect, the other sees ``False``. With ``wait=False`` a run
@@ -58,6 +59,8 @@ def fire_timer(timer_id: int, *, wait: bool = True) -> bool:
     if timer is None:
         return False
     with run_scope(timer.run_id, wait=wait) as scope:
+        if scope.run.status in RUN_HELD:
+            return False  # a paused run's timers wait, scheduled, for its resume
         if not cas_update(
             Timer,
             timer_id,

@@ -65,7 +65,7 @@ class WorkKind:
     statuses in which a unit may not start but keeps its place (a paused run: a failed
     attempt still gets its retry timer, a reclaimed one goes back to ``ready``).
     ``timer_field``: the ``Timer`` foreign key that names a unit of this kind on its
-    retry timer.
+    retry timer. ``run_path``: the ORM path from a unit to its run.
     """
 
     name: str
@@ -76,6 +76,7 @@ class WorkKind:
     stopped_status: str
     timer_field: str
     read_claim: Callable[[int], sql.ClaimRow | None]
+    run_path: str
     retry_of: Callable[[LeasedNode], Retry]
     describe: str
     key_suffix: str = ""
@@ -110,6 +111,7 @@ STEP = WorkKind(
     stopped_status=StepStatus.CANCELLED,
     timer_field="step",
     read_claim=sql.claim_step_row,
+    run_path="run",
     retry_of=_node_retry,
     describe="step {step!r}",
 )
@@ -122,6 +124,7 @@ ITEM = WorkKind(
     stopped_status=StepStatus.SKIPPED,
     timer_field="item",
     read_claim=sql.claim_item_row,
+    run_path="step__run",
     retry_of=_node_retry,
     describe="item {item!r} of step {step!r}",
 )
@@ -134,6 +137,7 @@ COMPENSATION = WorkKind(
     stopped_status=StepStatus.FAILED,
     timer_field="compensation",
     read_claim=sql.claim_compensation_row,
+    run_path="run",
     retry_of=_compensation_retry,
     describe="compensation of step {step!r}",
     key_suffix="/compensate",

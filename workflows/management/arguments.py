@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -17,7 +18,9 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import CommandError
 
-from workflows.errors import WorkflowError
+from workflows.errors import RunNotFound, WorkflowError
+from workflows.models import Run
+from workflows.queries import get_run
 
 
 def json_value(text: str) -> Any:
@@ -64,3 +67,57 @@ def refusals_as_command_errors() -> Iterator[None]:
         raise CommandError(exc.message) from exc
     except PermissionDenied as exc:
         raise CommandError(str(exc) or "permission denied") from exc
+
+
+def add_run_arguments(parser: Any) -> None:
+    """``RUN`` (a run id, or a unique prefix of one) or ``--business-key KEY``."""
+    parser.add_argument(
+        "run_id",
+        nargs="?",
+        metavar="RUN",
+        help="the run's id, or a prefix of it that only one run has (at least 4 characters)",
+    )
+    parser.add_argument(
+        "--business-key",
+        metavar="KEY",
+        help="the run with this business key (refused if several runs have it)",
+    )
+
+
+def run_from_options(options: dict[str, Any]) -> Run:
+    """The run that ``RUN`` or ``--business-key`` names, or a clear refusal."""
+    reference, business_key = options.get("run_id"), options.get("business_key")
+    if (reference is None) == (business_key is None):
+        raise CommandError(
+            "name the run by RUN (its id or a prefix) or by --business-key, not both"
+        )
+    if business_key is not None:
+        matches = Run.objects.filter(business_key=business_key)
+        described = f"business key {business_key!r}"
+    else:
+        prefix = reference.strip().lower()
+        try:
+            return get_run(prefix)
+        except RunNotFound:
+            if len(prefix.replace("-", "")) < _MIN_PREFIX or not _HEX.fullmatch(prefix):
+                raise CommandError(
+                    f"{reference!r} is neither a run id nor a prefix of one (at least "
+                    f"{_MIN_PREFIX} hexadecimal characters)"
+                ) from None
+        matches = Run.objects.filter(id__startswith=prefix)
+        described = f"id prefix {reference!r}"
+    found = list(matches.order_by("-created_at").values_list("id", flat=True)[: _SHOWN + 1])
+    if not found:
+        raise CommandError(f"no run has {described}")
+    if len(found) > 1:
+        listed = ", ".join(str(run_id) for run_id in found[:_SHOWN])
+        raise CommandError(
+            f"more than one run has {described} ({listed}{', ...' if len(found) > _SHOWN else ''})"
+            "; name one by its id"
+        )
+    return Run.objects.get(pk=found[0])
+
+
+_MIN_PREFIX = 4
+_SHOWN = 5
+_HEX = re.compile(r"[0-9a-f-]+")
