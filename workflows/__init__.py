@@ -27,6 +27,7 @@ from workflows.errors import (
     DefinitionError,
     DefinitionMissing,
     GateAlreadyDecided,
+    GateClaimed,
     IdempotencyConflict,
     InvalidCallbackToken,
     InvalidDecision,
@@ -44,6 +45,7 @@ from workflows.errors import (
 _SERVICES = {
     "approve_gate",
     "cancel_run",
+    "claim_gate",
     "complete_callback",
     "fail_callback",
     "pause_run",
@@ -56,6 +58,7 @@ _SERVICES = {
     "skip_step",
     "start_run",
     "terminate_run",
+    "unclaim_gate",
 }
 
 __all__ = [
@@ -66,6 +69,7 @@ __all__ = [
     "FanOut",
     "Gate",
     "GateAlreadyDecided",
+    "GateClaimed",
     "IdempotencyConflict",
     "InvalidCallbackToken",
     "InvalidDecision",
@@ -88,8 +92,10 @@ __all__ = [
     "WorkflowError",
     "approve_gate",
     "cancel_run",
+    "claim_gate",
     "complete_callback",
     "fail_callback",
+    "gates_for",
     "pause_run",
     "reject_gate",
     "rerun_from",
@@ -100,6 +106,7 @@ __all__ = [
     "skip_step",
     "start_run",
     "terminate_run",
+    "unclaim_gate",
 ]
 
 
@@ -108,4 +115,8 @@ def __getattr__(name: str) -> Any:
         from workflows import services
 
         return getattr(services, name)
+    if name == "gates_for":
+        from workflows.approvals import gates_for
+
+        return gates_for
     raise AttributeError(f"module 'workflows' has no attribute {name!r}")

@@ -143,3 +143,9 @@ class ChildRunFailed(WorkflowError):
             child=str(child.pk),
             status=child.status,
         )
+
+
+class GateClaimed(WorkflowError):
+    """Another user holds this gate's claim; only they or an override holder may decide it."""
+
+    code = "gate_claimed"

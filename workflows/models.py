@@ -125,8 +125,16 @@ class Step(LeasedWork):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     decided_at = models.DateTimeField(null=True, blank=True)
+    # The address the decision came from, as the caller passed it (None: not given).
+    decided_from = models.GenericIPAddressField(null=True, blank=True)
     feedback = models.TextField(blank=True, default="")
     selections = models.JSONField(default=list, blank=True)
+    # Who said they are deciding this gate: others may not decide it without the
+    # ``workflows.override_gate_claim`` permission.
+    claimed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    claimed_at = models.DateTimeField(null=True, blank=True)
     # Wait for signal: the signal name this step consumes.
     signal_name = models.CharField(max_length=200, blank=True, default="")
     # Bumped by each rerun of the step: part of its idempotency key, so external systems
@@ -155,6 +163,15 @@ class Step(LeasedWork):
                 condition=Q(status=StepStatus.RUNNING),
                 name="workflows_step_lease",
             ),
+            # The approvals list: waiting gates, oldest first, among every step ever run.
+            models.Index(
+                fields=["started_at", "id"],
+                condition=Q(status=StepStatus.WAITING, kind="gate"),
+                name="workflows_step_waiting_gate",
+            ),
+        ]
+        permissions = [
+            ("override_gate_claim", "Can decide or release a gate claimed by someone else"),
         ]
 
     def __str__(self) -> str:

@@ -8,17 +8,22 @@ transition; none writes workflow state itself. What they read is in
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 from uuid import UUID
 
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.validators import validate_ipv46_address
 
 from workflows import engine
+from workflows.approvals import decidable_by, may_override_claim, signed_in
 from workflows.definitions import WaitForSignal, Workflow, registry
 from workflows.engine import operator_verbs, pause, rerun, terminate
 from workflows.engine.callbacks import resolve_callback
 from workflows.engine.children import cancel_children, terminate_children
+from workflows.engine.gates import claim_gate as claim_in_run
 from workflows.engine.gates import decide_gate
+from workflows.engine.gates import unclaim_gate as unclaim_in_run
 from workflows.engine.signals import send_signal as deliver_signal
 from workflows.errors import (
     DefinitionError,
@@ -37,6 +42,7 @@ from workflows.validation import check_json, check_text, max_length
 __all__ = [
     "approve_gate",
     "cancel_run",
+    "claim_gate",
     "complete_callback",
     "fail_callback",
     "pause_run",
@@ -49,6 +55,7 @@ __all__ = [
     "skip_step",
     "start_run",
     "terminate_run",
+    "unclaim_gate",
 ]
 
 
@@ -104,19 +111,17 @@ def _run_id(run: Run | UUID | str) -> UUID:
 def check_decider(step: Step, user: Any) -> None:
     """Raise ``PermissionDenied`` unless ``user`` may decide this gate.
 
-    A gate naming a permission or assignees accepts users holding the permission or
-    listed (by username, or by group); a gate naming neither accepts any signed-in user.
+    The rule is :func:`workflows.approvals.decidable_by`, the filter the approvals list
+    uses too: holders of the gate's permission, its assignees (by username, or by
+    group), superusers; a gate naming no permission and no assignee accepts any
+    signed-in user.
     """
-    if user is None or not getattr(user, "is_authenticated", False) or not user.is_active:
+    if not signed_in(user):
         raise PermissionDenied(f"deciding gate {step.name!r} needs a signed-in, active user")
+    if Step.objects.filter(pk=step.pk).filter(decidable_by(user)).exists():
+        return
     users = step.assignees.get("users", [])
     groups = step.assignees.get("groups", [])
-    if not (step.permission or users or groups):
-        return
-    if step.permission and user.has_perm(step.permission):
-        return
-    if user.get_username() in users or (groups and user.groups.filter(name__in=groups).exists()):
-        return
     assignees = users + [f"group:{group}" for group in groups]
     raise PermissionDenied(
         f"user {user.get_username()!r} may not decide gate {step.name!r}: it needs permission "
@@ -182,13 +187,39 @@ def clean_selections(step: Step, selections: Sequence[str] | None) -> list[str]:
     return chosen
 
 
+def clean_address(address: str | None) -> str | None:
+    """The caller's IP address as the database stores it (IPv6 compressed), or ``None``.
+
+    Anything but ``None`` or an IPv4/IPv6 address string raises :class:`InvalidInput`.
+    """
+    if address is None:
+        return None
+    try:
+        if not isinstance(address, str):
+            raise ValidationError("not a string")
+        validate_ipv46_address(address)
+    except ValidationError:
+        raise InvalidInput(
+            f"address must be an IPv4 or IPv6 address or None, got {address!r}"
+        ) from None
+    return Step._meta.get_field("decided_from").to_python(address)
+
+
 def approve_gate(
-    step: Step | int, *, user: Any, selections: Sequence[str] | None = None, feedback: str = ""
+    step: Step | int,
+    *,
+    user: Any,
+    selections: Sequence[str] | None = None,
+    feedback: str = "",
+    address: str | None = None,
 ) -> Step:
     """Approve a waiting gate; of two racing decisions exactly one wins.
 
-    Raises ``PermissionDenied``, :class:`InvalidDecision` (bad selections) or
-    :class:`GateAlreadyDecided`; nothing is written then.
+    ``address``: the IP address the decision came from, kept on the step and in the
+    ``gate.decided`` event with who and when. Raises ``PermissionDenied``,
+    :class:`InvalidDecision` (bad selections), :class:`InvalidInput` (bad address),
+    :class:`GateClaimed` (someone else claimed it and ``user`` may not override claims)
+    or :class:`GateAlreadyDecided`; nothing is written then.
     """
     gate = _step(step)
     _gate(gate)
@@ -203,20 +234,71 @@ def approve_gate(
         user=user,
         selections=chosen,
         feedback=feedback,
+        address=clean_address(address),
+        may_override=partial(may_override_claim, user),
     )
     return _step(gate)
 
 
-def reject_gate(step: Step | int, *, user: Any, feedback: str = "") -> Step:
-    """Reject a waiting gate: the step (and by default the run) fails and compensates."""
+def reject_gate(
+    step: Step | int, *, user: Any, feedback: str = "", address: str | None = None
+) -> Step:
+    """Reject a waiting gate: the step (and by default the run) fails and compensates.
+
+    Refused as :func:`approve_gate` is, for the same reasons.
+    """
     gate = _step(step)
     _gate(gate)
     check_decider(gate, user)
     _waiting(gate)
     check_text(feedback, field="feedback")
     decide_gate(
-        gate.pk, version=gate.version, decision=Decision.REJECTED, user=user, feedback=feedback
+        gate.pk,
+        version=gate.version,
+        decision=Decision.REJECTED,
+        user=user,
+        feedback=feedback,
+        address=clean_address(address),
+        may_override=partial(may_override_claim, user),
     )
+    return _step(gate)
+
+
+def claim_gate(step: Step | int, user: Any, *, address: str | None = None) -> Step:
+    """Claim a waiting gate for ``user``, who says they are deciding it.
+
+    Until it is released, others may not decide it unless they hold the permission
+    ``workflows.override_gate_claim``. Claiming one's own claim again changes nothing.
+    Only users who may decide the gate may claim it (``PermissionDenied``); a gate
+    claimed by someone else raises :class:`GateClaimed`, a decided or timed-out one
+    :class:`GateAlreadyDecided`, a bad address :class:`InvalidInput`; nothing is
+    written then. Of two racing claims exactly one wins.
+    """
+    gate = _step(step)
+    _gate(gate)
+    cleaned = clean_address(address)
+    check_decider(gate, user)
+    _waiting(gate)
+    claim_in_run(gate.pk, user, address=cleaned)
+    return _step(gate)
+
+
+def unclaim_gate(step: Step | int, user: Any, *, address: str | None = None) -> Step:
+    """Release the claim on a waiting gate; releasing an unclaimed gate changes nothing.
+
+    ``user`` releases their own claim; someone else's needs the permission
+    ``workflows.override_gate_claim`` (else :class:`GateClaimed`). Raises
+    ``PermissionDenied`` for a user who is not signed in, :class:`GateAlreadyDecided`
+    for a gate no longer waiting, :class:`InvalidInput` for a bad address; nothing is
+    written then.
+    """
+    gate = _step(step)
+    _gate(gate)
+    cleaned = clean_address(address)
+    if not signed_in(user):
+        raise PermissionDenied(f"releasing gate {gate.name!r} needs a signed-in, active user")
+    _waiting(gate)
+    unclaim_in_run(gate.pk, user, address=cleaned, may_override=partial(may_override_claim, user))
     return _step(gate)
 
 

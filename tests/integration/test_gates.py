@@ -114,6 +114,37 @@ def test_approval_stores_the_decision_as_output_and_advances(approver):
     assert run.output == {"ship": {"shipped_with": ["express"]}}
 
 
+def test_a_decision_records_who_when_and_from_where(approver):
+    run, gate = waiting_gate()
+    gate = workflows.approve_gate(
+        gate, user=approver, selections=["std"], address="2001:0db8:0000::0001"
+    )
+    assert gate.decided_from == "2001:db8::1"
+    event = run.events.get(type="gate.decided")
+    assert event.payload == {
+        "decision": "approved",
+        "by": "approver",
+        "at": gate.decided_at.isoformat(),
+        "address": "2001:db8::1",
+    }
+
+
+def test_a_timeout_records_when_and_no_one(approver):
+    run, _gate = waiting_gate(AutoApprove, {})
+    run_pending(until=timezone.now() + timedelta(hours=2))
+    review = run.steps.get(name="review")
+    payload = run.events.get(type="gate.decided").payload
+    assert (payload["by"], payload["address"], payload["reason"]) == (None, None, "timeout")
+    assert payload["at"] == review.decided_at.isoformat()
+    assert review.decided_from is None
+
+
+def test_superusers_may_decide_any_gate():
+    _run, gate = waiting_gate()
+    root = User.objects.create_superuser("root")
+    assert workflows.approve_gate(gate, user=root, selections=["std"]).decided_by == root
+
+
 @pytest.mark.parametrize(
     ("selections", "message"),
     [

@@ -1,19 +1,27 @@
-"""Gates: entering one (render the prompt, wait, arm the timeout) and deciding it."""
+"""Gates: entering one (render the prompt, wait, arm the timeout), claiming and deciding it.
+
+Decisions, claims and releases of one gate all lock its run first, so they serialise;
+each re-reads the gate under that lock and compare-and-sets it from ``waiting`` at the
+version it read there.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from workflows.definitions import Gate
 from workflows.engine.advance import Advancer, enters
 from workflows.engine.scope import run_of_step, run_scope
-from workflows.engine.sql import StepRow, step_row
+from workflows.engine.sql import StepRow, cas_update, db_now, step_row
 from workflows.engine.timers import cancel_timers, fires
 from workflows.engine.transaction import transition
-from workflows.errors import GateAlreadyDecided
+from workflows.errors import GateAlreadyDecided, GateClaimed, StaleState
+from workflows.models import Run, Step
 from workflows.status import RUN_ALIVE, Decision, StepStatus, TimerKind
 
 
@@ -53,6 +61,10 @@ def enter_gate(advancer: Advancer, row: StepRow, node: Gate) -> str:
             "max_selections": node.max_selections,
             "permission": node.permission,
             "assignees": {"users": node.assignee_users, "groups": node.assignee_groups},
+            # A gate entered again (a retried or rerun run) starts unclaimed.
+            "claimed_by": None,
+            "claimed_at": None,
+            "decided_from": None,
         },
     )
     return StepStatus.WAITING
@@ -71,6 +83,41 @@ def decision_output(
     }
 
 
+def _stamp(user: Any, address: str | None, at: datetime) -> dict[str, Any]:
+    """Who, when and from which address: what every decision and claim event records."""
+    return {
+        "by": user.get_username() if user is not None else None,
+        "at": at.isoformat(),
+        "address": address,
+    }
+
+
+def _still_waiting(run: Run, row: StepRow) -> None:
+    """Refuse a gate that was decided, timed out or cancelled, or whose run is over."""
+    if row.status != StepStatus.WAITING or run.status not in RUN_ALIVE:
+        raise GateAlreadyDecided(
+            f"gate {row.name!r} is {row.status}, no longer waiting for a decision",
+            step=row.name,
+            status=row.status,
+        )
+
+
+def _claim_of(step_id: int) -> tuple[int | None, str | None]:
+    """The id and username of whoever holds the gate's claim, read under the run's lock."""
+    return Step.objects.values_list(
+        "claimed_by_id", f"claimed_by__{get_user_model().USERNAME_FIELD}"
+    ).get(pk=step_id)
+
+
+def _refuse_claimed(row: StepRow, claimer: str | None, action: str) -> None:
+    raise GateClaimed(
+        f"gate {row.name!r} is claimed by {claimer}; only they, or a user with permission "
+        f"workflows.override_gate_claim, may {action} it",
+        step=row.name,
+        claimed_by=claimer,
+    )
+
+
 @transition
 def decide_gate(
     step_id: int,
@@ -81,24 +128,32 @@ def decide_gate(
     selections: list[str] | None = None,
     feedback: str = "",
     reason: str = "",
+    address: str | None = None,
+    may_override: Callable[[], bool] | None = None,
 ) -> None:
     """Record an approval or rejection on a waiting gate; of two racing decisions one wins.
 
-    The loser's compare-and-set on (step, version, waiting) matches nothing and it gets
-    :class:`GateAlreadyDecided`; nothing is written for it. A rejection fails the step
-    and the run unless the gate routes on rejections (``on_reject="continue"``).
+    How it loses a race (nothing is written for the loser): the second of two decisions
+    finds the gate decided and gets :class:`GateAlreadyDecided`; a decision behind a
+    claim by someone else that committed first gets :class:`GateClaimed`, unless
+    ``may_override()`` says the caller may override claims (asked only then); a decision
+    that finds the gate
+    otherwise changed since ``version`` (a claim released or taken, the gate entered
+    again) gets :class:`StaleState` and reads it again. A rejection fails the step and
+    the run unless the gate routes on rejections (``on_reject="continue"``).
     """
     with run_scope(run_of_step(step_id)) as scope:
         run, row = scope.run, step_row(step_id)
-        if (
-            row.status != StepStatus.WAITING
-            or row.version != version
-            or run.status not in RUN_ALIVE
-        ):
-            raise GateAlreadyDecided(
-                f"gate {row.name!r} is {row.status}, no longer waiting for a decision",
+        _still_waiting(run, row)
+        claimer_id, claimer = _claim_of(step_id)
+        overridden = claimer_id is not None and (user is None or claimer_id != user.pk)
+        if overridden and not (may_override is not None and may_override()):
+            _refuse_claimed(row, claimer, "decide")
+        if row.version != version:
+            raise StaleState(
+                f"gate {row.name!r} changed since it was read (claimed, released or entered "
+                "again); nothing was written",
                 step=row.name,
-                status=row.status,
             )
         node = scope.workflow.nodes[row.name]
         assert isinstance(node, Gate)
@@ -107,16 +162,23 @@ def decide_gate(
         output = decision_output(
             decision, by=username, selections=selections or [], feedback=feedback
         )
+        at = timezone.now()
         fields = {
             "decision": decision,
             "decided_by": user,
-            "decided_at": timezone.now(),
+            "decided_at": at,
+            "decided_from": address,
             "feedback": feedback,
             "selections": selections or [],
             "output": output,
         }
         cancel_timers(row.pk, TimerKind.GATE_TIMEOUT)
-        payload = {"decision": decision, "by": username, **({"reason": reason} if reason else {})}
+        payload = {
+            "decision": decision,
+            **_stamp(user, address, at),
+            **({"reason": reason} if reason else {}),
+            **({"overrode_claim_of": claimer} if overridden else {}),
+        }
         if decision == Decision.REJECTED and node.on_reject == "fail":
             error = {
                 "code": "gate_rejected",
@@ -135,6 +197,85 @@ def decide_gate(
             advancer.settled(row.name)
 
 
+@transition
+def claim_gate(step_id: int, user: Any, *, address: str | None = None) -> bool:
+    """Claim a waiting gate for ``user``: until it is released, others may not decide it.
+
+    Returns ``False``, writing nothing, when ``user`` already holds the claim. How it
+    loses a race (nothing is written for the loser): the second of two claims reads the
+    first's committed claim under the run's lock and gets :class:`GateClaimed`; a claim
+    behind a decision or timeout that committed first gets :class:`GateAlreadyDecided`.
+    The compare-and-set restates the gate ``waiting`` and unclaimed at the version read.
+    """
+    with run_scope(run_of_step(step_id)) as scope:
+        run, row = scope.run, step_row(step_id)
+        _still_waiting(run, row)
+        claimer_id, claimer = _claim_of(step_id)
+        if claimer_id == user.pk:
+            return False
+        if claimer_id is not None:
+            _refuse_claimed(row, claimer, "claim")
+        at = timezone.now()
+        if not cas_update(
+            Step,
+            row.pk,
+            version=row.version,
+            where={"status": StepStatus.WAITING, "claimed_by": None},
+            claimed_by=user,
+            claimed_at=at,
+            updated_at=db_now(),
+        ):
+            raise StaleState(f"gate {row.name!r} changed while being claimed", step=row.name)
+        scope.events.add(run.pk, "gate.claimed", step_id=row.pk, **_stamp(user, address, at))
+    return True
+
+
+@transition
+def unclaim_gate(
+    step_id: int,
+    user: Any,
+    *,
+    address: str | None = None,
+    may_override: Callable[[], bool] | None = None,
+) -> bool:
+    """Release the claim on a waiting gate: anyone who may decide it may claim it again.
+
+    ``user`` releases their own claim, or someone else's if ``may_override()`` says so.
+    Returns ``False``, writing nothing, when nobody holds the claim. How it loses a race
+    (nothing is written for the loser): behind a decision or timeout that committed first
+    it gets :class:`GateAlreadyDecided`; behind another user's claim that committed first
+    it gets :class:`GateClaimed` unless ``may_override()``. The compare-and-set restates
+    the gate ``waiting`` and held by that claimer at the version read.
+    """
+    with run_scope(run_of_step(step_id)) as scope:
+        run, row = scope.run, step_row(step_id)
+        _still_waiting(run, row)
+        claimer_id, claimer = _claim_of(step_id)
+        if claimer_id is None:
+            return False
+        if claimer_id != user.pk and not (may_override is not None and may_override()):
+            _refuse_claimed(row, claimer, "release")
+        at = timezone.now()
+        if not cas_update(
+            Step,
+            row.pk,
+            version=row.version,
+            where={"status": StepStatus.WAITING, "claimed_by": claimer_id},
+            claimed_by=None,
+            claimed_at=None,
+            updated_at=db_now(),
+        ):
+            raise StaleState(f"gate {row.name!r} changed while being released", step=row.name)
+        scope.events.add(
+            run.pk,
+            "gate.unclaimed",
+            step_id=row.pk,
+            **_stamp(user, address, at),
+            claimed_by=claimer,
+        )
+    return True
+
+
 @fires(TimerKind.GATE_TIMEOUT)
 def time_out_gate(advancer: Advancer, row: StepRow) -> None:
     """Apply ``on_timeout`` to a gate whose timer fired while it was still waiting."""
@@ -149,8 +290,16 @@ def time_out_gate(advancer: Advancer, row: StepRow) -> None:
         return
     decision = Decision.APPROVED if node.on_timeout == "approve" else Decision.REJECTED
     output = decision_output(decision, by=None, selections=[], feedback="timed out")
-    fields = {"decision": decision, "decided_at": timezone.now(), "output": output}
-    events.add(run.pk, "gate.decided", step_id=row.pk, decision=decision, reason="timeout")
+    at = timezone.now()
+    fields = {"decision": decision, "decided_at": at, "output": output}
+    events.add(
+        run.pk,
+        "gate.decided",
+        step_id=row.pk,
+        decision=decision,
+        **_stamp(None, None, at),
+        reason="timeout",
+    )
     if decision == Decision.REJECTED and node.on_reject == "fail":
         error = {"code": "gate_rejected", "message": f"gate {row.name!r} timed out (rejected)"}
         advancer.move(row, StepStatus.FAILED, error=error, finished_at=timezone.now(), **fields)

@@ -1,0 +1,401 @@
+"""The approvals list (``gates_for``) and gate claims: who may decide, who holds a gate."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import timedelta
+from functools import partial
+from io import StringIO
+
+import pytest
+from django.contrib.auth.models import AnonymousUser, Group, Permission, User
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+import workflows
+from workflows import (
+    Gate,
+    GateAlreadyDecided,
+    GateClaimed,
+    InvalidInput,
+    PermissionDenied,
+    StaleState,
+    Workflow,
+)
+from workflows.approvals import waiting_gates
+from workflows.engine.gates import decide_gate
+from workflows.models import Event, Step
+from workflows.testing import run_pending
+
+pytestmark = pytest.mark.django_db
+
+HERE = "tests.integration.test_gate_claims"
+
+
+class ByPermission(Workflow):
+    name = "claims_by_permission"
+    gate = Gate(prompt="Refund {input[order]}?", permission="auth.change_user")
+
+
+class ByUser(Workflow):
+    name = "claims_by_user"
+    gate = Gate(prompt="Ship {input[order]}?", assignees=["carol"])
+
+
+class ByGroup(Workflow):
+    name = "claims_by_group"
+    gate = Gate(prompt="Pack {input[order]}?", assignees=["group:packers"])
+
+
+class Open(Workflow):
+    name = "claims_open"
+    gate = Gate(prompt="Publish {input[order]}?", timeout=timedelta(hours=4))
+
+
+def waiting(workflow: type[Workflow], order: str = "A-1") -> Step:
+    """Start a run of ``workflow`` and return its gate, waiting."""
+    run = workflows.start_run(workflow, {"order": order}, business_key=order)
+    run_pending()
+    gate = run.steps.get(name="gate")
+    assert gate.status == "waiting"
+    return gate
+
+
+def fresh(user: User) -> User:
+    """The user read again, without Django's cached permissions."""
+    return User.objects.get(pk=user.pk)
+
+
+def names(gates) -> list[str]:
+    return [gate.prompt for gate in gates]
+
+
+@pytest.fixture
+def gates() -> dict[str, Step]:
+    return {
+        "permission": waiting(ByPermission, "P-1"),
+        "user": waiting(ByUser, "U-1"),
+        "group": waiting(ByGroup, "G-1"),
+        "open": waiting(Open, "O-1"),
+    }
+
+
+@pytest.fixture
+def carol() -> User:
+    return User.objects.create_user("carol")
+
+
+@pytest.fixture
+def dave() -> User:
+    return User.objects.create_user("dave")
+
+
+@pytest.fixture
+def overrider() -> User:
+    user = User.objects.create_user("olga")
+    user.user_permissions.add(Permission.objects.get(codename="override_gate_claim"))
+    return fresh(user)
+
+
+# -- the approvals list ------------------------------------------------------------------
+
+
+def test_a_permission_holder_sees_the_permission_gate_and_the_open_one(gates):
+    holder = User.objects.create_user("holder")
+    holder.user_permissions.add(Permission.objects.get(codename="change_user"))
+    assert names(workflows.gates_for(fresh(holder))) == ["Refund P-1?", "Publish O-1?"]
+
+
+def test_a_permission_held_through_a_group_counts_too(gates):
+    member = User.objects.create_user("member")
+    staff = Group.objects.create(name="staff")
+    staff.permissions.add(Permission.objects.get(codename="change_user"))
+    member.groups.add(staff)
+    assert names(workflows.gates_for(fresh(member))) == ["Refund P-1?", "Publish O-1?"]
+
+
+def test_an_assignee_sees_the_gate_naming_them(gates, carol):
+    assert names(workflows.gates_for(carol)) == ["Ship U-1?", "Publish O-1?"]
+
+
+def test_a_group_member_sees_the_group_gate(gates):
+    packer = User.objects.create_user("paula")
+    packer.groups.add(Group.objects.create(name="packers"), Group.objects.create(name="other"))
+    assert names(workflows.gates_for(packer)) == ["Pack G-1?", "Publish O-1?"]
+
+
+def test_anyone_signed_in_sees_only_the_open_gate(gates, dave):
+    listed = workflows.gates_for(dave)
+    assert names(listed) == ["Publish O-1?"]
+    (gate,) = listed
+    assert gate.step == gates["open"].pk
+    assert gate.run == str(gates["open"].run_id)
+    assert gate.business_key == "O-1"
+    assert gate.workflow == "claims_open"
+    assert abs(gate.due_at - (timezone.now() + timedelta(hours=4))) < timedelta(minutes=1)
+    assert gate.claimed_by is None
+
+
+def test_superusers_see_every_gate_and_nobody_else_sees_anything(gates):
+    root = User.objects.create_superuser("root")
+    assert len(workflows.gates_for(root)) == 4
+    assert workflows.gates_for(AnonymousUser()) == []
+    assert workflows.gates_for(User.objects.create_user("gone", is_active=False)) == []
+    assert workflows.gates_for(None) == []
+
+
+def test_the_list_agrees_with_who_may_decide(gates, dave):
+    with pytest.raises(PermissionDenied, match="may not decide gate 'gate'"):
+        workflows.approve_gate(gates["user"], user=dave)
+    root = User.objects.create_superuser("root")
+    workflows.approve_gate(gates["user"], user=root)  # a superuser decides every gate
+
+
+def test_only_waiting_gates_are_listed_oldest_first(gates, carol):
+    later = waiting(Open, "O-2")
+    now = timezone.now()
+    Step.objects.filter(pk=later.pk).update(started_at=now - timedelta(days=3))
+    Step.objects.filter(pk=gates["open"].pk).update(started_at=now - timedelta(days=1))
+    Step.objects.filter(pk=gates["user"].pk).update(started_at=now - timedelta(days=2))
+    assert names(workflows.gates_for(carol)) == ["Publish O-2?", "Ship U-1?", "Publish O-1?"]
+    workflows.approve_gate(later, user=carol)
+    assert names(workflows.gates_for(carol)) == ["Ship U-1?", "Publish O-1?"]
+    assert len(waiting_gates()) == 4
+
+
+def test_the_list_costs_the_same_queries_for_many_gates(carol):
+    def cost(count: int) -> int:
+        for index in range(count):
+            waiting([ByUser, ByGroup, Open, ByPermission][index % 4], f"N-{index}")
+        member = User.objects.get(pk=carol.pk)
+        with CaptureQueriesContext(connection) as queries:
+            listed = workflows.gates_for(member)
+        assert (
+            len(listed)
+            == Step.objects.filter(
+                status="waiting", run__workflow_name__in=["claims_by_user", "claims_open"]
+            ).count()
+        )
+        return len(queries)
+
+    carol.groups.add(Group.objects.create(name="readers"))
+    assert cost(4) == cost(40)
+
+
+# -- claims ------------------------------------------------------------------------------
+
+
+def test_a_claim_is_recorded_and_listed(gates, carol):
+    gate = workflows.claim_gate(gates["user"], carol, address="10.0.0.7")
+    assert gate.claimed_by == carol
+    assert gate.claimed_at is not None
+    event = Event.objects.get(step=gate, type="gate.claimed")
+    assert event.payload == {
+        "by": "carol",
+        "at": gate.claimed_at.isoformat(),
+        "address": "10.0.0.7",
+    }
+    (listed, _open) = workflows.gates_for(carol)
+    assert (listed.claimed_by, listed.claimed_at) == ("carol", gate.claimed_at)
+
+
+def test_claiming_ones_own_claim_again_changes_nothing(gates, carol):
+    first = workflows.claim_gate(gates["open"], carol)
+    again = workflows.claim_gate(gates["open"], carol)
+    assert (again.version, again.claimed_at) == (first.version, first.claimed_at)
+    assert Event.objects.filter(type="gate.claimed").count() == 1
+
+
+def test_a_gate_claimed_by_someone_else_cannot_be_claimed(gates, carol, dave):
+    workflows.claim_gate(gates["open"], carol)
+    with pytest.raises(GateClaimed, match="gate 'gate' is claimed by carol") as refused:
+        workflows.claim_gate(gates["open"], dave)
+    assert refused.value.code == "gate_claimed"
+    assert Step.objects.get(pk=gates["open"].pk).claimed_by == carol
+
+
+def test_only_those_who_may_decide_may_claim(gates, dave):
+    with pytest.raises(PermissionDenied, match="may not decide gate 'gate'"):
+        workflows.claim_gate(gates["user"], dave)
+    with pytest.raises(PermissionDenied, match="signed-in, active user"):
+        workflows.claim_gate(gates["open"], AnonymousUser())
+    assert not Event.objects.filter(type="gate.claimed").exists()
+
+
+def test_a_decided_gate_cannot_be_claimed_or_released(gates, carol):
+    workflows.claim_gate(gates["open"], carol)
+    workflows.approve_gate(gates["open"], user=carol)
+    with pytest.raises(GateAlreadyDecided):
+        workflows.claim_gate(gates["open"], carol)
+    with pytest.raises(GateAlreadyDecided):
+        workflows.unclaim_gate(gates["open"], carol)
+
+
+def test_a_timed_out_gate_cannot_be_claimed(gates, carol):
+    run_pending(until=timezone.now() + timedelta(hours=5))
+    with pytest.raises(
+        GateAlreadyDecided, match=re.escape("is failed (rejected), no longer waiting")
+    ):
+        workflows.claim_gate(gates["open"], carol)
+
+
+def test_the_claimer_releases_and_anyone_may_claim_again(gates, carol, dave):
+    workflows.claim_gate(gates["open"], carol)
+    gate = workflows.unclaim_gate(gates["open"], carol, address="::ffff:10.0.0.1")
+    assert (gate.claimed_by, gate.claimed_at) == (None, None)
+    event = Event.objects.get(type="gate.unclaimed")
+    assert event.payload["by"] == "carol"
+    assert event.payload["claimed_by"] == "carol"
+    assert event.payload["address"] == "::ffff:10.0.0.1"
+    assert workflows.claim_gate(gates["open"], dave).claimed_by == dave
+    workflows.unclaim_gate(gates["open"], dave)
+    workflows.unclaim_gate(gates["open"], dave)  # nothing to release: nothing written
+    assert Event.objects.filter(type="gate.unclaimed").count() == 2
+
+
+def test_releasing_someone_elses_claim_needs_the_override_permission(gates, carol, dave, overrider):
+    workflows.claim_gate(gates["open"], carol)
+    with pytest.raises(GateClaimed, match="only they, or a user with permission"):
+        workflows.unclaim_gate(gates["open"], dave)
+    workflows.unclaim_gate(gates["open"], overrider)
+    event = Event.objects.get(type="gate.unclaimed")
+    assert (event.payload["by"], event.payload["claimed_by"]) == ("olga", "carol")
+
+
+def test_a_third_user_may_not_decide_a_claimed_gate(gates, carol, dave):
+    workflows.claim_gate(gates["open"], carol)
+    with pytest.raises(GateClaimed, match="claimed by carol"):
+        workflows.approve_gate(gates["open"], user=dave)
+    with pytest.raises(GateClaimed):
+        workflows.reject_gate(gates["open"], user=dave)
+    assert Step.objects.get(pk=gates["open"].pk).status == "waiting"
+    assert not Event.objects.filter(type="gate.decided").exists()
+
+
+def test_the_claimer_decides_a_claimed_gate(gates, carol):
+    workflows.claim_gate(gates["user"], carol)
+    gate = workflows.approve_gate(gates["user"], user=carol)
+    assert gate.decided_by == carol
+    assert "overrode_claim_of" not in Event.objects.get(type="gate.decided").payload
+
+
+def test_an_override_holder_decides_a_claimed_gate_and_it_is_recorded(gates, carol, overrider):
+    workflows.claim_gate(gates["open"], carol)
+    gate = workflows.reject_gate(gates["open"], user=overrider, feedback="taking over")
+    assert (gate.decision, gate.decided_by) == ("rejected", overrider)
+    payload = Event.objects.get(type="gate.decided").payload
+    assert (payload["by"], payload["overrode_claim_of"]) == ("olga", "carol")
+
+
+def test_superusers_may_override_claims(gates, carol):
+    workflows.claim_gate(gates["user"], carol)
+    root = User.objects.create_superuser("root")
+    assert workflows.approve_gate(gates["user"], user=root).decided_by == root
+
+
+def test_a_claim_between_a_read_and_a_decision_wins(gates, carol, dave):
+    read = Step.objects.get(pk=gates["open"].pk)
+    workflows.claim_gate(gates["open"], carol)
+    with pytest.raises(GateClaimed):
+        decide_gate(read.pk, version=read.version, decision="approved", user=dave)
+    released = workflows.unclaim_gate(gates["open"], carol)
+    with pytest.raises(StaleState, match="changed since it was read"):
+        decide_gate(read.pk, version=read.version, decision="approved", user=dave)
+    decide_gate(read.pk, version=released.version, decision="approved", user=dave)
+
+
+def test_a_gate_entered_again_starts_unclaimed(gates):
+    holder = User.objects.create_user("holder")
+    holder.user_permissions.add(Permission.objects.get(codename="change_user"))
+    holder = fresh(holder)
+    workflows.claim_gate(gates["permission"], holder)
+    workflows.reject_gate(gates["permission"], user=holder, address="10.1.1.1")
+    assert Step.objects.get(pk=gates["permission"].pk).decided_from == "10.1.1.1"
+    workflows.retry_step(gates["permission"])
+    run_pending()
+    gate = Step.objects.get(pk=gates["permission"].pk)
+    assert gate.status == "waiting"
+    assert (gate.claimed_by, gate.claimed_at, gate.decided_from) == (None, None, None)
+
+
+@pytest.mark.parametrize("address", ["10.0.0.300", "localhost", "", 167772161])
+def test_a_bad_address_is_refused_and_nothing_is_written(gates, carol, address):
+    for verb in (
+        partial(workflows.claim_gate, gates["open"], carol),
+        partial(workflows.unclaim_gate, gates["open"], carol),
+        partial(workflows.approve_gate, gates["open"], user=carol),
+        partial(workflows.reject_gate, gates["open"], user=carol),
+    ):
+        with pytest.raises(InvalidInput, match="must be an IPv4 or IPv6 address"):
+            verb(address=address)
+    gate = Step.objects.get(pk=gates["open"].pk)
+    assert (gate.status, gate.claimed_by, gate.version) == ("waiting", None, gates["open"].version)
+    assert not Event.objects.filter(type__startswith="gate.").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_concurrent_claims_one_wins(concurrently):
+    alice = User.objects.create_user("alice")
+    bob = User.objects.create_user("bob")
+    for attempt in range(5):
+        gate = waiting(Open, f"R-{attempt}")
+        results = concurrently(
+            partial(workflows.claim_gate, gate.pk, alice),
+            partial(workflows.claim_gate, gate.pk, bob),
+        )
+        claimed = [result for result in results if isinstance(result, Step)]
+        refused = [result for result in results if isinstance(result, GateClaimed)]
+        assert (len(claimed), len(refused)) == (1, 1), results
+        gate.refresh_from_db()
+        assert gate.claimed_by == claimed[0].claimed_by
+        assert Event.objects.filter(step=gate, type="gate.claimed").count() == 1
+
+
+# -- commands ----------------------------------------------------------------------------
+
+
+def command(name: str, *args: str) -> str:
+    out = StringIO()
+    call_command(name, *args, stdout=out)
+    return out.getvalue()
+
+
+def test_workflows_gates_lists_every_waiting_gate_or_a_users(gates, carol):
+    workflows.claim_gate(gates["open"], carol)
+    listing = command("workflows_gates").splitlines()
+    assert listing[0].split()[:3] == ["STEP", "GATE", "RUN"]
+    assert len(listing) == 5
+    assert listing[1].split()[:2] == [str(gates["permission"].pk), "gate"]
+    assert "Refund P-1?" in listing[1]
+    mine = command("workflows_gates", "--user", "carol").splitlines()
+    assert [line.split()[0] for line in mine[1:]] == [str(gates["user"].pk), str(gates["open"].pk)]
+    assert mine[2].rstrip().endswith("carol")
+    data = json.loads(command("workflows_gates", "--user", "carol", "--json"))
+    assert [gate["step"] for gate in data] == [gates["user"].pk, gates["open"].pk]
+    assert data[1]["claimed_by"] == "carol"
+    assert data[1]["due_at"] is not None
+
+
+def test_workflows_gates_says_when_nothing_waits(dave):
+    assert command("workflows_gates").strip() == "no gates waiting"
+    assert command("workflows_gates", "--user", "dave").strip() == "no gates waiting for dave"
+    with pytest.raises(CommandError, match="no user named 'nobody'"):
+        command("workflows_gates", "--user", "nobody")
+
+
+def test_workflows_claim_claims_and_releases(gates, carol, dave):
+    step = str(gates["open"].pk)
+    line = command("workflows_claim", step, "--user", "carol").strip()
+    assert line.endswith(": waiting, claimed by carol")
+    with pytest.raises(CommandError, match=re.escape("gate 'gate' is claimed by carol")):
+        command("workflows_claim", step, "--user", "dave")
+    with pytest.raises(CommandError, match="claimed by carol"):
+        command("workflows_claim", step, "--user", "dave", "--release")
+    data = json.loads(command("workflows_claim", step, "--user", "carol", "--release", "--json"))
+    assert (data["claimed_by"], data["status"]) == (None, "waiting")
+    with pytest.raises(CommandError, match="may not decide gate"):
+        command("workflows_claim", str(gates["user"].pk), "--user", "dave")

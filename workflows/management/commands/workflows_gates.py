@@ -1,0 +1,49 @@
+"""List the gates waiting for a decision, oldest first."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from workflows.approvals import gates_for, waiting_gates
+from workflows.management.arguments import user_named
+from workflows.management.output import table, to_json
+
+COLUMNS = {
+    "step": "STEP",
+    "name": "GATE",
+    "run": "RUN",
+    "business_key": "BUSINESS KEY",
+    "prompt": "PROMPT",
+    "waiting_since": "WAITING SINCE",
+    "due_at": "DUE",
+    "claimed_by": "CLAIMED BY",
+}
+
+
+class Command(BaseCommand):
+    help = (
+        "List the gates waiting for a decision, oldest first: step id, gate, run, business "
+        "key, prompt, when it started waiting, when it times out and who claimed it. With "
+        "--user U, only the gates U may decide; without, every waiting gate."
+    )
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument(
+            "--user", metavar="U", help="username: only the gates this user may decide"
+        )
+        parser.add_argument("--json", action="store_true", help="print the gates as JSON")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        username = options["user"]
+        gates = gates_for(user_named(username)) if username else waiting_gates()
+        if options["json"]:
+            self.stdout.write(to_json(gates))
+        elif gates:
+            rows = ([getattr(gate, key) for key in COLUMNS] for gate in gates)
+            self.stdout.write(table(COLUMNS.values(), rows))
+        else:
+            self.stdout.write(
+                f"no gates waiting for {username}" if username else "no gates waiting"
+            )
