@@ -91,6 +91,7 @@ __all__ = [
     "Workflow",
     "WorkflowError",
     "approve_gate",
+    "bulk",
     "cancel_run",
     "claim_gate",
     "complete_callback",
@@ -115,6 +116,11 @@ def __getattr__(name: str) -> Any:
         from workflows import services
 
         return getattr(services, name)
+    if name == "bulk":
+        # From workflows.bulk_verbs: a submodule named bulk.py would shadow this name.
+        from workflows.bulk_verbs import bulk
+
+        return bulk
     if name == "gates_for":
         from workflows.approvals import gates_for
 

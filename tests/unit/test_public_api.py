@@ -75,3 +75,12 @@ def test_every_engine_error_has_a_stable_code_and_default_message():
 def test_unknown_attribute_is_an_attribute_error():
     with pytest.raises(AttributeError, match="no_such_thing"):
         workflows.no_such_thing  # noqa: B018
+
+
+def test_bulk_is_the_function_even_after_its_module_is_imported():
+    import workflows.bulk_verbs
+
+    assert workflows.bulk is workflows.bulk_verbs.bulk
+    parameters = inspect.signature(workflows.bulk).parameters
+    assert list(parameters) == ["verb", "runs", "dry_run", "user", "options"]
+    assert parameters["dry_run"].default is True

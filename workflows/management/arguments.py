@@ -11,16 +11,22 @@ import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import CommandError
+from django.utils import timezone
 
 from workflows.errors import RunNotFound, WorkflowError
 from workflows.models import Run
 from workflows.queries import get_run
+
+_AGE = re.compile(r"(?P<number>[0-9]+)(?P<unit>[smhd])")
+_AGE_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+_EARLIEST = datetime.min.replace(tzinfo=UTC)
 
 
 def json_value(text: str) -> Any:
@@ -37,6 +43,26 @@ def json_value(text: str) -> Any:
         return json.loads(text, parse_constant=refuse_constant)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from exc
+
+
+def parse_age(text: str) -> timedelta:
+    """The age an option such as ``--older-than`` gives: a whole number and one unit,
+    ``s``, ``m``, ``h`` or ``d`` (``30m``, ``3h``, ``2d``), or a ``CommandError``.
+
+    Strict on purpose: ``2`` (which unit?), ``1.5h``, ``2 d`` and ``0d`` are refused
+    rather than guessed, as is an age reaching back before year 1.
+    """
+    match = _AGE.fullmatch(text)
+    if match:
+        try:
+            age = timedelta(**{_AGE_UNITS[match["unit"]]: int(match["number"])})
+            if timedelta(0) < age < timezone.now() - _EARLIEST:
+                return age
+        except OverflowError:
+            pass  # more days than a timedelta holds: refused below like any bad age
+    raise CommandError(
+        f"an age is a positive whole number followed by s, m, h or d (30m, 3h, 2d), got {text!r}"
+    )
 
 
 def user_named(username: str | None) -> AbstractBaseUser | None:
