@@ -95,6 +95,7 @@ __all__ = [
     "cancel_run",
     "claim_gate",
     "complete_callback",
+    "explain",
     "fail_callback",
     "gates_for",
     "pause_run",
@@ -125,4 +126,9 @@ def __getattr__(name: str) -> Any:
         from workflows.approvals import gates_for
 
         return gates_for
+    if name == "explain":
+        # From workflows.explanation: a submodule named explain.py would shadow this name.
+        from workflows.explanation import explain
+
+        return explain
     raise AttributeError(f"module 'workflows' has no attribute {name!r}")

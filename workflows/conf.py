@@ -43,7 +43,19 @@ DEFAULTS: dict[str, Any] = {
     # "database is locked" on SQLite is retried this many times with jittered backoff.
     "LOCKED_RETRY_ATTEMPTS": 10,
     "LOCKED_RETRY_BASE_DELAY": 0.01,
+    # ``explain`` and ``runs_needing_attention``: a scheduled timer this long past its
+    # due time is "overdue" (the sweeper fires timers within a fraction of a second, the
+    # fallback schedule within about a minute)...
+    "ATTENTION_OVERDUE_GRACE": timedelta(minutes=1),
+    # ...and ready work nobody claimed for this long is "undispatched". None means
+    # REDISPATCH_AFTER + 30 s: the redispatch scanner has had its chance to re-send it.
+    "ATTENTION_UNDISPATCHED_GRACE": None,
 }
+
+# Settings that must hold a timedelta of zero or more.
+_GRACES = ("ATTENTION_OVERDUE_GRACE", "ATTENTION_UNDISPATCHED_GRACE")
+# What ATTENTION_UNDISPATCHED_GRACE adds to REDISPATCH_AFTER when it is not set.
+UNDISPATCHED_MARGIN = timedelta(seconds=30)
 
 
 class WorkflowSettings:
@@ -60,7 +72,18 @@ class WorkflowSettings:
                 f"Unknown WORKFLOWS setting(s): {', '.join(unknown)}. "
                 f"Known settings: {', '.join(sorted(DEFAULTS))}."
             )
-        return {**DEFAULTS, **user}
+        merged = {**DEFAULTS, **user}
+        if merged["ATTENTION_UNDISPATCHED_GRACE"] is None:
+            merged["ATTENTION_UNDISPATCHED_GRACE"] = (
+                merged["REDISPATCH_AFTER"] + UNDISPATCHED_MARGIN
+            )
+        for name in _GRACES:
+            value = merged[name]
+            if not isinstance(value, timedelta) or value < timedelta(0):
+                raise ImproperlyConfigured(
+                    f"WORKFLOWS[{name!r}] must be a timedelta of zero or more, got {value!r}."
+                )
+        return merged
 
     def __getattr__(self, name: str) -> Any:
         if name not in DEFAULTS:

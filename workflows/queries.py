@@ -6,27 +6,43 @@ even a read-only ``atomic()`` would take the write lock.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
+from functools import reduce
+from operator import or_
 from typing import Any
 from uuid import UUID
 
+from django.db import models
+from django.db.models import Case, Exists, OuterRef, Q, QuerySet, Value, When
+from django.utils import timezone
+
+from workflows.conf import workflow_settings
 from workflows.definitions import registry
 from workflows.definitions.render import RENDERERS
+from workflows.engine.work_kinds import WORK_KINDS, WorkKind
 from workflows.errors import RunNotFound, StepNotFound
-from workflows.models import Event, Run, Signal, Step
-from workflows.status import RunStatus
+from workflows.models import Event, Run, Signal, Step, Timer
+from workflows.status import RUN_HELD, RunStatus, StepStatus, TimerStatus
 
 __all__ = [
+    "Attention",
     "DefinitionReport",
+    "attention_of",
     "check_definitions",
     "describe_run",
+    "expired_lease",
     "get_run",
     "get_step",
     "list_runs",
+    "overdue_timer",
     "render_definition",
     "run_summary",
+    "runs_needing_attention",
     "signal_summary",
     "step_summary",
+    "undispatched_unit",
 ]
 
 _SUMMARY_FIELDS = (
@@ -68,11 +84,12 @@ def list_runs(
     return [run_summary(run) for run in runs[:limit]]
 
 
-def get_run(run_id: UUID | str) -> Run:
+def get_run(run_id: UUID | str, *, runs: QuerySet[Run] | None = None) -> Run:
     """Return the run with this id; raise :class:`RunNotFound` for an unknown or malformed id.
 
     A malformed id is "not found" too, with its own message: to a caller holding a typo,
-    both mean that no such run exists.
+    both mean that no such run exists. ``runs`` (default: all runs) lets a caller read
+    the row with its own annotations in the same query.
     """
     try:
         pk = run_id if isinstance(run_id, UUID) else UUID(str(run_id))
@@ -80,7 +97,7 @@ def get_run(run_id: UUID | str) -> Run:
         raise RunNotFound(
             f"{run_id!r} is not a run id (run ids are UUIDs)", run=str(run_id)
         ) from None
-    run = Run.objects.filter(pk=pk).first()
+    run = (Run.objects.all() if runs is None else runs).filter(pk=pk).first()
     if run is None:
         raise RunNotFound(f"no run has id {pk}", run=str(pk))
     return run
@@ -235,3 +252,119 @@ def signal_summary(signal: Signal) -> dict[str, Any]:
         "received_at": signal.received_at,
         "consumed_by": consumer,
     }
+
+
+class Attention(models.TextChoices):
+    """Whether a run needs an operator, and why; declared in order of priority.
+
+    A run has exactly one class: the first whose condition holds. The conditions are
+    built once, in :func:`_attention_conditions`, from the row predicates below, so
+    ``explain`` and the SQL filter of a runs list cannot disagree.
+    """
+
+    COMPENSATION_FAILED = "compensation_failed"
+    FAILED = "failed"
+    LEASE_EXPIRED = "lease_expired"
+    OVERDUE = "overdue"
+    UNDISPATCHED = "undispatched"
+    OK = "ok"
+
+
+def expired_lease(now: datetime) -> Q:
+    """Running work (a step, item or compensation) whose lease ran out and that no
+    scanner has reclaimed yet: its worker died or hangs, or no sweeper is running.
+
+    A fan-out step is ``running`` without a lease, so it never matches.
+    """
+    return Q(status=StepStatus.RUNNING, lease_expires_at__lt=now)
+
+
+def undispatched_unit(kind: WorkKind, now: datetime) -> Q:
+    """Ready work of ``kind`` that nobody claimed within ``ATTENTION_UNDISPATCHED_GRACE``.
+
+    A paused run's ready work waits for its resume on purpose, so it does not count.
+    """
+    cutoff = now - workflow_settings.ATTENTION_UNDISPATCHED_GRACE
+    return Q(status=StepStatus.READY, updated_at__lt=cutoff) & ~Q(
+        **{f"{kind.run_path}__status__in": RUN_HELD}
+    )
+
+
+def overdue_timer(now: datetime) -> Q:
+    """A scheduled timer more than ``ATTENTION_OVERDUE_GRACE`` past due: nothing fires
+    timers (no sweeper, no scheduler), or the run is held by a stuck transaction.
+
+    A paused run's timers wait, scheduled, for its resume on purpose, so they do not count.
+    """
+    cutoff = now - workflow_settings.ATTENTION_OVERDUE_GRACE
+    return Q(status=TimerStatus.SCHEDULED, due_at__lt=cutoff) & ~Q(run__status__in=RUN_HELD)
+
+
+def _any_unit(predicate: Callable[[WorkKind], Q]) -> Q:
+    """True for a run with at least one unit of work, of any kind, matching ``predicate``."""
+    return reduce(
+        or_,
+        (
+            Q(Exists(kind.model.objects.filter(predicate(kind), **{kind.run_path: OuterRef("pk")})))
+            for kind in WORK_KINDS
+        ),
+    )
+
+
+def _attention_conditions(now: datetime) -> dict[Attention, Q]:
+    """Each class's own condition on a run, before priority is applied.
+
+    ``failed`` leaves out runs an operator terminated on purpose: their error is the
+    termination itself (code ``terminated``), which is a decision already taken.
+    """
+    # Spelled out so that an error without a code is a failure rather than unknown (NULL).
+    not_a_termination = Q(error__code__isnull=True) | ~Q(error__code="terminated")
+    return {
+        Attention.COMPENSATION_FAILED: Q(status=RunStatus.COMPENSATION_FAILED),
+        Attention.FAILED: Q(status=RunStatus.FAILED)
+        | (Q(status=RunStatus.TERMINATED, error__isnull=False) & not_a_termination),
+        Attention.LEASE_EXPIRED: _any_unit(lambda kind: expired_lease(now)),
+        Attention.OVERDUE: Q(Exists(Timer.objects.filter(overdue_timer(now), run=OuterRef("pk")))),
+        Attention.UNDISPATCHED: _any_unit(lambda kind: undispatched_unit(kind, now)),
+    }
+
+
+def attention_of(now: datetime | None = None) -> Case:
+    """An expression giving a run's :class:`Attention` class, to ``annotate()`` runs with.
+
+    ``now`` defaults to this host's clock (the clock the redispatch cut-off uses too).
+    """
+    conditions = _attention_conditions(now or timezone.now())
+    return Case(
+        *(When(condition, then=Value(str(kind))) for kind, condition in conditions.items()),
+        default=Value(str(Attention.OK)),
+        output_field=models.CharField(),
+    )
+
+
+def runs_needing_attention(
+    attention: Attention | str,
+    *,
+    now: datetime | None = None,
+    runs: QuerySet[Run] | None = None,
+) -> QuerySet[Run]:
+    """The runs (of ``runs``, default all) whose :class:`Attention` class is ``attention``.
+
+    Filters in SQL: a class's own condition and the negation of every class before it,
+    so the database can start from the few rows that match (overdue timers, expired
+    leases) instead of classifying every run. Agrees with :func:`attention_of`.
+    """
+    try:
+        wanted = Attention(attention)
+    except ValueError:
+        raise ValueError(
+            f"unknown attention class {attention!r}; choose one of {Attention.values}"
+        ) from None
+    conditions = _attention_conditions(now or timezone.now())
+    if wanted == Attention.OK:
+        matches = ~reduce(or_, conditions.values())
+    else:
+        matches = conditions[wanted]
+        for earlier in list(conditions)[: list(conditions).index(wanted)]:
+            matches &= ~conditions[earlier]
+    return (Run.objects.all() if runs is None else runs).filter(matches)

@@ -26,6 +26,7 @@ def test_public_names_are_importable_from_the_package():
         "DefinitionMissing",
         "InvalidInput",
         "UnknownSignal",
+        "explain",
         "GateClaimed",
         "claim_gate",
         "unclaim_gate",
@@ -84,3 +85,12 @@ def test_bulk_is_the_function_even_after_its_module_is_imported():
     parameters = inspect.signature(workflows.bulk).parameters
     assert list(parameters) == ["verb", "runs", "dry_run", "user", "options"]
     assert parameters["dry_run"].default is True
+
+
+def test_explain_is_the_function_even_after_its_module_is_imported():
+    import workflows.explanation
+
+    assert workflows.explain is workflows.explanation.explain
+    parameters = inspect.signature(workflows.explain).parameters
+    assert list(parameters) == ["run", "now"]
+    assert parameters["now"].kind is inspect.Parameter.KEYWORD_ONLY

@@ -1,12 +1,14 @@
-"""Show one run: where it stands, each of its steps, and its history."""
+"""Show one run: where it stands, what it waits on, what may be done, its steps and history."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
 from workflows.errors import WorkflowError
+from workflows.explanation import Explanation, explain
 from workflows.management.output import cell, table, to_json
 from workflows.queries import describe_run
 
@@ -40,29 +42,45 @@ def payload_summary(payload: dict[str, Any]) -> str:
     return text if len(text) <= PAYLOAD_WIDTH else text[: PAYLOAD_WIDTH - 1] + "…"
 
 
+def details_summary(details: Mapping[str, Any]) -> str:
+    """``key=value`` pairs of what holds a run, uncut (they are what an operator came
+    for), leaving out the details that do not apply (``None`` or empty)."""
+    return " ".join(
+        f"{key}={cell(value)}" for key, value in details.items() if value not in (None, "", [])
+    )
+
+
 class Command(BaseCommand):
     help = (
-        "Show run RUN: its status, input, output and error; each step's status, attempts, "
-        "lease owner and error; and its history of events, oldest first."
+        "Show run RUN: its status, input, output and error; whether it needs attention, "
+        "what it waits on and which operator actions are allowed (and why not); each "
+        "step's status, attempts, lease owner and error; and its history of events, "
+        "oldest first."
     )
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("run_id", metavar="RUN", help="the run's id (a UUID)")
         parser.add_argument(
-            "--json", action="store_true", help="print the run, steps and full events as JSON"
+            "--json",
+            action="store_true",
+            help="print the run, steps and full events, and the explanation under "
+            '"explain", as JSON',
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             run = describe_run(options["run_id"])
+            explanation = explain(run["id"])
         except WorkflowError as exc:
             raise CommandError(exc.message) from exc
         if options["json"]:
-            self.stdout.write(to_json(run))
+            self.stdout.write(to_json({**run, "explain": explanation.as_dict()}))
             return
-        width = max(len(label) for label in RUN_FIELDS.values())
+        width = max(len(label) for label in (*RUN_FIELDS.values(), "attention"))
         for key, label in RUN_FIELDS.items():
             self.stdout.write(f"{label:<{width}}  {cell(run[key])}")
+        self.stdout.write(f"{'attention':<{width}}  {explanation.attention}")
+        self.write_explanation(explanation)
         self.stdout.write("\nsteps")
         self.stdout.write(
             table(
@@ -93,6 +111,32 @@ class Command(BaseCommand):
                         payload_summary(event["payload"]),
                     ]
                     for event in run["events"]
+                ),
+            )
+        )
+
+    def write_explanation(self, explanation: Explanation) -> None:
+        """What holds the run, one line each, then every operator verb with its verdict."""
+        self.stdout.write("\nwaiting on")
+        if explanation.waiting_on:
+            self.stdout.write(
+                table(
+                    ["KIND", "STEP", "DETAILS"],
+                    (
+                        [entry.kind, entry.step, details_summary(entry.details)]
+                        for entry in explanation.waiting_on
+                    ),
+                )
+            )
+        else:
+            self.stdout.write(f"nothing: the run is {explanation.status}")
+        self.stdout.write("\nallowed actions")
+        self.stdout.write(
+            table(
+                ["ACTION", "STEP", "ALLOWED", "REASON"],
+                (
+                    [action.verb, action.step, "yes" if action.allowed else "no", action.reason]
+                    for action in explanation.allowed_actions
                 ),
             )
         )

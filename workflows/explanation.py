@@ -1,0 +1,633 @@
+"""``explain(run)``: what a run waits on, what an operator may do about it, and whether it
+needs attention, as data that every surface (commands, admin, API) shows alike.
+
+Read side, like :mod:`workflows.queries`: nothing here writes or opens a transaction
+(under SQLite's IMMEDIATE mode even a read-only ``atomic()`` takes the write lock).
+
+An explanation costs :data:`QUERIES` queries whatever the size of the run: each table
+is read once for the whole run, fan-out items are counted by one grouped query and
+only the items in hand are loaded, and the database computes the flags (lease
+expired, timer overdue, work undispatched) and the attention class from the predicates
+in :mod:`workflows.queries`, the same ones that filter a list of runs by attention.
+The reads are not one snapshot: a run moving meanwhile may show a step a moment newer
+than the run row, which an operator's view can live with.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from django.db.models import (
+    BooleanField,
+    Case,
+    Count,
+    F,
+    JSONField,
+    OuterRef,
+    Q,
+    Subquery,
+    Value,
+    When,
+)
+from django.utils import timezone
+
+from workflows.definitions import FanOut, Workflow, registry
+from workflows.engine.guards import RUN_VERBS, STEP_VERBS
+from workflows.engine.work_kinds import COMPENSATION, ITEM, STEP, WorkKind
+from workflows.errors import DefinitionMissing
+from workflows.models import CompensationRecord, Event, FanOutItem, Run, Step, Timer
+from workflows.queries import (
+    attention_of,
+    expired_lease,
+    get_run,
+    overdue_timer,
+    undispatched_unit,
+)
+from workflows.status import (
+    RUN_FINAL,
+    STEP_FINAL,
+    CompensationStatus,
+    RunStatus,
+    StepStatus,
+    TimerKind,
+    TimerStatus,
+)
+
+__all__ = ["QUERIES", "Action", "Explanation", "WaitingOn", "explain"]
+
+# The queries one explanation costs: run, steps, scheduled timers, item counts, items
+# in hand, compensations in hand, live child runs.
+QUERIES = 7
+
+# The history entry a pause writes: who paused the run, and when.
+PAUSE_EVENT = "run.pause_requested"
+# Units loaded one by one: the ones a worker holds or should pick up. The rest of a
+# fan-out's items are only counted.
+_ITEMS_IN_HAND = (StepStatus.READY, StepStatus.RUNNING)
+_COMPENSATIONS_IN_HAND = (
+    CompensationStatus.READY,
+    CompensationStatus.RUNNING,
+    CompensationStatus.RETRY_SCHEDULED,
+)
+_UNIT_FIELDS = (
+    "status",
+    "attempt",
+    "max_attempts",
+    "lease_owner",
+    "lease_expires_at",
+    "updated_at",
+)
+
+
+@dataclass(frozen=True)
+class WaitingOn:
+    """One thing that holds the run: its kind, the step it belongs to, and details."""
+
+    kind: str
+    step: str | None
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "step": self.step, **_json_ready(dict(self.details))}
+
+
+@dataclass(frozen=True)
+class Action:
+    """One operator verb, on the run or on one step, and whether it is allowed now.
+
+    ``reason`` says in words why not (the guard's own wording); ``None`` when allowed.
+    What a surface shows is advice: the verb checks again under the run lock.
+    """
+
+    verb: str
+    allowed: bool
+    reason: str | None
+    summary: str
+    step: str | None = None
+    step_id: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "verb": self.verb,
+            "step": self.step,
+            "step_id": self.step_id,
+            "allowed": self.allowed,
+            "reason": self.reason,
+            "summary": self.summary,
+        }
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Where a run stands, what holds it, what an operator may do, whether it needs one.
+
+    ``version`` is the run row's compare-and-set version: a surface that acts on what
+    it showed can tell whether the run moved since. ``as_of`` is the moment the flags
+    and the attention class were computed for.
+    """
+
+    run: UUID
+    workflow: str
+    workflow_version: int
+    status: str
+    version: int
+    attention: str
+    as_of: datetime
+    waiting_on: tuple[WaitingOn, ...]
+    allowed_actions: tuple[Action, ...]
+    steps: tuple[Mapping[str, Any], ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The explanation as JSON-ready data: times as ISO 8601 strings."""
+        return {
+            "run": str(self.run),
+            "workflow": self.workflow,
+            "workflow_version": self.workflow_version,
+            "status": self.status,
+            "version": self.version,
+            "attention": self.attention,
+            "as_of": self.as_of.isoformat(),
+            "waiting_on": [entry.as_dict() for entry in self.waiting_on],
+            "allowed_actions": [action.as_dict() for action in self.allowed_actions],
+            "steps": [dict(step) for step in self.steps],
+        }
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """A step, item or compensation as far as leases and dispatch are concerned."""
+
+    kind: WorkKind
+    step_id: int
+    item: str | None
+    status: str
+    attempt: int
+    max_attempts: int
+    lease_owner: str
+    lease_expires_at: datetime | None
+    updated_at: datetime
+    lease_expired: bool
+    undispatched: bool
+
+    @property
+    def holds_lease(self) -> bool:
+        """A worker runs it (a fan-out step is ``running`` without a lease)."""
+        return self.status == StepStatus.RUNNING and self.lease_expires_at is not None
+
+
+def explain(run: Run | UUID | str, *, now: datetime | None = None) -> Explanation:
+    """Explain ``run`` (a run or its id) as it stands now; see the module docstring.
+
+    ``now`` (default: this host's clock) is the moment leases, timers and ready work are
+    judged at; tests pass a later one to let time pass. Raises
+    :class:`~workflows.RunNotFound` for an unknown or malformed id.
+    """
+    now = now or timezone.now()
+    row = _run_row(run.pk if isinstance(run, Run) else run, now)
+    steps = _steps(row.pk, now)
+    timers = _scheduled_timers(row.pk, now)
+    item_counts = _item_counts(row.pk)
+    items = _items_in_hand(row.pk, now)
+    compensations = _compensations_in_hand(row.pk, now)
+    children = _live_children(row.pk)
+
+    reading = _Reading(row, steps, timers, item_counts)
+    units = [
+        *(_unit(STEP, step, item=None) for step in steps),
+        *(_unit(ITEM, item, item=item["item_key"]) for item in items),
+        *(_unit(COMPENSATION, record, item=record["item_key"]) for record in compensations),
+    ]
+    waiting_on = [
+        *_paused(row),
+        *(
+            entry
+            for step in steps
+            if step["status"] not in STEP_FINAL
+            and (hold := _STEP_HOLDS.get(step["kind"])) is not None
+            and (entry := hold(reading, step)) is not None
+        ),
+        *(_child(reading, child) for child in children),
+        *(_compensation(reading, record) for record in compensations),
+        *(_timer(reading, timer) for timer in timers),
+        *(_lease(reading, unit) for unit in units if unit.holds_lease),
+        *(_dispatch(reading, unit) for unit in units if unit.status == StepStatus.READY),
+    ]
+    return Explanation(
+        run=row.pk,
+        workflow=row.workflow_name,
+        workflow_version=row.workflow_version,
+        status=row.status,
+        version=row.version,
+        attention=row.attention,
+        as_of=now,
+        waiting_on=tuple(waiting_on),
+        allowed_actions=tuple(_allowed_actions(row.status, steps)),
+        steps=tuple(
+            {
+                "id": step["id"],
+                "name": step["name"],
+                "kind": step["kind"],
+                "status": step["status"],
+                "attempt": step["attempt"],
+                "max_attempts": step["max_attempts"],
+            }
+            for step in steps
+        ),
+    )
+
+
+# One function per query, each for the whole run: see QUERIES.
+
+
+def _run_row(run_id: UUID | str, now: datetime) -> Run:
+    """The run with its attention class and, when paused, who paused it and when."""
+    last_pause = Event.objects.filter(run_id=OuterRef("pk"), type=PAUSE_EVENT).order_by("-id")
+    return get_run(
+        run_id,
+        runs=Run.objects.defer("input", "output").annotate(
+            attention=attention_of(now),
+            # CASE evaluates the subqueries for a paused run only: a long history of a
+            # run that is not paused is never scanned.
+            paused_by=Case(
+                When(
+                    status=RunStatus.PAUSED,
+                    then=Subquery(last_pause.values("payload__by")[:1]),
+                ),
+                output_field=JSONField(),
+            ),
+            paused_at=Case(
+                When(
+                    status=RunStatus.PAUSED,
+                    then=Subquery(last_pause.values("created_at")[:1]),
+                )
+            ),
+        ),
+    )
+
+
+def _steps(run_id: UUID, now: datetime) -> list[dict[str, Any]]:
+    """Every step, without its output (a fan-out's holds every item's)."""
+    return list(
+        Step.objects.filter(run_id=run_id)
+        .order_by("id")
+        .annotate(
+            step_id=F("id"),
+            lease_expired=_flag(expired_lease(now)),
+            undispatched=_flag(undispatched_unit(STEP, now)),
+        )
+        .values(
+            "id",
+            "step_id",
+            "name",
+            "kind",
+            "prompt",
+            "permission",
+            "assignees",
+            "signal_name",
+            "items_total",
+            "items_completed",
+            "items_failed",
+            "items_skipped",
+            "lease_expired",
+            "undispatched",
+            *_UNIT_FIELDS,
+        )
+    )
+
+
+def _scheduled_timers(run_id: UUID, now: datetime) -> list[dict[str, Any]]:
+    return list(
+        Timer.objects.filter(run_id=run_id, status=TimerStatus.SCHEDULED)
+        .order_by("due_at", "id")
+        .annotate(overdue=_flag(overdue_timer(now)))
+        .values(
+            "kind",
+            "due_at",
+            "overdue",
+            "step_id",
+            "item__key",
+            "compensation__sequence",
+            "compensation__step_id",
+        )
+    )
+
+
+def _item_counts(run_id: UUID) -> dict[tuple[int, str], int]:
+    """How many items of each fan-out of the run are in each status: one grouped query."""
+    return {
+        (count["step_id"], count["status"]): count["items"]
+        for count in FanOutItem.objects.filter(step__run_id=run_id)
+        .values("step_id", "status")
+        .annotate(items=Count("id"))
+        .order_by()
+    }
+
+
+def _items_in_hand(run_id: UUID, now: datetime) -> list[dict[str, Any]]:
+    """Ready and running items: at most ``max_parallel`` per fan-out, whatever its size."""
+    return list(
+        FanOutItem.objects.filter(step__run_id=run_id, status__in=_ITEMS_IN_HAND)
+        .order_by("step_id", "index")
+        .annotate(
+            item_key=F("key"),
+            lease_expired=_flag(expired_lease(now)),
+            undispatched=_flag(undispatched_unit(ITEM, now)),
+        )
+        .values("step_id", "item_key", "lease_expired", "undispatched", *_UNIT_FIELDS)
+    )
+
+
+def _compensations_in_hand(run_id: UUID, now: datetime) -> list[dict[str, Any]]:
+    """Compensations started and not finished, newest first (the order they run in)."""
+    return list(
+        CompensationRecord.objects.filter(run_id=run_id, status__in=_COMPENSATIONS_IN_HAND)
+        .order_by("-sequence")
+        .annotate(
+            item_key=F("item__key"),
+            lease_expired=_flag(expired_lease(now)),
+            undispatched=_flag(undispatched_unit(COMPENSATION, now)),
+        )
+        .values(
+            "step_id",
+            "item_key",
+            "sequence",
+            "handler",
+            "lease_expired",
+            "undispatched",
+            *_UNIT_FIELDS,
+        )
+    )
+
+
+def _live_children(run_id: UUID) -> list[dict[str, Any]]:
+    """Child runs not yet final: of ``SubWorkflow`` steps and of fan-out items."""
+    return list(
+        Run.objects.filter(parent_run_id=run_id)
+        .exclude(status__in=RUN_FINAL)
+        .order_by("created_at", "id")
+        .values("id", "workflow_name", "status", "parent_step_id", "parent_item__key")
+    )
+
+
+def _flag(condition: Q) -> Case:
+    """``condition`` as a column that is never NULL (a NULL lease compares as unknown)."""
+    return Case(
+        When(condition, then=Value(True)), default=Value(False), output_field=BooleanField()
+    )
+
+
+class _Reading:
+    """What the queries returned, indexed the ways the entries look things up."""
+
+    def __init__(
+        self,
+        run: Run,
+        steps: list[dict[str, Any]],
+        timers: list[dict[str, Any]],
+        item_counts: dict[tuple[int, str], int],
+    ) -> None:
+        self.step_names = {step["id"]: step["name"] for step in steps}
+        self.item_counts = item_counts
+        self.timeouts = {
+            (timer["step_id"], timer["kind"]): timer["due_at"]
+            for timer in timers
+            if timer["kind"] != TimerKind.RETRY
+        }
+        self.workflow = _registered(run)
+        self.snapshot_steps = {
+            step.get("name"): step for step in (run.snapshot or {}).get("steps", [])
+        }
+
+    def described(self, name: str) -> Mapping[str, Any]:
+        """The step's node as the run's registered definition describes it, else as the
+        run's snapshot recorded it, else nothing known."""
+        if self.workflow is not None and name in self.workflow.nodes:
+            return self.workflow.nodes[name].describe()
+        return self.snapshot_steps.get(name, {})
+
+
+def _registered(run: Run) -> type[Workflow] | None:
+    try:
+        return registry.get(run.workflow_name, run.workflow_version)
+    except DefinitionMissing:
+        return None
+
+
+def _unit(kind: WorkKind, row: dict[str, Any], *, item: str | None) -> _Unit:
+    return _Unit(
+        kind=kind,
+        step_id=row["step_id"],
+        item=item,
+        **{name: row[name] for name in (*_UNIT_FIELDS, "lease_expired", "undispatched")},
+    )
+
+
+def _paused(run: Run) -> list[WaitingOn]:
+    if run.status != RunStatus.PAUSED:
+        return []
+    details = {"reason": run.paused_reason, "by": run.paused_by, "at": run.paused_at}
+    return [WaitingOn("paused", None, details)]
+
+
+def _gate(reading: _Reading, step: dict[str, Any]) -> WaitingOn | None:
+    if step["status"] != StepStatus.WAITING:
+        return None
+    assignees = step["assignees"] or {}
+    return WaitingOn(
+        "gate",
+        step["name"],
+        {
+            "step_id": step["id"],
+            "prompt": step["prompt"],
+            "users": assignees.get("users", []),
+            "groups": assignees.get("groups", []),
+            "permission": step["permission"] or None,
+            "due_at": reading.timeouts.get((step["id"], TimerKind.GATE_TIMEOUT)),
+            "on_timeout": reading.described(step["name"]).get("on_timeout"),
+        },
+    )
+
+
+def _signal(reading: _Reading, step: dict[str, Any]) -> WaitingOn | None:
+    if step["status"] != StepStatus.WAITING:
+        return None
+    return WaitingOn(
+        "signal",
+        step["name"],
+        {
+            "name": step["signal_name"],
+            "due_at": reading.timeouts.get((step["id"], TimerKind.SIGNAL_TIMEOUT)),
+        },
+    )
+
+
+def _callback(reading: _Reading, step: dict[str, Any]) -> WaitingOn | None:
+    """A task waits only for a callback: its handler returned ``ctx.await_callback()``."""
+    if step["status"] != StepStatus.WAITING:
+        return None
+    return WaitingOn(
+        "callback",
+        step["name"],
+        {
+            "attempt": step["attempt"],
+            "expires_at": reading.timeouts.get((step["id"], TimerKind.CALLBACK_TIMEOUT)),
+        },
+    )
+
+
+def _fanout(reading: _Reading, step: dict[str, Any]) -> WaitingOn | None:
+    """Done and failed come from the step's counters, which change in the transaction
+    of each item; running and pending from the one grouped count of item statuses."""
+    if step["items_total"] == 0:
+        return None
+    counted = Counter(
+        {status: reading.item_counts.get((step["id"], status), 0) for status in StepStatus}
+    )
+    node = reading.workflow.nodes.get(step["name"]) if reading.workflow else None
+    tolerance_left = (
+        node.allowed_failures(step["items_total"]) - step["items_failed"]
+        if isinstance(node, FanOut)
+        else None
+    )
+    return WaitingOn(
+        "fanout",
+        step["name"],
+        {
+            "total": step["items_total"],
+            "done": step["items_completed"],
+            "failed": step["items_failed"],
+            "skipped": step["items_skipped"],
+            "running": counted[StepStatus.RUNNING] + counted[StepStatus.WAITING],
+            "pending": counted[StepStatus.PENDING]
+            + counted[StepStatus.READY]
+            + counted[StepStatus.RETRY_SCHEDULED],
+            "tolerance_left": tolerance_left,
+        },
+    )
+
+
+# What holds a run at a step that is not final, by the step's kind. A sleep holds it
+# by its timer and a sub-workflow by its child run, listed as such.
+_STEP_HOLDS: dict[str, Callable[[_Reading, dict[str, Any]], WaitingOn | None]] = {
+    "gate": _gate,
+    "signal": _signal,
+    "task": _callback,
+    "fanout": _fanout,
+}
+
+
+def _child(reading: _Reading, child: dict[str, Any]) -> WaitingOn:
+    return WaitingOn(
+        "child",
+        reading.step_names.get(child["parent_step_id"]),
+        {
+            "run": str(child["id"]),
+            "workflow": child["workflow_name"],
+            "status": child["status"],
+            "item": child["parent_item__key"],
+        },
+    )
+
+
+def _compensation(reading: _Reading, record: dict[str, Any]) -> WaitingOn:
+    return WaitingOn(
+        "compensation",
+        reading.step_names.get(record["step_id"]),
+        {
+            "sequence": record["sequence"],
+            "handler": record["handler"],
+            "status": record["status"],
+            "attempt": record["attempt"],
+            "item": record["item_key"],
+        },
+    )
+
+
+def _timer(reading: _Reading, timer: dict[str, Any]) -> WaitingOn:
+    step_id = timer["step_id"] or timer["compensation__step_id"]
+    return WaitingOn(
+        "timer",
+        reading.step_names.get(step_id),
+        {
+            "fires": timer["kind"],
+            "due_at": timer["due_at"],
+            "overdue": timer["overdue"],
+            "item": timer["item__key"],
+            "compensation": timer["compensation__sequence"],
+        },
+    )
+
+
+def _lease(reading: _Reading, unit: _Unit) -> WaitingOn:
+    return WaitingOn(
+        "lease",
+        reading.step_names.get(unit.step_id),
+        {
+            "unit": unit.kind.name,
+            "item": unit.item,
+            "worker": unit.lease_owner,
+            "expires_at": unit.lease_expires_at,
+            "expired": unit.lease_expired,
+            "attempt": unit.attempt,
+            "max_attempts": unit.max_attempts,
+        },
+    )
+
+
+def _dispatch(reading: _Reading, unit: _Unit) -> WaitingOn:
+    return WaitingOn(
+        "dispatch",
+        reading.step_names.get(unit.step_id),
+        {
+            "unit": unit.kind.name,
+            "item": unit.item,
+            "since": unit.updated_at,
+            "undispatched": unit.undispatched,
+        },
+    )
+
+
+def _allowed_actions(run_status: str, steps: list[dict[str, Any]]) -> list[Action]:
+    """Every run verb; each step verb for the steps in a status it accepts; the
+    decisions of waiting gates. In that order, steps in their order."""
+    actions = [
+        _action(verb.name, verb.summary, verb.refusal(run_status)) for verb in RUN_VERBS.values()
+    ]
+    for step in steps:
+        for verb in STEP_VERBS.values():
+            if step["status"] in verb.accepts:
+                reason = verb.refusal(step["status"], run_status)
+                actions.append(_action(verb.name, verb.summary, reason, step))
+        if step["kind"] == "gate" and step["status"] == StepStatus.WAITING:
+            actions.append(_action("approve", "approve the gate", None, step))
+            actions.append(_action("reject", "reject the gate", None, step))
+    return actions
+
+
+def _action(
+    verb: str, summary: str, reason: str | None, step: dict[str, Any] | None = None
+) -> Action:
+    return Action(
+        verb=verb,
+        allowed=reason is None,
+        reason=reason,
+        summary=summary,
+        step=step["name"] if step else None,
+        step_id=step["id"] if step else None,
+    )
+
+
+def _json_ready(value: Any) -> Any:
+    """Times as ISO 8601 strings, recursively; everything else is JSON already."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {key: _json_ready(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_ready(item) for item in value]
+    return value
