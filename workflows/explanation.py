@@ -288,6 +288,8 @@ def _steps(run_id: UUID, now: datetime) -> list[dict[str, Any]]:
             "prompt",
             "permission",
             "assignees",
+            "claimed_by__username",
+            "claimed_at",
             "signal_name",
             "items_total",
             "items_completed",
@@ -449,6 +451,8 @@ def _gate(reading: _Reading, step: dict[str, Any]) -> WaitingOn | None:
             "permission": step["permission"] or None,
             "due_at": reading.timeouts.get((step["id"], TimerKind.GATE_TIMEOUT)),
             "on_timeout": reading.described(step["name"]).get("on_timeout"),
+            "claimed_by": step["claimed_by__username"],
+            "claimed_at": step["claimed_at"],
         },
     )
 

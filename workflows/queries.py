@@ -315,10 +315,13 @@ def _attention_conditions(now: datetime) -> dict[Attention, Q]:
     """Each class's own condition on a run, before priority is applied.
 
     ``failed`` leaves out runs an operator terminated on purpose: their error is the
-    termination itself (code ``terminated``), which is a decision already taken.
+    termination itself (code ``terminated``), which is a decision already taken, unless
+    the run was failing when it was terminated (the termination keeps that ``cause``).
     """
     # Spelled out so that an error without a code is a failure rather than unknown (NULL).
-    not_a_termination = Q(error__code__isnull=True) | ~Q(error__code="terminated")
+    not_a_termination = (
+        Q(error__code__isnull=True) | ~Q(error__code="terminated") | Q(error__has_key="cause")
+    )
     return {
         Attention.COMPENSATION_FAILED: Q(status=RunStatus.COMPENSATION_FAILED),
         Attention.FAILED: Q(status=RunStatus.FAILED)

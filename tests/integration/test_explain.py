@@ -241,6 +241,8 @@ def test_a_gate_says_its_prompt_deciders_due_time_and_timeout_action():
         "permission": "auth.change_user",
         "due_at": timer.due_at.isoformat(),
         "on_timeout": "approve",
+        "claimed_by": None,
+        "claimed_at": None,
     }
     [timeout] = holds(run, "timer")
     assert (timeout["step"], timeout["fires"], timeout["overdue"]) == (

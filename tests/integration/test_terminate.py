@@ -74,6 +74,8 @@ def test_terminate_stops_at_once_and_fences_out_the_running_attempt():
 
     workflows.terminate_run(run, reason="wrong customer")
     run = refreshed(run)
+    assert "cause" not in run.error  # it was running: the termination is the whole story
+    assert workflows.explain(run).attention == "ok"
     assert (run.status, run.error["code"], run.error["message"]) == (
         "terminated",
         "terminated",
@@ -99,7 +101,10 @@ def test_terminate_skips_the_rest_of_an_unwinding_run():
     ready = CompensationRecord.objects.get(run=run, status="ready")
     lease = claim(COMPENSATION, ready.pk, "worker")
     workflows.terminate_run(run)
-    assert refreshed(run).status == "terminated"
+    run = refreshed(run)
+    assert run.status == "terminated"
+    assert (run.error["code"], run.error["cause"]["code"]) == ("terminated", "step_failed")
+    assert workflows.explain(run).attention == "failed"  # it was failing: still a failure
     assert set(CompensationRecord.objects.values_list("status", flat=True)) == {"skipped"}
     with pytest.raises(LeaseLost):
         complete_work(lease, None)

@@ -45,6 +45,8 @@ def terminate_run(run_id: UUID, *, reason: str = "", user: Any = None) -> None:
         TERMINATE.check(run_id, run.status)
         stop_forward_work(run, events, reason="run terminated")
         error = {"code": "terminated", "message": reason or "terminated", "by": actor(user)}
+        if run.status == RunStatus.COMPENSATING:
+            error["cause"] = run.error  # it was failing: keep why, it is still a failure
         stopped = cas_update_many(
             Step,
             where={"run_id": run.pk, "status": StepStatus.RUNNING},
