@@ -25,10 +25,7 @@ bulk did not do what it should (a run not counted, not cancelled, or failed).
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,7 +36,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from bench.throughput import configure_django, sqlite_facts  # noqa: E402
+from bench.fresh_sqlite import measured_in_fresh_sqlite, print_header, print_table  # noqa: E402
 from workflows import Task, WaitForSignal, Workflow  # noqa: E402
 
 HELD = "bench_bulk_held"
@@ -193,32 +190,19 @@ def measure(args: argparse.Namespace) -> Figures:
 
 
 def report(figures: Figures, facts: dict[str, str]) -> None:
-    import django
-
     rows = [
         ("dry run: runs/s", f"{figures.dry_per_second:,.0f}"),
         ("applied cancel: runs/s", f"{figures.applied_per_second:,.0f}"),
         ("statements per cancelled run", f"{figures.query_statements / figures.query_runs:.1f}"),
     ]
-    width = max(len(name) for name, _ in rows)
-    print("Flowsite bulk operator verbs (bench/bulk.py)")
-    print(f"  SQLite {facts['version']}, journal_mode={facts['journal_mode']}, ", end="")
-    print(f"synchronous={facts['synchronous']}, transaction_mode={facts['transaction_mode']}")
-    print(f"  Python {platform.python_version()}, Django {django.get_version()}, ", end="")
-    print(f"{os.cpu_count()} CPUs, {platform.platform()}")
-    print(f"  database: fresh file {facts['path']}")
+    print_header("Flowsite bulk operator verbs (bench/bulk.py)", facts)
     print(
         f"  dry run of cancel over {figures.dry_runs:,} runs in {figures.dry_seconds:.3f}s; "
         f"cancel (compensate=False) applied to {figures.applied_runs:,} waiting runs of "
         f"{HELD} in {figures.applied_seconds:.3f}s"
     )
     print(f"  statements counted over {figures.query_runs} further runs, not BEGIN/COMMIT")
-    print()
-    print(f"  {'measure'.ljust(width)}  {'value':>10}")
-    print(f"  {'-' * width}  {'-' * 10}")
-    for name, value in rows:
-        print(f"  {name.ljust(width)}  {value:>10}")
-    print()
+    print_table(rows)
     print(
         f"  check: dry run {figures.dry_eligible:,}/{figures.dry_runs:,} eligible; applied "
         f"{figures.applied_done:,} done, {figures.applied_failed} failed, "
@@ -228,15 +212,7 @@ def report(figures: Figures, facts: dict[str, str]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="flowsite-bench-") as tmp:
-        configure_django(Path(tmp), None)
-        from django.db import connections
-
-        try:
-            facts = sqlite_facts()
-            figures = measure(args)
-        finally:
-            connections.close_all()
+    figures, facts = measured_in_fresh_sqlite(None, lambda: measure(args))
     report(figures, facts)
     if (
         figures.dry_eligible != args.dry_runs

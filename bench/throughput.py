@@ -24,10 +24,7 @@ runs did not complete as they should (not every run ``completed``, or a step mis
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,14 +35,19 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from bench.handlers import noop_chain  # noqa: E402  (needs the repository on sys.path)
+from bench.fresh_sqlite import (  # noqa: E402  (needs the repository on sys.path)
+    SYNCHRONOUS_NAMES,
+    measured_in_fresh_sqlite,
+    print_header,
+    print_table,
+)
+from bench.handlers import noop_chain  # noqa: E402
 from workflows import FanOut, Workflow  # noqa: E402
 
 STEPS_PER_RUN = 10
 NOOP = "bench.handlers.noop"
 TIMED_KEY = "bench-timed"
 QUERIES_KEY = "bench-queries"
-SYNCHRONOUS_NAMES = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 
 
 BenchNoop10 = noop_chain("bench_noop_10", STEPS_PER_RUN, __name__)
@@ -168,32 +170,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def configure_django(var_dir: Path, synchronous: str | None) -> None:
-    """Point the demo settings at a fresh SQLite file in ``var_dir``, then set Django up."""
-    os.environ["DJANGO_SETTINGS_MODULE"] = "flowsite.settings"
-    os.environ["FLOWSITE_VAR_DIR"] = str(var_dir)
-    os.environ["FLOWSITE_EXECUTOR"] = "inline"
-    # DEBUG records every query in connection.queries, which would slow both sides.
-    os.environ["DJANGO_DEBUG"] = "0"
-    os.environ.pop("DATABASE_URL", None)
-    if synchronous is not None:
-        os.environ["FLOWSITE_SQLITE_SYNCHRONOUS"] = synchronous
-
-    import django
-    from django.conf import settings
-
-    from flowsite.database import sqlite_database
-
-    expected = sqlite_database(var_dir / "flowsite.sqlite3")
-    if settings.DATABASES["default"] != expected:
-        raise RuntimeError(f"settings did not pick the benchmark database: {expected['NAME']}")
-    django.setup()
-
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-
-
 def start_runs(count: int, business_key: str) -> float:
     """Start ``count`` runs and return the seconds it took."""
     from workflows import start_run
@@ -284,25 +260,6 @@ def orm_baseline(transactions: int) -> float:
     return time.perf_counter() - began
 
 
-def sqlite_facts() -> dict[str, str]:
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute("select sqlite_version()")
-        version = cursor.fetchone()[0]
-        cursor.execute("pragma synchronous")
-        level = cursor.fetchone()[0]
-        cursor.execute("pragma journal_mode")
-        journal = cursor.fetchone()[0]
-    return {
-        "version": version,
-        "synchronous": f"{SYNCHRONOUS_NAMES.get(level, '?')} ({level})",
-        "journal_mode": journal,
-        "transaction_mode": str(connection.settings_dict["OPTIONS"].get("transaction_mode")),
-        "path": str(connection.settings_dict["NAME"]),
-    }
-
-
 def measure(args: argparse.Namespace) -> Figures:
     # Untimed batch first: counts queries and warms imports, caches and the connection.
     queries = count_queries(args.query_runs)
@@ -350,8 +307,6 @@ def measure_fanout(items: int) -> FanOutFigures:
 
 
 def report(figures: Figures, facts: dict[str, str]) -> None:
-    import django
-
     q, f = figures.queries, figures.fanout
     rows = [
         ("runs started/s", f"{figures.starts_per_second:,.0f}"),
@@ -366,13 +321,7 @@ def report(figures: Figures, facts: dict[str, str]) -> None:
         ("fan-out: items stored/s (at start)", f"{f.items / f.start_seconds:,.0f}"),
         ("fan-out: items executed/s", f"{f.items_per_second:,.0f}"),
     ]
-    width = max(len(name) for name, _ in rows)
-    print("Flowsite inline throughput (bench/throughput.py)")
-    print(f"  SQLite {facts['version']}, journal_mode={facts['journal_mode']}, ", end="")
-    print(f"synchronous={facts['synchronous']}, transaction_mode={facts['transaction_mode']}")
-    print(f"  Python {platform.python_version()}, Django {django.get_version()}, ", end="")
-    print(f"{os.cpu_count()} CPUs, {platform.platform()}")
-    print(f"  database: fresh file {facts['path']}")
+    print_header("Flowsite inline throughput (bench/throughput.py)", facts)
     print(
         f"  workload: {figures.runs} runs of {BenchNoop10.name} ({STEPS_PER_RUN} no-op tasks "
         f"in a chain)\n  started in {figures.start_seconds:.3f}s, executed in "
@@ -384,12 +333,7 @@ def report(figures: Figures, facts: dict[str, str]) -> None:
         f"queries counted over {q.runs} further runs ({q.steps} steps), not counting "
         "BEGIN/COMMIT"
     )
-    print()
-    print(f"  {'measure'.ljust(width)}  {'value':>10}")
-    print(f"  {'-' * width}  {'-' * 10}")
-    for name, value in rows:
-        print(f"  {name.ljust(width)}  {value:>10}")
-    print()
+    print_table(rows)
     print(
         f"  check: {figures.runs_completed}/{figures.runs} runs completed, "
         f"{figures.steps_completed}/{figures.runs * STEPS_PER_RUN} steps completed; "
@@ -399,15 +343,7 @@ def report(figures: Figures, facts: dict[str, str]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="flowsite-bench-") as tmp:
-        configure_django(Path(tmp), args.synchronous)
-        from django.db import connections
-
-        try:
-            facts = sqlite_facts()
-            figures = measure(args)
-        finally:
-            connections.close_all()
+    figures, facts = measured_in_fresh_sqlite(args.synchronous, lambda: measure(args))
     report(figures, facts)
     expected_steps = args.runs * STEPS_PER_RUN
     if (
