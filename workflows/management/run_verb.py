@@ -1,0 +1,42 @@
+"""The frame of a command that applies one operator verb to one run and prints the run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from workflows.management.arguments import (
+    add_run_arguments,
+    refusals_as_command_errors,
+    run_from_options,
+    user_named,
+)
+from workflows.management.output import run_line, to_json
+from workflows.models import Run
+from workflows.queries import run_summary
+
+
+class RunVerbCommand(BaseCommand):
+    """Names the run (id, id prefix or ``--business-key``), the acting ``--user`` and
+    ``--json``; a subclass adds its own options and says what to do in :meth:`apply`."""
+
+    acted_as = "who did it"
+
+    def add_verb_arguments(self, parser: Any) -> None:
+        """Options of this verb besides the run, the user and ``--json``."""
+
+    def apply(self, run: Run, user: Any, options: dict[str, Any]) -> Run:
+        raise NotImplementedError
+
+    def add_arguments(self, parser: Any) -> None:
+        add_run_arguments(parser)
+        self.add_verb_arguments(parser)
+        parser.add_argument("--user", metavar="U", help=f"username recorded as {self.acted_as}")
+        parser.add_argument("--json", action="store_true", help="print the run as JSON")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        with refusals_as_command_errors():
+            run = self.apply(run_from_options(options), user_named(options["user"]), options)
+        summary = run_summary(run)
+        self.stdout.write(to_json(summary) if options["json"] else run_line(summary))
