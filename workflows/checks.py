@@ -238,3 +238,22 @@ def check_child_workflows(app_configs: Any = None, **kwargs: Any) -> list[checks
         and node.workflow is not None
         and node.workflow not in known
     ]
+
+
+@checks.register("workflows")
+def check_api_schema(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """workflows.W006: the API's OpenAPI schema needs drf-spectacular's schema class."""
+    configured = getattr(settings, "REST_FRAMEWORK", {}).get("DEFAULT_SCHEMA_CLASS", "")
+    if "drf_spectacular" not in settings.INSTALLED_APPS or configured.startswith(
+        "drf_spectacular."
+    ):
+        return []
+    return [
+        checks.Warning(
+            "REST_FRAMEWORK['DEFAULT_SCHEMA_CLASS'] is not drf-spectacular's: the API's "
+            "schema and docs endpoints (workflows.api) will fail",
+            hint="Set REST_FRAMEWORK = {'DEFAULT_SCHEMA_CLASS': "
+            "'drf_spectacular.openapi.AutoSchema', ...}.",
+            id="workflows.W006",
+        )
+    ]

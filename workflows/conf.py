@@ -50,6 +50,11 @@ DEFAULTS: dict[str, Any] = {
     # ...and ready work nobody claimed for this long is "undispatched". None means
     # REDISPATCH_AFTER + 30 s: the redispatch scanner has had its chance to re-send it.
     "ATTENTION_UNDISPATCHED_GRACE": None,
+    # The HTTP API refuses JSON bodies larger than this (413 payload_too_large).
+    "API_MAX_BODY_BYTES": 1024 * 1024,
+    # The callback endpoints, authorised by their token alone, are throttled per client
+    # address (DRF rate syntax).
+    "API_CALLBACK_RATE": "600/min",
 }
 
 # Settings that must hold a timedelta of zero or more.

@@ -62,6 +62,11 @@ class Run(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        # Viewing runs is Django's own ``view_run``; starting and operating are separate.
+        permissions = [
+            ("start_run", "Can start runs of registered workflows"),
+            ("operate_run", "Can operate runs: cancel, terminate, pause, resume, retry, rerun"),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["workflow_name", "idempotency_key"],

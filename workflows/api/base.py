@@ -1,0 +1,79 @@
+"""What every view of the API shares: authentication, JSON in and out, the error format.
+
+Set per view rather than through ``REST_FRAMEWORK`` so that mounting the API leaves a
+host project's own DRF settings alone.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.conf import settings
+from drf_spectacular.openapi import AutoSchema
+from rest_framework import authentication, exceptions, parsers, renderers
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.views import APIView
+from rest_framework.viewsets import GenericViewSet
+
+from workflows.api.errors import APIError, handle_exception
+from workflows.conf import workflow_settings
+
+
+class LimitedJSONParser(parsers.JSONParser):
+    """JSON bodies up to ``WORKFLOWS["API_MAX_BODY_BYTES"]``; ``NaN`` and ``Infinity``
+    (which Python's parser accepts and PostgreSQL refuses) are malformed JSON here."""
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        limit = workflow_settings.API_MAX_BODY_BYTES
+        raw = stream.read(limit + 1) if stream is not None else b""
+        if len(raw) > limit:
+            raise APIError(
+                413,
+                "payload_too_large",
+                f"the request body is larger than {limit} bytes",
+                {"limit": limit},
+            )
+        if not raw:
+            return {}
+        try:
+            return json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise exceptions.ParseError(f"the request body is not valid JSON: {exc}") from exc
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def authentication_classes() -> list[type[authentication.BaseAuthentication]]:
+    """Token authentication (first, so a missing credential is a 401) when the project
+    installs ``rest_framework.authtoken``; session authentication always."""
+    classes: list[type[authentication.BaseAuthentication]] = []
+    if "rest_framework.authtoken" in settings.INSTALLED_APPS:
+        classes.append(authentication.TokenAuthentication)
+    classes.append(authentication.SessionAuthentication)
+    return classes
+
+
+class FlowsiteAPI:
+    """Mixed into every view: the shared configuration and the one error format."""
+
+    permission_classes = [IsAuthenticated]
+    parser_classes = [LimitedJSONParser]
+    renderer_classes = [renderers.JSONRenderer]
+    schema = AutoSchema()
+
+    def get_authenticators(self) -> list[authentication.BaseAuthentication]:
+        return [auth() for auth in authentication_classes()]
+
+    def get_exception_handler(self) -> Any:
+        return handle_exception
+
+
+class FlowsiteAPIView(FlowsiteAPI, APIView):
+    """A plain endpoint of the API."""
+
+
+class FlowsiteViewSet(FlowsiteAPI, GenericViewSet):
+    """A resource of the API (list, retrieve and actions)."""

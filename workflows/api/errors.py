@@ -1,0 +1,142 @@
+"""One error format for every response: ``{"error": {code, message, details, retryable}}``.
+
+The engine's errors keep their stable ``code``; each maps to one HTTP status here.
+Django REST framework's own errors (bad JSON, missing credentials, throttling, ...) are
+reworded into the same envelope, and SQLite staying locked becomes a 503 with
+``Retry-After`` rather than a 500.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.db import OperationalError
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+
+from workflows import errors
+
+logger = logging.getLogger("workflows.api")
+
+# The HTTP status of each engine error; anything not listed is a 400.
+_STATUS_OF: list[tuple[type[errors.WorkflowError], int]] = [
+    (errors.RunNotFound, status.HTTP_404_NOT_FOUND),
+    (errors.StepNotFound, status.HTTP_404_NOT_FOUND),
+    (errors.DefinitionMissing, status.HTTP_404_NOT_FOUND),
+    (errors.CallbackExpired, status.HTTP_410_GONE),
+    (errors.InvalidCallbackToken, status.HTTP_403_FORBIDDEN),
+    (errors.IdempotencyConflict, status.HTTP_409_CONFLICT),
+    (errors.InvalidTransition, status.HTTP_409_CONFLICT),
+    (errors.GateClaimed, status.HTTP_409_CONFLICT),
+    (errors.StaleState, status.HTTP_409_CONFLICT),  # gate decided, lease lost, callback used
+]
+# Errors a client may retry as they are (the state may have moved on by then).
+_RETRYABLE = (errors.RunBusy,)
+
+
+class APIError(exceptions.APIException):
+    """An error of the API itself (not of the engine) with a stable code."""
+
+    def __init__(
+        self, status_code: int, code: str, message: str, details: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(detail=message, code=code)
+        self.status_code = status_code
+        self.error_code = code
+        self.details = details or {}
+
+
+def error_response(
+    status_code: int,
+    code: str,
+    message: str,
+    details: Any = None,
+    *,
+    retryable: bool = False,
+    headers: dict[str, str] | None = None,
+) -> Response:
+    body = {
+        "error": {
+            "code": code,
+            "message": message,
+            "details": details if details is not None else {},
+            "retryable": retryable,
+        }
+    }
+    return Response(body, status=status_code, headers=headers)
+
+
+def handle_exception(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """DRF exception handler: every error the API can meet, in the one envelope."""
+    if isinstance(exc, errors.WorkflowError):
+        return _workflow_error(exc)
+    if isinstance(exc, APIError):
+        return error_response(exc.status_code, exc.error_code, str(exc.detail), exc.details)
+    if isinstance(exc, Http404):
+        return error_response(404, "not_found", str(exc) or "not found")
+    if isinstance(exc, DjangoPermissionDenied):
+        return error_response(403, "permission_denied", str(exc) or "permission denied")
+    if isinstance(exc, OperationalError) and "locked" in str(exc):
+        return error_response(
+            503,
+            "database_busy",
+            "the database is busy; try again shortly",
+            retryable=True,
+            headers={"Retry-After": "1"},
+        )
+    if isinstance(exc, exceptions.APIException):
+        return _drf_error(exc)
+    return None  # a bug: Django's 500 handling logs it
+
+
+def _workflow_error(exc: errors.WorkflowError) -> Response:
+    status_code = next(
+        (code for kind, code in _STATUS_OF if isinstance(exc, kind)), status.HTTP_400_BAD_REQUEST
+    )
+    details = {key: _jsonable(value) for key, value in exc.details.items()}
+    return error_response(
+        status_code, exc.code, exc.message, details, retryable=isinstance(exc, _RETRYABLE)
+    )
+
+
+def _drf_error(exc: exceptions.APIException) -> Response:
+    headers = {}
+    if getattr(exc, "auth_header", None):  # set by DRF for a missing or bad credential
+        headers["WWW-Authenticate"] = exc.auth_header
+    if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
+        headers["Retry-After"] = str(int(exc.wait) + 1)
+    if isinstance(exc, exceptions.ValidationError):
+        return error_response(
+            400, "validation_error", "the request is not valid; see details", exc.detail
+        )
+    code = {
+        exceptions.NotAuthenticated: "not_authenticated",
+        exceptions.AuthenticationFailed: "authentication_failed",
+        exceptions.PermissionDenied: "permission_denied",
+        exceptions.NotFound: "not_found",
+        exceptions.MethodNotAllowed: "method_not_allowed",
+        exceptions.NotAcceptable: "not_acceptable",
+        exceptions.UnsupportedMediaType: "unsupported_media_type",
+        exceptions.ParseError: "malformed_request",
+        exceptions.Throttled: "throttled",
+    }.get(type(exc), str(exc.default_code))
+    return error_response(
+        exc.status_code,
+        code,
+        str(exc.detail),
+        retryable=isinstance(exc, exceptions.Throttled),
+        headers=headers,
+    )
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    if isinstance(value, list | tuple):
+        return [_jsonable(item) for item in value]
+    if isinstance(value, dict):
+        return {str(key): _jsonable(item) for key, item in value.items()}
+    return str(value)

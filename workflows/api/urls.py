@@ -1,0 +1,56 @@
+"""URLs of the API; a project mounts them with ``path("api/", include("workflows.api.urls"))``.
+
+Each resource module contributes its routes to :data:`resources`; ``schema/`` is the
+OpenAPI 3 document of those routes and ``docs/`` the Swagger UI, served from the
+installed sidecar (no CDN).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.urls import URLPattern, URLResolver, include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.routers import SimpleRouter
+
+from workflows.api.base import authentication_classes
+from workflows.api.definitions import DefinitionViewSet
+
+app_name = "workflows_api"
+
+router = SimpleRouter()
+router.register("workflows", DefinitionViewSet, basename="workflow")
+resources: list[URLPattern | URLResolver] = [*router.urls]
+
+
+class SchemaView(SpectacularAPIView):
+    """The OpenAPI document of the API's resources, at the prefix the project mounted
+    them under (read from this view's own URL), and nothing else of the project."""
+
+    schema = None  # the schema views are not part of the schema
+
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        prefix = request.path[: -len("schema/")].lstrip("/")
+        self.patterns = [path(prefix, include((resources, app_name)))]
+        return super().get(request, *args, **kwargs)
+
+    def get_authenticators(self) -> list[Any]:
+        return [auth() for auth in authentication_classes()]
+
+
+class DocsView(SpectacularSwaggerView):
+    """Swagger UI for the schema above, its assets served by the project (no CDN)."""
+
+    schema = None
+
+    def get_authenticators(self) -> list[Any]:
+        return [auth() for auth in authentication_classes()]
+
+
+urlpatterns = [
+    *resources,
+    path("schema/", SchemaView.as_view(api_version="1"), name="schema"),
+    path("docs/", DocsView.as_view(url_name="workflows_api:schema"), name="docs"),
+]
