@@ -90,6 +90,7 @@ __all__ = [
     "WaitForSignal",
     "Workflow",
     "WorkflowError",
+    "approval_link",
     "approve_gate",
     "bulk",
     "cancel_run",
@@ -122,6 +123,10 @@ def __getattr__(name: str) -> Any:
         from workflows.bulk_verbs import bulk
 
         return bulk
+    if name == "approval_link":
+        from workflows.approval_links import approval_link
+
+        return approval_link
     if name == "gates_for":
         from workflows.approvals import gates_for
 

@@ -6,7 +6,9 @@ from typing import Any
 
 from django.contrib import admin
 from django.http import HttpRequest
+from django.urls import URLPattern
 
+from workflows.admin_approvals import ApprovalsViews
 from workflows.models import CompensationRecord, Event, FanOutItem, Run, Signal, Step, Timer
 
 
@@ -71,6 +73,11 @@ class StepAdmin(ReadOnlyMixin, admin.ModelAdmin):
     list_filter = ("status", "kind")
     search_fields = ("name", "run__id")
     list_select_related = ("run",)
+
+    def get_urls(self) -> list[URLPattern]:
+        # The approvals inbox and signed links decide gates, which are steps; they come
+        # first so that "approvals/" is not read as a step id.
+        return [*ApprovalsViews(self.admin_site).urls(), *super().get_urls()]
 
 
 @admin.register(Timer)

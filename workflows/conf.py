@@ -43,6 +43,9 @@ DEFAULTS: dict[str, Any] = {
     # "database is locked" on SQLite is retried this many times with jittered backoff.
     "LOCKED_RETRY_ATTEMPTS": 10,
     "LOCKED_RETRY_BASE_DELAY": 0.01,
+    # How long a signed approval link (``workflows.approval_link``) stays valid: long
+    # enough for a mail read after a weekend, short enough that an old mail is harmless.
+    "APPROVAL_LINK_MAX_AGE": timedelta(days=3),
     # ``explain`` and ``runs_needing_attention``: a scheduled timer this long past its
     # due time is "overdue" (the sweeper fires timers within a fraction of a second, the
     # fallback schedule within about a minute)...
@@ -88,6 +91,12 @@ class WorkflowSettings:
                 raise ImproperlyConfigured(
                     f"WORKFLOWS[{name!r}] must be a timedelta of zero or more, got {value!r}."
                 )
+        link_age = merged["APPROVAL_LINK_MAX_AGE"]
+        if not isinstance(link_age, timedelta) or link_age <= timedelta(0):
+            raise ImproperlyConfigured(
+                "WORKFLOWS['APPROVAL_LINK_MAX_AGE'] must be a positive timedelta, "
+                f"got {link_age!r}."
+            )
         return merged
 
     def __getattr__(self, name: str) -> Any:

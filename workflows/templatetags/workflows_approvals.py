@@ -1,0 +1,39 @@
+"""``{% approvals_inbox as approvals %}``: the admin index's link to the approvals inbox.
+
+A template tag rather than a context processor, so the approvals query runs only on the
+page that shows the link. A host project puts it in its ``admin/index.html`` override
+(the demo project's ``templates/admin/index.html`` shows how).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+from django.urls import reverse
+
+from workflows.admin_approvals import inbox_visible
+from workflows.approvals import gates_for
+
+register = template.Library()
+
+
+@register.simple_tag(takes_context=True)
+def approvals_inbox(context: dict[str, Any]) -> dict[str, Any]:
+    """Whether the inbox is the user's, its link, and the number of gates waiting for them.
+
+    A value rather than markup, so the index can also leave out Django's "You don't have
+    permission to view or edit anything" for an approver who may use nothing else.
+    """
+    request = context.get("request")
+    user = getattr(request, "user", None)
+    if user is None or not user.is_active or not user.is_staff:
+        return {"visible": False}
+    gates = gates_for(user)
+    if not inbox_visible(user, gates):
+        return {"visible": False}
+    return {
+        "visible": True,
+        "waiting": len(gates),
+        "inbox_url": reverse("admin:workflows_approvals"),
+    }
