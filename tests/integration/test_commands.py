@@ -242,7 +242,7 @@ def test_show_json_has_the_run_steps_and_events_in_order():
 def test_show_names_an_unknown_or_malformed_run_id():
     with pytest.raises(CommandError, match="no run has id 00000000-0000-0000-0000-000000000000"):
         run_command("workflows_show", "00000000-0000-0000-0000-000000000000")
-    with pytest.raises(CommandError, match="'not-a-run' is not a run id"):
+    with pytest.raises(CommandError, match="'not-a-run' is neither a run id nor a prefix of one"):
         run_command("workflows_show", "not-a-run")
 
 
@@ -372,3 +372,21 @@ def test_purge_refuses_a_non_positive_or_impossible_age(days):
 def test_purge_requires_an_age():
     with pytest.raises(CommandError, match="the following arguments are required: --older-than"):
         run_command("workflows_purge")
+
+
+def test_a_run_is_named_by_a_unique_id_prefix_or_business_key_and_nothing_ambiguous():
+    first = workflows.start_run(Simple, business_key="shared")
+    workflows.start_run(Simple, business_key="shared")
+    out = StringIO()
+    call_command("workflows_show", str(first.pk)[:8], stdout=out)
+    assert str(first.pk) in out.getvalue()
+    with pytest.raises(CommandError, match="more than one run has business key 'shared'"):
+        call_command("workflows_show", "--business-key", "shared")
+    with pytest.raises(CommandError, match="no run has business key 'nobody'"):
+        call_command("workflows_show", "--business-key", "nobody")
+    with pytest.raises(CommandError, match="no run has id prefix 'ffffffff'"):
+        call_command("workflows_show", "ffffffff")
+    with pytest.raises(CommandError, match="at least 4 hexadecimal characters"):
+        call_command("workflows_show", "ab")
+    with pytest.raises(CommandError, match="exactly one of them"):
+        call_command("workflows_show", str(first.pk), "--business-key", "shared")

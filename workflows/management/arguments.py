@@ -115,13 +115,15 @@ def run_from_options(options: dict[str, Any]) -> Run:
     reference, business_key = options.get("run_id"), options.get("business_key")
     if (reference is None) == (business_key is None):
         raise CommandError(
-            "name the run by RUN (its id or a prefix) or by --business-key, not both"
+            "name the run by RUN (its id or a prefix) or by --business-key: exactly one of them"
         )
     if business_key is not None:
         matches = Run.objects.filter(business_key=business_key)
         described = f"business key {business_key!r}"
     else:
         prefix = reference.strip().lower()
+        if len(prefix.replace("-", "")) == _UUID_DIGITS:
+            return get_run(prefix)  # a whole id: found, or "no run has id ..."
         try:
             return get_run(prefix)
         except RunNotFound:
@@ -145,5 +147,6 @@ def run_from_options(options: dict[str, Any]) -> Run:
 
 
 _MIN_PREFIX = 4
+_UUID_DIGITS = 32
 _SHOWN = 5
 _HEX = re.compile(r"[0-9a-f-]+")

@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from workflows.errors import WorkflowError
 from workflows.explanation import Explanation, explain
+from workflows.management.arguments import add_run_arguments, run_from_options
 from workflows.management.output import cell, table, to_json
 from workflows.queries import describe_run
 
@@ -59,7 +60,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("run_id", metavar="RUN", help="the run's id (a UUID)")
+        add_run_arguments(parser)
         parser.add_argument(
             "--json",
             action="store_true",
@@ -69,7 +70,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            run = describe_run(options["run_id"])
+            run = describe_run(run_from_options(options).pk)
             explanation = explain(run["id"])
         except WorkflowError as exc:
             raise CommandError(exc.message) from exc
