@@ -17,11 +17,13 @@ from rest_framework.routers import SimpleRouter
 
 from workflows.api.base import authentication_classes
 from workflows.api.definitions import DefinitionViewSet
+from workflows.api.gates import GateViewSet
 
 app_name = "workflows_api"
 
 router = SimpleRouter()
 router.register("workflows", DefinitionViewSet, basename="workflow")
+router.register("gates", GateViewSet, basename="gate")
 resources: list[URLPattern | URLResolver] = [*router.urls]
 
 

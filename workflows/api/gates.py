@@ -1,0 +1,317 @@
+"""``/gates/``: approval gates — the caller's inbox, one gate, claims and decisions.
+
+Who may decide a gate is the engine's rule (:func:`workflows.approvals.decidable_by`,
+the filter ``gates_for`` applies), checked again by the services on every claim and
+decision. A gate the caller may neither decide nor view (``workflows.view_run``) is a
+404 ``gate_not_found``, as one that does not exist: its existence is not leaked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db.models import Case, F, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.db.models import CharField as CharOutput
+from django.db.models.functions import Coalesce
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.decorators import action
+from rest_framework.pagination import CursorPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from workflows import services
+from workflows.api.base import FlowsiteViewSet
+from workflows.api.errors import APIError
+from workflows.api.permissions import CanViewRuns
+from workflows.api.strict import StrictCharField, StrictSerializer
+from workflows.approvals import decidable_by
+from workflows.definitions import Gate
+from workflows.models import Step, Timer
+from workflows.status import RUN_ALIVE, Decision, StepStatus, TimerKind, TimerStatus
+
+# A gate's status as the API shows it, derived from its step and run (see _gate_status).
+GATE_STATUSES = {
+    "waiting": "waiting for a decision in a run that is not over",
+    "pending": "not reached yet (or reset by a rerun)",
+    "timed_out": "its timeout failed it without a decision",
+    "decided": "approved or rejected, by a person or by its timeout",
+    "closed": "no longer open and never decided: the run ended, or the step was skipped",
+}
+
+# A gate that can be decided right now; the partial index on waiting gates serves it.
+_WAITING = Q(status=StepStatus.WAITING, run__status__in=sorted(RUN_ALIVE))
+
+
+def _gate_status() -> Case:
+    """The gate's status of :data:`GATE_STATUSES`: the first condition that holds."""
+    return Case(
+        When(_WAITING, then=Value("waiting")),
+        When(status__in=[StepStatus.PENDING, StepStatus.READY], then=Value("pending")),
+        When(status=StepStatus.TIMED_OUT, then=Value("timed_out")),
+        When(~Q(decision=""), then=Value("decided")),
+        default=Value("closed"),
+        output_field=CharOutput(),
+    )
+
+
+def gates() -> QuerySet[Step]:
+    """Every gate, with what the API shows of its run, claim, decision and due time.
+
+    One SELECT: the run's name and key, the claimer's and decider's usernames are
+    joins and the due time a subquery, so neither a page nor a detail loads the run's
+    input or snapshot.
+    """
+    username = get_user_model().USERNAME_FIELD
+    due = Timer.objects.filter(
+        step_id=OuterRef("pk"), kind=TimerKind.GATE_TIMEOUT, status=TimerStatus.SCHEDULED
+    ).order_by("due_at")
+    return Step.objects.filter(kind=Gate.kind).annotate(
+        workflow=F("run__workflow_name"),
+        business_key=F("run__business_key"),
+        claimer=F(f"claimed_by__{username}"),
+        decider=F(f"decided_by__{username}"),
+        due_at=Subquery(due.values("due_at")[:1]),
+        gate_status=_gate_status(),
+        # Gates never entered have no start; they sort by when their run made them.
+        waiting_since=Coalesce("started_at", "created_at"),
+    )
+
+
+class OldestFirst(CursorPagination):
+    """Gates in the order they started waiting, the longest-waiting first."""
+
+    ordering = ("waiting_since", "id")
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
+# -- responses ---------------------------------------------------------------------------
+
+
+class OptionSerializer(serializers.Serializer):
+    value = serializers.CharField()
+    label = serializers.CharField()
+
+
+class ClaimSerializer(serializers.Serializer):
+    """Who said they are deciding the gate; ``null`` when nobody has."""
+
+    by = serializers.CharField(source="claimer", help_text="the claimer's username")
+    at = serializers.DateTimeField(source="claimed_at")
+
+    def to_representation(self, instance: Step) -> Any:
+        return None if instance.claimed_by_id is None else super().to_representation(instance)
+
+
+class DecisionSerializer(serializers.Serializer):
+    """How the gate was decided; ``null`` until it is."""
+
+    value = serializers.ChoiceField(choices=Decision.choices, source="decision")
+    by = serializers.CharField(
+        source="decider", allow_null=True, help_text="the decider's username; null: its timeout"
+    )
+    at = serializers.DateTimeField(source="decided_at", allow_null=True)
+    address = serializers.IPAddressField(
+        source="decided_from", allow_null=True, help_text="the address the decision came from"
+    )
+    selections = serializers.ListField(child=serializers.CharField())
+    feedback = serializers.CharField()
+
+    def to_representation(self, instance: Step) -> Any:
+        return super().to_representation(instance) if instance.decision else None
+
+
+class GateSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField(help_text="the gate's step name in its workflow")
+    run = serializers.UUIDField(source="run_id")
+    workflow = serializers.CharField()
+    business_key = serializers.CharField()
+    prompt = serializers.CharField()
+    options = OptionSerializer(many=True)
+    min_selections = serializers.IntegerField()
+    max_selections = serializers.IntegerField(allow_null=True)
+    waiting_since = serializers.DateTimeField(source="started_at", allow_null=True)
+    due_at = serializers.DateTimeField(
+        allow_null=True, help_text="when its timeout fires; null: it waits for ever"
+    )
+    claim = ClaimSerializer(source="*", allow_null=True)
+    status = serializers.ChoiceField(choices=list(GATE_STATUSES.items()), source="gate_status")
+    decision = DecisionSerializer(source="*", allow_null=True)
+    version = serializers.IntegerField(
+        help_text="changes with every claim and decision; send it back as expected_version"
+    )
+
+
+# -- requests ----------------------------------------------------------------------------
+
+
+class GateQuerySerializer(serializers.Serializer):
+    status = serializers.ChoiceField(
+        choices=list(GATE_STATUSES.items()),
+        default="waiting",
+        help_text="waiting (default): the gates you may decide; any other status needs "
+        "the permission workflows.view_run and lists every gate in it",
+    )
+
+
+class VersionedSerializer(StrictSerializer):
+    expected_version = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        help_text="the version the decision was made on; another one is a 409 stale_version",
+    )
+
+
+class ApproveSerializer(VersionedSerializer):
+    selections = serializers.ListField(child=StrictCharField(), default=list)
+    feedback = StrictCharField(allow_blank=True, default="")
+
+
+class RejectSerializer(VersionedSerializer):
+    feedback = StrictCharField(allow_blank=True, default="")
+
+
+class EmptySerializer(StrictSerializer):
+    """No fields: a claim or release names only the gate in its URL."""
+
+
+_ERRORS = {
+    400: OpenApiResponse(description="validation_error, invalid_decision or invalid_input"),
+    403: OpenApiResponse(description="permission_denied: you may not decide this gate"),
+    404: OpenApiResponse(description="gate_not_found"),
+    409: OpenApiResponse(description="gate_already_decided, gate_claimed or stale_version"),
+}
+
+
+def _address(request: Request) -> str | None:
+    """The client's address as the decision records it; servers listening on a Unix
+    socket report ``""``, which is no address rather than a bad one."""
+    return request.META.get("REMOTE_ADDR") or None
+
+
+class GateViewSet(FlowsiteViewSet):
+    """Approval gates: list, inspect, claim, release, approve, reject.
+
+    Every verb calls its service with the caller and their address; the engine's
+    compare-and-set decides races, and the loser gets the 409 it raised.
+    """
+
+    serializer_class = GateSerializer
+    pagination_class = OldestFirst
+    lookup_value_regex = r"[^/]+"
+
+    @extend_schema(
+        parameters=[GateQuerySerializer],
+        responses={200: GateSerializer(many=True), 403: _ERRORS[403]},
+    )
+    def list(self, request: Request) -> Response:
+        query = GateQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        status = query.validated_data["status"]
+        if status == "waiting":
+            listed = gates().filter(_WAITING, decidable_by(request.user))
+        elif CanViewRuns().has_permission(request, self):
+            listed = gates().filter(gate_status=status)
+        else:
+            raise APIError(
+                403,
+                "permission_denied",
+                f"listing {status} gates needs the permission {CanViewRuns.permission}",
+            )
+        page = self.paginate_queryset(listed)
+        return self.get_paginated_response(GateSerializer(page, many=True).data)
+
+    @extend_schema(responses={200: GateSerializer, 404: _ERRORS[404]})
+    def retrieve(self, request: Request, pk: str) -> Response:
+        return Response(GateSerializer(self._gate(pk)).data)
+
+    @extend_schema(request=EmptySerializer, responses={200: GateSerializer, **_ERRORS})
+    @action(detail=True, methods=["post"])
+    def claim(self, request: Request, pk: str) -> Response:
+        """Say you are deciding this gate: others may not decide it until you release it."""
+        self._body(EmptySerializer)
+        gate = self._gate(pk)
+        services.claim_gate(gate, request.user, address=_address(request))
+        return self._answer(gate)
+
+    @extend_schema(request=EmptySerializer, responses={200: GateSerializer, **_ERRORS})
+    @action(detail=True, methods=["post"])
+    def unclaim(self, request: Request, pk: str) -> Response:
+        """Release your claim (someone else's needs workflows.override_gate_claim)."""
+        self._body(EmptySerializer)
+        gate = self._gate(pk)
+        services.unclaim_gate(gate, request.user, address=_address(request))
+        return self._answer(gate)
+
+    @extend_schema(request=ApproveSerializer, responses={200: GateSerializer, **_ERRORS})
+    @action(detail=True, methods=["post"])
+    def approve(self, request: Request, pk: str) -> Response:
+        """Approve the gate with the selected options; the run moves on."""
+        body = self._body(ApproveSerializer)
+        gate = self._current(pk, body)
+        services.approve_gate(
+            gate,
+            user=request.user,
+            selections=body["selections"],
+            feedback=body["feedback"],
+            address=_address(request),
+        )
+        return self._answer(gate)
+
+    @extend_schema(request=RejectSerializer, responses={200: GateSerializer, **_ERRORS})
+    @action(detail=True, methods=["post"])
+    def reject(self, request: Request, pk: str) -> Response:
+        """Reject the gate: its step fails and, by default, the run compensates."""
+        body = self._body(RejectSerializer)
+        gate = self._current(pk, body)
+        services.reject_gate(
+            gate, user=request.user, feedback=body["feedback"], address=_address(request)
+        )
+        return self._answer(gate)
+
+    def _body(self, serializer_class: type[StrictSerializer]) -> dict[str, Any]:
+        body = serializer_class(data=self.request.data)
+        body.is_valid(raise_exception=True)
+        return body.validated_data
+
+    def _gate(self, pk: str) -> Step:
+        """The gate, if the caller may decide it or view runs; else ``gate_not_found``."""
+        visible = gates()
+        if not CanViewRuns().has_permission(self.request, self):
+            visible = visible.filter(decidable_by(self.request.user))
+        gate = visible.filter(pk=int(pk)).first() if pk.isascii() and pk.isdigit() else None
+        if gate is None:
+            raise APIError(
+                404,
+                "gate_not_found",
+                f"no gate {pk} that you may decide or view",
+                {"gate": pk},
+            )
+        return gate
+
+    def _current(self, pk: str, body: dict[str, Any]) -> Step:
+        """The gate, refused with ``stale_version`` when the client decided on another
+        version than the current one (a claim, a release or a decision came between).
+
+        This check only tells the client early; a change after it is caught by the
+        engine's compare-and-set, whose loser gets ``gate_claimed`` or
+        ``gate_already_decided`` instead.
+        """
+        gate = self._gate(pk)
+        expected = body.get("expected_version")
+        if expected is not None and expected != gate.version:
+            raise APIError(
+                409,
+                "stale_version",
+                f"gate {gate.pk} is at version {gate.version}, not {expected}: it changed "
+                "since you read it; read it again before deciding",
+                {"expected_version": expected, "version": gate.version},
+            )
+        return gate
+
+    def _answer(self, gate: Step) -> Response:
+        return Response(GateSerializer(gates().get(pk=gate.pk)).data)
