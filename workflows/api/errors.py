@@ -35,6 +35,12 @@ _STATUS_OF: list[tuple[type[errors.WorkflowError], int]] = [
 ]
 # Errors a client may retry as they are (the state may have moved on by then).
 _RETRYABLE = (errors.RunBusy,)
+# Engine codes the API spells as its callers know them (the names); the
+# engine's own code stays in ``details.engine_code`` for operators grepping logs.
+_API_CODE_OF: list[tuple[type[errors.WorkflowError], str]] = [
+    (errors.CallbackAlreadyUsed, "token_used"),
+    (errors.CallbackExpired, "token_expired"),
+]
 
 
 class APIError(exceptions.APIException):
@@ -97,8 +103,11 @@ def _workflow_error(exc: errors.WorkflowError) -> Response:
         (code for kind, code in _STATUS_OF if isinstance(exc, kind)), status.HTTP_400_BAD_REQUEST
     )
     details = {key: _jsonable(value) for key, value in exc.details.items()}
+    code = next((api_code for kind, api_code in _API_CODE_OF if isinstance(exc, kind)), exc.code)
+    if code != exc.code:
+        details["engine_code"] = exc.code
     return error_response(
-        status_code, exc.code, exc.message, details, retryable=isinstance(exc, _RETRYABLE)
+        status_code, code, exc.message, details, retryable=isinstance(exc, _RETRYABLE)
     )
 
 

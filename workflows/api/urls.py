@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
 from workflows.api.base import authentication_classes
+from workflows.api.callbacks import CallbackViewSet
 from workflows.api.definitions import DefinitionViewSet
 from workflows.api.gates import GateViewSet
 
@@ -24,6 +25,7 @@ app_name = "workflows_api"
 router = SimpleRouter()
 router.register("workflows", DefinitionViewSet, basename="workflow")
 router.register("gates", GateViewSet, basename="gate")
+router.register("callbacks", CallbackViewSet, basename="callback")
 resources: list[URLPattern | URLResolver] = [*router.urls]
 
 

@@ -1,0 +1,138 @@
+"""``/callbacks/``: external systems resolve the tasks that parked behind a token.
+
+A task handler returns ``ctx.await_callback(...)`` and hands its token to another
+system, which answers here: ``complete`` with the output, ``fail`` with an error,
+``heartbeat`` to ask whether it should go on. The signed token is the only credential
+(no account, no session, so no CSRF), it travels in the body so that access logs never
+hold it, and calls are throttled per client address.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.decorators import action
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from workflows import services
+from workflows.api.base import FlowsiteViewSet
+from workflows.api.strict import StrictCharField, StrictSerializer
+from workflows.api.throttling import CallbackRateThrottle
+from workflows.engine.callbacks import read_token
+from workflows.models import Step
+from workflows.status import RUN_ALIVE, RunStatus, StepStatus
+
+
+def callback_state(claims: dict[str, Any]) -> dict[str, Any]:
+    """Where the run and step a token names stand, and whether the caller should stop.
+
+    ``cancel_requested`` is true exactly when the engine would now refuse the token's
+    completion: the run is over or unwinding (cancelling, cancelled, terminated, failed,
+    compensating, ...), or the step no longer waits for this attempt (resolved, timed
+    out, retried). A step that is gone (its run purged) is a stop too. One SELECT; reads
+    only, so it never competes with the transitions it reports on.
+    """
+    row = (
+        Step.objects.filter(pk=claims["s"]).values_list("status", "attempt", "run__status").first()
+    )
+    step_status, attempt, run_status = row if row is not None else (None, None, None)
+    waits = attempt == claims["a"] and step_status in (StepStatus.WAITING, StepStatus.RUNNING)
+    return {
+        "run": claims["r"],
+        "step": claims["s"],
+        "attempt": claims["a"],
+        "step_status": step_status,
+        "run_status": run_status,
+        "cancel_requested": not (waits and run_status in RUN_ALIVE),
+    }
+
+
+class TokenSerializer(StrictSerializer):
+    token = StrictCharField(help_text="the token the task handed out, as it was given")
+
+
+class CompleteSerializer(TokenSerializer):
+    output = serializers.JSONField(
+        required=False, default=None, allow_null=True, help_text="the task's output"
+    )
+
+
+class FailSerializer(TokenSerializer):
+    error = StrictCharField(allow_blank=True, help_text="why the work failed")
+
+
+class CallbackStateSerializer(serializers.Serializer):
+    run = serializers.UUIDField()
+    step = serializers.IntegerField()
+    attempt = serializers.IntegerField()
+    step_status = serializers.ChoiceField(choices=StepStatus.choices, allow_null=True)
+    run_status = serializers.ChoiceField(choices=RunStatus.choices, allow_null=True)
+
+
+class HeartbeatSerializer(CallbackStateSerializer):
+    cancel_requested = serializers.BooleanField(
+        help_text="stop the work: the run is no longer waiting for this attempt's result"
+    )
+
+
+_TOKEN_ERRORS = {
+    400: OpenApiResponse(description="validation_error (a missing or non-string token)"),
+    403: OpenApiResponse(description="invalid_callback_token: malformed or tampered with"),
+    410: OpenApiResponse(description="token_expired"),
+    429: OpenApiResponse(description="throttled, with Retry-After"),
+}
+_RESOLVE_ERRORS = {
+    **_TOKEN_ERRORS,
+    409: OpenApiResponse(description="token_used (already resolved) or lease_lost"),
+}
+
+
+class CallbackViewSet(FlowsiteViewSet):
+    """Resolve or ask about a parked task by its token; no account is involved."""
+
+    permission_classes = [AllowAny]
+    throttle_classes = [CallbackRateThrottle]
+
+    def get_authenticators(self) -> list[Any]:
+        # No session authentication, hence no CSRF check: a browser's cookie is ignored.
+        return []
+
+    @extend_schema(
+        request=CompleteSerializer, responses={200: CallbackStateSerializer, **_RESOLVE_ERRORS}
+    )
+    @action(detail=False, methods=["post"])
+    def complete(self, request: Request) -> Response:
+        """Complete the parked attempt with ``output``; the run moves on."""
+        body, claims = self._token(CompleteSerializer)
+        services.complete_callback(body["token"], body["output"])
+        return Response(CallbackStateSerializer(callback_state(claims)).data)
+
+    @extend_schema(
+        request=FailSerializer, responses={200: CallbackStateSerializer, **_RESOLVE_ERRORS}
+    )
+    @action(detail=False, methods=["post"])
+    def fail(self, request: Request) -> Response:
+        """Fail the parked attempt; it is retried per the task's policy."""
+        body, claims = self._token(FailSerializer)
+        services.fail_callback(body["token"], body["error"])
+        return Response(CallbackStateSerializer(callback_state(claims)).data)
+
+    @extend_schema(request=TokenSerializer, responses={200: HeartbeatSerializer, **_TOKEN_ERRORS})
+    @action(detail=False, methods=["post"])
+    def heartbeat(self, request: Request) -> Response:
+        """Ask whether the run still waits for this work; changes nothing."""
+        _body, claims = self._token(TokenSerializer)
+        return Response(HeartbeatSerializer(callback_state(claims)).data)
+
+    def _token(
+        self, serializer_class: type[TokenSerializer]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The validated body and its token's claims (run, step, attempt); a bad or
+        expired token raises here, before any service is called."""
+        body = serializer_class(data=self.request.data)
+        body.is_valid(raise_exception=True)
+        return body.validated_data, read_token(body.validated_data["token"])

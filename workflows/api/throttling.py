@@ -1,0 +1,31 @@
+"""Rate limits of the endpoints that need no account: the callbacks.
+
+A callback is authorised by its signed token alone, so anyone can call it; the limit
+per client address keeps token guessing and runaway retry loops cheap to absorb.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework.throttling import SimpleRateThrottle
+
+from workflows.conf import workflow_settings
+
+
+class CallbackRateThrottle(SimpleRateThrottle):
+    """``WORKFLOWS["API_CALLBACK_RATE"]`` requests per client address (``None``: no limit).
+
+    The address is ``REMOTE_ADDR``, the one gate decisions record: ``X-Forwarded-For``
+    is whatever the client wants it to be, and trusting it would let one client spread
+    its calls over invented addresses. Behind a proxy, the project sets ``REMOTE_ADDR``
+    from the header it trusts. The counts live in Django's default cache.
+    """
+
+    scope = "workflows_callback"
+
+    def get_rate(self) -> str | None:
+        return workflow_settings.API_CALLBACK_RATE
+
+    def get_cache_key(self, request: Any, view: Any) -> str:
+        return self.cache_format % {"scope": self.scope, "ident": request.META.get("REMOTE_ADDR")}
