@@ -14,7 +14,8 @@ from typing import Any
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db import OperationalError
 from django.http import Http404
-from rest_framework import exceptions, status
+from drf_spectacular.utils import OpenApiResponse
+from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 
 from workflows import errors
@@ -53,6 +54,24 @@ class APIError(exceptions.APIException):
         self.status_code = status_code
         self.error_code = code
         self.details = details or {}
+
+
+class ErrorBodySerializer(serializers.Serializer):
+    code = serializers.CharField(help_text="stable: what clients branch on")
+    message = serializers.CharField(help_text="for people; may change")
+    details = serializers.JSONField(help_text="per field for validation_error, else context")
+    retryable = serializers.BooleanField(help_text="whether the same request may succeed later")
+
+
+class ErrorSerializer(serializers.Serializer):
+    """The envelope of every error response, for the OpenAPI schema."""
+
+    error = ErrorBodySerializer()
+
+
+def error_responses(*statuses: int) -> dict[int, OpenApiResponse]:
+    """``extend_schema(responses=...)`` entries: each status answered with the envelope."""
+    return {code: OpenApiResponse(ErrorSerializer) for code in statuses}
 
 
 def error_response(

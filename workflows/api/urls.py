@@ -19,11 +19,15 @@ from workflows.api.base import authentication_classes
 from workflows.api.callbacks import CallbackViewSet
 from workflows.api.definitions import DefinitionViewSet
 from workflows.api.gates import GateViewSet
+from workflows.api.runs import RunViewSet
+from workflows.api.steps import StepViewSet
 
 app_name = "workflows_api"
 
 router = SimpleRouter()
 router.register("workflows", DefinitionViewSet, basename="workflow")
+router.register("runs", RunViewSet, basename="run")
+router.register("steps", StepViewSet, basename="step")
 router.register("gates", GateViewSet, basename="gate")
 router.register("callbacks", CallbackViewSet, basename="callback")
 resources: list[URLPattern | URLResolver] = [*router.urls]

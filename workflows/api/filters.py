@@ -1,0 +1,69 @@
+"""Query-string filters of the run, event and item lists (django-filter).
+
+A value that does not parse (an unknown status, a date that is not ISO 8601) is a 400
+naming the parameter, never an empty list: a filter that silently matches nothing
+reads as "there are no such runs". :class:`RunFilter` knows nothing of HTTP and can
+filter any ``Run`` queryset, the admin's list included.
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.db.models import QuerySet
+from django_filters import rest_framework as filters
+
+from workflows.models import Event, FanOutItem, Run
+from workflows.queries import Attention, runs_needing_attention
+from workflows.status import RunStatus, StepStatus
+
+
+class RunFilter(filters.FilterSet):
+    status = filters.MultipleChoiceFilter(
+        choices=RunStatus.choices, help_text="repeat for any of several statuses"
+    )
+    workflow = filters.CharFilter(field_name="workflow_name", help_text="the workflow's name")
+    business_key = filters.CharFilter()
+    attention = filters.ChoiceFilter(
+        choices=Attention.choices,
+        method="filter_attention",
+        help_text="runs whose attention class (as explain gives it) is this one",
+    )
+    created_after = filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    created_before = filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+
+    class Meta:
+        model = Run
+        fields = ["status", "workflow", "business_key", "attention"]
+
+    def filter_attention(self, runs: QuerySet[Run], name: str, value: str) -> QuerySet[Run]:
+        """In SQL, with the predicates ``explain`` uses, so the two never disagree."""
+        return runs_needing_attention(value, runs=runs)
+
+
+class SequenceFilter(filters.NumberFilter):
+    """A whole number (NumberFilter alone would take ``1.5``)."""
+
+    field_class = forms.IntegerField
+
+
+class EventFilter(filters.FilterSet):
+    after_seq = SequenceFilter(
+        field_name="id",
+        lookup_expr="gt",
+        min_value=0,
+        help_text="only events after this seq (the last one a client has seen)",
+    )
+
+    class Meta:
+        model = Event
+        fields = ["after_seq"]
+
+
+class ItemFilter(filters.FilterSet):
+    status = filters.MultipleChoiceFilter(
+        choices=StepStatus.choices, help_text="repeat for any of several statuses"
+    )
+
+    class Meta:
+        model = FanOutItem
+        fields = ["status"]

@@ -1,0 +1,290 @@
+"""``/runs/``: start runs, list and inspect them, read their history, send them signals,
+and operate them one by one or in bulk.
+
+Every write goes through :mod:`workflows.services` (or :func:`workflows.bulk`) with the
+caller as the actor; this module validates bodies, maps results to statuses and never
+writes engine state itself.
+
+Idempotent requests (starting a run, sending a signal) answer 201 when the key was
+unused as the request arrived and 200 when it named an earlier request with the same
+body. Two requests racing with one new key both get the same run (or signal), and each
+may say 201: the engine, not this check, makes the key unique.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+from uuid import UUID
+
+from django.db.models import F
+from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, serializers
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from workflows import bulk_verbs, services
+from workflows.api.base import FlowsiteViewSet
+from workflows.api.errors import APIError, error_responses
+from workflows.api.filters import EventFilter, RunFilter
+from workflows.api.pagination import InSequence, NewestFirst
+from workflows.api.permissions import CanOperateRuns, CanStartRuns, CanViewRuns
+from workflows.api.serializers_runs import (
+    ActionSerializer,
+    BulkResultSerializer,
+    BulkSerializer,
+    CancelSerializer,
+    EmptySerializer,
+    EventSerializer,
+    ReasonSerializer,
+    RerunSerializer,
+    RunDetailSerializer,
+    RunSerializer,
+    SendSignalSerializer,
+    SignalSerializer,
+    StartRunSerializer,
+)
+from workflows.definitions import registry
+from workflows.engine.guards import RUN_VERBS
+from workflows.errors import DefinitionMissing, InvalidTransition
+from workflows.explanation import explain
+from workflows.models import Event, Run, Signal
+from workflows.queries import get_run, signal_summary
+
+T = TypeVar("T")
+
+RUN_LIST_FIELDS = (
+    "id",
+    "workflow_name",
+    "workflow_version",
+    "status",
+    "business_key",
+    "parent_run",
+    "created_at",
+    "updated_at",
+    "started_at",
+    "finished_at",
+)
+
+IDEMPOTENCY_HEADER = OpenApiParameter(
+    "Idempotency-Key",
+    str,
+    OpenApiParameter.HEADER,
+    description="the same key with the same body returns the first result (200); "
+    "with another body, 409 idempotency_conflict",
+)
+
+
+def validated(data: Any, serializer_class: type[serializers.Serializer]) -> dict[str, Any]:
+    """The body checked by ``serializer_class``; a 400 ``validation_error`` otherwise."""
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+def with_idempotency_key(request: Request) -> Any:
+    """The body, with the ``Idempotency-Key`` header as its ``idempotency_key`` field.
+
+    The serializer then checks the key wherever it came from (a string, not blank, no
+    NUL, at most the column's length). A body and a header naming different keys are
+    a 400: neither can be assumed to be the one meant.
+    """
+    data = request.data
+    header = request.headers.get("Idempotency-Key")
+    if header is None or not isinstance(data, Mapping):
+        return data
+    if "idempotency_key" in data and data["idempotency_key"] != header:
+        raise serializers.ValidationError(
+            {
+                "idempotency_key": [
+                    "differs from the Idempotency-Key header; send one, or both equal"
+                ]
+            }
+        )
+    return {**data, "idempotency_key": header}
+
+
+def refused_as_invalid_state(run_id: UUID, verb: Callable[[], T]) -> T:
+    """Call ``verb``; if the run's (or step's) state refuses it, answer 409
+    ``invalid_state`` with the run's ``allowed_actions`` now, so that the client learns
+    what it may do instead of guessing."""
+    try:
+        return verb()
+    except InvalidTransition as exc:
+        actions = ActionSerializer(explain(run_id).allowed_actions, many=True).data
+        raise APIError(
+            409, "invalid_state", exc.message, {**exc.details, "allowed_actions": actions}
+        ) from exc
+
+
+def run_detail(run_id: UUID | str, *, status: int = 200) -> Response:
+    """The run with ``explain``'s reading of it: what every run endpoint answers."""
+    run = get_run(run_id)
+    run.explained = explain(run)
+    return Response(RunDetailSerializer(run).data, status=status)
+
+
+def _rerun(run_id: UUID, *, from_step: str, reason: str, user: Any) -> Run:
+    return services.rerun_from(run_id, from_step, reason=reason, user=user)
+
+
+def run_verb(
+    name: str, body: type[serializers.Serializer], service: Callable[..., Run]
+) -> Callable[..., Response]:
+    """The action ``POST /runs/{id}/<name>/``: ``service`` called with the body's options
+    and the caller as the actor; the answer is the run after the verb."""
+
+    def verb(self: RunViewSet, request: Request, pk: str) -> Response:
+        run = get_run(pk)
+        options = validated(request.data, body)
+        refused_as_invalid_state(run.pk, lambda: service(run.pk, user=request.user, **options))
+        return run_detail(run.pk)
+
+    verb.__name__ = name  # the router and the schema name the action after the function
+    verb.__doc__ = RUN_VERBS[name].summary.capitalize() + "."
+    verb = action(detail=True, methods=["post"], permission_classes=[CanOperateRuns])(verb)
+    return extend_schema(
+        request=body,
+        responses={200: RunDetailSerializer, **error_responses(400, 401, 403, 404, 409, 413)},
+    )(verb)
+
+
+class RunViewSet(mixins.ListModelMixin, FlowsiteViewSet):
+    """Runs: start, list, inspect, history, signals and operator verbs."""
+
+    permission_classes = [CanViewRuns]
+    serializer_class = RunSerializer
+    pagination_class = NewestFirst
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = RunFilter
+    # The list reads only these columns: inputs, outputs and snapshots can be large.
+    queryset = Run.objects.only(*RUN_LIST_FIELDS)
+    # Anything up to the next slash, so that a malformed id is a 404 run_not_found.
+    lookup_value_regex = r"[^/]+"
+
+    def get_permissions(self) -> list[Any]:
+        if self.action == "create":
+            return [CanStartRuns()]
+        return super().get_permissions()
+
+    @extend_schema(
+        parameters=[IDEMPOTENCY_HEADER],
+        request=StartRunSerializer,
+        responses={
+            201: RunDetailSerializer,
+            200: RunDetailSerializer,
+            **error_responses(400, 401, 403, 404, 409, 413),
+        },
+    )
+    def create(self, request: Request) -> Response:
+        """Start a run of the latest version of a registered workflow."""
+        start = validated(with_idempotency_key(request), StartRunSerializer)
+        try:
+            definition = registry.latest(start["workflow"])
+        except DefinitionMissing as exc:
+            raise APIError(404, "workflow_not_found", exc.message, exc.details) from exc
+        key = start.get("idempotency_key")
+        repeat = (
+            key is not None
+            and Run.objects.filter(workflow_name=definition.name, idempotency_key=key).exists()
+        )
+        run = services.start_run(
+            definition,
+            start["input"],
+            idempotency_key=key,
+            business_key=start.get("business_key"),
+            user=request.user,
+        )
+        return run_detail(run.pk, status=200 if repeat else 201)
+
+    @extend_schema(responses={200: RunDetailSerializer, **error_responses(401, 403, 404)})
+    def retrieve(self, request: Request, pk: str) -> Response:
+        """A run with its steps, what it waits on and what may be done about it."""
+        return run_detail(pk)
+
+    @extend_schema(
+        responses={200: EventSerializer(many=True), **error_responses(400, 401, 403, 404)}
+    )
+    @action(
+        detail=True,
+        methods=["get"],
+        serializer_class=EventSerializer,
+        queryset=Event.objects.annotate(step_name=F("step__name")),
+        pagination_class=InSequence,
+        filterset_class=EventFilter,
+    )
+    def events(self, request: Request, pk: str) -> Response:
+        """The run's history in order; ``after_seq`` starts after the last event seen."""
+        run = get_run(pk)
+        events = self.get_queryset().filter(run_id=run.pk)
+        page = self.paginate_queryset(self.filter_queryset(events))
+        return self.get_paginated_response(EventSerializer(page, many=True).data)
+
+    @extend_schema(
+        parameters=[IDEMPOTENCY_HEADER],
+        request=SendSignalSerializer,
+        responses={
+            201: SignalSerializer,
+            200: SignalSerializer,
+            **error_responses(400, 401, 403, 404, 409, 413),
+        },
+    )
+    @action(detail=True, methods=["post"], permission_classes=[CanOperateRuns])
+    def signals(self, request: Request, pk: str) -> Response:
+        """Send a signal, kept until a WaitForSignal step of the run consumes it."""
+        run = get_run(pk)
+        sent = validated(with_idempotency_key(request), SendSignalSerializer)
+        key = sent.get("idempotency_key")
+        repeat = key is not None and Signal.objects.filter(run=run, idempotency_key=key).exists()
+        signal = refused_as_invalid_state(
+            run.pk,
+            lambda: services.send_signal(run, sent["name"], sent["payload"], idempotency_key=key),
+        )
+        return Response(
+            SignalSerializer(signal_summary(signal)).data, status=200 if repeat else 201
+        )
+
+    cancel = run_verb("cancel", CancelSerializer, services.cancel_run)
+    terminate = run_verb("terminate", ReasonSerializer, services.terminate_run)
+    pause = run_verb("pause", ReasonSerializer, services.pause_run)
+    resume = run_verb("resume", EmptySerializer, services.resume_run)
+    retry = run_verb("retry", EmptySerializer, services.retry_run)
+    rerun = run_verb("rerun", RerunSerializer, _rerun)
+
+    @extend_schema(
+        request=BulkSerializer,
+        responses={200: BulkResultSerializer, **error_responses(400, 401, 403, 413)},
+    )
+    @action(
+        detail=False,
+        methods=["post"],
+        url_path=r"bulk/(?P<verb>[^/]+)",
+        permission_classes=[CanOperateRuns],
+    )
+    def bulk(self, request: Request, verb: str) -> Response:
+        """Apply a run verb to listed or filtered runs, each in its own transaction; by
+        default a dry run that only says which runs the verb would act on."""
+        order = validated(request.data, BulkSerializer)
+        options = {
+            name: order[name] for name in ("reason", "compensate", "from_step") if name in order
+        }
+        if "ids" in order:
+            runs: Any = order["ids"]
+        else:
+            selection = order["filter"]
+            runs = bulk_verbs.select_runs(
+                statuses=selection.get("status", ()),
+                workflow=selection.get("workflow"),
+                older_than=selection.get("older_than"),
+                business_key=selection.get("business_key"),
+            )
+        result = bulk_verbs.bulk(verb, runs, dry_run=order["dry_run"], user=request.user, **options)
+        body = {
+            "verb": result.verb,
+            "dry_run": result.dry_run,
+            "totals": result.totals(),
+            "runs": [item._asdict() for item in result.items],
+        }
+        return Response(BulkResultSerializer(body).data)

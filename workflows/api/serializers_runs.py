@@ -1,0 +1,337 @@
+"""Bodies of the run, step, event, signal and bulk endpoints, in and out.
+
+Request serializers are strict, because a typo in a field name that is silently
+ignored (``compensat: false``) does what the caller did not ask for: unknown fields
+are refused (:mod:`workflows.api.strict`), and strings and booleans must be JSON
+strings and booleans, not values DRF would coerce (``1`` as a workflow name, ``"no"``
+as ``false``). Response serializers only shape rows for output; every field is typed
+so that the OpenAPI schema describes the bodies.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from rest_framework import serializers
+
+from workflows.api.strict import StrictCharField, StrictSerializer
+from workflows.bulk_verbs import MAX_IDS
+from workflows.models import Event, FanOutItem, Run, Step
+from workflows.queries import Attention
+from workflows.status import RunStatus
+
+# The longest ``older_than`` a bulk filter takes: beyond it ``now - older_than`` would
+# leave the calendar, and no run is that old anyway.
+MAX_AGE = timedelta(days=100 * 365)
+
+
+class Flag(serializers.BooleanField):
+    """A JSON boolean; ``"yes"``, ``1`` and the like are refused."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
+# Requests.
+
+
+class StartRunSerializer(StrictSerializer):
+    workflow = StrictCharField(
+        max_length=200, help_text="a registered workflow name (latest version)"
+    )
+    input = serializers.JSONField(
+        required=False, default=dict, help_text="the run's input: a JSON object"
+    )
+    business_key = StrictCharField(
+        required=False, max_length=255, help_text="your own key for the run"
+    )
+    idempotency_key = StrictCharField(
+        required=False,
+        max_length=255,
+        help_text="instead of the Idempotency-Key header (both given must be equal)",
+    )
+
+
+class ReasonSerializer(StrictSerializer):
+    """Terminate and pause: why, kept in the run's history."""
+
+    reason = StrictCharField(required=False, default="", allow_blank=True)
+
+
+class CancelSerializer(ReasonSerializer):
+    compensate = Flag(
+        required=False, default=True, help_text="run the compensations of completed steps"
+    )
+
+
+class RerunSerializer(ReasonSerializer):
+    from_step = StrictCharField(
+        max_length=200, help_text="the name of the step to run again, with all after it"
+    )
+
+
+class EmptySerializer(StrictSerializer):
+    """A verb that takes no options: the body is empty or ``{}``."""
+
+
+class SkipStepSerializer(StrictSerializer):
+    output = serializers.JSONField(
+        required=False, default=None, allow_null=True, help_text="recorded as the step's output"
+    )
+
+
+class SendSignalSerializer(StrictSerializer):
+    name = StrictCharField(
+        max_length=200, help_text="a signal a WaitForSignal step of the run waits for"
+    )
+    payload = serializers.JSONField(required=False, default=None, allow_null=True)
+    idempotency_key = StrictCharField(
+        required=False,
+        max_length=255,
+        help_text="instead of the Idempotency-Key header (both given must be equal)",
+    )
+
+
+class BulkFilterSerializer(StrictSerializer):
+    """Which runs a bulk acts on: all criteria given must hold, and one at least is given."""
+
+    status = serializers.ListField(
+        child=serializers.ChoiceField(choices=RunStatus.choices), required=False, allow_empty=False
+    )
+    workflow = StrictCharField(required=False, max_length=200)
+    business_key = StrictCharField(required=False, max_length=255)
+    older_than = serializers.DurationField(
+        required=False,
+        min_value=timedelta(0),
+        max_value=MAX_AGE,
+        help_text="created more than this long ago: ISO 8601 (P2D, PT30M) or seconds",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if not attrs:
+            raise serializers.ValidationError(
+                "a filter needs at least one of: "
+                + ", ".join(self.fields)
+                + " (it would select every run)"
+            )
+        return attrs
+
+
+class BulkSerializer(StrictSerializer):
+    ids = serializers.ListField(
+        child=serializers.UUIDField(), required=False, allow_empty=False, max_length=MAX_IDS
+    )
+    filter = BulkFilterSerializer(required=False)
+    dry_run = Flag(required=False, default=True, help_text="say what would happen; change nothing")
+    reason = StrictCharField(required=False, allow_blank=True)
+    compensate = Flag(required=False)
+    from_step = StrictCharField(required=False, max_length=200, help_text="rerun: the step's name")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if ("ids" in attrs) == ("filter" in attrs):
+            raise serializers.ValidationError("give exactly one of ids and filter")
+        return attrs
+
+
+# Responses.
+
+
+class RunSerializer(serializers.ModelSerializer):
+    """A run as a list shows it: what identifies it and where it stands."""
+
+    workflow = serializers.CharField(source="workflow_name")
+
+    class Meta:
+        model = Run
+        fields = [
+            "id",
+            "workflow",
+            "workflow_version",
+            "status",
+            "business_key",
+            "parent_run",
+            "created_at",
+            "updated_at",
+            "started_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+
+class WaitingOnSerializer(serializers.Serializer):
+    kind = serializers.CharField(help_text="gate, signal, callback, fanout, child, timer, ...")
+    step = serializers.CharField(allow_null=True)
+    details = serializers.DictField()
+
+
+class ActionSerializer(serializers.Serializer):
+    verb = serializers.CharField()
+    step = serializers.CharField(allow_null=True, help_text="for a step verb: the step's name")
+    step_id = serializers.IntegerField(allow_null=True)
+    allowed = serializers.BooleanField()
+    reason = serializers.CharField(allow_null=True, help_text="why not, when not allowed")
+    summary = serializers.CharField()
+
+
+class RunStepSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    kind = serializers.CharField()
+    status = serializers.CharField()
+    attempt = serializers.IntegerField()
+    max_attempts = serializers.IntegerField()
+
+
+class RunDetailSerializer(RunSerializer):
+    """A run with its input and outcome, and ``explain``'s reading of it.
+
+    The instance is a run with ``explained`` set to its :class:`~workflows.explanation.
+    Explanation`; ``version`` is the run row's compare-and-set version as ``explain``
+    read it.
+    """
+
+    version = serializers.IntegerField(source="explained.version")
+    attention = serializers.ChoiceField(choices=Attention.choices, source="explained.attention")
+    as_of = serializers.DateTimeField(source="explained.as_of")
+    waiting_on = WaitingOnSerializer(many=True, source="explained.waiting_on")
+    allowed_actions = ActionSerializer(many=True, source="explained.allowed_actions")
+    steps = RunStepSerializer(many=True, source="explained.steps")
+
+    class Meta(RunSerializer.Meta):
+        fields = [
+            *RunSerializer.Meta.fields,
+            "idempotency_key",
+            "input",
+            "output",
+            "error",
+            "version",
+            "attention",
+            "as_of",
+            "waiting_on",
+            "allowed_actions",
+            "steps",
+        ]
+        read_only_fields = fields
+
+
+class StepSerializer(serializers.ModelSerializer):
+    """A step: its attempts and outcome, its gate's fields, its fan-out's counters."""
+
+    decided_by = serializers.CharField(
+        source="decided_by.username", allow_null=True, default=None, read_only=True
+    )
+    claimed_by = serializers.CharField(
+        source="claimed_by.username", allow_null=True, default=None, read_only=True
+    )
+
+    class Meta:
+        model = Step
+        fields = [
+            "id",
+            "run",
+            "name",
+            "kind",
+            "status",
+            "attempt",
+            "max_attempts",
+            "generation",
+            "version",
+            "lease_owner",
+            "lease_expires_at",
+            "output",
+            "error",
+            "created_at",
+            "updated_at",
+            "started_at",
+            "finished_at",
+            "prompt",
+            "options",
+            "min_selections",
+            "max_selections",
+            "permission",
+            "assignees",
+            "decision",
+            "decided_by",
+            "decided_at",
+            "feedback",
+            "selections",
+            "claimed_by",
+            "claimed_at",
+            "signal_name",
+            "items_total",
+            "items_completed",
+            "items_failed",
+            "items_skipped",
+        ]
+        read_only_fields = fields
+
+
+class ItemSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = FanOutItem
+        fields = [
+            "id",
+            "index",
+            "key",
+            "item",
+            "status",
+            "attempt",
+            "max_attempts",
+            "lease_owner",
+            "lease_expires_at",
+            "output",
+            "error",
+            "updated_at",
+            "started_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+
+class EventSerializer(serializers.ModelSerializer):
+    seq = serializers.IntegerField(source="id", help_text="increasing within the run")
+    step = serializers.CharField(
+        source="step_name", allow_null=True, help_text="the step's name, if about a step"
+    )
+
+    class Meta:
+        model = Event
+        fields = ["seq", "type", "step", "payload", "created_at"]
+        read_only_fields = fields
+
+
+class SignalSerializer(serializers.Serializer):
+    """A signal as :func:`workflows.queries.signal_summary` describes it."""
+
+    id = serializers.IntegerField()
+    run = serializers.UUIDField()
+    name = serializers.CharField()
+    payload = serializers.JSONField(allow_null=True)
+    idempotency_key = serializers.CharField(allow_null=True)
+    received_at = serializers.DateTimeField()
+    consumed_by = serializers.CharField(
+        allow_null=True, help_text="the step that consumed it; null while it waits"
+    )
+
+
+class BulkItemSerializer(serializers.Serializer):
+    run = serializers.CharField()
+    status = serializers.CharField(help_text="as read, or the new status once done")
+    outcome = serializers.ChoiceField(choices=["eligible", "skipped", "done", "failed"])
+    reason = serializers.CharField(help_text="why skipped, or the error of a failed run")
+    code = serializers.CharField(help_text="the error's code, for a failed run")
+
+
+class BulkResultSerializer(serializers.Serializer):
+    """The shape ``workflows_bulk --json`` prints."""
+
+    verb = serializers.CharField()
+    dry_run = serializers.BooleanField()
+    totals = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="matched, and eligible/skipped (dry run) or done/skipped/failed",
+    )
+    runs = BulkItemSerializer(many=True)

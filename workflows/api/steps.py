@@ -1,0 +1,89 @@
+"""``/steps/``: one step of a run, its fan-out items, and the operator verbs on a step.
+
+A step is reached by the id a run's detail lists; the verbs go through
+:mod:`workflows.services` with the caller as the actor, and a refusal is a 409
+``invalid_state`` with what the step's run allows now, as for the run verbs.
+"""
+
+from __future__ import annotations
+
+from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.utils import extend_schema
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from workflows import services
+from workflows.api.base import FlowsiteViewSet
+from workflows.api.errors import error_responses
+from workflows.api.filters import ItemFilter
+from workflows.api.pagination import InSequence
+from workflows.api.permissions import CanOperateRuns, CanViewRuns
+from workflows.api.runs import refused_as_invalid_state, validated
+from workflows.api.serializers_runs import (
+    EmptySerializer,
+    ItemSerializer,
+    SkipStepSerializer,
+    StepSerializer,
+)
+from workflows.models import FanOutItem, Step
+from workflows.queries import get_step
+
+STEP_VERB_ERRORS = error_responses(400, 401, 403, 404, 409, 413)
+
+
+class StepViewSet(FlowsiteViewSet):
+    """Steps: one step, its fan-out items, retry and skip."""
+
+    permission_classes = [CanViewRuns]
+    serializer_class = StepSerializer
+    queryset = Step.objects.all()
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = None  # set by the list actions
+    # Anything up to the next slash, so that a malformed id is a 404 step_not_found.
+    lookup_value_regex = r"[^/]+"
+
+    @extend_schema(responses={200: StepSerializer, **error_responses(401, 403, 404)})
+    def retrieve(self, request: Request, pk: str) -> Response:
+        """A step: attempts, outcome, its gate's fields, its fan-out's counters."""
+        return Response(StepSerializer(get_step(pk)).data)
+
+    @extend_schema(
+        responses={200: ItemSerializer(many=True), **error_responses(400, 401, 403, 404)}
+    )
+    @action(
+        detail=True,
+        methods=["get"],
+        serializer_class=ItemSerializer,
+        queryset=FanOutItem.objects.all(),
+        pagination_class=InSequence,
+        filterset_class=ItemFilter,
+    )
+    def items(self, request: Request, pk: str) -> Response:
+        """The items of a fan-out step in their order, optionally of some statuses."""
+        step = get_step(pk)
+        items = self.filter_queryset(self.get_queryset().filter(step_id=step.pk))
+        page = self.paginate_queryset(items)
+        return self.get_paginated_response(ItemSerializer(page, many=True).data)
+
+    @extend_schema(request=EmptySerializer, responses={200: StepSerializer, **STEP_VERB_ERRORS})
+    @action(detail=True, methods=["post"], permission_classes=[CanOperateRuns])
+    def retry(self, request: Request, pk: str) -> Response:
+        """Run a failed step again with fresh attempts; its failed run resumes."""
+        step = get_step(pk)
+        validated(request.data, EmptySerializer)
+        retried = refused_as_invalid_state(
+            step.run_id, lambda: services.retry_step(step, user=request.user)
+        )
+        return Response(StepSerializer(retried).data)
+
+    @extend_schema(request=SkipStepSerializer, responses={200: StepSerializer, **STEP_VERB_ERRORS})
+    @action(detail=True, methods=["post"], permission_classes=[CanOperateRuns])
+    def skip(self, request: Request, pk: str) -> Response:
+        """Record the step as done with ``output``, without running it; the run moves on."""
+        step = get_step(pk)
+        output = validated(request.data, SkipStepSerializer)["output"]
+        skipped = refused_as_invalid_state(
+            step.run_id, lambda: services.skip_step(step, user=request.user, output=output)
+        )
+        return Response(StepSerializer(skipped).data)
