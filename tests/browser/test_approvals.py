@@ -1,0 +1,152 @@
+"""Approvers in a real browser: the inbox from the admin index, a decision, a signed link."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Permission, User
+
+import workflows
+from workflows import Gate, Option, Task, Workflow
+from workflows.models import Event, Run, Step
+from workflows.testing import run_pending
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+HERE = "tests.browser.test_approvals"
+PASSWORD = "correct-horse-battery"
+
+
+def ship(ctx):
+    return {"shipped": ctx.steps["gate"].output["selections"]}
+
+
+class Dispatch(Workflow):
+    name = "browser_dispatch"
+    gate = Gate(
+        prompt="Dispatch order {input[order]} to {input[city]}?",
+        options=[Option("standard", "Standard"), Option("express", "Express")],
+        min_selections=1,
+        max_selections=1,
+        permission="demo.approve_dispatch",
+    )
+    ship = Task(f"{HERE}.ship")
+
+
+def waiting(order: str = "B-1") -> Step:
+    run = workflows.start_run(Dispatch, {"order": order, "city": "Lyon"}, business_key=order)
+    run_pending()
+    return run.steps.get(name="gate")
+
+
+def person(username: str, *permissions: str) -> User:
+    user = User.objects.create_user(username, password=PASSWORD, is_staff=True)
+    for codename in permissions:
+        user.user_permissions.add(Permission.objects.get(codename=codename))
+    return user
+
+
+def sign_in(page: Any, username: str, next_path: str = "/admin/") -> None:
+    page.goto(f"/admin/login/?next={next_path}")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_load_state()
+
+
+def state(gate: Step) -> tuple[int, str, int]:
+    fresh = Step.objects.get(pk=gate.pk)
+    return fresh.version, fresh.status, Event.objects.filter(run_id=gate.run_id).count()
+
+
+def test_an_approver_decides_from_the_inbox_and_sees_the_run_advance(new_page):
+    gate = waiting()
+    person("ada", "approve_dispatch", "view_run")
+    page = new_page()
+    sign_in(page, "ada")
+
+    page.get_by_role("link", name="Approvals inbox").click()
+    row = page.locator(f"#gate-{gate.pk}")
+    assert "Dispatch order B-1 to Lyon?" in row.inner_text()
+    assert "unclaimed" in row.inner_text()
+    row.get_by_role("link", name=f"Decide gate {gate.pk}").click()
+
+    page.get_by_label("Express").check()
+    page.get_by_label("Feedback").fill("customer pays for express")
+    page.get_by_role("button", name="Approve").click()
+    note = page.locator(".messagelist .success").inner_text()
+    assert "Approved gate “gate” of run B-1" in note
+    assert "the run is now running" in note
+    assert page.locator(f"#gate-{gate.pk}").count() == 0
+
+    run_pending()
+    page.goto(f"/admin/workflows/run/{gate.run_id}/change/")
+    assert "completed" in page.locator("#content").inner_text().lower()
+    decided = Step.objects.get(pk=gate.pk)
+    assert (decided.decision, decided.selections, decided.decided_by.username) == (
+        "approved",
+        ["express"],
+        "ada",
+    )
+    assert Run.objects.get(pk=gate.run_id).status == "completed"
+
+
+def test_a_user_without_the_permission_neither_sees_nor_decides_the_gate(new_page):
+    gate = waiting()
+    person("olaf")
+    page = new_page()
+    sign_in(page, "olaf")
+    assert page.get_by_role("link", name="Approvals inbox").count() == 0
+
+    page.goto("/admin/workflows/step/approvals/")
+    assert "No gate is waiting for your decision." in page.content()
+    assert "Dispatch order B-1" not in page.content()
+
+    before = state(gate)
+    csrf = next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")
+    response = page.request.post(
+        f"/admin/workflows/step/approvals/{gate.pk}/",
+        form={
+            "csrfmiddlewaretoken": csrf,
+            "version": str(gate.version),
+            "decision": "approve",
+            "selections": "express",
+        },
+    )
+    assert response.ok  # the refusal is a message on the page, not an error page
+    assert "No gate waiting for your decision has this id." in response.text()
+    assert state(gate) == before
+
+
+def test_a_signed_link_get_changes_nothing_and_its_post_decides_once(new_page):
+    gate = waiting()
+    ada = person("ada", "approve_dispatch")
+    link = workflows.approval_link(gate, ada)
+    before = state(gate)
+
+    scanner = new_page()  # a mail scanner follows the link without signing in
+    scanner.goto(link)
+    assert "/admin/login/" in scanner.url
+    assert state(gate) == before
+
+    first = new_page()
+    sign_in(first, "ada", next_path=link)
+    assert "Dispatch order B-1 to Lyon?" in first.content()
+    second = first.context.new_page()  # the same mail opened twice
+    second.goto(link)
+    assert state(gate) == before
+
+    first.get_by_label("Express").check()
+    first.get_by_role("button", name="Approve").click()
+    assert "Approved gate" in first.locator(".messagelist .success").inner_text()
+    after = state(gate)
+    assert after[1] == "completed"
+
+    second.get_by_label("Standard").check()
+    with second.expect_navigation() as navigation:
+        second.get_by_role("button", name="Approve").click()
+    assert navigation.value.status == 409
+    assert "This approval link has been used" in second.content()
+    assert state(gate) == after
+    assert Step.objects.get(pk=gate.pk).selections == ["express"]
