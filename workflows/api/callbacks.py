@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.decorators import action
 from rest_framework.permissions import AllowAny
@@ -20,6 +20,7 @@ from rest_framework.response import Response
 
 from workflows import services
 from workflows.api.base import FlowsiteViewSet
+from workflows.api.errors import error_responses
 from workflows.api.strict import StrictCharField, StrictSerializer
 from workflows.api.throttling import CallbackRateThrottle
 from workflows.engine.callbacks import read_token
@@ -79,16 +80,8 @@ class HeartbeatSerializer(CallbackStateSerializer):
     )
 
 
-_TOKEN_ERRORS = {
-    400: OpenApiResponse(description="validation_error (a missing or non-string token)"),
-    403: OpenApiResponse(description="invalid_callback_token: malformed or tampered with"),
-    410: OpenApiResponse(description="token_expired"),
-    429: OpenApiResponse(description="throttled, with Retry-After"),
-}
-_RESOLVE_ERRORS = {
-    **_TOKEN_ERRORS,
-    409: OpenApiResponse(description="token_used (already resolved) or lease_lost"),
-}
+# A used token and a lost lease are conflicts only of a resolution, not of a heartbeat.
+_RESOLVE_ERRORS = error_responses(400, 403, 409, 410, 413, 429)
 
 
 class CallbackViewSet(FlowsiteViewSet):
@@ -102,7 +95,8 @@ class CallbackViewSet(FlowsiteViewSet):
         return []
 
     @extend_schema(
-        request=CompleteSerializer, responses={200: CallbackStateSerializer, **_RESOLVE_ERRORS}
+        request=CompleteSerializer,
+        responses={200: CallbackStateSerializer, **_RESOLVE_ERRORS},
     )
     @action(detail=False, methods=["post"])
     def complete(self, request: Request) -> Response:
@@ -112,7 +106,8 @@ class CallbackViewSet(FlowsiteViewSet):
         return Response(CallbackStateSerializer(callback_state(claims)).data)
 
     @extend_schema(
-        request=FailSerializer, responses={200: CallbackStateSerializer, **_RESOLVE_ERRORS}
+        request=FailSerializer,
+        responses={200: CallbackStateSerializer, **_RESOLVE_ERRORS},
     )
     @action(detail=False, methods=["post"])
     def fail(self, request: Request) -> Response:
@@ -121,7 +116,10 @@ class CallbackViewSet(FlowsiteViewSet):
         services.fail_callback(body["token"], body["error"])
         return Response(CallbackStateSerializer(callback_state(claims)).data)
 
-    @extend_schema(request=TokenSerializer, responses={200: HeartbeatSerializer, **_TOKEN_ERRORS})
+    @extend_schema(
+        request=TokenSerializer,
+        responses={200: HeartbeatSerializer, **error_responses(400, 403, 410, 413, 429)},
+    )
     @action(detail=False, methods=["post"])
     def heartbeat(self, request: Request) -> Response:
         """Ask whether the run still waits for this work; changes nothing."""

@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Case, F, OuterRef, Q, QuerySet, Subquery, Value, When
 from django.db.models import CharField as CharOutput
 from django.db.models.functions import Coalesce
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.decorators import action
 from rest_framework.pagination import CursorPagination
@@ -23,7 +23,7 @@ from rest_framework.response import Response
 
 from workflows import services
 from workflows.api.base import FlowsiteViewSet
-from workflows.api.errors import APIError
+from workflows.api.errors import APIError, error_responses
 from workflows.api.permissions import CanViewRuns
 from workflows.api.strict import StrictCharField, StrictSerializer
 from workflows.approvals import decidable_by
@@ -179,12 +179,7 @@ class EmptySerializer(StrictSerializer):
     """No fields: a claim or release names only the gate in its URL."""
 
 
-_ERRORS = {
-    400: OpenApiResponse(description="validation_error, invalid_decision or invalid_input"),
-    403: OpenApiResponse(description="permission_denied: you may not decide this gate"),
-    404: OpenApiResponse(description="gate_not_found"),
-    409: OpenApiResponse(description="gate_already_decided, gate_claimed or stale_version"),
-}
+_VERB_ERRORS = error_responses(400, 401, 403, 404, 409, 413)
 
 
 def _address(request: Request) -> str | None:
@@ -206,7 +201,7 @@ class GateViewSet(FlowsiteViewSet):
 
     @extend_schema(
         parameters=[GateQuerySerializer],
-        responses={200: GateSerializer(many=True), 403: _ERRORS[403]},
+        responses={200: GateSerializer(many=True), **error_responses(400, 401, 403)},
     )
     def list(self, request: Request) -> Response:
         query = GateQuerySerializer(data=request.query_params)
@@ -225,11 +220,14 @@ class GateViewSet(FlowsiteViewSet):
         page = self.paginate_queryset(listed)
         return self.get_paginated_response(GateSerializer(page, many=True).data)
 
-    @extend_schema(responses={200: GateSerializer, 404: _ERRORS[404]})
+    @extend_schema(responses={200: GateSerializer, **error_responses(401, 404)})
     def retrieve(self, request: Request, pk: str) -> Response:
         return Response(GateSerializer(self._gate(pk)).data)
 
-    @extend_schema(request=EmptySerializer, responses={200: GateSerializer, **_ERRORS})
+    @extend_schema(
+        request=EmptySerializer,
+        responses={200: GateSerializer, **_VERB_ERRORS},
+    )
     @action(detail=True, methods=["post"])
     def claim(self, request: Request, pk: str) -> Response:
         """Say you are deciding this gate: others may not decide it until you release it."""
@@ -238,7 +236,10 @@ class GateViewSet(FlowsiteViewSet):
         services.claim_gate(gate, request.user, address=_address(request))
         return self._answer(gate)
 
-    @extend_schema(request=EmptySerializer, responses={200: GateSerializer, **_ERRORS})
+    @extend_schema(
+        request=EmptySerializer,
+        responses={200: GateSerializer, **_VERB_ERRORS},
+    )
     @action(detail=True, methods=["post"])
     def unclaim(self, request: Request, pk: str) -> Response:
         """Release your claim (someone else's needs workflows.override_gate_claim)."""
@@ -247,7 +248,10 @@ class GateViewSet(FlowsiteViewSet):
         services.unclaim_gate(gate, request.user, address=_address(request))
         return self._answer(gate)
 
-    @extend_schema(request=ApproveSerializer, responses={200: GateSerializer, **_ERRORS})
+    @extend_schema(
+        request=ApproveSerializer,
+        responses={200: GateSerializer, **_VERB_ERRORS},
+    )
     @action(detail=True, methods=["post"])
     def approve(self, request: Request, pk: str) -> Response:
         """Approve the gate with the selected options; the run moves on."""
@@ -262,7 +266,10 @@ class GateViewSet(FlowsiteViewSet):
         )
         return self._answer(gate)
 
-    @extend_schema(request=RejectSerializer, responses={200: GateSerializer, **_ERRORS})
+    @extend_schema(
+        request=RejectSerializer,
+        responses={200: GateSerializer, **_VERB_ERRORS},
+    )
     @action(detail=True, methods=["post"])
     def reject(self, request: Request, pk: str) -> Response:
         """Reject the gate: its step fails and, by default, the run compensates."""
