@@ -2,14 +2,35 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
+from uuid import UUID
 
 from django.contrib import admin
-from django.http import HttpRequest
-from django.urls import URLPattern
+from django.core.exceptions import PermissionDenied
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
+from workflows import admin_runs
+from workflows.admin_actions import bulk_actions, run_action, start_run
 from workflows.admin_approvals import ApprovalsViews
-from workflows.models import CompensationRecord, Event, FanOutItem, Run, Signal, Step, Timer
+from workflows.admin_dashboard import dashboard
+from workflows.admin_run_page import run_page_context
+from workflows.admin_runs import (
+    AttentionFilter,
+    BoundedCountPaginator,
+    WorkflowFilter,
+    badge,
+    id_prefix_range,
+    runs_with_progress,
+)
+from workflows.models import CompensationRecord, FanOutItem, Run, Signal, Step, Timer
+from workflows.queries import Attention
 
 
 class ReadOnlyMixin:
@@ -25,46 +46,181 @@ class ReadOnlyMixin:
         return False
 
 
-class StepInline(ReadOnlyMixin, admin.TabularInline):
-    model = Step
-    fields = (
-        "name",
-        "kind",
-        "status",
-        "attempt",
-        "max_attempts",
-        "lease_owner",
-        "decision",
-        "items_completed",
-        "items_total",
-        "finished_at",
-    )
-    readonly_fields = fields
-    extra = 0
-    show_change_link = True
-
-
-class EventInline(ReadOnlyMixin, admin.TabularInline):
-    model = Event
-    fields = ("created_at", "type", "step", "payload")
-    readonly_fields = fields
-    extra = 0
-
-
 @admin.register(Run)
 class RunAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    """The runs list, the run page, operator actions, starting runs and the dashboard.
+
+    Viewing (``workflows.view_run``), starting (``workflows.start_run``) and operating
+    (``workflows.operate_run``) are separate permissions; each page and button checks
+    its own. See :mod:`workflows.admin_runs` for why the list costs fixed queries.
+    """
+
     list_display = (
-        "id",
-        "workflow_name",
-        "workflow_version",
-        "status",
+        "short_id",
+        "status_badge",
+        "workflow",
         "business_key",
-        "created_at",
+        "progress",
+        "started",
+        "duration",
+        "attention_badge",
     )
-    list_filter = ("status", "workflow_name")
-    search_fields = ("id", "business_key", "idempotency_key")
+    list_display_links = ("short_id",)
+    list_filter = (
+        "status",
+        WorkflowFilter,
+        AttentionFilter,
+        ("created_at", admin.DateFieldListFilter),
+    )
+    search_fields = ("business_key",)
+    search_help_text = "A run id or its first characters, or a business key (or its start)."
     date_hierarchy = "created_at"
-    inlines = [StepInline, EventInline]
+    paginator = BoundedCountPaginator
+    show_full_result_count = False
+    list_per_page = 50
+    ordering = ("-created_at", "-id")
+    change_list_template = "workflows/admin/run_change_list.html"
+    actions = bulk_actions()
+
+    class Media:
+        css = {"all": ("workflows/console.css",)}
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
+        # The list never shows input, output or snapshot, which can be large.
+        runs = super().get_queryset(request).defer("input", "output", "snapshot", "error")
+        return runs_with_progress(runs, timezone.now())
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Run], search_term: str
+    ) -> tuple[QuerySet[Run], bool]:
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        matches = Q(business_key=term) | Q(business_key__startswith=term)
+        by_id = id_prefix_range(term)
+        return queryset.filter(matches | by_id if by_id else matches), False
+
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest | None = None) -> bool:
+        # The run page links to a run's children.
+        return lookup == "parent_run__id__exact" or super().lookup_allowed(lookup, value, request)
+
+    def has_operate_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("workflows.operate_run")
+
+    def has_start_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("workflows.start_run")
+
+    def get_urls(self) -> list[URLPattern]:
+        wrap = self.admin_site.admin_view
+        return [
+            path(
+                "dashboard/",
+                wrap(partial(dashboard, self)),
+                name="workflows_dashboard",
+            ),
+            path("start/", wrap(partial(start_run, self)), name="workflows_run_start"),
+            path(
+                "<str:run_id>/act/<str:verb>/",
+                wrap(partial(run_action, self)),
+                name="workflows_run_act",
+            ),
+            *super().get_urls(),
+        ]
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        extra = {
+            "may_start": self.has_start_permission(request),
+            "dashboard_url": reverse(f"{self.admin_site.name}:workflows_dashboard"),
+            "start_url": reverse(f"{self.admin_site.name}:workflows_run_start"),
+        }
+        return super().changelist_view(request, {**extra, **(extra_context or {})})
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        """The run page (:mod:`workflows.admin_run_page`) instead of a form."""
+        run = (
+            Run.objects.select_related("parent_run", "parent_step", "created_by")
+            .filter(pk=_uuid_or_none(object_id))
+            .first()
+        )
+        if run is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+        if not self.has_view_permission(request, run):
+            raise PermissionDenied
+        may = {
+            "operate": self.has_operate_permission(request),
+            "view_items": request.user.has_perm("workflows.view_fanoutitem"),
+        }
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Run {str(run.pk)[:8]}",
+            "subtitle": None,
+            "opts": self.opts,
+            "may": may,
+            "may_start": self.has_start_permission(request),
+            **run_page_context(request, run, self.admin_site.name, may),
+            **(extra_context or {}),
+        }
+        return TemplateResponse(request, "workflows/admin/run_page.html", context)
+
+    @admin.display(description="run", ordering="id")
+    def short_id(self, run: Run) -> SafeString:
+        return admin_runs.short_id(run.pk)
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, run: Run) -> SafeString:
+        return badge(run.status)
+
+    @admin.display(description="workflow", ordering="workflow_name")
+    def workflow(self, run: Run) -> str:
+        return f"{run.workflow_name} v{run.workflow_version}"
+
+    @admin.display(description="progress")
+    def progress(self, run: Run) -> SafeString:
+        return format_html(
+            '<span class="wf-progress"><progress value="{}" max="{}"></progress> {}/{}</span>',
+            run.steps_done,
+            run.steps_total or 1,
+            run.steps_done,
+            run.steps_total,
+        )
+
+    @admin.display(description="started", ordering="started_at")
+    def started(self, run: Run) -> SafeString | str:
+        if run.started_at is None:
+            return "-"
+        local = timezone.localtime(run.started_at)
+        return format_html(
+            '<span class="wf-nowrap" title="{}">{}</span>',
+            local.isoformat(timespec="seconds"),
+            local.strftime("%Y-%m-%d %H:%M"),
+        )
+
+    @admin.display(description="duration")
+    def duration(self, run: Run) -> str:
+        return admin_runs.duration(run.started_at, run.finished_at, timezone.now()) or "-"
+
+    @admin.display(description="attention")
+    def attention_badge(self, run: Run) -> SafeString | str:
+        return (
+            "-"
+            if run.attention == Attention.OK
+            else badge(f"attention-{run.attention}", run.attention.replace("_", " "))
+        )
+
+
+def _uuid_or_none(value: str) -> UUID | None:
+    try:
+        return UUID(value)
+    except ValueError:
+        return None
 
 
 @admin.register(Step)

@@ -1,0 +1,59 @@
+"""The console's dashboard: counts, the 24-hour chart, attention, gates, worker health."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from tests.integration.admin_console import checkout, failed_checkout, fragile, staff
+from workflows.admin_dashboard import Hour, hourly_chart
+from workflows.models import Step
+
+pytestmark = pytest.mark.django_db
+
+DASHBOARD = "admin:workflows_dashboard"
+
+
+def test_the_dashboard_counts_runs_and_links_to_the_filtered_list(client):
+    client.force_login(staff("viewer"))
+    checkout(order="D-1")
+    failed_checkout(order="D-2")
+    fragile()
+    page = client.get(reverse(DASHBOARD))
+    assert page.status_code == 200
+    html = page.content.decode()
+    runs = reverse("admin:workflows_run_changelist")
+    assert "Runs by status (3 in all)" in html
+    assert f"{runs}?status__exact=waiting" in html
+    assert f"{runs}?attention=failed" in html
+    assert '<svg class="wf-chart"' in html
+    assert "3 started" in html
+    assert "0 completed, 2 failed" in html  # compensated and failed both count as failed
+    assert "console_checkout" in html
+    assert "Expired leases not reclaimed" in html
+    assert "Queue (django-q2 ORM broker)" in html
+
+
+def test_worker_health_shows_expired_leases_and_the_last_sweep(client):
+    client.force_login(staff("viewer"))
+    run = checkout(order="D-1")
+    Step.objects.filter(run=run, name="reserve").update(
+        status="running", lease_expires_at=timezone.now() - timedelta(minutes=5)
+    )
+    html = client.get(reverse(DASHBOARD)).content.decode()
+    assert "1 — is a sweeper running?" in html
+
+
+def test_the_chart_scales_bars_to_the_busiest_hour():
+    start = timezone.now().replace(minute=0, second=0, microsecond=0)
+    svg = hourly_chart([Hour(start, 4, 2, 0), Hour(start + timedelta(hours=1), 0, 0, 1)])
+    assert svg.count('<rect class="bar') == 6
+    assert ">4</text>" in svg  # the peak is the scale's top label
+
+
+def test_only_viewers_see_the_dashboard(client):
+    client.force_login(staff("nobody"))
+    assert client.get(reverse(DASHBOARD)).status_code == 403

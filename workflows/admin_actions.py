@@ -1,0 +1,466 @@
+"""Operator actions of the console: one run, many runs, and starting a run.
+
+Every action is a confirmation page first (what will happen, and whether the run's
+state allows it now) and a POST second, which calls the same service function the
+commands and the API call, with ``user=request.user`` so the run's history records who
+did it. Nothing here writes engine state. The engine's refusals (a run that moved, a
+step that does not accept the verb, bad JSON) become admin messages, never error pages.
+
+A verb is one :class:`RunAction`: its form and the call it makes. Bulk actions are the
+run verbs of :func:`workflows.bulk`, whose dry run gives the confirmation page its
+matched / eligible / skipped counts.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+
+from workflows import services
+from workflows.bulk_verbs import bulk
+from workflows.definitions import registry
+from workflows.engine.guards import RUN_VERBS, STEP_VERBS
+from workflows.errors import DefinitionMissing, WorkflowError
+from workflows.explanation import explain
+from workflows.graph_svg import graph_steps, step_graph_svg
+from workflows.models import Run, Step
+from workflows.queries import get_run
+
+__all__ = ["BULK_VERBS", "RUN_ACTIONS", "RunAction", "bulk_actions", "run_action", "start_run"]
+
+# Engine refusals a person can act on: shown as messages.
+REFUSALS = (WorkflowError, PermissionDenied)
+# Skipped runs listed by id on a bulk confirmation page; the rest are counted by reason.
+SKIPPED_SHOWN = 20
+
+
+class ReasonForm(forms.Form):
+    reason = forms.CharField(
+        required=False,
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 60}),
+        help_text="Kept in the run's history with your name.",
+    )
+
+    def __init__(self, *args: Any, run: Run | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+
+
+class CancelForm(ReasonForm):
+    compensate = forms.BooleanField(
+        required=False,
+        initial=True,
+        label="Compensate",
+        help_text="Undo what the run completed, newest first. Untick to stop without undoing.",
+    )
+
+
+class NoOptionsForm(forms.Form):
+    def __init__(self, *args: Any, run: Run | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+
+
+def _step_choices(run: Run, verb: str | None) -> list[tuple[str, str]]:
+    """The run's steps, or those a step verb's guard accepts now, as (id, label)."""
+    steps = Step.objects.filter(run_id=run.pk).order_by("id").values_list("id", "name", "status")
+    accepted = STEP_VERBS[verb].accepts if verb else None
+    return [
+        (str(pk), f"{name} ({status})")
+        for pk, name, status in steps
+        if accepted is None or status in accepted
+    ]
+
+
+class StepForm(forms.Form):
+    """A step of the run; ``step_verb`` narrows the choice to the steps it accepts."""
+
+    step_verb: str | None = None
+    step = forms.ChoiceField()
+
+    def __init__(self, *args: Any, run: Run, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["step"].choices = _step_choices(run, self.step_verb)
+
+
+class RerunForm(StepForm, ReasonForm):
+    pass
+
+
+class RetryStepForm(StepForm):
+    step_verb = "retry_step"
+
+
+class SkipStepForm(StepForm):
+    step_verb = "skip_step"
+    output = forms.JSONField(
+        required=False,
+        initial=None,
+        widget=forms.Textarea(attrs={"rows": 4, "cols": 60}),
+        help_text="JSON recorded as the step's output (what downstream steps read).",
+    )
+
+
+class SignalForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    payload = forms.JSONField(
+        required=False, widget=forms.Textarea(attrs={"rows": 4, "cols": 60}), help_text="JSON."
+    )
+    idempotency_key = forms.CharField(
+        required=False, max_length=255, help_text="Optional: the same key sends the signal once."
+    )
+
+    def __init__(self, *args: Any, run: Run, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        try:
+            names = services.signals_waited_for(run)
+        except DefinitionMissing:
+            return
+        if names:
+            self.fields["name"] = forms.ChoiceField(choices=[(name, name) for name in names])
+
+
+@dataclass(frozen=True)
+class RunAction:
+    """An operator verb on one run: its title, form, the guard it shows, and the call.
+
+    ``perform(run, cleaned_data, user)`` calls one service function and returns what the
+    success message says; ``guard`` names the verb in :data:`RUN_VERBS` whose refusal
+    the confirmation page shows before anyone posts.
+    """
+
+    verb: str
+    title: str
+    summary: str
+    form: type[forms.Form]
+    perform: Callable[[Run, dict[str, Any], Any], str]
+    guard: str | None = None
+
+
+def _cancel(run: Run, data: dict[str, Any], user: Any) -> str:
+    done = services.cancel_run(run, reason=data["reason"], compensate=data["compensate"], user=user)
+    return f"is now {done.status}" + ("" if data["compensate"] else " (without compensation)")
+
+
+def _with_reason(service: Callable[..., Run]) -> Callable[[Run, dict[str, Any], Any], str]:
+    def perform(run: Run, data: dict[str, Any], user: Any) -> str:
+        return f"is now {service(run, reason=data['reason'], user=user).status}"
+
+    return perform
+
+
+def _plain(service: Callable[..., Run]) -> Callable[[Run, dict[str, Any], Any], str]:
+    def perform(run: Run, data: dict[str, Any], user: Any) -> str:
+        return f"is now {service(run, user=user).status}"
+
+    return perform
+
+
+def _rerun(run: Run, data: dict[str, Any], user: Any) -> str:
+    done = services.rerun_from(run, int(data["step"]), reason=data["reason"], user=user)
+    return f"runs again from step #{data['step']}; it is now {done.status}"
+
+
+def _retry_step(run: Run, data: dict[str, Any], user: Any) -> str:
+    step = services.retry_step(int(data["step"]), user=user)
+    return f"retries step “{step.name}” ({step.status})"
+
+
+def _skip_step(run: Run, data: dict[str, Any], user: Any) -> str:
+    step = services.skip_step(int(data["step"]), output=data["output"], user=user)
+    return f"skipped step “{step.name}” ({step.status})"
+
+
+def _signal(run: Run, data: dict[str, Any], user: Any) -> str:
+    # send_signal takes no user: the history records the signal, not who sent it.
+    signal = services.send_signal(
+        run, data["name"], data["payload"], idempotency_key=data["idempotency_key"] or None
+    )
+    state = f"consumed by step #{signal.consumed_by_id}" if signal.consumed_by_id else "kept"
+    return f"received signal “{signal.name}” ({state})"
+
+
+def _check_step(run: Run, data: dict[str, Any]) -> None:
+    """A posted step id must be one of this run's steps (the form offered only those)."""
+    if "step" in data and not Step.objects.filter(pk=int(data["step"]), run_id=run.pk).exists():
+        raise PermissionDenied("that step is not a step of this run")
+
+
+RUN_ACTIONS: dict[str, RunAction] = {
+    action.verb: action
+    for action in (
+        RunAction(
+            "cancel", "Cancel run", RUN_VERBS["cancel"].summary, CancelForm, _cancel, "cancel"
+        ),
+        RunAction(
+            "terminate",
+            "Terminate run",
+            RUN_VERBS["terminate"].summary,
+            ReasonForm,
+            _with_reason(services.terminate_run),
+            "terminate",
+        ),
+        RunAction(
+            "pause",
+            "Pause run",
+            RUN_VERBS["pause"].summary,
+            ReasonForm,
+            _with_reason(services.pause_run),
+            "pause",
+        ),
+        RunAction(
+            "resume",
+            "Resume run",
+            RUN_VERBS["resume"].summary,
+            NoOptionsForm,
+            _plain(services.resume_run),
+            "resume",
+        ),
+        RunAction(
+            "retry",
+            "Retry run",
+            RUN_VERBS["retry"].summary,
+            NoOptionsForm,
+            _plain(services.retry_run),
+            "retry",
+        ),
+        RunAction(
+            "rerun", "Rerun from a step", RUN_VERBS["rerun"].summary, RerunForm, _rerun, "rerun"
+        ),
+        RunAction(
+            "retry_step",
+            "Retry a step",
+            STEP_VERBS["retry_step"].summary,
+            RetryStepForm,
+            _retry_step,
+        ),
+        RunAction(
+            "skip_step", "Skip a step", STEP_VERBS["skip_step"].summary, SkipStepForm, _skip_step
+        ),
+        RunAction(
+            "signal",
+            "Send a signal",
+            "deliver a named signal with a JSON payload to a step waiting for it",
+            SignalForm,
+            _signal,
+        ),
+    )
+}
+
+
+def run_action(
+    model_admin: admin.ModelAdmin, request: HttpRequest, run_id: str, verb: str
+) -> HttpResponse:
+    """GET: the confirmation page of ``verb`` on the run. POST: do it, then the run page."""
+    if not model_admin.has_operate_permission(request):
+        raise PermissionDenied
+    site = model_admin.admin_site.name
+    action = RUN_ACTIONS.get(verb)
+    try:
+        run = get_run(run_id)
+    except WorkflowError as error:
+        messages.error(request, error.message)
+        return HttpResponseRedirect(reverse(f"{site}:workflows_run_changelist"))
+    run_url = reverse(f"{site}:workflows_run_change", args=[run.pk])
+    if action is None:
+        messages.error(request, f"There is no operator action called “{verb}”.")
+        return HttpResponseRedirect(run_url)
+    initial = {"step": request.GET.get("step")} if request.GET.get("step") else None
+    posted = request.POST if request.method == "POST" else None
+    form = action.form(posted, run=run, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        try:
+            _check_step(run, form.cleaned_data)
+            outcome = action.perform(run, form.cleaned_data, request.user)
+        except REFUSALS as error:
+            messages.error(request, f"{action.title} refused: {_message(error)} Nothing changed.")
+            return HttpResponseRedirect(run_url)
+        messages.success(request, f"Run {str(run.pk)[:8]} {outcome}.")
+        return HttpResponseRedirect(run_url)
+    refusal = RUN_VERBS[action.guard].refusal(run.status) if action.guard else None
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "title": f"{action.title} {str(run.pk)[:8]}?",
+        "opts": Run._meta,
+        "run": run,
+        "run_url": run_url,
+        "action": action,
+        "form": form,
+        "refusal": refusal,
+        "explanation": explain(run),
+    }
+    return TemplateResponse(request, "workflows/admin/run_action.html", context)
+
+
+def _message(error: Exception) -> str:
+    text = error.message if isinstance(error, WorkflowError) else str(error) or "permission denied"
+    return text if text.endswith(".") else f"{text}."
+
+
+# -- bulk ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BulkVerb:
+    """A run verb offered as an admin action on the selected runs, and its form."""
+
+    verb: str
+    label: str
+    form: type[forms.Form]
+
+
+class BulkRerunForm(ReasonForm):
+    from_step = forms.CharField(
+        max_length=200, help_text="The name of the step to run again in every selected run."
+    )
+
+
+BULK_VERBS = (
+    BulkVerb("cancel", "Cancel selected runs…", CancelForm),
+    BulkVerb("terminate", "Terminate selected runs…", ReasonForm),
+    BulkVerb("pause", "Pause selected runs…", ReasonForm),
+    BulkVerb("resume", "Resume selected runs…", NoOptionsForm),
+    BulkVerb("retry", "Retry selected runs…", NoOptionsForm),
+    BulkVerb("rerun", "Rerun selected runs from a step…", BulkRerunForm),
+)
+
+
+def _options(verb: str, data: dict[str, Any]) -> dict[str, Any]:
+    """The form's data as :func:`workflows.bulk` options (no empty reason)."""
+    return {name: value for name, value in data.items() if not (name == "reason" and not value)}
+
+
+def _bulk_action(spec: BulkVerb) -> Callable[..., HttpResponse | None]:
+    def action(
+        model_admin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Run]
+    ) -> HttpResponse | None:
+        form = spec.form(request.POST if "confirm" in request.POST else None)
+        if "confirm" in request.POST and form.is_valid():
+            try:
+                result = bulk(
+                    spec.verb,
+                    queryset,
+                    dry_run=False,
+                    user=request.user,
+                    **_options(spec.verb, form.cleaned_data),
+                )
+            except REFUSALS as error:
+                messages.error(request, f"Bulk {spec.verb} refused: {_message(error)}")
+                return None
+            totals = ", ".join(f"{count} {name}" for name, count in result.totals().items())
+            level = messages.SUCCESS if not result.failed else messages.WARNING
+            model_admin.message_user(request, f"Bulk {spec.verb}: {totals}.", level)
+            for reason, count in Counter(
+                item.reason for item in result.items if item.outcome != "done"
+            ).most_common(5):
+                model_admin.message_user(request, f"{count} runs: {reason}", messages.INFO)
+            return None
+        step = request.POST.get("from_step") or None
+        dry_options = {"from_step": step} if spec.verb == "rerun" and step else {}
+        if spec.verb == "rerun" and not step:
+            dry = None
+        else:
+            dry = bulk(spec.verb, queryset, dry_run=True, **dry_options)
+        skipped = [item for item in dry.items if item.outcome != "eligible"] if dry else []
+        context = {
+            **model_admin.admin_site.each_context(request),
+            "title": spec.label.rstrip("…"),
+            "opts": Run._meta,
+            "spec": spec,
+            "summary": RUN_VERBS[spec.verb].summary,
+            "dry": dry,
+            "reasons": Counter(item.reason for item in skipped).most_common(),
+            "skipped": skipped[:SKIPPED_SHOWN],
+            "form": form,
+            "selected": request.POST.getlist(admin.helpers.ACTION_CHECKBOX_NAME),
+            "select_across": request.POST.get("select_across", "0"),
+            "action_name": request.POST.get("action"),
+            "index": request.POST.get("index", "0"),
+            "query_string": request.META.get("QUERY_STRING", ""),
+        }
+        return TemplateResponse(request, "workflows/admin/bulk_action.html", context)
+
+    action.__name__ = f"bulk_{spec.verb}"
+    return admin.action(description=spec.label, permissions=["operate"])(action)
+
+
+def bulk_actions() -> list[Callable[..., HttpResponse | None]]:
+    """The admin actions of the runs list, one per :data:`BULK_VERBS` entry."""
+    return [_bulk_action(spec) for spec in BULK_VERBS]
+
+
+# -- start ---------------------------------------------------------------------------
+
+
+class StartForm(forms.Form):
+    workflow = forms.ChoiceField(help_text="The latest registered version is started.")
+    input = forms.JSONField(
+        required=False,  # "{}" is empty to a form, yet a workflow may accept it
+        initial=dict,
+        widget=forms.Textarea(attrs={"rows": 8, "cols": 70}),
+        help_text="A JSON object, checked by the workflow before anything is written.",
+    )
+    business_key = forms.CharField(
+        required=False, max_length=255, help_text="Optional: how people name this case."
+    )
+    idempotency_key = forms.CharField(
+        required=False,
+        max_length=255,
+        help_text="Optional: starting again with the same key returns the same run.",
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        names = sorted({workflow.name for workflow in registry.all()})
+        self.fields["workflow"].choices = [(name, name) for name in names]
+
+
+def start_run(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse:
+    """A form to start a run of a registered workflow; it shows the workflow's graph."""
+    if not model_admin.has_start_permission(request):
+        raise PermissionDenied
+    site = model_admin.admin_site.name
+    posted = request.POST if request.method == "POST" else None
+    form = StartForm(posted, initial={"workflow": request.GET.get("workflow")})
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            run = services.start_run(
+                data["workflow"],
+                data["input"] if data["input"] is not None else {},
+                business_key=data["business_key"] or None,
+                idempotency_key=data["idempotency_key"] or None,
+                user=request.user,
+            )
+        except REFUSALS as error:
+            messages.error(request, f"The run was not started: {_message(error)}")
+        else:
+            messages.success(request, f"Started run {str(run.pk)[:8]} of {run.workflow_name}.")
+            if model_admin.has_view_permission(request):
+                return HttpResponseRedirect(reverse(f"{site}:workflows_run_change", args=[run.pk]))
+            return HttpResponseRedirect(request.path)
+    chosen = form["workflow"].value() or next(iter(form.fields["workflow"].choices), ("", ""))[0]
+    definition = registry.latest(chosen) if chosen else None
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "title": "Start a run",
+        "opts": Run._meta,
+        "form": form,
+        "definition": definition,
+        "description": (definition.__doc__ or "").strip() if definition else "",
+        "graph": step_graph_svg(
+            graph_steps(definition.snapshot(), {}), title=f"Steps of {definition.label()}"
+        )
+        if definition
+        else "",
+    }
+    return TemplateResponse(request, "workflows/admin/run_start.html", context)

@@ -1,0 +1,348 @@
+"""The run page of the operator console: the story of one run, in a fixed number of queries.
+
+What the page reads, each once for the whole run: the run (with its parent), its
+explanation (:func:`workflows.explain`, :data:`~workflows.explanation.QUERIES`
+queries), its steps, timers, compensations, signals, child runs and one page of its
+history. Lists that grow with a run's size (timers and compensations of a large
+fan-out, child runs, events) are cut at a limit or paginated, and fan-out items are
+only counted (the step's counters) with a link to the filtered item list, so a run of
+ten thousand items costs what a run of three does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.timesince import timesince, timeuntil
+
+from workflows.admin_runs import badge, duration
+from workflows.explanation import Action, Explanation, WaitingOn, explain
+from workflows.graph_svg import graph_steps, step_graph_svg
+from workflows.models import CompensationRecord, Event, Run, Signal, Step, Timer
+from workflows.status import RUN_FINAL, STEP_FINAL, RunStatus
+
+__all__ = ["EVENTS_PER_PAGE", "FAILURE_EVENTS", "LIST_LIMIT", "hold_text", "run_page_context"]
+
+EVENTS_PER_PAGE = 50
+# Timers, compensations, signals and child runs shown; a fan-out of thousands has more,
+# which their own admin lists show in full.
+LIST_LIMIT = 50
+# History entries the failed-only filter keeps: failures, timeouts and lost leases.
+FAILURE_EVENTS = Q(type__endswith="failed") | Q(
+    type__in=("step.timed_out", "lease.expired", "lease.lost")
+)
+# Run statuses the page marks as needing a look even when no one acts on them.
+ALARMING = frozenset(
+    {
+        RunStatus.FAILED,
+        RunStatus.COMPENSATION_FAILED,
+        RunStatus.COMPENSATED,
+        RunStatus.TERMINATED,
+    }
+)
+
+
+def _when(moment: datetime | None, now: datetime) -> str:
+    if moment is None:
+        return ""
+    if moment > now:
+        return f"in {timeuntil(moment, now, depth=2)}"
+    return f"{timesince(moment, now, depth=2)} ago"
+
+
+def _unit(details: Mapping[str, Any], step: str | None) -> str:
+    noun = {"STEP": "step", "ITEM": "item", "COMPENSATION": "compensation of"}.get(
+        str(details.get("unit")), "work of"
+    )
+    item = f" item {details['item']}" if details.get("item") else ""
+    return f"{noun} “{step}”{item}" if noun != "item" else f"item {details.get('item')} of “{step}”"
+
+
+def _paused(entry: WaitingOn, now: datetime) -> str:
+    by = entry.details.get("by") or "an operator"
+    reason = entry.details.get("reason")
+    return f"Paused by {by} {_when(entry.details.get('at'), now)}" + (
+        f": {reason}" if reason else ""
+    )
+
+
+def _gate(entry: WaitingOn, now: datetime) -> str:
+    text = f"Gate “{entry.step}” waits for a decision: {entry.details.get('prompt')}"
+    if entry.details.get("claimed_by"):
+        text += f" (claimed by {entry.details['claimed_by']})"
+    if entry.details.get("due_at"):
+        text += f"; times out {_when(entry.details['due_at'], now)}"
+    return text
+
+
+def _signal(entry: WaitingOn, now: datetime) -> str:
+    text = f"Step “{entry.step}” waits for signal “{entry.details.get('name')}”"
+    if entry.details.get("due_at"):
+        text += f"; times out {_when(entry.details['due_at'], now)}"
+    return text
+
+
+def _callback(entry: WaitingOn, now: datetime) -> str:
+    text = f"Task “{entry.step}” waits for a callback"
+    if entry.details.get("expires_at"):
+        text += f"; expires {_when(entry.details['expires_at'], now)}"
+    return text
+
+
+def _fanout(entry: WaitingOn, now: datetime) -> str:
+    d = entry.details
+    return (
+        f"Fan-out “{entry.step}”: {d['done']} of {d['total']} items done, {d['failed']} failed, "
+        f"{d['running']} running, {d['pending']} pending"
+    )
+
+
+def _child(entry: WaitingOn, now: datetime) -> str:
+    item = f" (item {entry.details['item']})" if entry.details.get("item") else ""
+    return (
+        f"Child run {str(entry.details['run'])[:8]} of {entry.details['workflow']} "
+        f"for “{entry.step}”{item} is {entry.details['status']}"
+    )
+
+
+def _compensation(entry: WaitingOn, now: datetime) -> str:
+    d = entry.details
+    return (
+        f"Compensation #{d['sequence']} of “{entry.step}” ({d['handler']}) is {d['status']}, "
+        f"attempt {d['attempt']}"
+    )
+
+
+def _timer(entry: WaitingOn, now: datetime) -> str:
+    d = entry.details
+    late = " — overdue: is a sweeper running?" if d.get("overdue") else ""
+    kind = str(d["fires"]).replace("_", " ")
+    return f"A {kind} timer of “{entry.step}” fires {_when(d['due_at'], now)}{late}"
+
+
+def _lease(entry: WaitingOn, now: datetime) -> str:
+    d = entry.details
+    state = (
+        f"expired {_when(d['expires_at'], now)} — the worker died or hangs"
+        if d.get("expired")
+        else f"until {_when(d['expires_at'], now)}"
+    )
+    return (
+        f"Worker {d['worker'] or '?'} runs {_unit(d, entry.step)} "
+        f"(attempt {d['attempt']} of {d['max_attempts']}), lease {state}"
+    )
+
+
+def _dispatch(entry: WaitingOn, now: datetime) -> str:
+    d = entry.details
+    late = " — no worker picked it up: are workers running?" if d.get("undispatched") else ""
+    return f"{_unit(d, entry.step).capitalize()} is ready since {_when(d['since'], now)}{late}"
+
+
+# How each kind of hold reads as a sentence; an unknown kind reads as its data.
+_HOLDS: dict[str, Callable[[WaitingOn, datetime], str]] = {
+    "paused": _paused,
+    "gate": _gate,
+    "signal": _signal,
+    "callback": _callback,
+    "fanout": _fanout,
+    "child": _child,
+    "compensation": _compensation,
+    "timer": _timer,
+    "lease": _lease,
+    "dispatch": _dispatch,
+}
+
+
+def hold_text(entry: WaitingOn, now: datetime) -> str:
+    """What holds the run, as one sentence for a person."""
+    describe = _HOLDS.get(entry.kind)
+    if describe is None:
+        return f"{entry.kind} {entry.step or ''}: {json.dumps(entry.as_dict(), default=str)}"
+    return describe(entry, now)
+
+
+def pretty(value: Any) -> str:
+    """JSON as a person reads it: indented, keys in their order, non-ASCII as is."""
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """One line of the steps table: the step, its duration and its bar on the timeline."""
+
+    step: Step
+    duration: str
+    bar_start: float
+    bar_width: float
+    output: str | None
+    items_url: str | None
+
+
+def _bar(step: Step, origin: datetime, span: float, now: datetime) -> tuple[float, float]:
+    """Where the step's bar starts and how wide it is, in percent of the run's span."""
+    if step.started_at is None or span <= 0:
+        return 0.0, 0.0
+    end = step.finished_at or (now if step.status not in STEP_FINAL else step.updated_at)
+    start = (step.started_at - origin).total_seconds() / span * 100
+    width = max((end - step.started_at).total_seconds() / span * 100, 0.6)
+    return round(min(start, 99.4), 2), round(min(width, 100 - min(start, 99.4)), 2)
+
+
+def _step_rows(
+    run: Run, steps: list[Step], now: datetime, items_url: Callable[[Step], str | None]
+) -> list[StepRow]:
+    origin = run.started_at or run.created_at
+    end = run.finished_at or now
+    span = (end - origin).total_seconds()
+    rows = []
+    for step in sorted(steps, key=lambda s: (s.started_at is None, s.started_at or now, s.pk)):
+        start, width = _bar(step, origin, span, now)
+        rows.append(
+            StepRow(
+                step=step,
+                duration=duration(step.started_at, step.finished_at, now),
+                bar_start=start,
+                bar_width=width,
+                output=pretty(step.output) if step.output is not None else None,
+                items_url=items_url(step) if step.items_total else None,
+            )
+        )
+    return rows
+
+
+def _graph_states(steps: list[Step]) -> dict[str, tuple[str, str]]:
+    """Each step's status and the short detail its node shows (items, or the attempt)."""
+    states = {}
+    for step in steps:
+        if step.items_total:
+            detail = f"{step.items_completed + step.items_skipped}/{step.items_total}"
+        elif step.attempt > 1:
+            detail = f"try {step.attempt}/{step.max_attempts}"
+        else:
+            detail = ""
+        states[step.name] = (step.status, detail)
+    return states
+
+
+def _events(run: Run, request: HttpRequest, step_names: Mapping[int, str]) -> dict[str, Any]:
+    """One page of the history, newest first, without a count: it fetches one row more
+    than it shows to know whether an older page exists."""
+    failed_only = request.GET.get("events") == "failed"
+    try:
+        page = max(int(request.GET.get("events_page", "1")), 1)
+    except ValueError:
+        page = 1
+    events: QuerySet[Event] = Event.objects.filter(run_id=run.pk)
+    if failed_only:
+        events = events.filter(FAILURE_EVENTS)
+    start = (page - 1) * EVENTS_PER_PAGE
+    rows = list(events.order_by("-id")[start : start + EVENTS_PER_PAGE + 1])
+    return {
+        "events": [
+            (event, pretty(event.payload), step_names.get(event.step_id))
+            for event in rows[:EVENTS_PER_PAGE]
+        ],
+        "events_failed_only": failed_only,
+        "events_page": page,
+        "events_newer": page - 1 if page > 1 else None,
+        "events_older": page + 1 if len(rows) > EVENTS_PER_PAGE else None,
+    }
+
+
+def _actions(explanation: Explanation) -> tuple[list[Action], list[Action]]:
+    """Allowed and refused verbs; a gate's decisions belong to the approvals pages."""
+    allowed, refused = [], []
+    for action in explanation.allowed_actions:
+        (allowed if action.allowed else refused).append(action)
+    return allowed, refused
+
+
+def run_page_context(
+    request: HttpRequest, run: Run, admin_name: str, may: Mapping[str, bool]
+) -> dict[str, Any]:
+    """Everything the run page template shows about ``run`` (loaded with its parent).
+
+    ``may`` says which links to offer: ``operate`` (verbs), ``view_items``,
+    ``view_events`` (the per-model admin lists).
+    """
+    now = timezone.now()
+    explanation = explain(run, now=now)
+    steps = list(
+        Step.objects.filter(run_id=run.pk).select_related("decided_by", "claimed_by").order_by("id")
+    )
+    timers = list(
+        Timer.objects.filter(run_id=run.pk)
+        .select_related("item")
+        .order_by("-status", "due_at")[:LIST_LIMIT]
+    )
+    compensations = list(
+        CompensationRecord.objects.filter(run_id=run.pk)
+        .select_related("step", "item")
+        .order_by("-sequence")[:LIST_LIMIT]
+    )
+    signals = list(Signal.objects.filter(run_id=run.pk).order_by("received_at", "id")[:LIST_LIMIT])
+    children = list(
+        Run.objects.filter(parent_run_id=run.pk)
+        .only("id", "workflow_name", "workflow_version", "status", "business_key", "parent_step_id")
+        .order_by("created_at", "id")[: LIST_LIMIT + 1]
+    )
+    step_names = {step.pk: step.name for step in steps}
+
+    def items_url(step: Step) -> str | None:
+        if not may.get("view_items"):
+            return None
+        base = reverse(f"{admin_name}:workflows_fanoutitem_changelist")
+        return f"{base}?step__id__exact={step.pk}"
+
+    allowed, refused = _actions(explanation)
+    fanouts = [
+        {"step": step, "done": step.items_completed + step.items_skipped, "url": items_url(step)}
+        for step in steps
+        if step.items_total
+    ]
+    signal_steps = [step for step in steps if step.kind == "signal"]
+    return {
+        "run": run,
+        "now": now,
+        "badge": badge(run.status),
+        "alarming": run.status in ALARMING,
+        "final": run.status in RUN_FINAL,
+        "duration": duration(run.started_at, run.finished_at, now),
+        "explanation": explanation,
+        "attention": explanation.attention,
+        "holds": [hold_text(entry, now) for entry in explanation.waiting_on],
+        "allowed_actions": allowed,
+        "refused_actions": refused,
+        "may_signal": bool(signal_steps) and run.status not in RUN_FINAL,
+        "graph": step_graph_svg(
+            graph_steps(run.snapshot, _graph_states(steps)),
+            title=f"Steps of {run.workflow_name} v{run.workflow_version} and their states",
+        ),
+        "step_rows": _step_rows(run, steps, now, items_url),
+        "errors": [step for step in steps if step.error],
+        "run_error": pretty(run.error) if run.error else None,
+        "input": pretty(run.input),
+        "output": pretty(run.output) if run.output is not None else None,
+        "fanouts": fanouts,
+        "timers": [(timer, step_names.get(timer.step_id)) for timer in timers],
+        "compensations": compensations,
+        "signals": [
+            (signal, pretty(signal.payload), step_names.get(signal.consumed_by_id))
+            for signal in signals
+        ],
+        "children": children[:LIST_LIMIT],
+        "more_children": len(children) > LIST_LIMIT,
+        "children_url": reverse(f"{admin_name}:workflows_run_changelist")
+        + f"?parent_run__id__exact={run.pk}",
+        "list_limit": LIST_LIMIT,
+        **_events(run, request, step_names),
+    }

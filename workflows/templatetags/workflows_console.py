@@ -1,0 +1,87 @@
+"""``{% workflows_console as console %}``: the admin index's links to the operator console;
+``{% run_date_hierarchy cl %}``: the runs list's date drill-down at a fixed cost.
+
+A value, like ``{% approvals_inbox %}``: the index shows the dashboard, the runs list
+and the start page to those who may use them, and costs no query (permissions are
+cached on the user for the request).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django import template
+from django.contrib.admin.templatetags.admin_list import date_hierarchy
+from django.db.models import Max, Min, QuerySet
+from django.urls import reverse
+from django.utils import timezone
+
+register = template.Library()
+
+
+@register.simple_tag(takes_context=True)
+def workflows_console(context: dict[str, Any]) -> dict[str, Any]:
+    """Links to the dashboard and runs for viewers, and to the start page for starters."""
+    request = context.get("request")
+    user = getattr(request, "user", None)
+    if user is None or not user.is_active or not user.is_staff:
+        return {"visible": False}
+    views = user.has_perm("workflows.view_run")
+    starts = user.has_perm("workflows.start_run")
+    return {
+        "visible": views or starts,
+        "dashboard_url": reverse("admin:workflows_dashboard") if views else None,
+        "runs_url": reverse("admin:workflows_run_changelist") if views else None,
+        "start_url": reverse("admin:workflows_run_start") if starts else None,
+    }
+
+
+class _SpannedDates:
+    """A changelist's queryset whose ``datetimes()`` lists every year, month or day
+    between the first and the last row instead of the distinct ones.
+
+    Django's date hierarchy asks for the distinct truncated dates of the whole
+    selection (``SELECT DISTINCT`` of a function over every row: a second on SQLite at
+    100,000 runs). The span costs one indexed ``MIN``/``MAX``; a period without runs
+    may be offered, and shows an empty list.
+    """
+
+    def __init__(self, queryset: QuerySet[Any]) -> None:
+        self.queryset = queryset
+
+    def aggregate(self, **aggregates: Any) -> dict[str, Any]:
+        return self.queryset.aggregate(**aggregates)
+
+    def datetimes(self, field: str, kind: str) -> list[datetime]:
+        span = self.queryset.aggregate(first=Min(field), last=Max(field))
+        if span["first"] is None:
+            return []
+        first, last = (timezone.localtime(span[end]) for end in ("first", "last"))
+        if kind == "year":
+            return [
+                first.replace(year=year, month=1, day=1)
+                for year in range(first.year, last.year + 1)
+            ]
+        if kind == "month":
+            low = first.month if first.year == last.year else 1
+            return [first.replace(month=month, day=1) for month in range(low, last.month + 1)]
+        start = first.replace(hour=0, minute=0, second=0, microsecond=0)
+        return [start + timedelta(days=n) for n in range((last.date() - first.date()).days + 1)]
+
+
+class _SpannedChangeList:
+    """A changelist seen through :class:`_SpannedDates`; everything else is the list's."""
+
+    def __init__(self, changelist: Any) -> None:
+        self._changelist = changelist
+        self.queryset = _SpannedDates(changelist.queryset)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._changelist, name)
+
+
+@register.inclusion_tag("admin/date_hierarchy.html")
+def run_date_hierarchy(changelist: Any) -> dict[str, Any]:
+    """Django's date hierarchy for the runs list, without its ``SELECT DISTINCT``."""
+    return date_hierarchy(_SpannedChangeList(changelist)) or {}
