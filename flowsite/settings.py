@@ -130,4 +130,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # One name per choice set, however many serializers use it.
+    "ENUM_NAME_OVERRIDES": {
+        "RunStatusEnum": "workflows.status.RunStatus",
+        "StepStatusEnum": "workflows.status.StepStatus",
+        "DecisionEnum": "workflows.status.Decision",
+    },
 }

@@ -60,6 +60,9 @@ class FlowsiteAPI:
     """Mixed into every view: the shared configuration and the one error format."""
 
     permission_classes = [IsAuthenticated]
+    # No OPTIONS metadata: the OpenAPI document describes every operation, and DRF's
+    # metadata introspection fails on views whose serializer depends on the action.
+    metadata_class = None
     parser_classes = [LimitedJSONParser]
     renderer_classes = [renderers.JSONRenderer]
     schema = AutoSchema()

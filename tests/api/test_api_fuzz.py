@@ -1,0 +1,78 @@
+"""Property-based fuzzing of the whole API from its own OpenAPI document (schemathesis).
+
+Every operation of the schema is called in-process, through Django's WSGI application,
+with generated paths, queries and bodies, by a user holding every permission of the
+API: no response may be a 5xx, and every response must match what the schema says of
+it. Bounded in examples per operation, so the suite stays fast and deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import schemathesis
+from django.contrib.auth.models import Permission, User
+from django.core import signals
+from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections
+from django.test import Client
+from hypothesis import HealthCheck, settings
+from rest_framework.authtoken.models import Token
+from schemathesis.checks import not_a_server_error, response_schema_conformance
+
+from tests.api.test_api_basics import Described  # noqa: F401 - a registered workflow to find
+
+EXAMPLES_PER_OPERATION = 15
+# The fuzzing user's credential, set by the fixture each test (cases carry no fixtures).
+_CREDENTIAL: dict[str, str] = {}
+
+
+@pytest.fixture
+def api_schema(db: Any) -> Iterator[Any]:
+    """The API's own OpenAPI document, as served under ``/api/``, bound to the WSGI app.
+
+    Django's WSGI handler closes the database connection after each request, which
+    would end the test's transaction; that is switched off (after the schema request,
+    since Django's test client switches it back on) as the test client does it.
+    """
+    user = User.objects.create_user("fuzzer")
+    user.user_permissions.add(
+        *Permission.objects.filter(codename__in=["view_run", "start_run", "operate_run"])
+    )
+    token = Token.objects.create(user=user)
+    response = Client().get("/api/schema/", HTTP_AUTHORIZATION=f"Token {token.key}")
+    assert response.status_code == 200, response.content
+    raw = response.json() if response["Content-Type"].endswith("json") else None
+    if raw is None:
+        import yaml  # drf-spectacular's default rendering; PyYAML comes with it
+
+        raw = yaml.safe_load(response.content)
+    schema = schemathesis.openapi.from_dict(raw)
+    schema.app = get_wsgi_application()
+    _CREDENTIAL["Authorization"] = f"Token {token.key}"
+    signals.request_started.disconnect(close_old_connections)
+    signals.request_finished.disconnect(close_old_connections)
+    yield schema
+    signals.request_started.connect(close_old_connections)
+    signals.request_finished.connect(close_old_connections)
+
+
+schema = schemathesis.pytest.from_fixture("api_schema")
+
+
+@schema.parametrize()
+@settings(
+    max_examples=EXAMPLES_PER_OPERATION,
+    deadline=None,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
+def test_no_operation_answers_5xx_or_off_its_schema(case: Any) -> None:
+    response = case.call_and_validate(
+        headers=dict(_CREDENTIAL),
+        checks=[not_a_server_error, response_schema_conformance],
+    )
+    if not case.path.startswith("/api/callbacks/"):  # those take no credentials
+        assert response.status_code != 401, "the fuzzing user's token was not used"
