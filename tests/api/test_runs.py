@@ -374,6 +374,9 @@ def test_the_schema_documents_run_bodies_and_errors(api):
     assert {"201", "200", "400", "409", "413"} <= set(create["responses"])
     assert "Idempotency-Key" in {parameter["name"] for parameter in create["parameters"]}
     listing = {parameter["name"] for parameter in paths["/api/runs/"]["get"]["parameters"]}
+    assert {"200", "400", "401", "403", "404"} <= set(paths["/api/runs/"]["get"]["responses"])
+    page = paths["/api/runs/"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    assert page["$ref"].endswith("/PaginatedRunList")
     assert {"status", "workflow", "attention", "created_after", "cursor"} <= listing
     components = schema.json()["components"]["schemas"]
     assert "Error" in components and "RunDetail" in components

@@ -19,7 +19,7 @@ from uuid import UUID
 
 from django.db.models import F
 from django_filters.rest_framework import DjangoFilterBackend
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -151,6 +151,11 @@ def run_verb(
     )(verb)
 
 
+@extend_schema_view(
+    list=extend_schema(
+        responses={200: RunSerializer(many=True), **error_responses(400, 401, 403, 404)}
+    )
+)
 class RunViewSet(mixins.ListModelMixin, FlowsiteViewSet):
     """Runs: start, list, inspect, history, signals and operator verbs."""
 
