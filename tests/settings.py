@@ -10,3 +10,6 @@ from flowsite.settings import *  # noqa: F403
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.acceptance.flowapp"]  # noqa: F405
 WORKFLOWS = {**WORKFLOWS, "EXECUTOR": "inline"}  # noqa: F405
+
+# Test users need no costly password hashing (the API tests create one per role).
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -3,6 +3,7 @@ stays locked past its busy timeout, a database error that is a bug, retryable er
 
 from __future__ import annotations
 
+import pytest
 from django.db import OperationalError
 
 from workflows import errors
@@ -38,3 +39,11 @@ def test_an_engine_error_keeps_its_code_and_details():
 def test_a_run_held_elsewhere_is_retryable():
     response = handle_exception(errors.RunBusy("held"), {})
     assert (response.status_code, response.data["error"]["retryable"]) == (409, True)
+
+
+@pytest.mark.django_db
+def test_a_body_nested_deeper_than_the_parser_follows_is_malformed_not_a_crash(api):
+    deep = "[" * 100_000 + "]" * 100_000  # well under the size limit
+    response = api("starter").post("/api/runs/", data=deep, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "malformed_request"

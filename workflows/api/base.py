@@ -40,6 +40,8 @@ class LimitedJSONParser(parsers.JSONParser):
             return json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
         except (ValueError, UnicodeDecodeError) as exc:
             raise exceptions.ParseError(f"the request body is not valid JSON: {exc}") from exc
+        except RecursionError as exc:  # nesting deeper than the parser follows
+            raise exceptions.ParseError("the request body is nested too deeply") from exc
 
 
 def _refuse_constant(name: str) -> Any:
