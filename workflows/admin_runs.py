@@ -217,7 +217,10 @@ class AttentionFilter(admin.SimpleListFilter):
     parameter_name = "attention"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [(str(value), str(label)) for value, label in Attention.choices]
+        return [
+            (str(value), "None needed" if value == Attention.OK else str(label))
+            for value, label in Attention.choices
+        ]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Run]) -> QuerySet[Run]:
         value = self.value()

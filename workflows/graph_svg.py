@@ -22,14 +22,14 @@ from django.utils.safestring import SafeString
 
 __all__ = ["GraphStep", "Placed", "graph_steps", "layout", "step_graph_svg"]
 
-NODE_WIDTH = 176
+NODE_WIDTH = 150
 NODE_HEIGHT = 54
-COLUMN_GAP = 56
+COLUMN_GAP = 44
 ROW_GAP = 18
 MARGIN = 8
 # Characters of a step name that fit in a node at the admin's font size; the full name
 # is the node's tooltip.
-LABEL_CHARS = 21
+LABEL_CHARS = 18
 
 
 @dataclass(frozen=True)
@@ -143,16 +143,26 @@ def _label(text: str, limit: int) -> str:
 
 
 def _edge(source: Placed, target: Placed) -> SafeString:
+    """A curve from the source's right side to the target's left side.
+
+    An edge that skips columns runs straight along the source's row to the column
+    before the target and bends only there, so it does not cut through (or hide
+    behind) the nodes of the columns in between, which sit at other rows.
+    """
     x1, y1 = source.x + NODE_WIDTH, source.y + NODE_HEIGHT // 2
     x2, y2 = target.x - 3, target.y + NODE_HEIGHT // 2
-    bend = (x2 - x1) / 2
+    straight = x1 if target.column - source.column <= 1 else x2 - COLUMN_GAP
+    bend = (x2 - straight) / 2
     dashed = " conditional" if target.step.conditional else ""
     return format_html(
-        '<path class="wf-edge{}" d="M{} {} C{} {} {} {} {} {}" marker-end="url(#wf-arrow)"/>',
+        '<path class="wf-edge{}" d="M{} {} L{} {} C{} {} {} {} {} {}" '
+        'marker-end="url(#wf-arrow)"/>',
         dashed,
         x1,
         y1,
-        x1 + bend,
+        straight,
+        y1,
+        straight + bend,
         y1,
         x2 - bend,
         y2,
@@ -187,7 +197,7 @@ def _node(place: Placed) -> SafeString:
         _label(step.name + mark, LABEL_CHARS),
         place.x + 10,
         place.y + 41,
-        _label(second, LABEL_CHARS + 6),
+        _label(second, LABEL_CHARS + 8),
     )
 
 

@@ -1,0 +1,88 @@
+"""Operators in a real browser: a bulk cancel after its dry run, and the run page's graph."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Permission, User
+
+from tests.integration.admin_console import checkout
+from workflows.models import CompensationRecord, Event, Run
+from workflows.testing import run_pending
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+PASSWORD = "correct-horse-battery"
+
+
+def operator() -> User:
+    user = User.objects.create_user("otto", password=PASSWORD, is_staff=True)
+    for codename in ("view_run", "operate_run"):
+        user.user_permissions.add(Permission.objects.get(codename=codename))
+    return user
+
+
+def sign_in(page: Any, next_path: str) -> None:
+    page.goto(f"/admin/login/?next={next_path}")
+    page.get_by_label("Username").fill("otto")
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_load_state()
+
+
+def test_an_operator_bulk_cancels_after_the_dry_run_and_sees_compensation(new_page):
+    runs = [checkout(order=f"B-{n}") for n in range(2)]
+    operator()
+    page = new_page()
+    sign_in(page, "/admin/workflows/run/")
+
+    for run in runs:
+        page.locator(f'input[name="_selected_action"][value="{run.pk}"]').check()
+    page.locator('select[name="action"]').select_option("bulk_cancel")
+    page.get_by_role("button", name="Go").click()
+
+    totals = page.locator("#dry-run").inner_text()
+    assert "2\nmatched" in totals and "2\neligible" in totals and "0\nskipped" in totals
+    assert all(Run.objects.get(pk=run.pk).status == "waiting" for run in runs)
+    page.get_by_label("Reason").fill("orders withdrawn")
+    page.get_by_role("button", name="Cancel selected runs (2 eligible)").click()
+    note = page.locator(".messagelist .success").inner_text()
+    assert "Bulk cancel: 2 matched, 2 done, 0 skipped, 0 failed." in note
+
+    run_pending()  # the compensations run in this process (inline executor)
+    page.goto(f"/admin/workflows/run/{runs[0].pk}/change/")
+    assert page.locator("#run-status").inner_text().strip() == "cancelled"
+    compensations = page.locator("section", has=page.locator("#compensations-title"))
+    assert "completed" in compensations.inner_text()
+    assert "release" in compensations.inner_text()
+    for run in runs:
+        assert CompensationRecord.objects.get(run=run).status == "completed"
+        assert Event.objects.get(run=run, type="run.cancel_requested").payload["by"] == "otto"
+
+
+def test_the_run_page_draws_the_graph_with_each_steps_state(new_page):
+    run = checkout(order="G-1")
+    operator()
+    page = new_page()
+    sign_in(page, f"/admin/workflows/run/{run.pk}/change/")
+
+    graph = page.locator("svg.wf-graph")
+    assert graph.is_visible()
+    assert graph.locator("title").first.text_content().startswith("Steps of console_checkout")
+    states = {
+        name: graph.locator(f'a[href="#step-{name}"]').get_attribute("class")
+        for name in ("reserve", "pack", "shipped", "charge")
+    }
+    assert states == {
+        "reserve": "wf-node st-completed",
+        "pack": "wf-node st-completed",
+        "shipped": "wf-node st-waiting",
+        "charge": "wf-node st-pending",
+    }
+    assert "3/3" in graph.locator('a[href="#step-pack"]').text_content()
+    boxes = [graph.locator(f'a[href="#step-{name}"] rect').bounding_box() for name in states]
+    xs = [box["x"] for box in boxes]
+    assert xs == sorted(xs) and len(set(xs)) == 4  # left to right, in dependency order
+    graph.locator('a[href="#step-shipped"]').click()
+    assert page.url.endswith("#step-shipped")
