@@ -181,9 +181,12 @@ def _skip_step(run: Run, data: dict[str, Any], user: Any) -> str:
 
 
 def _signal(run: Run, data: dict[str, Any], user: Any) -> str:
-    # send_signal takes no user: the history records the signal, not who sent it.
     signal = services.send_signal(
-        run, data["name"], data["payload"], idempotency_key=data["idempotency_key"] or None
+        run,
+        data["name"],
+        data["payload"],
+        idempotency_key=data["idempotency_key"] or None,
+        user=user,
     )
     state = f"consumed by step #{signal.consumed_by_id}" if signal.consumed_by_id else "kept"
     return f"received signal “{signal.name}” ({state})"

@@ -303,9 +303,16 @@ def unclaim_gate(step: Step | int, user: Any, *, address: str | None = None) -> 
 
 
 def send_signal(
-    run: Run | UUID | str, name: str, payload: Any = None, *, idempotency_key: str | None = None
+    run: Run | UUID | str,
+    name: str,
+    payload: Any = None,
+    *,
+    idempotency_key: str | None = None,
+    user: Any = None,
 ) -> Signal:
     """Send signal ``name`` to a run; kept until a ``WaitForSignal`` step consumes it.
+
+    ``user``, when given, is recorded in the run's history as who sent it.
 
     Refused before anything is written: a name no ``WaitForSignal`` step of the run's
     definition waits for (:class:`UnknownSignal`, listing the names it does wait for),
@@ -334,7 +341,13 @@ def send_signal(
             signal=name,
             waits_for=waited_for,
         )
-    return deliver_signal(target.pk, name, payload, idempotency_key=idempotency_key)
+    return deliver_signal(
+        target.pk,
+        name,
+        payload,
+        idempotency_key=idempotency_key,
+        sent_by=user.get_username() if user is not None else None,
+    )
 
 
 def signals_waited_for(run: Run) -> list[str]:

@@ -74,6 +74,16 @@ def test_signal_completes_the_waiting_step_with_its_payload():
     assert run.output == {"receipt": {"paid": {"amount": 12}}}
 
 
+def test_who_sent_a_signal_is_in_the_history():
+    from django.contrib.auth.models import User
+
+    run = workflows.start_run(Payment)
+    workflows.send_signal(run, "paid", {"amount": 1}, user=User.objects.create_user("cashier"))
+    workflows.send_signal(run, "paid", {"amount": 2})  # a system, not a person
+    received = run.events.filter(type="signal.received").order_by("id")
+    assert [event.payload["by"] for event in received] == ["cashier", None]
+
+
 def test_a_signal_sent_early_is_kept_until_the_step_starts():
     run = workflows.start_run(Payment)  # invoice not yet run: payment is pending
     workflows.send_signal(run, "paid", {"amount": 3})

@@ -245,7 +245,9 @@ class RunViewSet(mixins.ListModelMixin, FlowsiteViewSet):
         repeat = key is not None and Signal.objects.filter(run=run, idempotency_key=key).exists()
         signal = refused_as_invalid_state(
             run.pk,
-            lambda: services.send_signal(run, sent["name"], sent["payload"], idempotency_key=key),
+            lambda: services.send_signal(
+                run, sent["name"], sent["payload"], idempotency_key=key, user=request.user
+            ),
         )
         return Response(
             SignalSerializer(signal_summary(signal)).data, status=200 if repeat else 201

@@ -74,13 +74,18 @@ def _consume(signal: Signal, step_id: int) -> None:
 
 
 def send_signal(
-    run_id: UUID, name: str, payload: Any = None, *, idempotency_key: str | None = None
+    run_id: UUID,
+    name: str,
+    payload: Any = None,
+    *,
+    idempotency_key: str | None = None,
+    sent_by: str | None = None,
 ) -> Signal:
     """Deliver signal ``name`` to a run; a waiting step consumes it at once.
 
     The same ``idempotency_key`` with the same payload returns the first signal and has
     no further effect; with a different payload it raises :class:`IdempotencyConflict`
-    and changes nothing.
+    and changes nothing. ``sent_by`` (a user's name) goes into the run's history.
     """
     payload_hash = fingerprint({"name": name, "payload": payload}, field="signal")
     if idempotency_key is not None:
@@ -88,7 +93,7 @@ def send_signal(
         if existing is not None:
             return existing
     try:
-        return _deliver(run_id, name, payload, payload_hash, idempotency_key)
+        return _deliver(run_id, name, payload, payload_hash, idempotency_key, sent_by)
     except IntegrityError:
         existing = _existing(run_id, idempotency_key, payload_hash) if idempotency_key else None
         if existing is None:
@@ -110,7 +115,12 @@ def _existing(run_id: UUID, key: str, payload_hash: str) -> Signal | None:
 
 @transition
 def _deliver(
-    run_id: UUID, name: str, payload: Any, payload_hash: str, idempotency_key: str | None
+    run_id: UUID,
+    name: str,
+    payload: Any,
+    payload_hash: str,
+    idempotency_key: str | None,
+    sent_by: str | None,
 ) -> Signal:
     with run_scope(run_id) as scope:
         run = scope.run
@@ -128,7 +138,7 @@ def _deliver(
             idempotency_key=idempotency_key,
             payload_hash=payload_hash,
         )
-        scope.events.add(run.pk, "signal.received", name=name, signal=signal.pk)
+        scope.events.add(run.pk, "signal.received", name=name, signal=signal.pk, by=sent_by)
         waiting = (
             Step.objects.filter(run_id=run_id, status=StepStatus.WAITING, signal_name=name)
             .order_by("id")

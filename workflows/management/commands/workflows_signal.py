@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from workflows.management.arguments import json_value, refusals_as_command_errors
+from workflows.management.arguments import json_value, refusals_as_command_errors, user_named
 from workflows.management.output import to_json
 from workflows.queries import get_run, signal_summary
 from workflows.services import send_signal
@@ -35,6 +35,7 @@ class Command(BaseCommand):
             help="sending again with the same key and payload returns the first signal "
             "instead of a new one; with another payload it is an error",
         )
+        parser.add_argument("--user", metavar="U", help="username recorded as who sent it")
         parser.add_argument("--json", action="store_true", help="print the signal as JSON")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -45,6 +46,7 @@ class Command(BaseCommand):
                 options["name"],
                 options["payload"],
                 idempotency_key=options["idempotency_key"],
+                user=user_named(options["user"]),
             )
         summary = signal_summary(signal)
         if options["json"]:
