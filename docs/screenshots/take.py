@@ -45,7 +45,7 @@ def build_demo() -> dict:
     approve = Permission.objects.get(codename="approve_dispatch")
     view_run = Permission.objects.get(codename="view_run")
     people = {}
-    for name in ("dispatcher", "marta"):
+    for name in ("dispatcher", "packer"):
         user = User.objects.create_user(name, password=PASSWORD, is_staff=True)
         user.user_permissions.add(approve, view_run)
         people[name] = User.objects.get(pk=user.pk)
@@ -65,7 +65,7 @@ def build_demo() -> dict:
         run_pending()
         gates.append(run.steps.get(name="approval"))
         time.sleep(0.05)  # distinct waiting times, oldest first
-    workflows.claim_gate(gates[1], people["marta"], address="10.0.0.7")
+    workflows.claim_gate(gates[1], people["packer"], address="10.0.0.7")
     return {"people": people, "gates": gates}
 
 
