@@ -45,7 +45,7 @@ class Ship(Workflow):
     """Decided by one named assignee."""
 
     name = "api_gates_ship"
-    gate = Gate(prompt="Ship {input[order]}?", assignees=["carol"])
+    gate = Gate(prompt="Ship {input[order]}?", assignees=["assigned_user"])
 
 
 class Nothing(Workflow):
@@ -89,9 +89,9 @@ def second_approver() -> APIClient:
 
 
 @pytest.fixture
-def carol() -> APIClient:
+def assigned_user() -> APIClient:
     """The ship gate's assignee."""
-    return client_of(user_with("carol", []))
+    return client_of(user_with("assigned_user", []))
 
 
 def url(gate: Step, verb: str = "") -> str:
@@ -106,9 +106,9 @@ def ids(response) -> list[int]:
 # -- listing -----------------------------------------------------------------------------
 
 
-def test_each_caller_lists_the_gates_they_may_decide(refund, ship, approver, carol, api):
+def test_each_caller_lists_the_gates_they_may_decide(refund, ship, approver, assigned_user, api):
     assert ids(approver.get("/api/gates/")) == [refund.pk]
-    assert ids(carol.get("/api/gates/")) == [ship.pk]
+    assert ids(assigned_user.get("/api/gates/")) == [ship.pk]
     assert ids(api("nobody").get("/api/gates/")) == []
     assert ids(api("viewer").get("/api/gates/")) == []  # viewing runs is not deciding
     root = client_of(User.objects.create_superuser("root"))
@@ -258,23 +258,23 @@ def test_an_approval_is_recorded_with_who_and_where_and_the_run_moves_on(refund,
     assert Step.objects.get(run_id=refund.run_id, name="pay").status == "ready"
 
 
-def test_a_rejection_fails_the_run(ship, carol):
-    response = carol.post(url(ship, "reject"), {"feedback": "no stock"}, format="json")
+def test_a_rejection_fails_the_run(ship, assigned_user):
+    response = assigned_user.post(url(ship, "reject"), {"feedback": "no stock"}, format="json")
     assert response.status_code == 200, response.content
     assert response.json()["decision"]["value"] == "rejected"
     run_pending()
     assert Step.objects.get(pk=ship.pk).run.status == "failed"
 
 
-def test_a_second_decision_finds_the_gate_decided(ship, carol):
-    assert carol.post(url(ship, "approve"), format="json").status_code == 200
+def test_a_second_decision_finds_the_gate_decided(ship, assigned_user):
+    assert assigned_user.post(url(ship, "approve"), format="json").status_code == 200
     error = assert_error(
-        carol.post(url(ship, "reject"), {"feedback": "late"}, format="json"),
+        assigned_user.post(url(ship, "reject"), {"feedback": "late"}, format="json"),
         409,
         "gate_already_decided",
     )
     assert error["details"]["decision"] == "approved"
-    assert_error(carol.post(url(ship, "claim")), 409, "gate_already_decided")
+    assert_error(assigned_user.post(url(ship, "claim")), 409, "gate_already_decided")
 
 
 def test_a_decision_on_a_stale_version_is_refused(refund, approver, second_approver):
