@@ -253,20 +253,15 @@ def decide(request: HttpRequest, gate: Step, form: DecisionForm) -> bool:
     """Approve or reject ``gate`` as the signed-in user from a posted, bound ``form``.
 
     Returns whether the decision was recorded; a refusal is a message for the next page.
-    The version the person saw is compared with the gate's first, so a gate that was
-    claimed, released or decided meanwhile is reported as changed instead of being
-    decided blind; the service then decides at the version it reads itself (it does not
-    take an expected version), which the run lock makes the only writer.
+    The service decides at the version the person saw, so a gate that was claimed,
+    released or decided meanwhile is reported as changed instead of being decided blind
+    (checked again by the engine under the run lock).
     """
     if not form.is_valid():
         messages.error(request, "The decision form was incomplete; nothing was recorded.")
         return False
     approve = request.POST.get("decision") == "approve"
     try:
-        if form.cleaned_data["version"] != gate.version:
-            if gate.status != StepStatus.WAITING:
-                raise GateAlreadyDecided()
-            raise StaleState()
         verb = services.approve_gate if approve else services.reject_gate
         extra = {"selections": form.selections()} if approve else {}
         decided = verb(
@@ -274,6 +269,7 @@ def decide(request: HttpRequest, gate: Step, form: DecisionForm) -> bool:
             user=request.user,
             feedback=form.cleaned_data["feedback"],
             address=_address(request),
+            expected_version=form.cleaned_data["version"],
             **extra,
         )
     except REFUSALS as error:

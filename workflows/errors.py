@@ -58,6 +58,12 @@ class RunBusy(StaleState):
     code = "run_busy"
 
 
+class StaleVersion(StaleState):
+    """The gate (or row) changed since the version the caller saw; read it again."""
+
+    code = "stale_version"
+
+
 class LeaseLost(StaleState):
     """This worker's lease on the work expired or was taken over; its result was rejected."""
 

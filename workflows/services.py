@@ -32,6 +32,7 @@ from workflows.errors import (
     InvalidDecision,
     InvalidInput,
     InvalidTransition,
+    StaleVersion,
     UnknownSignal,
 )
 from workflows.models import Run, Signal, Step
@@ -212,11 +213,15 @@ def approve_gate(
     selections: Sequence[str] | None = None,
     feedback: str = "",
     address: str | None = None,
+    expected_version: int | None = None,
 ) -> Step:
     """Approve a waiting gate; of two racing decisions exactly one wins.
 
     ``address``: the IP address the decision came from, kept on the step and in the
-    ``gate.decided`` event with who and when. Raises ``PermissionDenied``,
+    ``gate.decided`` event with who and when. ``expected_version``: the gate's version
+    the decider saw (a form, a signed link, an API client); if the gate changed since
+    (a claim taken or released, a decision), :class:`StaleVersion` is raised, checked
+    again by the engine's compare-and-set under the run lock. Raises ``PermissionDenied``,
     :class:`InvalidDecision` (bad selections), :class:`InvalidInput` (bad address),
     :class:`GateClaimed` (someone else claimed it and ``user`` may not override claims)
     or :class:`GateAlreadyDecided`; nothing is written then.
@@ -229,7 +234,7 @@ def approve_gate(
     check_text(feedback, field="feedback")
     decide_gate(
         gate.pk,
-        version=gate.version,
+        version=_seen_version(gate, expected_version),
         decision=Decision.APPROVED,
         user=user,
         selections=chosen,
@@ -240,8 +245,28 @@ def approve_gate(
     return _step(gate)
 
 
+def _seen_version(gate: Step, expected_version: int | None) -> int:
+    """The version a decision is made against: what the decider saw, if they say."""
+    if expected_version is None:
+        return gate.version
+    if expected_version != gate.version:
+        raise StaleVersion(
+            f"gate {gate.name!r} changed since version {expected_version} (it is at "
+            f"{gate.version}): read it again before deciding",
+            step=gate.name,
+            expected_version=expected_version,
+            version=gate.version,
+        )
+    return expected_version
+
+
 def reject_gate(
-    step: Step | int, *, user: Any, feedback: str = "", address: str | None = None
+    step: Step | int,
+    *,
+    user: Any,
+    feedback: str = "",
+    address: str | None = None,
+    expected_version: int | None = None,
 ) -> Step:
     """Reject a waiting gate: the step (and by default the run) fails and compensates.
 
@@ -254,7 +279,7 @@ def reject_gate(
     check_text(feedback, field="feedback")
     decide_gate(
         gate.pk,
-        version=gate.version,
+        version=_seen_version(gate, expected_version),
         decision=Decision.REJECTED,
         user=user,
         feedback=feedback,

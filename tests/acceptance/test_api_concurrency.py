@@ -121,7 +121,7 @@ def waiting_dispatch(order: str) -> Step:
 
 
 def test_two_clients_approving_one_gate_at_once_one_wins(server: str):
-    tokens = [token_for(name, "approve_dispatch") for name in ("ann", "bob")]
+    tokens = [token_for(name, "approve_dispatch") for name in ("ann", "colleague")]
     outcomes: Counter[tuple[int, ...]] = Counter()
     losers: Counter[str] = Counter()
     for round_number in range(ROUNDS):

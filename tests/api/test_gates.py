@@ -287,7 +287,11 @@ def test_a_decision_on_a_stale_version_is_refused(refund, approver, second_appro
             409,
             "stale_version",
         )
-        assert error["details"] == {"expected_version": read, "version": read + 2}
+        assert error["details"] == {
+            "step": refund.name,
+            "expected_version": read,
+            "version": read + 2,
+        }
     assert Step.objects.get(pk=refund.pk).status == "waiting"
     assert not Event.objects.filter(type="gate.decided").exists()
 

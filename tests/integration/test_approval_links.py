@@ -234,7 +234,7 @@ def test_an_expired_link_is_refused_with_410(gate, approver, monkeypatch):
 
 
 def test_a_link_whose_gate_moved_on_is_used(gate, approver, link):
-    other = staff("bob", "approve_dispatch")
+    other = staff("colleague", "approve_dispatch")
     workflows.claim_gate(gate, other)
     workflows.unclaim_gate(gate, other)
     before = snapshot(gate)
@@ -248,10 +248,12 @@ def test_a_link_whose_gate_moved_on_is_used(gate, approver, link):
 def test_a_decision_by_someone_else_between_get_and_post_makes_the_link_used(gate, approver, link):
     client = signed_in(approver)
     assert client.get(link).status_code == 200
-    workflows.approve_gate(gate, user=staff("bob", "approve_dispatch"), selections=["standard"])
+    workflows.approve_gate(
+        gate, user=staff("colleague", "approve_dispatch"), selections=["standard"]
+    )
     response = approve(client, link, version=gate.version)
     assert response.status_code == 409
-    assert b"approved by bob" in response.content
+    assert b"approved by colleague" in response.content
     assert Step.objects.get(pk=gate.pk).selections == ["standard"]
 
 
@@ -260,20 +262,20 @@ def test_a_race_lost_inside_the_service_shows_the_used_page(gate, approver, link
 
     def beaten(step, **kwargs):
         # Another decision commits between the link's checks and the service's read.
-        real(step.pk, user=staff("bob", "approve_dispatch"), selections=["standard"])
+        real(step.pk, user=staff("colleague", "approve_dispatch"), selections=["standard"])
         return real(step, **kwargs)
 
     monkeypatch.setattr("workflows.admin_approvals.services.approve_gate", beaten)
     response = approve(signed_in(approver), link, version=gate.version)
     assert response.status_code == 409
-    assert Step.objects.get(pk=gate.pk).decided_by.username == "bob"
+    assert Step.objects.get(pk=gate.pk).decided_by.username == "colleague"
 
 
 def test_a_gate_claimed_by_someone_else_in_a_race_is_refused(gate, approver, link, monkeypatch):
     real = workflows.services.approve_gate
 
     def overtaken(step, **kwargs):
-        workflows.claim_gate(step.pk, staff("bob", "approve_dispatch"))
+        workflows.claim_gate(step.pk, staff("colleague", "approve_dispatch"))
         return real(step, **kwargs)
 
     monkeypatch.setattr("workflows.admin_approvals.services.approve_gate", overtaken)
@@ -284,7 +286,7 @@ def test_a_gate_claimed_by_someone_else_in_a_race_is_refused(gate, approver, lin
 
 def test_a_link_for_someone_else_is_refused_with_403(gate, link):
     before = snapshot(gate)
-    colleague = signed_in(staff("bob", "approve_dispatch"))
+    colleague = signed_in(staff("colleague", "approve_dispatch"))
     for response in (colleague.get(link), approve(colleague, link, version=gate.version)):
         assert response.status_code == 403
         assert b"This approval link is for someone else" in response.content

@@ -231,16 +231,18 @@ def test_bad_selections_are_a_message_and_nothing_is_written(client, approver, s
 def test_a_decision_that_lost_the_race_is_a_message(client, approver):
     gate = waiting()
     form_version = gate.version
-    workflows.approve_gate(gate, user=staff("bob", "approve_dispatch"), selections=["standard"])
+    workflows.approve_gate(
+        gate, user=staff("colleague", "approve_dispatch"), selections=["standard"]
+    )
     response = signed_in(client, approver).post(
         reverse("admin:workflows_approval", args=[gate.pk]),
         {"version": form_version, "decision": "approve", "selections": "express"},
         follow=True,
     )
     assert response.status_code == 200
-    assert notes(response) == ["This gate was already approved by bob; nothing was recorded."]
+    assert notes(response) == ["This gate was already approved by colleague; nothing was recorded."]
     gate.refresh_from_db()
-    assert (gate.selections, gate.decided_by.username) == (["standard"], "bob")
+    assert (gate.selections, gate.decided_by.username) == (["standard"], "colleague")
 
 
 def test_a_race_lost_inside_the_service_is_a_message_too(client, approver, monkeypatch):
@@ -249,19 +251,19 @@ def test_a_race_lost_inside_the_service_is_a_message_too(client, approver, monke
 
     def beaten(step, **kwargs):
         # Another approver's decision commits between the page's check and this one.
-        real(step.pk, user=staff("bob", "approve_dispatch"), selections=["standard"])
+        real(step.pk, user=staff("colleague", "approve_dispatch"), selections=["standard"])
         return real(step, **kwargs)
 
     monkeypatch.setattr("workflows.admin_approvals.services.approve_gate", beaten)
     response = decide(signed_in(client, approver), gate, selections="express")
     assert response.status_code == 200
     assert "already approved" in notes(response)[0]
-    assert Step.objects.get(pk=gate.pk).decided_by.username == "bob"
+    assert Step.objects.get(pk=gate.pk).decided_by.username == "colleague"
 
 
 def test_a_gate_changed_since_the_form_was_opened_is_a_message(client, approver):
     gate = waiting()
-    other = staff("bob", "approve_dispatch")
+    other = staff("colleague", "approve_dispatch")
     workflows.claim_gate(gate, other)
     workflows.unclaim_gate(gate, other)
     response = signed_in(client, approver).post(
@@ -275,11 +277,11 @@ def test_a_gate_changed_since_the_form_was_opened_is_a_message(client, approver)
 
 def test_a_gate_claimed_by_someone_else_is_a_message(client, approver):
     gate = waiting()
-    workflows.claim_gate(gate, staff("bob", "approve_dispatch"))
+    workflows.claim_gate(gate, staff("colleague", "approve_dispatch"))
     response = decide(signed_in(client, approver), gate, selections="express")
     assert response.status_code == 200
     [note] = notes(response)
-    assert "bob" in note and "Nothing was recorded" in note
+    assert "colleague" in note and "Nothing was recorded" in note
     assert Step.objects.get(pk=gate.pk).status == "waiting"
 
 
@@ -329,15 +331,15 @@ def test_claim_and_release_from_the_inbox(client, approver):
 
 def test_a_claim_held_by_someone_else_is_shown_and_cannot_be_taken(client, approver):
     gate = waiting()
-    workflows.claim_gate(gate, staff("bob", "approve_dispatch"))
+    workflows.claim_gate(gate, staff("colleague", "approve_dispatch"))
     signed_in(client, approver)
     page = client.get(reverse(INBOX))
-    assert b"claimed by <strong>bob</strong>" in page.content
+    assert b"claimed by <strong>colleague</strong>" in page.content
     assert reverse("admin:workflows_approval_claim", args=[gate.pk]).encode() not in page.content
     response = client.post(reverse("admin:workflows_approval_claim", args=[gate.pk]), follow=True)
-    assert "bob" in notes(response)[0]
+    assert "colleague" in notes(response)[0]
     assert client.get(reverse("admin:workflows_approval_claim", args=[gate.pk])).status_code == 405
-    assert Step.objects.get(pk=gate.pk).claimed_by.username == "bob"
+    assert Step.objects.get(pk=gate.pk).claimed_by.username == "colleague"
 
 
 # -- engine rows stay read-only --------------------------------------------------------------

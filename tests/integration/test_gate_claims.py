@@ -43,7 +43,7 @@ class ByPermission(Workflow):
 
 class ByUser(Workflow):
     name = "claims_by_user"
-    gate = Gate(prompt="Ship {input[order]}?", assignees=["carol"])
+    gate = Gate(prompt="Ship {input[order]}?", assignees=["assignee"])
 
 
 class ByGroup(Workflow):
@@ -85,13 +85,13 @@ def gates() -> dict[str, Step]:
 
 
 @pytest.fixture
-def carol() -> User:
-    return User.objects.create_user("carol")
+def assignee() -> User:
+    return User.objects.create_user("assignee")
 
 
 @pytest.fixture
-def dave() -> User:
-    return User.objects.create_user("dave")
+def stranger() -> User:
+    return User.objects.create_user("stranger")
 
 
 @pytest.fixture
@@ -118,8 +118,8 @@ def test_a_permission_held_through_a_group_counts_too(gates):
     assert names(workflows.gates_for(fresh(member))) == ["Refund P-1?", "Publish O-1?"]
 
 
-def test_an_assignee_sees_the_gate_naming_them(gates, carol):
-    assert names(workflows.gates_for(carol)) == ["Ship U-1?", "Publish O-1?"]
+def test_an_assignee_sees_the_gate_naming_them(gates, assignee):
+    assert names(workflows.gates_for(assignee)) == ["Ship U-1?", "Publish O-1?"]
 
 
 def test_a_group_member_sees_the_group_gate(gates):
@@ -128,8 +128,8 @@ def test_a_group_member_sees_the_group_gate(gates):
     assert names(workflows.gates_for(packer)) == ["Pack G-1?", "Publish O-1?"]
 
 
-def test_anyone_signed_in_sees_only_the_open_gate(gates, dave):
-    listed = workflows.gates_for(dave)
+def test_anyone_signed_in_sees_only_the_open_gate(gates, stranger):
+    listed = workflows.gates_for(stranger)
     assert names(listed) == ["Publish O-1?"]
     (gate,) = listed
     assert gate.step == gates["open"].pk
@@ -148,30 +148,30 @@ def test_superusers_see_every_gate_and_nobody_else_sees_anything(gates):
     assert workflows.gates_for(None) == []
 
 
-def test_the_list_agrees_with_who_may_decide(gates, dave):
+def test_the_list_agrees_with_who_may_decide(gates, stranger):
     with pytest.raises(PermissionDenied, match="may not decide gate 'gate'"):
-        workflows.approve_gate(gates["user"], user=dave)
+        workflows.approve_gate(gates["user"], user=stranger)
     root = User.objects.create_superuser("root")
     workflows.approve_gate(gates["user"], user=root)  # a superuser decides every gate
 
 
-def test_only_waiting_gates_are_listed_oldest_first(gates, carol):
+def test_only_waiting_gates_are_listed_oldest_first(gates, assignee):
     later = waiting(Open, "O-2")
     now = timezone.now()
     Step.objects.filter(pk=later.pk).update(started_at=now - timedelta(days=3))
     Step.objects.filter(pk=gates["open"].pk).update(started_at=now - timedelta(days=1))
     Step.objects.filter(pk=gates["user"].pk).update(started_at=now - timedelta(days=2))
-    assert names(workflows.gates_for(carol)) == ["Publish O-2?", "Ship U-1?", "Publish O-1?"]
-    workflows.approve_gate(later, user=carol)
-    assert names(workflows.gates_for(carol)) == ["Ship U-1?", "Publish O-1?"]
+    assert names(workflows.gates_for(assignee)) == ["Publish O-2?", "Ship U-1?", "Publish O-1?"]
+    workflows.approve_gate(later, user=assignee)
+    assert names(workflows.gates_for(assignee)) == ["Ship U-1?", "Publish O-1?"]
     assert len(waiting_gates()) == 4
 
 
-def test_the_list_costs_the_same_queries_for_many_gates(carol):
+def test_the_list_costs_the_same_queries_for_many_gates(assignee):
     def cost(count: int) -> int:
         for index in range(count):
             waiting([ByUser, ByGroup, Open, ByPermission][index % 4], f"N-{index}")
-        member = User.objects.get(pk=carol.pk)
+        member = User.objects.get(pk=assignee.pk)
         with CaptureQueriesContext(connection) as queries:
             listed = workflows.gates_for(member)
         assert (
@@ -182,130 +182,132 @@ def test_the_list_costs_the_same_queries_for_many_gates(carol):
         )
         return len(queries)
 
-    carol.groups.add(Group.objects.create(name="readers"))
+    assignee.groups.add(Group.objects.create(name="readers"))
     assert cost(4) == cost(40)
 
 
 # -- claims ------------------------------------------------------------------------------
 
 
-def test_a_claim_is_recorded_and_listed(gates, carol):
-    gate = workflows.claim_gate(gates["user"], carol, address="10.0.0.7")
-    assert gate.claimed_by == carol
+def test_a_claim_is_recorded_and_listed(gates, assignee):
+    gate = workflows.claim_gate(gates["user"], assignee, address="10.0.0.7")
+    assert gate.claimed_by == assignee
     assert gate.claimed_at is not None
     event = Event.objects.get(step=gate, type="gate.claimed")
     assert event.payload == {
-        "by": "carol",
+        "by": "assignee",
         "at": gate.claimed_at.isoformat(),
         "address": "10.0.0.7",
     }
-    (listed, _open) = workflows.gates_for(carol)
-    assert (listed.claimed_by, listed.claimed_at) == ("carol", gate.claimed_at)
+    (listed, _open) = workflows.gates_for(assignee)
+    assert (listed.claimed_by, listed.claimed_at) == ("assignee", gate.claimed_at)
 
 
-def test_claiming_ones_own_claim_again_changes_nothing(gates, carol):
-    first = workflows.claim_gate(gates["open"], carol)
-    again = workflows.claim_gate(gates["open"], carol)
+def test_claiming_ones_own_claim_again_changes_nothing(gates, assignee):
+    first = workflows.claim_gate(gates["open"], assignee)
+    again = workflows.claim_gate(gates["open"], assignee)
     assert (again.version, again.claimed_at) == (first.version, first.claimed_at)
     assert Event.objects.filter(type="gate.claimed").count() == 1
 
 
-def test_a_gate_claimed_by_someone_else_cannot_be_claimed(gates, carol, dave):
-    workflows.claim_gate(gates["open"], carol)
-    with pytest.raises(GateClaimed, match="gate 'gate' is claimed by carol") as refused:
-        workflows.claim_gate(gates["open"], dave)
+def test_a_gate_claimed_by_someone_else_cannot_be_claimed(gates, assignee, stranger):
+    workflows.claim_gate(gates["open"], assignee)
+    with pytest.raises(GateClaimed, match="gate 'gate' is claimed by assignee") as refused:
+        workflows.claim_gate(gates["open"], stranger)
     assert refused.value.code == "gate_claimed"
-    assert Step.objects.get(pk=gates["open"].pk).claimed_by == carol
+    assert Step.objects.get(pk=gates["open"].pk).claimed_by == assignee
 
 
-def test_only_those_who_may_decide_may_claim(gates, dave):
+def test_only_those_who_may_decide_may_claim(gates, stranger):
     with pytest.raises(PermissionDenied, match="may not decide gate 'gate'"):
-        workflows.claim_gate(gates["user"], dave)
+        workflows.claim_gate(gates["user"], stranger)
     with pytest.raises(PermissionDenied, match="signed-in, active user"):
         workflows.claim_gate(gates["open"], AnonymousUser())
     assert not Event.objects.filter(type="gate.claimed").exists()
 
 
-def test_a_decided_gate_cannot_be_claimed_or_released(gates, carol):
-    workflows.claim_gate(gates["open"], carol)
-    workflows.approve_gate(gates["open"], user=carol)
+def test_a_decided_gate_cannot_be_claimed_or_released(gates, assignee):
+    workflows.claim_gate(gates["open"], assignee)
+    workflows.approve_gate(gates["open"], user=assignee)
     with pytest.raises(GateAlreadyDecided):
-        workflows.claim_gate(gates["open"], carol)
+        workflows.claim_gate(gates["open"], assignee)
     with pytest.raises(GateAlreadyDecided):
-        workflows.unclaim_gate(gates["open"], carol)
+        workflows.unclaim_gate(gates["open"], assignee)
 
 
-def test_a_timed_out_gate_cannot_be_claimed(gates, carol):
+def test_a_timed_out_gate_cannot_be_claimed(gates, assignee):
     run_pending(until=timezone.now() + timedelta(hours=5))
     with pytest.raises(
         GateAlreadyDecided, match=re.escape("is failed (rejected), no longer waiting")
     ):
-        workflows.claim_gate(gates["open"], carol)
+        workflows.claim_gate(gates["open"], assignee)
 
 
-def test_the_claimer_releases_and_anyone_may_claim_again(gates, carol, dave):
-    workflows.claim_gate(gates["open"], carol)
-    gate = workflows.unclaim_gate(gates["open"], carol, address="::ffff:10.0.0.1")
+def test_the_claimer_releases_and_anyone_may_claim_again(gates, assignee, stranger):
+    workflows.claim_gate(gates["open"], assignee)
+    gate = workflows.unclaim_gate(gates["open"], assignee, address="::ffff:10.0.0.1")
     assert (gate.claimed_by, gate.claimed_at) == (None, None)
     event = Event.objects.get(type="gate.unclaimed")
-    assert event.payload["by"] == "carol"
-    assert event.payload["claimed_by"] == "carol"
+    assert event.payload["by"] == "assignee"
+    assert event.payload["claimed_by"] == "assignee"
     assert event.payload["address"] == "::ffff:10.0.0.1"
-    assert workflows.claim_gate(gates["open"], dave).claimed_by == dave
-    workflows.unclaim_gate(gates["open"], dave)
-    workflows.unclaim_gate(gates["open"], dave)  # nothing to release: nothing written
+    assert workflows.claim_gate(gates["open"], stranger).claimed_by == stranger
+    workflows.unclaim_gate(gates["open"], stranger)
+    workflows.unclaim_gate(gates["open"], stranger)  # nothing to release: nothing written
     assert Event.objects.filter(type="gate.unclaimed").count() == 2
 
 
-def test_releasing_someone_elses_claim_needs_the_override_permission(gates, carol, dave, overrider):
-    workflows.claim_gate(gates["open"], carol)
+def test_releasing_someone_elses_claim_needs_the_override_permission(
+    gates, assignee, stranger, overrider
+):
+    workflows.claim_gate(gates["open"], assignee)
     with pytest.raises(GateClaimed, match="only they, or a user with permission"):
-        workflows.unclaim_gate(gates["open"], dave)
+        workflows.unclaim_gate(gates["open"], stranger)
     workflows.unclaim_gate(gates["open"], overrider)
     event = Event.objects.get(type="gate.unclaimed")
-    assert (event.payload["by"], event.payload["claimed_by"]) == ("olga", "carol")
+    assert (event.payload["by"], event.payload["claimed_by"]) == ("olga", "assignee")
 
 
-def test_a_third_user_may_not_decide_a_claimed_gate(gates, carol, dave):
-    workflows.claim_gate(gates["open"], carol)
-    with pytest.raises(GateClaimed, match="claimed by carol"):
-        workflows.approve_gate(gates["open"], user=dave)
+def test_a_third_user_may_not_decide_a_claimed_gate(gates, assignee, stranger):
+    workflows.claim_gate(gates["open"], assignee)
+    with pytest.raises(GateClaimed, match="claimed by assignee"):
+        workflows.approve_gate(gates["open"], user=stranger)
     with pytest.raises(GateClaimed):
-        workflows.reject_gate(gates["open"], user=dave)
+        workflows.reject_gate(gates["open"], user=stranger)
     assert Step.objects.get(pk=gates["open"].pk).status == "waiting"
     assert not Event.objects.filter(type="gate.decided").exists()
 
 
-def test_the_claimer_decides_a_claimed_gate(gates, carol):
-    workflows.claim_gate(gates["user"], carol)
-    gate = workflows.approve_gate(gates["user"], user=carol)
-    assert gate.decided_by == carol
+def test_the_claimer_decides_a_claimed_gate(gates, assignee):
+    workflows.claim_gate(gates["user"], assignee)
+    gate = workflows.approve_gate(gates["user"], user=assignee)
+    assert gate.decided_by == assignee
     assert "overrode_claim_of" not in Event.objects.get(type="gate.decided").payload
 
 
-def test_an_override_holder_decides_a_claimed_gate_and_it_is_recorded(gates, carol, overrider):
-    workflows.claim_gate(gates["open"], carol)
+def test_an_override_holder_decides_a_claimed_gate_and_it_is_recorded(gates, assignee, overrider):
+    workflows.claim_gate(gates["open"], assignee)
     gate = workflows.reject_gate(gates["open"], user=overrider, feedback="taking over")
     assert (gate.decision, gate.decided_by) == ("rejected", overrider)
     payload = Event.objects.get(type="gate.decided").payload
-    assert (payload["by"], payload["overrode_claim_of"]) == ("olga", "carol")
+    assert (payload["by"], payload["overrode_claim_of"]) == ("olga", "assignee")
 
 
-def test_superusers_may_override_claims(gates, carol):
-    workflows.claim_gate(gates["user"], carol)
+def test_superusers_may_override_claims(gates, assignee):
+    workflows.claim_gate(gates["user"], assignee)
     root = User.objects.create_superuser("root")
     assert workflows.approve_gate(gates["user"], user=root).decided_by == root
 
 
-def test_a_claim_between_a_read_and_a_decision_wins(gates, carol, dave):
+def test_a_claim_between_a_read_and_a_decision_wins(gates, assignee, stranger):
     read = Step.objects.get(pk=gates["open"].pk)
-    workflows.claim_gate(gates["open"], carol)
+    workflows.claim_gate(gates["open"], assignee)
     with pytest.raises(GateClaimed):
-        decide_gate(read.pk, version=read.version, decision="approved", user=dave)
-    released = workflows.unclaim_gate(gates["open"], carol)
+        decide_gate(read.pk, version=read.version, decision="approved", user=stranger)
+    released = workflows.unclaim_gate(gates["open"], assignee)
     with pytest.raises(StaleState, match="changed since it was read"):
-        decide_gate(read.pk, version=read.version, decision="approved", user=dave)
-    decide_gate(read.pk, version=released.version, decision="approved", user=dave)
+        decide_gate(read.pk, version=read.version, decision="approved", user=stranger)
+    decide_gate(read.pk, version=released.version, decision="approved", user=stranger)
 
 
 def test_a_gate_entered_again_starts_unclaimed(gates):
@@ -323,12 +325,12 @@ def test_a_gate_entered_again_starts_unclaimed(gates):
 
 
 @pytest.mark.parametrize("address", ["10.0.0.300", "localhost", "", 167772161])
-def test_a_bad_address_is_refused_and_nothing_is_written(gates, carol, address):
+def test_a_bad_address_is_refused_and_nothing_is_written(gates, assignee, address):
     for verb in (
-        partial(workflows.claim_gate, gates["open"], carol),
-        partial(workflows.unclaim_gate, gates["open"], carol),
-        partial(workflows.approve_gate, gates["open"], user=carol),
-        partial(workflows.reject_gate, gates["open"], user=carol),
+        partial(workflows.claim_gate, gates["open"], assignee),
+        partial(workflows.unclaim_gate, gates["open"], assignee),
+        partial(workflows.approve_gate, gates["open"], user=assignee),
+        partial(workflows.reject_gate, gates["open"], user=assignee),
     ):
         with pytest.raises(InvalidInput, match="must be an IPv4 or IPv6 address"):
             verb(address=address)
@@ -339,13 +341,13 @@ def test_a_bad_address_is_refused_and_nothing_is_written(gates, carol, address):
 
 @pytest.mark.django_db(transaction=True)
 def test_two_concurrent_claims_one_wins(concurrently):
-    alice = User.objects.create_user("alice")
-    bob = User.objects.create_user("bob")
+    approver = User.objects.create_user("approver")
+    colleague = User.objects.create_user("colleague")
     for attempt in range(5):
         gate = waiting(Open, f"R-{attempt}")
         results = concurrently(
-            partial(workflows.claim_gate, gate.pk, alice),
-            partial(workflows.claim_gate, gate.pk, bob),
+            partial(workflows.claim_gate, gate.pk, approver),
+            partial(workflows.claim_gate, gate.pk, colleague),
         )
         claimed = [result for result in results if isinstance(result, Step)]
         refused = [result for result in results if isinstance(result, GateClaimed)]
@@ -364,38 +366,56 @@ def command(name: str, *args: str) -> str:
     return out.getvalue()
 
 
-def test_workflows_gates_lists_every_waiting_gate_or_a_users(gates, carol):
-    workflows.claim_gate(gates["open"], carol)
+def test_workflows_gates_lists_every_waiting_gate_or_a_users(gates, assignee):
+    workflows.claim_gate(gates["open"], assignee)
     listing = command("workflows_gates").splitlines()
     assert listing[0].split()[:3] == ["STEP", "GATE", "RUN"]
     assert len(listing) == 5
     assert listing[1].split()[:2] == [str(gates["permission"].pk), "gate"]
     assert "Refund P-1?" in listing[1]
-    mine = command("workflows_gates", "--user", "carol").splitlines()
+    mine = command("workflows_gates", "--user", "assignee").splitlines()
     assert [line.split()[0] for line in mine[1:]] == [str(gates["user"].pk), str(gates["open"].pk)]
-    assert mine[2].rstrip().endswith("carol")
-    data = json.loads(command("workflows_gates", "--user", "carol", "--json"))
+    assert mine[2].rstrip().endswith("assignee")
+    data = json.loads(command("workflows_gates", "--user", "assignee", "--json"))
     assert [gate["step"] for gate in data] == [gates["user"].pk, gates["open"].pk]
-    assert data[1]["claimed_by"] == "carol"
+    assert data[1]["claimed_by"] == "assignee"
     assert data[1]["due_at"] is not None
 
 
-def test_workflows_gates_says_when_nothing_waits(dave):
+def test_workflows_gates_says_when_nothing_waits(stranger):
     assert command("workflows_gates").strip() == "no gates waiting"
-    assert command("workflows_gates", "--user", "dave").strip() == "no gates waiting for dave"
+    assert (
+        command("workflows_gates", "--user", "stranger").strip() == "no gates waiting for stranger"
+    )
     with pytest.raises(CommandError, match="no user named 'nobody'"):
         command("workflows_gates", "--user", "nobody")
 
 
-def test_workflows_claim_claims_and_releases(gates, carol, dave):
+def test_workflows_claim_claims_and_releases(gates, assignee, stranger):
     step = str(gates["open"].pk)
-    line = command("workflows_claim", step, "--user", "carol").strip()
-    assert line.endswith(": waiting, claimed by carol")
-    with pytest.raises(CommandError, match=re.escape("gate 'gate' is claimed by carol")):
-        command("workflows_claim", step, "--user", "dave")
-    with pytest.raises(CommandError, match="claimed by carol"):
-        command("workflows_claim", step, "--user", "dave", "--release")
-    data = json.loads(command("workflows_claim", step, "--user", "carol", "--release", "--json"))
+    line = command("workflows_claim", step, "--user", "assignee").strip()
+    assert line.endswith(": waiting, claimed by assignee")
+    with pytest.raises(CommandError, match=re.escape("gate 'gate' is claimed by assignee")):
+        command("workflows_claim", step, "--user", "stranger")
+    with pytest.raises(CommandError, match="claimed by assignee"):
+        command("workflows_claim", step, "--user", "stranger", "--release")
+    data = json.loads(command("workflows_claim", step, "--user", "assignee", "--release", "--json"))
     assert (data["claimed_by"], data["status"]) == (None, "waiting")
     with pytest.raises(CommandError, match="may not decide gate"):
-        command("workflows_claim", str(gates["user"].pk), "--user", "dave")
+        command("workflows_claim", str(gates["user"].pk), "--user", "stranger")
+
+
+def test_a_decision_at_the_version_the_decider_saw_refuses_a_gate_changed_since():
+    """A release between reading the gate and deciding is caught, not decided blind."""
+    approver = User.objects.create_superuser("approver-seen", "a@example.com", "pw")
+    run = workflows.start_run(Open, {"order": "O-1"})
+    gate = Step.objects.get(run=run, name="gate")
+    seen = gate.version
+    workflows.claim_gate(gate, approver)
+    workflows.unclaim_gate(gate, approver)
+    with pytest.raises(workflows.StaleVersion, match=f"changed since version {seen}"):
+        workflows.approve_gate(gate, user=approver, expected_version=seen)
+    gate.refresh_from_db()
+    assert gate.status == "waiting"
+    decided = workflows.approve_gate(gate, user=approver, expected_version=gate.version)
+    assert decided.status == "completed"

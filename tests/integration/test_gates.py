@@ -47,7 +47,7 @@ class Shipping(Workflow):
         max_selections=1,
         timeout=timedelta(days=2),
         permission="auth.change_user",
-        assignees=["carol", "group:shippers"],
+        assignees=["assignee", "group:shippers"],
     )
     ship = Task(f"{HERE}.ship")
 
@@ -92,7 +92,7 @@ def test_entering_a_gate_renders_the_prompt_and_arms_the_timeout():
     assert run.status == "waiting"
     assert gate.prompt == "Ship order A-7 with 2 parcels?"
     assert gate.options[1] == {"value": "express", "label": "Express"}
-    assert gate.assignees == {"users": ["carol"], "groups": ["shippers"]}
+    assert gate.assignees == {"users": ["assignee"], "groups": ["shippers"]}
     timer = Timer.objects.get(step=gate)
     assert timer.kind == "gate_timeout"
     assert abs(timer.due_at - (timezone.now() + timedelta(days=2))) < timedelta(minutes=1)
@@ -170,8 +170,8 @@ def test_deciders_need_the_permission_or_to_be_assignees():
         workflows.approve_gate(gate, user=stranger, selections=["std"])
     with pytest.raises(PermissionDenied, match="signed-in, active user"):
         workflows.reject_gate(gate, user=None)
-    carol = User.objects.create_user("carol")
-    workflows.approve_gate(gate, user=carol, selections=["std"])
+    assignee = User.objects.create_user("assignee")
+    workflows.approve_gate(gate, user=assignee, selections=["std"])
 
 
 def test_group_assignees_may_decide():
@@ -258,9 +258,9 @@ def test_approving_a_task_is_refused(approver):
 
 def test_inactive_assignees_may_not_decide():
     _run, gate = waiting_gate()
-    carol = User.objects.create_user("carol", is_active=False)
+    assignee = User.objects.create_user("assignee", is_active=False)
     with pytest.raises(PermissionDenied, match="active user"):
-        workflows.approve_gate(gate, user=carol, selections=["std"])
+        workflows.approve_gate(gate, user=assignee, selections=["std"])
 
 
 def test_unknown_steps_and_runs_are_clear_errors(approver):

@@ -35,14 +35,14 @@ class Thousand(Workflow):
 
 
 def test_two_concurrent_approvals_one_wins_and_the_run_advances_once(concurrently):
-    alice = User.objects.create_user("alice")
-    bob = User.objects.create_user("bob")
+    approver = User.objects.create_user("approver")
+    colleague = User.objects.create_user("colleague")
     for _ in range(5):
         run = workflows.start_run(Approval)
         gate = run.steps.get(name="gate")
         results = concurrently(
-            partial(workflows.approve_gate, gate.pk, user=alice),
-            partial(workflows.reject_gate, gate.pk, user=bob),
+            partial(workflows.approve_gate, gate.pk, user=approver),
+            partial(workflows.reject_gate, gate.pk, user=colleague),
         )
         conflicts = [r for r in results if isinstance(r, GateAlreadyDecided)]
         assert len(conflicts) == 1, results

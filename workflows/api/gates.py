@@ -256,13 +256,14 @@ class GateViewSet(FlowsiteViewSet):
     def approve(self, request: Request, pk: str) -> Response:
         """Approve the gate with the selected options; the run moves on."""
         body = self._body(ApproveSerializer)
-        gate = self._current(pk, body)
+        gate = self._gate(pk)
         services.approve_gate(
             gate,
             user=request.user,
             selections=body["selections"],
             feedback=body["feedback"],
             address=_address(request),
+            expected_version=body.get("expected_version"),
         )
         return self._answer(gate)
 
@@ -274,9 +275,13 @@ class GateViewSet(FlowsiteViewSet):
     def reject(self, request: Request, pk: str) -> Response:
         """Reject the gate: its step fails and, by default, the run compensates."""
         body = self._body(RejectSerializer)
-        gate = self._current(pk, body)
+        gate = self._gate(pk)
         services.reject_gate(
-            gate, user=request.user, feedback=body["feedback"], address=_address(request)
+            gate,
+            user=request.user,
+            feedback=body["feedback"],
+            address=_address(request),
+            expected_version=body.get("expected_version"),
         )
         return self._answer(gate)
 
@@ -297,26 +302,6 @@ class GateViewSet(FlowsiteViewSet):
                 "gate_not_found",
                 f"no gate {pk} that you may decide or view",
                 {"gate": pk},
-            )
-        return gate
-
-    def _current(self, pk: str, body: dict[str, Any]) -> Step:
-        """The gate, refused with ``stale_version`` when the client decided on another
-        version than the current one (a claim, a release or a decision came between).
-
-        This check only tells the client early; a change after it is caught by the
-        engine's compare-and-set, whose loser gets ``gate_claimed`` or
-        ``gate_already_decided`` instead.
-        """
-        gate = self._gate(pk)
-        expected = body.get("expected_version")
-        if expected is not None and expected != gate.version:
-            raise APIError(
-                409,
-                "stale_version",
-                f"gate {gate.pk} is at version {gate.version}, not {expected}: it changed "
-                "since you read it; read it again before deciding",
-                {"expected_version": expected, "version": gate.version},
             )
         return gate
 
