@@ -24,7 +24,8 @@ from workflows.engine import WORK_KINDS, fire_timer, reclaim
 from workflows.engine.operator_verbs import cancel_run
 from workflows.engine.recovery import delete_finished_runs, redispatch, repair_run
 from workflows.errors import DefinitionMissing, RunBusy
-from workflows.models import CompensationRecord, FanOutItem, Run, Step, Timer
+from workflows.hooks import deliver_events
+from workflows.models import CompensationRecord, Event, FanOutItem, Run, Step, Timer
 from workflows.status import (
     RUN_ACTIVE,
     RUN_ALIVE,
@@ -209,6 +210,20 @@ def purge_finished_runs(
     return result
 
 
+def deliver_hooks(*, limit: int = 500, dry_run: bool = False) -> ScanResult:
+    """Send the hook of every committed event not yet delivered (:mod:`workflows.hooks`).
+
+    ``done`` counts events delivered, with or without a hook; ``errors`` counts hook
+    receivers that raised (logged; their events are not sent again).
+    """
+    if dry_run:
+        return ScanResult(found=Event.objects.filter(published=False).count())
+    delivery = deliver_events(limit=limit)
+    return ScanResult(
+        found=delivery.claimed, done=delivery.claimed, errors=delivery.receiver_errors
+    )
+
+
 RECOVERY_SCANNERS: dict[str, Callable[..., ScanResult]] = {
     "fire_due_timers": fire_due_timers,
     "reclaim_expired_leases": reclaim_expired_leases,
@@ -216,6 +231,7 @@ RECOVERY_SCANNERS: dict[str, Callable[..., ScanResult]] = {
     "repair_stuck_runs": repair_stuck_runs,
     "cancel_orphaned_children": cancel_orphaned_children,
     "purge_finished_runs": purge_finished_runs,
+    "deliver_hooks": deliver_hooks,
 }
 
 

@@ -16,13 +16,14 @@ from dataclasses import asdict
 from django.db import close_old_connections
 
 from workflows.conf import workflow_settings
-from workflows.scanners import fire_due_timers, recover
+from workflows.scanners import deliver_hooks, fire_due_timers, recover
 
 logger = logging.getLogger("workflows.sweeper")
 
 
 def sweep_forever(stop: threading.Event) -> None:
-    """Fire timers every ``TIMER_POLL_INTERVAL``, recover every ``RECOVERY_INTERVAL``."""
+    """Fire timers and deliver hooks every ``TIMER_POLL_INTERVAL``, recover every
+    ``RECOVERY_INTERVAL``."""
     timer_interval = workflow_settings.TIMER_POLL_INTERVAL.total_seconds()
     recovery_interval = workflow_settings.RECOVERY_INTERVAL.total_seconds()
     next_recovery = time.monotonic()
@@ -32,6 +33,9 @@ def sweep_forever(stop: threading.Event) -> None:
             fired = fire_due_timers()
             if fired.found:
                 logger.info("timers: %s", asdict(fired))
+            delivered = deliver_hooks()
+            if delivered.found:
+                logger.info("hooks: %s", asdict(delivered))
             if time.monotonic() >= next_recovery:
                 next_recovery = time.monotonic() + recovery_interval
                 for name, result in recover().items():

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from workflows.engine.work_kinds import WORK_KINDS
 from workflows.runner import execute
-from workflows.scanners import cancel_orphaned_children, fire_due_timers
+from workflows.scanners import cancel_orphaned_children, deliver_hooks, fire_due_timers
 from workflows.status import RUN_HELD, StepStatus
 
 
@@ -29,7 +29,8 @@ def run_pending(until: datetime | None = None, *, max_rounds: int = 10_000) -> P
     ``until`` defaults to now; pass a later moment to let sleeps, timeouts and retry
     backoffs elapse without waiting. Repeats until nothing is runnable and returns
     counts (``steps`` counts every attempt run, items and compensations included).
-    Work of a paused run waits, as it does for workers.
+    Work of a paused run waits, as it does for workers. Hooks of the events written
+    are sent at the end, as the sweeper would send them.
     """
     until = until or timezone.now()
     result = PendingResult()
@@ -50,4 +51,5 @@ def run_pending(until: datetime | None = None, *, max_rounds: int = 10_000) -> P
             break
         for kind, pk in ready:
             result.steps += execute(kind, pk, owner="inline")
+    deliver_hooks()
     return result

@@ -1,0 +1,166 @@
+"""Hooks: Django signals sent after commit, read from the event history.
+
+A transition writes its events in its own transaction, so an event row exists only if
+the transition committed. The deliverer reads committed events not yet delivered (the
+``published`` flag is the delivery cursor, with a partial index on the undelivered
+rows), claims a batch with a compare-and-set, commits the claim, and only then sends
+the matching signal for each event in event order. A rolled-back transition left no
+event, so it fires no hook; a claimed event belongs to exactly one deliverer, so each
+hook fires once per event however many deliverers run.
+
+Delivery is at most once per event: a receiver that raises is logged and counted, the
+other receivers and the rest of the batch still get their signals, and the event is not
+sent again. See the "Hooks" section of ``docs/architecture.md`` for why.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import F
+from django.dispatch import Signal
+
+from workflows.models import Event
+from workflows.status import RUN_FINAL
+
+logger = logging.getLogger("workflows.hooks")
+
+run_started = Signal()
+"""A run started. ``sender`` is the workflow name; arguments ``run_id`` (UUID),
+``step_id`` (None) and ``event`` (the ``run.started`` :class:`~workflows.models.Event`,
+whose ``payload`` holds ``workflow``, ``version`` and ``idempotency_key``)."""
+
+run_finished = Signal()
+"""A run reached a final status. ``sender`` is the workflow name; arguments ``run_id``,
+``step_id`` (None), ``status`` (``completed``, ``failed``, ``compensated``,
+``compensation_failed``, ``cancelled`` or ``terminated``) and ``event`` (the
+``run.<status>`` event)."""
+
+step_failed = Signal()
+"""A step failed for good (its attempts used, a permanent error, a rejected gate).
+``sender`` is the workflow name; arguments ``run_id``, ``step_id`` and ``event`` (the
+``step.failed`` event; ``payload["code"]`` says why)."""
+
+gate_waiting = Signal()
+"""A gate is waiting for a decision. ``sender`` is the workflow name; arguments
+``run_id``, ``step_id`` (the gate's step) and ``event`` (the ``step.waiting`` event with
+``payload["reason"] == "gate"``)."""
+
+gate_decided = Signal()
+"""A gate was approved or rejected, by a person or by its timeout. ``sender`` is the
+workflow name; arguments ``run_id``, ``step_id`` and ``event`` (the ``gate.decided``
+event; ``payload["decision"]`` and ``payload["by"]``)."""
+
+compensation_failed = Signal()
+"""A compensation failed for good, leaving its run ``compensation_failed``. ``sender``
+is the workflow name; arguments ``run_id``, ``step_id`` (the compensated step) and
+``event`` (the ``compensation.failed`` event; ``payload["error"]``)."""
+
+ALL_HOOKS = (
+    run_started,
+    run_finished,
+    step_failed,
+    gate_waiting,
+    gate_decided,
+    compensation_failed,
+)
+
+# Event type → the hook it fires. ``step.waiting`` fires a hook only for some reasons.
+_HOOK_OF_TYPE: dict[str, Signal] = {
+    "run.started": run_started,
+    **{f"run.{status}": run_finished for status in RUN_FINAL},
+    "step.failed": step_failed,
+    "gate.decided": gate_decided,
+    "compensation.failed": compensation_failed,
+}
+_HOOK_OF_WAITING_REASON: dict[str, Signal] = {"gate": gate_waiting}
+
+
+@dataclass
+class Delivery:
+    """One pass of :func:`deliver_events`: events claimed, and receivers that raised."""
+
+    claimed: int = 0
+    receiver_errors: int = 0
+
+
+def hook_for(event: Event) -> tuple[Signal, dict[str, Any]] | None:
+    """The signal ``event`` fires and its arguments, or None for an event with no hook."""
+    if event.type == "step.waiting":
+        signal = _HOOK_OF_WAITING_REASON.get(event.payload.get("reason", ""))
+    else:
+        signal = _HOOK_OF_TYPE.get(event.type)
+    if signal is None:
+        return None
+    arguments: dict[str, Any] = {"run_id": event.run_id, "step_id": event.step_id, "event": event}
+    if signal is run_finished:
+        arguments["status"] = event.type.removeprefix("run.")
+    return signal, arguments
+
+
+def claim_events(limit: int) -> list[Event]:
+    """Mark up to ``limit`` undelivered events delivered and return them, oldest first.
+
+    Loses no race and wins none twice: on PostgreSQL the read locks the rows it takes
+    and skips those another deliverer holds (``FOR UPDATE SKIP LOCKED``); on SQLite
+    ``BEGIN IMMEDIATE`` serialises deliverers, so the loser reads after the winner's
+    commit and sees only what is left. The update is guarded by ``published = false``;
+    should it ever change fewer rows than were read, the claim rolls back and delivers
+    nothing rather than deliver twice.
+    """
+    with transaction.atomic():
+        ids = list(
+            Event.objects.filter(published=False)
+            .order_by("id")
+            .select_for_update(skip_locked=connection.features.has_select_for_update_skip_locked)
+            .values_list("id", flat=True)[:limit]
+        )
+        if not ids:
+            return []
+        claimed = Event.objects.filter(id__in=ids, published=False).update(published=True)
+        if claimed != len(ids):
+            raise RuntimeError(f"claimed {claimed} of {len(ids)} events; nothing delivered")
+    # Read after the claim commits: SQLite's write lock is held no longer than needed.
+    return list(
+        Event.objects.filter(id__in=ids).annotate(workflow=F("run__workflow_name")).order_by("id")
+    )
+
+
+def send_hook(event: Event) -> int:
+    """Send ``event``'s hook to every receiver; return how many receivers raised."""
+    hook = hook_for(event)
+    if hook is None:
+        return 0
+    signal, arguments = hook
+    errors = 0
+    for receiver, response in signal.send_robust(sender=event.workflow, **arguments):
+        if isinstance(response, Exception):
+            errors += 1
+            logger.error(
+                "hook receiver %r failed on event %s (%s of run %s); not retried",
+                receiver,
+                event.pk,
+                event.type,
+                event.run_id,
+                exc_info=response,
+            )
+    return errors
+
+
+def deliver_events(*, limit: int = 500) -> Delivery:
+    """Claim and send undelivered events in batches of ``limit`` until none are left.
+
+    Each batch's claim commits before its hooks are sent, so receivers run outside any
+    transaction of the deliverer and see the state the events describe.
+    """
+    delivery = Delivery()
+    while True:
+        batch = claim_events(limit)
+        delivery.claimed += len(batch)
+        for event in batch:
+            delivery.receiver_errors += send_hook(event)
+        if len(batch) < limit:
+            return delivery
