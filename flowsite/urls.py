@@ -1,4 +1,5 @@
-"""URLs of the demo project: the admin at the root of the site, the API under ``/api/``."""
+"""URLs of the demo project: the admin at the root of the site, the API under ``/api/``,
+Prometheus metrics at ``/metrics/``."""
 
 from __future__ import annotations
 
@@ -10,4 +11,5 @@ urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
     path("admin/", admin.site.urls),
     path("api/", include("workflows.api.urls")),
+    path("metrics/", include("workflows.metrics_urls")),
 ]

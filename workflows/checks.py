@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from importlib.util import find_spec
 from typing import Any
 
 from django.conf import settings
@@ -255,5 +256,23 @@ def check_api_schema(app_configs: Any = None, **kwargs: Any) -> list[checks.Chec
             hint="Set REST_FRAMEWORK = {'DEFAULT_SCHEMA_CLASS': "
             "'drf_spectacular.openapi.AutoSchema', ...}.",
             id="workflows.W006",
+        )
+    ]
+
+
+@checks.register("workflows")
+def check_metrics(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """workflows.E011: the metrics endpoint needs prometheus-client, an optional extra."""
+    try:
+        enabled = workflow_settings.METRICS_ENABLED
+    except ImproperlyConfigured:
+        return []  # workflows.E002 reports it
+    if not enabled or find_spec("prometheus_client") is not None:
+        return []
+    return [
+        checks.Error(
+            "WORKFLOWS['METRICS_ENABLED'] is True but prometheus-client is not installed",
+            hint="pip install 'flowsite-workflows[metrics]', or disable METRICS_ENABLED.",
+            id="workflows.E011",
         )
     ]

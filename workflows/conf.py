@@ -58,10 +58,19 @@ DEFAULTS: dict[str, Any] = {
     # The callback endpoints, authorised by their token alone, are throttled per client
     # address (DRF rate syntax).
     "API_CALLBACK_RATE": "600/min",
+    # The Prometheus endpoint (``workflows.metrics``): off (404) unless enabled; a
+    # scraper authenticates with this bearer token (None: staff logins only)...
+    "METRICS_ENABLED": False,
+    "METRICS_TOKEN": None,
+    # ...and the histograms count only what finished within this window, so a scrape
+    # stays cheap on a long history.
+    "METRICS_WINDOW": timedelta(hours=1),
 }
 
 # Settings that must hold a timedelta of zero or more.
 _GRACES = ("ATTENTION_OVERDUE_GRACE", "ATTENTION_UNDISPATCHED_GRACE")
+# Settings that must hold a timedelta of more than zero.
+_POSITIVE = ("APPROVAL_LINK_MAX_AGE", "METRICS_WINDOW")
 # What ATTENTION_UNDISPATCHED_GRACE adds to REDISPATCH_AFTER when it is not set.
 UNDISPATCHED_MARGIN = timedelta(seconds=30)
 
@@ -91,11 +100,16 @@ class WorkflowSettings:
                 raise ImproperlyConfigured(
                     f"WORKFLOWS[{name!r}] must be a timedelta of zero or more, got {value!r}."
                 )
-        link_age = merged["APPROVAL_LINK_MAX_AGE"]
-        if not isinstance(link_age, timedelta) or link_age <= timedelta(0):
+        for name in _POSITIVE:
+            value = merged[name]
+            if not isinstance(value, timedelta) or value <= timedelta(0):
+                raise ImproperlyConfigured(
+                    f"WORKFLOWS[{name!r}] must be a positive timedelta, got {value!r}."
+                )
+        token = merged["METRICS_TOKEN"]
+        if token is not None and (not isinstance(token, str) or not token.strip()):
             raise ImproperlyConfigured(
-                "WORKFLOWS['APPROVAL_LINK_MAX_AGE'] must be a positive timedelta, "
-                f"got {link_age!r}."
+                "WORKFLOWS['METRICS_TOKEN'] must be None or a non-empty string."
             )
         return merged
 
