@@ -57,6 +57,12 @@ def execute_step(step_id: int, *, owner: str | None = None, chain: bool = True) 
     return execute(STEP, step_id, owner=owner, chain=chain)
 
 
+def log_fields(lease: Lease) -> dict[str, Any]:
+    """The ``extra`` of a log record about ``lease``'s work, so that a structured
+    formatter can filter one run's, step's or attempt's records without parsing text."""
+    return {"run_id": str(lease.run_id), "step": lease.step_name, "attempt": lease.attempt}
+
+
 def _context(lease: Lease) -> Context:
     def await_callback(timeout: timedelta) -> AwaitCallback:
         if lease.kind is not STEP:
@@ -93,7 +99,7 @@ def run_attempt(lease: Lease, *, chain: bool = True) -> Lease | None:
             return None
         output = checked_output(result)
     except LeaseLost as lost:
-        logger.warning("%s", lost)
+        logger.warning("%s", lost, extra=log_fields(lease))
         return None
     except Exception as exc:
         _record_failure(lease, exc)
@@ -101,7 +107,7 @@ def run_attempt(lease: Lease, *, chain: bool = True) -> Lease | None:
     try:
         return complete_work(lease, output, claim_next=chain)
     except LeaseLost as lost:
-        logger.warning("%s", lost)
+        logger.warning("%s", lost, extra=log_fields(lease))
     except DataError as exc:
         # The database refused the output after checked_output passed it. Left alone,
         # the step would stay running until its lease expired and the handler, side
@@ -117,7 +123,7 @@ def _record_failure(lease: Lease, exc: BaseException) -> None:
     try:
         fail_attempt(lease, exc)
     except LeaseLost as lost:
-        logger.warning("%s", lost)
+        logger.warning("%s", lost, extra=log_fields(lease))
 
 
 def checked_output(output: Any) -> Any:

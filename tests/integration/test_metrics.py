@@ -21,6 +21,7 @@ from workflows.conf import workflow_settings
 from workflows.engine import claim_step
 from workflows.metrics import SCRAPE_QUERIES
 from workflows.models import Run, Step, Timer
+from workflows.runner import run_attempt
 from workflows.scanners import reclaim_expired_leases
 from workflows.testing import run_pending
 
@@ -134,6 +135,16 @@ def test_leases_expired_are_counted_per_workflow(client):
     assert samples[("flowsite_leases_expired_total", (("workflow", "metrics_done"),))] == 1
     key = (("outcome", "lease_expired"), ("step", "work"), ("workflow", "metrics_done"))
     assert samples[("flowsite_step_attempts_total", key)] == 1
+
+
+def test_a_lost_lease_is_logged_with_its_run_step_and_attempt(caplog):
+    run = workflows.start_run(Done)
+    stale = claim_step(run.steps.get().pk, "worker-a")
+    reclaim_expired_leases(now=timezone.now() + timedelta(hours=1))
+    with caplog.at_level("WARNING", logger="workflows.runner"):
+        assert run_attempt(stale) is None
+    [record] = caplog.records
+    assert (record.run_id, record.step, record.attempt) == (str(run.pk), "work", 1)
 
 
 @override_settings(WORKFLOWS=ENABLED)

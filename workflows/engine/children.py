@@ -93,7 +93,9 @@ def _stop_children(run_id: UUID, statuses: frozenset[str], stop: Callable[[UUID]
         try:
             stop(child_id)
         except WorkflowError as exc:  # the child ended meanwhile
-            logger.info("child run %s not stopped: %s", child_id, exc)
+            logger.info(
+                "child run %s not stopped: %s", child_id, exc, extra={"run_id": str(child_id)}
+            )
         else:
             stopped += 1
     return stopped
