@@ -7,8 +7,9 @@ from typing import Any
 from uuid import UUID
 
 from django.contrib import admin
+from django.contrib.contenttypes.admin import GenericTabularInline
 from django.core.exceptions import PermissionDenied
-from django.db.models import Q, QuerySet
+from django.db.models import Model, Prefetch, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -32,6 +33,7 @@ from workflows.admin_runs import (
 )
 from workflows.models import CompensationRecord, FanOutItem, Run, Signal, Step, Timer
 from workflows.queries import Attention
+from workflows.status import StepStatus
 
 
 class ReadOnlyMixin:
@@ -264,3 +266,59 @@ class SignalAdmin(ReadOnlyMixin, admin.ModelAdmin):
     list_display = ("id", "run", "name", "idempotency_key", "received_at", "consumed_by")
     search_fields = ("name", "idempotency_key", "run__id")
     list_select_related = ("run", "consumed_by")
+
+
+class RunInline(ReadOnlyMixin, GenericTabularInline):
+    """The host's "runs of this order", for its own ``ModelAdmin``: ``inlines = [RunInline]``.
+
+    Lists the runs started with ``subject=obj``, newest first: id (linking to the run
+    page), workflow, status, start and the prompt of any gate waiting for a decision.
+    Read-only like every engine row; the waiting gates come in one prefetch, so the
+    inline costs the same queries for one run or many. Shown to users who may view runs.
+    """
+
+    model = Run
+    ct_field = "subject_type"
+    ct_fk_field = "subject_id"
+    fields = readonly_fields = ("run", "workflow", "status_badge", "started_at", "waiting_for")
+    extra = 0
+    max_num = 0
+    can_delete = False
+
+    class Media:
+        css = {"all": ("workflows/console.css",)}
+
+    def __init__(self, parent_model: type[Model], admin_site: admin.AdminSite) -> None:
+        super().__init__(parent_model, admin_site)
+        self.verbose_name_plural = f"runs of this {parent_model._meta.verbose_name}"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
+        waiting_gates = Step.objects.filter(kind="gate", status=StepStatus.WAITING).only(
+            "run_id", "name", "prompt"
+        )
+        return (
+            super()
+            .get_queryset(request)
+            .defer("input", "output", "snapshot", "error")
+            .prefetch_related(Prefetch("steps", queryset=waiting_gates, to_attr="waiting_gates"))
+        )
+
+    @admin.display(description="run")
+    def run(self, run: Run) -> SafeString:
+        return format_html(
+            '<a href="{}">{}</a>',
+            reverse(f"{self.admin_site.name}:workflows_run_change", args=[run.pk]),
+            admin_runs.short_id(run.pk),
+        )
+
+    @admin.display(description="workflow")
+    def workflow(self, run: Run) -> str:
+        return f"{run.workflow_name} v{run.workflow_version}"
+
+    @admin.display(description="status")
+    def status_badge(self, run: Run) -> SafeString:
+        return badge(run.status)
+
+    @admin.display(description="waiting for")
+    def waiting_for(self, run: Run) -> str:
+        return "; ".join(gate.prompt or gate.name for gate in run.waiting_gates) or "-"

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.contrib.contenttypes.models import ContentType
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.utils.timesince import timesince, timeuntil
 
@@ -266,6 +267,29 @@ def _actions(explanation: Explanation) -> tuple[list[Action], list[Action]]:
     return allowed, refused
 
 
+def subject_link(request: HttpRequest, run: Run, admin_name: str) -> dict[str, Any] | None:
+    """The host's object the run is about: its model and key, and the link to its admin
+    change page when that admin registers the model and the user may view it.
+
+    The object itself is not loaded (the content type comes from Django's cache), so
+    the page's query count does not depend on the subject.
+    """
+    if run.subject_type_id is None:
+        return None
+    subject_type = ContentType.objects.get_for_id(run.subject_type_id)
+    label = f"{subject_type.name} {run.subject_id}"
+    if not request.user.has_perm(f"{subject_type.app_label}.view_{subject_type.model}"):
+        return {"label": label, "url": None}
+    try:
+        url = reverse(
+            f"{admin_name}:{subject_type.app_label}_{subject_type.model}_change",
+            args=[run.subject_id],
+        )
+    except NoReverseMatch:
+        url = None
+    return {"label": label, "url": url}
+
+
 def run_page_context(
     request: HttpRequest, run: Run, admin_name: str, may: Mapping[str, bool]
 ) -> dict[str, Any]:
@@ -312,6 +336,7 @@ def run_page_context(
     signal_steps = [step for step in steps if step.kind == "signal"]
     return {
         "run": run,
+        "subject": subject_link(request, run, admin_name),
         "now": now,
         "badge": badge(run.status),
         "alarming": run.status in ALARMING,

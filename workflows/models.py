@@ -8,8 +8,11 @@ rows carry ``attempt``, ``lease_owner`` and ``lease_expires_at`` for fencing.
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.conf import settings
+from django.contrib.contenttypes.fields import GenericForeignKey
+from django.contrib.contenttypes.models import ContentType
 from django.db import models
 from django.db.models import Q
 
@@ -21,6 +24,23 @@ from workflows.status import (
     TimerKind,
     TimerStatus,
 )
+
+
+def subject_of(obj: models.Model) -> dict[str, Any]:
+    """The ``Run`` columns that point at ``obj``: its content type and its key as text.
+
+    The key is stored as text so that integer, UUID and string primary keys all fit one
+    column; the filter and the write use this one function, so they never disagree.
+    """
+    return {"subject_type": ContentType.objects.get_for_model(obj), "subject_id": str(obj.pk)}
+
+
+class RunQuerySet(models.QuerySet["Run"]):
+    """``Run.objects``: Django's queryset plus the runs of one of the host's objects."""
+
+    def for_object(self, obj: models.Model) -> RunQuerySet:
+        """The runs started with ``subject=obj``, newest first."""
+        return self.filter(**subject_of(obj)).order_by("-created_at", "-id")
 
 
 class Run(models.Model):
@@ -38,6 +58,13 @@ class Run(models.Model):
     idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     input_hash = models.CharField(max_length=64, blank=True, default="")
     business_key = models.CharField(max_length=255, blank=True, default="")
+    # The host's object this run is about (``start_run(subject=order)``), if any. SET_NULL,
+    # as the admin's LogEntry does: a model dropped from the project leaves its runs.
+    subject_type = models.ForeignKey(
+        ContentType, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    subject_id = models.CharField(max_length=255, blank=True, default="")
+    subject = GenericForeignKey("subject_type", "subject_id")
     parent_run = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.CASCADE, related_name="child_runs"
     )
@@ -59,6 +86,8 @@ class Run(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = RunQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]
@@ -82,6 +111,10 @@ class Run(models.Model):
             ),
             models.Index(fields=["created_at"], name="workflows_run_created"),
             models.Index(fields=["business_key"], name="workflows_run_business_key"),
+            # for_object and GenericRelation: one object's runs, newest first.
+            models.Index(
+                fields=["subject_type", "subject_id", "created_at"], name="workflows_run_subject"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -14,6 +14,7 @@ from uuid import UUID
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.validators import validate_ipv46_address
+from django.db import models
 
 from workflows import engine
 from workflows.approvals import decidable_by, may_override_claim, signed_in
@@ -67,6 +68,7 @@ def start_run(
     idempotency_key: str | None = None,
     business_key: str | None = None,
     user: Any = None,
+    subject: models.Model | None = None,
 ) -> Run:
     """Start a run of ``workflow`` (a registered name, latest version, or a class).
 
@@ -76,6 +78,11 @@ def start_run(
     other returns it. Input that is not storable JSON and keys that are not strings,
     hold a NUL character or exceed their column raise :class:`InvalidInput` before
     anything is written (see :mod:`workflows.validation`).
+
+    ``subject`` ties the run to one of the host's saved model instances (see
+    ``Run.objects.for_object``); an unsaved instance or any other value is
+    :class:`InvalidInput`. It is not part of the idempotency fingerprint, and child
+    runs do not inherit it.
     """
     definition = registry.resolve(workflow)
     check_text(
@@ -92,13 +99,31 @@ def start_run(
         )
     if business_key is not None:
         check_text(business_key, field="business key", limit=max_length(Run, "business_key"))
+    if subject is not None:
+        _check_subject(subject)
     return engine.start_run(
         workflow,
         input,
         idempotency_key=idempotency_key,
         business_key=business_key,
         user=user,
+        subject=subject,
     )
+
+
+def _check_subject(subject: Any) -> None:
+    """Refuse what a generic relation cannot point at: a non-model or an unsaved row.
+
+    ``_state.adding`` rather than ``pk is None``: a model whose key defaults to
+    ``uuid4`` has a key before it is saved, and a run pointing at it would dangle.
+    """
+    if not isinstance(subject, models.Model):
+        raise InvalidInput(f"subject must be a saved model instance, got {type(subject).__name__}")
+    if subject._state.adding or subject.pk is None:
+        raise InvalidInput(
+            f"subject {subject._meta.label} is not saved: save it before starting a run about it"
+        )
+    check_text(str(subject.pk), field="subject's primary key", limit=max_length(Run, "subject_id"))
 
 
 def _step(step: Step | int) -> Step:

@@ -44,11 +44,9 @@ def test_public_names_are_importable_from_the_package():
 
 def test_start_run_signature():
     parameters = inspect.signature(workflows.start_run).parameters
-    assert list(parameters) == ["workflow", "input", "idempotency_key", "business_key", "user"]
-    assert all(
-        parameters[name].kind is inspect.Parameter.KEYWORD_ONLY
-        for name in ("idempotency_key", "business_key", "user")
-    )
+    keywords = ["idempotency_key", "business_key", "user", "subject"]
+    assert list(parameters) == ["workflow", "input", *keywords]
+    assert all(parameters[name].kind is inspect.Parameter.KEYWORD_ONLY for name in keywords)
 
 
 def test_every_engine_error_has_a_stable_code_and_default_message():

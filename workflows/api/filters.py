@@ -9,6 +9,7 @@ filter any ``Run`` queryset, the admin's list included.
 from __future__ import annotations
 
 from django import forms
+from django.core.validators import RegexValidator
 from django.db.models import QuerySet
 from django_filters import rest_framework as filters
 
@@ -23,6 +24,12 @@ class RunFilter(filters.FilterSet):
     )
     workflow = filters.CharFilter(field_name="workflow_name", help_text="the workflow's name")
     business_key = filters.CharFilter()
+    subject_type = filters.CharFilter(
+        method="filter_subject_type",
+        validators=[RegexValidator(r"^\w+\.\w+$", "expected app_label.model, e.g. shop.order")],
+        help_text="the subject's model, as app_label.model",
+    )
+    subject_id = filters.CharFilter(help_text="the subject's primary key, as text")
     attention = filters.ChoiceFilter(
         choices=Attention.choices,
         method="filter_attention",
@@ -33,11 +40,17 @@ class RunFilter(filters.FilterSet):
 
     class Meta:
         model = Run
-        fields = ["status", "workflow", "business_key", "attention"]
+        fields = ["status", "workflow", "business_key", "subject_type", "subject_id", "attention"]
 
     def filter_attention(self, runs: QuerySet[Run], name: str, value: str) -> QuerySet[Run]:
         """In SQL, with the predicates ``explain`` uses, so the two never disagree."""
         return runs_needing_attention(value, runs=runs)
+
+    def filter_subject_type(self, runs: QuerySet[Run], name: str, value: str) -> QuerySet[Run]:
+        """``app_label.model`` as the run representation gives it (a malformed value is
+        refused by the field's validator); an unknown model matches no run."""
+        app_label, _, model = value.partition(".")
+        return runs.filter(subject_type__app_label=app_label, subject_type__model=model.lower())
 
 
 class SequenceFilter(filters.NumberFilter):

@@ -61,6 +61,8 @@ RUN_LIST_FIELDS = (
     "workflow_version",
     "status",
     "business_key",
+    "subject_type",
+    "subject_id",
     "parent_run",
     "created_at",
     "updated_at",

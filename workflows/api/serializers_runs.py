@@ -13,6 +13,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from django.contrib.contenttypes.models import ContentType
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from workflows.api.strict import StrictCharField, StrictSerializer
@@ -139,10 +141,18 @@ class BulkSerializer(StrictSerializer):
 # Responses.
 
 
+class SubjectSerializer(serializers.Serializer):
+    """The host's object a run is about (``start_run(subject=...)``)."""
+
+    type = serializers.CharField(help_text="its model, as app_label.model")
+    id = serializers.CharField(help_text="its primary key, as text")
+
+
 class RunSerializer(serializers.ModelSerializer):
     """A run as a list shows it: what identifies it and where it stands."""
 
     workflow = serializers.CharField(source="workflow_name")
+    subject = serializers.SerializerMethodField()
 
     class Meta:
         model = Run
@@ -152,6 +162,7 @@ class RunSerializer(serializers.ModelSerializer):
             "workflow_version",
             "status",
             "business_key",
+            "subject",
             "parent_run",
             "created_at",
             "updated_at",
@@ -159,6 +170,14 @@ class RunSerializer(serializers.ModelSerializer):
             "finished_at",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(SubjectSerializer(allow_null=True))
+    def get_subject(self, run: Run) -> dict[str, str] | None:
+        """From the content-type cache, so a page of runs costs no query per run."""
+        if run.subject_type_id is None:
+            return None
+        model = ContentType.objects.get_for_id(run.subject_type_id)
+        return {"type": f"{model.app_label}.{model.model}", "id": run.subject_id}
 
 
 class WaitingOnSerializer(serializers.Serializer):

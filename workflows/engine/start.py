@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import IntegrityError
+from django.db import IntegrityError, models
 from django.utils import timezone
 
 from workflows.definitions import LeasedNode, Workflow, registry
@@ -14,7 +14,7 @@ from workflows.engine.fingerprint import fingerprint
 from workflows.engine.scope import RunScope
 from workflows.engine.transaction import transition
 from workflows.errors import IdempotencyConflict
-from workflows.models import Run, Step
+from workflows.models import Run, Step, subject_of
 from workflows.status import RunStatus
 
 
@@ -25,13 +25,15 @@ def start_run(
     idempotency_key: str | None = None,
     business_key: str | None = None,
     user: Any = None,
+    subject: models.Model | None = None,
 ) -> Run:
     """Start a run of ``workflow`` (a registered name, latest version, or a class).
 
     With an ``idempotency_key`` seen before for this workflow, the existing run is
     returned when the input is the same, and :class:`IdempotencyConflict` raised when
     it differs; of two concurrent starts with one key, one creates the run and the
-    other returns it.
+    other returns it. ``subject`` (a saved model instance) is not part of the input's
+    fingerprint: a repeat naming another subject returns the first run unchanged.
     """
     definition = registry.resolve(workflow)
     data = definition.check_input(input)
@@ -41,7 +43,9 @@ def start_run(
         if existing is not None:
             return existing
     try:
-        return _create(definition, data, input_hash, idempotency_key, business_key or "", user)
+        return _create(
+            definition, data, input_hash, idempotency_key, business_key or "", user, subject
+        )
     except IntegrityError:
         if idempotency_key is None:
             raise
@@ -71,6 +75,7 @@ def _create(
     idempotency_key: str | None,
     business_key: str,
     user: Any,
+    subject: models.Model | None,
 ) -> Run:
     scope = create_run(
         definition,
@@ -79,6 +84,7 @@ def _create(
         idempotency_key=idempotency_key,
         business_key=business_key,
         user=user,
+        subject=subject,
     )
     scope.close()
     return scope.run
@@ -93,6 +99,7 @@ def create_run(
     idempotency_key: str | None = None,
     business_key: str = "",
     user: Any = None,
+    subject: models.Model | None = None,
     parent: Run | None = None,
     parent_step_id: int | None = None,
     parent_item_id: int | None = None,
@@ -101,7 +108,9 @@ def create_run(
 
     Returns the new run's scope for the caller to close once it has written its own
     state. A child run is created this way by its parent's transition, writing to the
-    parent's ``events``.
+    parent's ``events``; it does not inherit the parent's ``subject`` (the parent's
+    subject is one ``parent_run`` away, and a child started per item is usually about
+    something else).
     """
     run = Run.objects.create(
         workflow_name=definition.name,
@@ -112,6 +121,7 @@ def create_run(
         input_hash=input_hash or fingerprint(data),
         idempotency_key=idempotency_key,
         business_key=business_key,
+        **(subject_of(subject) if subject is not None else {}),
         created_by=user if getattr(user, "is_authenticated", False) else None,
         started_at=timezone.now(),
         parent_run=parent,

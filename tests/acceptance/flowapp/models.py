@@ -2,11 +2,15 @@
 
 The engine's own tables say what the engine decided; these say what handler code
 actually experienced (which process, which attempt, which idempotency key), so the
-tests can check the engine's promises from the handler's side.
+tests can check the engine's promises from the handler's side. ``Order`` and
+``Shipment`` stand for a host project's own models that runs are about.
 """
 
 from __future__ import annotations
 
+import uuid
+
+from django.contrib.contenttypes.fields import GenericRelation
 from django.db import models
 from django.utils import timezone
 
@@ -55,3 +59,28 @@ class SharedCounter(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}={self.value}"
+
+
+class Order(models.Model):
+    """A host's own model with an integer key: runs started with ``subject=order``."""
+
+    number = models.CharField(max_length=50)
+    runs = GenericRelation(
+        "workflows.Run", content_type_field="subject_type", object_id_field="subject_id"
+    )
+
+    def __str__(self) -> str:
+        return self.number
+
+
+class Shipment(models.Model):
+    """A host's own model with a UUID key, which a run's text ``subject_id`` holds too."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    carrier = models.CharField(max_length=50)
+    runs = GenericRelation(
+        "workflows.Run", content_type_field="subject_type", object_id_field="subject_id"
+    )
+
+    def __str__(self) -> str:
+        return f"{self.carrier} {self.id}"
