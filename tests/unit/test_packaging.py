@@ -2,41 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
 import zipfile
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.wheel_build import ROOT, build_wheel
 
 
 def test_wheel_contains_the_app_and_its_migrations(tmp_path):
-    # Build from a clean copy: an in-tree build reuses build/ and could ship stale files.
-    source = tmp_path / "source"
-    shutil.copytree(
-        ROOT / "workflows", source / "workflows", ignore=shutil.ignore_patterns("__pycache__")
-    )
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, source / name)
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "--quiet",
-            "--wheel-dir",
-            str(tmp_path),
-            str(source),
-        ],
-        check=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
-    (wheel,) = tmp_path.glob("flowsite_workflows-*.whl")
+    wheel = build_wheel(tmp_path)
     names = zipfile.ZipFile(wheel).namelist()
     assert "workflows/__init__.py" in names
     assert "workflows/migrations/0001_initial.py" in names
