@@ -91,10 +91,12 @@ class Run(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        # Viewing runs is Django's own ``view_run``; starting and operating are separate.
+        # Viewing runs is Django's own ``view_run``; starting and operating are separate,
+        # and so is reading the metrics (``workflows.metrics``), which staff may need alone.
         permissions = [
             ("start_run", "Can start runs of registered workflows"),
             ("operate_run", "Can operate runs: cancel, terminate, pause, resume, retry, rerun"),
+            ("view_metrics", "Can read the Prometheus metrics of all runs"),
         ]
         constraints = [
             models.UniqueConstraint(

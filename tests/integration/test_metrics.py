@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 from django.conf import settings
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 from django.test import Client, override_settings
@@ -189,10 +189,17 @@ def test_a_scrape_needs_the_token_or_a_permitted_staff_user(client):
     assert wrong.status_code == 401
     assert wrong["WWW-Authenticate"].startswith("Bearer")
 
-    client.force_login(User.objects.create_user("operator", is_staff=True))
+    operator = User.objects.create_user("operator", is_staff=True)
+    client.force_login(operator)
     assert client.get("/metrics/").status_code == 403
-    client.force_login(User.objects.create_superuser("root"))
+    metrics = Permission.objects.get(codename="view_metrics", content_type__app_label="workflows")
+    operator.user_permissions.add(metrics)
     assert client.get("/metrics/").status_code == 200
+
+    outsider = User.objects.create_user("outsider")  # holds the permission, but not staff
+    outsider.user_permissions.add(metrics)
+    client.force_login(outsider)
+    assert client.get("/metrics/").status_code == 403
 
 
 @override_settings(WORKFLOWS={**settings.WORKFLOWS, "METRICS_ENABLED": True})
