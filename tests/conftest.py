@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import Permission, User
 from django.db import connection, connections
 
 from workflows.definitions import Workflow, registry
@@ -60,3 +61,11 @@ def unregistered() -> Iterator[Callable[[type[Workflow]], None]]:
     yield unregister
     for workflow in taken:
         registry.register(workflow)
+
+
+def staff(username: str, *permissions: str) -> User:
+    """A staff user (password ``pw``) holding the given permission codenames."""
+    user = User.objects.create_user(username, password="pw", is_staff=True)
+    for codename in permissions:
+        user.user_permissions.add(Permission.objects.get(codename=codename))
+    return User.objects.get(pk=user.pk)  # fresh: no cached permissions

@@ -15,6 +15,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -150,15 +151,23 @@ def shoot(base_url: str, demo: dict) -> list[Path]:
     return taken
 
 
-def main() -> None:
+def take_screenshots(
+    build: Callable[[], dict], shoot_pages: Callable[[str, dict], list[Path]]
+) -> None:
+    """In a temporary database: set Django up, ``build`` the demo data, serve the site
+    and ``shoot_pages`` of it; print where each screenshot went."""
     with tempfile.TemporaryDirectory(prefix="flowsite-screenshots-") as var_dir:
         configure(var_dir)
         import django
 
         django.setup()
-        demo = build_demo()
-        for path in shoot(serve(), demo):
+        demo = build()
+        for path in shoot_pages(serve(), demo):
             print(path.relative_to(ROOT))
+
+
+def main() -> None:
+    take_screenshots(build_demo, shoot)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import random
 import sys
-import tempfile
 from datetime import timedelta
 from pathlib import Path
 
@@ -21,7 +20,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent.parent))
 
-from take import PASSWORD, ROOT, configure, serve  # noqa: E402
+from take import PASSWORD, take_screenshots  # noqa: E402
 
 DEMO = "flowsite.demo.steps"
 
@@ -162,14 +161,7 @@ def shoot(base_url: str, ids: dict) -> list[Path]:
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory(prefix="flowsite-screenshots-") as var_dir:
-        configure(var_dir)
-        import django
-
-        django.setup()
-        ids = build_demo()
-        for path in shoot(serve(), ids):
-            print(path.relative_to(ROOT))
+    take_screenshots(build_demo, shoot)
 
 
 if __name__ == "__main__":

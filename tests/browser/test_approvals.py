@@ -62,9 +62,9 @@ def state(gate: Step) -> tuple[int, str, int]:
 
 def test_an_approver_decides_from_the_inbox_and_sees_the_run_advance(new_page):
     gate = waiting()
-    person("ada", "approve_dispatch", "view_run")
+    person("approver", "approve_dispatch", "view_run")
     page = new_page()
-    sign_in(page, "ada")
+    sign_in(page, "approver")
 
     page.get_by_role("link", name="Approvals inbox").click()
     row = page.locator(f"#gate-{gate.pk}")
@@ -87,16 +87,16 @@ def test_an_approver_decides_from_the_inbox_and_sees_the_run_advance(new_page):
     assert (decided.decision, decided.selections, decided.decided_by.username) == (
         "approved",
         ["express"],
-        "ada",
+        "approver",
     )
     assert Run.objects.get(pk=gate.run_id).status == "completed"
 
 
 def test_a_user_without_the_permission_neither_sees_nor_decides_the_gate(new_page):
     gate = waiting()
-    person("olaf")
+    person("outsider")
     page = new_page()
-    sign_in(page, "olaf")
+    sign_in(page, "outsider")
     assert page.get_by_role("link", name="Approvals inbox").count() == 0
 
     page.goto("/admin/workflows/step/approvals/")
@@ -121,8 +121,8 @@ def test_a_user_without_the_permission_neither_sees_nor_decides_the_gate(new_pag
 
 def test_a_signed_link_get_changes_nothing_and_its_post_decides_once(new_page):
     gate = waiting()
-    ada = person("ada", "approve_dispatch")
-    link = workflows.approval_link(gate, ada)
+    approver_user = person("approver", "approve_dispatch")
+    link = workflows.approval_link(gate, approver_user)
     before = state(gate)
 
     scanner = new_page()  # a mail scanner follows the link without signing in
@@ -131,7 +131,7 @@ def test_a_signed_link_get_changes_nothing_and_its_post_decides_once(new_page):
     assert state(gate) == before
 
     first = new_page()
-    sign_in(first, "ada", next_path=link)
+    sign_in(first, "approver", next_path=link)
     assert "Dispatch order B-1 to Lyon?" in first.content()
     second = first.context.new_page()  # the same mail opened twice
     second.goto(link)

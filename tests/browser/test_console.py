@@ -17,7 +17,7 @@ PASSWORD = "correct-horse-battery"
 
 
 def operator() -> User:
-    user = User.objects.create_user("otto", password=PASSWORD, is_staff=True)
+    user = User.objects.create_user("operator", password=PASSWORD, is_staff=True)
     for codename in ("view_run", "operate_run"):
         user.user_permissions.add(Permission.objects.get(codename=codename))
     return user
@@ -25,7 +25,7 @@ def operator() -> User:
 
 def sign_in(page: Any, next_path: str) -> None:
     page.goto(f"/admin/login/?next={next_path}")
-    page.get_by_label("Username").fill("otto")
+    page.get_by_label("Username").fill("operator")
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Log in").click()
     page.wait_for_load_state()
@@ -58,7 +58,7 @@ def test_an_operator_bulk_cancels_after_the_dry_run_and_sees_compensation(new_pa
     assert "release" in compensations.inner_text()
     for run in runs:
         assert CompensationRecord.objects.get(run=run).status == "completed"
-        assert Event.objects.get(run=run, type="run.cancel_requested").payload["by"] == "otto"
+        assert Event.objects.get(run=run, type="run.cancel_requested").payload["by"] == "operator"
 
 
 def test_the_run_page_draws_the_graph_with_each_steps_state(new_page):

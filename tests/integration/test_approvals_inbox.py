@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 from django.contrib import admin
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import User
 from django.contrib.messages import get_messages
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 import workflows
+from tests.conftest import staff
 from workflows import Gate, Option, Task, Workflow
 from workflows.models import Event, Run, Step
 from workflows.testing import run_pending
@@ -63,21 +64,14 @@ def waiting(workflow: type[Workflow] = Dispatch, order: str = "A-1") -> Step:
     return gate
 
 
-def staff(username: str, *permissions: str) -> User:
-    user = User.objects.create_user(username, password="pw", is_staff=True)
-    for codename in permissions:
-        user.user_permissions.add(Permission.objects.get(codename=codename))
-    return User.objects.get(pk=user.pk)
-
-
 @pytest.fixture
 def approver() -> User:
-    return staff("ada", "approve_dispatch")
+    return staff("approver", "approve_dispatch")
 
 
 @pytest.fixture
 def outsider() -> User:
-    return staff("olaf")
+    return staff("outsider")
 
 
 def signed_in(client, user: User):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any
 
 from django.core.management.base import BaseCommand
@@ -17,7 +18,7 @@ from workflows.models import Run
 from workflows.queries import run_summary
 
 
-class RunVerbCommand(BaseCommand):
+class RunVerbCommand(BaseCommand, ABC):
     """Names the run (id, id prefix or ``--business-key``), the acting ``--user`` and
     ``--json``; a subclass adds its own options and says what to do in :meth:`apply`."""
 
@@ -26,8 +27,9 @@ class RunVerbCommand(BaseCommand):
     def add_verb_arguments(self, parser: Any) -> None:
         """Options of this verb besides the run, the user and ``--json``."""
 
+    @abstractmethod
     def apply(self, run: Run, user: Any, options: dict[str, Any]) -> Run:
-        raise NotImplementedError
+        """Call the verb's service function for ``run`` as ``user``; return the run."""
 
     def add_arguments(self, parser: Any) -> None:
         add_run_arguments(parser)
