@@ -1,4 +1,5 @@
-"""Running handler code for leased work, outside any transaction, fenced by its lease."""
+"""Running handler code for leased work, fenced by its lease: outside any transaction, or
+inside the one that records its outcome for a transactional node."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from workflows.conf import workflow_settings
 from workflows.context import Context
 from workflows.engine import Lease, claim, complete_work, fail_attempt, heartbeat
 from workflows.engine.callbacks import AwaitCallback, make_token, park_for_callback
+from workflows.engine.outcomes import record_lost_lease
+from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import STEP, WorkKind
 from workflows.errors import DefinitionMissing, LeaseLost, PermanentError, StaleState
 from workflows.validation import check_json
@@ -90,14 +93,13 @@ def run_attempt(lease: Lease, *, chain: bool = True) -> Lease | None:
 
     Returns the lease of the next unit when ``chain`` claimed one in the same
     transaction as this one's completion. A lost lease is logged, never raised: the
-    work belongs to another worker now.
+    work belongs to another worker now. A transactional node's handler runs inside the
+    transaction that records its outcome (:func:`_run_in_transaction`).
     """
+    if lease.node.transactional:
+        return _run_in_transaction(lease, chain=chain)
     try:
-        result = import_string(lease.handler_path)(_context(lease))
-        if isinstance(result, AwaitCallback):
-            park_for_callback(lease, result)
-            return None
-        output = checked_output(result)
+        result = _call_handler(lease)
     except LeaseLost as lost:
         logger.warning("%s", lost, extra=log_fields(lease))
         return None
@@ -105,18 +107,87 @@ def run_attempt(lease: Lease, *, chain: bool = True) -> Lease | None:
         _record_failure(lease, exc)
         return None
     try:
-        return complete_work(lease, output, claim_next=chain)
+        return _record_result(lease, result, chain=chain)
     except LeaseLost as lost:
         logger.warning("%s", lost, extra=log_fields(lease))
     except DataError as exc:
-        # The database refused the output after checked_output passed it. Left alone,
-        # the step would stay running until its lease expired and the handler, side
-        # effects and all, would run again on every attempt: fail it once, for good.
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        refused = PermanentError(f"the database cannot store the handler's output: {reason}")
-        refused.__cause__ = exc
-        _record_failure(lease, refused)
+        _record_failure(lease, _refused_output(exc))
     return None
+
+
+def _call_handler(lease: Lease) -> Any:
+    """Run the handler: its output checked for storage, or its request to wait for a callback."""
+    result = import_string(lease.handler_path)(_context(lease))
+    return result if isinstance(result, AwaitCallback) else checked_output(result)
+
+
+def _record_result(lease: Lease, result: Any, *, chain: bool) -> Lease | None:
+    """Park the step behind its callback, or record the output; raises ``LeaseLost``."""
+    if isinstance(result, AwaitCallback):
+        park_for_callback(lease, result)
+        return None
+    return complete_work(lease, result, claim_next=chain)
+
+
+def _refused_output(exc: DataError) -> PermanentError:
+    """The database refused an output that :func:`checked_output` passed.
+
+    Left alone, the step would stay running until its lease expired and the handler,
+    side effects and all, would run again on every attempt: it fails once, for good.
+    """
+    reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    refused = PermanentError(f"the database cannot store the handler's output: {reason}")
+    refused.__cause__ = exc
+    return refused
+
+
+class _RolledBack(Exception):
+    """Undoes a transactional attempt, carrying what to record once it is undone."""
+
+    def __init__(self, error: Exception, action: str) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.action = action
+
+
+def _run_in_transaction(lease: Lease, *, chain: bool) -> Lease | None:
+    """Run a transactional handler and record its outcome in one database transaction.
+
+    The handler's own writes commit only together with the completion (or the parking
+    behind a callback). When the handler raises, its output cannot be stored, or the
+    completion is fenced out because another worker reclaimed the work, everything rolls
+    back, the handler's writes included, and the failure or the lost lease is recorded
+    afterwards in a transaction of its own. A crash before the commit leaves neither.
+    """
+    version_at_start = lease.version
+    try:
+        return _attempt_in_transaction(lease, chain)
+    except _RolledBack as undone:
+        # Writes of the rolled-back transaction (a heartbeat, the completion) moved the
+        # lease's version in memory only.
+        lease.version = version_at_start
+        rolled_back = undone
+    if isinstance(rolled_back.error, LeaseLost):
+        logger.warning("%s", rolled_back.error, extra=log_fields(lease))
+        record_lost_lease(lease, rolled_back.action)
+    else:
+        _record_failure(lease, rolled_back.error)
+    return None
+
+
+@transition
+def _attempt_in_transaction(lease: Lease, chain: bool) -> Lease | None:
+    try:
+        result = _call_handler(lease)
+    except Exception as exc:  # a LeaseLost here comes from the handler's heartbeat
+        raise _RolledBack(exc, "heartbeat") from exc
+    action = "parking" if isinstance(result, AwaitCallback) else "completion"
+    try:
+        return _record_result(lease, result, chain=chain)
+    except LeaseLost as lost:
+        raise _RolledBack(lost, action) from lost
+    except DataError as exc:
+        raise _RolledBack(_refused_output(exc), action) from exc
 
 
 def _record_failure(lease: Lease, exc: BaseException) -> None:

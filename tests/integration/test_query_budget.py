@@ -15,6 +15,7 @@ import workflows
 from workflows import Task, Workflow
 from workflows.engine import claim_step, complete_work
 from workflows.models import Event, Step
+from workflows.runner import run_attempt
 from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
@@ -32,17 +33,15 @@ def noop(ctx):
     return None
 
 
-def chain_of(length: int) -> type[Workflow]:
-    body = {f"s{i:03d}": Task(NOOP) for i in range(length)}
-    return type(
-        f"Chain{length}",
-        (Workflow,),
-        {"__module__": __name__, "name": f"budget_chain_{length}", **body},
-    )
+def chain_of(length: int, *, transactional: bool = False) -> type[Workflow]:
+    body = {f"s{i:03d}": Task(NOOP, transactional=transactional) for i in range(length)}
+    name = f"budget_chain_{length}" + ("_transactional" if transactional else "")
+    return type(f"Chain{length}", (Workflow,), {"__module__": __name__, "name": name, **body})
 
 
 SHORT = chain_of(4)
 LONG = chain_of(60)
+SHORT_TRANSACTIONAL = chain_of(4, transactional=True)
 
 
 def statements(captured: CaptureQueriesContext) -> list[str]:
@@ -120,3 +119,19 @@ def test_deciding_a_gate_costs_the_same_queries_whatever_the_run_size():
         return len(statements(captured))
 
     assert cost(gated(3)) == cost(gated(50))
+
+
+def attempt_cost(workflow: type[Workflow]) -> int:
+    """Statements of one whole attempt as a worker runs it: handler, completion, next claim."""
+    run = workflows.start_run(workflow)
+    lease = claim_step(Step.objects.get(run=run, name="s000").pk, "w")
+    with CaptureQueriesContext(connection) as captured:
+        assert run_attempt(lease, chain=True) is not None
+    return len(statements(captured))
+
+
+def test_a_transactional_step_costs_what_a_plain_one_does():
+    """Running the handler inside the completion's transaction adds no statement (only a
+    savepoint, which is not counted)."""
+    assert attempt_cost(SHORT) == CHAINED_STEP_QUERIES
+    assert attempt_cost(SHORT_TRANSACTIONAL) == CHAINED_STEP_QUERIES

@@ -40,11 +40,18 @@ class FanOut(LeasedNode):
         retry: Retry | None = None,
         timeout: timedelta | None = None,
         compensate: str | Handler | None = None,
+        transactional: bool = False,
         after: Sequence[str] | str | None = None,
         when: Condition | None = None,
     ) -> None:
         super().__init__(
-            handler, retry=retry, timeout=timeout, compensate=compensate, after=after, when=when
+            handler,
+            retry=retry,
+            timeout=timeout,
+            compensate=compensate,
+            transactional=transactional,
+            after=after,
+            when=when,
         )
         self.items = items
         self.key = key
@@ -72,6 +79,10 @@ class FanOut(LeasedNode):
         if self.workflow is not None and self.compensate is not None:
             found.append(
                 "compensate= applies to handler items; a child workflow compensates itself"
+            )
+        if self.workflow is not None and self.transactional is True:
+            found.append(
+                "transactional= applies to handler items; a child workflow's own tasks declare it"
             )
         if not callable(self.items):
             found.append(f"items= must be callable, got {self.items!r}")

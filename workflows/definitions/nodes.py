@@ -93,6 +93,11 @@ class LeasedNode(Node):
 
     ``compensate`` names a handler that undoes a completed attempt when the run later
     fails or is cancelled (Saga); it receives the original input and output.
+
+    ``transactional=True`` runs each handler (and compensation handler) of the node
+    inside the database transaction that records its outcome: the handler's own ORM
+    writes commit together with the completion, and roll back with it when the attempt
+    fails or its lease was lost (see ``docs/guide/transactions.md``).
     """
 
     def __init__(
@@ -102,6 +107,7 @@ class LeasedNode(Node):
         retry: Retry | None = None,
         timeout: timedelta | None = None,
         compensate: str | Handler | None = None,
+        transactional: bool = False,
         after: Sequence[str] | str | None = None,
         when: Condition | None = None,
     ) -> None:
@@ -110,6 +116,7 @@ class LeasedNode(Node):
         self.retry = retry
         self.timeout = timeout
         self.compensate = compensate
+        self.transactional = transactional
 
     @property
     def handler_path(self) -> str:
@@ -150,6 +157,8 @@ class LeasedNode(Node):
             else:
                 found.extend(self.retry.problems())
         found.extend(timeout_problems(self.timeout))
+        if not isinstance(self.transactional, bool):
+            found.append(f"transactional must be True or False, got {self.transactional!r}")
         return found
 
     def describe(self) -> dict[str, Any]:
@@ -159,6 +168,7 @@ class LeasedNode(Node):
             "compensate": self.compensate_path or None,
             "retry": self.retry.describe() if self.retry is not None else None,
             "timeout": self.timeout.total_seconds() if self.timeout is not None else None,
+            "transactional": self.transactional,
         }
 
 
@@ -184,11 +194,18 @@ class Task(LeasedNode):
         retry: Retry | None = None,
         timeout: timedelta | None = None,
         compensate: str | Handler | None = None,
+        transactional: bool = False,
         after: Sequence[str] | str | None = None,
         when: Condition | None = None,
     ) -> None:
         super().__init__(
-            handler, retry=retry, timeout=timeout, compensate=compensate, after=after, when=when
+            handler,
+            retry=retry,
+            timeout=timeout,
+            compensate=compensate,
+            transactional=transactional,
+            after=after,
+            when=when,
         )
 
     def problems(self) -> list[str]:

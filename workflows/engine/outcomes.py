@@ -91,8 +91,22 @@ def _heartbeat(lease: Lease) -> _Rejected | None:
         lease, lease_expires_at=db_now_plus(lease.node.effective_timeout), updated_at=db_now()
     ):
         return None
+    return _record_rejection(lease, "heartbeat")
+
+
+def record_lost_lease(lease: Lease, action: str) -> None:
+    """Write the ``lease.lost`` event of a rejected ``action`` in a transaction of its own.
+
+    For a rejection whose first record was rolled back with its caller's transaction:
+    a transactional handler's attempt undoes the handler's writes, and the rejection
+    with them, when its completion is fenced out.
+    """
+    transition(_record_rejection)(lease, action)
+
+
+def _record_rejection(lease: Lease, action: str) -> _Rejected:
     events = EventLog()
-    rejected = _reject(lease, "heartbeat", events)
+    rejected = _reject(lease, action, events)
     events.flush()
     return rejected
 

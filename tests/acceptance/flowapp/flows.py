@@ -130,3 +130,12 @@ class Nap(Workflow):
     name = "acceptance_nap"
 
     nap = Sleep(until=wake_at)
+
+
+class Ledger(Workflow):
+    """A transactional step writing the host's row, then an ordinary step."""
+
+    name = "acceptance_ledger"
+
+    book = task("ledger", transactional=True)
+    then = task()

@@ -19,7 +19,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import F
 
-from tests.acceptance.flowapp.models import HandlerCall, SharedCounter, SideEffect
+from tests.acceptance.flowapp.models import HandlerCall, LedgerEntry, SharedCounter, SideEffect
 from workflows import LeaseLost
 from workflows.context import Context
 
@@ -30,10 +30,13 @@ DEFAULT_HOLD_SECONDS = 8.0  # below the queue's task timeout, so django-q2 never
 # Directories under the processes' FLOWSITE_VAR_DIR, shared with the tests:
 # RELEASE_DIR/<run id> lets a held attempt go on (see :func:`hold`), BUSY_DIR/<pid>
 # exists while that process is inside a handler (see :func:`handling`), STALL_DIR/<run
-# id> names the process evaluating a stalling condition (see :func:`stall`).
+# id> names the process evaluating a stalling condition (see :func:`stall`),
+# WRITTEN_DIR/<run id>/<attempt> names the process whose transactional handler has
+# written its (not yet committed) row (see :func:`ledger`).
 RELEASE_DIR = "release"
 BUSY_DIR = "busy"
 STALL_DIR = "stall"
+WRITTEN_DIR = "written"
 
 
 def var_path(*parts: Any) -> Path:
@@ -119,15 +122,42 @@ def hold(ctx: Context) -> dict[str, Any]:
     """
     record_call(ctx)
     if ctx.attempt in ctx.input.get("hold_attempts", [1]):
-        deadline = time.monotonic() + ctx.input.get("hold_seconds", DEFAULT_HOLD_SECONDS)
-        while not var_path(RELEASE_DIR, ctx.run_id).exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for_release(ctx)
         if ctx.input.get("heartbeat_after_hold"):
             try:
                 ctx.heartbeat()
             except LeaseLost:
                 record_call(ctx, note="heartbeat rejected")
     apply_effect(ctx)
+    return output(ctx)
+
+
+def wait_for_release(ctx: Context) -> None:
+    """Block until the test creates the run's release file, or ``input["hold_seconds"]``."""
+    deadline = time.monotonic() + ctx.input.get("hold_seconds", DEFAULT_HOLD_SECONDS)
+    while not var_path(RELEASE_DIR, ctx.run_id).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def ledger(ctx: Context) -> dict[str, Any]:
+    """A transactional step: write the host's row, then what the test plans for the attempt.
+
+    The row commits only with the step's completion. After writing, the handler marks
+    WRITTEN_DIR/<run id>/<attempt>, then with ``attempt`` in ``input["die_attempts"]``
+    kills its own worker (a crash between the write and the completion), or with it in
+    ``input["hold_attempts"]`` waits to be released (a worker that stalls with its write
+    pending while its lease runs out).
+    """
+    LedgerEntry.objects.create(
+        run_id=ctx.run_id, step_name=ctx.step_name, attempt=ctx.attempt, pid=os.getpid()
+    )
+    marker = var_path(WRITTEN_DIR, ctx.run_id, ctx.attempt)
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(str(os.getpid()))
+    if ctx.attempt in ctx.input.get("die_attempts", []):
+        os.kill(os.getpid(), signal.SIGKILL)
+    if ctx.attempt in ctx.input.get("hold_attempts", []):
+        wait_for_release(ctx)
     return output(ctx)
 
 

@@ -84,3 +84,25 @@ class Shipment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.carrier} {self.id}"
+
+
+class LedgerEntry(models.Model):
+    """A host's own row written by a transactional handler.
+
+    It must exist exactly when the attempt that wrote it completed: the tests compare
+    its rows with the steps' outputs and ``lease.lost`` events.
+    """
+
+    run_id = models.UUIDField(db_index=True)
+    step_name = models.CharField(max_length=100)
+    item = models.CharField(max_length=100, blank=True, default="")
+    attempt = models.PositiveIntegerField()
+    pid = models.IntegerField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["id"]
+        verbose_name_plural = "ledger entries"
+
+    def __str__(self) -> str:
+        return f"{self.step_name} attempt {self.attempt}"
