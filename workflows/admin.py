@@ -22,6 +22,7 @@ from workflows import admin_runs
 from workflows.admin_actions import bulk_actions, run_action, start_run
 from workflows.admin_approvals import ApprovalsViews
 from workflows.admin_dashboard import dashboard
+from workflows.admin_readonly import ReadOnlyMixin
 from workflows.admin_run_page import run_page_context
 from workflows.admin_runs import (
     AttentionFilter,
@@ -34,19 +35,6 @@ from workflows.admin_runs import (
 from workflows.models import CompensationRecord, FanOutItem, Run, Signal, Step, Timer
 from workflows.queries import Attention
 from workflows.status import StepStatus
-
-
-class ReadOnlyMixin:
-    """Engine rows are never added, edited or deleted by hand."""
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(Run)
@@ -322,3 +310,7 @@ class RunInline(ReadOnlyMixin, GenericTabularInline):
     @admin.display(description="waiting for")
     def waiting_for(self, run: Run) -> str:
         return "; ".join(gate.prompt or gate.name for gate in run.waiting_gates) or "-"
+
+
+# Webhook endpoints and the delivery log register themselves.
+from workflows.webhooks import admin as webhooks_admin  # noqa: E402, F401

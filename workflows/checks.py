@@ -276,3 +276,38 @@ def check_metrics(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMe
             id="workflows.E011",
         )
     ]
+
+
+@checks.register("workflows")
+def check_webhooks(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """workflows.E012: a django-q2 task sending webhooks must outlive its last request."""
+    from workflows.executors import uses_django_q
+
+    try:
+        if not uses_django_q():
+            return []
+    except ImproperlyConfigured:
+        return []  # workflows.E002 reports it
+    return webhook_problems(getattr(settings, "Q_CLUSTER", {}))
+
+
+def webhook_problems(cluster: dict[str, Any]) -> list[checks.CheckMessage]:
+    """Return what is unsafe in a ``Q_CLUSTER`` dict for the webhook sender task.
+
+    The task sends for up to ``CHAIN_BUDGET`` and then finishes its last request, which
+    may wait ``WEBHOOK_TIMEOUT``; django-q2 killing it there would leave the delivery
+    ``sending`` until its lease expires, and the receiver may get it twice.
+    """
+    needed = (workflow_settings.CHAIN_BUDGET + workflow_settings.WEBHOOK_TIMEOUT).total_seconds()
+    timeout = cluster.get("timeout")
+    if timeout is not None and timeout >= needed:
+        return []
+    return [
+        checks.Error(
+            f"Q_CLUSTER['timeout'] = {timeout!r} would let django-q2 kill a webhook sender "
+            f"in the middle of a request: it must be at least CHAIN_BUDGET plus "
+            f"WEBHOOK_TIMEOUT ({needed:g} s)",
+            hint="Raise Q_CLUSTER['timeout'] or lower WORKFLOWS['WEBHOOK_TIMEOUT'].",
+            id="workflows.E012",
+        )
+    ]

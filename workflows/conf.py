@@ -65,12 +65,24 @@ DEFAULTS: dict[str, Any] = {
     # ...and the histograms count only what finished within this window, so a scrape
     # stays cheap on a long history.
     "METRICS_WINDOW": timedelta(hours=1),
+    # Webhooks (``workflows.webhooks``): how long one POST may take (connect, send, each
+    # read), and the waits before each retry of a delivery that failed; after the last
+    # one it has failed for good. Standard Webhooks' suggested schedule.
+    "WEBHOOK_TIMEOUT": timedelta(seconds=10),
+    "WEBHOOK_RETRY_DELAYS": (
+        timedelta(seconds=5),
+        timedelta(minutes=5),
+        timedelta(minutes=30),
+        timedelta(hours=2),
+        timedelta(hours=5),
+        timedelta(hours=10),
+    ),
 }
 
 # Settings that must hold a timedelta of zero or more.
 _GRACES = ("ATTENTION_OVERDUE_GRACE", "ATTENTION_UNDISPATCHED_GRACE")
 # Settings that must hold a timedelta of more than zero.
-_POSITIVE = ("APPROVAL_LINK_MAX_AGE", "METRICS_WINDOW")
+_POSITIVE = ("APPROVAL_LINK_MAX_AGE", "METRICS_WINDOW", "WEBHOOK_TIMEOUT")
 # What ATTENTION_UNDISPATCHED_GRACE adds to REDISPATCH_AFTER when it is not set.
 UNDISPATCHED_MARGIN = timedelta(seconds=30)
 
@@ -106,6 +118,14 @@ class WorkflowSettings:
                 raise ImproperlyConfigured(
                     f"WORKFLOWS[{name!r}] must be a positive timedelta, got {value!r}."
                 )
+        delays = merged["WEBHOOK_RETRY_DELAYS"]
+        if not isinstance(delays, list | tuple) or not all(
+            isinstance(delay, timedelta) and delay >= timedelta(0) for delay in delays
+        ):
+            raise ImproperlyConfigured(
+                "WORKFLOWS['WEBHOOK_RETRY_DELAYS'] must be a list of timedeltas of zero or "
+                f"more (the wait before each retry), got {delays!r}."
+            )
         token = merged["METRICS_TOKEN"]
         if token is not None and (not isinstance(token, str) or not token.strip()):
             raise ImproperlyConfigured(

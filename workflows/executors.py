@@ -51,22 +51,31 @@ class DjangoQExecutor:
     """
 
     def enqueue(self, work: Sequence[Work]) -> None:
-        from django_q.conf import Conf
-
-        from workflows.models import Step
-
-        units = list(work)
-        if Conf.ORM and router.db_for_write(Step) == Conf.ORM:
-            _send(units)
-        else:
-            transaction.on_commit(lambda: _send(units), using=router.db_for_write(Step))
+        queue_tasks(
+            [(kind.task, unit_id, f"workflows {kind.name} {unit_id}") for kind, unit_id in work]
+        )
 
 
-def _send(work: list[Work]) -> None:
+def queue_tasks(tasks: Sequence[tuple[str, int, str]]) -> None:
+    """Send django-q2 tasks ``(function path, argument, task name)`` with the caller's
+    transaction: inside it when the ORM broker uses the workflows database (the message
+    commits or rolls back with the state it is about), on commit otherwise."""
+    from django_q.conf import Conf
+
+    from workflows.models import Step
+
+    calls = list(tasks)
+    if Conf.ORM and router.db_for_write(Step) == Conf.ORM:
+        _send(calls)
+    else:
+        transaction.on_commit(lambda: _send(calls), using=router.db_for_write(Step))
+
+
+def _send(calls: list[tuple[str, int, str]]) -> None:
     from django_q.tasks import async_task
 
-    for kind, unit_id in work:
-        async_task(kind.task, unit_id, task_name=f"workflows {kind.name} {unit_id}")
+    for function, argument, name in calls:
+        async_task(function, argument, task_name=name)
 
 
 EXECUTOR_ALIASES = {

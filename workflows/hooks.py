@@ -25,6 +25,7 @@ from django.dispatch import Signal
 
 from workflows.models import Event
 from workflows.status import RUN_FINAL
+from workflows.webhooks.outbox import record_deliveries
 
 logger = logging.getLogger("workflows.hooks")
 
@@ -109,7 +110,8 @@ def claim_events(limit: int) -> list[Event]:
     ``BEGIN IMMEDIATE`` serialises deliverers, so the loser reads after the winner's
     commit and sees only what is left. The update is guarded by ``published = false``;
     should it ever change fewer rows than were read, the claim rolls back and delivers
-    nothing rather than deliver twice.
+    nothing rather than deliver twice. The claimed events' webhook deliveries are
+    recorded in the same transaction (:mod:`workflows.webhooks.outbox`).
     """
     with transaction.atomic():
         ids = list(
@@ -123,6 +125,9 @@ def claim_events(limit: int) -> list[Event]:
         claimed = Event.objects.filter(id__in=ids, published=False).update(published=True)
         if claimed != len(ids):
             raise RuntimeError(f"claimed {claimed} of {len(ids)} events; nothing delivered")
+        # Webhook deliveries are recorded with the cursor move: once per event, or not
+        # at all if this claim rolls back.
+        record_deliveries(ids)
     # Read after the claim commits: SQLite's write lock is held no longer than needed.
     return list(
         Event.objects.filter(id__in=ids).annotate(workflow=F("run__workflow_name")).order_by("id")

@@ -392,3 +392,9 @@ class Event(models.Model):
 
     def __str__(self) -> str:
         return f"{self.type} @ {self.created_at:%Y-%m-%d %H:%M:%S}"
+
+
+
+# Webhook endpoints and deliveries live in their own package; importing them here makes
+# them models of this app.
+from workflows.webhooks.models import WebhookDelivery, WebhookEndpoint  # noqa: E402, F401

@@ -24,6 +24,7 @@ from workflows.engine import WORK_KINDS, fire_timer, reclaim
 from workflows.engine.operator_verbs import cancel_run
 from workflows.engine.recovery import delete_finished_runs, redispatch, repair_run
 from workflows.errors import DefinitionMissing, RunBusy
+from workflows.executors import uses_django_q
 from workflows.hooks import deliver_events
 from workflows.models import CompensationRecord, Event, FanOutItem, Run, Step, Timer
 from workflows.status import (
@@ -36,6 +37,8 @@ from workflows.status import (
     StepStatus,
     TimerStatus,
 )
+from workflows.webhooks.queue import endpoints_due, nudge
+from workflows.webhooks.sender import send_endpoint
 
 logger = logging.getLogger("workflows.scanners")
 
@@ -224,6 +227,24 @@ def deliver_hooks(*, limit: int = 500, dry_run: bool = False) -> ScanResult:
     )
 
 
+def send_webhooks(
+    *, now: datetime | None = None, limit: int = 1000, dry_run: bool = False
+) -> ScanResult:
+    """Send the due webhook deliveries of each endpoint (:mod:`workflows.webhooks`).
+
+    With django-q2 it only nudges: one ``send_webhooks`` task per endpoint whose head
+    delivery is due (a retry that came due, a lost nudge, a sender that vanished);
+    ``done`` counts the tasks sent. Otherwise it sends in this process and ``done``
+    counts the endpoints that got an attempt.
+    """
+    ids = endpoints_due(now=now, limit=limit)
+    if not uses_django_q():
+        return _sweep(ids, functools.partial(send_endpoint, now=now), "webhooks of", dry_run)
+    if not dry_run:
+        nudge(ids)
+    return ScanResult(found=len(ids), done=0 if dry_run else len(ids))
+
+
 RECOVERY_SCANNERS: dict[str, Callable[..., ScanResult]] = {
     "fire_due_timers": fire_due_timers,
     "reclaim_expired_leases": reclaim_expired_leases,
@@ -232,6 +253,7 @@ RECOVERY_SCANNERS: dict[str, Callable[..., ScanResult]] = {
     "cancel_orphaned_children": cancel_orphaned_children,
     "purge_finished_runs": purge_finished_runs,
     "deliver_hooks": deliver_hooks,
+    "send_webhooks": send_webhooks,
 }
 
 

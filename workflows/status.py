@@ -90,3 +90,22 @@ STEP_FINAL = frozenset(
 )
 # Steps in these states are work in hand: while any exists the run is "running".
 STEP_IN_HAND = frozenset({StepStatus.READY, StepStatus.RUNNING})
+
+
+class DeliveryStatus(models.TextChoices):
+    """A webhook delivery: waiting its turn, in a sender's hands, or done one way or another."""
+
+    PENDING = "pending"
+    SENDING = "sending"
+    RETRY_SCHEDULED = "retry_scheduled"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+# Deliveries still to send: the head of an endpoint's queue is the oldest of these.
+DELIVERY_OPEN = frozenset(
+    {DeliveryStatus.PENDING, DeliveryStatus.SENDING, DeliveryStatus.RETRY_SCHEDULED}
+)
+# Deliveries waiting for a sender (due once ``next_attempt_at`` has passed).
+DELIVERY_WAITING = frozenset({DeliveryStatus.PENDING, DeliveryStatus.RETRY_SCHEDULED})

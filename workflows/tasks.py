@@ -1,4 +1,5 @@
-"""django-q2 entry points: thin wrappers around the runner and the scanners.
+"""django-q2 entry points: thin wrappers around the runner, the scanners and the
+webhook sender.
 
 Queue messages only say "work on step N" (or item, or compensation); the engine owns
 leases, attempts and backoff, so these functions never raise for work that is already
@@ -14,6 +15,7 @@ from workflows.engine.work_kinds import COMPENSATION, ITEM, STEP
 from workflows.runner import execute
 from workflows.scanners import fire_due_timers
 from workflows.scanners import recover as run_scanners
+from workflows.webhooks.sender import send_endpoint
 
 
 def run_step(step_id: int) -> int:
@@ -29,6 +31,12 @@ def run_item(item_id: int) -> int:
 def run_compensation(record_id: int) -> int:
     """Run a ready compensation."""
     return execute(COMPENSATION, record_id)
+
+
+def send_webhooks(endpoint_id: int) -> int:
+    """Send an endpoint's due webhook deliveries, in order (a nudge: a duplicate finds
+    the head claimed or not due and sends nothing)."""
+    return send_endpoint(endpoint_id)
 
 
 def fire_timers() -> dict[str, int]:

@@ -11,6 +11,7 @@ from workflows.engine.work_kinds import WORK_KINDS
 from workflows.runner import execute
 from workflows.scanners import cancel_orphaned_children, deliver_hooks, fire_due_timers
 from workflows.status import RUN_HELD, StepStatus
+from workflows.webhooks.sender import send_due
 
 
 @dataclass
@@ -30,7 +31,8 @@ def run_pending(until: datetime | None = None, *, max_rounds: int = 10_000) -> P
     backoffs elapse without waiting. Repeats until nothing is runnable and returns
     counts (``steps`` counts every attempt run, items and compensations included).
     Work of a paused run waits, as it does for workers. Hooks of the events written
-    are sent at the end, as the sweeper would send them.
+    are sent at the end, as the sweeper would send them, and so are webhooks: every
+    delivery due by ``until``, retries included, until none is due.
     """
     until = until or timezone.now()
     result = PendingResult()
@@ -52,4 +54,8 @@ def run_pending(until: datetime | None = None, *, max_rounds: int = 10_000) -> P
         for kind, pk in ready:
             result.steps += execute(kind, pk, owner="inline")
     deliver_hooks()
+    # Deliveries recorded just now are due on the database clock, which has passed ``until``.
+    webhooks_due_by = max(until, timezone.now())
+    while send_due(now=webhooks_due_by):
+        pass
     return result

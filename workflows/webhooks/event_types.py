@@ -1,0 +1,65 @@
+"""The event types an endpoint may subscribe to, and the history events they come from.
+
+A webhook type is a history event type (``run.completed``, ``step.failed``) except
+``gate.waiting``, which is the ``step.waiting`` event of a gate: the same choice as the
+hooks (:mod:`workflows.hooks`), so an integration sees the same moments either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.core.exceptions import ValidationError
+
+from workflows.status import RUN_FINAL
+
+WILDCARD = "*"
+
+WEBHOOK_EVENT_TYPES: tuple[str, ...] = (
+    "run.started",
+    *sorted(f"run.{status}" for status in RUN_FINAL),
+    "step.completed",
+    "step.failed",
+    "gate.waiting",
+    "gate.decided",
+    "compensation.failed",
+)
+
+# The history event types worth reading when recording deliveries.
+SOURCE_EVENT_TYPES: frozenset[str] = frozenset(
+    {"step.waiting", *(name for name in WEBHOOK_EVENT_TYPES if name != "gate.waiting")}
+)
+
+
+def webhook_type(event_type: str, payload: dict[str, Any]) -> str | None:
+    """The webhook type of a history event, or None when no endpoint can receive it."""
+    if event_type == "step.waiting":
+        return "gate.waiting" if payload.get("reason") == "gate" else None
+    return event_type if event_type in SOURCE_EVENT_TYPES else None
+
+
+def subscribed(event_types: Iterable[str], webhook_event_type: str) -> bool:
+    """Whether an endpoint subscribed to ``event_types`` receives ``webhook_event_type``."""
+    return any(name in (WILDCARD, webhook_event_type) for name in event_types)
+
+
+def validate_event_types(value: Any) -> None:
+    """Refuse anything but a non-empty list of known event types (or ``"*"``)."""
+    if not isinstance(value, list) or not value:
+        raise ValidationError(
+            "Choose at least one event type (or %(wildcard)s for all of them).",
+            code="no_event_types",
+            params={"wildcard": WILDCARD},
+        )
+    unknown = [name for name in value if name not in (WILDCARD, *WEBHOOK_EVENT_TYPES)]
+    if unknown:
+        raise ValidationError(
+            "Unknown event type(s): %(unknown)s. Known: %(known)s, or %(wildcard)s for all.",
+            code="unknown_event_type",
+            params={
+                "unknown": ", ".join(map(str, unknown)),
+                "known": ", ".join(WEBHOOK_EVENT_TYPES),
+                "wildcard": WILDCARD,
+            },
+        )

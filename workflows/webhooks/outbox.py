@@ -1,0 +1,72 @@
+"""Deliveries recorded in the transaction that claims events for the hooks.
+
+:func:`workflows.hooks.claim_events` moves the event cursor (``Event.published``) once
+per event; it calls :func:`record_deliveries` inside that same transaction, so each
+event gets its delivery rows exactly once, atomically with the cursor move: two
+deliverers never both record an event (they claim disjoint events), a claim that rolls
+back records nothing, and a transition that rolled back wrote no event to begin with.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from django.db.models import F
+from django.db.models.functions import Now
+
+from workflows.models import Event
+from workflows.webhooks.event_types import SOURCE_EVENT_TYPES, subscribed, webhook_type
+from workflows.webhooks.models import WebhookDelivery, WebhookEndpoint
+from workflows.webhooks.payload import event_body
+from workflows.webhooks.queue import nudge
+
+
+def record_deliveries(event_ids: Sequence[int]) -> dict[int, int]:
+    """Insert a pending delivery per (event, enabled endpoint subscribed to its type).
+
+    Runs inside the caller's claim transaction and costs one query when no endpoint is
+    enabled. Deliveries are inserted in event order, which is the order each endpoint
+    receives them in; the endpoints that got some are nudged (:func:`queue.nudge`, in
+    this transaction with django-q2's ORM broker). Returns the number recorded per
+    endpoint id.
+    """
+    endpoints = list(WebhookEndpoint.objects.filter(enabled=True).values_list("id", "event_types"))
+    if not endpoints or not event_ids:
+        return {}
+    events = (
+        Event.objects.filter(id__in=event_ids, type__in=SOURCE_EVENT_TYPES)
+        .annotate(workflow=F("run__workflow_name"), step_name=F("step__name"))
+        .order_by("id")
+    )
+    deliveries = []
+    for event in events:
+        kind = webhook_type(event.type, event.payload)
+        if kind is None:
+            continue
+        body = event_body(
+            webhook_type=kind,
+            event_id=event.pk,
+            created_at=event.created_at,
+            run_id=event.run_id,
+            step_id=event.step_id,
+            step=event.step_name,
+            workflow=event.workflow,
+            payload=event.payload,
+        )
+        deliveries.extend(
+            WebhookDelivery(
+                endpoint_id=endpoint_id,
+                event_id=event.pk,
+                event_type=kind,
+                run_id=event.run_id,
+                body=body,
+                next_attempt_at=Now(),
+            )
+            for endpoint_id, event_types in endpoints
+            if subscribed(event_types, kind)
+        )
+    WebhookDelivery.objects.bulk_create(deliveries, batch_size=500)
+    recorded = Counter(delivery.endpoint_id for delivery in deliveries)
+    nudge(recorded)
+    return dict(recorded)

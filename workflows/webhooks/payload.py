@@ -1,0 +1,50 @@
+"""The JSON body of a delivery: what an event says, in the Standard Webhooks shape.
+
+``{"type": "run.completed", "timestamp": "<the event's ISO time>", "data": {...}}``,
+where ``data`` is the event's own payload plus ``run_id``, ``step_id``, ``step``,
+``workflow`` and ``event_id``. The body is computed once, when the delivery is
+recorded, and kept on the delivery: the purge may delete the run and its history, and
+the log and a replay still have what was (or would have been) sent.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from django.core.serializers.json import DjangoJSONEncoder
+
+
+def event_body(
+    *,
+    webhook_type: str,
+    event_id: int,
+    created_at: datetime,
+    run_id: UUID,
+    step_id: int | None,
+    step: str | None,
+    workflow: str,
+    payload: dict[str, Any],
+) -> dict[str, Any]:
+    """The body of one event; the identifying fields win over same-named payload keys."""
+    return {
+        "type": webhook_type,
+        "timestamp": created_at.isoformat(),
+        "data": {
+            **payload,
+            "event_id": event_id,
+            "run_id": str(run_id),
+            "step_id": step_id,
+            "step": step,
+            "workflow": workflow,
+        },
+    }
+
+
+def encode(body: dict[str, Any]) -> bytes:
+    """The bytes sent and signed: compact JSON, keys in a fixed order, UTF-8."""
+    return json.dumps(
+        body, cls=DjangoJSONEncoder, separators=(",", ":"), sort_keys=True, ensure_ascii=False
+    ).encode()
