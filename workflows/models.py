@@ -394,7 +394,6 @@ class Event(models.Model):
         return f"{self.type} @ {self.created_at:%Y-%m-%d %H:%M:%S}"
 
 
-
 # Webhook endpoints and deliveries live in their own package; importing them here makes
 # them models of this app.
 from workflows.webhooks.models import WebhookDelivery, WebhookEndpoint  # noqa: E402, F401

@@ -8,16 +8,19 @@ with ``run_pending(until=...)``; retry delays are shortened by settings.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
 from datetime import timedelta
+from io import StringIO
 
 import pytest
 from django.contrib.auth.models import User
 from django.core.exceptions import ImproperlyConfigured
+from django.core.management import CommandError, call_command
 from django.db import connection, transaction
 from django.urls import reverse
 from django.utils import timezone
@@ -463,3 +466,32 @@ def test_bad_webhook_settings_are_refused_saying_which(settings):
     settings.WORKFLOWS = {"WEBHOOK_TIMEOUT": timedelta(0)}
     with pytest.raises(ImproperlyConfigured, match="WEBHOOK_TIMEOUT"):
         workflow_settings.WEBHOOK_TIMEOUT  # noqa: B018
+
+
+def test_the_command_lists_endpoints_and_failures_and_replays(short_retries):
+    with Receiver(script=[500, 500, 500, 200]) as receiver:
+        endpoint = endpoint_for(receiver, ["run.completed"])
+        workflows.start_run(Shipping)
+        run_pending(until=timezone.now() + timedelta(minutes=1))
+        failed = WebhookDelivery.objects.get()
+        assert failed.status == DeliveryStatus.FAILED
+
+        listing = StringIO()
+        call_command("workflows_webhooks", stdout=listing)
+        text = listing.getvalue()
+        assert receiver.url in text and failed.message_id in text and "500" in text
+
+        replayed = StringIO()
+        call_command("workflows_webhooks", "--replay", str(failed.pk), stdout=replayed)
+        assert "1 delivery(ies) queued again" in replayed.getvalue()
+        run_pending()
+        assert [r.answered for r in receiver.requests] == [500, 500, 500, 200]
+        with pytest.raises(CommandError, match="1 of 1 deliveries not replayed"):
+            call_command("workflows_webhooks", "--replay", "999999", stderr=StringIO())
+
+    services.disable_endpoint(endpoint.pk, reason="operator")
+    enabled = StringIO()
+    call_command("workflows_webhooks", "--enable", str(endpoint.pk), "--json", stdout=enabled)
+    assert json.loads(enabled.getvalue()) == {"endpoint": endpoint.pk, "enabled_now": True}
+    with pytest.raises(CommandError, match="no webhook endpoint 999"):
+        call_command("workflows_webhooks", "--enable", "999")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from datetime import UTC, datetime
+from pathlib import Path
 from uuid import UUID
 
 import pytest
@@ -118,3 +120,19 @@ def test_an_endpoint_refuses_a_url_that_is_not_http():
         endpoint.clean_fields()
     assert "url" in refused.value.message_dict
     WebhookEndpoint(url="https://example.com/hook", event_types=["*"]).clean_fields()
+
+
+def test_the_guides_verification_snippet_accepts_the_vector():
+    guide = Path(__file__).resolve().parents[2] / "docs" / "guide" / "webhooks.md"
+    (snippet,) = [
+        block
+        for block in re.findall(r"```python\n(.*?)```", guide.read_text(), re.DOTALL)
+        if "def verify_webhook" in block
+    ]
+    namespace: dict = {}
+    exec(snippet, namespace)
+    verify_webhook = namespace["verify_webhook"]
+    headers = signed_headers(VECTOR_SECRET, VECTOR_ID, VECTOR_TIMESTAMP, VECTOR_BODY)
+    assert verify_webhook(VECTOR_SECRET, headers, VECTOR_BODY, tolerance=10**10)
+    assert not verify_webhook(VECTOR_SECRET, headers, VECTOR_BODY)  # too old
+    assert not verify_webhook(VECTOR_SECRET, headers, b"{}", tolerance=10**10)

@@ -18,8 +18,10 @@ from django.contrib import admin, messages
 from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
+from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
+from django.utils.timezone import localtime
 
 from workflows.admin_readonly import ReadOnlyMixin
 from workflows.admin_runs import badge
@@ -43,8 +45,10 @@ class EndpointForm(forms.ModelForm):
     """The endpoint's settings, with the version it was read at for the compare-and-set."""
 
     url = forms.URLField(
+        label="URL",
         max_length=2000,
         assume_scheme="https",
+        widget=forms.URLInput(attrs={"class": "vURLField wf-wide"}),
         help_text="Receives a POST per event, signed with the endpoint's secret.",
     )
     event_types = forms.MultipleChoiceField(
@@ -170,8 +174,8 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
     @admin.display(description="secret")
     def secret_masked(self, endpoint: WebhookEndpoint) -> SafeString:
         return format_html(
-            '<code>{}</code><div class="help">Shown in full only when created or rotated '
-            "(action “Rotate the signing secret”).</div>",
+            "<code>{}</code> (shown in full only when created or rotated: action “Rotate the "
+            "signing secret” in the list)",
             masked(endpoint.secret),
         )
 
@@ -216,9 +220,8 @@ class WebhookDeliveryAdmin(ReadOnlyMixin, admin.ModelAdmin):
         "event_type",
         "status_badge",
         "attempt",
-        "response_status",
-        "next_attempt_at",
-        "created_at",
+        "answer",
+        "when",
     )
     list_filter = ("status", "endpoint", "event_type")
     list_select_related = ("endpoint",)
@@ -257,6 +260,25 @@ class WebhookDeliveryAdmin(ReadOnlyMixin, admin.ModelAdmin):
     @admin.display(description="status", ordering="status")
     def status_badge(self, delivery: WebhookDelivery) -> SafeString:
         return badge(delivery.status)
+
+    @admin.display(description="HTTP", ordering="response_status")
+    def answer(self, delivery: WebhookDelivery) -> str:
+        return str(delivery.response_status or "-")
+
+    @admin.display(description="recorded · next attempt", ordering="id")
+    def when(self, delivery: WebhookDelivery) -> SafeString:
+        """When it was recorded and, while it waits for a retry, when that is due: one
+        column, so the log fits beside the admin's sidebar and filters."""
+        next_attempt = (
+            f"next {date_format(localtime(delivery.next_attempt_at), 'DATETIME_FORMAT')}"
+            if delivery.status == DeliveryStatus.RETRY_SCHEDULED and delivery.next_attempt_at
+            else ""
+        )
+        return format_html(
+            '<span class="wf-nowrap">{}</span><div class="wf-quiet">{}</div>',
+            date_format(localtime(delivery.created_at), "DATETIME_FORMAT"),
+            next_attempt,
+        )
 
     @admin.display(description="run")
     def run(self, delivery: WebhookDelivery) -> SafeString:

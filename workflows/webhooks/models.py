@@ -113,7 +113,7 @@ class WebhookDelivery(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.event_type} → {self.endpoint_id} [{self.status}]"
+        return f"delivery {self.pk}: {self.event_type} [{self.status}]"
 
     def replayed(self) -> WebhookDelivery:
         """A new delivery (unsaved) of the same message to the same endpoint, due now."""
