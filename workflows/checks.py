@@ -280,7 +280,7 @@ def check_metrics(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMe
 
 @checks.register("workflows")
 def check_webhooks(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    """workflows.E012: a django-q2 task sending webhooks must outlive its last request."""
+    """workflows.W007: a django-q2 task sending webhooks should outlive its last request."""
     from workflows.executors import uses_django_q
 
     try:
@@ -295,19 +295,21 @@ def webhook_problems(cluster: dict[str, Any]) -> list[checks.CheckMessage]:
     """Return what is unsafe in a ``Q_CLUSTER`` dict for the webhook sender task.
 
     The task sends for up to ``CHAIN_BUDGET`` and then finishes its last request, which
-    may wait ``WEBHOOK_TIMEOUT``; django-q2 killing it there would leave the delivery
-    ``sending`` until its lease expires, and the receiver may get it twice.
+    may wait ``WEBHOOK_TIMEOUT``; django-q2 killing it there leaves the delivery
+    ``sending`` until its lease expires and the receiver may get it twice. A warning,
+    not an error: the lease and the fence keep the log right, at the cost of a late,
+    repeated delivery.
     """
     needed = (workflow_settings.CHAIN_BUDGET + workflow_settings.WEBHOOK_TIMEOUT).total_seconds()
     timeout = cluster.get("timeout")
     if timeout is not None and timeout >= needed:
         return []
     return [
-        checks.Error(
+        checks.Warning(
             f"Q_CLUSTER['timeout'] = {timeout!r} would let django-q2 kill a webhook sender "
             f"in the middle of a request: it must be at least CHAIN_BUDGET plus "
             f"WEBHOOK_TIMEOUT ({needed:g} s)",
             hint="Raise Q_CLUSTER['timeout'] or lower WORKFLOWS['WEBHOOK_TIMEOUT'].",
-            id="workflows.E012",
+            id="workflows.W007",
         )
     ]

@@ -27,6 +27,8 @@ WORKFLOWS = {
     "CHAIN_BUDGET": timedelta(seconds=1),
     "TIMER_POLL_INTERVAL": timedelta(milliseconds=100),
     "RECOVERY_INTERVAL": timedelta(milliseconds=500),
+    # A webhook sender task must also fit in the queue's timeout (workflows.W007).
+    "WEBHOOK_TIMEOUT": timedelta(seconds=5),
 }
 
 # The system checks (workflows.E005/E006) require timeout >= CHAIN_BUDGET + the longest

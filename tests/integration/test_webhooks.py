@@ -455,7 +455,7 @@ def test_a_queue_timeout_shorter_than_a_sender_task_is_refused(settings):
     settings.WORKFLOWS = {**settings.WORKFLOWS, "WEBHOOK_TIMEOUT": timedelta(seconds=30)}
     assert webhook_problems({"timeout": 90}) == []
     (problem,) = webhook_problems({"timeout": 80})
-    assert problem.id == "workflows.E012"
+    assert problem.id == "workflows.W007"
     assert "CHAIN_BUDGET plus WEBHOOK_TIMEOUT (90 s)" in problem.msg
 
 
