@@ -39,6 +39,7 @@ from workflows.status import (
 )
 from workflows.webhooks.queue import endpoints_due, nudge
 from workflows.webhooks.sender import send_endpoint
+from workflows.webhooks.services import delete_ended_deliveries, ended_deliveries
 
 logger = logging.getLogger("workflows.scanners")
 
@@ -245,6 +246,21 @@ def send_webhooks(
     return ScanResult(found=len(ids), done=0 if dry_run else len(ids))
 
 
+def purge_webhook_deliveries(
+    *, older_than: Any = None, limit: int = 1000, dry_run: bool = False
+) -> ScanResult:
+    """Delete webhook deliveries that ended longer ago than ``RETENTION`` (the log's
+    retention is the history's); nothing while it is None."""
+    retention = older_than if older_than is not None else workflow_settings.RETENTION
+    if retention is None:
+        return ScanResult()
+    ended_before = timezone.now() - retention
+    if dry_run:
+        return ScanResult(found=min(ended_deliveries(ended_before).count(), limit))
+    deleted = delete_ended_deliveries(ended_before=ended_before, limit=limit)
+    return ScanResult(found=deleted, done=deleted)
+
+
 RECOVERY_SCANNERS: dict[str, Callable[..., ScanResult]] = {
     "fire_due_timers": fire_due_timers,
     "reclaim_expired_leases": reclaim_expired_leases,
@@ -254,6 +270,7 @@ RECOVERY_SCANNERS: dict[str, Callable[..., ScanResult]] = {
     "purge_finished_runs": purge_finished_runs,
     "deliver_hooks": deliver_hooks,
     "send_webhooks": send_webhooks,
+    "purge_webhook_deliveries": purge_webhook_deliveries,
 }
 
 

@@ -109,3 +109,7 @@ DELIVERY_OPEN = frozenset(
 )
 # Deliveries waiting for a sender (due once ``next_attempt_at`` has passed).
 DELIVERY_WAITING = frozenset({DeliveryStatus.PENDING, DeliveryStatus.RETRY_SCHEDULED})
+# Deliveries that are over: the retention purge may delete them.
+DELIVERY_ENDED = frozenset(
+    {DeliveryStatus.DELIVERED, DeliveryStatus.FAILED, DeliveryStatus.SKIPPED}
+)

@@ -35,7 +35,7 @@ from workflows.checks import webhook_problems
 from workflows.conf import workflow_settings
 from workflows.models import Event, WebhookDelivery, WebhookEndpoint
 from workflows.runner import execute_step
-from workflows.scanners import deliver_hooks, send_webhooks
+from workflows.scanners import deliver_hooks, purge_webhook_deliveries, send_webhooks
 from workflows.status import DeliveryStatus
 from workflows.testing import run_pending
 from workflows.webhooks import services
@@ -495,3 +495,23 @@ def test_the_command_lists_endpoints_and_failures_and_replays(short_retries):
     assert json.loads(enabled.getvalue()) == {"endpoint": endpoint.pk, "enabled_now": True}
     with pytest.raises(CommandError, match="no webhook endpoint 999"):
         call_command("workflows_webhooks", "--enable", "999")
+
+
+def test_the_retention_purge_deletes_ended_deliveries_and_keeps_open_ones(settings):
+    with Receiver(script=[200, 500]) as receiver:
+        endpoint_for(receiver, ["*"])
+        workflows.start_run(Single)
+        run_pending()
+    assert list(WebhookDelivery.objects.order_by("id").values_list("status", flat=True)) == [
+        "delivered",
+        "retry_scheduled",
+        "pending",
+    ]
+    assert purge_webhook_deliveries().found == 0  # RETENTION is None: history is kept
+    assert purge_webhook_deliveries(older_than=timedelta(0), dry_run=True).found == 1
+    settings.WORKFLOWS = {**settings.WORKFLOWS, "RETENTION": timedelta(0)}
+    assert purge_webhook_deliveries().done == 1
+    assert set(WebhookDelivery.objects.values_list("status", flat=True)) == {
+        "retry_scheduled",
+        "pending",
+    }

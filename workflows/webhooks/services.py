@@ -12,11 +12,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db.models import QuerySet
 
 from workflows.engine.sql import cas_update, cas_update_many, db_now
 from workflows.engine.transaction import transition
 from workflows.errors import StaleState
-from workflows.status import DELIVERY_OPEN, DELIVERY_WAITING, DeliveryStatus
+from workflows.status import DELIVERY_ENDED, DELIVERY_OPEN, DELIVERY_WAITING, DeliveryStatus
 from workflows.webhooks.models import WebhookDelivery, WebhookEndpoint
 from workflows.webhooks.queue import nudge
 from workflows.webhooks.signing import generate_secret
@@ -202,3 +205,20 @@ def replay_deliveries(delivery_ids: Iterable[int]) -> Replay:
     replay.created = [delivery.pk for delivery in replays]
     nudge({delivery.endpoint_id for delivery in replays})
     return replay
+
+
+def ended_deliveries(ended_before: datetime) -> QuerySet[WebhookDelivery]:
+    """Deliveries that ended (delivered, failed, skipped) before ``ended_before``."""
+    return WebhookDelivery.objects.filter(status__in=DELIVERY_ENDED, updated_at__lt=ended_before)
+
+
+def delete_ended_deliveries(*, ended_before: datetime, limit: int) -> int:
+    """Delete up to ``limit`` of :func:`ended_deliveries`, oldest first; return how many.
+
+    The DELETE restates the condition, so a delivery replayed or claimed since the read
+    is never removed; a replay of a deleted delivery keeps its own row (``replay_of``
+    becomes empty).
+    """
+    ids = list(ended_deliveries(ended_before).order_by("id").values_list("id", flat=True)[:limit])
+    deleted, _ = ended_deliveries(ended_before).filter(id__in=ids).delete()
+    return deleted
