@@ -40,7 +40,7 @@ from workflows.status import DeliveryStatus
 from workflows.testing import run_pending
 from workflows.webhooks import services
 from workflows.webhooks.queue import SEND_TASK
-from workflows.webhooks.sender import claim_head, send_endpoint
+from workflows.webhooks.sender import Outcome, claim_head, record, send_endpoint
 
 pytestmark = pytest.mark.django_db
 
@@ -515,3 +515,15 @@ def test_the_retention_purge_deletes_ended_deliveries_and_keeps_open_ones(settin
         "retry_scheduled",
         "pending",
     }
+
+
+def test_a_failure_of_an_endpoint_disabled_meanwhile_is_skipped_not_retried(short_retries):
+    endpoint = services.create_endpoint(url="http://127.0.0.1:9/none", event_types=["*"])
+    workflows.start_run(Single)
+    deliver_hooks()
+    lease = claim_head(endpoint.pk, "sender")
+    services.disable_endpoint(endpoint.pk, reason="by an operator")  # while the POST is out
+    assert record(lease, Outcome({}, 500)) == DeliveryStatus.SKIPPED
+    delivery = WebhookDelivery.objects.get(pk=lease.delivery_id)
+    assert delivery.error == "HTTP 500; not retried: endpoint disabled (by an operator)"
+    assert set(WebhookDelivery.objects.values_list("status", flat=True)) == {"skipped"}

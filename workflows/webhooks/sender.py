@@ -36,7 +36,7 @@ from workflows.status import DELIVERY_OPEN, DeliveryStatus
 from workflows.webhooks.models import WebhookDelivery
 from workflows.webhooks.payload import encode
 from workflows.webhooks.queue import due, endpoints_due
-from workflows.webhooks.services import disable_endpoint
+from workflows.webhooks.services import disable_endpoint, lock_endpoint
 from workflows.webhooks.signing import signed_headers
 
 logger = logging.getLogger("workflows.webhooks")
@@ -193,10 +193,14 @@ def record(lease: DeliveryLease, outcome: Outcome) -> str | None:
 
     Delivered on a 2xx. A 410 Gone fails the delivery and disables the endpoint (its
     waiting deliveries are skipped). Anything else schedules the next attempt after
-    ``WEBHOOK_RETRY_DELAYS[attempt - 1]``, or fails for good when none is left. Loses
-    to a sender that took the attempt over after the lease expired: the fenced update
-    matches nothing, nothing is written and None is returned.
+    ``WEBHOOK_RETRY_DELAYS[attempt - 1]``, or fails for good when none is left, or is
+    skipped when the endpoint was disabled while the request was out (the endpoint is
+    read under its lock, so a concurrent disable either sees this delivery waiting and
+    skips it, or is seen here). Loses to a sender that took the attempt over after the
+    lease expired: the fenced update matches nothing, nothing is written and None is
+    returned.
     """
+    endpoint = lock_endpoint(lease.endpoint_id)
     changes: dict[str, Any] = {
         "request_headers": outcome.request_headers,
         "response_status": outcome.status,
@@ -212,6 +216,12 @@ def record(lease: DeliveryLease, outcome: Outcome) -> str | None:
         changes.update(status=DeliveryStatus.DELIVERED, delivered_at=db_now())
     elif gone or lease.attempt >= max_attempts():
         changes["status"] = DeliveryStatus.FAILED
+    elif endpoint is not None and not endpoint.enabled:
+        changes["status"] = DeliveryStatus.SKIPPED
+        changes["error"] = (
+            f"{outcome.error or f'HTTP {outcome.status}'}; not retried: endpoint disabled "
+            f"({endpoint.disabled_reason})"
+        )
     else:
         delay = workflow_settings.WEBHOOK_RETRY_DELAYS[lease.attempt - 1]
         changes.update(status=DeliveryStatus.RETRY_SCHEDULED, next_attempt_at=db_now_plus(delay))

@@ -47,6 +47,13 @@ def _locked(endpoint_id: int) -> WebhookEndpoint:
     return WebhookEndpoint.objects.select_for_update().get(pk=endpoint_id)
 
 
+def lock_endpoint(endpoint_id: int) -> WebhookEndpoint | None:
+    """The endpoint row locked until commit, or None if it was deleted. Every webhook
+    write that touches an endpoint and its deliveries locks the endpoint first, so two
+    of them never wait for each other in opposite orders."""
+    return WebhookEndpoint.objects.select_for_update().filter(pk=endpoint_id).first()
+
+
 @transition
 def update_endpoint(
     endpoint_id: int,
