@@ -20,7 +20,7 @@ import http.client
 import logging
 import time
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.error import HTTPError, URLError
@@ -71,10 +71,11 @@ class Outcome:
     status: int | None = None
     body: str = ""
     error: str = ""
-    delivered: bool = field(init=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "delivered", self.status is not None and 200 <= self.status < 300)
+    @property
+    def delivered(self) -> bool:
+        """A 2xx answer: the receiver has the message."""
+        return self.status is not None and 200 <= self.status < 300
 
 
 def max_attempts() -> int:
