@@ -342,10 +342,11 @@ def wait_for(
 
 
 @contextmanager
-def postgres_database() -> Iterator[str]:
-    """Create the benchmark's own PostgreSQL database, yield its URL, drop it afterwards.
+def postgres_database(database: str = POSTGRES_BENCH_DB) -> Iterator[str]:
+    """Create a benchmark's own PostgreSQL database, yield its URL, drop it afterwards.
 
-    Only the database named ``POSTGRES_BENCH_DB`` is ever created or dropped.
+    Only the database named ``database`` (``POSTGRES_BENCH_DB`` unless a benchmark
+    names its own) is ever created or dropped.
     """
     import psycopg
     from psycopg import sql
@@ -356,14 +357,14 @@ def postgres_database() -> Iterator[str]:
         ) as connection:
             connection.execute(statement)
 
-    name = sql.Identifier(POSTGRES_BENCH_DB)
+    name = sql.Identifier(database)
     try:
         admin(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
         admin(sql.SQL("CREATE DATABASE {}").format(name))
     except psycopg.OperationalError as exc:
         raise BenchError(f"PostgreSQL at {POSTGRES['host']}:{POSTGRES['port']}: {exc}") from exc
     try:
-        yield f"postgres://{POSTGRES['user']}@{POSTGRES['host']}:{POSTGRES['port']}/{POSTGRES_BENCH_DB}"
+        yield f"postgres://{POSTGRES['user']}@{POSTGRES['host']}:{POSTGRES['port']}/{database}"
     finally:
         admin(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
 

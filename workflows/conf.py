@@ -38,6 +38,9 @@ DEFAULTS: dict[str, Any] = {
     # how often it runs the recovery scanners.
     "TIMER_POLL_INTERVAL": timedelta(milliseconds=200),
     "RECOVERY_INTERVAL": timedelta(seconds=5),
+    # ...and how often it runs ``repair_stuck_runs``, the one scanner whose cost grows
+    # with the number of active runs (it checks each one), not with the work to do.
+    "REPAIR_INTERVAL": timedelta(minutes=1),
     # Finished runs older than this are deleted by the purge scanner; None keeps them.
     "RETENTION": None,
     # "database is locked" on SQLite is retried this many times with jittered backoff.

@@ -117,6 +117,13 @@ class Run(models.Model):
             models.Index(
                 fields=["subject_type", "subject_id", "created_at"], name="workflows_run_subject"
             ),
+            # Child runs only (cancel_orphaned_children): a few rows among every run kept,
+            # where the foreign key's own index is mostly NULLs.
+            models.Index(
+                fields=["parent_run"],
+                condition=Q(parent_run__isnull=False),
+                name="workflows_run_children",
+            ),
         ]
 
     def __str__(self) -> str:

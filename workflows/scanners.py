@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -164,19 +164,21 @@ def repair_stuck_runs(*, limit: int = 1000, dry_run: bool = False) -> ScanResult
         ),
     )
     active_children = Run.objects.filter(parent_run=OuterRef("pk")).exclude(status__in=RUN_FINAL)
-    stuck = Q(status__in=RUN_ACTIVE) & ~Q(Exists(in_flight))
+    # Two queries, each reading only its statuses through the status index; one query
+    # with an OR of both walks every run ever kept.
+    stuck = Run.objects.filter(status__in=RUN_ACTIVE).exclude(Exists(in_flight))
     unwinding = (
-        Q(status__in=RUN_UNWINDING)
-        & ~Q(Exists(Step.objects.filter(run=OuterRef("pk"), status=StepStatus.RUNNING)))
-        & ~Q(Exists(running_items))
-        & ~Q(Exists(compensating))
-        & ~Q(Exists(active_children))
+        Run.objects.filter(status__in=RUN_UNWINDING)
+        .exclude(Exists(Step.objects.filter(run=OuterRef("pk"), status=StepStatus.RUNNING)))
+        .exclude(Exists(running_items))
+        .exclude(Exists(compensating))
+        .exclude(Exists(active_children))
     )
-    ids = list(
-        Run.objects.filter(stuck | unwinding)
-        .order_by("updated_at")
-        .values_list("id", flat=True)[:limit]
-    )
+    ids = [
+        pk
+        for candidates in (stuck, unwinding)
+        for pk in candidates.order_by("updated_at").values_list("id", flat=True)[:limit]
+    ][:limit]
     return _sweep(ids, functools.partial(repair_run, wait=False), "repair of run", dry_run)
 
 
@@ -185,6 +187,9 @@ def cancel_orphaned_children(*, limit: int = 1000, dry_run: bool = False) -> Sca
     ids = list(
         Run.objects.filter(status__in=RUN_ACTIVE, parent_run__isnull=False)
         .exclude(parent_run__status__in=RUN_ALIVE)
+        # No order: ordered (the model's newest first), the planner walks every run by
+        # creation date instead of the few children through workflows_run_children.
+        .order_by()
         .values_list("id", flat=True)[:limit]
     )
     return _sweep(
@@ -274,6 +279,9 @@ RECOVERY_SCANNERS: dict[str, Callable[..., ScanResult]] = {
 }
 
 
-def recover(*, dry_run: bool = False) -> dict[str, ScanResult]:
-    """Run every scanner once, in order, and return what each found and did."""
-    return {name: scan(dry_run=dry_run) for name, scan in RECOVERY_SCANNERS.items()}
+def recover(*, dry_run: bool = False, skip: Collection[str] = ()) -> dict[str, ScanResult]:
+    """Run every scanner once (but those named in ``skip``), in order, and return what
+    each found and did."""
+    return {
+        name: scan(dry_run=dry_run) for name, scan in RECOVERY_SCANNERS.items() if name not in skip
+    }

@@ -13,8 +13,9 @@ from workflows.sweeper import sweep_forever
 
 class Command(BaseCommand):
     help = (
-        "Fire due timers every WORKFLOWS['TIMER_POLL_INTERVAL'] and run the recovery "
-        "scanners every WORKFLOWS['RECOVERY_INTERVAL'] until SIGINT or SIGTERM."
+        "Fire due timers every WORKFLOWS['TIMER_POLL_INTERVAL'], run the recovery "
+        "scanners every WORKFLOWS['RECOVERY_INTERVAL'] (repair_stuck_runs every "
+        "WORKFLOWS['REPAIR_INTERVAL']) until SIGINT or SIGTERM."
     )
 
     def handle(self, *args: Any, **options: Any) -> None:
