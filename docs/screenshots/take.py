@@ -15,8 +15,10 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -101,11 +103,43 @@ def old_link(gate, user) -> str:
         signing.TimestampSigner.timestamp = original
 
 
-def shoot(base_url: str, demo: dict) -> list[Path]:
+class Camera:
+    """A Chromium page at 1400 px, signed in to the admin; ``photo(name)`` saves a
+    full-page screenshot as ``docs/screenshots/<name>.png`` and remembers its path."""
+
+    def __init__(self, page: Any) -> None:
+        self.page = page
+        self.taken: list[Path] = []
+
+    def photo(self, name: str) -> None:
+        path = HERE / f"{name}.png"
+        self.page.screenshot(path=str(path), full_page=True)
+        self.taken.append(path)
+
+
+@contextmanager
+def signed_in(base_url: str, username: str) -> Iterator[Camera]:
+    """A :class:`Camera` whose page is signed in to the admin as ``username``."""
     from playwright.sync_api import sync_playwright
 
-    import workflows
     from tests.browser.chromium import VIEWPORT, launch
+
+    with sync_playwright() as playwright:
+        browser = launch(playwright)
+        page = browser.new_context(viewport=VIEWPORT, base_url=base_url).new_page()
+        page.goto("/admin/login/?next=/admin/")
+        page.get_by_label("Username").fill(username)
+        page.get_by_label("Password").fill(PASSWORD)
+        page.get_by_role("button", name="Log in").click()
+        page.wait_for_load_state()
+        try:
+            yield Camera(page)
+        finally:
+            browser.close()
+
+
+def shoot(base_url: str, demo: dict) -> list[Path]:
+    import workflows
 
     dispatcher = demo["people"]["dispatcher"]
     first, _, third, fourth = demo["gates"]
@@ -115,28 +149,15 @@ def shoot(base_url: str, demo: dict) -> list[Path]:
     token = used_link.rstrip("/").rsplit("/", 1)[1]
     tampered_link = used_link.replace(token, token[:-4] + "AAAA")
 
-    taken = []
-    with sync_playwright() as playwright:
-        browser = launch(playwright)
-        page = browser.new_context(viewport=VIEWPORT, base_url=base_url).new_page()
-
-        def photo(name: str) -> None:
-            path = HERE / f"{name}.png"
-            page.screenshot(path=str(path), full_page=True)
-            taken.append(path)
-
-        page.goto("/admin/login/?next=/admin/")
-        page.get_by_label("Username").fill("dispatcher")
-        page.get_by_label("Password").fill(PASSWORD)
-        page.get_by_role("button", name="Log in").click()
-        page.wait_for_load_state()
-        photo("admin-index")
+    with signed_in(base_url, "dispatcher") as camera:
+        page = camera.page
+        camera.photo("admin-index")
         page.get_by_role("link", name="Approvals inbox").click()
-        photo("approvals-inbox")
+        camera.photo("approvals-inbox")
         page.get_by_role("link", name=f"Decide gate {first.pk}").click()
         page.get_by_label("Express").check()
         page.get_by_label("Feedback").fill("Customer paid for express shipping.")
-        photo("approval-decision")
+        camera.photo("approval-decision")
         page.get_by_role("button", name="Approve").click()
         page.wait_for_load_state()
         for name, link in (
@@ -146,9 +167,8 @@ def shoot(base_url: str, demo: dict) -> list[Path]:
             ("link-410-expired", expired_link),
         ):
             page.goto(link)
-            photo(name)
-        browser.close()
-    return taken
+            camera.photo(name)
+    return camera.taken
 
 
 def take_screenshots(

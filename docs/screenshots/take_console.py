@@ -20,7 +20,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent.parent))
 
-from take import PASSWORD, take_screenshots  # noqa: E402
+from take import PASSWORD, signed_in, take_screenshots  # noqa: E402
 
 DEMO = "flowsite.demo.steps"
 
@@ -124,40 +124,22 @@ def build_demo() -> dict:
 
 
 def shoot(base_url: str, ids: dict) -> list[Path]:
-    from playwright.sync_api import sync_playwright
-
-    from tests.browser.chromium import VIEWPORT, launch
-
-    taken = []
-    with sync_playwright() as playwright:
-        browser = launch(playwright)
-        page = browser.new_context(viewport=VIEWPORT, base_url=base_url).new_page()
-
-        def photo(name: str) -> None:
-            path = HERE / f"{name}.png"
-            page.screenshot(path=str(path), full_page=True)
-            taken.append(path)
-
-        page.goto("/admin/login/?next=/admin/")
-        page.get_by_label("Username").fill("operator")
-        page.get_by_label("Password").fill(PASSWORD)
-        page.get_by_role("button", name="Log in").click()
-        page.wait_for_load_state()
+    with signed_in(base_url, "operator") as camera:
+        page = camera.page
         page.goto("/admin/workflows/run/")
-        photo("runs-list")
+        camera.photo("runs-list")
         page.goto(f"/admin/workflows/run/{ids['mid']}/change/")
-        photo("run-page")
+        camera.photo("run-page")
         page.goto(f"/admin/workflows/run/{ids['failed']}/change/")
-        photo("run-page-compensated")
+        camera.photo("run-page-compensated")
         page.goto("/admin/workflows/run/?status__exact=waiting")
         page.locator("#action-toggle").check()
         page.locator('select[name="action"]').select_option("bulk_cancel")
         page.get_by_role("button", name="Go").click()
-        photo("bulk-cancel-dry-run")
+        camera.photo("bulk-cancel-dry-run")
         page.goto("/admin/workflows/run/dashboard/")
-        photo("dashboard")
-        browser.close()
-    return taken
+        camera.photo("dashboard")
+    return camera.taken
 
 
 def main() -> None:

@@ -19,7 +19,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent.parent))
 
-from take import PASSWORD, take_screenshots  # noqa: E402
+from take import PASSWORD, signed_in, take_screenshots  # noqa: E402
 
 ENDPOINTS = (
     ("ERP order sync", [200], ["run.started", "run.completed", "run.failed", "gate.decided"]),
@@ -66,35 +66,19 @@ def build_demo() -> dict:
 
 
 def shoot(base_url: str, ids: dict) -> list[Path]:
-    from playwright.sync_api import sync_playwright
-
-    from tests.browser.chromium import VIEWPORT, launch
-
-    taken = []
-    with sync_playwright() as playwright:
-        browser = launch(playwright)
-        page = browser.new_context(viewport=VIEWPORT, base_url=base_url).new_page()
-
-        def photo(name: str) -> None:
-            path = HERE / f"{name}.png"
-            page.screenshot(path=str(path), full_page=True)
-            taken.append(path)
-
-        page.goto("/admin/login/?next=/admin/")
-        page.get_by_label("Username").fill("operator")
-        page.get_by_label("Password").fill(PASSWORD)
-        page.get_by_role("button", name="Log in").click()
-        page.wait_for_load_state()
-        page.goto("/admin/workflows/webhookendpoint/")
-        photo("webhook-endpoints")
-        page.goto(f"/admin/workflows/webhookendpoint/{ids['erp']}/change/")
-        photo("webhook-endpoint")
-        page.goto("/admin/workflows/webhookdelivery/")
-        photo("webhook-deliveries")
-        page.goto(f"/admin/workflows/webhookdelivery/{ids['failed']}/change/")
-        photo("webhook-delivery-failed")
-        browser.close()
-    return taken
+    with signed_in(base_url, "operator") as camera:
+        for name, url in (
+            ("webhook-endpoints", "/admin/workflows/webhookendpoint/"),
+            ("webhook-endpoint", f"/admin/workflows/webhookendpoint/{ids['erp']}/change/"),
+            ("webhook-deliveries", "/admin/workflows/webhookdelivery/"),
+            (
+                "webhook-delivery-failed",
+                f"/admin/workflows/webhookdelivery/{ids['failed']}/change/",
+            ),
+        ):
+            camera.page.goto(url)
+            camera.photo(name)
+    return camera.taken
 
 
 def main() -> None:
