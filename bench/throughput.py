@@ -11,7 +11,12 @@ the demo project (``flowsite.database.sqlite_database``: WAL, busy timeout,
 * **ORM CAS+insert transactions/s**: the cheapest honest transaction of the same shape, a
   ``transaction.atomic()`` block doing one compare-and-set ``UPDATE`` on a version column
   plus one ``INSERT`` of an event row;
-* **queries and transactions per step**, captured over a separate, smaller batch of runs.
+* **queries and transactions per step**, captured over a separate, smaller batch of runs;
+* **fan-out items executed/s**: one run fanning out over 10,000 no-op items, unbatched
+  (``batch_size=1``, one transaction per item) and batched (``--fanout-batch-size``,
+  default 50: one transaction per batch), with their ratio to the ORM baseline and, with
+  ``--sqlite-limit``, to the ORM ceiling of ``../shared/peers/sqlite_limit``
+  (``django_wal_normal``) measured right after, in the same sitting.
 
 Why: every step transition is a small write transaction, so on SQLite the engine's rate
 is bounded by the rate of such transactions. The ratio engine / ORM says how much of
@@ -24,6 +29,8 @@ runs did not complete as they should (not every run ``completed``, or a step mis
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -69,10 +76,23 @@ class BenchFanOut(Workflow):
     items = FanOut(NOOP, items=fanout_items, max_parallel=100)
 
 
+def batched_fanout(batch_size: int) -> type[Workflow]:
+    """:class:`BenchFanOut` with ``batch_size`` items claimed and recorded per transaction."""
+    node = FanOut(
+        NOOP, items=fanout_items, max_parallel=max(100, batch_size), batch_size=batch_size
+    )
+    return type(
+        "BenchFanOutBatched",
+        (Workflow,),
+        {"__module__": __name__, "name": f"bench_fanout_batched_{batch_size}", "items": node},
+    )
+
+
 @dataclass
 class FanOutFigures:
     """One run fanning out over ``items`` no-op items, executed inline."""
 
+    batch_size: int
     items: int
     start_seconds: float
     execute_seconds: float
@@ -111,6 +131,7 @@ class Figures:
     orm_seconds: float
     queries: QueryCounts
     fanout: FanOutFigures
+    fanout_batched: FanOutFigures
 
     @property
     def starts_per_second(self) -> float:
@@ -164,9 +185,27 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=10_000,
         help="items of the single fan-out run (default 10,000)",
     )
+    parser.add_argument(
+        "--fanout-batch-size",
+        type=int,
+        default=50,
+        help="batch_size of the batched fan-out run (default 50)",
+    )
+    parser.add_argument(
+        "--sqlite-limit",
+        type=Path,
+        default=None,
+        metavar="RUN_SH",
+        help="the sqlite_limit peer's run.sh: run it afterwards and print the batched "
+        "fan-out's ratio to its django_wal_normal ceiling",
+    )
     args = parser.parse_args(argv)
-    if min(args.runs, args.orm_transactions, args.query_runs, args.fanout_items) < 1:
-        parser.error("--runs, --orm-transactions, --query-runs and --fanout-items must be positive")
+    numbers = (args.runs, args.orm_transactions, args.query_runs, args.fanout_items)
+    if min(*numbers, args.fanout_batch_size) < 1:
+        parser.error(
+            "--runs, --orm-transactions, --query-runs, --fanout-items and "
+            "--fanout-batch-size must be positive"
+        )
     return args
 
 
@@ -269,7 +308,9 @@ def measure(args: argparse.Namespace) -> Figures:
     runs_completed, steps_completed = completed_counts(TIMED_KEY)
 
     orm_seconds = orm_baseline(args.orm_transactions)
-    fanout = measure_fanout(args.fanout_items)
+    fanout = measure_fanout(BenchFanOut, args.fanout_items, batch_size=1)
+    batched = batched_fanout(args.fanout_batch_size)
+    fanout_batched = measure_fanout(batched, args.fanout_items, batch_size=args.fanout_batch_size)
     return Figures(
         runs=args.runs,
         start_seconds=start_seconds,
@@ -282,22 +323,24 @@ def measure(args: argparse.Namespace) -> Figures:
         orm_seconds=orm_seconds,
         queries=queries,
         fanout=fanout,
+        fanout_batched=fanout_batched,
     )
 
 
-def measure_fanout(items: int) -> FanOutFigures:
+def measure_fanout(workflow: type[Workflow], items: int, *, batch_size: int) -> FanOutFigures:
     """Start one run over ``items`` items (storing them), then execute it inline."""
     import workflows
     from workflows.testing import run_pending
 
     began = time.perf_counter()
-    run = workflows.start_run(BenchFanOut, {"items": items})
+    run = workflows.start_run(workflow, {"items": items})
     started = time.perf_counter()
     run_pending()
     finished = time.perf_counter()
     run.refresh_from_db()
     step = run.steps.get()
     return FanOutFigures(
+        batch_size=batch_size,
         items=items,
         start_seconds=started - began,
         execute_seconds=finished - started,
@@ -306,8 +349,14 @@ def measure_fanout(items: int) -> FanOutFigures:
     )
 
 
-def report(figures: Figures, facts: dict[str, str]) -> None:
-    q, f = figures.queries, figures.fanout
+def sqlite_limit_ceiling(run_sh: Path) -> float:
+    """The peer's Django ORM CAS+insert ceiling (``django_wal_normal.tx_per_sec``)."""
+    out = subprocess.run([str(run_sh)], check=True, capture_output=True, text=True).stdout
+    return float(json.loads(out.strip().splitlines()[-1])["django_wal_normal"]["tx_per_sec"])
+
+
+def report(figures: Figures, facts: dict[str, str], ceiling: float | None = None) -> None:
+    q, f, b = figures.queries, figures.fanout, figures.fanout_batched
     rows = [
         ("runs started/s", f"{figures.starts_per_second:,.0f}"),
         ("engine step transitions/s", f"{figures.steps_per_second:,.0f}"),
@@ -320,7 +369,16 @@ def report(figures: Figures, facts: dict[str, str]) -> None:
         ("ORM baseline queries per transaction", "2"),
         ("fan-out: items stored/s (at start)", f"{f.items / f.start_seconds:,.0f}"),
         ("fan-out: items executed/s", f"{f.items_per_second:,.0f}"),
+        (f"fan-out, batch_size {b.batch_size}: items executed/s", f"{b.items_per_second:,.0f}"),
+        ("fan-out: batched / unbatched", f"{b.items_per_second / f.items_per_second:.2f}"),
+        ("fan-out: batched / ORM baseline", f"{b.items_per_second / figures.orm_per_second:.2f}"),
     ]
+    if ceiling is not None:
+        rows += [
+            ("peer sqlite_limit django_wal_normal tx/s", f"{ceiling:,.0f}"),
+            ("fan-out: unbatched / peer ORM ceiling", f"{f.items_per_second / ceiling:.2f}"),
+            ("fan-out: batched / peer ORM ceiling", f"{b.items_per_second / ceiling:.2f}"),
+        ]
     print_header("Flowsite inline throughput (bench/throughput.py)", facts)
     print(
         f"  workload: {figures.runs} runs of {BenchNoop10.name} ({STEPS_PER_RUN} no-op tasks "
@@ -337,19 +395,22 @@ def report(figures: Figures, facts: dict[str, str]) -> None:
     print(
         f"  check: {figures.runs_completed}/{figures.runs} runs completed, "
         f"{figures.steps_completed}/{figures.runs * STEPS_PER_RUN} steps completed; "
-        f"fan-out {f.items_completed}/{f.items} items completed"
+        f"fan-out {f.items_completed}/{f.items} items completed, batched "
+        f"{b.items_completed}/{b.items}"
     )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     figures, facts = measured_in_fresh_sqlite(args.synchronous, lambda: measure(args))
-    report(figures, facts)
+    ceiling = sqlite_limit_ceiling(args.sqlite_limit) if args.sqlite_limit else None
+    report(figures, facts, ceiling)
     expected_steps = args.runs * STEPS_PER_RUN
     if (
         figures.runs_completed != args.runs
         or figures.steps_completed != expected_steps
         or not figures.fanout.completed
+        or not figures.fanout_batched.completed
     ):
         print("FAILED: not every run and step completed", file=sys.stderr)
         return 1

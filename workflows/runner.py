@@ -1,5 +1,6 @@
 """Running handler code for leased work, fenced by its lease: outside any transaction, or
-inside the one that records its outcome for a transactional node."""
+inside the one that records its outcome for a transactional node; a batch of fan-out
+items one handler after another, with all their outcomes recorded in one transaction."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from workflows.conf import workflow_settings
 from workflows.context import Context
 from workflows.engine import Lease, claim, complete_work, fail_attempt, heartbeat
 from workflows.engine.callbacks import AwaitCallback, make_token, park_for_callback
-from workflows.engine.outcomes import record_lost_lease
+from workflows.engine.lease import Held, LeaseBatch
+from workflows.engine.outcomes import heartbeat_batch, record_batch, record_lost_lease
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import STEP, WorkKind
 from workflows.errors import DefinitionMissing, LeaseLost, PermanentError, StaleState
@@ -43,15 +45,15 @@ def execute(kind: WorkKind, unit_id: int, *, owner: str | None = None, chain: bo
     """
     owner = owner or worker_id()
     try:
-        lease: Lease | None = claim(kind, unit_id, owner)
+        held: Held | None = claim(kind, unit_id, owner)
     except (StaleState, DefinitionMissing) as exc:
         logger.debug("%s %s not claimed: %s", kind.name, unit_id, exc)
         return 0
     deadline = time.monotonic() + workflow_settings.CHAIN_BUDGET.total_seconds()
     attempts = 0
-    while lease is not None:
-        attempts += 1
-        lease = run_attempt(lease, chain=chain and time.monotonic() < deadline)
+    while held is not None:
+        attempts += len(held.leases) if isinstance(held, LeaseBatch) else 1
+        held = run_attempt(held, chain=chain and time.monotonic() < deadline)
     return attempts
 
 
@@ -66,7 +68,7 @@ def log_fields(lease: Lease) -> dict[str, Any]:
     return {"run_id": str(lease.run_id), "step": lease.step_name, "attempt": lease.attempt}
 
 
-def _context(lease: Lease) -> Context:
+def _context(lease: Lease, batch: LeaseBatch | None = None) -> Context:
     def await_callback(timeout: timedelta) -> AwaitCallback:
         if lease.kind is not STEP:
             raise PermanentError("only a task's handler can wait for a callback")
@@ -83,19 +85,25 @@ def _context(lease: Lease) -> Context:
         idempotency_key=lease.idempotency_key,
         item=lease.item,
         compensated_output=lease.compensated_output,
-        heartbeat=lambda: heartbeat(lease),
+        heartbeat=(lambda: heartbeat(lease))
+        if batch is None
+        else (lambda: heartbeat_batch(batch, caller=lease)),
         await_callback=await_callback,
     )
 
 
-def run_attempt(lease: Lease, *, chain: bool = True) -> Lease | None:
+def run_attempt(held: Held, *, chain: bool = True) -> Held | None:
     """Run the handler of claimed work and record its outcome.
 
-    Returns the lease of the next unit when ``chain`` claimed one in the same
+    Returns the lease of the next unit (or batch) when ``chain`` claimed one in the same
     transaction as this one's completion. A lost lease is logged, never raised: the
     work belongs to another worker now. A transactional node's handler runs inside the
-    transaction that records its outcome (:func:`_run_in_transaction`).
+    transaction that records its outcome (:func:`_run_in_transaction`); a batch of
+    items is run by :func:`_run_batch`.
     """
+    if isinstance(held, LeaseBatch):
+        return _run_batch(held, chain=chain)
+    lease = held
     if lease.node.transactional:
         return _run_in_transaction(lease, chain=chain)
     try:
@@ -106,6 +114,11 @@ def run_attempt(lease: Lease, *, chain: bool = True) -> Lease | None:
     except Exception as exc:
         _record_failure(lease, exc)
         return None
+    return _record_output(lease, result, chain=chain)
+
+
+def _record_output(lease: Lease, result: Any, *, chain: bool) -> Held | None:
+    """Record a handler's result; a lost lease is logged, an output refused fails the unit."""
     try:
         return _record_result(lease, result, chain=chain)
     except LeaseLost as lost:
@@ -115,13 +128,53 @@ def run_attempt(lease: Lease, *, chain: bool = True) -> Lease | None:
     return None
 
 
-def _call_handler(lease: Lease) -> Any:
+def _run_batch(batch: LeaseBatch, *, chain: bool) -> Held | None:
+    """Run the handlers of a batch of items one after another, then record every outcome
+    in one transaction (:func:`~workflows.engine.outcomes.record_batch`).
+
+    Each handler gets its own context: its item, attempt and idempotency key, the same
+    as unbatched. The leases are renewed together (``ctx.heartbeat()`` of any item, or
+    this loop once half the timeout has passed), and an item whose lease was found lost
+    is neither run nor recorded. Should the database refuse the batch's transaction (an
+    output it cannot store), each item is recorded on its own, so only that item fails.
+    A crash before the recording commits leaves every item of the batch ``running``:
+    the lease scanner reclaims them and they run again with the same idempotency keys.
+    """
+    completed: list[tuple[Lease, Any]] = []
+    failed: list[tuple[Lease, BaseException]] = []
+    for lease in list(batch.leases):
+        if batch.renewal_due():
+            heartbeat_batch(batch)
+        if not batch.holds(lease):
+            continue  # lost to a reclaim or a cancel: another worker's now
+        try:
+            completed.append((lease, _call_handler(lease, batch)))
+        except LeaseLost as lost:
+            logger.warning("%s", lost, extra=log_fields(lease))
+        except Exception as exc:
+            failed.append((lease, exc))
+    if not completed and not failed:
+        return None
+    try:
+        following, lost_leases = record_batch(batch, completed, failed, claim_next=chain)
+    except DataError:
+        for lease, output in completed:
+            _record_output(lease, output, chain=False)
+        for lease, exc in failed:
+            _record_failure(lease, exc)
+        return None
+    for lease, lost in lost_leases:
+        logger.warning("%s", lost, extra=log_fields(lease))
+    return following
+
+
+def _call_handler(lease: Lease, batch: LeaseBatch | None = None) -> Any:
     """Run the handler: its output checked for storage, or its request to wait for a callback."""
-    result = import_string(lease.handler_path)(_context(lease))
+    result = import_string(lease.handler_path)(_context(lease, batch))
     return result if isinstance(result, AwaitCallback) else checked_output(result)
 
 
-def _record_result(lease: Lease, result: Any, *, chain: bool) -> Lease | None:
+def _record_result(lease: Lease, result: Any, *, chain: bool) -> Held | None:
     """Park the step behind its callback, or record the output; raises ``LeaseLost``."""
     if isinstance(result, AwaitCallback):
         park_for_callback(lease, result)
@@ -150,7 +203,7 @@ class _RolledBack(Exception):
         self.action = action
 
 
-def _run_in_transaction(lease: Lease, *, chain: bool) -> Lease | None:
+def _run_in_transaction(lease: Lease, *, chain: bool) -> Held | None:
     """Run a transactional handler and record its outcome in one database transaction.
 
     The handler's own writes commit only together with the completion (or the parking
@@ -176,7 +229,7 @@ def _run_in_transaction(lease: Lease, *, chain: bool) -> Lease | None:
 
 
 @transition
-def _attempt_in_transaction(lease: Lease, chain: bool) -> Lease | None:
+def _attempt_in_transaction(lease: Lease, chain: bool) -> Held | None:
     try:
         result = _call_handler(lease)
     except Exception as exc:  # a LeaseLost here comes from the handler's heartbeat

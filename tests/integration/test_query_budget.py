@@ -12,9 +12,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 import workflows
-from workflows import Task, Workflow
-from workflows.engine import claim_step, complete_work
-from workflows.models import Event, Step
+from workflows import FanOut, Task, Workflow
+from workflows.engine import ITEM, claim, claim_step, complete_work
+from workflows.engine.lease import LeaseBatch
+from workflows.engine.outcomes import record_batch
+from workflows.models import Event, FanOutItem, Step
 from workflows.runner import run_attempt
 from workflows.testing import run_pending
 
@@ -27,6 +29,12 @@ NOOP = "tests.integration.test_query_budget.noop"
 UNCHAINED_STEP_QUERIES = 8
 # A worker chaining into the next step: completion and next claim in one transaction.
 CHAINED_STEP_QUERIES = 5
+# A batched fan-out worker recording a batch and chaining into the next, whatever the
+# batch size: lock run, set-based fenced completion, counter, claim of the next batch,
+# insert events.
+CHAINED_BATCH_QUERIES = 5
+# Claiming a batch: read the nudged item with its run, claim the batch, insert events.
+BATCH_CLAIM_QUERIES = 3
 
 
 def noop(ctx):
@@ -135,3 +143,40 @@ def test_a_transactional_step_costs_what_a_plain_one_does():
     savepoint, which is not counted)."""
     assert attempt_cost(SHORT) == CHAINED_STEP_QUERIES
     assert attempt_cost(SHORT_TRANSACTIONAL) == CHAINED_STEP_QUERIES
+
+
+def batched_fanout(batch_size: int) -> type[Workflow]:
+    node = FanOut(
+        NOOP,
+        items=lambda ctx: list(range(10 * batch_size)),
+        max_parallel=batch_size,
+        batch_size=batch_size,
+    )
+    name = f"budget_batches_{batch_size}"
+    return type(
+        f"Batches{batch_size}", (Workflow,), {"__module__": __name__, "name": name, "fan": node}
+    )
+
+
+BATCHES = {size: batched_fanout(size) for size in (2, 50)}
+
+
+def batch_costs(batch_size: int) -> tuple[int, int]:
+    """Statements of claiming a batch, and of recording it while claiming the next."""
+    run = workflows.start_run(BATCHES[batch_size])
+    first = FanOutItem.objects.filter(step__run=run, status="ready").order_by("index")[0]
+    with CaptureQueriesContext(connection) as claimed:
+        batch = claim(ITEM, first.pk, "w")
+    assert isinstance(batch, LeaseBatch) and len(batch.leases) == batch_size
+    with CaptureQueriesContext(connection) as recorded:
+        following, lost = record_batch(
+            batch, [(lease, None) for lease in batch.leases], [], claim_next=True
+        )
+    assert isinstance(following, LeaseBatch) and len(following.leases) == batch_size
+    assert lost == []
+    return len(statements(claimed)), len(statements(recorded))
+
+
+def test_a_batch_of_items_costs_the_same_queries_whatever_its_size():
+    assert batch_costs(2) == (BATCH_CLAIM_QUERIES, CHAINED_BATCH_QUERIES)
+    assert batch_costs(50) == (BATCH_CLAIM_QUERIES, CHAINED_BATCH_QUERIES)

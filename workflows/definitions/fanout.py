@@ -23,6 +23,12 @@ class FanOut(LeasedNode):
     within tolerance (output: the item outputs in item order), and fails as soon as
     failures exceed ``tolerated_failures`` (a count) or ``tolerated_failure_ratio`` (a
     share of all items); with neither, no failure is tolerated.
+
+    ``batch_size=N`` (opt-in; default 1) lets a worker claim up to N ready items in one
+    transaction, run their handlers one after another, and record all their outcomes in
+    one transaction: each item keeps its own attempt, lease, retries and idempotency key,
+    only the transactions are shared. A batch never holds more than ``max_parallel``
+    items, so ``batch_size`` may not exceed it.
     """
 
     kind = "fanout"
@@ -41,6 +47,7 @@ class FanOut(LeasedNode):
         timeout: timedelta | None = None,
         compensate: str | Handler | None = None,
         transactional: bool = False,
+        batch_size: int = 1,
         after: Sequence[str] | str | None = None,
         when: Condition | None = None,
     ) -> None:
@@ -59,6 +66,7 @@ class FanOut(LeasedNode):
         self.max_parallel = max_parallel
         self.tolerated_failures = tolerated_failures
         self.tolerated_failure_ratio = tolerated_failure_ratio
+        self.batch_size = batch_size
 
     def allowed_failures(self, total: int) -> int:
         """How many items may fail before the step fails."""
@@ -90,6 +98,7 @@ class FanOut(LeasedNode):
             found.append(f"key= must be callable, got {self.key!r}")
         if not isinstance(self.max_parallel, int) or self.max_parallel < 1:
             found.append(f"max_parallel must be an integer >= 1, got {self.max_parallel!r}")
+        found.extend(self._batch_problems())
         if self.tolerated_failures is not None and (
             not isinstance(self.tolerated_failures, int) or self.tolerated_failures < 0
         ):
@@ -106,6 +115,30 @@ class FanOut(LeasedNode):
             )
         return found
 
+    def _batch_problems(self) -> list[str]:
+        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int):
+            return [f"batch_size must be an integer >= 1, got {self.batch_size!r}"]
+        if self.batch_size < 1:
+            return [f"batch_size must be an integer >= 1, got {self.batch_size!r}"]
+        if self.batch_size == 1:
+            return []
+        found = []
+        if self.workflow is not None:
+            found.append("batch_size= applies to handler items; child runs are not batched")
+        if self.transactional is True:
+            found.append(
+                "batch_size= cannot be combined with transactional=True: a transactional "
+                "item's handler runs inside its own completion's transaction, and a batch "
+                "would hold that transaction (on SQLite the database's write lock) across "
+                "every handler of the batch"
+            )
+        if isinstance(self.max_parallel, int) and self.batch_size > self.max_parallel:
+            found.append(
+                f"batch_size ({self.batch_size}) must not exceed max_parallel "
+                f"({self.max_parallel}): a batch is made of items in hand"
+            )
+        return found
+
     def describe(self) -> dict[str, Any]:
         return {
             **super().describe(),
@@ -113,4 +146,5 @@ class FanOut(LeasedNode):
             "max_parallel": self.max_parallel,
             "tolerated_failures": self.tolerated_failures,
             "tolerated_failure_ratio": self.tolerated_failure_ratio,
+            "batch_size": self.batch_size,
         }

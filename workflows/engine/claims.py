@@ -2,19 +2,30 @@
 
 A claim is a compare-and-set ``ready → running`` that raises ``attempt`` and sets a
 lease on the database clock. It does not lock the run: two workers claiming the same
-unit race on the unit's row alone, and exactly one wins.
+unit race on the unit's row alone, and exactly one wins. A batched fan-out
+(``FanOut(batch_size=N)``) claims up to N items of its step in one set-based
+compare-and-set; each item gets the lease, attempt and event an unbatched claim gives it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 from uuid import UUID
 
 from workflows.definitions import LeasedNode, Workflow, registry
 from workflows.engine.events import EventLog
-from workflows.engine.lease import Lease
+from workflows.engine.lease import Held, Lease, LeaseBatch
 from workflows.engine.scope import RunScope, fail_missing_definition
-from workflows.engine.sql import ClaimRow, StepRow, cas_update, db_now, db_now_plus
+from workflows.engine.sql import (
+    ClaimRow,
+    StepRow,
+    attempts_plus,
+    cas_update,
+    db_now,
+    db_now_plus,
+    take_items,
+)
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import STEP, WorkKind
 from workflows.errors import DefinitionMissing, StaleState
@@ -44,18 +55,94 @@ def begin_attempt(lease: Lease, row: StepRow | ClaimRow, events: EventLog) -> Le
     ):
         return None
     row.status, row.version, row.attempt = StepStatus.RUNNING, row.version + 1, attempt
+    return _started(lease, row, events)
+
+
+def begin_batch(
+    lease: Lease, *, from_status: str, limit: int, events: EventLog, first: int | None = None
+) -> LeaseBatch | None:
+    """Claim up to ``limit`` items of ``lease``'s step still in ``from_status`` for
+    ``lease.owner``, in one set-based compare-and-set; return them as one batch.
+
+    ``lease`` is a template: who claims and what the worker needs; each item's own id,
+    key, attempt, budget and version come from its row. ``first``: the item a queue
+    message named, taken first if it is still there. Races: an item another worker
+    claimed or locked meanwhile is not taken (the ``UPDATE`` restates ``from_status``;
+    on PostgreSQL locked rows are skipped), so two claimers get disjoint batches.
+    Returns ``None`` when no item was taken: nothing is written then.
+    """
+    rows = take_items(
+        lease.step_id,
+        lease.step_name,
+        from_status=from_status,
+        limit=limit,
+        first=first,
+        skip_locked=from_status == StepStatus.READY,
+        status=StepStatus.RUNNING,
+        attempt=attempts_plus(1),
+        lease_owner=lease.owner,
+        lease_expires_at=db_now_plus(lease.node.effective_timeout),
+        started_at=db_now(),
+        updated_at=db_now(),
+    )
+    if not rows:
+        return None
+    return LeaseBatch(
+        [
+            _started(lease, row, events, unit_id=row.pk, item_key=row.key, item=row.item)
+            for row in rows
+        ]
+    )
+
+
+def _started(lease: Lease, row: StepRow | ClaimRow, events: EventLog, **unit: Any) -> Lease:
+    """The lease of the attempt ``row`` (already ``running``) began, and its event.
+
+    ``unit``: the unit's own fields when ``lease`` is a batch's template.
+    """
     claimed = dataclasses.replace(
-        lease, attempt=attempt, max_attempts=row.max_attempts, version=row.version
+        lease, attempt=row.attempt, max_attempts=row.max_attempts, version=row.version, **unit
     )
     events.add(
         claimed.run_id,
         f"{claimed.kind.name}.started",
         step_id=claimed.step_id,
-        attempt=attempt,
+        attempt=claimed.attempt,
         owner=claimed.owner,
         **({"item": claimed.item_key} if claimed.item_key else {}),
     )
     return claimed
+
+
+def _lease_in_scope(
+    scope: RunScope,
+    kind: WorkKind,
+    *,
+    unit_id: int,
+    step_id: int,
+    step_name: str,
+    generation: int,
+    item_key: str = "",
+    item: object = None,
+) -> Lease:
+    """What the chaining worker of ``scope`` needs for a unit of ``step_name``."""
+    assert scope.claim_owner is not None
+    node = scope.workflow.nodes[step_name]
+    assert isinstance(node, LeasedNode)
+    return Lease(
+        kind=kind,
+        unit_id=unit_id,
+        run_id=scope.run.pk,
+        step_id=step_id,
+        step_name=step_name,
+        owner=scope.claim_owner,
+        workflow=scope.workflow,
+        run_input=scope.run.input,
+        handler_path=node.handler_path,
+        item_key=item_key,
+        item=item,
+        generation=generation,
+    )
 
 
 def claim_in_scope(
@@ -76,21 +163,15 @@ def claim_in_scope(
     """
     if scope.claim_owner is None or scope.claimed is not None:
         return False
-    node = scope.workflow.nodes[row.name]
-    assert isinstance(node, LeasedNode)
-    lease = Lease(
-        kind=kind,
+    lease = _lease_in_scope(
+        scope,
+        kind,
         unit_id=row.pk,
-        run_id=scope.run.pk,
         step_id=step_id,
         step_name=row.name,
-        owner=scope.claim_owner,
-        workflow=scope.workflow,
-        run_input=scope.run.input,
-        handler_path=node.handler_path,
+        generation=generation,
         item_key=item_key,
         item=item,
-        generation=generation,
     )
     scope.claimed = begin_attempt(lease, row, scope.events)
     if scope.claimed is None:
@@ -98,11 +179,33 @@ def claim_in_scope(
     return True
 
 
-def claim(kind: WorkKind, unit_id: int, owner: str) -> Lease:
+def claim_batch_in_scope(
+    scope: RunScope, kind: WorkKind, *, step_id: int, step_name: str, generation: int, limit: int
+) -> int:
+    """Claim up to ``limit`` pending units of a step as one batch for the chaining worker.
+
+    For a batched fan-out releasing items in the transition that recorded the worker's
+    previous batch. Pending items move only under the run lock, which this transition
+    holds, so none is lost to a race. Returns how many were claimed: 0 when the scope's
+    worker does not chain or already holds work; the caller makes the rest ``ready``.
+    """
+    if scope.claim_owner is None or scope.claimed is not None:
+        return 0
+    lease = _lease_in_scope(
+        scope, kind, unit_id=0, step_id=step_id, step_name=step_name, generation=generation
+    )
+    batch = begin_batch(lease, from_status=StepStatus.PENDING, limit=limit, events=scope.events)
+    scope.claimed = batch
+    return len(batch.leases) if batch is not None else 0
+
+
+def claim(kind: WorkKind, unit_id: int, owner: str) -> Held:
     """Claim a ``ready`` unit of ``kind`` for ``owner``: ``ready → running``, attempt + 1.
 
     Of two workers claiming the same unit exactly one wins; the other gets
-    :class:`StaleState` and must not run the handler. A run whose workflow is not
+    :class:`StaleState` and must not run the handler. For a batched fan-out the unit
+    comes with up to ``batch_size - 1`` more ready items of its step, claimed in the
+    same statement, as a :class:`LeaseBatch`. A run whose workflow is not
     registered here fails with ``definition_missing`` (in a transition of its own,
     which keeps the lock order) and :class:`DefinitionMissing` is raised.
     """
@@ -116,12 +219,14 @@ def claim(kind: WorkKind, unit_id: int, owner: str) -> Lease:
 
 
 def claim_step(step_id: int, owner: str) -> Lease:
-    """:func:`claim` for a task step."""
-    return claim(STEP, step_id, owner)
+    """:func:`claim` for a task step (never batched)."""
+    lease = claim(STEP, step_id, owner)
+    assert isinstance(lease, Lease)
+    return lease
 
 
 @transition
-def _claim(kind: WorkKind, unit_id: int, owner: str) -> Lease:
+def _claim(kind: WorkKind, unit_id: int, owner: str) -> Held:
     row = kind.read_claim(unit_id)
     if row is None or row.status != StepStatus.READY:
         status = row.status if row is not None else "missing or being claimed"
@@ -135,29 +240,31 @@ def _claim(kind: WorkKind, unit_id: int, owner: str) -> Lease:
     if not isinstance(node, LeasedNode):
         raise StaleState(f"step {row.step_name!r} is not leased work of {workflow.label()}")
     events = EventLog()
-    lease = begin_attempt(
-        Lease(
-            kind=kind,
-            unit_id=row.pk,
-            run_id=row.run_id,
-            step_id=row.step_id,
-            step_name=row.step_name,
-            owner=owner,
-            workflow=workflow,
-            run_input=row.run_input,
-            handler_path=row.handler or node.handler_path,
-            item_key=row.item_key,
-            item=row.item,
-            compensated_output=(row.payload or {}).get("output"),
-            generation=(row.payload or {}).get("generation", row.generation),
-        ),
-        row,
-        events,
+    template = Lease(
+        kind=kind,
+        unit_id=row.pk,
+        run_id=row.run_id,
+        step_id=row.step_id,
+        step_name=row.step_name,
+        owner=owner,
+        workflow=workflow,
+        run_input=row.run_input,
+        handler_path=row.handler or node.handler_path,
+        item_key=row.item_key,
+        item=row.item,
+        compensated_output=(row.payload or {}).get("output"),
+        generation=(row.payload or {}).get("generation", row.generation),
     )
-    if lease is None:
+    size = kind.batch_size_of(node)
+    held: Held | None = (
+        begin_batch(template, from_status=StepStatus.READY, limit=size, events=events, first=row.pk)
+        if size > 1
+        else begin_attempt(template, row, events)
+    )
+    if held is None:
         raise StaleState(f"{kind.label(row.step_name, row.item_key)} was claimed by another worker")
     events.flush()
-    return lease
+    return held
 
 
 def _workflow_of(row: ClaimRow) -> type[Workflow]:

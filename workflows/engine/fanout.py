@@ -3,16 +3,22 @@
 The step's counters change in the same transaction as each item (one
 ``UPDATE … RETURNING``); releasing the next item reads one pending row. Nothing loads
 all items, and the cost of advancing one item does not grow with their number.
+
+A batched fan-out (``batch_size > 1``) records a worker's whole batch in one transition:
+the items that ended are counted with one counter update, the step moves on once, and
+the items that batch released (one per item that ended) are taken with one set-based
+compare-and-set, as the worker's next batch when it chains and ``ready`` otherwise.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from workflows.definitions import FanOut
 from workflows.engine.advance import Advancer, enters
-from workflows.engine.claims import claim_in_scope
+from workflows.engine.claims import claim_batch_in_scope, claim_in_scope
 from workflows.engine.compensation import record_compensation
 from workflows.engine.lease import Lease
 from workflows.engine.sql import (
@@ -27,6 +33,7 @@ from workflows.engine.sql import (
     move_row,
     next_pending_items,
     step_row,
+    take_items,
 )
 from workflows.engine.start import start_child
 from workflows.engine.work_kinds import ITEM, FailedUnit, settles
@@ -64,8 +71,7 @@ def enter_fanout(advancer: Advancer, row: StepRow, node: FanOut) -> str:
         )
     advancer.move(row, StepStatus.RUNNING, items_total=len(values), started_at=db_now())
     advancer.events.add(advancer.run.pk, "fanout.started", step_id=row.pk, items=len(values))
-    for item in next_pending_items(row.pk, row.name, node.max_parallel):
-        release_item(advancer, node, row.pk, item, row.generation)
+    _release(advancer, node, row.pk, row.name, row.generation, node.max_parallel)
     return StepStatus.RUNNING
 
 
@@ -88,7 +94,44 @@ def _check(values: list[Any], keys: list[str]) -> None:
     json.dumps(values, allow_nan=False)  # items are stored as JSON: fail early, clearly
 
 
-def release_item(
+def _release(
+    advancer: Advancer, node: FanOut, step_id: int, step_name: str, generation: int, count: int
+) -> None:
+    """Put the next ``count`` pending items in hand, in item order."""
+    if count <= 0:
+        return
+    if node.batch_size == 1:
+        for item in next_pending_items(step_id, step_name, count):
+            _release_item(advancer, node, step_id, item, generation)
+        return
+    claimed = claim_batch_in_scope(
+        advancer.scope,
+        ITEM,
+        step_id=step_id,
+        step_name=step_name,
+        generation=generation,
+        limit=min(count, node.batch_size),
+    )
+    ready = (
+        take_items(
+            step_id,
+            step_name,
+            from_status=StepStatus.PENDING,
+            limit=count - claimed,
+            status=StepStatus.READY,
+            updated_at=db_now(),
+        )
+        if count > claimed
+        else []
+    )
+    if claimed or ready:
+        advancer.mark_in_hand()
+    for item in ready:
+        advancer.events.add(advancer.run.pk, "item.ready", step_id=step_id, item=item.key)
+        advancer.dispatch(ITEM, item.pk)
+
+
+def _release_item(
     advancer: Advancer, node: FanOut, step_id: int, item: ItemRow, generation: int
 ) -> None:
     """Put one pending item in hand: claimed for the caller, ready for a worker, or a child.
@@ -121,57 +164,77 @@ def _move_item(item: ItemRow, status: str, **changes: Any) -> None:
 
 @settles(ITEM)
 class ItemSettlement:
-    """An item's end is counted on its fan-out step, which then moves on or fails."""
+    """An item's end is counted on its fan-out step, which then moves on or fails.
+
+    One item (unbatched) or a whole batch: the same code counts them and moves on.
+    """
 
     def completed(self, advancer: Advancer, lease: Lease, output: Any) -> None:
-        node = lease.node
-        assert isinstance(node, FanOut)
-        if node.compensate is not None:
-            record_compensation(
-                advancer.run,
-                lease.step_id,
-                node,
-                output,
-                advancer.events,
-                generation=lease.generation,
-                item=lease.item,
-                item_id=lease.unit_id,
-            )
-        counts = bump_item_counter(lease.step_id, "items_completed")
-        advancer.events.add(
-            advancer.run.pk,
-            "item.completed",
-            step_id=lease.step_id,
-            item=lease.item_key,
-            attempt=lease.attempt,
-        )
-        _move_on(advancer, node, lease.step_id, lease.step_name, counts, lease.generation)
+        items_ended(advancer, [(lease, output)], [])
 
     def failed(self, advancer: Advancer, unit: FailedUnit) -> None:
-        item_failed(advancer, unit)
+        items_ended(advancer, [], [unit])
+
+    def ended(
+        self,
+        advancer: Advancer,
+        completed: Sequence[tuple[Lease, Any]],
+        failed: Sequence[FailedUnit],
+    ) -> None:
+        items_ended(advancer, completed, failed)
 
     def stopped(self, advancer: Advancer, unit: FailedUnit) -> None:
         bump_item_counter(unit.step_id, "items_skipped")
 
 
-def item_failed(advancer: Advancer, unit: FailedUnit) -> None:
-    """Count an item that failed for good; fail the step once failures exceed tolerance."""
-    node = advancer.workflow.nodes[unit.step_name]
+def items_ended(
+    advancer: Advancer, completed: Sequence[tuple[Lease, Any]], failed: Sequence[FailedUnit]
+) -> None:
+    """Items of one fan-out step ended in this transition; their rows already say so.
+
+    Writes each completed item's compensation record, counts the items with one counter
+    update per outcome, then fails the step once failures exceed tolerance, or releases
+    one pending item per item that ended (completes the step when none is left).
+    """
+    first = completed[0][0] if completed else failed[0]
+    step_id, step_name, generation = first.step_id, first.step_name, first.generation
+    node = advancer.workflow.nodes[step_name]
     assert isinstance(node, FanOut)
-    counts = bump_item_counter(unit.step_id, "items_failed")
-    advancer.events.add(
-        advancer.run.pk,
-        "item.failed",
-        step_id=unit.step_id,
-        item=unit.item_key,
-        error=unit.error.get("message"),
-    )
-    if counts.status != StepStatus.RUNNING or advancer.run.status not in RUN_ACTIVE:
+    run = advancer.run
+    for lease, output in completed:
+        if node.compensate is not None:
+            record_compensation(
+                run,
+                step_id,
+                node,
+                output,
+                advancer.events,
+                generation=generation,
+                item=lease.item,
+                item_id=lease.unit_id,
+            )
+        advancer.events.add(
+            run.pk, "item.completed", step_id=step_id, item=lease.item_key, attempt=lease.attempt
+        )
+    for unit in failed:
+        advancer.events.add(
+            run.pk,
+            "item.failed",
+            step_id=step_id,
+            item=unit.item_key,
+            error=unit.error.get("message"),
+        )
+    if completed:
+        counts = bump_item_counter(step_id, "items_completed", len(completed))
+    if failed:
+        counts = bump_item_counter(step_id, "items_failed", len(failed))
+    if counts.status != StepStatus.RUNNING or run.status not in RUN_ACTIVE:
         return
-    if counts.failed > node.allowed_failures(counts.total):
-        _fail_fanout(advancer, unit.step_id, unit.step_name, counts, unit.item_key, unit.error)
+    if failed and counts.failed > node.allowed_failures(counts.total):
+        last = failed[-1]
+        _fail_fanout(advancer, step_id, step_name, counts, last.item_key, last.error)
         return
-    _move_on(advancer, node, unit.step_id, unit.step_name, counts, unit.generation)
+    _move_on(advancer, node, step_id, step_name, counts, generation, len(completed) + len(failed))
 
 
 def _fail_fanout(
@@ -210,8 +273,9 @@ def _move_on(
     step_name: str,
     counts: FanOutCounts,
     generation: int,
+    released: int = 1,
 ) -> None:
-    """Release the next item, or complete the step when every item is final."""
+    """Release the next ``released`` items, or complete the step when every item is final."""
     if counts.status != StepStatus.RUNNING or advancer.run.status not in RUN_ACTIVE:
         return
     if counts.finished >= counts.total:
@@ -226,8 +290,7 @@ def _move_on(
         )
         advancer.settled(step_name)
     else:
-        for item in next_pending_items(step_id, step_name, 1):
-            release_item(advancer, node, step_id, item, generation)
+        _release(advancer, node, step_id, step_name, generation, released)
 
 
 def resume_fanout(advancer: Advancer, step_id: int, step_name: str) -> None:
@@ -268,12 +331,10 @@ def _refill(advancer: Advancer, node: FanOut, row: StepRow, counts: FanOutCounts
     in_hand = FanOutItem.objects.filter(
         step_id=row.pk, status__in=(StepStatus.READY, StepStatus.RUNNING, StepStatus.WAITING)
     ).count()
-    pending = next_pending_items(row.pk, row.name, max(node.max_parallel - in_hand, 0))
-    if not pending and counts.finished >= counts.total:
+    if counts.finished >= counts.total:
         _move_on(advancer, node, row.pk, row.name, counts, row.generation)
         return
-    for item in pending:
-        release_item(advancer, node, row.pk, item, row.generation)
+    _release(advancer, node, row.pk, row.name, row.generation, max(node.max_parallel - in_hand, 0))
 
 
 def settle_child_item(advancer: Advancer, child: Run) -> None:
@@ -310,4 +371,4 @@ def settle_child_item(advancer: Advancer, child: Run) -> None:
         unit = FailedUnit(
             ITEM, item.pk, item.step_id, item.step.name, item.key, failure, item.step.generation
         )
-        item_failed(advancer, unit)
+        items_ended(advancer, [], [unit])

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
 from workflows.definitions import LeasedNode, Retry, Workflow
+from workflows.engine.sql import Fence
 from workflows.engine.work_kinds import WorkKind
 
 
@@ -67,6 +69,45 @@ class Lease:
     @property
     def label(self) -> str:
         return self.kind.label(self.step_name, self.item_key)
+
+    @property
+    def fence(self) -> Fence:
+        """What a fenced write expects to find: this attempt's row, version and attempt."""
+        return Fence(self.unit_id, self.version, self.attempt)
+
+
+@dataclass
+class LeaseBatch:
+    """Several claimed items of one fan-out step, held by one worker (``batch_size``).
+
+    Each lease keeps its own attempt, version and idempotency key; the batch only
+    shares transactions: one claimed them all, one records all their outcomes, and a
+    heartbeat extends every lease still held. ``leases`` loses the leases a heartbeat
+    found lost: those items belong to another worker now and are not run or recorded.
+    ``renewed_at``: when the leases were last set to expire a whole timeout from now
+    (``time.monotonic()``), so the worker knows when to extend them between handlers.
+    """
+
+    leases: list[Lease]
+    renewed_at: float = field(default_factory=time.monotonic)
+
+    @property
+    def first(self) -> Lease:
+        return self.leases[0]
+
+    def holds(self, lease: Lease) -> bool:
+        return any(held is lease for held in self.leases)
+
+    def renewal_due(self) -> bool:
+        """Half the lease has passed since the last renewal: extend before the next item."""
+        if not self.leases:
+            return False
+        timeout = self.first.node.effective_timeout.total_seconds()
+        return time.monotonic() - self.renewed_at > timeout / 2
+
+
+# What a worker holds after a claim: one unit of work, or a batch of fan-out items.
+Held = Lease | LeaseBatch
 
 
 def retry_delay(retry: Retry, attempt: int, max_attempts: int) -> timedelta | None:

@@ -5,10 +5,17 @@ attempt, owner, ``running``). Losing a race never half-applies: the loser's writ
 matches zero rows, nothing is written but a ``lease.lost`` event saying its result was
 rejected, and it gets :class:`~workflows.LeaseLost`. What a completion or a final
 failure does to the run is the kind's :class:`~workflows.engine.work_kinds.Settlement`.
+
+A batch of fan-out items (:class:`~workflows.engine.lease.LeaseBatch`) is heartbeaten
+and recorded with set-based fenced writes (:func:`heartbeat_batch`,
+:func:`record_batch`): each item is still fenced by its own attempt, and an item whose
+lease was lost is rejected on its own while the others are recorded.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -17,9 +24,9 @@ from django.utils import timezone
 
 from workflows.engine.advance import Advancer, error_from_exception
 from workflows.engine.events import EventLog
-from workflows.engine.lease import Lease
-from workflows.engine.scope import run_scope
-from workflows.engine.sql import cas_update, db_now, db_now_plus
+from workflows.engine.lease import Held, Lease, LeaseBatch
+from workflows.engine.scope import RunScope, run_scope
+from workflows.engine.sql import cas_update, db_now, db_now_plus, fenced_update_many
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import FailedUnit
 from workflows.errors import LeaseLost
@@ -71,9 +78,13 @@ def _reject(lease: Lease, action: str, events: EventLog) -> _Rejected:
     return _Rejected(message)
 
 
+def _lost(rejected: _Rejected, lease: Lease) -> LeaseLost:
+    return LeaseLost(rejected.message, step=lease.step_name, attempt=lease.attempt)
+
+
 def _raise_if_rejected(outcome: Any, lease: Lease) -> None:
     if isinstance(outcome, _Rejected):
-        raise LeaseLost(outcome.message, step=lease.step_name, attempt=lease.attempt)
+        raise _lost(outcome, lease)
 
 
 def heartbeat(lease: Lease) -> None:
@@ -94,6 +105,64 @@ def _heartbeat(lease: Lease) -> _Rejected | None:
     return _record_rejection(lease, "heartbeat")
 
 
+def heartbeat_batch(batch: LeaseBatch, caller: Lease | None = None) -> None:
+    """Extend every lease of ``batch`` by the node's timeout, in one statement.
+
+    A batch's leases are renewed together: by any item's ``ctx.heartbeat()``, and by
+    the worker between handlers once half the timeout has passed. An item whose lease
+    was lost meanwhile (reclaimed after it expired, cancelled, terminated) does not
+    match the fenced update: it is recorded as ``lease.lost`` and dropped from the
+    batch, so this worker neither runs nor records it. Raises :class:`LeaseLost` when
+    ``caller`` (the item whose handler heartbeats) was one of them.
+    """
+    if caller is not None and not batch.holds(caller):
+        raise LeaseLost(
+            f"heartbeat of {caller.label} attempt {caller.attempt} rejected: its lease was "
+            "lost before",
+            step=caller.step_name,
+            attempt=caller.attempt,
+        )
+    if not batch.leases:
+        return
+    renewed_at = time.monotonic()
+    rejected = _heartbeat_batch(batch)
+    batch.renewed_at = renewed_at
+    for lease, rejection in rejected:
+        if lease is caller:
+            raise _lost(rejection, lease)
+
+
+@transition
+def _heartbeat_batch(batch: LeaseBatch) -> list[tuple[Lease, _Rejected]]:
+    first = batch.first
+    extended = fenced_update_many(
+        first.kind.model,
+        [lease.fence for lease in batch.leases],
+        owner=first.owner,
+        lease_expires_at=db_now_plus(first.node.effective_timeout),
+        updated_at=db_now(),
+    )
+    events = EventLog()
+    rejected = _apply_fenced(batch.leases, extended, "heartbeat", events)
+    events.flush()
+    batch.leases = [lease for lease in batch.leases if lease.unit_id in extended]
+    return rejected
+
+
+def _apply_fenced(
+    leases: Sequence[Lease], changed: set[int], action: str, events: EventLog
+) -> list[tuple[Lease, _Rejected]]:
+    """After a set-based fenced write: move on the versions of the leases it changed,
+    record ``lease.lost`` for the others and return them with the reason."""
+    rejected = []
+    for lease in leases:
+        if lease.unit_id in changed:
+            lease.version += 1
+        else:
+            rejected.append((lease, _reject(lease, action, events)))
+    return rejected
+
+
 def record_lost_lease(lease: Lease, action: str) -> None:
     """Write the ``lease.lost`` event of a rejected ``action`` in a transaction of its own.
 
@@ -111,14 +180,14 @@ def _record_rejection(lease: Lease, action: str) -> _Rejected:
     return rejected
 
 
-def complete_work(lease: Lease, output: Any, *, claim_next: bool = False) -> Lease | None:
+def complete_work(lease: Lease, output: Any, *, claim_next: bool = False) -> Held | None:
     """Record the attempt's output and release the work that now can run.
 
     For a step, an item or a compensation alike. Fenced by the lease: if the work was
     reclaimed or cancelled meanwhile, the output is rejected, a ``lease.lost`` event is
     recorded and :class:`LeaseLost` raised. With ``claim_next`` the first task (or
-    item) released is claimed for the same worker in the same transaction and its
-    lease returned.
+    item, or batch of items) released is claimed for the same worker in the same
+    transaction and its lease returned.
     """
     outcome = _complete(lease, output, claim_next)
     _raise_if_rejected(outcome, lease)
@@ -126,7 +195,7 @@ def complete_work(lease: Lease, output: Any, *, claim_next: bool = False) -> Lea
 
 
 @transition
-def _complete(lease: Lease, output: Any, claim_next: bool) -> Lease | _Rejected | None:
+def _complete(lease: Lease, output: Any, claim_next: bool) -> Held | _Rejected | None:
     owner = lease.owner if claim_next else None
     with run_scope(lease.run_id, workflow=lease.workflow, claim_owner=owner) as scope:
         if not _fenced_update(
@@ -158,30 +227,123 @@ def fail_attempt(lease: Lease, exc: BaseException) -> str:
 @transition
 def _fail(lease: Lease, error: dict[str, Any], delay: timedelta | None) -> str | _Rejected:
     with run_scope(lease.run_id, workflow=lease.workflow) as scope:
-        kind = lease.kind
-        if scope.run.status not in kind.runs_while | kind.held_while:
-            delay = None  # the run stopped meanwhile: no further attempt
-        status = StepStatus.RETRY_SCHEDULED if delay is not None else StepStatus.FAILED
-        if not _fenced_update(
-            lease,
-            status=status,
-            error=error,
-            lease_expires_at=None,
-            updated_at=db_now(),
-            **({} if delay is not None else {"finished_at": db_now()}),
-        ):
-            return _reject(lease, "failure", scope.events)
-        unit = FailedUnit(
-            lease.kind,
-            lease.unit_id,
-            lease.step_id,
-            lease.step_name,
-            lease.item_key,
-            error,
-            lease.generation,
-        )
+        outcome = _fail_row(scope, lease, error, delay)
+        if isinstance(outcome, _Rejected):
+            return outcome
+        unit, delay = outcome
         settle_failure(scope.advancer, unit, attempt=lease.attempt, delay=delay)
-    return status
+    return StepStatus.RETRY_SCHEDULED if delay is not None else StepStatus.FAILED
+
+
+def _fail_row(
+    scope: RunScope, lease: Lease, error: dict[str, Any], delay: timedelta | None
+) -> tuple[FailedUnit, timedelta | None] | _Rejected:
+    """Move a failed attempt's row to ``retry_scheduled`` (``delay`` given, and the run
+    may still start it) or ``failed``, fenced by the lease; say which by the delay."""
+    kind = lease.kind
+    if scope.run.status not in kind.runs_while | kind.held_while:
+        delay = None  # the run stopped meanwhile: no further attempt
+    status = StepStatus.RETRY_SCHEDULED if delay is not None else StepStatus.FAILED
+    if not _fenced_update(
+        lease,
+        status=status,
+        error=error,
+        lease_expires_at=None,
+        updated_at=db_now(),
+        **({} if delay is not None else {"finished_at": db_now()}),
+    ):
+        return _reject(lease, "failure", scope.events)
+    unit = FailedUnit(
+        lease.kind,
+        lease.unit_id,
+        lease.step_id,
+        lease.step_name,
+        lease.item_key,
+        error,
+        lease.generation,
+    )
+    return unit, delay
+
+
+def record_batch(
+    batch: LeaseBatch,
+    completed: Sequence[tuple[Lease, Any]],
+    failed: Sequence[tuple[Lease, BaseException]],
+    *,
+    claim_next: bool = False,
+) -> tuple[Held | None, list[tuple[Lease, LeaseLost]]]:
+    """Record the outcomes of a batch of items in one transaction.
+
+    ``completed``: (lease, output) of the handlers that returned; ``failed``: (lease,
+    exception) of those that raised. The completions are one set-based fenced
+    compare-and-set; each failure is fenced on its own and retried or failed per the
+    item's policy, as :func:`fail_attempt` does. Then the fan-out counts them and moves
+    on once (the kind's :meth:`~workflows.engine.work_kinds.BatchSettlement.ended`).
+
+    Races: an item whose lease was lost (reclaimed, cancelled, completed by another
+    worker) matches nothing; it alone is rejected, with a ``lease.lost`` event, and
+    returned with its :class:`LeaseLost`; the other items are recorded. Nothing commits if
+    the transaction fails (a crash, an output the database refuses): every item of the
+    batch then stays ``running`` under this worker's lease, exactly as claimed, and the
+    leases' versions are put back. With ``claim_next`` the items the batch releases are
+    claimed for the same worker in the same transaction and returned.
+    """
+    failures = [
+        (
+            lease,
+            error_from_exception(exc, attempt=lease.attempt),
+            lease.retry_delay() if lease.retry.is_retryable(exc) else None,
+        )
+        for lease, exc in failed
+    ]
+    versions = [(lease, lease.version) for lease in batch.leases]
+    try:
+        following, rejected = _record_batch(completed, failures, claim_next)
+    except BaseException:
+        for lease, version in versions:
+            lease.version = version
+        raise
+    return following, [(lease, _lost(rejection, lease)) for lease, rejection in rejected]
+
+
+@transition
+def _record_batch(
+    completed: Sequence[tuple[Lease, Any]],
+    failures: Sequence[tuple[Lease, dict[str, Any], timedelta | None]],
+    claim_next: bool,
+) -> tuple[Held | None, list[tuple[Lease, _Rejected]]]:
+    lease = completed[0][0] if completed else failures[0][0]
+    owner = lease.owner if claim_next else None
+    with run_scope(lease.run_id, workflow=lease.workflow, claim_owner=owner) as scope:
+        recorded = fenced_update_many(
+            lease.kind.model,
+            [done.fence for done, _ in completed],
+            owner=lease.owner,
+            values=[output for _, output in completed],
+            value_field="output",
+            status=StepStatus.COMPLETED,
+            lease_expires_at=None,
+            finished_at=db_now(),
+            updated_at=db_now(),
+        )
+        rejected = _apply_fenced(
+            [done for done, _ in completed], recorded, "completion", scope.events
+        )
+        ended = []
+        for failed, error, delay in failures:
+            outcome = _fail_row(scope, failed, error, delay)
+            if isinstance(outcome, _Rejected):
+                rejected.append((failed, outcome))
+                continue
+            unit, delay = outcome
+            if delay is None:
+                ended.append(unit)
+            else:
+                schedule_retry(scope.advancer, unit, attempt=failed.attempt, delay=delay)
+        done = [(item, output) for item, output in completed if item.unit_id in recorded]
+        if done or ended:
+            lease.kind.batch_settlement.ended(scope.advancer, done, ended)
+    return scope.claimed, rejected
 
 
 def settle_failure(
@@ -192,6 +354,11 @@ def settle_failure(
     if delay is None:
         unit.kind.settlement.failed(advancer, unit)
         return
+    schedule_retry(advancer, unit, attempt=attempt, delay=delay)
+
+
+def schedule_retry(advancer: Advancer, unit: FailedUnit, *, attempt: int, delay: timedelta) -> None:
+    """Arm the retry timer of a unit just moved to ``retry_scheduled``."""
     run = advancer.run
     due_at = timezone.now() + delay
     names_unit = {"step_id": unit.step_id, f"{unit.kind.timer_field}_id": unit.unit_id}

@@ -30,7 +30,7 @@ from workflows.definitions import Workflow, registry
 from workflows.engine.advance import Advancer
 from workflows.engine.dispatch import enqueue
 from workflows.engine.events import EventLog
-from workflows.engine.lease import Lease
+from workflows.engine.lease import Held
 from workflows.engine.runs import fail_run
 from workflows.engine.sql import lock_run
 from workflows.engine.transaction import AfterCommit, transition
@@ -46,7 +46,7 @@ class RunScope:
     ``claim_owner``: when given, the first task or item the transition makes ready is
     claimed at once for that worker (``ready → running`` in the same transaction), so
     a worker finishing a step continues with the next one without a queue round trip;
-    its lease ends up in :attr:`claimed`.
+    its lease (or, for a batched fan-out, its batch of leases) ends up in :attr:`claimed`.
     """
 
     def __init__(
@@ -62,7 +62,7 @@ class RunScope:
         self._owns_events = events is None
         self.events = events if events is not None else EventLog()
         self.claim_owner = claim_owner
-        self.claimed: Lease | None = None
+        self.claimed: Held | None = None
         self.ready_work: list[tuple[WorkKind, int]] = []
         self._advancer: Advancer | None = None
 

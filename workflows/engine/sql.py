@@ -111,12 +111,16 @@ def _update_sql(
     model: type[models.Model],
     where: dict[str, Any],
     changes: dict[str, Any],
+    *,
+    joined: str = "",
 ) -> tuple[str, list[Any]]:
-    """``UPDATE … SET version = version + 1, <changes> WHERE <where>`` and its parameters.
+    """``UPDATE … SET version = version + 1, <changes> [FROM joined] WHERE <where>``.
 
     A ``where`` value that is a list, tuple or set becomes ``IN (…)``, ``None`` becomes
     ``IS NULL``, any other value ``= %s``. Every statement built here bumps ``version``:
-    a concurrent compare-and-set that read the row before sees it changed.
+    a concurrent compare-and-set that read the row before sees it changed. ``joined``
+    names a table of the statement's ``WITH`` clause to join (``UPDATE … FROM``); its
+    columns must not share names with the model's.
     """
     assignments = [f"{_quote('version')} = {_quote('version')} + 1"]
     params: list[Any] = []
@@ -144,7 +148,7 @@ def _update_sql(
             params.append(field.get_db_prep_value(value, connection))
     sql = (
         f"UPDATE {_quote(model._meta.db_table)} SET {', '.join(assignments)} "
-        f"WHERE {' AND '.join(conditions)}"
+        f"{f'FROM {joined} ' if joined else ''}WHERE {' AND '.join(conditions)}"
     )
     return sql, params
 
@@ -347,6 +351,120 @@ def _item_row(row: Sequence[Any], step_name: str, connection: Any) -> ItemRow:
     pk, _, status, version, attempt, max_attempts, key, item = row
     item = _json(FanOutItem, "item", item, connection)
     return ItemRow(pk, step_name, status, version, attempt, max_attempts, key=key, item=item)
+
+
+def take_items(
+    step_id: int,
+    step_name: str,
+    *,
+    from_status: str,
+    limit: int,
+    first: int | None = None,
+    skip_locked: bool = False,
+    **changes: Any,
+) -> list[ItemRow]:
+    """Compare-and-set the first ``limit`` items of a step still in ``from_status``, in one
+    statement; return the rows it changed (new status, version and attempt), in item order.
+
+    ``first``: an item to take before the others (the one a queue message named).
+    The rows are picked by a subquery and the ``UPDATE`` restates ``from_status``, so a row
+    another transaction moved since it was picked is left alone and not returned. On
+    PostgreSQL the pick locks its rows ``SKIP LOCKED`` when asked: two workers taking
+    ready items at the same moment take disjoint sets, neither waits for the other, and
+    a row picked by one is skipped by the other rather than counted against its limit.
+    """
+    table = _quote(FanOutItem._meta.db_table)
+    connection = _db()
+    order = _quote("index")
+    pick_params: list[Any] = [step_id, from_status]
+    if first is not None:
+        order = f"CASE WHEN id = %s THEN 0 ELSE 1 END, {order}"
+        pick_params.append(first)
+    pick_params.append(limit)
+    lock = _for_update(connection, skip_locked=True) if skip_locked else ""
+    # MATERIALIZED keeps PostgreSQL from folding the locking pick into the UPDATE: the
+    # rows are picked (and locked) once, before any of them is updated.
+    materialized = "MATERIALIZED " if connection.vendor == "postgresql" else ""
+    pick = (
+        f"WITH picked AS {materialized}(SELECT id FROM {table} WHERE step_id = %s "
+        f"AND status = %s ORDER BY {order} LIMIT %s{lock}) "
+    )
+    sql, params = _update_sql(connection, FanOutItem, {"status": from_status}, changes)
+    returning = f"{_ITEM_ROW_COLUMNS}, {_quote('index')}"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"{pick}{sql} AND id IN (SELECT id FROM picked) RETURNING {returning}",
+            [*pick_params, *params],
+        )
+        rows = sorted(cursor.fetchall(), key=lambda row: row[-1])
+    return [_item_row(row[:-1], step_name, connection) for row in rows]
+
+
+@dataclass(frozen=True)
+class Fence:
+    """The identity of one claimed attempt: a fenced write must find it unchanged."""
+
+    pk: int
+    version: int
+    attempt: int
+
+
+@dataclass(frozen=True)
+class _FencedValue(SqlExpr):
+    """A per-row new value of a fenced set-based update, read from the fence table."""
+
+    cast: str = ""
+
+    def render(self, vendor: str) -> tuple[str, tuple[Any, ...]]:
+        if self.cast and vendor == "postgresql":
+            return f"CAST(fence.new_value AS {self.cast})", ()
+        return "fence.new_value", ()
+
+
+def fenced_update_many(
+    model: type[models.Model],
+    fences: Sequence[Fence],
+    *,
+    owner: str,
+    values: Sequence[Any] | None = None,
+    value_field: str = "",
+    **changes: Any,
+) -> set[int]:
+    """The set-based fenced write: update each row that still holds its attempt.
+
+    One statement for the whole set: ``WITH fence AS (VALUES (id, version, attempt,
+    value), …) UPDATE … FROM fence WHERE id = fence.unit_id AND version =
+    fence.expected_version AND attempt = fence.expected_attempt AND lease_owner = ? AND
+    status = 'running'``. ``values`` (with ``value_field``) gives each row its own
+    new value (an output), in the order of ``fences``. Returns the ids of the rows it
+    changed: a row whose lease was lost (reclaimed, cancelled, completed by another
+    worker) does not match and is left exactly as it was.
+    """
+    if not fences:
+        return set()
+    connection = _db()
+    rows, params = [], []
+    field = model._meta.get_field(value_field) if value_field else None
+    for index, fence in enumerate(fences):
+        rows.append("(%s, %s, %s, %s)")
+        value = values[index] if values is not None else None
+        prepared = field.get_db_prep_save(value, connection) if field is not None else None
+        params += [fence.pk, fence.version, fence.attempt, prepared]
+    if field is not None:
+        cast = "jsonb" if isinstance(field, models.JSONField) else ""
+        changes[value_field] = _FencedValue("", cast=cast)
+    where = {"lease_owner": owner, "status": "running"}
+    update, update_params = _update_sql(connection, model, where, changes, joined="fence")
+    table = _quote(model._meta.db_table)
+    sql = (
+        "WITH fence (unit_id, expected_version, expected_attempt, new_value) AS "
+        f"(VALUES {', '.join(rows)}) {update} AND {table}.id = fence.unit_id "
+        f"AND {table}.{_quote('version')} = fence.expected_version "
+        f"AND {table}.{_quote('attempt')} = fence.expected_attempt RETURNING {table}.id"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, *update_params])
+        return {row[0] for row in cursor.fetchall()}
 
 
 def next_pending_items(step_id: int, step_name: str, limit: int) -> list[ItemRow]:

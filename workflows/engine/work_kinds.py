@@ -15,11 +15,11 @@ dependencies point one way.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from workflows.definitions import LeasedNode, Retry
+from workflows.definitions import FanOut, LeasedNode, Retry
 from workflows.definitions.nodes import default_retry
 from workflows.engine import sql
 from workflows.models import CompensationRecord, FanOutItem, LeasedWork, Step
@@ -56,6 +56,19 @@ class Settlement(Protocol):
         """The unit was reclaimed after its run stopped; its row has ``stopped_status``."""
 
 
+class BatchSettlement(Settlement, Protocol):
+    """The settlement of a kind whose units are claimed and recorded in batches."""
+
+    def ended(
+        self,
+        advancer: Advancer,
+        completed: Sequence[tuple[Lease, Any]],
+        failed: Sequence[FailedUnit],
+    ) -> None:
+        """Units of one step ended in one transaction: their rows are already
+        ``completed`` or ``failed``; count them once and move the step on once."""
+
+
 @dataclass(frozen=True)
 class WorkKind:
     """One kind of leased work.
@@ -65,7 +78,9 @@ class WorkKind:
     statuses in which a unit may not start but keeps its place (a paused run: a failed
     attempt still gets its retry timer, a reclaimed one goes back to ``ready``).
     ``timer_field``: the ``Timer`` foreign key that names a unit of this kind on its
-    retry timer. ``run_path``: the ORM path from a unit to its run.
+    retry timer. ``run_path``: the ORM path from a unit to its run. ``batch_size_of``:
+    how many units of a node one claim may take (only fan-out items batch; their
+    settlement is then a :class:`BatchSettlement`).
     """
 
     name: str
@@ -80,10 +95,17 @@ class WorkKind:
     retry_of: Callable[[LeasedNode], Retry]
     describe: str
     key_suffix: str = ""
+    batch_size_of: Callable[[LeasedNode], int] = lambda node: 1  # unbatched by default
 
     @property
     def settlement(self) -> Settlement:
         return _SETTLEMENTS[self.name]
+
+    @property
+    def batch_settlement(self) -> BatchSettlement:
+        settlement = self.settlement
+        assert hasattr(settlement, "ended"), f"{self.name} units are never batched"
+        return settlement  # type: ignore[return-value]
 
     def label(self, step_name: str, item_key: str = "") -> str:
         """Name one unit in messages: ``item 'a' of step 'pack'``."""
@@ -95,6 +117,10 @@ class WorkKind:
 
 def _node_retry(node: LeasedNode) -> Retry:
     return node.effective_retry
+
+
+def _fanout_batch_size(node: LeasedNode) -> int:
+    return node.batch_size if isinstance(node, FanOut) else 1
 
 
 def _compensation_retry(node: LeasedNode) -> Retry:
@@ -127,6 +153,7 @@ ITEM = WorkKind(
     run_path="step__run",
     retry_of=_node_retry,
     describe="item {item!r} of step {step!r}",
+    batch_size_of=_fanout_batch_size,
 )
 COMPENSATION = WorkKind(
     name="compensation",

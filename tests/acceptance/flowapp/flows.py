@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tests.acceptance.flowapp.handlers import stall
-from workflows import Retry, Sleep, Task, Workflow
+from workflows import FanOut, Retry, Sleep, Task, Workflow
 from workflows.context import Context
 
 HANDLERS = "tests.acceptance.flowapp.handlers"
@@ -138,4 +138,29 @@ class Ledger(Workflow):
     name = "acceptance_ledger"
 
     book = task("ledger", transactional=True)
+    then = task()
+
+
+def numbered(ctx: Context) -> list[int]:
+    return list(range(ctx.input["items"]))
+
+
+class Batches(Workflow):
+    """A batched fan-out (four items per transaction, four in hand), then a task.
+
+    ``max_parallel`` equals ``batch_size``, so the batches are items 0-3, 4-7, 8-11, …
+    whichever worker claims them; ``input["die_on"]`` names items whose first attempt
+    kills its worker, in the middle of its batch.
+    """
+
+    name = "acceptance_batches"
+
+    fan = FanOut(
+        f"{HANDLERS}.batch_item",
+        items=numbered,
+        max_parallel=4,
+        batch_size=4,
+        timeout=LEASE,
+        retry=Retry(max_attempts=3, initial_interval=timedelta(milliseconds=200)),
+    )
     then = task()

@@ -161,6 +161,18 @@ def ledger(ctx: Context) -> dict[str, Any]:
     return output(ctx)
 
 
+def batch_item(ctx: Context) -> dict[str, Any]:
+    """An item of a batched fan-out: record, effect, output. The first attempt of an item
+    listed in ``input["die_on"]`` kills its own worker after recording the call, so the
+    items before it in the batch have run and made their effects, the ones after have not.
+    """
+    record_call(ctx)
+    if ctx.attempt == 1 and str(ctx.item) in ctx.input.get("die_on", []):
+        os.kill(os.getpid(), signal.SIGKILL)
+    apply_effect(ctx)
+    return {"item": ctx.item, **output(ctx)}
+
+
 def die(ctx: Context) -> None:
     """Kill this handler's own worker process, as an out-of-memory kill would."""
     record_call(ctx)
