@@ -19,7 +19,16 @@ from django.utils import timezone
 
 import workflows
 from tests.acceptance.flowapp.models import LedgerEntry, Order
-from workflows import DefinitionError, FanOut, Gate, PermanentError, Retry, Task, Workflow
+from workflows import (
+    DefinitionError,
+    FanOut,
+    Gate,
+    PermanentError,
+    Retry,
+    Task,
+    WaitForSignal,
+    Workflow,
+)
 from workflows.context import Context
 from workflows.engine import STEP, claim
 from workflows.models import Run
@@ -78,6 +87,15 @@ def ask_partner(ctx: Context):
     return ctx.await_callback(timedelta(hours=1))
 
 
+TOKENS: list[str] = []
+
+
+def ask_bank(ctx: Context):
+    handle = ctx.await_callback(timedelta(hours=1))
+    TOKENS.append(handle.token)
+    return handle
+
+
 def decline(ctx: Context) -> None:
     raise PermanentError("declined")
 
@@ -107,6 +125,16 @@ class Undone(Workflow):
 class Partner(Workflow):
     name = "tx_partner"
     ask = Task(f"{HERE}.ask_partner", transactional=True)
+
+
+class Asked(Workflow):
+    name = "tx_asked"
+    ask = Task(f"{HERE}.ask_bank")
+
+
+class Paid(Workflow):
+    name = "tx_paid"
+    paid = WaitForSignal("paid")
 
 
 class Approved(Workflow):
@@ -263,6 +291,43 @@ def test_app_code_commits_its_write_with_a_gate_decision_or_rolls_back_both():
     run.refresh_from_db()
     assert run.status == "completed"
     assert Order.objects.get().number == "B-2"
+
+
+def complete_the_callback(run: Run) -> None:
+    workflows.complete_callback(TOKENS[-1], {"reference": "TX-1"})
+
+
+def send_the_signal(run: Run) -> None:
+    workflows.send_signal(run, "paid", {"amount": 10})
+
+
+@pytest.mark.parametrize(
+    ("workflow", "move_on"), [(Asked, complete_the_callback), (Paid, send_the_signal)]
+)
+def test_app_code_commits_its_write_with_a_callback_or_a_signal_or_rolls_back_both(
+    workflow, move_on
+):
+    run = workflows.start_run(workflow)
+    run_pending()
+    waiting = run.steps.get()
+    assert waiting.status == "waiting"
+
+    with pytest.raises(Refused), transaction.atomic():
+        Order.objects.create(number="C-1")
+        move_on(run)
+        raise Refused("the view failed after moving the run on")
+    run_pending()
+    waiting.refresh_from_db()
+    assert waiting.status == "waiting"
+    assert not Order.objects.exists()
+
+    with transaction.atomic():
+        Order.objects.create(number="C-2")
+        move_on(run)
+    run_pending()
+    run.refresh_from_db()
+    assert run.status == "completed"
+    assert Order.objects.get().number == "C-2"
 
 
 @pytest.mark.parametrize(
