@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -42,6 +43,32 @@ def run_concurrently(*calls: Callable[[], Any]) -> list[Any]:
 @pytest.fixture
 def concurrently() -> Callable[..., list[Any]]:
     return run_concurrently
+
+
+def sweeper_until(done: Callable[[], bool], *, timeout: float = THREAD_TIMEOUT_SECONDS) -> None:
+    """Run ``workflows.sweeper.sweep_forever`` in a thread until ``done()`` (or ``timeout``
+    seconds), then stop it; fail if it does not stop. The thread closes its database
+    connection so the test database can be dropped."""
+    from workflows.sweeper import sweep_forever
+
+    stop = threading.Event()
+
+    def sweep() -> None:
+        try:
+            sweep_forever(stop)
+        finally:
+            connections.close_all()
+
+    sweeper = threading.Thread(target=sweep)
+    sweeper.start()
+    try:
+        give_up_at = time.monotonic() + timeout
+        while not done() and time.monotonic() < give_up_at:
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        sweeper.join(timeout=timeout)
+    assert not sweeper.is_alive(), "the sweeper did not stop"
 
 
 def is_sqlite() -> bool:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -14,16 +13,16 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from django.db import connection, connections, transaction
+from django.db import connection, transaction
 from django.dispatch import Signal
 
 import workflows
 from tests.acceptance.harness import MANAGE, database_url
+from tests.conftest import sweeper_until
 from workflows import Gate, PermanentError, Retry, Task, Workflow, hooks
 from workflows.hooks import deliver_events
 from workflows.models import Event, Run, Step
 from workflows.scanners import deliver_hooks
-from workflows.sweeper import sweep_forever
 from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
@@ -210,24 +209,7 @@ def test_the_sweeper_delivers_hooks_on_its_next_poll(received):
     run = workflows.start_run(Declined)
     run_pending_without_hooks()
     received.clear()
-    stop = threading.Event()
-
-    def sweep() -> None:
-        try:
-            sweep_forever(stop)
-        finally:
-            connections.close_all()  # so the test database can be dropped
-
-    sweeper = threading.Thread(target=sweep)
-    sweeper.start()
-    try:
-        give_up_at = time.monotonic() + PROCESS_TIMEOUT_SECONDS
-        while len(received) < 3 and time.monotonic() < give_up_at:
-            time.sleep(0.05)
-    finally:
-        stop.set()
-        sweeper.join(timeout=PROCESS_TIMEOUT_SECONDS)
-    assert not sweeper.is_alive()
+    sweeper_until(lambda: len(received) >= 3, timeout=PROCESS_TIMEOUT_SECONDS)
     assert hooks_of(received, run) == ["run_started", "step_failed", "run_finished"]
 
 

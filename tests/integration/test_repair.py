@@ -7,18 +7,16 @@ step or a run without the engine.
 
 from __future__ import annotations
 
-import threading
-import time
 from datetime import timedelta
 
 import pytest
-from django.db import connections
 
 import workflows
+from tests.conftest import sweeper_until
 from workflows import Task, Workflow
 from workflows.models import CompensationRecord, Run, Step
 from workflows.scanners import recover, repair_stuck_runs
-from workflows.sweeper import REPAIR, RecoveryClock, sweep_forever
+from workflows.sweeper import REPAIR, RecoveryClock
 from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
@@ -126,24 +124,7 @@ def test_the_sweeper_repairs_a_stuck_run(settings):
         "REPAIR_INTERVAL": timedelta(0),
     }
     run = stuck_active_run()
-    stop = threading.Event()
-
-    def sweep() -> None:
-        try:
-            sweep_forever(stop)
-        finally:
-            connections.close_all()
-
-    sweeper = threading.Thread(target=sweep)
-    sweeper.start()
-    try:
-        give_up_at = time.monotonic() + SWEEP_TIMEOUT_SECONDS
-        while time.monotonic() < give_up_at:
-            if run.events.filter(type="run.repaired").exists():
-                break
-            time.sleep(0.05)
-    finally:
-        stop.set()
-        sweeper.join(timeout=SWEEP_TIMEOUT_SECONDS)
-    assert not sweeper.is_alive()
+    sweeper_until(
+        lambda: run.events.filter(type="run.repaired").exists(), timeout=SWEEP_TIMEOUT_SECONDS
+    )
     assert run.steps.get(name="second").status == "ready"
