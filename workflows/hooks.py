@@ -19,10 +19,11 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import connections, transaction
 from django.db.models import F
 from django.dispatch import Signal
 
+from workflows.engine.sql import engine_alias
 from workflows.models import Event
 from workflows.status import RUN_FINAL
 from workflows.webhooks.outbox import record_deliveries
@@ -113,11 +114,14 @@ def claim_events(limit: int) -> list[Event]:
     nothing rather than deliver twice. The claimed events' webhook deliveries are
     recorded in the same transaction (:mod:`workflows.webhooks.outbox`).
     """
-    with transaction.atomic():
+    alias = engine_alias()
+    with transaction.atomic(using=alias):
         ids = list(
             Event.objects.filter(published=False)
             .order_by("id")
-            .select_for_update(skip_locked=connection.features.has_select_for_update_skip_locked)
+            .select_for_update(
+                skip_locked=connections[alias].features.has_select_for_update_skip_locked
+            )
             .values_list("id", flat=True)[:limit]
         )
         if not ids:

@@ -163,6 +163,7 @@ def _apply_fenced(
     return rejected
 
 
+@transition
 def record_lost_lease(lease: Lease, action: str) -> None:
     """Write the ``lease.lost`` event of a rejected ``action`` in a transaction of its own.
 
@@ -170,7 +171,7 @@ def record_lost_lease(lease: Lease, action: str) -> None:
     a transactional handler's attempt undoes the handler's writes, and the rejection
     with them, when its completion is fenced out.
     """
-    transition(_record_rejection)(lease, action)
+    _record_rejection(lease, action)
 
 
 def _record_rejection(lease: Lease, action: str) -> _Rejected:
