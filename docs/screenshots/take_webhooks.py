@@ -6,7 +6,8 @@ Like ``take.py`` (whose database setup and server it reuses): demo runs in a tem
 SQLite database whose events go to three endpoints served on 127.0.0.1 by the test
 suite's receiver: one that answers 200, one that answers 503 (retries, then failed for
 good) and one that answers 410 Gone (disabled). The endpoints list, an endpoint's page,
-the delivery log and a failed delivery's page.
+the delivery log (a long one, with 30 orders), a failed delivery's page, the log
+filtered to nothing, and the log as a staff user who may view runs but not webhooks.
 """
 
 from __future__ import annotations
@@ -42,7 +43,11 @@ def build_demo() -> dict:
     from workflows.webhooks.services import create_endpoint
 
     call_command("migrate", verbosity=0)
+    from django.contrib.auth.models import Permission
+
     User.objects.create_superuser("operator", password=PASSWORD)
+    viewer = User.objects.create_user("viewer", password=PASSWORD, is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_run"))
     receivers = [Receiver(script=script) for _, script, _ in ENDPOINTS]
     delays = [timedelta(seconds=5), timedelta(minutes=5), timedelta(minutes=30)]
     with override_settings(WORKFLOWS={"EXECUTOR": "inline", "WEBHOOK_RETRY_DELAYS": delays}):
@@ -51,7 +56,8 @@ def build_demo() -> dict:
             endpoint = create_endpoint(url=receiver.url, event_types=types, description=description)
             receiver.secret = endpoint.secret
         parcels = [{"id": "P1", "weight_kg": 1.5}]
-        for order, card in (("W-4101", "valid"), ("W-4102", "declined"), ("W-4103", "valid")):
+        orders = [(f"W-{4101 + n}", "declined" if n % 3 == 1 else "valid") for n in range(30)]
+        for order, card in orders:
             workflows.start_run(
                 "warehouse_dispatch",
                 {"order_id": order, "card": card, "city": "Lyon", "parcels": parcels},
@@ -78,7 +84,12 @@ def shoot(base_url: str, ids: dict) -> list[Path]:
         ):
             camera.page.goto(url)
             camera.photo(name)
-    return camera.taken
+        camera.page.goto("/admin/workflows/webhookdelivery/?status__exact=sending")
+        camera.photo("webhook-deliveries-empty")
+    with signed_in(base_url, "viewer") as viewer:
+        viewer.page.goto("/admin/workflows/webhookdelivery/")
+        viewer.photo("webhook-deliveries-forbidden")
+    return camera.taken + viewer.taken
 
 
 def main() -> None:

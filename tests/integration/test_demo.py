@@ -12,6 +12,7 @@ from django.utils import timezone
 
 import workflows
 from flowsite.demo.models import DemoRecord
+from tests.conftest import staff
 from workflows.models import Run
 from workflows.testing import run_pending
 
@@ -120,3 +121,12 @@ def test_dispatch_gate_needs_the_dispatch_permission():
     clerk = User.objects.create_user("clerk")
     with pytest.raises(workflows.PermissionDenied, match=r"demo\.approve_dispatch"):
         workflows.approve_gate(gate, user=clerk, selections=["standard"])
+
+
+def test_a_staff_user_without_a_permission_gets_the_demo_403_page(client):
+    """The demo's 403 page keeps the admin around it and says what is missing."""
+    client.force_login(staff("viewer", "view_run"))
+    response = client.get("/admin/workflows/webhookdelivery/")
+    assert response.status_code == 403
+    assert b"Permission denied" in response.content
+    assert b"does not have the permission this page needs" in response.content
