@@ -26,7 +26,7 @@ SQLITE_BUSY_TIMEOUT_SECONDS = 20
 _URL_ENGINES = {
     "postgres": "django.db.backends.postgresql",
     "postgresql": "django.db.backends.postgresql",
-    "sqlite": "django.db.backends.sqlite3",
+    "sqlite": "workflows.backends.sqlite3",
 }
 
 
@@ -36,7 +36,7 @@ def sqlite_database(path: Path) -> dict[str, Any]:
     if synchronous not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
         raise ValueError(f"FLOWSITE_SQLITE_SYNCHRONOUS={synchronous!r} is not an SQLite level")
     return {
-        "ENGINE": "django.db.backends.sqlite3",
+        "ENGINE": "workflows.backends.sqlite3",
         "NAME": str(path),
         "OPTIONS": {
             "transaction_mode": "IMMEDIATE",

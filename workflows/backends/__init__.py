@@ -1,0 +1,1 @@
+"""Database backends that Flowsite ships for its own deployments (see ``sqlite3``)."""
