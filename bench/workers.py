@@ -24,6 +24,12 @@ and ``manage.py workflows_sweeper``), all using ``bench.settings``:
   task sends the next; printed beside the reference figures quoted from the design
   notes (about 380 no-op tasks/s and 200 ms per chained task).
 
+With ``--workers 1,2,4`` the throughput rounds are repeated with a cluster of each size
+(every other phase runs with the first). With ``--peers`` the peers the goals name are
+measured in the same invocation once the cluster is stopped (``bench/peers.py``), and
+each goal's ratio is printed beside them: on SQLite the workers' steps/s over the inline
+rate (``bench/throughput.py``) and over django-q2 alone; on PostgreSQL over DBOS.
+
 Why: ``bench/throughput.py`` measures the engine's own cost in one process. Here the
 queue, the process boundaries, the sweeper's polling and the database's locking are in
 the path, as in a deployment.
@@ -56,6 +62,11 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+
+if __package__ in (None, ""):  # run as a script: import bench.peers from the repository
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.peers import Peer, measure_peers
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MANAGE = REPO_ROOT / "manage.py"
@@ -147,6 +158,10 @@ class Figures:
     facts: dict[str, str]
     workers: int
     throughput: list[ThroughputRound] = field(default_factory=list)
+    # Further cluster sizes (--workers 1,2,4) and the larger batch (--large-runs), by size.
+    throughput_by_workers: dict[int, list[ThroughputRound]] = field(default_factory=dict)
+    large_by_workers: dict[int, list[ThroughputRound]] = field(default_factory=dict)
+    peers: list[Peer] = field(default_factory=list)
     step_gap: Spread | None = None
     pickup: Spread | None = None
     run_duration: Spread | None = None
@@ -170,18 +185,41 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default="both",
         help="where to run (default both: SQLite, then PostgreSQL at 127.0.0.1:5432)",
     )
-    parser.add_argument("--workers", type=int, default=2, help="cluster workers (default 2)")
+    parser.add_argument(
+        "--workers",
+        type=worker_counts,
+        default=[2],
+        help="cluster workers, or a comma-separated list such as 1,2,4: the throughput "
+        "rounds run with a cluster of each size, every other phase with the first "
+        "(default 2)",
+    )
     parser.add_argument(
         "--runs", type=int, default=50, help="concurrent runs per throughput round (default 50)"
     )
     parser.add_argument("--rounds", type=int, default=3, help="throughput rounds (default 3)")
     parser.add_argument(
+        "--large-runs",
+        type=int,
+        default=0,
+        help="also time a larger batch of this many runs in each round, for steady "
+        "throughput (default 0: none)",
+    )
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="afterwards, with the cluster stopped, measure the peers the goals compare "
+        "with (bench/peers.py: inline bench/throughput.py, ../shared/peers/ DBOS, "
+        "django-q2 alone and the ORM ceiling) and print each ratio",
+    )
+    parser.add_argument(
         "--latency-runs",
         type=int,
         default=30,
-        help="single runs, one at a time, for step-to-step latency (default 30)",
+        help="single runs, one at a time, for step-to-step latency (default 30; 0 skips)",
     )
-    parser.add_argument("--timers", type=int, default=1000, help="timers to fire (default 1000)")
+    parser.add_argument(
+        "--timers", type=int, default=1000, help="timers to fire (default 1000; 0 skips)"
+    )
     parser.add_argument(
         "--timer-window",
         type=float,
@@ -204,13 +242,26 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--keep-logs", action="store_true", help="keep the processes' logs")
     parser.add_argument("--results-file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if min(args.workers, args.runs, args.rounds, args.latency_runs, args.timers) < 1:
-        parser.error("--workers, --runs, --rounds, --latency-runs and --timers must be positive")
-    if args.queue_tasks < 0:
-        parser.error("--queue-tasks must not be negative")
+    if min(args.runs, args.rounds) < 1:
+        parser.error("--runs and --rounds must be positive")
+    if min(args.latency_runs, args.timers, args.queue_tasks, args.large_runs) < 0:
+        parser.error(
+            "--latency-runs, --timers, --queue-tasks and --large-runs must not be negative"
+        )
     if args.timer_window < 15:
         parser.error("--timer-window must be at least 15 seconds")
     return args
+
+
+def worker_counts(text: str) -> list[int]:
+    """``--workers``: one positive count, or several separated by commas."""
+    try:
+        counts = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of worker counts") from None
+    if not counts or min(counts) < 1 or len(set(counts)) != len(counts):
+        raise argparse.ArgumentTypeError(f"{text!r}: worker counts must be positive and distinct")
+    return counts
 
 
 # -- processes -----------------------------------------------------------------------------
@@ -229,6 +280,7 @@ class Processes:
         self.log_dir = log_dir
         self.env = env
         self.started: list[tuple[str, subprocess.Popen[bytes], Path]] = []
+        self.stopped: list[Path] = []  # logs of processes stopped before the end
 
     def manage(self, name: str, *args: str, timeout: float) -> None:
         """Run a management command to completion (bounded); raise with its log if it fails."""
@@ -241,16 +293,19 @@ class Processes:
         if returncode != 0:
             raise BenchError(f"manage.py {' '.join(args)} exited with {returncode}:\n{tail(log)}")
 
-    def start(self, name: str, *args: str) -> None:
-        """Start a long-running management command in the background."""
-        self._spawn(name, args, self.log_dir / f"{name}.log")
+    def start(self, name: str, *args: str, env: dict[str, str] | None = None) -> None:
+        """Start a long-running management command in the background (``env``: variables
+        that differ from the benchmark's)."""
+        self._spawn(name, args, self.log_dir / f"{name}.log", env)
 
-    def _spawn(self, name: str, args: Sequence[str], log: Path) -> subprocess.Popen[bytes]:
+    def _spawn(
+        self, name: str, args: Sequence[str], log: Path, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
         with log.open("ab") as output:
             proc = subprocess.Popen(
                 [sys.executable, str(MANAGE), *args],
                 cwd=REPO_ROOT,
-                env=self.env,
+                env={**self.env, **(env or {})},
                 stdin=subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,
@@ -268,7 +323,7 @@ class Processes:
                 raise BenchError(f"{name} exited with {proc.returncode}:\n{tail(log)}")
 
     def logs(self) -> list[Path]:
-        return [log for _, _, log in self.started]
+        return list(dict.fromkeys([*self.stopped, *(log for _, _, log in self.started)]))
 
     def stop_all(self) -> None:
         """Stop every process; a second Ctrl-C or SIGTERM cannot cut this short."""
@@ -281,17 +336,27 @@ class Processes:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 
+    def stop(self, name: str) -> None:
+        """Stop the background processes called ``name`` (to restart them differently)."""
+        chosen = [entry for entry in self.started if entry[0] == name]
+        self._stop(chosen)
+        self.started = [entry for entry in self.started if entry[0] != name]
+        self.stopped += [log for _, _, log in chosen]
+
     def _stop_all(self) -> None:
-        for _, proc, _ in self.started:
+        self._stop(self.started)
+
+    def _stop(self, started: list[tuple[str, subprocess.Popen[bytes], Path]]) -> None:
+        for _, proc, _ in started:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + STOP_GRACE_SECONDS
-        for name, proc, _ in self.started:
+        for name, proc, _ in started:
             try:
                 proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 print(f"  {name} did not stop within {STOP_GRACE_SECONDS}s; killing it")
-        for _, proc, _ in self.started:
+        for _, proc, _ in started:
             for pid in self._group_members(proc.pid):  # leftovers, e.g. orphaned workers
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
@@ -498,15 +563,15 @@ def check_completed(business_key: str, runs: int, steps_per_run: int) -> int:
 def warm_up(processes: Processes, workers: int) -> float:
     """Start a few runs and wait until the cluster has run them (imports, connections)."""
     began = time.monotonic()
-    runs = 2 * workers
-    start_noop_runs(runs, "warm-up")
+    runs, key = 2 * workers, f"warm-up-{workers}"
+    start_noop_runs(runs, key)
     wait_for(
         "the worker cluster to run the warm-up runs (is it starting? see its log)",
-        runs_finished("warm-up", runs),
+        runs_finished(key, runs),
         READY_TIMEOUT_SECONDS,
         processes,
     )
-    check_completed("warm-up", runs, STEPS_PER_RUN)
+    check_completed(key, runs, STEPS_PER_RUN)
     return time.monotonic() - began
 
 
@@ -536,18 +601,18 @@ def measure_latency(processes: Processes, runs: int) -> tuple[Spread, Spread, Sp
     return Spread.of(gaps), Spread.of(pickups), Spread.of(durations)
 
 
-def measure_throughput(processes: Processes, runs: int, round_index: int) -> ThroughputRound:
+def measure_throughput(processes: Processes, runs: int, label: str) -> ThroughputRound:
     """Start ``runs`` runs at once; seconds from the first start to the last run's end."""
     from django.db.models import Max
     from django.utils import timezone
 
     from workflows.models import Event, Run, Step
 
-    key = f"throughput-{round_index}"
+    key = f"throughput-{label}"
     began = timezone.now()
     start_noop_runs(runs, key)
     start_seconds = (timezone.now() - began).total_seconds()
-    wait_for(f"throughput round {round_index}", runs_finished(key, runs), 300, processes)
+    wait_for(f"throughput round {label}", runs_finished(key, runs), 600, processes)
     steps = check_completed(key, runs, STEPS_PER_RUN)
     last_finished = Run.objects.filter(business_key=key).aggregate(last=Max("finished_at"))["last"]
     via_queue = Event.objects.filter(run__business_key=key, type="step.ready").count()
@@ -722,7 +787,7 @@ def run_one(args: argparse.Namespace) -> Figures:
     with tempfile.TemporaryDirectory(prefix=f"flowsite-bench-workers-{database}-") as tmp_name:
         tmp = Path(tmp_name)
         with database_url(database, tmp) as url:
-            env = bench_env(url, tmp, args.workers, args.conn_max_age)
+            env = bench_env(url, tmp, args.workers[0], args.conn_max_age)
             processes = Processes(tmp, env)
             failed = False
             try:
@@ -739,6 +804,9 @@ def run_one(args: argparse.Namespace) -> Figures:
                         if log.exists():
                             (kept / log.name).write_bytes(log.read_bytes())
                     print(f"  logs kept in {kept}")
+            if args.peers:
+                print("  peers: measuring (bench/peers.py) ...")
+                figures.peers = measure_peers(database, postgres_database)
     return figures
 
 
@@ -764,38 +832,68 @@ def run_phases(args: argparse.Namespace, processes: Processes, env: dict[str, st
     figures.facts["conn_max_age"] = str(settings.DATABASES["default"].get("CONN_MAX_AGE", 0))
     figures.facts["broker_poll"] = f"{settings.Q_CLUSTER.get('poll', 0.2):g} s"
     figures.facts["timer_poll"] = f"{workflow_settings.TIMER_POLL_INTERVAL.total_seconds():g} s"
-    processes.start("worker", "workflows_worker")
+    processes.start(f"worker-{figures.workers}", "workflows_worker")
     processes.start("sweeper", "workflows_sweeper")
 
     warm = warm_up(processes, figures.workers)
     print(f"  cluster ready; warm-up runs done in {warm:.1f}s")
 
-    figures.step_gap, figures.pickup, figures.run_duration = measure_latency(
-        processes, args.latency_runs
-    )
-    print(f"  latency: {args.latency_runs} single runs done")
-
-    for index in range(args.rounds):
-        measured = measure_throughput(processes, args.runs, index)
-        figures.throughput.append(measured)
-        print(
-            f"  throughput round {index + 1}: {measured.steps_completed} steps in "
-            f"{measured.seconds:.2f}s = {measured.steps_per_second:,.0f} steps/s"
+    if args.latency_runs:
+        figures.step_gap, figures.pickup, figures.run_duration = measure_latency(
+            processes, args.latency_runs
         )
+        print(f"  latency: {args.latency_runs} single runs done")
 
-    print(f"  timers: {args.timers} runs due over the next {args.timer_window:g}s ...")
-    figures.timers = measure_timers(processes, args.timers, args.timer_window)
+    figures.throughput = measure_rounds(processes, args, figures, figures.workers)
+
+    if args.timers:
+        print(f"  timers: {args.timers} runs due over the next {args.timer_window:g}s ...")
+        figures.timers = measure_timers(processes, args.timers, args.timer_window)
 
     if args.queue_tasks:
         figures.queue_alone = measure_queue_alone(
             processes, args.queue_tasks, chains=QUEUE_CHAINS, hops=STEPS_PER_RUN
         )
         print(f"  django-q2 alone: {args.queue_tasks} no-op tasks and {QUEUE_CHAINS} chains done")
+    running = figures.workers
+    for workers in args.workers[1:]:
+        processes.stop(f"worker-{running}")
+        processes.start(
+            f"worker-{workers}", "workflows_worker", env={"BENCH_WORKERS": str(workers)}
+        )
+        running = workers
+        warm_up(processes, workers)
+        print(f"  cluster of {workers} workers ready")
+        figures.throughput_by_workers[workers] = measure_rounds(processes, args, figures, workers)
     processes.check_alive()
     figures.diagnostics = diagnostics(processes.logs())
     figures.facts["load_after"] = load_average()
     figures.facts["seconds"] = f"{time.monotonic() - began:.0f}"
     return figures
+
+
+def measure_rounds(
+    processes: Processes, args: argparse.Namespace, figures: Figures, workers: int
+) -> list[ThroughputRound]:
+    """``--rounds`` throughput rounds of ``--runs`` runs with the running cluster; with
+    ``--large-runs``, each round also times a batch of that many runs (stored in
+    ``figures.large_by_workers``)."""
+    rounds = []
+    for index in range(args.rounds):
+        measured = measure_throughput(processes, args.runs, f"{workers}w-{index}")
+        rounds.append(measured)
+        print(
+            f"  {workers} workers, round {index + 1}: {measured.steps_completed} steps in "
+            f"{measured.seconds:.2f}s = {measured.steps_per_second:,.0f} steps/s"
+        )
+        if args.large_runs:
+            large = measure_throughput(processes, args.large_runs, f"{workers}w-{index}-large")
+            figures.large_by_workers.setdefault(workers, []).append(large)
+            print(
+                f"  {workers} workers, round {index + 1}, {args.large_runs} runs: "
+                f"{large.steps_per_second:,.0f} steps/s"
+            )
+    return rounds
 
 
 # -- report --------------------------------------------------------------------------------
@@ -809,8 +907,6 @@ def report(figures: Figures, args: argparse.Namespace) -> None:
         figures.run_duration,
     )
     timers, queue = figures.timers, figures.queue_alone
-    assert gap and pickup and duration and timers
-    late = timers.lateness
     rounds = figures.throughput
     print()
     print(f"Flowsite with workers (bench/workers.py): {args.database}")
@@ -856,51 +952,53 @@ def report(figures: Figures, args: argparse.Namespace) -> None:
             "",
             "",
         ),
-        (
-            "step-to-step latency p50 / p99 (ms)",
-            f"{gap.p50:.1f} / {gap.p99:.1f}",
-            measured_queue[1],
-            f"~{REFERENCE_CHAINED_STEP_MS} per chained task",
-        ),
-        ("  queue pickup p50 / p99 (ms)", f"{pickup.p50:.0f} / {pickup.p99:.0f}", "", ""),
-        ("  whole run of 10 steps p50 (ms)", f"{duration.p50:.0f}", "", ""),
-        (
-            f"timer lateness p50 / p99 (ms, {late.count} timers)",
-            f"{late.p50:.0f} / {late.p99:.0f}",
-            "",
-            "",
-        ),
-        ("  max lateness (ms)", f"{late.maximum:.0f}", "", ""),
     ]
-    if timers.quiet_lateness is not None:
-        quiet = timers.quiet_lateness
-        rows.append(
+    if gap and pickup and duration:
+        rows += [
             (
-                f"  p50 / p99 of the {quiet.count} due after the last start",
-                f"{quiet.p50:.0f} / {quiet.p99:.0f}",
+                "step-to-step latency p50 / p99 (ms)",
+                f"{gap.p50:.1f} / {gap.p99:.1f}",
+                measured_queue[1],
+                f"~{REFERENCE_CHAINED_STEP_MS} per chained task",
+            ),
+            ("  queue pickup p50 / p99 (ms)", f"{pickup.p50:.0f} / {pickup.p99:.0f}", "", ""),
+            ("  whole run of 10 steps p50 (ms)", f"{duration.p50:.0f}", "", ""),
+        ]
+    if timers:
+        late = timers.lateness
+        rows += [
+            (
+                f"timer lateness p50 / p99 (ms, {late.count} timers)",
+                f"{late.p50:.0f} / {late.p99:.0f}",
                 "",
                 "",
+            ),
+            ("  max lateness (ms)", f"{late.maximum:.0f}", "", ""),
+        ]
+        if timers.quiet_lateness is not None:
+            quiet = timers.quiet_lateness
+            rows.append(
+                (
+                    f"  p50 / p99 of the {quiet.count} due after the last start",
+                    f"{quiet.p50:.0f} / {quiet.p99:.0f}",
+                    "",
+                    "",
+                )
             )
-        )
-    headers = ("measure", "Flowsite", "django-q2 measured", "django-q2 quoted")
-    widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(4)]
+    print_table(("measure", "Flowsite", "django-q2 measured", "django-q2 quoted"), rows)
     print()
-    for row in [headers, tuple("-" * w for w in widths), *rows]:
+    if gap:
         print(
-            f"  {row[0].ljust(widths[0])}  {row[1].rjust(widths[1])}  "
-            f"{row[2].rjust(widths[2])}  {row[3]}"
+            f"  latency: gaps between consecutive steps' started_at (database clock), "
+            f"{gap.count} gaps of {args.latency_runs} single runs; pickup = run created -> "
+            "first step started"
         )
-    print()
-    print(
-        f"  latency: gaps between consecutive steps' started_at (database clock), "
-        f"{gap.count} gaps of {args.latency_runs} single runs; pickup = run created -> "
-        "first step started"
-    )
-    print(
-        f"  timers: {args.timers} runs started in {timers.start_seconds:.1f}s, due from "
-        f"{timers.lead_seconds:g}s to {args.timer_window:g}s; {timers.created_late} created "
-        "after their due time (left out)"
-    )
+    if timers:
+        print(
+            f"  timers: {args.timers} runs started in {timers.start_seconds:.1f}s, due from "
+            f"{timers.lead_seconds:g}s to {args.timer_window:g}s; {timers.created_late} "
+            "created after their due time (left out)"
+        )
     if queue:
         print(
             f"  django-q2 measured: {queue.tasks} no-op async_task calls to the same cluster "
@@ -909,6 +1007,97 @@ def report(figures: Figures, args: argparse.Namespace) -> None:
         )
     print("  diagnostics: " + ", ".join(f"{k}: {v}" for k, v in figures.diagnostics.items()))
     print(f"  (over the {facts['seconds']} s of this database's benchmark)")
+    report_by_workers(figures, args)
+    if args.peers:
+        report_goals(figures, args)
+
+
+def print_table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
+    """Left-aligned first column, right-aligned figures, then a free last column."""
+    widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
+    print()
+    for row in [headers, tuple("-" * w for w in widths), *rows]:
+        cells = [row[0].ljust(widths[0])]
+        cells += [cell.rjust(width) for cell, width in zip(row[1:-1], widths[1:-1], strict=True)]
+        print("  " + "  ".join([*cells, row[-1]]))
+
+
+def rates_by_workers(figures: Figures) -> dict[int, list[ThroughputRound]]:
+    """Every cluster size's throughput rounds, the first size's included."""
+    return {figures.workers: figures.throughput, **figures.throughput_by_workers}
+
+
+def median_of(rounds: Sequence[ThroughputRound]) -> float:
+    return statistics.median(r.steps_per_second for r in rounds)
+
+
+def report_by_workers(figures: Figures, args: argparse.Namespace) -> None:
+    """Steps/s for each cluster size (``--workers 1,2,4``) and the larger batch."""
+    if len(args.workers) == 1 and not args.large_runs:
+        return
+    rows = []
+    for workers, rounds in sorted(rates_by_workers(figures).items()):
+        large = figures.large_by_workers.get(workers, [])
+        rows.append(
+            (
+                f"{workers} workers",
+                f"{median_of(rounds):,.0f}",
+                f"{median_of(large):,.0f}" if large else "-",
+                ", ".join(f"{r.steps_per_second:,.0f}" for r in [*rounds, *large]),
+            )
+        )
+    print()
+    print(f"Throughput by cluster size, steps/s (median of {args.rounds} rounds): {args.database}")
+    print_table(
+        ("cluster", f"{args.runs} runs", f"{args.large_runs or '-'} runs", "rounds (small, large)"),
+        rows,
+    )
+
+
+def report_goals(figures: Figures, args: argparse.Namespace) -> None:
+    """The peers measured after the cluster stopped, and each goal's ratio beside them."""
+    by_workers = rates_by_workers(figures)
+    two = by_workers.get(2)
+    print()
+    print(f"Peers, measured in this invocation after the cluster stopped: {args.database}")
+    for peer in figures.peers:
+        value = f"{peer.value:,.0f}" if peer.value is not None else f"missing ({peer.error})"
+        print(f"  {peer.what}: {value}")
+    if two is None:
+        print("  (the goals compare 2 workers: add 2 to --workers for their ratios)")
+        return
+    flowsite = median_of(two)
+    peers = {peer.name: peer.value for peer in figures.peers}
+    rows = []
+    if args.database == "sqlite":
+        targets = [
+            ("2 workers / inline", peers.get("inline"), 0.8),
+            ("2 workers / django-q2 alone (peer script)", peers.get("django-q2 peer"), 3.0),
+            (
+                "2 workers / django-q2 alone (this cluster)",
+                figures.queue_alone.tasks_per_second if figures.queue_alone else None,
+                3.0,
+            ),
+            ("2 workers / ORM ceiling (no goal)", peers.get("ORM ceiling"), None),
+            ("2 workers / DBOS on SQLite (no goal)", peers.get("DBOS"), None),
+        ]
+    else:
+        targets = [("2 workers / DBOS on PostgreSQL", peers.get("DBOS"), 3.0)]
+    for label, peer_value, goal in targets:
+        ratio = f"{flowsite / peer_value:.2f}" if peer_value else "-"
+        rows.append(
+            (
+                label,
+                f"{flowsite:,.0f}",
+                f"{peer_value:,.0f}" if peer_value else "-",
+                ratio,
+                f">= {goal:g}" if goal else "",
+            )
+        )
+    print_table(("goal", "Flowsite steps/s", "peer", "ratio", "goal"), rows)
+    if args.database == "postgres" and len(by_workers) > 1:
+        growth = ", ".join(f"{w}: {median_of(r):,.0f}" for w, r in sorted(by_workers.items()))
+        print(f"  steps/s by workers on PostgreSQL (goal: grows with workers): {growth}")
 
 
 def summary(results: dict[str, dict[str, Any]]) -> None:
@@ -916,6 +1105,9 @@ def summary(results: dict[str, dict[str, Any]]) -> None:
 
     def queue(res: dict[str, Any], fmt: Callable[[dict[str, Any]], str]) -> str:
         return fmt(res["queue_alone"]) if res.get("queue_alone") else "-"
+
+    def measured(res: dict[str, Any], key: str, fmt: Callable[[dict[str, Any]], str]) -> str:
+        return fmt(res[key]) if res.get(key) else "-"
 
     databases = list(results)
     header = ["measure", *databases, *(f"django-q2 on {db}" for db in databases), "quoted"]
@@ -929,7 +1121,7 @@ def summary(results: dict[str, dict[str, Any]]) -> None:
         [
             "step-to-step p50 / p99 ms",
             *(
-                f"{res['step_gap']['p50']:.1f} / {res['step_gap']['p99']:.1f}"
+                measured(res, "step_gap", lambda gap: f"{gap['p50']:.1f} / {gap['p99']:.1f}")
                 for res in results.values()
             ),
             *(
@@ -941,7 +1133,11 @@ def summary(results: dict[str, dict[str, Any]]) -> None:
         [
             "timer lateness p50 / p99 ms",
             *(
-                f"{res['timers']['lateness']['p50']:.0f} / {res['timers']['lateness']['p99']:.0f}"
+                measured(
+                    res,
+                    "timers",
+                    lambda t: f"{t['lateness']['p50']:.0f} / {t['lateness']['p99']:.0f}",
+                )
                 for res in results.values()
             ),
             *("" for _ in databases),
@@ -979,7 +1175,9 @@ def child_argv(args: argparse.Namespace, database: str, results_file: Path) -> l
         sys.executable,
         str(Path(__file__).resolve()),
         f"--database={database}",
-        f"--workers={args.workers}",
+        f"--workers={','.join(map(str, args.workers))}",
+        f"--large-runs={args.large_runs}",
+        *(["--peers"] if args.peers else []),
         f"--runs={args.runs}",
         f"--rounds={args.rounds}",
         f"--latency-runs={args.latency_runs}",

@@ -1,0 +1,131 @@
+"""The figures ``bench/workers.py --peers`` compares its workers with, measured in the same sitting.
+
+The machine is shared and noisy, so a ratio only means something when both sides were
+measured minutes apart. This module runs, each in a subprocess of its own and while no
+worker cluster is running:
+
+* **inline**: ``bench/throughput.py`` (``run_pending`` in one process, SQLite), its
+  ``engine step transitions/s`` line;
+* the shared peer scripts of ``../shared/peers/`` (``README.md`` there): **DBOS**
+  (``dbos/run.sh``, SQLite in WAL or a PostgreSQL database of its own), **django-q2
+  alone** (``django_q2/run.sh``, 2 workers, SQLite in WAL) and the **ORM ceiling**
+  (``sqlite_limit/run.sh``, one Django CAS+insert transaction at a time).
+
+Each returns one number; a peer that fails is reported as missing with its reason,
+never guessed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+PEERS_DIR = REPO_ROOT.parent / "shared" / "peers"
+PEER_TIMEOUT_SECONDS = 900
+DBOS_POSTGRES_DB = "flowsite_bench_dbos"
+
+# bench/throughput.py with a small fan-out part: only its step figure is read here.
+INLINE_ARGS = ("--runs", "200", "--orm-transactions", "500", "--query-runs", "5")
+INLINE_FANOUT_ARGS = ("--fanout-items", "100", "--fanout-batch-size", "50")
+INLINE_LINE = re.compile(r"engine step transitions/s\s+([\d,.]+)")
+
+
+@dataclass
+class Peer:
+    """One peer's figure, or why there is none."""
+
+    name: str
+    what: str
+    value: float | None
+    error: str = ""
+
+
+def run_script(argv: list[str], env: dict[str, str] | None = None) -> str:
+    """Run a peer to completion and return its standard output; raise with its stderr."""
+    done = subprocess.run(
+        argv,
+        cwd=REPO_ROOT,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=PEER_TIMEOUT_SECONDS,
+        check=False,
+    )
+    if done.returncode != 0:
+        last = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        raise RuntimeError(f"exit {done.returncode}: {' | '.join(last)}")
+    return done.stdout
+
+
+def json_field(out: str, *path: str) -> float:
+    """A number from the last JSON line a peer script printed."""
+    data: Any = json.loads(out.strip().splitlines()[-1])
+    for key in path:
+        data = data[key]
+    return float(data)
+
+
+def measured(name: str, what: str, measure: Callable[[], float]) -> Peer:
+    try:
+        return Peer(name, what, measure())
+    except (OSError, RuntimeError, ValueError, KeyError, subprocess.TimeoutExpired) as exc:
+        return Peer(name, what, None, error=str(exc)[:300])
+
+
+def inline() -> float:
+    out = run_script(
+        [
+            sys.executable,
+            str(REPO_ROOT / "bench" / "throughput.py"),
+            *INLINE_ARGS,
+            *INLINE_FANOUT_ARGS,
+        ],
+        env={"DATABASE_URL": ""},
+    )
+    found = INLINE_LINE.search(out)
+    if found is None:
+        raise ValueError("bench/throughput.py printed no 'engine step transitions/s' line")
+    return float(found.group(1).replace(",", ""))
+
+
+def dbos(postgres_url: str | None) -> float:
+    env = {"DBOS_SYSDB_URL": postgres_url} if postgres_url else {"DBOS_SQLITE_WAL": "1"}
+    out = run_script([str(PEERS_DIR / "dbos" / "run.sh")], env=env)
+    return json_field(out, "sequential", "step_transitions_per_sec")
+
+
+def django_q2_alone() -> float:
+    out = run_script([str(PEERS_DIR / "django_q2" / "run.sh")], env={"Q2_SQLITE_WAL": "1"})
+    return json_field(out, "tasks", "tasks_per_sec")
+
+
+def orm_ceiling() -> float:
+    out = run_script([str(PEERS_DIR / "sqlite_limit" / "run.sh")])
+    return json_field(out, "django_wal_normal", "tx_per_sec")
+
+
+def measure_peers(
+    database: str, postgres: Callable[[str], AbstractContextManager[str]]
+) -> list[Peer]:
+    """The peers of ``database``: on SQLite inline, django-q2 alone, the ORM ceiling and
+    DBOS on SQLite; on PostgreSQL DBOS in a database of its own (``postgres(name)`` is a
+    context manager that creates and drops it and yields its URL)."""
+    if database == "postgres":
+        with postgres(DBOS_POSTGRES_DB) as url:
+            sysdb = url.replace("postgres://", "postgresql://", 1)
+            return [measured("DBOS", "DBOS on PostgreSQL, steps/s", lambda: dbos(sysdb))]
+    return [
+        measured("inline", "inline (bench/throughput.py), steps/s", inline),
+        measured("django-q2 peer", "django-q2 alone (peer, 2 workers), tasks/s", django_q2_alone),
+        measured("ORM ceiling", "ORM CAS+insert ceiling (peer), tx/s", orm_ceiling),
+        measured("DBOS", "DBOS on SQLite (WAL), steps/s", lambda: dbos(None)),
+    ]
