@@ -103,8 +103,9 @@ def hook_for(event: Event) -> tuple[Signal, dict[str, Any]] | None:
     return signal, arguments
 
 
-def claim_events(limit: int) -> list[Event]:
-    """Mark up to ``limit`` undelivered events delivered and return them, oldest first.
+def claim_events(limit: int) -> tuple[int, list[Event]]:
+    """Mark up to ``limit`` undelivered events delivered, oldest first; return how many,
+    and those of them that have a hook some receiver listens to, in order.
 
     Loses no race and wins none twice: on PostgreSQL the read locks the rows it takes
     and skips those another deliverer holds (``FOR UPDATE SKIP LOCKED``); on SQLite
@@ -125,7 +126,7 @@ def claim_events(limit: int) -> list[Event]:
             .values_list("id", flat=True)[:limit]
         )
         if not ids:
-            return []
+            return 0, []
         claimed = Event.objects.filter(id__in=ids, published=False).update(published=True)
         if claimed != len(ids):
             raise RuntimeError(f"claimed {claimed} of {len(ids)} events; nothing delivered")
@@ -133,9 +134,20 @@ def claim_events(limit: int) -> list[Event]:
         # at all if this claim rolls back.
         record_deliveries(ids)
     # Read after the claim commits: SQLite's write lock is held no longer than needed.
-    return list(
-        Event.objects.filter(id__in=ids).annotate(workflow=F("run__workflow_name")).order_by("id")
-    )
+    # Only the events a receiver waits for are loaded; most events fire no hook.
+    hooked = _hooked_types()
+    if not hooked:
+        return len(ids), []
+    events = Event.objects.filter(id__in=ids, type__in=hooked)
+    return len(ids), list(events.annotate(workflow=F("run__workflow_name")).order_by("id"))
+
+
+def _hooked_types() -> set[str]:
+    """The event types whose hook has a receiver connected right now."""
+    hooked = {type_ for type_, signal in _HOOK_OF_TYPE.items() if signal.receivers}
+    if any(signal.receivers for signal in _HOOK_OF_WAITING_REASON.values()):
+        hooked.add("step.waiting")
+    return hooked
 
 
 def send_hook(event: Event) -> int:
@@ -167,9 +179,9 @@ def deliver_events(*, limit: int = 500) -> Delivery:
     """
     delivery = Delivery()
     while True:
-        batch = claim_events(limit)
-        delivery.claimed += len(batch)
-        for event in batch:
+        claimed, hooked = claim_events(limit)
+        delivery.claimed += claimed
+        for event in hooked:
             delivery.receiver_errors += send_hook(event)
-        if len(batch) < limit:
+        if claimed < limit:
             return delivery

@@ -14,11 +14,16 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from django.db.models import Count
-
 from workflows.engine.dispatch import enqueue
 from workflows.engine.events import EventLog
-from workflows.engine.sql import bump_item_counter, cas_update, cas_update_many, db_now
+from workflows.engine.sql import (
+    bump_item_counter,
+    cas_update,
+    cas_update_many,
+    completed_outputs,
+    db_now,
+    step_statuses,
+)
 from workflows.engine.work_kinds import COMPENSATION
 from workflows.errors import StaleState
 from workflows.models import CompensationRecord, FanOutItem, Run, Step, Timer
@@ -92,15 +97,10 @@ def settle_run(run: Run, sinks: tuple[str, ...], events: EventLog) -> None:
     """Bring the run's status in line with its steps: running, waiting or completed."""
     if run.status not in RUN_ACTIVE:
         return
-    counts = dict(Step.objects.filter(run_id=run.pk).values_list("status").annotate(n=Count("id")))
-    if set(counts) <= {StepStatus.COMPLETED, StepStatus.SKIPPED}:
-        outputs = dict(
-            Step.objects.filter(
-                run_id=run.pk, name__in=sinks, status=StepStatus.COMPLETED
-            ).values_list("name", "output")
-        )
-        set_run_status(run, RunStatus.COMPLETED, events, output=outputs)
-    elif STEP_IN_HAND & set(counts):
+    statuses = step_statuses(run.pk)
+    if statuses <= {StepStatus.COMPLETED, StepStatus.SKIPPED}:
+        set_run_status(run, RunStatus.COMPLETED, events, output=completed_outputs(run.pk, sinks))
+    elif STEP_IN_HAND & statuses:
         if run.status != RunStatus.RUNNING:
             set_run_status(run, RunStatus.RUNNING, events)
     elif run.status != RunStatus.WAITING:

@@ -12,7 +12,9 @@ the suite runs on). Everything that is not on the per-step path keeps using the 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -22,8 +24,17 @@ from django.db import connections, models, router
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
+from workflows.engine.dbapi import (
+    Adapter,
+    adapter,
+    execute,
+    fetch_all,
+    fetch_one,
+    field_adapter,
+)
 from workflows.errors import RunBusy, StaleState
 from workflows.models import CompensationRecord, Event, FanOutItem, Run, Step
+from workflows.status import StepStatus
 
 
 @dataclass(frozen=True)
@@ -63,15 +74,35 @@ def engine_alias() -> str:
 
     The router's ``db_for_write`` for the engine's models: hand-written statements,
     ORM calls and the transaction around them all use it, so a project that routes the
-    workflows app to its own database gets every statement there. Resolved again for
-    every statement (never cached): a router may choose by request or tenant.
+    workflows app to its own database gets every statement there. Resolved once per
+    transition (:func:`statements_on`), whose statements must all run in its
+    transaction, and for every statement outside one: a router may choose by request
+    or tenant.
     """
-    return router.db_for_write(Run)
+    current = _TRANSITION_DB.get()
+    return current.alias if current is not None else router.db_for_write(Run)
+
+
+# The connection of the transition running in this thread (context), if any.
+_TRANSITION_DB: ContextVar[BaseDatabaseWrapper | None] = ContextVar(
+    "workflows_transition_db", default=None
+)
+
+
+@contextmanager
+def statements_on(alias: str) -> Iterator[None]:
+    """Send the engine's statements to ``alias`` meanwhile: the transaction of a transition."""
+    token = _TRANSITION_DB.set(connections[alias])
+    try:
+        yield
+    finally:
+        _TRANSITION_DB.reset(token)
 
 
 def _db() -> BaseDatabaseWrapper:
-    """The connection of the workflows tables (looked up once per statement)."""
-    return connections[engine_alias()]
+    """The connection of the workflows tables: the transition's, or the router's choice."""
+    current = _TRANSITION_DB.get()
+    return current if current is not None else connections[router.db_for_write(Run)]
 
 
 def db_now() -> SqlExpr:
@@ -120,37 +151,73 @@ def _update_sql(
     ``IS NULL``, any other value ``= %s``. Every statement built here bumps ``version``:
     a concurrent compare-and-set that read the row before sees it changed. ``joined``
     names a table of the statement's ``WITH`` clause to join (``UPDATE … FROM``); its
-    columns must not share names with the model's.
+    columns must not share names with the model's. The text is built once per shape
+    (:func:`_update_text`); only the parameters are built per call.
     """
-    assignments = [f"{_quote('version')} = {_quote('version')} + 1"]
     params: list[Any] = []
+    assigned: list[tuple[str, str | None]] = []
     for name, value in changes.items():
-        field, column = _column(model, name)
         if isinstance(value, SqlExpr):
             sql, extra = value.render(connection.vendor)
-            assignments.append(f"{column} = {sql}")
+            assigned.append((name, sql))
             params.extend(extra)
         else:
             if isinstance(value, models.Model):
                 value = value.pk  # a related object is stored by its key
-            assignments.append(f"{column} = %s")
-            params.append(field.get_db_prep_save(value, connection))
-    conditions = []
+            assigned.append((name, None))
+            params.append(_prep(model, name, connection)(value, connection))
+    matched: list[tuple[str, int | None]] = []
     for name, value in where.items():
-        field, column = _column(model, name)
         if value is None:
-            conditions.append(f"{column} IS NULL")
+            matched.append((name, None))
         elif isinstance(value, list | tuple | set | frozenset):
-            conditions.append(f"{column} IN ({', '.join(['%s'] * len(value))})")
-            params.extend(field.get_db_prep_value(one, connection) for one in value)
+            matched.append((name, len(value)))
+            prep = _prep(model, name, connection)
+            params.extend(prep(one, connection) for one in value)
+        else:
+            matched.append((name, 0))
+            params.append(_prep(model, name, connection)(value, connection))
+    return _update_text(model, tuple(assigned), tuple(matched), joined), params
+
+
+@functools.lru_cache(maxsize=512)
+def _update_text(
+    model: type[models.Model],
+    assigned: tuple[tuple[str, str | None], ...],
+    matched: tuple[tuple[str, int | None], ...],
+    joined: str,
+) -> str:
+    """The text of an ``UPDATE`` of :func:`_update_sql`'s shape.
+
+    ``assigned``: (field, SQL of its new value, or ``None`` for a parameter);
+    ``matched``: (field, ``None`` for ``IS NULL``, 0 for ``= %s``, n for ``IN`` of n).
+    """
+    assignments = [f"{_quote('version')} = {_quote('version')} + 1"]
+    for name, sql in assigned:
+        assignments.append(f"{_column(model, name)[1]} = {sql if sql is not None else '%s'}")
+    conditions = []
+    for name, count in matched:
+        column = _column(model, name)[1]
+        if count is None:
+            conditions.append(f"{column} IS NULL")
+        elif count:
+            conditions.append(f"{column} IN ({', '.join(['%s'] * count)})")
         else:
             conditions.append(f"{column} = %s")
-            params.append(field.get_db_prep_value(value, connection))
-    sql = (
+    return (
         f"UPDATE {_quote(model._meta.db_table)} SET {', '.join(assignments)} "
         f"{f'FROM {joined} ' if joined else ''}WHERE {' AND '.join(conditions)}"
     )
-    return sql, params
+
+
+def _prep(model: type[models.Model], name: str, connection: BaseDatabaseWrapper) -> Adapter:
+    """How a value of the model's field ``name`` is stored (:func:`dbapi.adapter`)."""
+    return _prep_of(model, name, connection.features.has_native_uuid_field)
+
+
+@functools.cache
+def _prep_of(model: type[models.Model], name: str, native_uuid: bool) -> Adapter:
+    return field_adapter(_column(model, name)[0], native_uuid)
 
 
 def cas_update(
@@ -169,9 +236,7 @@ def cas_update(
     conditions = {model._meta.pk.name: pk, "version": version, **(where or {})}
     connection = _db()
     sql, params = _update_sql(connection, model, conditions, changes)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.rowcount == 1
+    return execute(connection, sql, params) == 1
 
 
 def move_row(
@@ -215,9 +280,7 @@ def cas_update_many(
     connection = _db()
     sql, params = _update_sql(connection, model, where, changes)
     columns = ", ".join(_column(model, name)[1] for name in returning)
-    with connection.cursor() as cursor:
-        cursor.execute(f"{sql} RETURNING {columns}", params)
-        return cursor.fetchall()
+    return fetch_all(connection, f"{sql} RETURNING {columns}", params)
 
 
 def _json(model: type[models.Model], name: str, value: Any, connection: Any) -> Any:
@@ -257,33 +320,50 @@ def lock_run(run_id: UUID, *, wait: bool = True) -> Run:
     every other run.
     """
     connection = _db()
-    table = _quote(Run._meta.db_table)
+    columns = ", ".join(_quote(name) for name in _LOCKED_RUN_COLUMNS[1:])
     sql = (
-        "SELECT status, version, input, workflow_name, workflow_version, parent_run_id, "
-        f"parent_step_id, parent_item_id, skip_compensation, error FROM {table} "
+        f"SELECT {columns} FROM {_quote(Run._meta.db_table)} "
         f"WHERE {_quote('id')} = %s{_for_update(connection, skip_locked=not wait)}"
     )
-    pk = Run._meta.pk
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [pk.get_db_prep_value(run_id, connection)])
-        row = cursor.fetchone()
+    row = fetch_one(connection, sql, [adapter(Run._meta.pk, connection)(run_id, connection)])
     if row is None:
         if not wait and Run.objects.filter(pk=run_id).exists():
             raise RunBusy(f"run {run_id} is held by another transition; skipped for now")
         raise Run.DoesNotExist(f"run {run_id} does not exist")
-    return Run(
-        id=run_id,
-        status=row[0],
-        version=row[1],
-        input=_json(Run, "input", row[2], connection),
-        workflow_name=row[3],
-        workflow_version=row[4],
-        parent_run_id=pk.to_python(row[5]) if row[5] is not None else None,
-        parent_step_id=row[6],
-        parent_item_id=row[7],
-        skip_compensation=bool(row[8]),
-        error=_json(Run, "error", row[9], connection),
+    values = dict(zip(_LOCKED_RUN_COLUMNS[1:], row, strict=True), id=run_id)
+    values["input"] = _json(Run, "input", values["input"], connection)
+    values["error"] = _json(Run, "error", values["error"], connection)
+    values["skip_compensation"] = bool(values["skip_compensation"])
+    if values["parent_run_id"] is not None:
+        values["parent_run_id"] = Run._meta.pk.to_python(values["parent_run_id"])
+    # As the ORM builds a model it read: the columns not read are deferred, so reading
+    # one of them later loads it instead of answering a default.
+    return Run.from_db(
+        connection.alias, _LOCKED_RUN_COLUMNS, [values[name] for name in _LOCKED_RUN_COLUMNS]
     )
+
+
+# The run columns a transition reads (the key first), in the model's field order, the
+# order Model.from_db wants.
+_LOCKED_RUN_COLUMNS = tuple(
+    field.attname
+    for field in Run._meta.concrete_fields
+    if field.attname
+    in {
+        "id",
+        "status",
+        "version",
+        "input",
+        "workflow_name",
+        "workflow_version",
+        "parent_run_id",
+        "parent_step_id",
+        "parent_item_id",
+        "skip_compensation",
+        "error",
+    }
+)
+assert _LOCKED_RUN_COLUMNS[0] == "id"
 
 
 @dataclass
@@ -313,20 +393,42 @@ def step_rows(run_id: UUID, names: Iterable[str]) -> list[StepRow]:
         f"WHERE {_quote('run_id')} = %s AND {_quote('name')} IN ({placeholders})"
     )
     connection = _db()
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [Run._meta.pk.get_db_prep_value(run_id, connection), *names])
-        return [StepRow(*row) for row in cursor.fetchall()]
+    run_key = adapter(Run._meta.pk, connection)(run_id, connection)
+    return [StepRow(*row) for row in fetch_all(connection, sql, [run_key, *names])]
 
 
 def step_row(step_id: int) -> StepRow:
     """Read one step's row (raises ``Step.DoesNotExist``)."""
     sql = f"SELECT {_STEP_ROW_COLUMNS} FROM {_quote(Step._meta.db_table)} WHERE id = %s"
-    with _db().cursor() as cursor:
-        cursor.execute(sql, [step_id])
-        row = cursor.fetchone()
+    row = fetch_one(_db(), sql, [step_id])
     if row is None:
         raise Step.DoesNotExist(f"step {step_id} does not exist")
     return StepRow(*row)
+
+
+def step_statuses(run_id: UUID) -> set[str]:
+    """The statuses the run's steps are in (each once): what settles the run's own."""
+    connection = _db()
+    sql = (
+        f"SELECT DISTINCT {_quote('status')} FROM {_quote(Step._meta.db_table)} "
+        f"WHERE {_quote('run_id')} = %s"
+    )
+    run_key = adapter(Run._meta.pk, connection)(run_id, connection)
+    return {status for (status,) in fetch_all(connection, sql, [run_key])}
+
+
+def completed_outputs(run_id: UUID, names: Sequence[str]) -> dict[str, Any]:
+    """The outputs of the run's completed steps among ``names``, by step name."""
+    connection = _db()
+    sql = (
+        f"SELECT {_quote('name')}, {_quote('output')} FROM {_quote(Step._meta.db_table)} "
+        f"WHERE {_quote('run_id')} = %s AND {_quote('status')} = %s "
+        f"AND {_quote('name')} IN ({', '.join(['%s'] * len(names))})"
+    )
+    run_key = adapter(Run._meta.pk, connection)(run_id, connection)
+    params = [run_key, StepStatus.COMPLETED, *names]
+    rows = fetch_all(connection, sql, params) if names else []
+    return {name: _json(Step, "output", output, connection) for name, output in rows}
 
 
 def locked_step(step_id: int) -> tuple[Run, StepRow]:
@@ -391,12 +493,14 @@ def take_items(
     )
     sql, params = _update_sql(connection, FanOutItem, {"status": from_status}, changes)
     returning = f"{_ITEM_ROW_COLUMNS}, {_quote('index')}"
-    with connection.cursor() as cursor:
-        cursor.execute(
+    rows = sorted(
+        fetch_all(
+            connection,
             f"{pick}{sql} AND id IN (SELECT id FROM picked) RETURNING {returning}",
             [*pick_params, *params],
-        )
-        rows = sorted(cursor.fetchall(), key=lambda row: row[-1])
+        ),
+        key=lambda row: row[-1],
+    )
     return [_item_row(row[:-1], step_name, connection) for row in rows]
 
 
@@ -448,7 +552,7 @@ def fenced_update_many(
     for index, fence in enumerate(fences):
         rows.append("(%s, %s, %s, %s)")
         value = values[index] if values is not None else None
-        prepared = field.get_db_prep_save(value, connection) if field is not None else None
+        prepared = adapter(field, connection)(value, connection) if field is not None else None
         params += [fence.pk, fence.version, fence.attempt, prepared]
     if field is not None:
         cast = "jsonb" if isinstance(field, models.JSONField) else ""
@@ -462,9 +566,7 @@ def fenced_update_many(
         f"AND {table}.{_quote('version')} = fence.expected_version "
         f"AND {table}.{_quote('attempt')} = fence.expected_attempt RETURNING {table}.id"
     )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, *update_params])
-        return {row[0] for row in cursor.fetchall()}
+    return {row[0] for row in fetch_all(connection, sql, [*params, *update_params])}
 
 
 def next_pending_items(step_id: int, step_name: str, limit: int) -> list[ItemRow]:
@@ -474,9 +576,8 @@ def next_pending_items(step_id: int, step_name: str, limit: int) -> list[ItemRow
         "WHERE step_id = %s AND status = 'pending' ORDER BY " + _quote("index") + " LIMIT %s"
     )
     connection = _db()
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [step_id, limit])
-        return [_item_row(row, step_name, connection) for row in cursor.fetchall()]
+    rows = fetch_all(connection, sql, [step_id, limit])
+    return [_item_row(row, step_name, connection) for row in rows]
 
 
 @dataclass
@@ -508,9 +609,7 @@ def bump_item_counter(step_id: int, counter: str, by: int = 1) -> FanOutCounts:
         f"{_quote('version')} = {_quote('version')} + 1 WHERE id = %s RETURNING status, "
         "version, items_total, items_completed, items_failed, items_skipped"
     )
-    with _db().cursor() as cursor:
-        cursor.execute(sql, [by, step_id])
-        return FanOutCounts(*cursor.fetchone())
+    return FanOutCounts(*fetch_one(_db(), sql, [by, step_id]))
 
 
 def item_counts(step_id: int) -> FanOutCounts:
@@ -593,9 +692,8 @@ def _read_claim(sql: str, unit_id: int) -> tuple[ClaimRow, Sequence[Any]] | None
     queueing behind it. ``None``: missing, or being claimed.
     """
     connection = _db()
-    with connection.cursor() as cursor:
-        cursor.execute(f"{sql}{_for_update(connection, skip_locked=True, of='u')}", [unit_id])
-        row = cursor.fetchone()
+    lock = _for_update(connection, skip_locked=True, of="u")
+    row = fetch_one(connection, f"{sql}{lock}", [unit_id])
     if row is None:
         return None
     claim = ClaimRow(*row[:13])
@@ -654,24 +752,21 @@ def insert_events(events: Sequence[tuple[UUID, int | None, str, dict[str, Any]]]
     """Insert (run id, step id, type, payload) event rows with one multi-row ``INSERT``."""
     connection = _db()
     now = Event._meta.get_field("created_at").get_db_prep_value(timezone.now(), connection)
-    run_id, step_id, type_, payload = (
-        Event._meta.get_field(name) for name in ("run", "step", "type", "payload")
-    )
-    columns = ", ".join(_quote(f.column) for f in (run_id, step_id, type_, payload))
-    values, params = [], []
+    run_key = adapter(Event._meta.get_field("run"), connection)
+    payload = adapter(Event._meta.get_field("payload"), connection)
+    params: list[Any] = []
     for run, step, kind, data in events:
-        values.append("(%s, %s, %s, %s, %s, %s)")
-        params += [
-            run_id.get_db_prep_save(run, connection),
-            step,
-            kind,
-            payload.get_db_prep_save(data, connection),
-            now,
-            False,
-        ]
-    sql = (
-        f"INSERT INTO {_quote(Event._meta.db_table)} "
-        f"({columns}, {_quote('created_at')}, {_quote('published')}) VALUES {', '.join(values)}"
+        params += [run_key(run, connection), step, kind, payload(data, connection), now, False]
+    execute(connection, _insert_events_text(len(events)), params)
+
+
+@functools.lru_cache(maxsize=64)
+def _insert_events_text(rows: int) -> str:
+    columns = ", ".join(
+        _column(Event, name)[1] for name in ("run", "step", "type", "payload", "created_at")
     )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * rows)
+    return (
+        f"INSERT INTO {_quote(Event._meta.db_table)} ({columns}, {_quote('published')}) "
+        f"VALUES {values}"
+    )

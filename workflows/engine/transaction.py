@@ -12,7 +12,7 @@ from typing import ParamSpec, TypeVar
 from django.db import OperationalError, connections, transaction
 
 from workflows.conf import workflow_settings
-from workflows.engine.sql import engine_alias
+from workflows.engine.sql import engine_alias, statements_on
 
 logger = logging.getLogger("workflows.engine")
 
@@ -51,7 +51,7 @@ def transition(fn: Callable[P, R]) -> Callable[P, R]:
         alias = engine_alias()
         for attempt in range(1, attempts + 1):
             try:
-                with transaction.atomic(using=alias):
+                with transaction.atomic(using=alias), statements_on(alias):
                     try:
                         return fn(*args, **kwargs)
                     except AfterCommit as deferred:
