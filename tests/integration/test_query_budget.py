@@ -27,8 +27,12 @@ NOOP = "tests.integration.test_query_budget.noop"
 # From claim to the next step being ready: claim (select, update, insert event) and
 # completion (lock run, fenced update, read downstream rows, ready next, insert events).
 UNCHAINED_STEP_QUERIES = 8
-# A worker chaining into the next step: completion and next claim in one transaction.
-CHAINED_STEP_QUERIES = 5
+# A worker chaining into the next step: completion and next claim in one transaction
+# (lock run, fenced update, claim of the next step by run, name and status, insert events).
+CHAINED_STEP_QUERIES = 4
+# The same when the next step needs graph evaluation (a condition, a join): its rows are
+# read before it is claimed.
+EVALUATED_STEP_QUERIES = 5
 # A batched fan-out worker recording a batch and chaining into the next, whatever the
 # batch size: lock run, set-based fenced completion, counter, claim of the next batch,
 # insert events.
@@ -90,6 +94,24 @@ def test_unchained_step_costs_a_fixed_number_of_queries():
 def test_chained_step_costs_a_fixed_number_of_queries():
     assert chained_cost(SHORT, 1) == CHAINED_STEP_QUERIES
     assert chained_cost(LONG, 30) == CHAINED_STEP_QUERIES
+
+
+def test_a_successor_that_needs_evaluating_costs_one_read_more():
+    """A condition on the next step (or a join) takes the general graph evaluation: the
+    step's rows are read before it is claimed."""
+    conditional = type(
+        "Conditional",
+        (Workflow,),
+        {
+            "__module__": __name__,
+            "name": "budget_conditional",
+            "s000": Task(NOOP),
+            "s001": Task(NOOP, when=lambda ctx: True),
+            "s002": Task(NOOP),
+        },
+    )
+    assert chained_cost(conditional, 0) == EVALUATED_STEP_QUERIES
+    assert chained_cost(conditional, 1) == CHAINED_STEP_QUERIES
 
 
 def test_whole_runs_cost_linearly_in_steps():

@@ -167,10 +167,11 @@ class Advancer:
                 return self.fail_entering(row, exc, "condition_error")
             if not wanted:
                 return self._skip(row, "when= condition is false")
-        return self._entry_of(node)(self, row, node)
+        return self.entry_of(node)(self, row, node)
 
     @staticmethod
-    def _entry_of(node: Node) -> EnterNode:
+    def entry_of(node: Node) -> EnterNode:
+        """The function that enters steps of ``node``'s type (:func:`enters`)."""
         for node_type in type(node).__mro__:
             if node_type in NODE_ENTRIES:
                 return NODE_ENTRIES[node_type]

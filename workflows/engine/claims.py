@@ -18,10 +18,12 @@ from workflows.engine.events import EventLog
 from workflows.engine.lease import Held, Lease, LeaseBatch
 from workflows.engine.scope import RunScope, fail_missing_definition
 from workflows.engine.sql import (
+    STEP_ROW_FIELDS,
     ClaimRow,
     StepRow,
     attempts_plus,
     cas_update,
+    cas_update_many,
     db_now,
     db_now_plus,
     take_items,
@@ -176,6 +178,39 @@ def claim_in_scope(
     scope.claimed = begin_attempt(lease, row, scope.events)
     if scope.claimed is None:
         raise StaleState(f"{lease.label} of run {scope.run.pk} changed while claimed")
+    return True
+
+
+def claim_pending_in_scope(scope: RunScope, kind: WorkKind, step_name: str) -> bool:
+    """Claim the pending step ``step_name`` for the chaining worker in one statement.
+
+    For the step a chain continues with once its only upstream completed: the
+    compare-and-set ``pending → running`` finds the row by (run, name, ``pending``) and
+    returns what the lease needs, so the step is not read first. Pending steps move
+    only under the run lock, which this transition holds. Returns ``False`` (and
+    writes nothing) when the scope's worker does not chain, already holds work, or the
+    step is not pending: the caller then evaluates the graph the general way.
+    """
+    if scope.claim_owner is None or scope.claimed is not None:
+        return False
+    template = _lease_in_scope(scope, kind, unit_id=0, step_id=0, step_name=step_name, generation=0)
+    rows = cas_update_many(
+        kind.model,
+        where={"run": scope.run.pk, "name": step_name, "status": StepStatus.PENDING},
+        returning=STEP_ROW_FIELDS,
+        status=StepStatus.RUNNING,
+        attempt=attempts_plus(1),
+        lease_owner=template.owner,
+        lease_expires_at=db_now_plus(template.node.effective_timeout),
+        started_at=db_now(),
+        updated_at=db_now(),
+    )
+    if not rows:
+        return False
+    row = StepRow(*rows[0])
+    scope.claimed = _started(
+        template, row, scope.events, unit_id=row.pk, step_id=row.pk, generation=row.generation
+    )
     return True
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from workflows.definitions import Task
 from workflows.engine.advance import Advancer, enters
-from workflows.engine.claims import claim_in_scope
+from workflows.engine.claims import claim_in_scope, claim_pending_in_scope
 from workflows.engine.compensation import record_compensation
 from workflows.engine.lease import Lease
 from workflows.engine.sql import StepRow
@@ -27,6 +27,28 @@ def enter_task(advancer: Advancer, row: StepRow, node: Task) -> str:
     return StepStatus.READY
 
 
+def _continue_chain(advancer: Advancer, completed: str) -> bool:
+    """Claim the next task of a chain in one statement, if that is all that follows.
+
+    When ``completed`` has a single downstream step, a task with no condition whose
+    only upstream is ``completed``, graph evaluation can only enter it, and entering
+    it means claiming it for the chaining worker: the claim by (run, name, ``pending``)
+    does both without reading the step first. Returns ``False`` when the general
+    evaluation (:meth:`Advancer.settled`) must run instead.
+    """
+    graph = advancer.workflow.graph
+    following = graph.downstream[completed]
+    if len(following) != 1 or graph.upstream[following[0]] != (completed,):
+        return False
+    node = advancer.workflow.nodes[following[0]]
+    if node.when is not None or Advancer.entry_of(node) is not enter_task:
+        return False
+    if not claim_pending_in_scope(advancer.scope, STEP, following[0]):
+        return False
+    advancer.mark_in_hand()
+    return True
+
+
 @settles(STEP)
 class TaskSettlement:
     """A task's completion releases its downstream steps; its final failure fails the run."""
@@ -43,7 +65,7 @@ class TaskSettlement:
                 advancer.events,
                 generation=lease.generation,
             )
-        if run.status in RUN_ACTIVE:
+        if run.status in RUN_ACTIVE and not _continue_chain(advancer, lease.step_name):
             advancer.settled(lease.step_name)
 
     def failed(self, advancer: Advancer, unit: FailedUnit) -> None:
