@@ -80,12 +80,7 @@ def begin_batch(
         limit=limit,
         first=first,
         skip_locked=from_status == StepStatus.READY,
-        status=StepStatus.RUNNING,
-        attempt=attempts_plus(1),
-        lease_owner=lease.owner,
-        lease_expires_at=db_now_plus(lease.node.effective_timeout),
-        started_at=db_now(),
-        updated_at=db_now(),
+        **_next_attempt_for(lease),
     )
     if not rows:
         return None
@@ -95,6 +90,18 @@ def begin_batch(
             for row in rows
         ]
     )
+
+
+def _next_attempt_for(lease: Lease) -> dict[str, Any]:
+    """The changes of a set-based claim: each row's next attempt, leased to ``lease.owner``."""
+    return {
+        "status": StepStatus.RUNNING,
+        "attempt": attempts_plus(1),
+        "lease_owner": lease.owner,
+        "lease_expires_at": db_now_plus(lease.node.effective_timeout),
+        "started_at": db_now(),
+        "updated_at": db_now(),
+    }
 
 
 def _started(lease: Lease, row: StepRow | ClaimRow, events: EventLog, **unit: Any) -> Lease:
@@ -198,12 +205,7 @@ def claim_pending_in_scope(scope: RunScope, kind: WorkKind, step_name: str) -> b
         kind.model,
         where={"run": scope.run.pk, "name": step_name, "status": StepStatus.PENDING},
         returning=STEP_ROW_FIELDS,
-        status=StepStatus.RUNNING,
-        attempt=attempts_plus(1),
-        lease_owner=template.owner,
-        lease_expires_at=db_now_plus(template.node.effective_timeout),
-        started_at=db_now(),
-        updated_at=db_now(),
+        **_next_attempt_for(template),
     )
     if not rows:
         return False
