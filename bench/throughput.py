@@ -7,7 +7,8 @@ the demo project (``flowsite.database.sqlite_database``: WAL, busy timeout,
 * **runs started/s**: ``workflows.start_run`` of a 10-step no-op workflow, N times;
 * **engine step transitions/s**: those N runs executed in-process by
   ``workflows.testing.run_pending`` (the worker chains straight into each run's next step),
-  counted as steps completed per second and checked against the database;
+  counted as steps completed per second and checked against the database; with
+  ``--sqlite-limit``, also as a ratio to the peer's ORM ceiling (below);
 * **ORM CAS+insert transactions/s**: the cheapest honest transaction of the same shape, a
   ``transaction.atomic()`` block doing one compare-and-set ``UPDATE`` on a version column
   plus one ``INSERT`` of an event row;
@@ -196,8 +197,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=Path,
         default=None,
         metavar="RUN_SH",
-        help="the sqlite_limit peer's run.sh: run it afterwards and print the batched "
-        "fan-out's ratio to its django_wal_normal ceiling",
+        help="the sqlite_limit peer's run.sh: run it afterwards and print the engine's "
+        "step rate and the fan-outs' item rates as ratios to its django_wal_normal ceiling",
     )
     args = parser.parse_args(argv)
     numbers = (args.runs, args.orm_transactions, args.query_runs, args.fanout_items)
@@ -376,6 +377,7 @@ def report(figures: Figures, facts: dict[str, str], ceiling: float | None = None
     if ceiling is not None:
         rows += [
             ("peer sqlite_limit django_wal_normal tx/s", f"{ceiling:,.0f}"),
+            ("engine steps / peer ORM ceiling", f"{figures.steps_per_second / ceiling:.2f}"),
             ("fan-out: unbatched / peer ORM ceiling", f"{f.items_per_second / ceiling:.2f}"),
             ("fan-out: batched / peer ORM ceiling", f"{b.items_per_second / ceiling:.2f}"),
         ]
