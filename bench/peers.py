@@ -29,7 +29,9 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-PEERS_DIR = REPO_ROOT.parent / "shared" / "peers"
+# ../shared/peers as seen from the repository root; a checkout elsewhere (a worktree)
+# names it with FLOWSITE_PEERS_DIR.
+PEERS_DIR = Path(os.environ.get("FLOWSITE_PEERS_DIR") or REPO_ROOT.parent / "shared" / "peers")
 PEER_TIMEOUT_SECONDS = 900
 DBOS_POSTGRES_DB = "flowsite_bench_dbos"
 

@@ -209,7 +209,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help="afterwards, with the cluster stopped, measure the peers the goals compare "
         "with (bench/peers.py: inline bench/throughput.py, ../shared/peers/ DBOS, "
-        "django-q2 alone and the ORM ceiling) and print each ratio",
+        "django-q2 alone and the ORM ceiling; FLOWSITE_PEERS_DIR names another "
+        "peers directory) and print each ratio",
     )
     parser.add_argument(
         "--latency-runs",

@@ -7,6 +7,11 @@ SQLite is tuned for several processes (web, workers, scanners) sharing one file:
   DEFERRED mode a read-then-write transaction that meets another writer fails with
   "database is locked" at once, ignoring the busy timeout.
 * The busy timeout makes a waiting writer queue instead of failing.
+* The backend is ``workflows.backends.sqlite3``, Django's with one addition: writers
+  (workers, django-q2's pusher and monitor, the sweeper, the web process) wait for one
+  another on a file lock beside the database, so the next writer gets in as soon as the
+  last commits, instead of SQLite's busy handler sleeping 1, 2, 5, 10 ms ... while the
+  lock sits idle.
 * ``synchronous=NORMAL`` is safe against application and process crashes in WAL mode
   (the database never corrupts, committed work survives a killed process); only an OS
   crash or power loss may lose the last few commits. Set
