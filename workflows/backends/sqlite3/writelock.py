@@ -41,14 +41,16 @@ class WriteLock:
 
     def _file(self) -> int:
         if self._fd is None or self._pid != os.getpid():
-            # A forked child must not share its parent's open file (and so its lock).
+            # A forked child must not share its parent's open file (and so its lock), nor
+            # believe it holds what its parent held.
+            self.held = False
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
             self._pid = os.getpid()
         return self._fd
 
     def acquire(self) -> None:
         """Wait until this connection holds the lock, or raise "database is locked"."""
-        if self.held:
+        if self.held and self._pid == os.getpid():
             return
         fd = self._file()
         give_up_at = time.monotonic() + self.timeout
@@ -65,7 +67,7 @@ class WriteLock:
 
     def release(self) -> None:
         """Let the next writer in (nothing to do when not held)."""
-        if self.held and self._fd is not None:
+        if self.held and self._fd is not None and self._pid == os.getpid():
             fcntl.flock(self._fd, fcntl.LOCK_UN)
         self.held = False
 
