@@ -97,7 +97,9 @@ def field_adapter(field: models.Field, native_uuid: bool) -> Adapter:
         encoder = field.encoder
 
         def adapt_json(value: Any, connection: BaseDatabaseWrapper) -> Any:
-            if value is None or not isinstance(value, _JSON_TYPES):
+            if value is None:
+                return None  # SQL NULL, as Django stores None in a JSONField
+            if not isinstance(value, _JSON_TYPES):
                 return django_path(value, connection)
             return connection.ops.adapt_json_value(value, encoder)
 
@@ -105,6 +107,8 @@ def field_adapter(field: models.Field, native_uuid: bool) -> Adapter:
     if isinstance(field, models.UUIDField):
 
         def adapt_uuid(value: Any, connection: BaseDatabaseWrapper) -> Any:
+            if value is None:
+                return None
             if type(value) is not UUID:
                 return django_path(value, connection)
             return value if native_uuid else value.hex
@@ -113,7 +117,7 @@ def field_adapter(field: models.Field, native_uuid: bool) -> Adapter:
     for field_type, value_type in _STORED_AS_IS:
         if isinstance(field, field_type):
             return _as_is(value_type, django_path)
-    return django_path
+    return _as_is((), django_path)
 
 
 # Field types whose values of the given Python type Django stores unchanged.
@@ -128,6 +132,9 @@ _JSON_TYPES = (dict, list, str, int, float, bool)
 
 
 def _as_is(value_type: type | tuple[type, ...], django_path: Adapter) -> Adapter:
+    """Values of ``value_type``, and ``None`` (SQL NULL for every field), as they are;
+    anything else through Django's own path."""
+
     def adapt(value: Any, connection: BaseDatabaseWrapper) -> Any:
         if value is None or isinstance(value, value_type):
             return value

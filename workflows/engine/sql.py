@@ -154,29 +154,30 @@ def _update_sql(
     columns must not share names with the model's. The text is built once per shape
     (:func:`_update_text`); only the parameters are built per call.
     """
+    vendor, native_uuid = connection.vendor, connection.features.has_native_uuid_field
     params: list[Any] = []
     assigned: list[tuple[str, str | None]] = []
     for name, value in changes.items():
         if isinstance(value, SqlExpr):
-            sql, extra = value.render(connection.vendor)
+            sql, extra = value.render(vendor)
             assigned.append((name, sql))
             params.extend(extra)
         else:
             if isinstance(value, models.Model):
                 value = value.pk  # a related object is stored by its key
             assigned.append((name, None))
-            params.append(_prep(model, name, connection)(value, connection))
+            params.append(_prep_of(model, name, native_uuid)(value, connection))
     matched: list[tuple[str, int | None]] = []
     for name, value in where.items():
         if value is None:
             matched.append((name, None))
         elif isinstance(value, list | tuple | set | frozenset):
             matched.append((name, len(value)))
-            prep = _prep(model, name, connection)
+            prep = _prep_of(model, name, native_uuid)
             params.extend(prep(one, connection) for one in value)
         else:
             matched.append((name, 0))
-            params.append(_prep(model, name, connection)(value, connection))
+            params.append(_prep_of(model, name, native_uuid)(value, connection))
     return _update_text(model, tuple(assigned), tuple(matched), joined), params
 
 
@@ -210,13 +211,9 @@ def _update_text(
     )
 
 
-def _prep(model: type[models.Model], name: str, connection: BaseDatabaseWrapper) -> Adapter:
-    """How a value of the model's field ``name`` is stored (:func:`dbapi.adapter`)."""
-    return _prep_of(model, name, connection.features.has_native_uuid_field)
-
-
 @functools.cache
 def _prep_of(model: type[models.Model], name: str, native_uuid: bool) -> Adapter:
+    """How a value of the model's field ``name`` is stored (:func:`dbapi.adapter`)."""
     return field_adapter(_column(model, name)[0], native_uuid)
 
 
@@ -751,7 +748,7 @@ def claim_compensation_row(record_id: int) -> ClaimRow | None:
 def insert_events(events: Sequence[tuple[UUID, int | None, str, dict[str, Any]]]) -> None:
     """Insert (run id, step id, type, payload) event rows with one multi-row ``INSERT``."""
     connection = _db()
-    now = Event._meta.get_field("created_at").get_db_prep_value(timezone.now(), connection)
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
     run_key = adapter(Event._meta.get_field("run"), connection)
     payload = adapter(Event._meta.get_field("payload"), connection)
     params: list[Any] = []
