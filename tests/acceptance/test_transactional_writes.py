@@ -49,9 +49,11 @@ def ledger(run_id: UUID) -> list[tuple[int, int]]:
 def finish_with_a_fresh_worker(stack: Stack, run_id: UUID, runs_file: Path) -> Run:
     """Reclaim with the sweeper, finish with another worker; return the completed run."""
     stack.sweeper()
-    stack.processes.start("fresh-worker", "acceptance_drain", str(runs_file), env=INLINE)
+    fresh = stack.processes.start("fresh-worker", "acceptance_drain", str(runs_file), env=INLINE)
+    fresh.watched = False  # it exits once the run is finished, maybe before the next poll
     run = stack.wait_finished([run_id], timeout=90)[run_id]
     assert run.status == "completed"
+    assert fresh.popen.wait(timeout=PROCESS_EXIT_TIMEOUT) == 0
     return run
 
 
