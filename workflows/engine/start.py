@@ -12,6 +12,7 @@ from workflows.engine.advance import Advancer
 from workflows.engine.events import EventLog
 from workflows.engine.fingerprint import fingerprint
 from workflows.engine.scope import RunScope
+from workflows.engine.sql import insert_rows
 from workflows.engine.transaction import transition
 from workflows.errors import IdempotencyConflict
 from workflows.models import Run, Step, subject_of
@@ -128,14 +129,19 @@ def create_run(
         parent_step_id=parent_step_id,
         parent_item_id=parent_item_id,
     )
-    Step.objects.bulk_create(
-        Step(
-            run=run,
-            name=name,
-            kind=node.kind,
-            max_attempts=node.effective_retry.max_attempts if isinstance(node, LeasedNode) else 1,
-        )
-        for name, node in definition.nodes.items()
+    insert_rows(
+        Step,
+        [
+            {
+                "run": run.pk,
+                "name": name,
+                "kind": node.kind,
+                "max_attempts": (
+                    node.effective_retry.max_attempts if isinstance(node, LeasedNode) else 1
+                ),
+            }
+            for name, node in definition.nodes.items()
+        ],
     )
     scope = RunScope(run, definition, events=events)
     scope.events.add(
