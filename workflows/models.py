@@ -157,7 +157,8 @@ class LeasedWork(models.Model):
 class Step(LeasedWork):
     """One node of a run's graph, with its own status, attempts and lease."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    # No index of its own: the unique (run, name) and the (run, status) indexes lead with it.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps", db_index=False)
     name = models.CharField(max_length=200)
     kind = models.CharField(max_length=32)
     # Gate: what the approver sees and decides.
@@ -379,7 +380,9 @@ class Event(models.Model):
     """
 
     id = models.BigAutoField(primary_key=True)
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    # No index of its own: ``workflows_event_run`` (run, id) serves every lookup by run,
+    # and each event written would otherwise update one more index.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events", db_index=False)
     step = models.ForeignKey(
         Step, null=True, blank=True, on_delete=models.CASCADE, related_name="events"
     )
