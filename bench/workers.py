@@ -240,6 +240,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="experiment: set CONN_MAX_AGE (seconds) in every process instead of the "
         "demo project's value (0 opens a new connection per request, task and poll)",
     )
+    parser.add_argument(
+        "--redis",
+        metavar="URL",
+        default=None,
+        help="experiment: django-q2's broker on Redis at URL (FLOWSITE_REDIS_URL) instead "
+        "of the database, so the queue's writes leave the database",
+    )
     parser.add_argument("--keep-logs", action="store_true", help="keep the processes' logs")
     parser.add_argument("--results-file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -444,7 +451,13 @@ def database_url(database: str, tmp: Path) -> Iterator[str]:
         yield f"sqlite:///{tmp / 'bench.sqlite3'}"
 
 
-def bench_env(url: str, tmp: Path, workers: int, conn_max_age: int | None = None) -> dict[str, str]:
+def bench_env(
+    url: str,
+    tmp: Path,
+    workers: int,
+    conn_max_age: int | None = None,
+    redis: str | None = None,
+) -> dict[str, str]:
     """The environment of the subprocesses, and of this process's own Django."""
     env = {
         key: value
@@ -460,6 +473,8 @@ def bench_env(url: str, tmp: Path, workers: int, conn_max_age: int | None = None
     }
     if conn_max_age is not None:
         env["BENCH_CONN_MAX_AGE"] = str(conn_max_age)
+    if redis is not None:
+        env["FLOWSITE_REDIS_URL"] = redis
     env.update(
         DJANGO_SETTINGS_MODULE=SETTINGS_MODULE,
         DATABASE_URL=url,
@@ -788,7 +803,7 @@ def run_one(args: argparse.Namespace) -> Figures:
     with tempfile.TemporaryDirectory(prefix=f"flowsite-bench-workers-{database}-") as tmp_name:
         tmp = Path(tmp_name)
         with database_url(database, tmp) as url:
-            env = bench_env(url, tmp, args.workers[0], args.conn_max_age)
+            env = bench_env(url, tmp, args.workers[0], args.conn_max_age, args.redis)
             processes = Processes(tmp, env)
             failed = False
             try:
@@ -919,8 +934,9 @@ def report(figures: Figures, args: argparse.Namespace) -> None:
     print(f"  1-minute load average: {facts['load_before']} before, {facts['load_after']} after")
     print(f"  CONN_MAX_AGE: {facts['conn_max_age']}")
     print(
-        f"  processes: workflows_worker ({figures.workers} workers, ORM broker, poll "
-        f"{facts['broker_poll']}) + workflows_sweeper (timer poll {facts['timer_poll']})"
+        f"  processes: workflows_worker ({figures.workers} workers, "
+        f"{'Redis' if args.redis else 'ORM'} broker, poll {facts['broker_poll']}) "
+        f"+ workflows_sweeper (timer poll {facts['timer_poll']})"
     )
     measured_queue = (
         f"{queue.tasks_per_second:,.0f} tasks/s" if queue else "",
@@ -1186,6 +1202,7 @@ def child_argv(args: argparse.Namespace, database: str, results_file: Path) -> l
         f"--timer-window={args.timer_window}",
         f"--queue-tasks={args.queue_tasks}",
         *([f"--conn-max-age={args.conn_max_age}"] if args.conn_max_age is not None else []),
+        *([f"--redis={args.redis}"] if args.redis is not None else []),
         f"--results-file={results_file}",
     ]
     return [*argv, "--keep-logs"] if args.keep_logs else argv
