@@ -1089,6 +1089,11 @@ def report_goals(figures: Figures, args: argparse.Namespace) -> None:
     if args.database == "sqlite":
         targets = [
             ("2 workers / inline", peers.get("inline"), 0.8),
+            (
+                "2 workers / inline, starts included (no goal)",
+                peers.get("inline with starts"),
+                None,
+            ),
             ("2 workers / django-q2 alone (peer script)", peers.get("django-q2 peer"), 3.0),
             (
                 "2 workers / django-q2 alone (this cluster)",
