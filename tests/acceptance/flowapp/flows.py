@@ -148,9 +148,9 @@ def numbered(ctx: Context) -> list[int]:
 class Batches(Workflow):
     """A batched fan-out (four items per transaction, four in hand), then a task.
 
-    ``max_parallel`` equals ``batch_size``, so the batches are items 0-3, 4-7, 8-11, …
-    whichever worker claims them; ``input["die_on"]`` names items whose first attempt
-    kills its worker, in the middle of its batch.
+    ``max_parallel`` equals ``batch_size``: at most four items are in hand, claimed in
+    item order; two workers may split the first four between them. ``input["die_on"]``
+    names items whose first attempt kills its worker, in the middle of its batch.
     """
 
     name = "acceptance_batches"
