@@ -211,6 +211,11 @@ def _update_text(
     )
 
 
+def _run_key(run_id: UUID, connection: BaseDatabaseWrapper) -> Any:
+    """A run's id as the database stores it, for the statements that look runs up."""
+    return adapter(Run._meta.pk, connection)(run_id, connection)
+
+
 @functools.cache
 def _prep_of(model: type[models.Model], name: str, native_uuid: bool) -> Adapter:
     """How a value of the model's field ``name`` is stored (:func:`dbapi.adapter`)."""
@@ -322,7 +327,7 @@ def lock_run(run_id: UUID, *, wait: bool = True) -> Run:
         f"SELECT {columns} FROM {_quote(Run._meta.db_table)} "
         f"WHERE {_quote('id')} = %s{_for_update(connection, skip_locked=not wait)}"
     )
-    row = fetch_one(connection, sql, [adapter(Run._meta.pk, connection)(run_id, connection)])
+    row = fetch_one(connection, sql, [_run_key(run_id, connection)])
     if row is None:
         if not wait and Run.objects.filter(pk=run_id).exists():
             raise RunBusy(f"run {run_id} is held by another transition; skipped for now")
@@ -390,7 +395,7 @@ def step_rows(run_id: UUID, names: Iterable[str]) -> list[StepRow]:
         f"WHERE {_quote('run_id')} = %s AND {_quote('name')} IN ({placeholders})"
     )
     connection = _db()
-    run_key = adapter(Run._meta.pk, connection)(run_id, connection)
+    run_key = _run_key(run_id, connection)
     return [StepRow(*row) for row in fetch_all(connection, sql, [run_key, *names])]
 
 
@@ -410,7 +415,7 @@ def step_statuses(run_id: UUID) -> set[str]:
         f"SELECT DISTINCT {_quote('status')} FROM {_quote(Step._meta.db_table)} "
         f"WHERE {_quote('run_id')} = %s"
     )
-    run_key = adapter(Run._meta.pk, connection)(run_id, connection)
+    run_key = _run_key(run_id, connection)
     return {status for (status,) in fetch_all(connection, sql, [run_key])}
 
 
@@ -422,7 +427,7 @@ def completed_outputs(run_id: UUID, names: Sequence[str]) -> dict[str, Any]:
         f"WHERE {_quote('run_id')} = %s AND {_quote('status')} = %s "
         f"AND {_quote('name')} IN ({', '.join(['%s'] * len(names))})"
     )
-    run_key = adapter(Run._meta.pk, connection)(run_id, connection)
+    run_key = _run_key(run_id, connection)
     params = [run_key, StepStatus.COMPLETED, *names]
     rows = fetch_all(connection, sql, params) if names else []
     return {name: _json(Step, "output", output, connection) for name, output in rows}
