@@ -32,6 +32,16 @@ DEFAULTS: dict[str, Any] = {
     # until it has been busy this long; then the next step goes through the queue, so a
     # long chain never outlives the queue's task timeout.
     "CHAIN_BUDGET": timedelta(seconds=60),
+    # Routing (docs/guide/routing.md): the queues a worker serves and the capabilities
+    # it has, unless ``workflows_worker --queue/--capability`` say otherwise.
+    "WORKER_QUEUES": ("default",),
+    "WORKER_CAPABILITIES": (),
+    # How often a running worker writes that it is alive (WorkerPresence.seen_at); one
+    # not seen for three times this is gone, and explain says its queue has no worker.
+    "WORKER_PRESENCE_INTERVAL": timedelta(seconds=10),
+    # Rate limits per queue (docs/guide/limits.md): {"emails": "100/m"}, shared by
+    # every worker of the queue, on top of any task's own ``rate_limit=``.
+    "QUEUE_RATE_LIMITS": {},
     # A ready step nobody claimed for this long is sent to the executor again.
     "REDISPATCH_AFTER": timedelta(seconds=30),
     # The sweeper process (``workflows_sweeper``): how often it fires due timers and
@@ -85,9 +95,35 @@ DEFAULTS: dict[str, Any] = {
 # Settings that must hold a timedelta of zero or more.
 _GRACES = ("ATTENTION_OVERDUE_GRACE", "ATTENTION_UNDISPATCHED_GRACE")
 # Settings that must hold a timedelta of more than zero.
-_POSITIVE = ("APPROVAL_LINK_MAX_AGE", "METRICS_WINDOW", "WEBHOOK_TIMEOUT")
+_POSITIVE = (
+    "APPROVAL_LINK_MAX_AGE",
+    "METRICS_WINDOW",
+    "WEBHOOK_TIMEOUT",
+    "WORKER_PRESENCE_INTERVAL",
+)
 # What ATTENTION_UNDISPATCHED_GRACE adds to REDISPATCH_AFTER when it is not set.
 UNDISPATCHED_MARGIN = timedelta(seconds=30)
+
+
+def _check_routing(merged: dict[str, Any]) -> None:
+    """Queue and capability names, and the queues' rate limits, must be valid."""
+    from workflows.definitions.limits import name_problems, rate_problems
+
+    for setting, label in (("WORKER_QUEUES", "queue"), ("WORKER_CAPABILITIES", "capability")):
+        names = merged[setting]
+        if isinstance(names, str) or not isinstance(names, list | tuple | set | frozenset):
+            raise ImproperlyConfigured(f"WORKFLOWS[{setting!r}] must be a list, got {names!r}.")
+        for name in names:
+            for problem in name_problems(label, name):
+                raise ImproperlyConfigured(f"WORKFLOWS[{setting!r}]: {problem}.")
+    limits = merged["QUEUE_RATE_LIMITS"]
+    if not isinstance(limits, dict):
+        raise ImproperlyConfigured(
+            f"WORKFLOWS['QUEUE_RATE_LIMITS'] must be a dict of queue: rate, got {limits!r}."
+        )
+    for queue, rate in limits.items():
+        for problem in [*name_problems("queue", queue), *rate_problems(rate)]:
+            raise ImproperlyConfigured(f"WORKFLOWS['QUEUE_RATE_LIMITS']: {problem}.")
 
 
 class WorkflowSettings:
@@ -129,6 +165,7 @@ class WorkflowSettings:
                 "WORKFLOWS['WEBHOOK_RETRY_DELAYS'] must be a list of timedeltas of zero or "
                 f"more (the wait before each retry), got {delays!r}."
             )
+        _check_routing(merged)
         token = merged["METRICS_TOKEN"]
         if token is not None and (not isinstance(token, str) or not token.strip()):
             raise ImproperlyConfigured(

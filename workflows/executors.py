@@ -9,20 +9,27 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import router, transaction
 from django.utils.module_loading import import_string
 
 from workflows.conf import workflow_settings
+from workflows.definitions.limits import Route
 
 if TYPE_CHECKING:
     from workflows.engine.work_kinds import WorkKind
 
-# A unit of ready work: its kind (which names the django-q2 task that runs it) and the
-# id of its row (a step, a fan-out item or a compensation record).
-Work = tuple["WorkKind", int]
+
+class Work(NamedTuple):
+    """A unit of ready work: its kind (which names the django-q2 task that runs it), the
+    id of its row (a step, a fan-out item or a compensation record) and its route (which
+    names the django-q2 cluster whose workers may run it)."""
+
+    kind: WorkKind
+    unit_id: int
+    route: Route = Route()
 
 
 class Executor(Protocol):
@@ -52,14 +59,23 @@ class DjangoQExecutor:
 
     def enqueue(self, work: Sequence[Work]) -> None:
         queue_tasks(
-            [(kind.task, unit_id, f"workflows {kind.name} {unit_id}") for kind, unit_id in work]
+            [
+                (kind.task, unit_id, f"workflows {kind.name} {unit_id}", route.key)
+                for kind, unit_id, route in work
+            ]
         )
 
 
-def queue_tasks(tasks: Sequence[tuple[str, int, str]]) -> None:
-    """Send django-q2 tasks ``(function path, argument, task name)`` with the caller's
-    transaction: inside it when the ORM broker uses the workflows database (the message
-    commits or rolls back with the state it is about), on commit otherwise."""
+# A django-q2 task: function path, its one argument, task name, cluster (None: the
+# project's own Q_CLUSTER).
+QueuedTask = tuple[str, int, str, str | None]
+
+
+def queue_tasks(tasks: Sequence[QueuedTask]) -> None:
+    """Send django-q2 tasks with the caller's transaction: inside it when the ORM
+    broker uses the workflows database (the message commits or rolls back with the
+    state it is about), on commit otherwise. Each goes to its named cluster (django-q2's
+    ``cluster=``: the broker's list key), which only workers of that route read."""
     from django_q.conf import Conf
 
     from workflows.models import Step
@@ -71,11 +87,14 @@ def queue_tasks(tasks: Sequence[tuple[str, int, str]]) -> None:
         transaction.on_commit(lambda: _send(calls), using=router.db_for_write(Step))
 
 
-def _send(calls: list[tuple[str, int, str]]) -> None:
+def _send(calls: list[QueuedTask]) -> None:
     from django_q.tasks import async_task
 
-    for function, argument, name in calls:
-        async_task(function, argument, task_name=name)
+    for function, argument, name, cluster in calls:
+        if cluster is None:
+            async_task(function, argument, task_name=name)
+        else:
+            async_task(function, argument, task_name=name, cluster=cluster)
 
 
 EXECUTOR_ALIASES = {

@@ -78,6 +78,8 @@ class Run(models.Model):
     skip_compensation = models.BooleanField(default=False)
     # Why and by whom the run was paused (empty unless paused).
     paused_reason = models.TextField(blank=True, default="")
+    # Ready work is claimed highest priority first (a step may declare its own).
+    priority = models.IntegerField(default=0)
     version = models.PositiveIntegerField(default=1)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -149,6 +151,16 @@ class LeasedWork(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Routing (``workflows.definitions.limits.Route``): the queue whose workers may run
+    # the unit and the capabilities they need (sorted, comma-separated); copied from the
+    # definition when the row is written, so recovery can route without the code.
+    queue = models.CharField(max_length=60, default="default")
+    requires = models.CharField(max_length=300, blank=True, default="")
+    # Ready units are claimed highest priority first, oldest first within a priority.
+    priority = models.IntegerField(default=0)
+    # Why a ready unit was not started when a worker last tried: ``concurrency:<key>``,
+    # ``rate:<key>`` or ``budget:<dimension>``; empty when nothing holds it.
+    held_on = models.CharField(max_length=300, blank=True, default="")
 
     class Meta:
         abstract = True
@@ -206,6 +218,18 @@ class Step(LeasedWork):
                 condition=Q(status=StepStatus.READY),
                 name="workflows_step_ready",
             ),
+            # A worker's claim: the best ready step of its route.
+            models.Index(
+                fields=["queue", "requires", "-priority", "updated_at"],
+                condition=Q(status=StepStatus.READY),
+                name="workflows_step_ready_route",
+            ),
+            # The steps a freed concurrency slot or a raised budget lets start.
+            models.Index(
+                fields=["held_on", "-priority", "updated_at"],
+                condition=Q(status=StepStatus.READY),
+                name="workflows_step_held",
+            ),
             models.Index(
                 fields=["lease_expires_at"],
                 condition=Q(status=StepStatus.RUNNING),
@@ -246,6 +270,16 @@ class FanOutItem(LeasedWork):
                 fields=["updated_at"],
                 condition=Q(status=StepStatus.READY),
                 name="workflows_item_ready",
+            ),
+            models.Index(
+                fields=["queue", "requires", "-priority", "updated_at"],
+                condition=Q(status=StepStatus.READY),
+                name="workflows_item_ready_route",
+            ),
+            models.Index(
+                fields=["held_on", "-priority", "updated_at"],
+                condition=Q(status=StepStatus.READY),
+                name="workflows_item_held",
             ),
             models.Index(
                 fields=["lease_expires_at"],
@@ -402,6 +436,124 @@ class Event(models.Model):
 
     def __str__(self) -> str:
         return f"{self.type} @ {self.created_at:%Y-%m-%d %H:%M:%S}"
+
+
+class ConcurrencySlot(models.Model):
+    """One of the places under a concurrency limit: ``max_concurrent`` slots per key.
+
+    A slot is taken by a compare-and-set in the claim transaction and is free when its
+    holder is empty or no longer holds it: a step or item no longer ``running`` at
+    ``holder_attempt``, or a run that has ended. So a crashed worker's slot comes back
+    as soon as its lease is reclaimed, with no release to forget.
+    """
+
+    key = models.CharField(max_length=300)
+    slot = models.PositiveIntegerField()
+    # "step", "item" (holder_id, holder_attempt) or "run" (holder_run); "" when free.
+    holder_kind = models.CharField(max_length=16, blank=True, default="")
+    holder_id = models.BigIntegerField(null=True, blank=True)
+    holder_attempt = models.PositiveIntegerField(default=0)
+    holder_run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    acquired_at = models.DateTimeField(null=True, blank=True)
+    version = models.PositiveIntegerField(default=1)
+
+    class Meta:
+        ordering = ["key", "slot"]
+        constraints = [
+            models.UniqueConstraint(fields=["key", "slot"], name="workflows_slot_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"slot {self.slot} of {self.key}"
+
+
+class RateBucket(models.Model):
+    """A rate limit's state, shared by every worker: one row per limited queue or task.
+
+    Generic cell rate: ``next_start_at`` (seconds since the epoch, database clock) is
+    when the steady rate allows the next start; a start is allowed while it is no more
+    than one period ahead of now, so a burst of up to the limit's count passes at once.
+    """
+
+    key = models.CharField(max_length=300, unique=True)
+    next_start_at = models.FloatField(default=0.0)
+    version = models.PositiveIntegerField(default=1)
+
+    def __str__(self) -> str:
+        return f"rate {self.key}"
+
+
+class BudgetCounter(models.Model):
+    """Usage counted against one declared budget, for a workflow or one business key.
+
+    ``limit`` starts as the declared limit and is what an operator raises; ``used``
+    goes back to zero when the period (if any) ends or an operator resets it.
+    """
+
+    workflow_name = models.CharField(max_length=200)
+    dimension = models.CharField(max_length=60)
+    # The business key it counts for; "" for a budget per workflow.
+    scope_key = models.CharField(max_length=255, blank=True, default="")
+    limit = models.DecimalField(max_digits=24, decimal_places=6)
+    used = models.DecimalField(max_digits=24, decimal_places=6, default=0)
+    period_started_at = models.DateTimeField(null=True, blank=True)
+    version = models.PositiveIntegerField(default=1)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["workflow_name", "dimension", "scope_key"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workflow_name", "dimension", "scope_key"],
+                name="workflows_budget_unique",
+            )
+        ]
+
+    def __str__(self) -> str:
+        scope = f" [{self.scope_key}]" if self.scope_key else ""
+        return f"{self.workflow_name} {self.dimension}{scope}: {self.used}/{self.limit}"
+
+
+class UsageReport(models.Model):
+    """One ``ctx.report_usage(dimension, amount)`` call, kept for audit."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="usage_reports")
+    step = models.ForeignKey(
+        Step, null=True, blank=True, on_delete=models.CASCADE, related_name="usage_reports"
+    )
+    dimension = models.CharField(max_length=60)
+    amount = models.DecimalField(max_digits=24, decimal_places=6)
+    attempt = models.PositiveIntegerField(default=0)
+    reported_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["reported_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.dimension} {self.amount} for run {self.run_id}"
+
+
+class WorkerPresence(models.Model):
+    """A running worker command: the queues it serves and its capabilities.
+
+    Written when it starts and every few seconds while it runs (``seen_at``), so
+    ``explain`` can tell work that waits for a worker of its queue from work that waits
+    for a free one.
+    """
+
+    name = models.CharField(max_length=200, unique=True)
+    queues = models.JSONField(default=list)
+    capabilities = models.JSONField(default=list)
+    started_at = models.DateTimeField()
+    seen_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"worker {self.name}"
 
 
 # Webhook endpoints and deliveries live in their own package; importing them here makes

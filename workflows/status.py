@@ -6,6 +6,8 @@ from django.db import models
 
 
 class RunStatus(models.TextChoices):
+    # Waiting for a place under its workflow's ``max_concurrent_runs``: nothing started.
+    QUEUED = "queued"
     PENDING = "pending"
     RUNNING = "running"
     WAITING = "waiting"
@@ -45,6 +47,8 @@ class TimerKind(models.TextChoices):
     GATE_TIMEOUT = "gate_timeout"
     SIGNAL_TIMEOUT = "signal_timeout"
     CALLBACK_TIMEOUT = "callback_timeout"
+    # Ready work delayed by a rate limit: dispatched again when a start is allowed.
+    RELEASE = "release"
 
 
 class CompensationStatus(models.TextChoices):

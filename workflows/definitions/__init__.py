@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from workflows.definitions.fanout import FanOut
 from workflows.definitions.gate import Gate, Option
+from workflows.definitions.limits import Budget, RateLimit, Route
 from workflows.definitions.nodes import LeasedNode, Node, Sleep, Task
 from workflows.definitions.registry import registry
 from workflows.definitions.retry import Retry
@@ -11,12 +12,15 @@ from workflows.definitions.waiting import SubWorkflow, WaitForSignal
 from workflows.definitions.workflow import Workflow
 
 __all__ = [
+    "Budget",
     "FanOut",
     "Gate",
     "LeasedNode",
     "Node",
     "Option",
+    "RateLimit",
     "Retry",
+    "Route",
     "Sleep",
     "SubWorkflow",
     "Task",

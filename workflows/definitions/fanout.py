@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +48,12 @@ class FanOut(LeasedNode):
         compensate: str | Handler | None = None,
         transactional: bool = False,
         batch_size: int = 1,
+        queue: str | None = None,
+        requires: Iterable[str] | None = None,
+        priority: int | None = None,
+        concurrency_key: Callable[[Context], str] | None = None,
+        max_concurrent: int | None = None,
+        rate_limit: str | None = None,
         after: Sequence[str] | str | None = None,
         when: Condition | None = None,
     ) -> None:
@@ -57,6 +63,12 @@ class FanOut(LeasedNode):
             timeout=timeout,
             compensate=compensate,
             transactional=transactional,
+            queue=queue,
+            requires=requires,
+            priority=priority,
+            concurrency_key=concurrency_key,
+            max_concurrent=max_concurrent,
+            rate_limit=rate_limit,
             after=after,
             when=when,
         )

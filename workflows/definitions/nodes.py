@@ -9,13 +9,19 @@ evaluated when the step's upstreams are done (false: the step is skipped).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.utils.module_loading import import_string
 
 from workflows.conf import workflow_settings
+from workflows.definitions.limits import (
+    RateLimit,
+    name_problems,
+    priority_problems,
+    rate_problems,
+)
 from workflows.definitions.retry import Retry
 
 if TYPE_CHECKING:
@@ -94,6 +100,13 @@ class LeasedNode(Node):
     ``compensate`` names a handler that undoes a completed attempt when the run later
     fails or is cancelled (Saga); it receives the original input and output.
 
+    Routing and limits (``docs/guide/routing.md``): ``queue`` and ``requires`` say which
+    workers may run it (default: the workflow's ``default_queue`` and
+    ``default_requires``); ``priority`` orders it among ready work (default: the run's);
+    ``concurrency_key(ctx)`` with ``max_concurrent`` (default 1) caps how many attempts
+    with the same key run at once across all workers; ``rate_limit`` (``"10/s"``) caps
+    how many start per period.
+
     ``transactional=True`` runs each handler (and compensation handler) of the node
     inside the database transaction that records its outcome: the handler's own ORM
     writes commit together with the completion, and roll back with it when the attempt
@@ -108,6 +121,12 @@ class LeasedNode(Node):
         timeout: timedelta | None = None,
         compensate: str | Handler | None = None,
         transactional: bool = False,
+        queue: str | None = None,
+        requires: Iterable[str] | None = None,
+        priority: int | None = None,
+        concurrency_key: Callable[[Context], str] | None = None,
+        max_concurrent: int | None = None,
+        rate_limit: str | None = None,
         after: Sequence[str] | str | None = None,
         when: Condition | None = None,
     ) -> None:
@@ -117,6 +136,14 @@ class LeasedNode(Node):
         self.timeout = timeout
         self.compensate = compensate
         self.transactional = transactional
+        self.queue = queue
+        self.requires = frozenset(requires) if requires is not None else None
+        self.priority = priority
+        self.concurrency_key = concurrency_key
+        self.max_concurrent = max_concurrent
+        if concurrency_key is not None and max_concurrent is None:
+            self.max_concurrent = 1
+        self.rate_limit = rate_limit
 
     @property
     def handler_path(self) -> str:
@@ -159,7 +186,29 @@ class LeasedNode(Node):
         found.extend(timeout_problems(self.timeout))
         if not isinstance(self.transactional, bool):
             found.append(f"transactional must be True or False, got {self.transactional!r}")
+        found.extend(self._routing_problems())
         return found
+
+    def _routing_problems(self) -> list[str]:
+        found = name_problems("queue", self.queue) if self.queue is not None else []
+        for capability in sorted(self.requires or ()):
+            found.extend(name_problems("each of requires=", capability))
+        if self.priority is not None:
+            found.extend(priority_problems(self.priority))
+        if self.concurrency_key is not None and not callable(self.concurrency_key):
+            found.append(f"concurrency_key= must be callable, got {self.concurrency_key!r}")
+        if self.max_concurrent is not None:
+            if self.concurrency_key is None:
+                found.append("max_concurrent= needs a concurrency_key= to count by")
+            limit = self.max_concurrent
+            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+                found.append(f"max_concurrent must be an integer >= 1, got {limit!r}")
+        found.extend(rate_problems(self.rate_limit))
+        return found
+
+    @property
+    def parsed_rate_limit(self) -> RateLimit | None:
+        return RateLimit.parse(self.rate_limit) if self.rate_limit is not None else None
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -169,6 +218,12 @@ class LeasedNode(Node):
             "retry": self.retry.describe() if self.retry is not None else None,
             "timeout": self.timeout.total_seconds() if self.timeout is not None else None,
             "transactional": self.transactional,
+            "queue": self.queue,
+            "requires": sorted(self.requires) if self.requires is not None else None,
+            "priority": self.priority,
+            "concurrency_key": self.concurrency_key is not None,
+            "max_concurrent": self.max_concurrent,
+            "rate_limit": self.rate_limit,
         }
 
 
@@ -186,27 +241,6 @@ class Task(LeasedNode):
     """Run a handler ``handler(ctx) -> JSON`` in a worker, leased and retried."""
 
     kind = "task"
-
-    def __init__(
-        self,
-        handler: str | Handler,
-        *,
-        retry: Retry | None = None,
-        timeout: timedelta | None = None,
-        compensate: str | Handler | None = None,
-        transactional: bool = False,
-        after: Sequence[str] | str | None = None,
-        when: Condition | None = None,
-    ) -> None:
-        super().__init__(
-            handler,
-            retry=retry,
-            timeout=timeout,
-            compensate=compensate,
-            transactional=transactional,
-            after=after,
-            when=when,
-        )
 
     def problems(self) -> list[str]:
         if self.handler is None:

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from workflows.definitions.graph import Graph
-from workflows.definitions.nodes import Node
+from workflows.definitions.limits import (
+    DEFAULT_QUEUE,
+    Budget,
+    Route,
+    name_problems,
+    priority_problems,
+)
+from workflows.definitions.nodes import LeasedNode, Node
 from workflows.errors import DefinitionError, InvalidInput
 
 
@@ -15,10 +23,21 @@ class Workflow:
     Subclasses are validated and registered when the class statement runs, so a broken
     definition fails at import time with an error naming the workflow and the step. Pass
     ``register=False`` in the class statement to validate without registering.
+
+    Routing and limits of the whole workflow (``docs/guide/routing.md``):
+    ``default_queue`` and ``default_requires`` route its leased steps that name none;
+    ``default_priority`` is a run's priority unless ``start_run(priority=)`` says;
+    ``max_concurrent_runs`` caps its active runs (the rest wait ``queued``, oldest
+    first); ``budgets`` limit the usage its handlers report.
     """
 
     name: ClassVar[str] = ""
     version: ClassVar[int] = 1
+    default_queue: ClassVar[str] = DEFAULT_QUEUE
+    default_requires: ClassVar[frozenset[str] | set[str]] = frozenset()
+    default_priority: ClassVar[int] = 0
+    max_concurrent_runs: ClassVar[int | None] = None
+    budgets: ClassVar[Sequence[Budget]] = ()
     nodes: ClassVar[dict[str, Node]] = {}
     graph: ClassVar[Graph]
 
@@ -55,7 +74,68 @@ class Workflow:
             found.extend(f"{where}: {message}" for message in messages)
         for step, node in cls.nodes.items():
             found.extend(f"{cls.label()}, step {step!r}: {m}" for m in node.problems())
+            if step in vars(Workflow):
+                found.append(
+                    f"{cls.label()}, step {step!r}: the name is an attribute of Workflow; "
+                    "call the step something else"
+                )
+        found.extend(f"{cls.label()}: {m}" for m in cls._limit_problems())
         return found
+
+    @classmethod
+    def _limit_problems(cls) -> list[str]:
+        found = name_problems("default_queue", cls.default_queue)
+        if not isinstance(cls.default_requires, set | frozenset):
+            found.append(f"default_requires must be a set, got {cls.default_requires!r}")
+        else:
+            for capability in sorted(cls.default_requires):
+                found.extend(name_problems("each of default_requires", capability))
+        found.extend(priority_problems(cls.default_priority))
+        limit = cls.max_concurrent_runs
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
+        ):
+            found.append(f"max_concurrent_runs must be an integer >= 1 or None, got {limit!r}")
+        dimensions: set[tuple[str, str]] = set()
+        for budget in cls.budgets:
+            if not isinstance(budget, Budget):
+                found.append(f"budgets must hold Budget(...) values, got {budget!r}")
+                continue
+            found.extend(budget.problems())
+            if (budget.dimension, budget.per) in dimensions:
+                found.append(f"budget {budget.dimension!r} per {budget.per} is declared twice")
+            dimensions.add((budget.dimension, budget.per))
+        return found
+
+    @classmethod
+    def route_of(cls, step: str) -> Route:
+        """Where the leased step ``step`` runs: its own queue and requirements, or the
+        workflow's defaults."""
+        node = cls.nodes[step]
+        queue = getattr(node, "queue", None) or cls.default_queue
+        requires = getattr(node, "requires", None)
+        return Route(queue, frozenset(cls.default_requires if requires is None else requires))
+
+    @classmethod
+    def routes(cls) -> set[Route]:
+        """Every route this workflow's leased steps use."""
+        return {cls.route_of(step) for step, n in cls.nodes.items() if isinstance(n, LeasedNode)}
+
+    @classmethod
+    def priority_of(cls, step: str, run_priority: int) -> int:
+        """The priority of ``step``'s work: its own, or else its run's."""
+        own = getattr(cls.nodes[step], "priority", None)
+        return run_priority if own is None else own
+
+    @classmethod
+    def unit_columns(cls, step: str, run_priority: int) -> dict[str, Any]:
+        """The routing columns of a unit of ``step``'s work (step, item, compensation)."""
+        route = cls.route_of(step)
+        return {
+            "queue": route.queue,
+            "requires": route.requires_text,
+            "priority": cls.priority_of(step, run_priority),
+        }
 
     @classmethod
     def validate(cls) -> None:
@@ -89,6 +169,10 @@ class Workflow:
         return {
             "name": cls.name,
             "version": cls.version,
+            "default_queue": cls.default_queue,
+            "default_requires": sorted(cls.default_requires),
+            "max_concurrent_runs": cls.max_concurrent_runs,
+            "budgets": [budget.describe() for budget in cls.budgets],
             "steps": [
                 {"name": name, "after": list(cls.graph.upstream[name]), **node.describe()}
                 for name, node in cls.nodes.items()

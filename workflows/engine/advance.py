@@ -128,10 +128,10 @@ class Advancer:
         """Note that this transition put work in hand (ready, claimed or a child run)."""
         self._in_hand = True
 
-    def dispatch(self, kind: WorkKind, unit_id: int) -> None:
-        """Queue a unit of ready work once this transition commits its state."""
+    def dispatch(self, kind: WorkKind, unit_id: int, step: str) -> None:
+        """Queue a unit of ready work of ``step`` once this transition commits its state."""
         self._in_hand = True
-        self.scope.dispatch(kind, unit_id)
+        self.scope.dispatch(kind, unit_id, self.workflow.route_of(step))
 
     def finish(self) -> None:
         """Settle the run's status (or move an unwinding run on); once per transition."""

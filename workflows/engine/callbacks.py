@@ -138,7 +138,15 @@ def _resolve(step_id: int, attempt: int, output: Any, error: str | None) -> None
         )
         scope.events.add(run.pk, "step.completed", step_id=row.pk, attempt=attempt, via="callback")
         if node.compensate is not None:
-            record_compensation(run, row.pk, node, output, scope.events, generation=row.generation)
+            record_compensation(
+                run,
+                row.pk,
+                node,
+                output,
+                scope.events,
+                workflow=scope.workflow,
+                generation=row.generation,
+            )
         scope.advancer.settled(row.name)
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db.models import Max
 
-from workflows.definitions import LeasedNode
+from workflows.definitions import LeasedNode, Workflow
 from workflows.definitions.nodes import default_retry
 from workflows.engine.events import EventLog
 from workflows.engine.work_kinds import COMPENSATION, FailedUnit, settles
@@ -31,6 +31,7 @@ def record_compensation(
     output: Any,
     events: EventLog,
     *,
+    workflow: type[Workflow],
     generation: int,
     item: Any = None,
     item_id: int | None = None,
@@ -50,6 +51,7 @@ def record_compensation(
         payload={"step": node.name, "output": output, "item": item, "generation": generation},
         sequence=sequence,
         max_attempts=default_retry().max_attempts,
+        **workflow.unit_columns(node.name, run.priority),
     )
     events.add(
         run.pk, "compensation.recorded", step_id=step_id, compensation=record.pk, sequence=sequence

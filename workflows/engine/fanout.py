@@ -62,10 +62,16 @@ def enter_fanout(advancer: Advancer, row: StepRow, node: FanOut) -> str:
     if not values:
         return advancer.complete(row, [], items=0)
     max_attempts = node.effective_retry.max_attempts
+    columns = advancer.workflow.unit_columns(row.name, advancer.run.priority)
     for start in range(0, len(values), _BATCH):
         FanOutItem.objects.bulk_create(
             FanOutItem(
-                step_id=row.pk, index=i, key=keys[i], item=values[i], max_attempts=max_attempts
+                step_id=row.pk,
+                index=i,
+                key=keys[i],
+                item=values[i],
+                max_attempts=max_attempts,
+                **columns,
             )
             for i in range(start, min(start + _BATCH, len(values)))
         )
@@ -128,7 +134,7 @@ def _release(
         advancer.mark_in_hand()
     for item in ready:
         advancer.events.add(advancer.run.pk, "item.ready", step_id=step_id, item=item.key)
-        advancer.dispatch(ITEM, item.pk)
+        advancer.dispatch(ITEM, item.pk, step_name)
 
 
 def _release_item(
@@ -155,7 +161,7 @@ def _release_item(
         return
     _move_item(item, StepStatus.READY)
     advancer.events.add(advancer.run.pk, "item.ready", step_id=step_id, item=item.key)
-    advancer.dispatch(ITEM, item.pk)
+    advancer.dispatch(ITEM, item.pk, node.name)
 
 
 def _move_item(item: ItemRow, status: str, **changes: Any) -> None:
@@ -209,6 +215,7 @@ def items_ended(
                 node,
                 output,
                 advancer.events,
+                workflow=advancer.workflow,
                 generation=generation,
                 item=lease.item,
                 item_id=lease.unit_id,

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
+from workflows.definitions.limits import Route
 from workflows.engine.fanout import continue_fanout
 from workflows.engine.guards import PAUSE, RESUME
 from workflows.engine.operator_verbs import actor
@@ -65,18 +66,19 @@ def resume_run(run_id: UUID, *, user: Any = None) -> None:
             scope.advancer.fail(failed.name, error)
             return
         held = [  # ready before the pause, or made ready while paused: nudge them again
-            (kind, unit_id)
+            (kind, unit_id, Route.of_row(queue, requires))
             for kind in WORK_KINDS
             if kind.held_while
-            for unit_id in kind.model.objects.filter(
+            for unit_id, queue, requires in kind.model.objects.filter(
                 **{kind.run_path: run.pk}, status=StepStatus.READY
-            ).values_list("id", flat=True)
+            ).values_list("id", "queue", "requires")
         ]
         for row in rows:
             fanout = scope.workflow.nodes[row.name].kind == "fanout"
             if fanout and row.status == StepStatus.RUNNING and run.status == RunStatus.RUNNING:
                 continue_fanout(scope.advancer, row)
         scope.advancer.release_stranded()
-        for kind, unit_id in held:
+        for kind, unit_id, route in held:
             if run.status in kind.runs_while:
-                scope.advancer.dispatch(kind, unit_id)
+                scope.advancer.mark_in_hand()
+                scope.dispatch(kind, unit_id, route)

@@ -13,6 +13,7 @@ from uuid import UUID
 from django.db import transaction
 from django.db.models.functions import Now
 
+from workflows.definitions.limits import Route
 from workflows.engine.dispatch import enqueue
 from workflows.engine.events import EventLog
 from workflows.engine.runs import unwind
@@ -20,6 +21,7 @@ from workflows.engine.scope import run_scope
 from workflows.engine.sql import cas_update, db_now, engine_alias
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import STEP, FailedUnit, WorkKind
+from workflows.executors import Work
 from workflows.models import Run
 from workflows.status import RUN_ACTIVE, RUN_UNWINDING, StepStatus
 
@@ -114,7 +116,7 @@ def _reclaim(kind: WorkKind, unit_id: int, now: datetime | None, wait: bool) -> 
         if status == StepStatus.READY:
             scope.events.add(run_id, f"{kind.name}.ready", step_id=step_id)
             if active:
-                advancer.dispatch(kind, unit_id)
+                advancer.dispatch(kind, unit_id, owners.step_name)
         elif status == StepStatus.FAILED:
             kind.settlement.failed(advancer, unit)
         else:
@@ -131,7 +133,7 @@ def redispatch(kind: WorkKind, unit_id: int, *, ready_before: datetime) -> bool:
     """
     row = (
         kind.model.objects.filter(pk=unit_id, status=StepStatus.READY, updated_at__lt=ready_before)
-        .only("id", "version")
+        .only("id", "version", "queue", "requires")
         .first()
     )
     if row is None or not cas_update(
@@ -146,7 +148,7 @@ def redispatch(kind: WorkKind, unit_id: int, *, ready_before: datetime) -> bool:
     events = EventLog()
     events.add(owners.run_id, f"{kind.name}.redispatched", step_id=owners.step_id, unit=row.pk)
     events.flush()
-    enqueue([(kind, row.pk)])
+    enqueue([Work(kind, row.pk, Route.of_row(row.queue, row.requires))])
     return True
 
 

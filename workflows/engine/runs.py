@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from workflows.definitions.limits import Route
 from workflows.engine.dispatch import enqueue
 from workflows.engine.events import EventLog
 from workflows.engine.sql import (
@@ -26,6 +27,7 @@ from workflows.engine.sql import (
 )
 from workflows.engine.work_kinds import COMPENSATION
 from workflows.errors import StaleState
+from workflows.executors import Work
 from workflows.models import CompensationRecord, FanOutItem, Run, Step, Timer
 from workflows.status import (
     RUN_ACTIVE,
@@ -207,7 +209,7 @@ def unwind(run: Run, events: EventLog) -> None:
     following = (
         records.filter(status=CompensationStatus.PENDING)
         .order_by("-sequence")
-        .only("id", "version")
+        .only("id", "version", "queue", "requires")
         .first()
     )
     if following is not None:
@@ -221,7 +223,9 @@ def unwind(run: Run, events: EventLog) -> None:
         ):
             raise StaleState(f"compensation {following.pk} changed while released")
         events.add(run.pk, "compensation.ready", compensation=following.pk)
-        enqueue([(COMPENSATION, following.pk)])
+        enqueue(
+            [Work(COMPENSATION, following.pk, Route.of_row(following.queue, following.requires))]
+        )
         return
     if run.status == RunStatus.CANCELLING:
         set_run_status(run, RunStatus.CANCELLED, events)

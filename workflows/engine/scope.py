@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from uuid import UUID
 
 from workflows.definitions import Workflow, registry
+from workflows.definitions.limits import Route
 from workflows.engine.advance import Advancer
 from workflows.engine.dispatch import enqueue
 from workflows.engine.events import EventLog
@@ -36,6 +37,7 @@ from workflows.engine.sql import lock_run
 from workflows.engine.transaction import AfterCommit, transition
 from workflows.engine.work_kinds import WorkKind
 from workflows.errors import DefinitionMissing
+from workflows.executors import Work
 from workflows.models import Run, Step
 from workflows.status import RUN_ACTIVE
 
@@ -63,7 +65,7 @@ class RunScope:
         self.events = events if events is not None else EventLog()
         self.claim_owner = claim_owner
         self.claimed: Held | None = None
-        self.ready_work: list[tuple[WorkKind, int]] = []
+        self.ready_work: list[Work] = []
         self._advancer: Advancer | None = None
 
     @property
@@ -83,9 +85,9 @@ class RunScope:
             self._advancer = Advancer(self)
         return self._advancer
 
-    def dispatch(self, kind: WorkKind, unit_id: int) -> None:
+    def dispatch(self, kind: WorkKind, unit_id: int, route: Route) -> None:
         """Queue a unit of ready work once this transition has written its state."""
-        self.ready_work.append((kind, unit_id))
+        self.ready_work.append(Work(kind, unit_id, route))
 
     def finish(self) -> None:
         """Settle the run's status if this transition evaluated its graph."""

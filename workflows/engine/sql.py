@@ -363,6 +363,8 @@ _LOCKED_RUN_COLUMNS = tuple(
         "parent_item_id",
         "skip_compensation",
         "error",
+        "priority",
+        "business_key",
     }
 )
 assert _LOCKED_RUN_COLUMNS[0] == "id"

@@ -8,13 +8,14 @@ from django.db import IntegrityError, models
 from django.utils import timezone
 
 from workflows.definitions import LeasedNode, Workflow, registry
+from workflows.definitions.limits import priority_problems
 from workflows.engine.advance import Advancer
 from workflows.engine.events import EventLog
 from workflows.engine.fingerprint import fingerprint
 from workflows.engine.scope import RunScope
 from workflows.engine.sql import insert_rows
 from workflows.engine.transaction import transition
-from workflows.errors import IdempotencyConflict
+from workflows.errors import IdempotencyConflict, InvalidInput
 from workflows.models import Run, Step, subject_of
 from workflows.status import RunStatus
 
@@ -27,6 +28,7 @@ def start_run(
     business_key: str | None = None,
     user: Any = None,
     subject: models.Model | None = None,
+    priority: int | None = None,
 ) -> Run:
     """Start a run of ``workflow`` (a registered name, latest version, or a class).
 
@@ -35,8 +37,12 @@ def start_run(
     it differs; of two concurrent starts with one key, one creates the run and the
     other returns it. ``subject`` (a saved model instance) is not part of the input's
     fingerprint: a repeat naming another subject returns the first run unchanged.
+    ``priority`` (-1000 to 1000, default the workflow's ``default_priority``): its ready
+    work is claimed before that of runs with a lower one.
     """
     definition = registry.resolve(workflow)
+    if priority is not None and priority_problems(priority):
+        raise InvalidInput(priority_problems(priority)[0], field="priority")
     data = definition.check_input(input)
     input_hash = fingerprint(data)
     if idempotency_key is not None:
@@ -45,7 +51,14 @@ def start_run(
             return existing
     try:
         return _create(
-            definition, data, input_hash, idempotency_key, business_key or "", user, subject
+            definition,
+            data,
+            input_hash,
+            idempotency_key,
+            business_key or "",
+            user,
+            subject,
+            definition.default_priority if priority is None else priority,
         )
     except IntegrityError:
         if idempotency_key is None:
@@ -77,6 +90,7 @@ def _create(
     business_key: str,
     user: Any,
     subject: models.Model | None,
+    priority: int,
 ) -> Run:
     scope = create_run(
         definition,
@@ -86,6 +100,7 @@ def _create(
         business_key=business_key,
         user=user,
         subject=subject,
+        priority=priority,
     )
     scope.close()
     return scope.run
@@ -104,6 +119,7 @@ def create_run(
     parent: Run | None = None,
     parent_step_id: int | None = None,
     parent_item_id: int | None = None,
+    priority: int = 0,
 ) -> RunScope:
     """Create a run with its steps and enter its roots, inside the caller's transaction.
 
@@ -111,7 +127,7 @@ def create_run(
     state. A child run is created this way by its parent's transition, writing to the
     parent's ``events``; it does not inherit the parent's ``subject`` (the parent's
     subject is one ``parent_run`` away, and a child started per item is usually about
-    something else).
+    something else). A child has its parent's priority.
     """
     run = Run.objects.create(
         workflow_name=definition.name,
@@ -128,6 +144,7 @@ def create_run(
         parent_run=parent,
         parent_step_id=parent_step_id,
         parent_item_id=parent_item_id,
+        priority=priority,
     )
     insert_rows(
         Step,
@@ -139,6 +156,7 @@ def create_run(
                 "max_attempts": (
                     node.effective_retry.max_attempts if isinstance(node, LeasedNode) else 1
                 ),
+                **definition.unit_columns(name, priority),
             }
             for name, node in definition.nodes.items()
         ],
@@ -173,6 +191,7 @@ def start_child(
         parent=advancer.run,
         parent_step_id=step_id,
         parent_item_id=item_id,
+        priority=advancer.run.priority,
     )
     child.close()
     advancer.events.add(

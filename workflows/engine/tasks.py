@@ -23,7 +23,7 @@ def enter_task(advancer: Advancer, row: StepRow, node: Task) -> str:
         return StepStatus.RUNNING
     advancer.move(row, StepStatus.READY)
     advancer.events.add(advancer.run.pk, "step.ready", step_id=row.pk)
-    advancer.dispatch(STEP, row.pk)
+    advancer.dispatch(STEP, row.pk, row.name)
     return StepStatus.READY
 
 
@@ -63,6 +63,7 @@ class TaskSettlement:
                 lease.node,
                 output,
                 advancer.events,
+                workflow=lease.workflow,
                 generation=lease.generation,
             )
         if run.status in RUN_ACTIVE and not _continue_chain(advancer, lease.step_name):

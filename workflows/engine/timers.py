@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from workflows.definitions.limits import Route
 from workflows.engine.scope import run_scope
 from workflows.engine.sql import StepRow, cas_update, cas_update_many, db_now, step_row
 from workflows.engine.transaction import transition
@@ -88,7 +89,7 @@ def _release_retry(timer: Timer, advancer: Advancer) -> None:
     if advancer.run.status not in kind.runs_while:
         return
     unit_id = getattr(timer, f"{kind.timer_field}_id")
-    unit = kind.model.objects.only("id", "version", "status").get(pk=unit_id)
+    unit = kind.model.objects.only("id", "version", "status", "queue", "requires").get(pk=unit_id)
     if unit.status != StepStatus.RETRY_SCHEDULED:
         return
     if not cas_update(
@@ -101,4 +102,5 @@ def _release_retry(timer: Timer, advancer: Advancer) -> None:
     ):
         raise StaleState(f"{kind.name} {unit_id} changed while its retry timer fired")
     advancer.events.add(advancer.run.pk, f"{kind.name}.ready", step_id=timer.step_id)
-    advancer.dispatch(kind, unit_id)
+    advancer.mark_in_hand()
+    advancer.scope.dispatch(kind, unit_id, Route.of_row(unit.queue, unit.requires))

@@ -55,4 +55,6 @@ def nudge(endpoint_ids: Iterable[int]) -> None:
     """Ask django-q2 to send these endpoints' deliveries (nothing with another executor:
     ``workflows.testing.run_pending`` and the scanner send in-process)."""
     if uses_django_q():
-        queue_tasks([(SEND_TASK, pk, f"workflows webhooks {pk}") for pk in sorted(endpoint_ids)])
+        queue_tasks(
+            [(SEND_TASK, pk, f"workflows webhooks {pk}", None) for pk in sorted(endpoint_ids)]
+        )
