@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
@@ -58,6 +59,10 @@ def _no_callback(timeout: timedelta) -> Any:
     raise WorkflowError("await_callback() is only available inside a task's handler")
 
 
+def _no_usage(dimension: str, amount: int | float | Decimal) -> None:
+    raise WorkflowError("report_usage() is only available inside a running handler")
+
+
 class Context:
     """Everything a handler (or a ``when=`` condition) may know about its run.
 
@@ -78,6 +83,7 @@ class Context:
         compensated_output: Any = None,
         heartbeat: Callable[[], None] = _no_heartbeat,
         await_callback: Callable[[timedelta], Any] = _no_callback,
+        report_usage: Callable[[str, int | float | Decimal], None] = _no_usage,
     ) -> None:
         self.run_id = run_id
         self.input = input
@@ -91,6 +97,7 @@ class Context:
         self.compensated_output = compensated_output
         self._heartbeat = heartbeat
         self._await_callback = await_callback
+        self._report_usage = report_usage
 
     def heartbeat(self) -> None:
         """Extend this attempt's lease; raises ``LeaseLost`` if another worker took over."""
@@ -103,3 +110,15 @@ class Context:
         ``workflows.complete_callback(token, output)`` or ``fail_callback(token, error)``.
         """
         return self._await_callback(timeout)
+
+    def report_usage(self, dimension: str, amount: int | float | Decimal) -> None:
+        """Count ``amount`` (a number >= 0: tokens, cents, calls) of ``dimension`` against
+        the budgets of this run's workflow (``Workflow.budgets``), at once and for good:
+        usage stays recorded even if this attempt then fails.
+
+        ``dimension`` must be declared by one of the workflow's budgets: anything else
+        (and an amount that is not a finite number >= 0) raises ``ValueError`` naming
+        what is wrong, and nothing is recorded. Reaching a limit never interrupts the
+        running handler; it holds (or fails) the run's next steps.
+        """
+        self._report_usage(dimension, amount)

@@ -155,3 +155,9 @@ class GateClaimed(WorkflowError):
     """Another user holds this gate's claim; only they or an override holder may decide it."""
 
     code = "gate_claimed"
+
+
+class BudgetExhausted(WorkflowError):
+    """A usage budget covering this run is used up; the step was not started."""
+
+    code = "budget_exhausted"

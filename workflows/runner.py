@@ -10,6 +10,7 @@ import socket
 import threading
 import time
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from django.db import DataError
@@ -18,6 +19,7 @@ from django.utils.module_loading import import_string
 from workflows.conf import workflow_settings
 from workflows.context import Context
 from workflows.engine import Lease, claim, complete_work, fail_attempt, heartbeat
+from workflows.engine.budgets import record_usage
 from workflows.engine.callbacks import AwaitCallback, make_token, park_for_callback
 from workflows.engine.lease import Held, LeaseBatch
 from workflows.engine.outcomes import heartbeat_batch, record_batch, record_lost_lease
@@ -89,6 +91,9 @@ def _context(lease: Lease, batch: LeaseBatch | None = None) -> Context:
         if batch is None
         else (lambda: heartbeat_batch(batch, caller=lease)),
         await_callback=await_callback,
+        report_usage=partial(
+            record_usage, lease.run_id, lease.step_id, lease.attempt, lease.workflow
+        ),
     )
 
 
