@@ -92,6 +92,12 @@ class PermanentError(Exception):
     """Raised by a handler to fail its step at once, without further retries."""
 
 
+class WorkHeld(StaleState):
+    """The work may not start yet: a limit holds it (its ``held_on`` says which)."""
+
+    code = "work_held"
+
+
 class GateAlreadyDecided(StaleState):
     """The gate is no longer waiting for a decision (decided, timed out or cancelled)."""
 

@@ -470,15 +470,16 @@ class ConcurrencySlot(models.Model):
 
 
 class RateBucket(models.Model):
-    """A rate limit's state, shared by every worker: one row per limited queue or task.
+    """A rate limit's recent starts, shared by every worker: one row per limited key.
 
-    Generic cell rate: ``next_start_at`` (seconds since the epoch, database clock) is
-    when the steady rate allows the next start; a start is allowed while it is no more
-    than one period ahead of now, so a burst of up to the limit's count passes at once.
+    ``starts`` holds the moments (seconds since the epoch, database clock) of the starts
+    within the last period, oldest first: a start is allowed while fewer than the
+    limit's count lie within one period of now, so no window of one period ever holds
+    more starts than the limit allows, and a burst of up to the count passes at once.
     """
 
     key = models.CharField(max_length=300, unique=True)
-    next_start_at = models.FloatField(default=0.0)
+    starts = models.JSONField(default=list)
     version = models.PositiveIntegerField(default=1)
 
     def __str__(self) -> str:

@@ -109,6 +109,9 @@ def run_attempt(held: Held, *, chain: bool = True) -> Held | None:
     if isinstance(held, LeaseBatch):
         return _run_batch(held, chain=chain)
     lease = held
+    if lease.refusal is not None:  # a limit let it start only to fail (engine.admission)
+        _record_failure(lease, lease.refusal)
+        return None
     if lease.node.transactional:
         return _run_in_transaction(lease, chain=chain)
     try:
@@ -152,6 +155,9 @@ def _run_batch(batch: LeaseBatch, *, chain: bool) -> Held | None:
             heartbeat_batch(batch)
         if not batch.holds(lease):
             continue  # lost to a reclaim or a cancel: another worker's now
+        if lease.refusal is not None:
+            failed.append((lease, lease.refusal))
+            continue
         try:
             completed.append((lease, _call_handler(lease, batch)))
         except LeaseLost as lost:

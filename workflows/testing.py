@@ -46,6 +46,8 @@ def run_pending(until: datetime | None = None, *, max_rounds: int = 10_000) -> P
             for kind in WORK_KINDS
             for pk in kind.model.objects.filter(status=StepStatus.READY)
             .exclude(**{f"{kind.run_path}__status__in": RUN_HELD})
+            # Held by a limit: released by the attempt, timer or operator that frees it.
+            .filter(held_on="")
             # The order of each kind's partial index of ready rows: ordered by id, the
             # planner walks the whole table instead, and every round would cost as much
             # as the history is long.

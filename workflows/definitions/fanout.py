@@ -137,6 +137,11 @@ class FanOut(LeasedNode):
         found = []
         if self.workflow is not None:
             found.append("batch_size= applies to handler items; child runs are not batched")
+        if self.concurrency_key is not None or self.rate_limit is not None:
+            found.append(
+                "batch_size= cannot be combined with concurrency_key= or rate_limit=: "
+                "each item is admitted by its own claim under a limit"
+            )
         if self.transactional is True:
             found.append(
                 "batch_size= cannot be combined with transactional=True: a transactional "

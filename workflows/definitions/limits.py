@@ -25,6 +25,9 @@ _PERIODS = {
     **dict.fromkeys(("d", "day", "days"), 86400),
 }
 PRIORITY_RANGE = range(-1000, 1001)
+# A rate limit keeps the moments of its last period's starts: bounded, so that reading
+# and writing them stays cheap.
+MAX_RATE_COUNT = 1000
 
 
 def name_problems(label: str, value: object) -> list[str]:
@@ -105,6 +108,11 @@ class RateLimit:
         count, multiple = int(found.group(1)), int(found.group(2) or 1)
         if count < 1 or multiple < 1:
             raise ValueError(f"rate limit {text!r} must allow at least 1 start per period")
+        if count > MAX_RATE_COUNT:
+            raise ValueError(
+                f"rate limit {text!r} allows more than {MAX_RATE_COUNT} starts per period; "
+                "write it over a shorter period ('1000/s' rather than '60000/m')"
+            )
         return cls(count=count, period=timedelta(seconds=unit * multiple), text=text.strip())
 
     @property

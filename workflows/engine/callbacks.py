@@ -19,6 +19,7 @@ from django.core import signing
 from django.utils import timezone
 
 from workflows.definitions import LeasedNode
+from workflows.engine.admission import attempt_ended, attempt_holder
 from workflows.engine.advance import Advancer
 from workflows.engine.compensation import record_compensation
 from workflows.engine.lease import Lease, retry_delay
@@ -88,6 +89,9 @@ def park_for_callback(lease: Lease, request: AwaitCallback) -> None:
             updated_at=db_now(),
         ):
             raise LeaseLost(f"{lease.label} attempt {lease.attempt} lost its lease before parking")
+        holder = attempt_holder(lease)
+        if holder is not None:
+            attempt_ended(scope, holder)
         due_at = timezone.now() + request.timeout
         Timer.objects.create(
             run_id=scope.run.pk, step_id=row.pk, kind=TimerKind.CALLBACK_TIMEOUT, due_at=due_at

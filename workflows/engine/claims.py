@@ -14,6 +14,8 @@ from typing import Any
 from uuid import UUID
 
 from workflows.definitions import LeasedNode, Workflow, registry
+from workflows.definitions.limits import Route
+from workflows.engine.admission import Hold, admit, hold, may_chain
 from workflows.engine.events import EventLog
 from workflows.engine.lease import Held, Lease, LeaseBatch
 from workflows.engine.scope import RunScope, fail_missing_definition
@@ -30,7 +32,8 @@ from workflows.engine.sql import (
 )
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import STEP, WorkKind
-from workflows.errors import DefinitionMissing, StaleState
+from workflows.errors import DefinitionMissing, StaleState, WorkHeld
+from workflows.routing import serves
 from workflows.status import StepStatus
 
 
@@ -154,6 +157,16 @@ def _lease_in_scope(
     )
 
 
+def _may_chain(scope: RunScope, step_name: str) -> bool:
+    """Whether the scope's worker chains and may take ``step_name``'s next unit now: it
+    holds no other, serves the step's route, and no limit applies to the step."""
+    if scope.claim_owner is None or scope.claimed is not None:
+        return False
+    node = scope.workflow.nodes[step_name]
+    assert isinstance(node, LeasedNode)
+    return may_chain(scope.workflow, node, scope.claim_owner)
+
+
 def claim_in_scope(
     scope: RunScope,
     kind: WorkKind,
@@ -170,7 +183,7 @@ def claim_in_scope(
     ``False`` (and claims nothing) when the scope's worker does not chain or already
     holds the next unit: the caller then makes the unit ``ready`` instead.
     """
-    if scope.claim_owner is None or scope.claimed is not None:
+    if not _may_chain(scope, row.name):
         return False
     lease = _lease_in_scope(
         scope,
@@ -198,7 +211,7 @@ def claim_pending_in_scope(scope: RunScope, kind: WorkKind, step_name: str) -> b
     writes nothing) when the scope's worker does not chain, already holds work, or the
     step is not pending: the caller then evaluates the graph the general way.
     """
-    if scope.claim_owner is None or scope.claimed is not None:
+    if not _may_chain(scope, step_name):
         return False
     template = _lease_in_scope(scope, kind, unit_id=0, step_id=0, step_name=step_name, generation=0)
     rows = cas_update_many(
@@ -226,7 +239,7 @@ def claim_batch_in_scope(
     holds, so none is lost to a race. Returns how many were claimed: 0 when the scope's
     worker does not chain or already holds work; the caller makes the rest ``ready``.
     """
-    if scope.claim_owner is None or scope.claimed is not None:
+    if not _may_chain(scope, step_name):
         return 0
     lease = _lease_in_scope(
         scope, kind, unit_id=0, step_id=step_id, step_name=step_name, generation=generation
@@ -242,17 +255,23 @@ def claim(kind: WorkKind, unit_id: int, owner: str) -> Held:
     Of two workers claiming the same unit exactly one wins; the other gets
     :class:`StaleState` and must not run the handler. For a batched fan-out the unit
     comes with up to ``batch_size - 1`` more ready items of its step, claimed in the
-    same statement, as a :class:`LeaseBatch`. A run whose workflow is not
+    same statement, as a :class:`LeaseBatch`. The unit claimed may be another ready
+    unit of the same route with a higher priority (:func:`~workflows.engine.sql.
+    claim_step_row`). A limit that does not let it start yet (``engine.admission``)
+    holds it, commits why, and raises :class:`WorkHeld`. A run whose workflow is not
     registered here fails with ``definition_missing`` (in a transition of its own,
     which keeps the lock order) and :class:`DefinitionMissing` is raised.
     """
     try:
-        return _claim(kind, unit_id, owner)
+        held = _claim(kind, unit_id, owner)
     except DefinitionMissing as missing:
         run_id = missing.details.get("run")
         if run_id is not None:
             fail_missing_definition(UUID(run_id), missing)
         raise
+    if isinstance(held, Hold):
+        raise WorkHeld(f"{kind.name} {unit_id} not started: held on {held.held_on}", unit=unit_id)
+    return held
 
 
 def claim_step(step_id: int, owner: str) -> Lease:
@@ -263,20 +282,31 @@ def claim_step(step_id: int, owner: str) -> Lease:
 
 
 @transition
-def _claim(kind: WorkKind, unit_id: int, owner: str) -> Held:
+def _claim(kind: WorkKind, unit_id: int, owner: str) -> Held | Hold:
     row = kind.read_claim(unit_id)
     if row is None or row.status != StepStatus.READY:
+        row = kind.read_claim(unit_id, preferred=False) if row is None else row
         status = row.status if row is not None else "missing or being claimed"
         raise StaleState(f"{kind.name} {unit_id} is {status}, not ready", unit=unit_id)
     if row.run_status not in kind.runs_while:  # paused: the unit waits for the resume
         raise StaleState(
-            f"{kind.name} {unit_id} not claimed: its run is {row.run_status}", unit=unit_id
+            f"{kind.name} {row.pk} not claimed: its run is {row.run_status}", unit=row.pk
         )
     workflow = _workflow_of(row)
     node = workflow.nodes.get(row.step_name)
     if not isinstance(node, LeasedNode):
         raise StaleState(f"step {row.step_name!r} is not leased work of {workflow.label()}")
+    route = Route.of_row(row.queue, row.requires)
+    if not serves(owner, route):
+        raise StaleState(f"{kind.name} {row.pk} is routed to {route}, not served here")
     events = EventLog()
+    admitted = admit(kind, row, node, workflow, owner)
+    if isinstance(admitted, Hold):
+        if row.held_on != admitted.held_on:
+            events.add(row.run_id, f"{kind.name}.held", step_id=row.step_id, on=admitted.held_on)
+        hold(kind, row, admitted)
+        events.flush()
+        return admitted
     template = Lease(
         kind=kind,
         unit_id=row.pk,
@@ -291,6 +321,7 @@ def _claim(kind: WorkKind, unit_id: int, owner: str) -> Held:
         item=row.item,
         compensated_output=(row.payload or {}).get("output"),
         generation=(row.payload or {}).get("generation", row.generation),
+        refusal=admitted.refusal,
     )
     size = kind.batch_size_of(node)
     held: Held | None = (

@@ -41,6 +41,8 @@ class Lease:
     item: Any = None
     compensated_output: Any = None
     generation: int = 0
+    # Set when a limit lets the unit start only to fail at once (engine.admission).
+    refusal: Exception | None = None
 
     @property
     def node(self) -> LeasedNode:

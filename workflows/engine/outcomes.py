@@ -22,6 +22,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from workflows.engine.admission import attempt_ended, attempt_holder
 from workflows.engine.advance import Advancer, error_from_exception
 from workflows.engine.events import EventLog
 from workflows.engine.lease import Held, Lease, LeaseBatch
@@ -53,6 +54,12 @@ def _fenced_update(lease: Lease, **changes: Any) -> bool:
     if updated:
         lease.version += 1
     return updated
+
+
+def _free_slot(scope: RunScope, lease: Lease) -> None:
+    holder = attempt_holder(lease)
+    if holder is not None:
+        attempt_ended(scope, holder)
 
 
 def _reject(lease: Lease, action: str, events: EventLog) -> _Rejected:
@@ -208,6 +215,7 @@ def _complete(lease: Lease, output: Any, claim_next: bool) -> Held | _Rejected |
             updated_at=db_now(),
         ):
             return _reject(lease, "completion", scope.events)
+        _free_slot(scope, lease)
         lease.kind.settlement.completed(scope.advancer, lease, output)
     return scope.claimed
 
@@ -254,6 +262,7 @@ def _fail_row(
         **({} if delay is not None else {"finished_at": db_now()}),
     ):
         return _reject(lease, "failure", scope.events)
+    _free_slot(scope, lease)
     unit = FailedUnit(
         lease.kind,
         lease.unit_id,

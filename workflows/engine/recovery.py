@@ -14,10 +14,12 @@ from django.db import transaction
 from django.db.models.functions import Now
 
 from workflows.definitions.limits import Route
+from workflows.engine.admission import attempt_ended
 from workflows.engine.dispatch import enqueue
 from workflows.engine.events import EventLog
 from workflows.engine.runs import unwind
 from workflows.engine.scope import run_scope
+from workflows.engine.slots import Holder
 from workflows.engine.sql import cas_update, db_now, engine_alias
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import STEP, FailedUnit, WorkKind
@@ -101,6 +103,7 @@ def _reclaim(kind: WorkKind, unit_id: int, now: datetime | None, wait: bool) -> 
             **({} if status == StepStatus.READY else {"finished_at": db_now()}),
         ):
             return None
+        attempt_ended(scope, Holder(kind.name, unit_id, expired.attempt))
         scope.events.add(
             run_id,
             "lease.expired",

@@ -34,7 +34,7 @@ from workflows.engine.dbapi import (
 )
 from workflows.errors import RunBusy, StaleState
 from workflows.models import CompensationRecord, Event, FanOutItem, Run, Step
-from workflows.status import StepStatus
+from workflows.status import RUN_ACTIVE, StepStatus
 
 
 @dataclass(frozen=True)
@@ -659,7 +659,8 @@ class ClaimRow:
 
     One shape for steps, items and compensations: ``pk`` is the unit's own row; for a
     compensation ``item_key`` names the item it undoes (if any) and ``payload`` holds
-    what it undoes.
+    what it undoes. ``queue``, ``requires`` and ``held_on`` are the unit's routing and
+    hold columns; ``business_key`` its run's (budgets count per business key).
     """
 
     pk: int
@@ -675,20 +676,28 @@ class ClaimRow:
     run_input: dict[str, Any]
     workflow_name: str
     workflow_version: int
+    queue: str
+    requires: str
+    held_on: str
+    business_key: str
     item_key: str = ""
     item: Any = None
     handler: str = ""
     payload: Any = None
 
 
+_CLAIM_COMMON = 17
+
+
 def _claim_columns(step: str) -> str:
     return (
         f"u.id, u.status, u.version, u.attempt, u.max_attempts, {step}.id, {step}.name, "
-        f"{step}.generation, r.id, r.status, r.input, r.workflow_name, r.workflow_version"
+        f"{step}.generation, r.id, r.status, r.input, r.workflow_name, r.workflow_version, "
+        "u.queue, u.requires, u.held_on, r.business_key"
     )
 
 
-def _read_claim(sql: str, unit_id: int) -> tuple[ClaimRow, Sequence[Any]] | None:
+def _read_claim(sql: str, params: Sequence[Any]) -> tuple[ClaimRow, Sequence[Any]] | None:
     """Run one claim read: the common columns as a :class:`ClaimRow`, and the rest.
 
     The unit's row is locked ``SKIP LOCKED`` on PostgreSQL, so a worker that receives a
@@ -697,35 +706,61 @@ def _read_claim(sql: str, unit_id: int) -> tuple[ClaimRow, Sequence[Any]] | None
     """
     connection = _db()
     lock = _for_update(connection, skip_locked=True, of="u")
-    row = fetch_one(connection, f"{sql}{lock}", [unit_id])
+    row = fetch_one(connection, f"{sql}{lock}", list(params))
     if row is None:
         return None
-    claim = ClaimRow(*row[:13])
+    claim = ClaimRow(*row[:_CLAIM_COMMON])
     claim.run_id = Run._meta.pk.to_python(claim.run_id)
     claim.run_input = _json(Run, "input", claim.run_input, connection)
-    return claim, row[13:]
+    return claim, row[_CLAIM_COMMON:]
 
 
-def claim_step_row(step_id: int) -> ClaimRow | None:
-    """Read a step and its run for claiming."""
-    step, run = _quote(Step._meta.db_table), _quote(Run._meta.db_table)
-    found = _read_claim(
-        f"SELECT {_claim_columns('u')} FROM {step} u JOIN {run} r ON r.id = u.run_id "
-        "WHERE u.id = %s",
-        step_id,
+def _preferred(unit_table: str, named_id: int) -> tuple[str, list[Any]]:
+    """The ``FROM``-less tail of a claim read that takes the named unit, or a ready unit
+    of the same route with a higher priority whose run may start it.
+
+    Queue messages are nudges in the order work became ready; priority is applied here,
+    when a worker takes one: it claims the highest-priority ready unit of the route
+    (the named unit's when none outranks it; oldest first among higher ones). Units
+    held by a limit (``held_on``) are left to the nudge that releases them. The
+    named unit's nudge is not lost when another unit is taken instead: that unit's own
+    nudge is still queued and takes the named one (or better) in turn.
+    """
+    active = ", ".join(f"'{status}'" for status in sorted(RUN_ACTIVE))
+    return (
+        f"JOIN {unit_table} n ON n.id = %s WHERE u.status = '{StepStatus.READY}' "
+        "AND u.queue = n.queue AND u.requires = n.requires AND (u.id = n.id OR "
+        f"(u.held_on = '' AND u.priority > n.priority AND r.status IN ({active}))) "
+        "ORDER BY u.priority DESC, u.updated_at, u.id LIMIT 1",
+        [named_id],
     )
+
+
+def claim_step_row(step_id: int, *, preferred: bool = True) -> ClaimRow | None:
+    """Read a step and its run for claiming; with ``preferred``, a ready step of the
+    same route with a higher priority instead, if there is one (:func:`_preferred`)."""
+    step, run = _quote(Step._meta.db_table), _quote(Run._meta.db_table)
+    head = f"SELECT {_claim_columns('u')} FROM {step} u JOIN {run} r ON r.id = u.run_id "
+    found = _read_claim(*_step_tail(step, step_id, preferred, head))
     return found[0] if found is not None else None
 
 
-def claim_item_row(item_id: int) -> ClaimRow | None:
-    """Read a fan-out item, its step and run for claiming."""
+def _step_tail(table: str, unit_id: int, preferred: bool, head: str) -> tuple[str, list[Any]]:
+    if not preferred:
+        return f"{head}WHERE u.id = %s", [unit_id]
+    tail, params = _preferred(table, unit_id)
+    return f"{head}{tail}", params
+
+
+def claim_item_row(item_id: int, *, preferred: bool = True) -> ClaimRow | None:
+    """Read a fan-out item, its step and run for claiming (``preferred``: as for steps)."""
     item = _quote(FanOutItem._meta.db_table)
     step, run = _quote(Step._meta.db_table), _quote(Run._meta.db_table)
-    found = _read_claim(
+    head = (
         f"SELECT {_claim_columns('s')}, u.{_quote('key')}, u.item FROM {item} u "
-        f"JOIN {step} s ON s.id = u.step_id JOIN {run} r ON r.id = s.run_id WHERE u.id = %s",
-        item_id,
+        f"JOIN {step} s ON s.id = u.step_id JOIN {run} r ON r.id = s.run_id "
     )
+    found = _read_claim(*_step_tail(item, item_id, preferred, head))
     if found is None:
         return None
     claim, (key, value) = found
@@ -733,8 +768,11 @@ def claim_item_row(item_id: int) -> ClaimRow | None:
     return claim
 
 
-def claim_compensation_row(record_id: int) -> ClaimRow | None:
-    """Read a compensation record, its step, run and item for claiming."""
+def claim_compensation_row(record_id: int, *, preferred: bool = False) -> ClaimRow | None:
+    """Read a compensation record, its step, run and item for claiming.
+
+    Never another record: a run's compensations run one at a time in reverse order.
+    """
     record = _quote(CompensationRecord._meta.db_table)
     item = _quote(FanOutItem._meta.db_table)
     step, run = _quote(Step._meta.db_table), _quote(Run._meta.db_table)
@@ -742,7 +780,7 @@ def claim_compensation_row(record_id: int) -> ClaimRow | None:
         f"SELECT {_claim_columns('s')}, i.{_quote('key')}, u.payload, u.handler FROM {record} u "
         f"JOIN {step} s ON s.id = u.step_id JOIN {run} r ON r.id = u.run_id "
         f"LEFT JOIN {item} i ON i.id = u.item_id WHERE u.id = %s",
-        record_id,
+        [record_id],
     )
     if found is None:
         return None

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from workflows.definitions.limits import Route
-from workflows.engine.scope import run_scope
+from workflows.engine.scope import RunScope, run_scope
 from workflows.engine.sql import StepRow, cas_update, cas_update_many, db_now, step_row
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import kind_of_timer
@@ -76,11 +76,36 @@ def fire_timer(timer_id: int, *, wait: bool = True) -> bool:
         )
         if timer.kind == TimerKind.RETRY:
             _release_retry(timer, scope.advancer)
+        elif timer.kind == TimerKind.RELEASE:
+            _release_delayed(timer, scope)
         elif scope.run.status in RUN_ACTIVE and timer.step_id is not None:
             row = step_row(timer.step_id)
             if row.status == StepStatus.WAITING:  # else it moved on (decided, signalled...)
                 TIMER_EFFECTS[timer.kind](scope.advancer, row)
     return True
+
+
+def _release_delayed(timer: Timer, scope: RunScope) -> None:
+    """A rate limit allows a start again: clear the unit's hold and queue it.
+
+    The claim that takes it checks the limit once more; the unit is held again (with a
+    new timer) if other workers used the allowance first.
+    """
+    kind = kind_of_timer(timer)
+    unit_id = getattr(timer, f"{kind.timer_field}_id")
+    unit = kind.model.objects.only("id", "version", "status", "held_on", "queue", "requires")
+    found = unit.filter(pk=unit_id, status=StepStatus.READY).first()
+    if found is None or scope.run.status not in kind.runs_while:
+        return
+    if found.held_on and not cas_update(
+        kind.model,
+        unit_id,
+        version=found.version,
+        where={"status": StepStatus.READY, "held_on": found.held_on},
+        held_on="",
+    ):
+        return
+    scope.dispatch(kind, unit_id, Route.of_row(found.queue, found.requires))
 
 
 def _release_retry(timer: Timer, advancer: Advancer) -> None:

@@ -51,7 +51,7 @@ class Migration(migrations.Migration):
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('key', models.CharField(max_length=300, unique=True)),
-                ('next_start_at', models.FloatField(default=0.0)),
+                ('starts', models.JSONField(default=list)),
                 ('version', models.PositiveIntegerField(default=1)),
             ],
         ),

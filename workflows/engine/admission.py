@@ -1,0 +1,221 @@
+"""May this unit of leased work start now? Limits, checked in the claim transaction.
+
+A claim asks, in order: does this worker serve the unit's route (queue and required
+capabilities); does an exhausted budget cover its run; is there a free slot under its
+concurrency key; does its task's and queue's rate limit allow a start. Every answer is
+read and written in the claim's own transaction, so limits hold across any number of
+workers, and a claim that loses a race changes nothing.
+
+Work that may not start yet stays ``ready`` and is *held*: its ``held_on`` column
+names why (``concurrency:<key>``, ``rate:<key>``, ``budget:<dimension>``), for
+``explain`` and for whatever releases it — the end of an attempt holding a slot of
+the key, the ``release`` timer a rate limit sets for when a start is allowed, an
+operator raising the budget. A held unit is never failed by a limit, except by a
+budget declared ``on_exhausted="fail"``.
+
+A worker finishing a step chains into the next one only when nothing here could stop
+it (:func:`may_chain`): limited work always goes through a claim.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from django.utils import timezone
+
+from workflows.conf import workflow_settings
+from workflows.context import Context
+from workflows.definitions import LeasedNode, Workflow
+from workflows.definitions.limits import RateLimit, Route
+from workflows.engine import rates, slots
+from workflows.engine.dbapi import fetch_all
+from workflows.engine.sql import ClaimRow, _db, _quote, cas_update
+from workflows.engine.work_kinds import ITEM, STEP, WorkKind
+from workflows.errors import PermanentError
+from workflows.executors import Work
+from workflows.models import Timer
+from workflows.routing import serves
+from workflows.status import StepStatus, TimerKind, TimerStatus
+
+if TYPE_CHECKING:
+    from workflows.engine.lease import Lease
+    from workflows.engine.scope import RunScope
+
+
+@dataclass(frozen=True)
+class Hold:
+    """The unit may not start yet: ``held_on`` says why; a rate limit says until when."""
+
+    held_on: str
+    retry_after: float | None = None
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """The unit may start; ``refusal``: it starts only to fail at once with this error
+    (a budget declared ``on_exhausted="fail"``, a concurrency key that cannot be
+    computed), so it fails through the same path as a handler's error."""
+
+    holder: slots.Holder | None = None
+    refusal: Exception | None = None
+
+
+def _route(row: ClaimRow) -> Route:
+    return Route.of_row(row.queue, row.requires)
+
+
+def rate_limits(workflow: type[Workflow], node: LeasedNode) -> list[tuple[str, RateLimit]]:
+    """The rate limits a start of ``node``'s work counts against: the task's, the queue's."""
+    found = []
+    if node.rate_limit is not None:
+        found.append((f"task:{workflow.name}.{node.name}", RateLimit.parse(node.rate_limit)))
+    queue = workflow.route_of(node.name).queue
+    queue_rate = workflow_settings.QUEUE_RATE_LIMITS.get(queue)
+    if queue_rate is not None:
+        found.append((f"queue:{queue}", RateLimit.parse(queue_rate)))
+    return found
+
+
+def limited(workflow: type[Workflow], node: LeasedNode) -> bool:
+    """Tell whether a start of ``node``'s work must be admitted by a claim."""
+    return bool(node.concurrency_key is not None or workflow.budgets or rate_limits(workflow, node))
+
+
+def may_chain(workflow: type[Workflow], node: LeasedNode, owner: str) -> bool:
+    """Tell whether the worker ``owner`` may claim ``node``'s next unit in the transition
+    that released it: only when it serves the route and no limit applies."""
+    return serves(owner, workflow.route_of(node.name)) and not limited(workflow, node)
+
+
+def concurrency_key(workflow: type[Workflow], node: LeasedNode, row: ClaimRow) -> str:
+    """The key ``node.concurrency_key(ctx)`` gives for this unit (its run, its item)."""
+    assert node.concurrency_key is not None
+    ctx = Context(
+        run_id=row.run_id,
+        input=row.run_input,
+        step_names=tuple(workflow.nodes),
+        step_name=node.name,
+        attempt=row.attempt + 1,
+        item=row.item,
+    )
+    key = node.concurrency_key(ctx)
+    if not isinstance(key, str | int) or isinstance(key, bool) or str(key) == "":
+        raise TypeError(f"concurrency_key must return a non-empty string, got {key!r}")
+    return str(key)
+
+
+def admit(
+    kind: WorkKind, row: ClaimRow, node: LeasedNode, workflow: type[Workflow], owner: str
+) -> Admitted | Hold:
+    """Decide, inside the claim transaction, whether ``row`` may start for ``owner``.
+
+    Raises nothing for a limit: a :class:`Hold` says the unit waits (the caller records
+    it with :func:`hold`), an :class:`Admitted` with a ``refusal`` that it fails. A slot
+    taken here is released again when a later check holds the unit.
+    """
+    if not limited(workflow, node):
+        return Admitted()
+    holder = None
+    if node.concurrency_key is not None:
+        try:
+            key = concurrency_key(workflow, node, row)
+        except Exception as exc:
+            refusal = PermanentError(f"concurrency_key of step {node.name!r} failed: {exc!r}")
+            refusal.__cause__ = exc
+            return Admitted(refusal=refusal)
+        holder = slots.Holder(kind.name, row.pk, row.attempt + 1)
+        assert node.max_concurrent is not None
+        if not slots.acquire(key, node.max_concurrent, holder):
+            return Hold(f"concurrency:{key}")
+    limits = rate_limits(workflow, node)
+    wait = rates.take(limits) if limits else None
+    if wait is not None:
+        if holder is not None:
+            slots.release(holder)
+        return Hold(f"rate:{limits[0][0]}", retry_after=wait)
+    return Admitted(holder=holder)
+
+
+def attempt_ended(scope: RunScope, holder: slots.Holder) -> None:
+    """Free the concurrency slots ``holder`` (an attempt that just left ``running``)
+    took, and let the best unit held on each of their keys start: cleared of its hold
+    and sent to the executor when ``scope`` commits.
+
+    A slot frees itself anyway once its holder is no longer running (``engine.slots``):
+    this only makes the held work start at once instead of at the next recovery pass.
+    """
+    for key in slots.release(holder):
+        for kind in (STEP, ITEM):
+            for work in unhold_next(kind, f"concurrency:{key}"):
+                scope.dispatch(*work)
+
+
+def attempt_holder(lease: Lease) -> slots.Holder | None:
+    """The slot holder of ``lease``'s attempt, if its node counts under a concurrency key."""
+    if lease.node.concurrency_key is None:
+        return None
+    return slots.Holder(lease.kind.name, lease.unit_id, lease.attempt)
+
+
+def hold(kind: WorkKind, row: ClaimRow, held: Hold) -> None:
+    """Record why ``row`` did not start: its ``held_on``, and for a rate limit a
+    ``release`` timer for when a start is allowed (unless one is already set).
+
+    A compare-and-set on the ready row, which keeps its place in the queue (its
+    ``updated_at``): if another worker claimed it meanwhile, nothing is written.
+    """
+    if row.held_on != held.held_on and not cas_update(
+        kind.model,
+        row.pk,
+        version=row.version,
+        where={"status": StepStatus.READY},
+        held_on=held.held_on,
+    ):
+        return
+    if held.retry_after is None:
+        return
+    unit = {f"{kind.timer_field}_id": row.pk}
+    if Timer.objects.filter(kind=TimerKind.RELEASE, status=TimerStatus.SCHEDULED, **unit).exists():
+        return
+    Timer.objects.create(
+        run_id=row.run_id,
+        step_id=row.step_id,
+        kind=TimerKind.RELEASE,
+        due_at=_due_in(held.retry_after),
+        **({} if kind.timer_field == "step" else unit),
+    )
+
+
+def _due_in(seconds: float) -> datetime:
+    return timezone.now() + timedelta(seconds=seconds)
+
+
+def unhold_next(kind: WorkKind, held_on: str, count: int = 1) -> list[Work]:
+    """Clear the hold of the ``count`` best units of ``kind`` held on ``held_on``
+    (highest priority, then oldest) and return them to dispatch again.
+
+    One at a time, not every held unit: a slot that frees lets one unit start, and
+    nudging all of them would only hold all but one again. Each clear is a
+    compare-and-set restating ``ready`` and the hold: a unit claimed or released
+    meanwhile is left alone.
+    """
+    table = _quote(kind.model._meta.db_table)
+    found = fetch_all(
+        _db(),
+        f"SELECT id, version, queue, requires FROM {table} WHERE status = %s AND held_on = %s "
+        "ORDER BY priority DESC, updated_at, id LIMIT %s",
+        [StepStatus.READY, held_on, count],
+    )
+    return [
+        Work(kind, unit_id, Route.of_row(queue, requires))
+        for unit_id, version, queue, requires in found
+        if cas_update(
+            kind.model,
+            unit_id,
+            version=version,
+            where={"status": StepStatus.READY, "held_on": held_on},
+            held_on="",
+        )
+    ]

@@ -1,0 +1,79 @@
+"""Rate limits: at most N starts per period, shared by every worker through the database.
+
+Each limited key (``task:<workflow>.<step>``, ``queue:<name>``) has one
+``RateBucket`` row holding the moments of its starts within the last period. A claim
+reads the buckets it needs locked (``FOR NO KEY UPDATE`` on PostgreSQL; SQLite's
+``BEGIN IMMEDIATE`` already serialises writers), and records its start in all of them
+or in none: so no window of one period ever holds more starts than the limit, across
+any number of workers. Moments come from the database clock, which every host shares.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from workflows.definitions.limits import RateLimit
+from workflows.engine.dbapi import fetch_one
+from workflows.engine.sql import _db, _for_update, _json, _quote, cas_update
+from workflows.errors import StaleState
+from workflows.models import RateBucket
+
+_BUCKETS = _quote(RateBucket._meta.db_table)
+
+
+def _epoch_now(vendor: str) -> str:
+    """The database clock in seconds since the epoch, as a float."""
+    if vendor == "postgresql":
+        return "EXTRACT(EPOCH FROM STATEMENT_TIMESTAMP())::float8"
+    return "(JULIANDAY('now') - 2440587.5) * 86400.0"
+
+
+@dataclass(frozen=True)
+class _Bucket:
+    pk: int
+    version: int
+    recent: list[float]  # starts within the last period, oldest first
+    now: float
+
+
+def _read(key: str, rate: RateLimit) -> _Bucket:
+    connection = _db()
+    sql = (
+        f"SELECT id, starts, version, {_epoch_now(connection.vendor)} FROM {_BUCKETS} "
+        f"WHERE {_quote('key')} = %s{_for_update(connection)}"
+    )
+    row = fetch_one(connection, sql, [key])
+    if row is None:
+        RateBucket.objects.using(connection.alias).bulk_create(
+            [RateBucket(key=key)], ignore_conflicts=True
+        )
+        row = fetch_one(connection, sql, [key])
+    pk, starts, version, now = row
+    since = now - rate.period.total_seconds()
+    recent = sorted(t for t in _json(RateBucket, "starts", starts, connection) or [] if t > since)
+    return _Bucket(pk, version, recent, now)
+
+
+def take(limits: Sequence[tuple[str, RateLimit]]) -> float | None:
+    """Record one start under every ``(key, limit)``, or under none.
+
+    Returns ``None`` when the start is allowed (and recorded), else how many seconds
+    until every limit allows one. Inside the caller's transition: the start counts
+    only if it commits. Two workers taking the last start of a period serialise on the
+    bucket rows; the second sees the first's start and waits.
+    """
+    buckets = [(key, rate, _read(key, rate)) for key, rate in limits]
+    waits = [
+        bucket.recent[len(bucket.recent) - rate.count] + rate.period.total_seconds() - bucket.now
+        for _, rate, bucket in buckets
+        if len(bucket.recent) >= rate.count
+    ]
+    if waits:
+        return max(0.0, max(waits))
+    for key, _rate, bucket in buckets:
+        if not cas_update(
+            RateBucket, bucket.pk, version=bucket.version, starts=[*bucket.recent, bucket.now]
+        ):
+            raise StaleState(f"rate limit {key!r} changed while a start was recorded")
+    return None
