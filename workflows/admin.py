@@ -21,6 +21,7 @@ from django.utils.timesince import timesince
 from workflows import admin_runs
 from workflows.admin_actions import bulk_actions, run_action, start_run
 from workflows.admin_approvals import ApprovalsViews
+from workflows.admin_budgets import BudgetCounterAdmin  # noqa: F401 (registers the budgets page)
 from workflows.admin_dashboard import dashboard
 from workflows.admin_readonly import ReadOnlyMixin
 from workflows.admin_run_page import run_page_context

@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
 from workflows.api.base import authentication_classes
+from workflows.api.budgets import BudgetViewSet
 from workflows.api.callbacks import CallbackViewSet
 from workflows.api.definitions import DefinitionViewSet
 from workflows.api.gates import GateViewSet
@@ -30,6 +31,7 @@ router.register("runs", RunViewSet, basename="run")
 router.register("steps", StepViewSet, basename="step")
 router.register("gates", GateViewSet, basename="gate")
 router.register("callbacks", CallbackViewSet, basename="callback")
+router.register("budgets", BudgetViewSet, basename="budget")
 resources: list[URLPattern | URLResolver] = [*router.urls]
 
 

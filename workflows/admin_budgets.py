@@ -1,0 +1,240 @@
+"""The budgets page of the admin: usage budget counters, and raising or resetting one.
+
+Counters are read-only rows; the two actions are confirmation pages (what will change,
+and how much held work it lets start) whose POST calls
+:mod:`workflows.budget_services` with ``user=request.user``. Who did it is recorded as
+an admin ``LogEntry`` on the counter (its history page) and in the
+``workflows.budgets`` log. Viewing needs ``workflows.view_run``, acting
+``workflows.operate_run``, as for runs.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from workflows import budget_services
+from workflows.admin_readonly import ReadOnlyMixin
+from workflows.admin_runs import badge
+from workflows.budget_services import BudgetView
+from workflows.engine.budgets import LARGEST, BudgetChange
+from workflows.errors import WorkflowError
+from workflows.models import BudgetCounter
+
+
+def number(value: Any) -> str:
+    """``12.500000`` as ``12.5``."""
+    return format(value.normalize(), "f")
+
+
+class RaiseForm(forms.Form):
+    limit = forms.DecimalField(
+        min_value=0,
+        max_value=LARGEST - 1,
+        max_digits=24,
+        decimal_places=6,
+        help_text="The new limit. Steps and items this budget holds start again.",
+    )
+
+
+class ResetForm(forms.Form):
+    pass
+
+
+ACTIONS = {
+    "raise": ("Raise budget", RaiseForm),
+    "reset": ("Reset budget", ResetForm),
+}
+
+
+@admin.register(BudgetCounter)
+class BudgetCounterAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    """Usage budgets: used of limit in the current period, what they hold, actions."""
+
+    list_display = (
+        "workflow_name",
+        "dimension",
+        "scope",
+        "usage",
+        "limit_shown",
+        "period_ends",
+        "when_exhausted",
+        "held",
+        "operations",
+    )
+    list_display_links = None
+    list_filter = ("workflow_name", "dimension")
+    search_fields = ("scope_key",)
+    search_help_text = "A business key (or its start)."
+    list_per_page = 50
+    ordering = ("workflow_name", "dimension", "scope_key")
+    change_list_template = "workflows/admin/budget_change_list.html"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[BudgetCounter]:
+        return budget_services.budget_counters()
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[BudgetCounter], search_term: str
+    ) -> tuple[QuerySet[BudgetCounter], bool]:
+        term = search_term.strip()
+        return (queryset.filter(scope_key__startswith=term) if term else queryset), False
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm("workflows.view_run")
+
+    def has_operate_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("workflows.operate_run")
+
+    def get_list_display(self, request: HttpRequest) -> tuple[str, ...]:
+        shown = tuple(super().get_list_display(request))
+        if self.has_operate_permission(request):
+            return shown
+        return tuple(name for name in shown if name != "operations")
+
+    def _view(self, counter: BudgetCounter) -> BudgetView:
+        if not hasattr(counter, "_budget_view"):
+            counter._budget_view = budget_services.budget_view(counter)
+        return counter._budget_view
+
+    @admin.display(description="business key", ordering="scope_key")
+    def scope(self, counter: BudgetCounter) -> str:
+        return counter.scope_key or "(whole workflow)"
+
+    @admin.display(description="used")
+    def usage(self, counter: BudgetCounter) -> SafeString:
+        view = self._view(counter)
+        share = 100 if view.limit == 0 else min(100, int(view.used * 100 / view.limit))
+        state = "exhausted" if view.exhausted else "ok"
+        return format_html(
+            '<span class="wf-usage {}" title="{}% of the limit">'
+            '<span class="wf-usage-bar"><span style="width: {}%"></span></span> {}</span>',
+            state,
+            share,
+            share,
+            number(view.used),
+        )
+
+    @admin.display(description="limit", ordering="limit")
+    def limit_shown(self, counter: BudgetCounter) -> str:
+        return number(counter.limit)
+
+    @admin.display(description="period ends")
+    def period_ends(self, counter: BudgetCounter) -> Any:
+        view = self._view(counter)
+        if view.period is None:
+            return "no period"
+        return view.period_ends_at or "at the next report"
+
+    @admin.display(description="when used up")
+    def when_exhausted(self, counter: BudgetCounter) -> SafeString | str:
+        view = self._view(counter)
+        if view.on_exhausted is None:
+            return "(not declared)"
+        label = f"{view.on_exhausted}s" if view.on_exhausted == "hold" else "fails"
+        return badge("waiting" if view.on_exhausted == "hold" else "failed", label)
+
+    @admin.display(description="held work")
+    def held(self, counter: BudgetCounter) -> SafeString | int:
+        view = self._view(counter)
+        if not view.held:
+            return 0
+        return badge("paused", f"{view.held} held")
+
+    @admin.display(description="")
+    def operations(self, counter: BudgetCounter) -> SafeString:
+        site = self.admin_site.name
+        return format_html(
+            '<a class="button" href="{}">Raise…</a> <a class="button" href="{}">Reset…</a>',
+            reverse(f"{site}:workflows_budget_act", args=[counter.pk, "raise"]),
+            reverse(f"{site}:workflows_budget_act", args=[counter.pk, "reset"]),
+        )
+
+    def get_urls(self) -> list[URLPattern]:
+        wrap = self.admin_site.admin_view
+        return [
+            path(
+                "<int:counter_id>/act/<str:verb>/",
+                wrap(partial(budget_action, self)),
+                name="workflows_budget_act",
+            ),
+            *super().get_urls(),
+        ]
+
+
+def budget_action(
+    model_admin: BudgetCounterAdmin, request: HttpRequest, counter_id: int, verb: str
+) -> HttpResponse:
+    """GET: the confirmation page of raising or resetting one budget. POST: do it."""
+    if not model_admin.has_operate_permission(request):
+        raise PermissionDenied
+    site = model_admin.admin_site.name
+    list_url = reverse(f"{site}:workflows_budgetcounter_changelist")
+    try:
+        counter = budget_services.get_budget(counter_id)
+    except BudgetCounter.DoesNotExist as exc:
+        messages.error(request, str(exc))
+        return HttpResponseRedirect(list_url)
+    if verb not in ACTIONS:
+        messages.error(request, f"There is no budget action called “{verb}”.")
+        return HttpResponseRedirect(list_url)
+    title, form_class = ACTIONS[verb]
+    view = budget_services.budget_view(counter)
+    posted = request.POST if request.method == "POST" else None
+    form = form_class(posted, initial={"limit": number(counter.limit)})
+    if request.method == "POST" and form.is_valid():
+        try:
+            change = _perform(verb, counter, form.cleaned_data, request.user)
+        except (WorkflowError, PermissionDenied) as error:
+            text = error.message if isinstance(error, WorkflowError) else str(error)
+            messages.error(request, f"{title} refused: {text} Nothing changed.")
+            return HttpResponseRedirect(list_url)
+        what = _described(verb, change)
+        model_admin.log_change(request, counter, what)
+        messages.success(request, f"{counter.workflow_name} {counter.dimension}: {what}.")
+        return HttpResponseRedirect(list_url)
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "title": f"{title} “{counter.dimension}” of {counter.workflow_name}?",
+        "opts": BudgetCounter._meta,
+        "counter": counter,
+        "view": view,
+        "verb": verb,
+        "action_title": title,
+        "form": form,
+        "list_url": list_url,
+        "used": number(view.used),
+        "limit": number(view.limit),
+    }
+    return TemplateResponse(request, "workflows/admin/budget_action.html", context)
+
+
+def _perform(verb: str, counter: BudgetCounter, data: dict[str, Any], user: Any) -> BudgetChange:
+    if verb == "raise":
+        return budget_services.raise_budget(
+            counter.workflow_name,
+            counter.dimension,
+            limit=data["limit"],
+            scope_key=counter.scope_key,
+            user=user,
+        )
+    return budget_services.reset_budget(
+        counter.workflow_name, counter.dimension, scope_key=counter.scope_key, user=user
+    )
+
+
+def _described(verb: str, change: BudgetChange) -> str:
+    if verb == "raise":
+        done = f"limit set from {number(change.limit_before)} to {number(change.limit)}"
+    else:
+        done = f"usage reset from {number(change.used_before)} to 0"
+    return f"{done}; {change.released} held steps and items released"

@@ -1,0 +1,137 @@
+"""List usage budgets; raise or reset one, releasing the work it held."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from workflows import budget_services
+from workflows.management.arguments import refusals_as_command_errors, user_named
+from workflows.management.output import table, to_json
+
+COLUMNS = (
+    "ID",
+    "WORKFLOW",
+    "DIMENSION",
+    "PER",
+    "KEY",
+    "USED",
+    "LIMIT",
+    "PERIOD ENDS",
+    "WHEN EXHAUSTED",
+    "HELD",
+)
+
+
+def _number(value: Decimal) -> str:
+    return format(value.normalize(), "f")
+
+
+def number(text: str) -> Decimal:
+    """argparse type of ``--limit``: a decimal number, refused at parse time otherwise
+    ("invalid number value")."""
+    try:
+        return Decimal(text)
+    except ArithmeticError:
+        raise ValueError(text) from None
+
+
+class Command(BaseCommand):
+    help = (
+        "Usage budgets (Workflow.budgets, counted from ctx.report_usage). Without an "
+        "action, or with 'list': every budget counter with its usage in the current "
+        "period, limit, when the period ends, what happens when it is used up, and how "
+        "many ready steps and items it holds now. 'raise WORKFLOW DIMENSION --limit N "
+        "[--key K]' sets the limit; 'reset WORKFLOW DIMENSION [--key K]' sets the usage "
+        "back to 0; both let the work the budget held start again. --key names one "
+        "business key's budget (per='business_key'); without it, the workflow's."
+    )
+
+    def add_arguments(self, parser: Any) -> None:
+        actions = parser.add_subparsers(dest="action", metavar="{list,raise,reset}")
+        listing = actions.add_parser("list", help="list the budget counters (the default)")
+        listing.add_argument("--workflow", metavar="NAME", help="only this workflow's budgets")
+        listing.add_argument("--json", action="store_true", help="print the budgets as JSON")
+        for name, text in (
+            ("raise", "set a budget's limit"),
+            ("reset", "set a budget's usage back to 0"),
+        ):
+            verb = actions.add_parser(name, help=text)
+            verb.add_argument("workflow", metavar="WORKFLOW", help="the workflow's name")
+            verb.add_argument("dimension", metavar="DIMENSION", help="the budget's dimension")
+            if name == "raise":
+                verb.add_argument(
+                    "--limit",
+                    required=True,
+                    type=number,
+                    metavar="N",
+                    help="the new limit, a number >= 0",
+                )
+            verb.add_argument(
+                "--key", default="", metavar="K", help="the business key of a per-key budget"
+            )
+            verb.add_argument("--user", metavar="U", help="username recorded as who did it")
+            verb.add_argument("--json", action="store_true", help="print the change as JSON")
+        # Listing is the default: its options work without the word "list" too.
+        parser.add_argument("--workflow", metavar="NAME", help="list only this workflow's")
+        parser.add_argument("--json", action="store_true", help="print JSON")
+        parser.set_defaults(action="list")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["action"] == "list":
+            self._list(options)
+            return
+        user = user_named(options["user"])
+        with refusals_as_command_errors():
+            if options["action"] == "raise":
+                change = budget_services.raise_budget(
+                    options["workflow"],
+                    options["dimension"],
+                    limit=options["limit"],
+                    scope_key=options["key"],
+                    user=user,
+                )
+            else:
+                change = budget_services.reset_budget(
+                    options["workflow"], options["dimension"], scope_key=options["key"], user=user
+                )
+        if options["json"]:
+            self.stdout.write(to_json(change))
+            return
+        scope = f" for business key {change.scope_key!r}" if change.scope_key else ""
+        self.stdout.write(
+            f"budget {change.dimension!r} of {change.workflow_name}{scope}: "
+            f"{_number(change.used)} used of {_number(change.limit)} "
+            f"(was {_number(change.used_before)} of {_number(change.limit_before)}); "
+            f"{change.released} held steps and items released"
+        )
+
+    def _list(self, options: dict[str, Any]) -> None:
+        views = [
+            budget_services.budget_view(counter)
+            for counter in budget_services.budget_counters(workflow=options["workflow"])
+        ]
+        if options["json"]:
+            self.stdout.write(to_json([view.as_dict() for view in views]))
+            return
+        if not views:
+            self.stdout.write("no budget has been used yet")
+            return
+        rows = (
+            [
+                view.id,
+                view.workflow_name,
+                view.dimension,
+                view.per,
+                view.scope_key,
+                _number(view.used),
+                _number(view.limit),
+                view.period_ends_at,
+                view.on_exhausted or "(not declared)",
+                view.held,
+            ]
+            for view in views
+        )
+        self.stdout.write(table(COLUMNS, rows))
