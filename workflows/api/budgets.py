@@ -66,7 +66,6 @@ class RaiseBudgetSerializer(StrictSerializer):
     limit = serializers.DecimalField(
         **_NUMBER,
         min_value=0,
-        max_value=10**18 - 1,
         help_text="the new limit: a number >= 0 (a JSON number or a decimal string)",
     )
 
