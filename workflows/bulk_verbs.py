@@ -36,6 +36,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from workflows import services
+from workflows.definitions.limits import priority_problems
 from workflows.engine.guards import RUN_VERBS, RunVerb
 from workflows.errors import InvalidInput, InvalidTransition, WorkflowError
 from workflows.models import Run, Step
@@ -81,6 +82,7 @@ _SERVICES: dict[str, _Service] = {
     "resume": _Service("resume_run", frozenset()),
     "retry": _Service("retry_run", frozenset()),
     "rerun": _Service("rerun_from", frozenset({"from_step", "reason"})),
+    "priority": _Service("change_priority", frozenset({"priority"})),
 }
 
 
@@ -241,6 +243,8 @@ def _prepare(verb: str, options: dict[str, Any], user: Any) -> tuple[RunVerb, Ca
         check_text(options["reason"], field="reason")
     if "compensate" in options and not isinstance(options["compensate"], bool):
         raise InvalidInput(f"compensate must be True or False, got {options['compensate']!r}")
+    if verb == "priority" and priority_problems(options.get("priority")):
+        raise InvalidInput(priority_problems(options.get("priority"))[0], field="priority")
     if verb == "rerun":
         if not options.get("from_step"):
             raise InvalidInput("rerun needs from_step: the name of the step to run again")

@@ -20,9 +20,10 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from workflows.conf import workflow_settings
-from workflows.engine import WORK_KINDS, fire_timer, reclaim
+from workflows.engine import WORK_KINDS, fire_timer, reclaim, slots
 from workflows.engine.operator_verbs import cancel_run
 from workflows.engine.recovery import delete_finished_runs, redispatch, repair_run
+from workflows.engine.run_limits import limit_of, slot_key, start_queued
 from workflows.errors import DefinitionMissing, RunBusy
 from workflows.executors import uses_django_q
 from workflows.hooks import deliver_events
@@ -34,6 +35,7 @@ from workflows.status import (
     RUN_HELD,
     RUN_UNWINDING,
     CompensationStatus,
+    RunStatus,
     StepStatus,
     TimerStatus,
 )
@@ -197,6 +199,35 @@ def cancel_orphaned_children(*, limit: int = 1000, dry_run: bool = False) -> Sca
     )
 
 
+def start_queued_runs(*, limit: int = 1000, dry_run: bool = False) -> ScanResult:
+    """Start queued runs whose workflow has a free place under ``max_concurrent_runs``.
+
+    The transition that ends a run starts the next queued one itself; this is the
+    backstop for places freed otherwise (a run deleted, a limit raised or removed in a
+    new deploy). ``found`` counts the queued runs that free places allow to start,
+    ``skipped`` those another transaction held (they start on a later pass).
+    """
+    result = ScanResult()
+    queued = Run.objects.filter(status=RunStatus.QUEUED)
+    names = list(queued.order_by().values_list("workflow_name", flat=True).distinct()[:limit])
+    for name in names:
+        waiting = queued.filter(workflow_name=name).count()
+        places = limit_of(name)
+        free = waiting if places is None else max(0, places - slots.held(slot_key(name)))
+        result.found += min(waiting, free)
+        if dry_run or not free:
+            continue
+        try:
+            filled = start_queued(name)
+        except Exception:
+            result.errors += 1
+            logger.exception("queued runs of %s: start failed; continuing", name)
+            continue
+        result.done += filled.started
+        result.skipped += filled.skipped
+    return result
+
+
 def purge_finished_runs(
     *, older_than: Any = None, limit: int = 1000, dry_run: bool = False
 ) -> ScanResult:
@@ -272,6 +303,7 @@ RECOVERY_SCANNERS: dict[str, Callable[..., ScanResult]] = {
     "redispatch_unclaimed": redispatch_unclaimed,
     "repair_stuck_runs": repair_stuck_runs,
     "cancel_orphaned_children": cancel_orphaned_children,
+    "start_queued_runs": start_queued_runs,
     "purge_finished_runs": purge_finished_runs,
     "deliver_hooks": deliver_hooks,
     "send_webhooks": send_webhooks,

@@ -19,12 +19,15 @@ from django.db import models
 from workflows import engine
 from workflows.approvals import decidable_by, may_override_claim, signed_in
 from workflows.definitions import WaitForSignal, Workflow, registry
+from workflows.definitions.limits import priority_problems
 from workflows.engine import operator_verbs, pause, rerun, terminate
 from workflows.engine.callbacks import resolve_callback
 from workflows.engine.children import cancel_children, terminate_children
 from workflows.engine.gates import claim_gate as claim_in_run
 from workflows.engine.gates import decide_gate
 from workflows.engine.gates import unclaim_gate as unclaim_in_run
+from workflows.engine.guards import PRIORITY
+from workflows.engine.priority import change_priority as set_priority
 from workflows.engine.signals import send_signal as deliver_signal
 from workflows.errors import (
     DefinitionError,
@@ -38,12 +41,13 @@ from workflows.errors import (
 )
 from workflows.models import Run, Signal, Step
 from workflows.queries import get_run, get_step
-from workflows.status import Decision, StepStatus
+from workflows.status import Decision, RunStatus, StepStatus
 from workflows.validation import check_json, check_text, max_length
 
 __all__ = [
     "approve_gate",
     "cancel_run",
+    "change_priority",
     "claim_gate",
     "complete_callback",
     "fail_callback",
@@ -69,6 +73,7 @@ def start_run(
     business_key: str | None = None,
     user: Any = None,
     subject: models.Model | None = None,
+    priority: int | None = None,
 ) -> Run:
     """Start a run of ``workflow`` (a registered name, latest version, or a class).
 
@@ -83,8 +88,14 @@ def start_run(
     ``Run.objects.for_object``); an unsaved instance or any other value is
     :class:`InvalidInput`. It is not part of the idempotency fingerprint, and child
     runs do not inherit it.
+
+    ``priority`` (-1000 to 1000; default the workflow's ``default_priority``) orders
+    the run's ready work, and the run in its workflow's queue while it waits for a
+    place under ``max_concurrent_runs``; anything else is :class:`InvalidInput`.
     """
     definition = registry.resolve(workflow)
+    if priority is not None:
+        _check_priority(priority)
     check_text(
         definition.name,
         field=f"the name of {definition.label()}",
@@ -108,7 +119,14 @@ def start_run(
         business_key=business_key,
         user=user,
         subject=subject,
+        priority=priority,
     )
+
+
+def _check_priority(value: Any) -> None:
+    problems = priority_problems(value)
+    if problems:
+        raise InvalidInput(problems[0], field="priority")
 
 
 def _check_subject(subject: Any) -> None:
@@ -541,3 +559,33 @@ def rerun_from(
         name = target.name
     rerun.rerun_from(run_id, name, reason=reason, user=user)
     return Run.objects.get(pk=run_id)
+
+
+def change_priority(run: Run | UUID | str, priority: int, *, user: Any = None) -> Run:
+    """Give a run (and its live child runs) another priority, -1000 to 1000.
+
+    The run's unstarted steps, fan-out items and compensations whose node declares no
+    priority of its own take the new one; a queued run moves in its workflow's queue.
+    The history records who changed it (``run.priority_changed``). Refused for a run
+    that has ended (:class:`InvalidTransition`) and for a priority out of range or not
+    an integer (:class:`InvalidInput`). Children are changed after the parent, each in
+    its own transition (a child is never locked while its parent is held); a child that
+    ends meanwhile is left as it is.
+    """
+    _check_priority(priority)
+    run_id = _run_id(run)
+    set_priority(run_id, priority, user=user)
+    _change_children(run_id, priority, user)
+    return Run.objects.get(pk=run_id)
+
+
+def _change_children(run_id: UUID, priority: int, user: Any) -> None:
+    live = PRIORITY.accepts - {RunStatus.QUEUED}  # children are never queued
+    for child_id in Run.objects.filter(parent_run_id=run_id, status__in=live).values_list(
+        "id", flat=True
+    ):
+        try:
+            set_priority(child_id, priority, user=user)
+        except InvalidTransition:  # it ended meanwhile
+            continue
+        _change_children(child_id, priority, user)

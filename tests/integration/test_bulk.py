@@ -154,7 +154,7 @@ def test_dry_run_counts_and_gives_each_runs_reason_and_writes_nothing(mixed):
     for run in mixed["failed"] + mixed["completed"]:
         item = items[str(run.pk)]
         assert (item.status, item.outcome) == (run.status, "skipped")
-        assert item.reason == f"run is {run.status}; cancel needs paused, pending, running, waiting"
+        assert item.reason == f"run is {run.status}; cancel needs paused, pending, queued, running, waiting"
 
 
 def test_dry_run_is_the_default_and_reads_the_verbs_own_guard(mixed):
@@ -333,7 +333,7 @@ def test_command_dry_run_prints_a_line_per_run_and_totals(mixed):
     completed = mixed["completed"][0]
     assert (
         f"run {completed.pk}: completed: skipped "
-        "(run is completed; cancel needs paused, pending, running, waiting)"
+        "(run is completed; cancel needs paused, pending, queued, running, waiting)"
     ) in lines
 
 

@@ -13,10 +13,17 @@ from dataclasses import dataclass
 from workflows.errors import InvalidTransition
 from workflows.status import (
     RUN_ACTIVE,
+    RUN_ALIVE,
     RUN_FINAL,
     RUN_UNWINDING,
     RunStatus,
     StepStatus,
+)
+
+# Why a queued run refuses a verb, besides the statuses the verb needs.
+_QUEUED = (
+    "run is queued: it waits for a place under its workflow's max_concurrent_runs and "
+    "nothing of it has started"
 )
 
 
@@ -32,6 +39,8 @@ class RunVerb:
         """``None`` when a run in ``status`` accepts this verb, else the reason."""
         if status in self.accepts:
             return None
+        if status == RunStatus.QUEUED:
+            return f"{_QUEUED}; {self.name} needs {_listed(self.accepts)}"
         return f"run is {status}; {self.name} needs {_listed(self.accepts)}"
 
     def check(self, run_id: object, status: str) -> None:
@@ -54,7 +63,8 @@ class StepVerb:
         if step_status not in self.accepts:
             return f"step is {step_status}; {self.name} needs {_listed(self.accepts)}"
         if run_status not in self.run_accepts:
-            return f"run is {run_status}; {self.name} needs a run {_listed(self.run_accepts)}"
+            state = _QUEUED if run_status == RunStatus.QUEUED else f"run is {run_status}"
+            return f"{state}; {self.name} needs a run {_listed(self.run_accepts)}"
         return None
 
     def check(self, step_name: str, step_status: str, run_status: str) -> None:
@@ -71,12 +81,12 @@ def _listed(statuses: frozenset[str]) -> str:
 
 CANCEL = RunVerb(
     "cancel",
-    RUN_ACTIVE | {RunStatus.PAUSED},
+    RUN_ACTIVE | {RunStatus.PAUSED, RunStatus.QUEUED},
     "stop the run and compensate what it completed",
 )
 TERMINATE = RunVerb(
     "terminate",
-    RUN_ACTIVE | RUN_UNWINDING | {RunStatus.PAUSED},
+    RUN_ACTIVE | RUN_UNWINDING | {RunStatus.PAUSED, RunStatus.QUEUED},
     "stop the run at once, without compensation; running attempts lose their lease",
 )
 PAUSE = RunVerb("pause", RUN_ACTIVE, "start nothing new until resumed; running work finishes")
@@ -91,8 +101,15 @@ RERUN = RunVerb(
     frozenset({RunStatus.FAILED, RunStatus.COMPLETED, RunStatus.CANCELLED}),
     "run a step and everything downstream of it again",
 )
+# Any run not over: a queued run moves in its queue, a started one's unstarted work
+# is claimed sooner or later.
+PRIORITY = RunVerb(
+    "priority",
+    RUN_ALIVE | RUN_UNWINDING | {RunStatus.QUEUED},
+    "change the run's priority and that of its work not yet started",
+)
 RUN_VERBS: dict[str, RunVerb] = {
-    verb.name: verb for verb in (CANCEL, TERMINATE, PAUSE, RESUME, RETRY, RERUN)
+    verb.name: verb for verb in (CANCEL, TERMINATE, PAUSE, RESUME, RETRY, RERUN, PRIORITY)
 }
 
 RETRY_STEP = StepVerb(
@@ -119,3 +136,4 @@ SKIP_STEP = StepVerb(
 STEP_VERBS: dict[str, StepVerb] = {verb.name: verb for verb in (RETRY_STEP, SKIP_STEP)}
 
 assert RERUN.accepts <= RUN_FINAL
+assert not PRIORITY.accepts & RUN_FINAL

@@ -68,9 +68,22 @@ def when_run_ends(hook: RunEnded) -> RunEnded:
     return hook
 
 
+# Called in the same transaction when a run that had ended is brought back (a retry, a
+# rerun); a hook may refuse by raising, which rolls the whole transition back.
+_RUN_REVIVED_HOOKS: list[RunEnded] = []
+
+
+def when_run_revives(hook: RunEnded) -> RunEnded:
+    """Register ``hook(run, events)`` to run inside every transition that takes a run
+    from a final status back to an unfinished one."""
+    _RUN_REVIVED_HOOKS.append(hook)
+    return hook
+
+
 def set_run_status(run: Run, status: RunStatus, events: EventLog, **changes: Any) -> None:
     """Compare-and-set the run from its status to ``status``; raise :class:`StaleState`
-    if it moved. Hooks registered with :func:`when_run_ends` run when it ends."""
+    if it moved. Hooks registered with :func:`when_run_ends` run when it ends, those
+    registered with :func:`when_run_revives` when it comes back from a final status."""
     source = run.status
     if status in RUN_FINAL:
         changes.setdefault("finished_at", db_now())
@@ -92,6 +105,9 @@ def set_run_status(run: Run, status: RunStatus, events: EventLog, **changes: Any
     events.add(run.pk, f"run.{status}", source=source)
     if status in RUN_FINAL:
         for hook in _RUN_ENDED_HOOKS:
+            hook(run, events)
+    elif source in RUN_FINAL:
+        for hook in _RUN_REVIVED_HOOKS:
             hook(run, events)
 
 

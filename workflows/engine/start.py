@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from typing import Any
+from uuid import uuid4
 
 from django.db import IntegrityError, models
 from django.utils import timezone
 
 from workflows.definitions import LeasedNode, Workflow, registry
 from workflows.definitions.limits import priority_problems
+from workflows.engine import run_limits
 from workflows.engine.advance import Advancer
 from workflows.engine.events import EventLog
 from workflows.engine.fingerprint import fingerprint
@@ -128,19 +130,27 @@ def create_run(
     parent's ``events``; it does not inherit the parent's ``subject`` (the parent's
     subject is one ``parent_run`` away, and a child started per item is usually about
     something else). A child has its parent's priority.
+
+    A top-level run of a workflow with ``max_concurrent_runs`` takes a place under it
+    here, or is created ``queued``: its steps are written, nothing is entered, and it
+    starts when a place frees up (:mod:`workflows.engine.run_limits`). A child run
+    always starts: its parent already holds a place.
     """
+    run_id = uuid4()
+    admitted = parent is not None or run_limits.admit(definition, run_id)
     run = Run.objects.create(
+        id=run_id,
         workflow_name=definition.name,
         workflow_version=definition.version,
         snapshot=definition.snapshot(),
-        status=RunStatus.RUNNING,
+        status=RunStatus.RUNNING if admitted else RunStatus.QUEUED,
         input=data,
         input_hash=input_hash or fingerprint(data),
         idempotency_key=idempotency_key,
         business_key=business_key,
         **(subject_of(subject) if subject is not None else {}),
         created_by=user if getattr(user, "is_authenticated", False) else None,
-        started_at=timezone.now(),
+        started_at=timezone.now() if admitted else None,
         parent_run=parent,
         parent_step_id=parent_step_id,
         parent_item_id=parent_item_id,
@@ -162,15 +172,22 @@ def create_run(
         ],
     )
     scope = RunScope(run, definition, events=events)
+    if admitted:
+        kind = "run.started"
+        about = {"parent_run": str(parent.pk)} if parent is not None else {}
+    else:
+        kind = "run.queued"
+        about = {"priority": priority, "max_concurrent_runs": run_limits.limit_of(definition.name)}
     scope.events.add(
         run.pk,
-        "run.started",
+        kind,
         workflow=definition.name,
         version=definition.version,
         idempotency_key=idempotency_key,
-        **({"parent_run": str(parent.pk)} if parent is not None else {}),
+        **about,
     )
-    scope.advancer.start()
+    if admitted:
+        scope.advancer.start()
     return scope
 
 
