@@ -202,3 +202,59 @@ def batch_costs(batch_size: int) -> tuple[int, int]:
 def test_a_batch_of_items_costs_the_same_queries_whatever_its_size():
     assert batch_costs(2) == (BATCH_CLAIM_QUERIES, CHAINED_BATCH_QUERIES)
     assert batch_costs(50) == (BATCH_CLAIM_QUERIES, CHAINED_BATCH_QUERIES)
+
+
+# Claiming a step: read it with its run, compare-and-set it, insert its event.
+CLAIM_QUERIES = 3
+# Under a concurrency key (its slots created by an earlier claim): the free slots read
+# (locked) and one compare-and-set more.
+CLAIM_WITH_SLOT_QUERIES = CLAIM_QUERIES + 2
+# Under a rate limit: its bucket read (locked) and its starts written.
+CLAIM_WITH_RATE_QUERIES = CLAIM_QUERIES + 2
+# Ending an attempt that held a slot: the slot emptied, and the best unit held on its
+# key looked for among steps and items.
+SLOT_RELEASE_QUERIES = 3
+
+
+def per_customer(ctx):
+    return f"customer:{ctx.input['customer']}"
+
+
+class Keyed(Workflow):
+    name = "budget_keyed"
+    work = Task(NOOP, concurrency_key=per_customer, max_concurrent=2)
+
+
+class Throttled(Workflow):
+    name = "budget_throttled"
+    work = Task(NOOP, rate_limit="1000/s")
+
+
+class Unlimited(Workflow):
+    name = "budget_unlimited"
+    work = Task(NOOP)
+
+
+def claim_and_complete_costs(workflow: type[Workflow]) -> tuple[int, int]:
+    """Statements of claiming a step (after a first one warmed the limit's rows), and of
+    completing it."""
+    warm = workflows.start_run(workflow, {"customer": 1})
+    complete_work(claim_step(Step.objects.get(run=warm).pk, "w"), None)
+    run = workflows.start_run(workflow, {"customer": 1})
+    step_id = Step.objects.get(run=run).pk
+    with CaptureQueriesContext(connection) as claimed:
+        lease = claim_step(step_id, "w")
+    with CaptureQueriesContext(connection) as completed:
+        complete_work(lease, None)
+    return len(statements(claimed)), len(statements(completed))
+
+
+def test_limits_cost_a_fixed_number_of_queries_more_at_the_claim():
+    plain_claim, plain_completion = claim_and_complete_costs(Unlimited)
+    assert plain_claim == CLAIM_QUERIES
+    keyed_claim, keyed_completion = claim_and_complete_costs(Keyed)
+    assert keyed_claim == CLAIM_WITH_SLOT_QUERIES
+    assert keyed_completion == plain_completion + SLOT_RELEASE_QUERIES
+    throttled_claim, throttled_completion = claim_and_complete_costs(Throttled)
+    assert throttled_claim == CLAIM_WITH_RATE_QUERIES
+    assert throttled_completion == plain_completion
