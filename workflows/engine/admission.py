@@ -29,7 +29,7 @@ from workflows.conf import workflow_settings
 from workflows.context import Context
 from workflows.definitions import LeasedNode, Workflow
 from workflows.definitions.limits import RateLimit, Route
-from workflows.engine import rates, slots
+from workflows.engine import budgets, rates, slots
 from workflows.engine.dbapi import fetch_all
 from workflows.engine.sql import ClaimRow, _db, _quote, cas_update
 from workflows.engine.work_kinds import ITEM, STEP, WorkKind
@@ -117,6 +117,11 @@ def admit(
     """
     if not limited(workflow, node):
         return Admitted()
+    exhausted = budgets.exhausted(workflow, row) if workflow.budgets else None  # type: ignore[arg-type]
+    if exhausted is not None:
+        if exhausted.on_exhausted == "fail":
+            return Admitted(refusal=exhausted.error())
+        return Hold(exhausted.held_on)
     holder = None
     if node.concurrency_key is not None:
         try:

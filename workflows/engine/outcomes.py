@@ -56,6 +56,11 @@ def _fenced_update(lease: Lease, **changes: Any) -> bool:
     return updated
 
 
+def _retryable(lease: Lease, exc: BaseException) -> bool:
+    """A refused start (``engine.admission``) is never retried: the limit refuses again."""
+    return lease.refusal is None and lease.retry.is_retryable(exc)
+
+
 def _free_slot(scope: RunScope, lease: Lease) -> None:
     holder = attempt_holder(lease)
     if holder is not None:
@@ -227,7 +232,7 @@ def fail_attempt(lease: Lease, exc: BaseException) -> str:
     fails its run; an item counts against its fan-out's tolerance; a compensation
     leaves its run ``compensation_failed``. Fenced like :func:`complete_work`.
     """
-    delay = lease.retry_delay() if lease.retry.is_retryable(exc) else None
+    delay = lease.retry_delay() if _retryable(lease, exc) else None
     outcome = _fail(lease, error_from_exception(exc, attempt=lease.attempt), delay)
     _raise_if_rejected(outcome, lease)
     return outcome
@@ -302,7 +307,7 @@ def record_batch(
         (
             lease,
             error_from_exception(exc, attempt=lease.attempt),
-            lease.retry_delay() if lease.retry.is_retryable(exc) else None,
+            lease.retry_delay() if _retryable(lease, exc) else None,
         )
         for lease, exc in failed
     ]
