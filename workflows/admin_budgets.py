@@ -16,10 +16,11 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
@@ -33,8 +34,8 @@ from workflows.models import BudgetCounter
 
 
 def number(value: Any) -> str:
-    """``12.500000`` as ``12.5``."""
-    return format(value.normalize(), "f")
+    """``12.500000`` as ``12.5``, ``2000000`` as ``2,000,000``."""
+    return format(value.normalize(), ",f")
 
 
 class RaiseForm(forms.Form):
@@ -62,20 +63,18 @@ class BudgetCounterAdmin(ReadOnlyMixin, admin.ModelAdmin):
     """Usage budgets: used of limit in the current period, what they hold, actions."""
 
     list_display = (
-        "workflow_name",
+        "workflow",
         "dimension",
         "scope",
         "usage",
-        "limit_shown",
         "period_ends",
         "when_exhausted",
         "held",
         "operations",
     )
     list_display_links = None
-    list_filter = ("workflow_name", "dimension")
-    search_fields = ("scope_key",)
-    search_help_text = "A business key (or its start)."
+    search_fields = ("workflow_name", "scope_key")
+    search_help_text = "A workflow's name or a business key (or their start)."
     list_per_page = 50
     ordering = ("workflow_name", "dimension", "scope_key")
     change_list_template = "workflows/admin/budget_change_list.html"
@@ -87,7 +86,20 @@ class BudgetCounterAdmin(ReadOnlyMixin, admin.ModelAdmin):
         self, request: HttpRequest, queryset: QuerySet[BudgetCounter], search_term: str
     ) -> tuple[QuerySet[BudgetCounter], bool]:
         term = search_term.strip()
-        return (queryset.filter(scope_key__startswith=term) if term else queryset), False
+        if not term:
+            return queryset, False
+        return queryset.filter(
+            Q(scope_key__startswith=term) | Q(workflow_name__startswith=term)
+        ), False
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        return super().changelist_view(request, {"title": "Usage budgets", **(extra_context or {})})
+
+    @admin.display(description="workflow", ordering="workflow_name")
+    def workflow(self, counter: BudgetCounter) -> str:
+        return counter.workflow_name
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return request.user.has_perm("workflows.view_run")
@@ -108,32 +120,31 @@ class BudgetCounterAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
     @admin.display(description="business key", ordering="scope_key")
     def scope(self, counter: BudgetCounter) -> str:
-        return counter.scope_key or "(whole workflow)"
+        return counter.scope_key or "(all runs)"
 
-    @admin.display(description="used")
+    @admin.display(description="used of limit")
     def usage(self, counter: BudgetCounter) -> SafeString:
         view = self._view(counter)
         share = 100 if view.limit == 0 else min(100, int(view.used * 100 / view.limit))
         state = "exhausted" if view.exhausted else "ok"
         return format_html(
             '<span class="wf-usage {}" title="{}% of the limit">'
-            '<span class="wf-usage-bar"><span style="width: {}%"></span></span> {}</span>',
+            '<span class="wf-usage-bar"><span style="width: {}%"></span></span> {} of {}</span>',
             state,
             share,
             share,
             number(view.used),
+            number(view.limit),
         )
-
-    @admin.display(description="limit", ordering="limit")
-    def limit_shown(self, counter: BudgetCounter) -> str:
-        return number(counter.limit)
 
     @admin.display(description="period ends")
     def period_ends(self, counter: BudgetCounter) -> Any:
         view = self._view(counter)
         if view.period is None:
             return "no period"
-        return view.period_ends_at or "at the next report"
+        if view.period_ends_at is None:
+            return "at the next report"
+        return f"{timezone.localtime(view.period_ends_at):%Y-%m-%d %H:%M}"
 
     @admin.display(description="when used up")
     def when_exhausted(self, counter: BudgetCounter) -> SafeString | str:
@@ -143,18 +154,18 @@ class BudgetCounterAdmin(ReadOnlyMixin, admin.ModelAdmin):
         label = f"{view.on_exhausted}s" if view.on_exhausted == "hold" else "fails"
         return badge("waiting" if view.on_exhausted == "hold" else "failed", label)
 
-    @admin.display(description="held work")
+    @admin.display(description="held")
     def held(self, counter: BudgetCounter) -> SafeString | int:
         view = self._view(counter)
         if not view.held:
             return 0
-        return badge("paused", f"{view.held} held")
+        return badge("paused", str(view.held))
 
     @admin.display(description="")
     def operations(self, counter: BudgetCounter) -> SafeString:
         site = self.admin_site.name
         return format_html(
-            '<a class="button" href="{}">Raise…</a> <a class="button" href="{}">Reset…</a>',
+            '<a href="{}">Raise</a> · <a href="{}">Reset</a>',
             reverse(f"{site}:workflows_budget_act", args=[counter.pk, "raise"]),
             reverse(f"{site}:workflows_budget_act", args=[counter.pk, "reset"]),
         )
@@ -190,7 +201,7 @@ def budget_action(
     title, form_class = ACTIONS[verb]
     view = budget_services.budget_view(counter)
     posted = request.POST if request.method == "POST" else None
-    form = form_class(posted, initial={"limit": number(counter.limit)})
+    form = form_class(posted, initial={"limit": format(counter.limit.normalize(), "f")})
     if request.method == "POST" and form.is_valid():
         try:
             change = _perform(verb, counter, form.cleaned_data, request.user)

@@ -482,7 +482,11 @@ def test_the_admin_lists_budgets_and_raises_one_after_confirmation(client, recor
     page = client.get(reverse(BUDGETS))
     assert page.status_code == 200
     text = page.content.decode()
-    assert "budget_metered" in text and "(whole workflow)" in text and "1 held" in text
+    assert (
+        "budget_metered" in text
+        and "(all runs)" in text
+        and 'class="wf-badge st-paused">1<' in text
+    )
     assert act(counter, "raise") in text and act(counter, "reset") in text
 
     confirm = client.get(act(counter, "raise"))
