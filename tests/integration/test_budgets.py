@@ -540,3 +540,46 @@ def test_the_admin_has_no_add_change_or_delete_of_counters(client):
     )
     page = client.get(act(counter, "grow"), follow=True)
     assert "There is no budget action called “grow”." in page.content.decode()
+
+
+# -- end to end, through the claim -----------------------------------------------------
+
+
+def spend_ten(ctx):
+    ctx.report_usage("tokens", 10)
+    return ctx.step_name
+
+
+class HeldChain(Workflow):
+    name = "budget_held_chain"
+    budgets = [Budget("tokens", 10)]
+    first = Task(f"{HERE}.spend_ten")
+    second = Task(f"{HERE}.spend_ten")
+
+
+class FailingChain(Workflow):
+    name = "budget_failing_chain"
+    budgets = [Budget("tokens", 10, on_exhausted="fail")]
+    first = Task(f"{HERE}.spend_ten")
+    second = Task(f"{HERE}.spend_ten")
+
+
+def test_a_used_up_hold_budget_holds_the_next_step_until_it_is_raised():
+    run = workflows.start_run(HeldChain)
+    run_pending()
+    second = Step.objects.get(run=run, name="second")
+    assert (second.status, second.held_on) == ("ready", "budget:tokens")
+    assert raise_budget("budget_held_chain", "tokens", limit=100).released == 1
+    run_pending()
+    assert locked(run).status == "completed"
+    assert counters() == {("budget_held_chain", "tokens", ""): Decimal(20)}
+
+
+def test_a_used_up_fail_budget_fails_the_run_with_budget_exhausted():
+    run = workflows.start_run(FailingChain)
+    run_pending()
+    run = locked(run)
+    assert run.status == "failed"
+    second = Step.objects.get(run=run, name="second")
+    assert second.status == "failed"
+    assert "budget_exhausted" in str(second.error) or "exhausted" in str(second.error)
