@@ -282,10 +282,11 @@ def expired_lease(now: datetime) -> Q:
 def undispatched_unit(kind: WorkKind, now: datetime) -> Q:
     """Ready work of ``kind`` that nobody claimed within ``ATTENTION_UNDISPATCHED_GRACE``.
 
-    A paused run's ready work waits for its resume on purpose, so it does not count.
+    A paused run's ready work waits for its resume on purpose, and work a limit holds
+    (``held_on``) for its limit, so neither counts.
     """
     cutoff = now - workflow_settings.ATTENTION_UNDISPATCHED_GRACE
-    return Q(status=StepStatus.READY, updated_at__lt=cutoff) & ~Q(
+    return Q(status=StepStatus.READY, updated_at__lt=cutoff, held_on="") & ~Q(
         **{f"{kind.run_path}__status__in": RUN_HELD}
     )
 

@@ -20,7 +20,8 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from workflows.conf import workflow_settings
-from workflows.engine import WORK_KINDS, fire_timer, reclaim, slots
+from workflows.engine import ITEM, STEP, WORK_KINDS, fire_timer, reclaim, slots
+from workflows.engine.admission import nudge_held
 from workflows.engine.operator_verbs import cancel_run
 from workflows.engine.recovery import delete_finished_runs, redispatch, repair_run
 from workflows.engine.run_limits import limit_of, slot_key, start_queued
@@ -137,7 +138,9 @@ def redispatch_unclaimed(
     results = []
     for kind in WORK_KINDS:
         ids = list(
-            kind.model.objects.filter(status=StepStatus.READY, updated_at__lt=ready_before)
+            kind.model.objects.filter(
+                status=StepStatus.READY, updated_at__lt=ready_before, held_on=""
+            )
             .exclude(**{f"{kind.run_path}__status__in": RUN_HELD})
             .order_by("updated_at")
             .values_list("id", flat=True)[:limit]
@@ -145,6 +148,32 @@ def redispatch_unclaimed(
         act = functools.partial(redispatch, kind, ready_before=ready_before)
         results.append(
             _sweep(ids, lambda pk, act=act: act(pk), f"redispatch of {kind.name}", dry_run)
+        )
+    return _merge(results)
+
+
+def nudge_held_work(*, limit: int = 1000, dry_run: bool = False) -> ScanResult:
+    """Re-send, once a pass, the best unit each limit holds (``held_on``), so a hold
+    whose release was missed ends at the latest one pass later.
+
+    The transitions that free a slot, fire a rate limit's release timer or raise a
+    budget hand the held work on themselves; this covers the rest (a slot freed by a
+    cancelled run, a budget period that ended). ``found`` counts the holds, ``done``
+    the units re-sent; each claim decides again and holds its unit again, writing
+    nothing, while the limit still binds.
+    """
+    results = []
+    for kind in (STEP, ITEM):
+        holds = list(
+            kind.model.objects.filter(status=StepStatus.READY)
+            .exclude(held_on="")
+            .order_by("held_on")
+            .values_list("held_on", flat=True)
+            .distinct()[:limit]
+        )
+        act = functools.partial(nudge_held, kind)
+        results.append(
+            _sweep(holds, lambda held_on, act=act: act(held_on), f"held {kind.name}", dry_run)
         )
     return _merge(results)
 
@@ -301,6 +330,7 @@ RECOVERY_SCANNERS: dict[str, Callable[..., ScanResult]] = {
     "fire_due_timers": fire_due_timers,
     "reclaim_expired_leases": reclaim_expired_leases,
     "redispatch_unclaimed": redispatch_unclaimed,
+    "nudge_held_work": nudge_held_work,
     "repair_stuck_runs": repair_stuck_runs,
     "cancel_orphaned_children": cancel_orphaned_children,
     "start_queued_runs": start_queued_runs,

@@ -14,8 +14,9 @@ from workflows.engine import STEP, claim_step, complete_work, fail_attempt
 from workflows.engine.claims import claim
 from workflows.errors import PermanentError, WorkHeld
 from workflows.models import ConcurrencySlot, Event, RateBucket, Step, Timer
+from workflows.queries import undispatched_unit
 from workflows.routing import CAPABILITIES_ENV, QUEUES_ENV
-from workflows.scanners import reclaim_expired_leases
+from workflows.scanners import nudge_held_work, reclaim_expired_leases, redispatch_unclaimed
 from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
@@ -261,3 +262,46 @@ def test_bad_limit_declarations_name_the_step_and_the_problem(node, message):
     with pytest.raises(DefinitionError, match=message) as raised:
         type("Bad", (Workflow,), {"name": "limits_bad", "step": node}, register=False)
     assert "step 'step'" in str(raised.value)
+
+
+SENT: list = []
+
+
+class Recording:
+    """An executor that keeps what it is sent (``WORKFLOWS["EXECUTOR"]`` names it)."""
+
+    def enqueue(self, work) -> None:
+        SENT.extend(work)
+
+
+def test_the_recovery_pass_resends_work_whose_hold_was_not_handed_on(settings):
+    settings.WORKFLOWS = {**settings.WORKFLOWS, "EXECUTOR": f"{HERE}.Recording"}
+    SENT.clear()
+    first = workflows.start_run(PerCustomer, {"customer": 8})
+    second = workflows.start_run(PerCustomer, {"customer": 8})
+    claim_step(step_of(first, "charge").pk, "worker-a")
+    with pytest.raises(WorkHeld):
+        claim_step(step_of(second, "charge").pk, "worker-b")
+    SENT.clear()
+
+    # The holder leaves running by a path that does not hand its slot on.
+    Step.objects.filter(pk=step_of(first, "charge").pk).update(status="cancelled")
+    result = nudge_held_work()
+    assert (result.found, result.done) == (1, 1)
+    assert [(work.kind.name, work.unit_id) for work in SENT] == [
+        ("step", step_of(second, "charge").pk)
+    ]
+    lease = claim_step(step_of(second, "charge").pk, "worker-b")
+    assert lease.attempt == 1
+    assert step_of(second, "charge").held_on == ""
+
+
+def test_held_work_is_not_redispatched_nor_reported_undispatched():
+    first = workflows.start_run(PerCustomer, {"customer": 6})
+    second = workflows.start_run(PerCustomer, {"customer": 6})
+    claim_step(step_of(first, "charge").pk, "worker-a")
+    with pytest.raises(WorkHeld):
+        claim_step(step_of(second, "charge").pk, "worker-b")
+    later = timezone.now() + timedelta(hours=1)
+    assert redispatch_unclaimed(now=later).found == 0
+    assert not Step.objects.filter(undispatched_unit(STEP, later)).exists()

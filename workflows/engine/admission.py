@@ -31,11 +31,13 @@ from workflows.definitions import LeasedNode, Workflow
 from workflows.definitions.limits import RateLimit, Route
 from workflows.engine import budgets, rates, slots
 from workflows.engine.dbapi import fetch_all
+from workflows.engine.dispatch import enqueue
 from workflows.engine.sql import ClaimRow, _db, _quote, cas_update
+from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import ITEM, STEP, WorkKind
 from workflows.errors import PermanentError
 from workflows.executors import Work
-from workflows.models import Timer
+from workflows.models import Run, Step, Timer
 from workflows.routing import serves
 from workflows.status import StepStatus, TimerKind, TimerStatus
 
@@ -224,3 +226,35 @@ def unhold_next(kind: WorkKind, held_on: str, count: int = 1) -> list[Work]:
             held_on="",
         )
     ]
+
+
+@transition
+def nudge_held(kind: WorkKind, held_on: str) -> bool:
+    """Send the best unit of ``kind`` held on ``held_on`` to the executor again, its hold
+    kept: its claim decides once more, and holds it again (writing nothing) if the limit
+    still binds. ``False`` when no unit of an active run is held there any more.
+
+    The backstop for holds whose release was not handed on: a slot freed by a path that
+    does not (a cancelled or terminated run), a budget's period that ended.
+    """
+    table, runs = _quote(kind.model._meta.db_table), _quote(Run._meta.db_table)
+    run_column = "run_id" if kind is STEP else "step_id"
+    join = (
+        f"JOIN {runs} r ON r.id = u.run_id"
+        if kind is STEP
+        else f"JOIN {_quote(Step._meta.db_table)} s ON s.id = u.{run_column} "
+        f"JOIN {runs} r ON r.id = s.run_id"
+    )
+    active = ", ".join(["%s"] * len(kind.runs_while))
+    found = fetch_all(
+        _db(),
+        f"SELECT u.id, u.queue, u.requires FROM {table} u {join} WHERE u.status = %s "
+        f"AND u.held_on = %s AND r.status IN ({active}) "
+        "ORDER BY u.priority DESC, u.updated_at, u.id LIMIT 1",
+        [StepStatus.READY, held_on, *sorted(kind.runs_while)],
+    )
+    if not found:
+        return False
+    unit_id, queue, requires = found[0]
+    enqueue([Work(kind, unit_id, Route.of_row(queue, requires))])
+    return True

@@ -57,6 +57,7 @@ def begin_attempt(lease: Lease, row: StepRow | ClaimRow, events: EventLog) -> Le
         lease_expires_at=db_now_plus(lease.node.effective_timeout),
         started_at=db_now(),
         updated_at=db_now(),
+        held_on="",
     ):
         return None
     row.status, row.version, row.attempt = StepStatus.RUNNING, row.version + 1, attempt
@@ -104,6 +105,7 @@ def _next_attempt_for(lease: Lease) -> dict[str, Any]:
         "lease_expires_at": db_now_plus(lease.node.effective_timeout),
         "started_at": db_now(),
         "updated_at": db_now(),
+        "held_on": "",  # whatever held the unit before, it starts now
     }
 
 

@@ -135,7 +135,9 @@ def redispatch(kind: WorkKind, unit_id: int, *, ready_before: datetime) -> bool:
     it loses (returns ``False``) when a worker claimed it meanwhile.
     """
     row = (
-        kind.model.objects.filter(pk=unit_id, status=StepStatus.READY, updated_at__lt=ready_before)
+        kind.model.objects.filter(
+            pk=unit_id, status=StepStatus.READY, updated_at__lt=ready_before, held_on=""
+        )
         .only("id", "version", "queue", "requires")
         .first()
     )
