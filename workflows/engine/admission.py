@@ -64,8 +64,9 @@ class Admitted:
     refusal: Exception | None = None
 
 
-def _route(row: ClaimRow) -> Route:
-    return Route.of_row(row.queue, row.requires)
+# Compensations are never limited: undoing finished work must not wait for a budget
+# or a rate, and it runs one record at a time per run anyway.
+_LIMITED_KINDS = (STEP, ITEM)
 
 
 def rate_limits(workflow: type[Workflow], node: LeasedNode) -> list[tuple[str, RateLimit]]:
@@ -117,7 +118,7 @@ def admit(
     it with :func:`hold`), an :class:`Admitted` with a ``refusal`` that it fails. A slot
     taken here is released again when a later check holds the unit.
     """
-    if not limited(workflow, node):
+    if kind not in _LIMITED_KINDS or not limited(workflow, node):
         return Admitted()
     exhausted = budgets.exhausted(workflow, row) if workflow.budgets else None  # type: ignore[arg-type]
     if exhausted is not None:
