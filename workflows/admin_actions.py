@@ -65,6 +65,20 @@ class CancelForm(ReasonForm):
     )
 
 
+class PriorityForm(forms.Form):
+    priority = forms.IntegerField(
+        min_value=-1000,
+        max_value=1000,
+        help_text="-1000 to 1000; higher is claimed first. Steps not started yet (and "
+        "live child runs) take it too; a queued run moves in its workflow's queue.",
+    )
+
+    def __init__(self, *args: Any, run: Run | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if run is not None:
+            self.fields["priority"].initial = run.priority
+
+
 class NoOptionsForm(forms.Form):
     def __init__(self, *args: Any, run: Run | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -165,6 +179,11 @@ def _plain(service: Callable[..., Run]) -> Callable[[Run, dict[str, Any], Any], 
     return perform
 
 
+def _priority(run: Run, data: dict[str, Any], user: Any) -> str:
+    done = services.change_priority(run, data["priority"], user=user)
+    return f"has priority {done.priority} (it was {run.priority}); it is {done.status}"
+
+
 def _rerun(run: Run, data: dict[str, Any], user: Any) -> str:
     done = services.rerun_from(run, int(data["step"]), reason=data["reason"], user=user)
     return f"runs again from step #{data['step']}; it is now {done.status}"
@@ -238,6 +257,14 @@ RUN_ACTIONS: dict[str, RunAction] = {
         ),
         RunAction(
             "rerun", "Rerun from a step", RUN_VERBS["rerun"].summary, RerunForm, _rerun, "rerun"
+        ),
+        RunAction(
+            "priority",
+            "Change priority of run",
+            RUN_VERBS["priority"].summary,
+            PriorityForm,
+            _priority,
+            "priority",
         ),
         RunAction(
             "retry_step",

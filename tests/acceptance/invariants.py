@@ -143,3 +143,28 @@ def queue_failures() -> list[str]:
         f"{name}: {str(result)[-500:]}"
         for name, result in QueueTask.objects.filter(success=False).values_list("name", "result")
     ]
+
+
+def most_active_at_once(runs: Iterable[UUID] | None = None, *, workflow: str = "") -> int:
+    """The most runs active at one point of the history (of ``runs``, or of ``workflow``):
+    a run is active from its ``run.started`` to its final status, in event order.
+
+    Event ids give that order on PostgreSQL too, although they are taken at insert: a
+    queued run can only start once the transaction that freed its place has committed,
+    so its ``run.started`` is inserted after that run's final event.
+    """
+    history = Event.objects.order_by("id")
+    if runs is not None:
+        history = history.filter(run_id__in=list(runs))
+    if workflow:
+        history = history.filter(run__workflow_name=workflow)
+    final = {f"run.{status}" for status in RUN_FINAL}
+    active: set[UUID] = set()
+    most = 0
+    for run_id, kind in history.values_list("run_id", "type"):
+        if kind == "run.started":
+            active.add(run_id)
+        elif kind in final:
+            active.discard(run_id)
+        most = max(most, len(active))
+    return most

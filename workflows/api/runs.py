@@ -38,6 +38,7 @@ from workflows.api.serializers_runs import (
     CancelSerializer,
     EmptySerializer,
     EventSerializer,
+    PrioritySerializer,
     ReasonSerializer,
     RerunSerializer,
     RunDetailSerializer,
@@ -203,6 +204,7 @@ class RunViewSet(mixins.ListModelMixin, FlowsiteViewSet):
             idempotency_key=key,
             business_key=start.get("business_key"),
             user=request.user,
+            priority=start.get("priority"),
         )
         return run_detail(run.pk, status=200 if repeat else 201)
 
@@ -261,6 +263,7 @@ class RunViewSet(mixins.ListModelMixin, FlowsiteViewSet):
     resume = run_verb("resume", EmptySerializer, services.resume_run)
     retry = run_verb("retry", EmptySerializer, services.retry_run)
     rerun = run_verb("rerun", RerunSerializer, _rerun)
+    priority = run_verb("priority", PrioritySerializer, services.change_priority)
 
     @extend_schema(
         request=BulkSerializer,

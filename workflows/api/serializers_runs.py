@@ -37,6 +37,25 @@ class Flag(serializers.BooleanField):
         return data
 
 
+class StrictInteger(serializers.IntegerField):
+    """A JSON integer; ``"5"``, ``5.0`` and ``true`` are refused rather than coerced."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+def priority_field(**kwargs: Any) -> StrictInteger:
+    return StrictInteger(
+        min_value=-1000,
+        max_value=1000,
+        help_text="-1000 to 1000: a run's ready work is claimed before that of runs with "
+        "a lower priority, and a queued run starts before them",
+        **kwargs,
+    )
+
+
 # Requests.
 
 
@@ -55,6 +74,7 @@ class StartRunSerializer(StrictSerializer):
         max_length=255,
         help_text="instead of the Idempotency-Key header (both given must be equal)",
     )
+    priority = priority_field(required=False)
 
 
 class ReasonSerializer(StrictSerializer):
@@ -73,6 +93,12 @@ class RerunSerializer(ReasonSerializer):
     from_step = StrictCharField(
         max_length=200, help_text="the name of the step to run again, with all after it"
     )
+
+
+class PrioritySerializer(StrictSerializer):
+    """Change a run's priority (and that of its unstarted work and live children)."""
+
+    priority = priority_field()
 
 
 class EmptySerializer(StrictSerializer):
@@ -223,6 +249,7 @@ class RunDetailSerializer(RunSerializer):
         fields = [
             *RunSerializer.Meta.fields,
             "idempotency_key",
+            "priority",
             "input",
             "output",
             "error",

@@ -164,3 +164,13 @@ class Batches(Workflow):
         retry=Retry(max_attempts=3, initial_interval=timedelta(milliseconds=200)),
     )
     then = task()
+
+
+class LimitedRuns(Workflow):
+    """At most three runs at once (``max_concurrent_runs``); the others wait queued."""
+
+    name = "acceptance_limited_runs"
+    max_concurrent_runs = 3
+
+    first = task()
+    second = task("work", "first")

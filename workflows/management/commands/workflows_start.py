@@ -38,6 +38,13 @@ class Command(BaseCommand):
             metavar="KEY",
             help="your own reference for the run (an order number, ...), shown in run lists",
         )
+        parser.add_argument(
+            "--priority",
+            type=int,
+            metavar="N",
+            help="-1000 to 1000, higher is claimed first (default: the workflow's "
+            "default_priority); also the run's place in its workflow's queue",
+        )
         parser.add_argument("--json", action="store_true", help="print the run as JSON")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -51,6 +58,7 @@ class Command(BaseCommand):
                 data,
                 idempotency_key=options["idempotency_key"],
                 business_key=options["business_key"],
+                priority=options["priority"],
             )
         except WorkflowError as exc:
             raise CommandError(exc.message) from exc
