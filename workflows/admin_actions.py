@@ -260,7 +260,7 @@ RUN_ACTIONS: dict[str, RunAction] = {
         ),
         RunAction(
             "priority",
-            "Change priority of run",
+            "Change priority",
             RUN_VERBS["priority"].summary,
             PriorityForm,
             _priority,

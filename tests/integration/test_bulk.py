@@ -154,7 +154,9 @@ def test_dry_run_counts_and_gives_each_runs_reason_and_writes_nothing(mixed):
     for run in mixed["failed"] + mixed["completed"]:
         item = items[str(run.pk)]
         assert (item.status, item.outcome) == (run.status, "skipped")
-        assert item.reason == f"run is {run.status}; cancel needs paused, pending, queued, running, waiting"
+        assert item.reason == (
+            f"run is {run.status}; cancel needs paused, pending, queued, running, waiting"
+        )
 
 
 def test_dry_run_is_the_default_and_reads_the_verbs_own_guard(mixed):
