@@ -10,3 +10,7 @@ class FlowAppConfig(AppConfig):
     label = "acceptance_flowapp"
     verbose_name = "Acceptance test workflows"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # The limit tests' workflows live in a module of their own; register them too.
+        from tests.acceptance.flowapp import limits  # noqa: F401
