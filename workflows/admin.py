@@ -313,5 +313,7 @@ class RunInline(ReadOnlyMixin, GenericTabularInline):
         return "; ".join(gate.prompt or gate.name for gate in run.waiting_gates) or "-"
 
 
-# Webhook endpoints and the delivery log register themselves.
+# The Workers page (worker presence), webhook endpoints and the delivery log register
+# themselves.
+from workflows import admin_workers  # noqa: E402, F401
 from workflows.webhooks import admin as webhooks_admin  # noqa: E402, F401

@@ -60,7 +60,7 @@ def _when(moment: datetime | None, now: datetime) -> str:
 
 
 def _unit(details: Mapping[str, Any], step: str | None) -> str:
-    noun = {"STEP": "step", "ITEM": "item", "COMPENSATION": "compensation of"}.get(
+    noun = {"step": "step", "item": "item", "compensation": "compensation of"}.get(
         str(details.get("unit")), "work of"
     )
     item = f" item {details['item']}" if details.get("item") else ""
@@ -166,9 +166,21 @@ _HOLDS: dict[str, Callable[[WaitingOn, datetime], str]] = {
 def hold_text(entry: WaitingOn, now: datetime) -> str:
     """What holds the run, as one sentence for a person."""
     describe = _HOLDS.get(entry.kind)
-    if describe is None:
-        return f"{entry.kind} {entry.step or ''}: {json.dumps(entry.as_dict(), default=str)}"
-    return describe(entry, now)
+    if describe is not None:
+        return describe(entry, now)
+    if entry.details.get("message"):  # the routing and limit holds word themselves
+        return _worded(entry, now)
+    return f"{entry.kind} {entry.step or ''}: {json.dumps(entry.as_dict(), default=str)}"
+
+
+def _worded(entry: WaitingOn, now: datetime) -> str:
+    d = entry.details
+    text = str(d["message"])
+    if entry.step:
+        text = f"{_unit(d, entry.step).capitalize()}: {text}"
+    if d.get("due_at"):
+        text += f"; next start {_when(d['due_at'], now)}"
+    return text[:1].upper() + text[1:]
 
 
 def pretty(value: Any) -> str:

@@ -20,6 +20,12 @@ running it. The cluster never runs more than ``Q_CLUSTER["workers"]`` workers in
 Messages that were in the old task queue are lost with it. They are nudges only: the ORM
 broker redelivers an unacknowledged message after ``Q_CLUSTER["retry"]``, and
 ``redispatch_unclaimed`` re-sends work that stays ``ready`` for ``REDISPATCH_AFTER``.
+
+A worker serving several routes (queues, or a queue's work that requires capabilities)
+runs one such cluster per route (:class:`RouteClusters`): each reads its own broker list
+(django-q2's ``cluster=`` names it), so a message of route ``gpu+cuda`` only ever
+reaches the workers of a cluster started for that route. Only the first cluster runs
+django-q2's scheduler: every sentinel would otherwise send due schedules to its own list.
 """
 
 from __future__ import annotations
@@ -27,12 +33,14 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from multiprocessing import Event
 from multiprocessing.process import BaseProcess
 from typing import Any
 
 from django import db
+from django_q.brokers import Broker, get_broker
 from django_q.cluster import Cluster, Sentinel, get_mp_context
 from django_q.conf import Conf
 from django_q.conf import logger as q_logger
@@ -40,6 +48,8 @@ from django_q.humanhash import humanize
 from django_q.queues import Queue
 from django_q.scheduler import scheduler
 from django_q.status import Stat
+
+from workflows.definitions.limits import Route
 
 logger = logging.getLogger("workflows.cluster")
 
@@ -107,9 +117,10 @@ def _end(process: BaseProcess) -> None:
 class RenewingSentinel(Sentinel):
     """django-q2's sentinel, plus: move to new queues when a child was killed."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, run_scheduler: bool = True, **kwargs: Any) -> None:
         # Set before the base class starts guarding, which never returns.
         self.retired: list[Retired] = []
+        self.run_scheduler = run_scheduler
         super().__init__(*args, **kwargs)
 
     def guard(self) -> None:
@@ -144,7 +155,7 @@ class RenewingSentinel(Sentinel):
                 self.reincarnate(self.pusher)
             self.retire(replace=True)
             counter += cycle
-            if counter >= 30 and Conf.SCHEDULER:
+            if counter >= 30 and Conf.SCHEDULER and self.run_scheduler:
                 counter = 0
                 scheduler(broker=self.broker)
             Stat(self).save()
@@ -233,7 +244,16 @@ class RenewingSentinel(Sentinel):
 
 
 class RenewingCluster(Cluster):
-    """django-q2's cluster with :class:`RenewingSentinel` as its sentinel."""
+    """django-q2's cluster with :class:`RenewingSentinel` as its sentinel.
+
+    ``broker`` (default: the project's own ``Q_CLUSTER`` list) is the list its pusher
+    reads and its monitor acknowledges; ``run_scheduler=False`` leaves django-q2's
+    schedules to another cluster of the same command.
+    """
+
+    def __init__(self, broker: Broker | None = None, *, run_scheduler: bool = True) -> None:
+        super().__init__(broker)
+        self.run_scheduler = run_scheduler
 
     def start(self) -> int:
         """Start the sentinel and wait until it guards (as upstream 1.11.1 ``start``)."""
@@ -243,6 +263,7 @@ class RenewingCluster(Cluster):
             target=RenewingSentinel,
             name=f"Process-{uuid.uuid4().hex}",
             args=(self.stop_event, self.start_event, self.cluster_id, self.broker, self.timeout),
+            kwargs={"run_scheduler": self.run_scheduler},
         )
         self.sentinel.start()
         q_logger.info("Q Cluster %s starting.", self.name)
@@ -257,3 +278,65 @@ class RenewingCluster(Cluster):
                 )
             time.sleep(0.1)
         return self.pid
+
+
+def broker_of(route: Route) -> Broker:
+    """The broker list of ``route``: the one ``async_task(..., cluster=route.key)`` fills."""
+    return get_broker(list_key=route.key or Conf.CLUSTER_NAME)
+
+
+def cluster_name(route: Route) -> str:
+    """The django-q2 cluster (broker list) name of ``route``."""
+    return route.key or Conf.CLUSTER_NAME
+
+
+class RouteClusters:
+    """One :class:`RenewingCluster` per route, started, watched and stopped together.
+
+    Each cluster has its own sentinel, pusher, monitor and ``Q_CLUSTER["workers"]``
+    workers, and recovers from a killed child on its own. The first route's sentinel
+    runs django-q2's scheduler; the others do not (the scheduler sends a due schedule to
+    its sentinel's own list, so several would scatter the project's schedules across
+    routes; django-q2 itself tolerates several schedulers, as with several hosts).
+    """
+
+    def __init__(self, routes: Sequence[Route]) -> None:
+        self.routes = list(routes)
+        self.clusters = [
+            RenewingCluster(broker_of(route), run_scheduler=index == 0)
+            for index, route in enumerate(self.routes)
+        ]
+
+    def start(self, stop_requested: Any = None) -> None:
+        """Start each cluster in turn, unless ``stop_requested`` is set meanwhile."""
+        for cluster in self.clusters:
+            if stop_requested is not None and stop_requested.is_set():
+                return
+            if not Conf.SYNC:
+                db.connections.close_all()  # no connection of ours may cross the fork
+            cluster.start()
+
+    def started(self) -> list[RenewingCluster]:
+        return [cluster for cluster in self.clusters if cluster.sentinel is not None]
+
+    def dead(self) -> list[tuple[Route, int | None]]:
+        """The routes whose sentinel has exited, with its exit code."""
+        return [
+            (route, cluster.sentinel.exitcode)
+            for route, cluster in zip(self.routes, self.clusters, strict=True)
+            if cluster.sentinel is not None and not cluster.sentinel.is_alive()
+        ]
+
+    def stop(self) -> None:
+        """Ask every live sentinel to stop, then wait for each (its running tasks finish).
+
+        A dead sentinel's stop event is left alone, as upstream's ``Cluster.stop`` does:
+        setting a ``multiprocessing.Event`` waits for each process sleeping on it to
+        wake, and a sentinel killed in its ``wait()`` never does.
+        """
+        started = self.started()
+        for cluster in started:
+            if cluster.stop_event is not None and cluster.sentinel.is_alive():
+                cluster.stop_event.set()
+        for cluster in started:
+            cluster.sentinel.join()

@@ -11,12 +11,19 @@ expired, timer overdue, work undispatched) and the attention class from the pred
 in :mod:`workflows.queries`, the same ones that filter a list of runs by attention.
 The reads are not one snapshot: a run moving meanwhile may show a step a moment newer
 than the run row, which an operator's view can live with.
+
+Ready work that does not start says why, most specific first: no running worker serves
+its route (``worker``; one more query, the live workers, when the run has ready work
+and workers run it), a limit holds it (``concurrency``, ``rate``, ``budget``, from the
+``held_on`` the claim wrote; a concurrency hold adds one query per limit for its held
+slots, at most :data:`CONCURRENCY_KEYS_COUNTED`), else it waits for a worker to pick it
+up (``dispatch``). A ``queued`` run waits for a place under ``max_concurrent_runs``.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -27,6 +34,8 @@ from django.db.models import (
     Case,
     Count,
     F,
+    Func,
+    IntegerField,
     JSONField,
     OuterRef,
     Q,
@@ -34,12 +43,17 @@ from django.db.models import (
     Value,
     When,
 )
+from django.db.models.query import QuerySet
 from django.utils import timezone
 
-from workflows.definitions import FanOut, Workflow, registry
+from workflows.conf import workflow_settings
+from workflows.definitions import FanOut, LeasedNode, Workflow, registry
+from workflows.definitions.limits import Route
+from workflows.engine import slots
 from workflows.engine.guards import RUN_VERBS, STEP_VERBS
 from workflows.engine.work_kinds import COMPENSATION, ITEM, STEP, WorkKind
 from workflows.errors import DefinitionMissing
+from workflows.executors import uses_django_q
 from workflows.models import CompensationRecord, Event, FanOutItem, Run, Step, Timer
 from workflows.queries import (
     attention_of,
@@ -48,6 +62,7 @@ from workflows.queries import (
     overdue_timer,
     undispatched_unit,
 )
+from workflows.routing import live_workers
 from workflows.status import (
     RUN_FINAL,
     STEP_FINAL,
@@ -58,14 +73,27 @@ from workflows.status import (
     TimerStatus,
 )
 
-__all__ = ["QUERIES", "Action", "Explanation", "WaitingOn", "explain"]
+__all__ = [
+    "CONCURRENCY_KEYS_COUNTED",
+    "QUERIES",
+    "Action",
+    "Explanation",
+    "WaitingOn",
+    "explain",
+]
 
 # The queries one explanation costs: run, steps, scheduled timers, item counts, items
-# in hand, compensations in hand, live child runs.
+# in hand, compensations in hand, live child runs. Plus one, the live workers, when the
+# run has ready work and django-q2 workers run it; plus one per concurrency limit its
+# ready work is held under, for at most this many limits (a fan-out's items may each
+# have their own key); the entries of the others leave out how many slots are held.
 QUERIES = 7
+CONCURRENCY_KEYS_COUNTED = 3
 
 # The history entry a pause writes: who paused the run, and when.
 PAUSE_EVENT = "run.pause_requested"
+# What the claim writes into a held unit's ``held_on``: ``<prefix><key>``.
+CONCURRENCY, RATE, BUDGET = "concurrency:", "rate:", "budget:"
 # Units loaded one by one: the ones a worker holds or should pick up. The rest of a
 # fan-out's items are only counted.
 _ITEMS_IN_HAND = (StepStatus.READY, StepStatus.RUNNING)
@@ -81,6 +109,9 @@ _UNIT_FIELDS = (
     "lease_owner",
     "lease_expires_at",
     "updated_at",
+    "queue",
+    "requires",
+    "held_on",
 )
 
 
@@ -171,6 +202,9 @@ class _Unit:
     lease_owner: str
     lease_expires_at: datetime | None
     updated_at: datetime
+    queue: str
+    requires: str
+    held_on: str
     lease_expired: bool
     undispatched: bool
 
@@ -178,6 +212,10 @@ class _Unit:
     def holds_lease(self) -> bool:
         """A worker runs it (a fan-out step is ``running`` without a lease)."""
         return self.status == StepStatus.RUNNING and self.lease_expires_at is not None
+
+    @property
+    def route(self) -> Route:
+        return Route.of_row(self.queue, self.requires)
 
 
 def explain(run: Run | UUID | str, *, now: datetime | None = None) -> Explanation:
@@ -202,8 +240,13 @@ def explain(run: Run | UUID | str, *, now: datetime | None = None) -> Explanatio
         *(_unit(ITEM, item, item=item["item_key"]) for item in items),
         *(_unit(COMPENSATION, record, item=record["item_key"]) for record in compensations),
     ]
+    ready = [unit for unit in units if unit.status == StepStatus.READY]
+    if ready and uses_django_q():
+        reading.workers = _live_workers(now)
+    reading.held_slots = _held_slots(ready)
     waiting_on = [
         *_paused(row),
+        *_queued(reading, row),
         *(
             entry
             for step in steps
@@ -215,7 +258,7 @@ def explain(run: Run | UUID | str, *, now: datetime | None = None) -> Explanatio
         *(_compensation(reading, record) for record in compensations),
         *(_timer(reading, timer) for timer in timers),
         *(_lease(reading, unit) for unit in units if unit.holds_lease),
-        *(_dispatch(reading, unit) for unit in units if unit.status == StepStatus.READY),
+        *(_ready(reading, unit) for unit in ready),
     ]
     return Explanation(
         run=row.pk,
@@ -266,8 +309,51 @@ def _run_row(run_id: UUID | str, now: datetime) -> Run:
                     then=Subquery(last_pause.values("created_at")[:1]),
                 )
             ),
+            # Likewise counted for a queued run only: the queued runs of its workflow
+            # that start before it (highest priority first, oldest first).
+            queued_ahead=Case(
+                When(status=RunStatus.QUEUED, then=Subquery(_queued_ahead())),
+                output_field=IntegerField(),
+            ),
         ),
     )
+
+
+def _queued_ahead() -> QuerySet[Run]:
+    """The number of queued runs of the outer run's workflow that start before it."""
+    ahead = Q(priority__gt=OuterRef("priority")) | Q(
+        priority=OuterRef("priority"), created_at__lt=OuterRef("created_at")
+    )
+    ahead |= Q(
+        priority=OuterRef("priority"), created_at=OuterRef("created_at"), id__lt=OuterRef("id")
+    )
+    return (
+        Run.objects.filter(ahead, workflow_name=OuterRef("workflow_name"), status=RunStatus.QUEUED)
+        .order_by()
+        .annotate(ahead=Func(F("id"), function="COUNT"))
+        .values("ahead")
+    )
+
+
+def _live_workers(now: datetime) -> list[tuple[frozenset[str], frozenset[str]]]:
+    """What each live worker serves: its queues and its capabilities."""
+    return [
+        (frozenset(queues), frozenset(capabilities))
+        for queues, capabilities in live_workers(now).values_list("queues", "capabilities")
+    ]
+
+
+def _held_slots(ready: list[_Unit]) -> dict[str, int]:
+    """How many slots are held under each concurrency limit ready work waits on: one
+    query per limit, for the first :data:`CONCURRENCY_KEYS_COUNTED` of them."""
+    keys = sorted(
+        {
+            unit.held_on.removeprefix(CONCURRENCY)
+            for unit in ready
+            if unit.held_on.startswith(CONCURRENCY)
+        }
+    )
+    return {key: slots.held(key) for key in keys[:CONCURRENCY_KEYS_COUNTED]}
 
 
 def _steps(run_id: UUID, now: datetime) -> list[dict[str, Any]]:
@@ -400,10 +486,30 @@ class _Reading:
             for timer in timers
             if timer["kind"] != TimerKind.RETRY
         }
+        self.releases = {
+            (timer["step_id"], timer["item__key"]): timer["due_at"]
+            for timer in timers
+            if timer["kind"] == TimerKind.RELEASE
+        }
         self.workflow = _registered(run)
         self.snapshot_steps = {
             step.get("name"): step for step in (run.snapshot or {}).get("steps", [])
         }
+        # Filled by explain() when it read them: what live workers serve (None: not
+        # read, the work does not go to workers), and held slots per concurrency key.
+        self.workers: list[tuple[frozenset[str], frozenset[str]]] | None = None
+        self.held_slots: dict[str, int] = {}
+
+    def served(self, route: Route) -> bool:
+        """Whether a live worker serves ``route`` (or workers were not asked about)."""
+        return self.workers is None or any(
+            route.served_by(queues, capabilities) for queues, capabilities in self.workers
+        )
+
+    def node(self, step_id: int) -> LeasedNode | None:
+        workflow, name = self.workflow, self.step_names.get(step_id)
+        node = workflow.nodes.get(name) if workflow is not None and name else None
+        return node if isinstance(node, LeasedNode) else None
 
     def described(self, name: str) -> Mapping[str, Any]:
         """The step's node as the run's registered definition describes it, else as the
@@ -434,6 +540,40 @@ def _paused(run: Run) -> list[WaitingOn]:
         return []
     details = {"reason": run.paused_reason, "by": run.paused_by, "at": run.paused_at}
     return [WaitingOn("paused", None, details)]
+
+
+def _queued(reading: _Reading, run: Run) -> list[WaitingOn]:
+    """A run waiting for a place under its workflow's ``max_concurrent_runs``."""
+    if run.status != RunStatus.QUEUED:
+        return []
+    limit = _max_concurrent_runs(run)
+    ahead = run.queued_ahead or 0
+    runs = "run" if ahead == 1 else "runs"
+    limit_text = f" (max_concurrent_runs {limit})" if limit is not None else ""
+    return [
+        WaitingOn(
+            "queued",
+            None,
+            {
+                "workflow": run.workflow_name,
+                "ahead": ahead,
+                "max_concurrent_runs": limit,
+                "message": (
+                    f"queued behind {ahead} earlier {runs} of workflow "
+                    f"{run.workflow_name}{limit_text}"
+                ),
+            },
+        )
+    ]
+
+
+def _max_concurrent_runs(run: Run) -> int | None:
+    """The latest registered version's limit (the one admission applies), else the
+    run's snapshot's."""
+    try:
+        return registry.latest(run.workflow_name).max_concurrent_runs
+    except DefinitionMissing:
+        return (run.snapshot or {}).get("max_concurrent_runs")
 
 
 def _gate(reading: _Reading, step: dict[str, Any]) -> WaitingOn | None:
@@ -581,6 +721,103 @@ def _lease(reading: _Reading, unit: _Unit) -> WaitingOn:
             "max_attempts": unit.max_attempts,
         },
     )
+
+
+def _ready(reading: _Reading, unit: _Unit) -> WaitingOn:
+    """Why ready work has not started, most specific first: no live worker may run it,
+    a limit holds it, or it waits for a worker to pick it up."""
+    if not reading.served(unit.route):
+        return _worker(reading, unit)
+    for prefix, hold in _HELD.items():
+        if unit.held_on.startswith(prefix):
+            return hold(reading, unit, unit.held_on.removeprefix(prefix))
+    return _dispatch(reading, unit)
+
+
+def _unit_details(unit: _Unit) -> dict[str, Any]:
+    return {"unit": unit.kind.name, "item": unit.item, "since": unit.updated_at}
+
+
+def _worker(reading: _Reading, unit: _Unit) -> WaitingOn:
+    route = unit.route
+    return WaitingOn(
+        "worker",
+        reading.step_names.get(unit.step_id),
+        {
+            **_unit_details(unit),
+            "queue": route.queue,
+            "requires": sorted(route.requires),
+            "message": f"waiting for a worker of queue {route.queue!r}"
+            + _capabilities(route.requires),
+        },
+    )
+
+
+def _capabilities(names: Iterable[str]) -> str:
+    names = sorted(names)
+    if not names:
+        return ""
+    return f" with capabilit{'y' if len(names) == 1 else 'ies'} {', '.join(names)}"
+
+
+def _concurrency(reading: _Reading, unit: _Unit, key: str) -> WaitingOn:
+    node = reading.node(unit.step_id)
+    limit = node.max_concurrent if node is not None else None
+    held = reading.held_slots.get(key)
+    counted = f" ({held} of {limit} held)" if held is not None and limit is not None else ""
+    return WaitingOn(
+        "concurrency",
+        reading.step_names.get(unit.step_id),
+        {
+            **_unit_details(unit),
+            "key": key,
+            "limit": limit,
+            "held": held,
+            "message": f"waiting for a free place under concurrency limit {key}{counted}",
+        },
+    )
+
+
+def _rate(reading: _Reading, unit: _Unit, key: str) -> WaitingOn:
+    return WaitingOn(
+        "rate",
+        reading.step_names.get(unit.step_id),
+        {
+            **_unit_details(unit),
+            "key": key,
+            "limit": _rate_limit(reading, unit, key),
+            "due_at": reading.releases.get((unit.step_id, unit.item)),
+            "message": f"delayed by rate limit {key}",
+        },
+    )
+
+
+def _rate_limit(reading: _Reading, unit: _Unit, key: str) -> str | None:
+    """The limit behind rate key ``task:<workflow>.<step>`` or ``queue:<name>``."""
+    if key.startswith("queue:"):
+        return workflow_settings.QUEUE_RATE_LIMITS.get(key.removeprefix("queue:"))
+    node = reading.node(unit.step_id)
+    return node.rate_limit if node is not None else None
+
+
+def _budget(reading: _Reading, unit: _Unit, dimension: str) -> WaitingOn:
+    return WaitingOn(
+        "budget",
+        reading.step_names.get(unit.step_id),
+        {
+            **_unit_details(unit),
+            "dimension": dimension,
+            "message": f"held: budget {dimension} exhausted",
+        },
+    )
+
+
+# What a ready unit's ``held_on`` says holds it, by its prefix.
+_HELD: dict[str, Callable[[_Reading, _Unit, str], WaitingOn]] = {
+    CONCURRENCY: _concurrency,
+    RATE: _rate,
+    BUDGET: _budget,
+}
 
 
 def _dispatch(reading: _Reading, unit: _Unit) -> WaitingOn:

@@ -1,0 +1,66 @@
+"""The admin's Workers page: every ``workflows_worker`` that recorded itself, read-only.
+
+A worker writes its row when it starts and every ``WORKER_PRESENCE_INTERVAL`` while it
+runs, and deletes it when it stops cleanly (:mod:`workflows.routing`). A row not seen
+for three intervals is *gone*: its worker was killed, or its host is down or cut off
+from the database. ``explain`` judges with the same rule which ready work no live
+worker serves.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+from django.utils.safestring import SafeString
+from django.utils.timesince import timesince
+
+from workflows.admin_readonly import ReadOnlyMixin
+from workflows.admin_runs import badge
+from workflows.models import WorkerPresence
+from workflows.routing import is_live
+
+
+@admin.register(WorkerPresence)
+class WorkerPresenceAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    """Who serves which queues with which capabilities, and whether it is still there."""
+
+    list_display = ("name", "serves", "has", "started", "last_seen", "state")
+    list_display_links = None
+    search_fields = ("name",)
+    search_help_text = "A worker's host:pid, or its start."
+    ordering = ("-seen_at", "name")
+    list_per_page = 100
+
+    class Media:
+        css = {"all": ("workflows/console.css",)}
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        context = {"title": "Workers", "subtitle": None, **(extra_context or {})}
+        return super().changelist_view(request, context)
+
+    @admin.display(description="queues")
+    def serves(self, worker: WorkerPresence) -> str:
+        return ", ".join(worker.queues) or "-"
+
+    @admin.display(description="capabilities")
+    def has(self, worker: WorkerPresence) -> str:
+        return ", ".join(worker.capabilities) or "-"
+
+    @admin.display(description="started", ordering="started_at")
+    def started(self, worker: WorkerPresence) -> str:
+        return f"{timesince(worker.started_at, timezone.now(), depth=2)} ago"
+
+    @admin.display(description="last seen", ordering="seen_at")
+    def last_seen(self, worker: WorkerPresence) -> str:
+        return f"{timesince(worker.seen_at, timezone.now(), depth=1)} ago"
+
+    @admin.display(description="state")
+    def state(self, worker: WorkerPresence) -> SafeString:
+        if is_live(worker, timezone.now()):
+            return badge("completed", "alive")
+        return badge("failed", "gone")
