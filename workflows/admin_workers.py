@@ -4,11 +4,12 @@ A worker writes its row when it starts and every ``WORKER_PRESENCE_INTERVAL`` wh
 runs, and deletes it when it stops cleanly (:mod:`workflows.routing`). A row not seen
 for three intervals is *gone*: its worker was killed, or its host is down or cut off
 from the database. ``explain`` judges with the same rule which ready work no live
-worker serves.
+worker serves. Viewing needs ``workflows.view_run``, as for runs.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.contrib import admin
@@ -23,6 +24,15 @@ from workflows.models import WorkerPresence
 from workflows.routing import is_live
 
 
+def ago(moment: datetime, now: datetime, depth: int = 2) -> str:
+    """``12 seconds ago`` under a minute (a live worker's last report), else Django's
+    ``3 days, 2 hours ago``."""
+    seconds = int((now - moment).total_seconds())
+    if seconds < 60:
+        return f"{max(seconds, 0)} second{'' if seconds == 1 else 's'} ago"
+    return f"{timesince(moment, now, depth=depth)} ago"
+
+
 @admin.register(WorkerPresence)
 class WorkerPresenceAdmin(ReadOnlyMixin, admin.ModelAdmin):
     """Who serves which queues with which capabilities, and whether it is still there."""
@@ -33,9 +43,13 @@ class WorkerPresenceAdmin(ReadOnlyMixin, admin.ModelAdmin):
     search_help_text = "A worker's host:pid, or its start."
     ordering = ("-seen_at", "name")
     list_per_page = 100
+    change_list_template = "workflows/admin/workers_change_list.html"
 
     class Media:
         css = {"all": ("workflows/console.css",)}
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm("workflows.view_run")
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
@@ -53,11 +67,11 @@ class WorkerPresenceAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
     @admin.display(description="started", ordering="started_at")
     def started(self, worker: WorkerPresence) -> str:
-        return f"{timesince(worker.started_at, timezone.now(), depth=2)} ago"
+        return ago(worker.started_at, timezone.now())
 
     @admin.display(description="last seen", ordering="seen_at")
     def last_seen(self, worker: WorkerPresence) -> str:
-        return f"{timesince(worker.seen_at, timezone.now(), depth=1)} ago"
+        return ago(worker.seen_at, timezone.now(), depth=1)
 
     @admin.display(description="state")
     def state(self, worker: WorkerPresence) -> SafeString:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
@@ -80,6 +80,19 @@ def test_the_workers_page_lists_alive_and_gone_workers_read_only(client):
     delete = reverse("admin:workflows_workerpresence_delete", args=[gone.pk])
     assert client.post(delete, {"post": "yes"}).status_code == 403
     assert WorkerPresence.objects.count() == 2
+
+
+def test_the_workers_page_is_for_those_who_may_view_runs(client):
+    report_presence("host:51", routes(["default"]))
+    user = User.objects.create_user("viewer", is_staff=True)
+    client.force_login(user)
+    workers = reverse("admin:workflows_workerpresence_changelist")
+    assert client.get(workers).status_code == 403
+    user.user_permissions.add(Permission.objects.get(codename="view_run"))
+    page = client.get(workers)
+    assert page.status_code == 200
+    assert "host:51" in page.content.decode()
+    assert "&rsaquo; Workers" in page.content.decode()
 
 
 @pytest.mark.parametrize(
