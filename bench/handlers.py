@@ -10,14 +10,15 @@ def noop(ctx: Any) -> None:
     return None
 
 
-def noop_chain(name: str, steps: int, module: str) -> type:
-    """A workflow of ``steps`` no-op tasks in a chain, declared as if in ``module``.
+def noop_chain(name: str, steps: int, module: str, **options: Any) -> type:
+    """A workflow of ``steps`` no-op tasks in a chain, declared as if in ``module``;
+    ``options`` are given to every task (limits: ``rate_limit=``, ``concurrency_key=``).
 
     Both benchmarks measure this shape; each registers it under its own name.
     """
     from workflows import Task, Workflow
 
-    body = {f"step_{n:02d}": Task("bench.handlers.noop") for n in range(1, steps + 1)}
+    body = {f"step_{n:02d}": Task("bench.handlers.noop", **options) for n in range(1, steps + 1)}
     return type(
         f"NoopChain{steps}",
         (Workflow,),

@@ -24,6 +24,14 @@ and ``manage.py workflows_sweeper``), all using ``bench.settings``:
   task sends the next; printed beside the reference figures quoted from the design
   notes (about 380 no-op tasks/s and 200 ms per chained task).
 
+With ``--limits`` the cost of limits is measured (reported, never asserted): rounds of
+the same batch interleaved three ways, the plain chain, the chain whose every task has a
+concurrency key (one per run, ``max_concurrent=1``: the limit never binds, a run's
+steps follow one another) and the chain whose every task has a rate limit far above
+what the workers reach (``1000/s``); each limited figure is printed beside the plain one
+and as its ratio. Limited work is never chained (a claim admits it), so every limited
+step also goes through the queue: that is part of the cost, and is printed.
+
 With ``--workers 1,2,4`` the throughput rounds are repeated with a cluster of each size
 (every other phase runs with the first). With ``--peers`` the peers the goals name are
 measured in the same invocation once the cluster is stopped (``bench/peers.py``), and
@@ -73,6 +81,13 @@ MANAGE = REPO_ROOT / "manage.py"
 SETTINGS_MODULE = "bench.settings"
 STEPS_PER_RUN = 10
 NOOP_WORKFLOW = "bench_workers_noop_10"
+# ``--limits``: the same chain under a concurrency key, and under a rate limit, neither
+# binding (bench/benchapp/flows.py), by the label the report gives them.
+LIMITED_WORKFLOWS = {
+    "concurrency key": "bench_workers_keyed_10",
+    "rate limit": "bench_workers_rated_10",
+}
+UNLIMITED = "unlimited"
 SLEEP_WORKFLOW = "bench_workers_sleep_until"
 
 POSTGRES = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
@@ -144,6 +159,7 @@ class ThroughputRound:
     start_seconds: float
     steps_via_queue: int
     worker_processes: int
+    held: int = 0  # step.held events: a limit that made work wait (none should)
 
     @property
     def steps_per_second(self) -> float:
@@ -161,6 +177,8 @@ class Figures:
     # Further cluster sizes (--workers 1,2,4) and the larger batch (--large-runs), by size.
     throughput_by_workers: dict[int, list[ThroughputRound]] = field(default_factory=dict)
     large_by_workers: dict[int, list[ThroughputRound]] = field(default_factory=dict)
+    # --limits: interleaved rounds by variant (UNLIMITED, then LIMITED_WORKFLOWS' labels).
+    limits: dict[str, list[ThroughputRound]] = field(default_factory=dict)
     peers: list[Peer] = field(default_factory=list)
     step_gap: Spread | None = None
     pickup: Spread | None = None
@@ -246,6 +264,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=None,
         help="experiment: django-q2's broker on Redis at URL (FLOWSITE_REDIS_URL) instead "
         "of the database, so the queue's writes leave the database",
+    )
+    parser.add_argument(
+        "--limits",
+        action="store_true",
+        help="also measure the cost of limits: --rounds rounds of --runs runs, each round "
+        "the plain chain, the chain under a concurrency key and under a rate limit "
+        "(neither binding), printed side by side with their ratios",
     )
     parser.add_argument("--keep-logs", action="store_true", help="keep the processes' logs")
     parser.add_argument("--results-file", type=Path, help=argparse.SUPPRESS)
@@ -535,11 +560,11 @@ def database_facts(database: str) -> dict[str, str]:
 # -- phases --------------------------------------------------------------------------------
 
 
-def start_noop_runs(count: int, business_key: str) -> None:
+def start_noop_runs(count: int, business_key: str, workflow: str = NOOP_WORKFLOW) -> None:
     from workflows import start_run
 
     for index in range(count):
-        start_run(NOOP_WORKFLOW, {"n": index}, business_key=business_key)
+        start_run(workflow, {"n": index}, business_key=business_key)
 
 
 def runs_finished(business_key: str, count: int) -> Callable[[], bool]:
@@ -576,11 +601,11 @@ def check_completed(business_key: str, runs: int, steps_per_run: int) -> int:
     return completed_steps
 
 
-def warm_up(processes: Processes, workers: int) -> float:
+def warm_up(processes: Processes, workers: int, workflow: str = NOOP_WORKFLOW) -> float:
     """Start a few runs and wait until the cluster has run them (imports, connections)."""
     began = time.monotonic()
-    runs, key = 2 * workers, f"warm-up-{workers}"
-    start_noop_runs(runs, key)
+    runs, key = 2 * workers, f"warm-up-{workers}-{workflow}"
+    start_noop_runs(runs, key, workflow)
     wait_for(
         "the worker cluster to run the warm-up runs (is it starting? see its log)",
         runs_finished(key, runs),
@@ -617,8 +642,11 @@ def measure_latency(processes: Processes, runs: int) -> tuple[Spread, Spread, Sp
     return Spread.of(gaps), Spread.of(pickups), Spread.of(durations)
 
 
-def measure_throughput(processes: Processes, runs: int, label: str) -> ThroughputRound:
-    """Start ``runs`` runs at once; seconds from the first start to the last run's end."""
+def measure_throughput(
+    processes: Processes, runs: int, label: str, workflow: str = NOOP_WORKFLOW
+) -> ThroughputRound:
+    """Start ``runs`` runs of ``workflow`` (a chain of ``STEPS_PER_RUN`` steps) at once;
+    seconds from the first start to the last run's end."""
     from django.db.models import Max
     from django.utils import timezone
 
@@ -626,7 +654,7 @@ def measure_throughput(processes: Processes, runs: int, label: str) -> Throughpu
 
     key = f"throughput-{label}"
     began = timezone.now()
-    start_noop_runs(runs, key)
+    start_noop_runs(runs, key, workflow)
     start_seconds = (timezone.now() - began).total_seconds()
     wait_for(f"throughput round {label}", runs_finished(key, runs), 600, processes)
     steps = check_completed(key, runs, STEPS_PER_RUN)
@@ -640,6 +668,7 @@ def measure_throughput(processes: Processes, runs: int, label: str) -> Throughpu
         start_seconds=start_seconds,
         steps_via_queue=via_queue,
         worker_processes=len({owner.rsplit(":", 1)[0] for owner in owners}),
+        held=Event.objects.filter(run__business_key=key, type="step.held").count(),
     )
 
 
@@ -862,6 +891,9 @@ def run_phases(args: argparse.Namespace, processes: Processes, env: dict[str, st
 
     figures.throughput = measure_rounds(processes, args, figures, figures.workers)
 
+    if args.limits:
+        figures.limits = measure_limits(processes, args, figures.workers)
+
     if args.timers:
         print(f"  timers: {args.timers} runs due over the next {args.timer_window:g}s ...")
         figures.timers = measure_timers(processes, args.timers, args.timer_window)
@@ -908,6 +940,26 @@ def measure_rounds(
             print(
                 f"  {workers} workers, round {index + 1}, {args.large_runs} runs: "
                 f"{large.steps_per_second:,.0f} steps/s"
+            )
+    return rounds
+
+
+def measure_limits(
+    processes: Processes, args: argparse.Namespace, workers: int
+) -> dict[str, list[ThroughputRound]]:
+    """``--rounds`` rounds, each the plain chain then every limited one, so that all
+    variants see the same database size and machine state; by variant."""
+    for workflow in LIMITED_WORKFLOWS.values():
+        warm_up(processes, workers, workflow)
+    variants = {UNLIMITED: NOOP_WORKFLOW, **LIMITED_WORKFLOWS}
+    rounds: dict[str, list[ThroughputRound]] = {variant: [] for variant in variants}
+    for index in range(args.rounds):
+        for variant, workflow in variants.items():
+            label = f"{workers}w-limits-{index}-{workflow}"
+            measured = measure_throughput(processes, args.runs, label, workflow)
+            rounds[variant].append(measured)
+            print(
+                f"  limits, round {index + 1}, {variant}: {measured.steps_per_second:,.0f} steps/s"
             )
     return rounds
 
@@ -1025,6 +1077,7 @@ def report(figures: Figures, args: argparse.Namespace) -> None:
     print("  diagnostics: " + ", ".join(f"{k}: {v}" for k, v in figures.diagnostics.items()))
     print(f"  (over the {facts['seconds']} s of this database's benchmark)")
     report_by_workers(figures, args)
+    report_limits(figures, args)
     if args.peers:
         report_goals(figures, args)
 
@@ -1068,6 +1121,39 @@ def report_by_workers(figures: Figures, args: argparse.Namespace) -> None:
     print_table(
         ("cluster", f"{args.runs} runs", f"{args.large_runs or '-'} runs", "rounds (small, large)"),
         rows,
+    )
+
+
+def report_limits(figures: Figures, args: argparse.Namespace) -> None:
+    """Steps/s under each limit beside the plain chain's, from the interleaved rounds."""
+    if not figures.limits:
+        return
+    unlimited = median_of(figures.limits[UNLIMITED])
+    rows = []
+    for variant, rounds in figures.limits.items():
+        rate = median_of(rounds)
+        rows.append(
+            (
+                variant,
+                f"{rate:,.0f}",
+                f"{rate / unlimited:.2f}",
+                f"{statistics.median(r.steps_via_queue for r in rounds):g}",
+                f"{sum(r.held for r in rounds)}",
+                ", ".join(f"{r.steps_per_second:,.0f}" for r in rounds),
+            )
+        )
+    print()
+    print(
+        f"Cost of limits, steps/s (median of {args.rounds} interleaved rounds of {args.runs} "
+        f"runs x {STEPS_PER_RUN} steps, {figures.workers} workers): {args.database}"
+    )
+    print_table(
+        ("variant", "steps/s", "/ unlimited", "via queue", "held", "rounds"),
+        rows,
+    )
+    print(
+        f"  via queue: steps sent through the queue of {args.runs * STEPS_PER_RUN} (limited "
+        "work is never chained); held: step.held events over all rounds (0: no limit bound)"
     )
 
 
@@ -1166,6 +1252,15 @@ def summary(results: dict[str, dict[str, Any]]) -> None:
             "",
         ],
     ]
+    for variant in LIMITED_WORKFLOWS:
+        rows.append(
+            [
+                f"steps/s under a {variant} (/ unlimited)",
+                *(limited_rate(res, variant) for res in results.values()),
+                *("" for _ in databases),
+                "",
+            ]
+        )
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
     print()
     print("Summary (medians of this invocation)")
@@ -1175,6 +1270,18 @@ def summary(results: dict[str, dict[str, Any]]) -> None:
 
 def median_rate(result: dict[str, Any]) -> float:
     return statistics.median(r["steps_per_second"] for r in result["throughput"])
+
+
+def limited_rate(result: dict[str, Any], variant: str) -> str:
+    """``--limits``: a limited variant's median steps/s and its ratio to the plain chain's."""
+    if not result.get("limits"):
+        return "-"
+
+    def rate(rounds: list[dict[str, Any]]) -> float:
+        return statistics.median(r["steps_completed"] / r["seconds"] for r in rounds)
+
+    limited, unlimited = rate(result["limits"][variant]), rate(result["limits"][UNLIMITED])
+    return f"{limited:,.0f} ({limited / unlimited:.2f})"
 
 
 def as_json(figures: Figures) -> dict[str, Any]:
@@ -1200,6 +1307,7 @@ def child_argv(args: argparse.Namespace, database: str, results_file: Path) -> l
         f"--workers={','.join(map(str, args.workers))}",
         f"--large-runs={args.large_runs}",
         *(["--peers"] if args.peers else []),
+        *(["--limits"] if args.limits else []),
         f"--runs={args.runs}",
         f"--rounds={args.rounds}",
         f"--latency-runs={args.latency_runs}",
