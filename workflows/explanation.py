@@ -246,7 +246,7 @@ def explain(run: Run | UUID | str, *, now: datetime | None = None) -> Explanatio
     reading.held_slots = _held_slots(ready)
     waiting_on = [
         *_paused(row),
-        *_queued(reading, row),
+        *_queued(row),
         *(
             entry
             for step in steps
@@ -542,7 +542,7 @@ def _paused(run: Run) -> list[WaitingOn]:
     return [WaitingOn("paused", None, details)]
 
 
-def _queued(reading: _Reading, run: Run) -> list[WaitingOn]:
+def _queued(run: Run) -> list[WaitingOn]:
     """A run waiting for a place under its workflow's ``max_concurrent_runs``."""
     if run.status != RunStatus.QUEUED:
         return []

@@ -9,13 +9,15 @@ list) of its own, so a worker not serving a route never even receives its messag
 
 from __future__ import annotations
 
+import os
+import signal
 from uuid import UUID
 
 import pytest
 from django.test import override_settings
 
 import workflows
-from tests.acceptance.harness import Process, pid_of_owner
+from tests.acceptance.harness import Process, all_stats, live, pid_of_owner, proc_stat
 from tests.acceptance.invariants import completion_problems
 from tests.acceptance.stack import Stack
 from workflows.models import Event, Step, WorkerPresence
@@ -115,3 +117,20 @@ def test_a_stopped_worker_withdraws_its_presence(stack):
     stack.processes.stop(process)
     assert process.popen.returncode == 0
     assert not WorkerPresence.objects.exists()
+
+
+def test_a_dead_sentinel_stops_the_worker_with_an_error(stack):
+    """One cluster per route: when one route's sentinel dies, the command stops the
+    other clusters and exits non-zero, so the process manager restarts the worker."""
+    process = worker(stack, "worker-two-routes", "--queue", "default", "--queue", "gpu")
+    sentinels = [stat.pid for stat in all_stats() if stat.ppid == process.pid and live(stat)]
+    assert len(sentinels) == 2, process.log_tail()
+    process.watched = False
+    os.kill(sentinels[0], signal.SIGKILL)
+    stack.wait_for("the worker to exit", lambda: not process.running(), timeout=STARTUP_TIMEOUT)
+
+    assert process.popen.returncode != 0
+    assert "a cluster's sentinel died" in process.log_tail()
+    assert not live(proc_stat(sentinels[1]))
+    # It did not stop cleanly: its presence stays, and turns gone.
+    assert WorkerPresence.objects.filter(name__endswith=f":{process.pid}").exists()
