@@ -61,18 +61,22 @@ def test_two_threads_claiming_one_step_exactly_one_wins(concurrently):
 
 
 def _claim_all(step_ids: list[int], owner: str, barrier: Any, results: Any) -> None:
-    """Child process: claim every step it can; report the ones it won."""
+    """Child process: claim every step it can; report the ones it won.
+
+    A claim whose step another process took first takes another ready step of the
+    route, as a queue message would: what a process won is the lease's step.
+    """
     connections.close_all()
     won, lost = [], 0
     try:
         barrier.wait(timeout=PROCESS_TIMEOUT_SECONDS)
         for step_id in step_ids:
             try:
-                claim_step(step_id, owner)
+                lease = claim_step(step_id, owner)
             except StaleState:
                 lost += 1
             else:
-                won.append(step_id)
+                won.append(lease.unit_id)
         results.put((owner, won, lost, None))
     except Exception as exc:  # reported to the parent, which fails the test
         results.put((owner, won, lost, repr(exc)))

@@ -305,3 +305,17 @@ def test_held_work_is_not_redispatched_nor_reported_undispatched():
     later = timezone.now() + timedelta(hours=1)
     assert redispatch_unclaimed(now=later).found == 0
     assert not Step.objects.filter(undispatched_unit(STEP, later)).exists()
+
+
+def test_a_nudge_whose_unit_was_taken_takes_the_best_ready_unit_of_its_route():
+    # Three nudges queued in the order the work became ready: low, middle, high.
+    low = workflows.start_run(Plain, {})
+    middle = workflows.start_run(Plain, {}, priority=5)
+    high = workflows.start_run(Urgent, {})
+    nudges = [step_of(run, "work").pk for run in (low, middle, high)]
+    taken = [claim(STEP, step_id, "worker-a").run_id for step_id in nudges]
+    # The first nudge took the highest; the last, finding its unit taken, took the one
+    # the first nudge named: none is left waiting for a redispatch.
+    assert taken == [high.pk, middle.pk, low.pk]
+    with pytest.raises(StaleState, match="is running, not ready"):
+        claim(STEP, nudges[0], "worker-a")

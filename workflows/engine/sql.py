@@ -722,15 +722,17 @@ def _preferred(unit_table: str, named_id: int) -> tuple[str, list[Any]]:
     Queue messages are nudges in the order work became ready; priority is applied here,
     when a worker takes one: it claims the highest-priority ready unit of the route
     (the named unit's when none outranks it; oldest first among higher ones). Units
-    held by a limit (``held_on``) are left to the nudge that releases them. The
-    named unit's nudge is not lost when another unit is taken instead: that unit's own
-    nudge is still queued and takes the named one (or better) in turn.
+    held by a limit (``held_on``) are left to the nudge that releases them. No nudge is
+    wasted: when another unit is taken instead of the named one, that unit's own nudge
+    is still queued, and when it arrives and finds its unit already taken, it takes the
+    best ready unit of the route instead (any priority) — the named unit, or better.
     """
     active = ", ".join(f"'{status}'" for status in sorted(RUN_ACTIVE))
     return (
         f"JOIN {unit_table} n ON n.id = %s WHERE u.status = '{StepStatus.READY}' "
         "AND u.queue = n.queue AND u.requires = n.requires AND (u.id = n.id OR "
-        f"(u.held_on = '' AND u.priority > n.priority AND r.status IN ({active}))) "
+        f"(u.held_on = '' AND r.status IN ({active}) "
+        f"AND (u.priority > n.priority OR n.status <> '{StepStatus.READY}'))) "
         "ORDER BY u.priority DESC, u.updated_at, u.id LIMIT 1",
         [named_id],
     )
