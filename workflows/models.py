@@ -552,6 +552,7 @@ class WorkerPresence(models.Model):
 
     class Meta:
         ordering = ["name"]
+        verbose_name = "worker"
 
     def __str__(self) -> str:
         return f"worker {self.name}"

@@ -42,6 +42,8 @@ INLINE_OWNER = "inline"
 # A worker not seen for this many presence intervals is gone (it was killed, or its
 # host is down): a few missed writes are not enough to call it gone.
 MISSED_INTERVALS = 3
+# A worker gone this long (its row never withdrawn: it was killed) is forgotten.
+FORGET_GONE_AFTER = timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,18 @@ def report_presence(name: str, worker: WorkerRoutes) -> bool:
         logger.warning("could not record the presence of worker %s", name, exc_info=True)
         return False
     return True
+
+
+def forget_gone_workers() -> int:
+    """Delete the rows of workers not seen for ``FORGET_GONE_AFTER`` (killed, never
+    withdrawn); return how many. Called by each worker as it starts, so the Workers
+    page shows recent departures but not every process that ever ran."""
+    try:
+        deleted, _ = WorkerPresence.objects.filter(seen_at__lt=Now() - FORGET_GONE_AFTER).delete()
+    except DatabaseError:
+        logger.warning("could not forget workers gone long ago", exc_info=True)
+        return 0
+    return deleted
 
 
 def withdraw_presence(name: str) -> None:

@@ -12,8 +12,10 @@ from django.urls import reverse
 
 from workflows.models import WorkerPresence
 from workflows.routing import (
+    FORGET_GONE_AFTER,
     MISSED_INTERVALS,
     WorkerRoutes,
+    forget_gone_workers,
     is_live,
     live_workers,
     report_presence,
@@ -113,3 +115,14 @@ def test_the_worker_command_refuses_to_serve_no_queue(settings):
     settings.WORKFLOWS = {**settings.WORKFLOWS, "WORKER_QUEUES": []}
     with pytest.raises(CommandError, match="serves no queue"):
         call_command("workflows_worker")
+
+
+def test_workers_gone_for_a_day_are_forgotten_recent_ones_kept():
+    report_presence("host:20", routes(["default"]))
+    report_presence("host:21", routes(["default"]))
+    gone = WorkerPresence.objects.get(name="host:20")
+    WorkerPresence.objects.filter(pk=gone.pk).update(
+        seen_at=gone.seen_at - FORGET_GONE_AFTER - timedelta(minutes=1)
+    )
+    assert forget_gone_workers() == 1
+    assert list(WorkerPresence.objects.values_list("name", flat=True)) == ["host:21"]

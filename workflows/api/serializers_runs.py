@@ -207,7 +207,10 @@ class RunSerializer(serializers.ModelSerializer):
 
 
 class WaitingOnSerializer(serializers.Serializer):
-    kind = serializers.CharField(help_text="gate, signal, callback, fanout, child, timer, ...")
+    kind = serializers.CharField(
+        help_text="gate, signal, callback, fanout, child, timer, dispatch, lease, worker, "
+        "concurrency, rate, budget, queued, ... (details.message says it in words)"
+    )
     step = serializers.CharField(allow_null=True)
     details = serializers.DictField()
 

@@ -79,6 +79,7 @@ class Migration(migrations.Migration):
                 ('seen_at', models.DateTimeField(db_index=True)),
             ],
             options={
+                'verbose_name': 'worker',
                 'ordering': ['name'],
             },
         ),

@@ -16,6 +16,7 @@ from workflows.conf import workflow_settings
 from workflows.definitions.limits import name_problems
 from workflows.routing import (
     WorkerRoutes,
+    forget_gone_workers,
     report_presence,
     routes_served,
     set_this_worker,
@@ -92,6 +93,7 @@ class Command(BaseCommand):
 
         name = worker_name()
         dead = []
+        forget_gone_workers()
         try:
             clusters.start(stop_requested)
             dead = self.watch(clusters, name, worker, stop_requested)
