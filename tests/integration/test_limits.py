@@ -159,11 +159,22 @@ def test_a_key_that_cannot_be_computed_fails_the_step_without_running_it():
     assert step.attempt == 1
 
 
-def test_limited_work_is_claimed_through_the_queue_not_chained():
-    run = workflows.start_run(Chained, {"customer": 4})
-    lease = claim_step(step_of(run, "first").pk, "worker-a")
+def test_a_chaining_worker_takes_limited_work_only_when_its_limit_admits_it():
+    free = workflows.start_run(Chained, {"customer": 4})
+    lease = claim_step(step_of(free, "first").pk, "worker-a")
+    chained = complete_work(lease, None, claim_next=True)
+    assert chained is not None and chained.step_name == "second"
+    assert ConcurrencySlot.objects.get(key="customer:4").holder_id == chained.unit_id
+
+    # The key's one place is taken by the chained attempt: the next run's step is not
+    # chained but made ready for a claim, which holds it.
+    taken = workflows.start_run(Chained, {"customer": 4})
+    lease = claim_step(step_of(taken, "first").pk, "worker-b")
     assert complete_work(lease, None, claim_next=True) is None
-    assert step_of(run, "second").status == "ready"
+    second = step_of(taken, "second")
+    assert (second.status, second.held_on) == ("ready", "")
+    with pytest.raises(WorkHeld):
+        claim_step(second.pk, "worker-b")
 
 
 def test_a_rate_limit_holds_the_starts_over_it_with_a_release_timer():

@@ -258,3 +258,25 @@ def test_limits_cost_a_fixed_number_of_queries_more_at_the_claim():
     throttled_claim, throttled_completion = claim_and_complete_costs(Throttled)
     assert throttled_claim == CLAIM_WITH_RATE_QUERIES
     assert throttled_completion == plain_completion
+
+
+class KeyedChain(Workflow):
+    name = "budget_keyed_chain"
+    s000 = Task(NOOP, concurrency_key=per_customer, max_concurrent=2)
+    s001 = Task(NOOP, concurrency_key=per_customer, max_concurrent=2)
+    s002 = Task(NOOP, concurrency_key=per_customer, max_concurrent=2)
+    s003 = Task(NOOP, concurrency_key=per_customer, max_concurrent=2)
+
+
+def test_a_worker_chains_into_limited_work_at_a_fixed_price():
+    # Graph evaluation instead of the one-statement claim, the slot handed back, and the
+    # next slot taken in the same transaction.
+    run = workflows.start_run(KeyedChain, {"customer": 1})
+    lease = claim_step(Step.objects.get(run=run, name="s000").pk, "w")
+    lease = complete_work(lease, None, claim_next=True)
+    with CaptureQueriesContext(connection) as captured:
+        lease = complete_work(lease, None, claim_next=True)
+    assert lease is not None and lease.step_name == "s002"
+    assert len(statements(captured)) == (
+        EVALUATED_STEP_QUERIES + SLOT_RELEASE_QUERIES + CLAIM_WITH_SLOT_QUERIES - CLAIM_QUERIES
+    )

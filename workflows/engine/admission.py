@@ -13,8 +13,9 @@ the key, the ``release`` timer a rate limit sets for when a start is allowed, an
 operator raising the budget. A held unit is never failed by a limit, except by a
 budget declared ``on_exhausted="fail"``.
 
-A worker finishing a step chains into the next one only when nothing here could stop
-it (:func:`may_chain`): limited work always goes through a claim.
+A worker finishing a step chains into the next one through the same checks, in the
+transition that released it (``claims.claim_in_scope``); a unit they hold goes
+``ready`` and through the queue, whose claim records the hold.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ from workflows.engine.work_kinds import ITEM, STEP, WorkKind
 from workflows.errors import PermanentError
 from workflows.executors import Work
 from workflows.models import Run, Step, Timer
-from workflows.routing import serves
 from workflows.status import StepStatus, TimerKind, TimerStatus
 
 if TYPE_CHECKING:
@@ -84,12 +84,6 @@ def rate_limits(workflow: type[Workflow], node: LeasedNode) -> list[tuple[str, R
 def limited(workflow: type[Workflow], node: LeasedNode) -> bool:
     """Tell whether a start of ``node``'s work must be admitted by a claim."""
     return bool(node.concurrency_key is not None or workflow.budgets or rate_limits(workflow, node))
-
-
-def may_chain(workflow: type[Workflow], node: LeasedNode, owner: str) -> bool:
-    """Tell whether the worker ``owner`` may claim ``node``'s next unit in the transition
-    that released it: only when it serves the route and no limit applies."""
-    return serves(owner, workflow.route_of(node.name)) and not limited(workflow, node)
 
 
 def concurrency_key(workflow: type[Workflow], node: LeasedNode, row: ClaimRow) -> str:

@@ -15,7 +15,7 @@ from uuid import UUID
 
 from workflows.definitions import LeasedNode, Workflow, registry
 from workflows.definitions.limits import Route
-from workflows.engine.admission import Hold, admit, hold, may_chain
+from workflows.engine.admission import Admitted, Hold, admit, hold, limited
 from workflows.engine.events import EventLog
 from workflows.engine.lease import Held, Lease, LeaseBatch
 from workflows.engine.scope import RunScope, fail_missing_definition
@@ -159,14 +159,54 @@ def _lease_in_scope(
     )
 
 
-def _may_chain(scope: RunScope, step_name: str) -> bool:
+def _may_chain(scope: RunScope, step_name: str, *, admitting: bool = False) -> bool:
     """Whether the scope's worker chains and may take ``step_name``'s next unit now: it
-    holds no other, serves the step's route, and no limit applies to the step."""
+    holds no other and serves the step's route; unless the caller ``admitting`` checks
+    the step's limits itself, no limit may apply to it."""
     if scope.claim_owner is None or scope.claimed is not None:
         return False
     node = scope.workflow.nodes[step_name]
     assert isinstance(node, LeasedNode)
-    return may_chain(scope.workflow, node, scope.claim_owner)
+    if not serves(scope.claim_owner, scope.workflow.route_of(step_name)):
+        return False
+    return admitting or not limited(scope.workflow, node)
+
+
+def _admitted_in_scope(
+    scope: RunScope, kind: WorkKind, row: StepRow, *, step_id: int, item: object
+) -> Admitted | None:
+    """The limits of a unit the chaining worker is about to claim, checked in the
+    transition that released it as a claim would check them (:func:`admit`).
+
+    ``None`` when a limit holds it: the caller makes it ``ready`` and sends it through
+    the queue, whose claim records the hold. A slot taken here is part of this
+    transition, like the claim itself.
+    """
+    node = scope.workflow.nodes[row.name]
+    assert isinstance(node, LeasedNode)
+    run = scope.run
+    facts = ClaimRow(
+        pk=row.pk,
+        status=row.status,
+        version=row.version,
+        attempt=row.attempt,
+        max_attempts=row.max_attempts,
+        step_id=step_id,
+        step_name=row.name,
+        generation=row.generation,
+        run_id=run.pk,
+        run_status=run.status,
+        run_input=run.input,
+        workflow_name=run.workflow_name,
+        workflow_version=run.workflow_version,
+        queue="",
+        requires="",
+        held_on="",
+        business_key=run.business_key,
+        item=item,
+    )
+    admitted = admit(kind, facts, node, scope.workflow, scope.claim_owner or "")
+    return admitted if isinstance(admitted, Admitted) else None
 
 
 def claim_in_scope(
@@ -182,10 +222,14 @@ def claim_in_scope(
     """Claim a unit this transition just released, for the worker that is chaining.
 
     ``row`` is the unit's row (a step's, or an item's named after its step). Returns
-    ``False`` (and claims nothing) when the scope's worker does not chain or already
-    holds the next unit: the caller then makes the unit ``ready`` instead.
+    ``False`` (and claims nothing) when the scope's worker does not chain, already
+    holds the next unit, does not serve its route or a limit holds it: the caller then
+    makes the unit ``ready`` instead. Limits are checked here as a claim checks them.
     """
-    if not _may_chain(scope, row.name):
+    if not _may_chain(scope, row.name, admitting=True):
+        return False
+    admitted = _admitted_in_scope(scope, kind, row, step_id=step_id, item=item)
+    if admitted is None:
         return False
     lease = _lease_in_scope(
         scope,
@@ -197,6 +241,7 @@ def claim_in_scope(
         item_key=item_key,
         item=item,
     )
+    lease = dataclasses.replace(lease, refusal=admitted.refusal)
     scope.claimed = begin_attempt(lease, row, scope.events)
     if scope.claimed is None:
         raise StaleState(f"{lease.label} of run {scope.run.pk} changed while claimed")
