@@ -330,3 +330,13 @@ def test_a_nudge_whose_unit_was_taken_takes_the_best_ready_unit_of_its_route():
     assert taken == [high.pk, middle.pk, low.pk]
     with pytest.raises(StaleState, match="is running, not ready"):
         claim(STEP, nudges[0], "worker-a")
+
+
+def test_a_hold_names_the_limit_that_refused_the_start(settings):
+    settings.WORKFLOWS = {**settings.WORKFLOWS, "QUEUE_RATE_LIMITS": {"default": "1/h"}}
+    first = workflows.start_run(Throttled, {})
+    second = workflows.start_run(Throttled, {})
+    run_pending()
+    # The task's own limit (2/m) allows the second start; the queue's (1/h) does not.
+    held = Step.objects.get(run__in=[first, second], status="ready")
+    assert held.held_on == "rate:queue:default"

@@ -60,7 +60,6 @@ class Admitted:
     (a budget declared ``on_exhausted="fail"``, a concurrency key that cannot be
     computed), so it fails through the same path as a handler's error."""
 
-    holder: slots.Holder | None = None
     refusal: Exception | None = None
 
 
@@ -114,7 +113,7 @@ def admit(
     """
     if kind not in _LIMITED_KINDS or not limited(workflow, node):
         return Admitted()
-    exhausted = budgets.exhausted(workflow, row) if workflow.budgets else None  # type: ignore[arg-type]
+    exhausted = budgets.exhausted(workflow, row) if workflow.budgets else None
     if exhausted is not None:
         if exhausted.on_exhausted == "fail":
             return Admitted(refusal=exhausted.error())
@@ -132,12 +131,13 @@ def admit(
         if not slots.acquire(key, node.max_concurrent, holder):
             return Hold(f"concurrency:{key}")
     limits = rate_limits(workflow, node)
-    wait = rates.take(limits) if limits else None
-    if wait is not None:
+    refused = rates.take(limits) if limits else None
+    if refused is not None:
         if holder is not None:
             slots.release(holder)
-        return Hold(f"rate:{limits[0][0]}", retry_after=wait)
-    return Admitted(holder=holder)
+        key, wait = refused
+        return Hold(f"rate:{key}", retry_after=wait)
+    return Admitted()
 
 
 def attempt_ended(scope: RunScope, holder: slots.Holder) -> None:

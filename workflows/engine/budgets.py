@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 from django.db.models import F, Q, QuerySet
@@ -278,7 +278,13 @@ def _plain(number: Decimal) -> str:
     return format(number.normalize(), "f")
 
 
-def exhausted(workflow: type[Workflow], run: Run) -> Exhaustion | None:
+class CoveredRun(Protocol):
+    """What :func:`exhausted` reads of a run: a ``Run``, or a claim's row of it."""
+
+    business_key: str
+
+
+def exhausted(workflow: type[Workflow], run: CoveredRun) -> Exhaustion | None:
     """The first budget of ``workflow`` (declaration order) covering ``run`` whose usage
     has reached its limit, or ``None``.
 

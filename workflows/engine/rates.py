@@ -55,22 +55,29 @@ def _read(key: str, rate: RateLimit) -> _Bucket:
     return _Bucket(pk, version, recent, now)
 
 
-def take(limits: Sequence[tuple[str, RateLimit]]) -> float | None:
+def take(limits: Sequence[tuple[str, RateLimit]]) -> tuple[str, float] | None:
     """Record one start under every ``(key, limit)``, or under none.
 
-    Returns ``None`` when the start is allowed (and recorded), else how many seconds
-    until every limit allows one. Inside the caller's transition: the start counts
-    only if it commits. Two workers taking the last start of a period serialise on the
-    bucket rows; the second sees the first's start and waits.
+    Returns ``None`` when the start is allowed (and recorded), else the key of the
+    limit that refuses it longest and how many seconds until every limit allows one.
+    Inside the caller's transition: the start counts only if it commits. Two workers
+    taking the last start of a period serialise on the bucket rows; the second sees the
+    first's start and waits.
     """
     buckets = [(key, rate, _read(key, rate)) for key, rate in limits]
     waits = [
-        bucket.recent[len(bucket.recent) - rate.count] + rate.period.total_seconds() - bucket.now
-        for _, rate, bucket in buckets
+        (
+            bucket.recent[len(bucket.recent) - rate.count]
+            + rate.period.total_seconds()
+            - bucket.now,
+            key,
+        )
+        for key, rate, bucket in buckets
         if len(bucket.recent) >= rate.count
     ]
     if waits:
-        return max(0.0, max(waits))
+        wait, key = max(waits)
+        return key, max(0.0, wait)
     for key, _rate, bucket in buckets:
         if not cas_update(
             RateBucket, bucket.pk, version=bucket.version, starts=[*bucket.recent, bucket.now]
