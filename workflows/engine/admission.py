@@ -103,9 +103,9 @@ def concurrency_key(workflow: type[Workflow], node: LeasedNode, row: ClaimRow) -
 
 
 def admit(
-    kind: WorkKind, row: ClaimRow, node: LeasedNode, workflow: type[Workflow], owner: str
+    kind: WorkKind, row: ClaimRow, node: LeasedNode, workflow: type[Workflow]
 ) -> Admitted | Hold:
-    """Decide, inside the claim transaction, whether ``row`` may start for ``owner``.
+    """Decide, inside the claim transaction, whether ``row`` may start now.
 
     Raises nothing for a limit: a :class:`Hold` says the unit waits (the caller records
     it with :func:`hold`), an :class:`Admitted` with a ``refusal`` that it fails. A slot

@@ -205,7 +205,7 @@ def _admitted_in_scope(
         business_key=run.business_key,
         item=item,
     )
-    admitted = admit(kind, facts, node, scope.workflow, scope.claim_owner or "")
+    admitted = admit(kind, facts, node, scope.workflow)
     return admitted if isinstance(admitted, Admitted) else None
 
 
@@ -347,7 +347,7 @@ def _claim(kind: WorkKind, unit_id: int, owner: str) -> Held | Hold:
     if not serves(owner, route):
         raise StaleState(f"{kind.name} {row.pk} is routed to {route}, not served here")
     events = EventLog()
-    admitted = admit(kind, row, node, workflow, owner)
+    admitted = admit(kind, row, node, workflow)
     if isinstance(admitted, Hold):
         if row.held_on != admitted.held_on:
             events.add(row.run_id, f"{kind.name}.held", step_id=row.step_id, on=admitted.held_on)
