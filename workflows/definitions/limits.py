@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
+from functools import cached_property
 from typing import Literal
 
 DEFAULT_QUEUE = "default"
@@ -64,7 +65,7 @@ class Route:
             return None
         return "+".join([self.queue, *sorted(self.requires)])
 
-    @property
+    @cached_property
     def requires_text(self) -> str:
         """The requirements as stored on a row: sorted, comma-separated."""
         return ",".join(sorted(self.requires))

@@ -40,6 +40,7 @@ class Workflow:
     budgets: ClassVar[Sequence[Budget]] = ()
     nodes: ClassVar[dict[str, Node]] = {}
     graph: ClassVar[Graph]
+    _routes: ClassVar[dict[str, Route]] = {}
 
     def __init_subclass__(cls, register: bool = True, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -52,6 +53,7 @@ class Workflow:
         cls.nodes = dict(sorted(found, key=lambda pair: pair[1].declaration_index))
         cls.graph = Graph.from_nodes(cls.nodes)
         cls.validate()
+        cls._routes = {step: cls._declared_route(step) for step in cls.nodes}
         if register:
             from workflows.definitions.registry import registry
 
@@ -110,7 +112,12 @@ class Workflow:
     @classmethod
     def route_of(cls, step: str) -> Route:
         """Where the leased step ``step`` runs: its own queue and requirements, or the
-        workflow's defaults."""
+        workflow's defaults. Worked out once, when the class is created: every claim and
+        every chained step asks."""
+        return cls._routes[step]
+
+    @classmethod
+    def _declared_route(cls, step: str) -> Route:
         node = cls.nodes[step]
         queue = getattr(node, "queue", None) or cls.default_queue
         requires = getattr(node, "requires", None)

@@ -73,16 +73,23 @@ def rate_limits(workflow: type[Workflow], node: LeasedNode) -> list[tuple[str, R
     found = []
     if node.rate_limit is not None:
         found.append((f"task:{workflow.name}.{node.name}", RateLimit.parse(node.rate_limit)))
+    queue_limits = workflow_settings.QUEUE_RATE_LIMITS
     queue = workflow.route_of(node.name).queue
-    queue_rate = workflow_settings.QUEUE_RATE_LIMITS.get(queue)
-    if queue_rate is not None:
-        found.append((f"queue:{queue}", RateLimit.parse(queue_rate)))
+    if queue_limits and queue in queue_limits:
+        found.append((f"queue:{queue}", RateLimit.parse(queue_limits[queue])))
     return found
 
 
 def limited(workflow: type[Workflow], node: LeasedNode) -> bool:
-    """Tell whether a start of ``node``'s work must be admitted by a claim."""
-    return bool(node.concurrency_key is not None or workflow.budgets or rate_limits(workflow, node))
+    """Tell whether a start of ``node``'s work must be admitted by a claim.
+
+    Asked for every chained step: the declared limits first, the project's queue limits
+    (usually none) last.
+    """
+    if node.concurrency_key is not None or node.rate_limit is not None or workflow.budgets:
+        return True
+    queue_limits = workflow_settings.QUEUE_RATE_LIMITS
+    return bool(queue_limits) and workflow.route_of(node.name).queue in queue_limits
 
 
 def concurrency_key(workflow: type[Workflow], node: LeasedNode, row: ClaimRow) -> str:
