@@ -142,7 +142,7 @@ def redispatch_unclaimed(
                 status=StepStatus.READY, updated_at__lt=ready_before, held_on=""
             )
             .exclude(**{f"{kind.run_path}__status__in": RUN_HELD})
-            .order_by("updated_at")
+            .order_by("-priority", "updated_at")  # re-sent highest priority first
             .values_list("id", flat=True)[:limit]
         )
         act = functools.partial(redispatch, kind, ready_before=ready_before)

@@ -48,10 +48,10 @@ def run_pending(until: datetime | None = None, *, max_rounds: int = 10_000) -> P
             .exclude(**{f"{kind.run_path}__status__in": RUN_HELD})
             # Held by a limit: released by the attempt, timer or operator that frees it.
             .filter(held_on="")
-            # The order of each kind's partial index of ready rows: ordered by id, the
-            # planner walks the whole table instead, and every round would cost as much
-            # as the history is long.
-            .order_by("updated_at", "id")
+            # Highest priority first, as workers claim; then the order of each kind's
+            # partial index of ready rows. Ordered by id alone, the planner would walk
+            # the whole table, and every round would cost as much as the history is long.
+            .order_by("-priority", "updated_at", "id")
             .values_list("id", flat=True)
         ]
         if not fired and not ready and not cancelled:
