@@ -505,6 +505,7 @@ class BudgetCounter(models.Model):
 
     class Meta:
         ordering = ["workflow_name", "dimension", "scope_key"]
+        verbose_name = "usage budget"
         constraints = [
             models.UniqueConstraint(
                 fields=["workflow_name", "dimension", "scope_key"],

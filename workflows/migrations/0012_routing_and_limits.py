@@ -27,6 +27,7 @@ class Migration(migrations.Migration):
                 ('updated_at', models.DateTimeField(auto_now=True)),
             ],
             options={
+                'verbose_name': 'usage budget',
                 'ordering': ['workflow_name', 'dimension', 'scope_key'],
             },
         ),
