@@ -96,3 +96,23 @@ def staff(username: str, *permissions: str) -> User:
     for codename in permissions:
         user.user_permissions.add(Permission.objects.get(codename=codename))
     return User.objects.get(pk=user.pk)  # fresh: no cached permissions
+
+
+# What the recording executor was sent: (kind, unit id, route) units of ready work.
+SENT_WORK: list[Any] = []
+
+
+class RecordingExecutor:
+    """An executor that keeps what it is sent (see the ``recording`` fixture)."""
+
+    def enqueue(self, work: Any) -> None:
+        SENT_WORK.extend(work)
+
+
+@pytest.fixture
+def recording(settings: Any) -> Iterator[list[Any]]:
+    """Make ``WORKFLOWS["EXECUTOR"]`` a recorder and yield what it is sent."""
+    settings.WORKFLOWS = {**settings.WORKFLOWS, "EXECUTOR": "tests.conftest.RecordingExecutor"}
+    SENT_WORK.clear()
+    yield SENT_WORK
+    SENT_WORK.clear()

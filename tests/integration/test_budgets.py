@@ -21,7 +21,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 import workflows
-from tests.conftest import staff
+from tests.conftest import SENT_WORK, staff
 from workflows import FanOut, Retry, Task, Workflow
 from workflows.budget_services import budget_counters, budget_view, raise_budget, reset_budget
 from workflows.context import Context
@@ -36,26 +36,12 @@ pytestmark = pytest.mark.django_db
 
 HERE = "tests.integration.test_budgets"
 REFUSED: list[str] = []
-SENT: list[Any] = []
-
-
-class Recording:
-    """An executor that keeps what it is sent (``WORKFLOWS["EXECUTOR"]`` names it)."""
-
-    def enqueue(self, work: Any) -> None:
-        SENT.extend(work)
 
 
 @pytest.fixture(autouse=True)
 def _reset():
     REFUSED.clear()
-    SENT.clear()
-
-
-@pytest.fixture
-def recording(settings):
-    settings.WORKFLOWS = {**settings.WORKFLOWS, "EXECUTOR": f"{HERE}.Recording"}
-    return SENT
+    SENT_WORK.clear()
 
 
 def spend(ctx):
@@ -295,7 +281,7 @@ def hold(model: type[Step] | type[FanOutItem], dimension: str = "tokens", **wher
     units = model.objects.filter(status="ready", **where)
     ids = list(units.values_list("id", flat=True))
     model.objects.filter(pk__in=ids).update(held_on=f"budget:{dimension}")
-    SENT.clear()  # what starting the runs sent
+    SENT_WORK.clear()  # what starting the runs sent
     return sorted(ids)
 
 

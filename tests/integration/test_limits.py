@@ -275,31 +275,19 @@ def test_bad_limit_declarations_name_the_step_and_the_problem(node, message):
     assert "step 'step'" in str(raised.value)
 
 
-SENT: list = []
-
-
-class Recording:
-    """An executor that keeps what it is sent (``WORKFLOWS["EXECUTOR"]`` names it)."""
-
-    def enqueue(self, work) -> None:
-        SENT.extend(work)
-
-
-def test_the_recovery_pass_resends_work_whose_hold_was_not_handed_on(settings):
-    settings.WORKFLOWS = {**settings.WORKFLOWS, "EXECUTOR": f"{HERE}.Recording"}
-    SENT.clear()
+def test_the_recovery_pass_resends_work_whose_hold_was_not_handed_on(recording):
     first = workflows.start_run(PerCustomer, {"customer": 8})
     second = workflows.start_run(PerCustomer, {"customer": 8})
     claim_step(step_of(first, "charge").pk, "worker-a")
     with pytest.raises(WorkHeld):
         claim_step(step_of(second, "charge").pk, "worker-b")
-    SENT.clear()
+    recording.clear()
 
     # The holder leaves running by a path that does not hand its slot on.
     Step.objects.filter(pk=step_of(first, "charge").pk).update(status="cancelled")
     result = nudge_held_work()
     assert (result.found, result.done) == (1, 1)
-    assert [(work.kind.name, work.unit_id) for work in SENT] == [
+    assert [(work.kind.name, work.unit_id) for work in recording] == [
         ("step", step_of(second, "charge").pk)
     ]
     lease = claim_step(step_of(second, "charge").pk, "worker-b")
