@@ -17,6 +17,7 @@ That row is the worker's, not workflow state: the engine never reads it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
@@ -57,23 +58,36 @@ class WorkerRoutes:
         return route.served_by(self.queues, self.capabilities)
 
 
-def _from_env(name: str) -> frozenset[str] | None:
-    value = os.environ.get(name)
-    return None if value is None else frozenset(filter(None, value.split(",")))
-
-
 def this_worker() -> WorkerRoutes:
-    """The routes of this process: the environment's, else the ``WORKFLOWS`` settings'."""
-    queues = _from_env(QUEUES_ENV)
-    capabilities = _from_env(CAPABILITIES_ENV)
-    return WorkerRoutes(
-        queues=queues if queues is not None else frozenset(workflow_settings.WORKER_QUEUES),
-        capabilities=(
-            capabilities
-            if capabilities is not None
-            else frozenset(workflow_settings.WORKER_CAPABILITIES)
-        ),
+    """The routes of this process: the environment's, else the ``WORKFLOWS`` settings'.
+
+    Asked before every chained step: the answer is built once per distinct value of
+    the environment and settings it comes from.
+    """
+    return _routes_of(
+        os.environ.get(QUEUES_ENV),
+        os.environ.get(CAPABILITIES_ENV),
+        tuple(workflow_settings.WORKER_QUEUES),
+        tuple(workflow_settings.WORKER_CAPABILITIES),
     )
+
+
+@functools.lru_cache(maxsize=16)
+def _routes_of(
+    queues_env: str | None,
+    capabilities_env: str | None,
+    queues_setting: tuple[str, ...],
+    capabilities_setting: tuple[str, ...],
+) -> WorkerRoutes:
+    return WorkerRoutes(
+        queues=_names(queues_env, queues_setting),
+        capabilities=_names(capabilities_env, capabilities_setting),
+    )
+
+
+def _names(from_env: str | None, setting: tuple[str, ...]) -> frozenset[str]:
+    """The comma-separated names of an environment variable, else the setting's."""
+    return frozenset(setting if from_env is None else filter(None, from_env.split(",")))
 
 
 def set_this_worker(queues: Iterable[str], capabilities: Iterable[str]) -> None:

@@ -38,7 +38,7 @@ from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import ITEM, STEP, WorkKind
 from workflows.errors import PermanentError
 from workflows.executors import Work
-from workflows.models import Run, Step, Timer
+from workflows.models import Timer
 from workflows.status import StepStatus, TimerKind, TimerStatus
 
 if TYPE_CHECKING:
@@ -239,24 +239,18 @@ def nudge_held(kind: WorkKind, held_on: str) -> bool:
     The backstop for holds whose release was not handed on: a slot freed by a path that
     does not (a cancelled or terminated run), a budget's period that ended.
     """
-    table, runs = _quote(kind.model._meta.db_table), _quote(Run._meta.db_table)
-    run_column = "run_id" if kind is STEP else "step_id"
-    join = (
-        f"JOIN {runs} r ON r.id = u.run_id"
-        if kind is STEP
-        else f"JOIN {_quote(Step._meta.db_table)} s ON s.id = u.{run_column} "
-        f"JOIN {runs} r ON r.id = s.run_id"
+    found = (
+        kind.model.objects.filter(
+            status=StepStatus.READY,
+            held_on=held_on,
+            **{f"{kind.run_path}__status__in": kind.runs_while},
+        )
+        .order_by("-priority", "updated_at", "id")
+        .values_list("id", "queue", "requires")
+        .first()
     )
-    active = ", ".join(["%s"] * len(kind.runs_while))
-    found = fetch_all(
-        _db(),
-        f"SELECT u.id, u.queue, u.requires FROM {table} u {join} WHERE u.status = %s "
-        f"AND u.held_on = %s AND r.status IN ({active}) "
-        "ORDER BY u.priority DESC, u.updated_at, u.id LIMIT 1",
-        [StepStatus.READY, held_on, *sorted(kind.runs_while)],
-    )
-    if not found:
+    if found is None:
         return False
-    unit_id, queue, requires = found[0]
+    unit_id, queue, requires = found
     enqueue([Work(kind, unit_id, Route.of_row(queue, requires))])
     return True
