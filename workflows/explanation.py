@@ -256,7 +256,8 @@ def explain(run: Run | UUID | str, *, now: datetime | None = None) -> Explanatio
         ),
         *(_child(reading, child) for child in children),
         *(_compensation(reading, record) for record in compensations),
-        *(_timer(reading, timer) for timer in timers),
+        # A release timer is told by its unit's rate hold, with its due time.
+        *(_timer(reading, timer) for timer in timers if timer["kind"] != TimerKind.RELEASE),
         *(_lease(reading, unit) for unit in units if unit.holds_lease),
         *(_ready(reading, unit) for unit in ready),
     ]

@@ -184,6 +184,7 @@ def test_a_rate_hold_says_when_the_next_start_is_due():
     assert entry["limit"] == "5/m"
     assert entry["due_at"] == due.isoformat()
     assert entry["message"] == "delayed by rate limit task:holds_calls.call"
+    assert entries(run, "timer") == []  # told once, by the hold
 
 
 def test_a_queue_rate_hold_names_the_queue_limit():
