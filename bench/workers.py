@@ -161,6 +161,10 @@ class ThroughputRound:
     steps_via_queue: int
     worker_processes: int
     held: int = 0  # step.held events: a limit that made work wait (none should)
+    # Seconds from the last run's end until the queue was empty: the nudges of work
+    # the workers pulled before its message came, each read and dropped. Outside the
+    # window; the next round starts on an empty queue.
+    drain_seconds: float = 0.0
 
     @property
     def steps_per_second(self) -> float:
@@ -659,6 +663,9 @@ def measure_throughput(
     start_seconds = (timezone.now() - began).total_seconds()
     wait_for(f"throughput round {label}", runs_finished(key, runs), 600, processes)
     steps = check_completed(key, runs, STEPS_PER_RUN)
+    finished = time.monotonic()
+    wait_for(f"the queue to empty after round {label}", queue_empty, 600, processes)
+    drain_seconds = time.monotonic() - finished
     last_finished = Run.objects.filter(business_key=key).aggregate(last=Max("finished_at"))["last"]
     via_queue = Event.objects.filter(run__business_key=key, type="step.ready").count()
     owners = Step.objects.filter(run__business_key=key).values_list("lease_owner", flat=True)
@@ -670,7 +677,18 @@ def measure_throughput(
         steps_via_queue=via_queue,
         worker_processes=len({owner.rsplit(":", 1)[0] for owner in owners}),
         held=Event.objects.filter(run__business_key=key, type="step.held").count(),
+        drain_seconds=drain_seconds,
     )
+
+
+def queue_empty() -> bool:
+    """Whether the cluster's broker holds no message, delivered or not: on the ORM broker
+    a message is deleted when acknowledged, on Redis when popped."""
+    from django_q.brokers import get_broker
+    from django_q.conf import Conf
+    from django_q.models import OrmQ
+
+    return not OrmQ.objects.exists() if Conf.ORM else get_broker().queue_size() == 0
 
 
 @dataclass
@@ -1022,6 +1040,12 @@ def report(figures: Figures, args: argparse.Namespace) -> None:
             "",
             "",
         ),
+        (
+            "  seconds until the queue was empty (after the window)",
+            f"{statistics.median(r.drain_seconds for r in rounds):.2f}",
+            "",
+            "",
+        ),
     ]
     if gap and pickup and duration:
         rows += [
@@ -1204,6 +1228,14 @@ def report_goals(figures: Figures, args: argparse.Namespace) -> None:
             )
         )
     print_table(("goal", "Flowsite steps/s", "peer", "ratio", "goal"), rows)
+    inline, with_starts = peers.get("inline"), peers.get("inline with starts")
+    if args.database == "sqlite" and inline and with_starts:
+        # The workers' window holds the starts too, and on SQLite every writer shares one
+        # lock: no cluster can beat one process doing the same writes back to back.
+        print(
+            "  ceiling of '2 workers / inline' with one write lock (inline with starts / "
+            f"inline, before any queue or worker cost): {with_starts / inline:.2f}"
+        )
     if args.database == "postgres" and len(by_workers) > 1:
         growth = ", ".join(f"{w}: {median_of(r):,.0f}" for w, r in sorted(by_workers.items()))
         print(f"  steps/s by workers on PostgreSQL (goal: grows with workers): {growth}")

@@ -21,6 +21,7 @@ from workflows.context import Context
 from workflows.engine import Lease, claim, complete_work, fail_attempt, heartbeat
 from workflows.engine.budgets import record_usage
 from workflows.engine.callbacks import AwaitCallback, make_token, park_for_callback
+from workflows.engine.claims import claimable
 from workflows.engine.lease import Held, LeaseBatch
 from workflows.engine.outcomes import heartbeat_batch, record_batch, record_lost_lease
 from workflows.engine.transaction import transition
@@ -36,27 +37,52 @@ def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
 
 
-def execute(kind: WorkKind, unit_id: int, *, owner: str | None = None, chain: bool = True) -> int:
+def execute(
+    kind: WorkKind,
+    unit_id: int,
+    *,
+    owner: str | None = None,
+    chain: bool = True,
+    pull: bool = False,
+) -> int:
     """Claim and run ready work; with ``chain``, keep going with the work it releases.
 
-    Chaining stops once this call has been busy for ``CHAIN_BUDGET``: the next unit is
-    then left ``ready`` for the queue, so one queue task never runs long enough for the
-    queue to think its worker died. Returns how many attempts this call ran. Work that
-    another worker claimed first, or that is no longer ready, is not an error: it
-    returns 0.
+    With ``pull`` (a queue worker), a chain that ends (its run finished, or waits) goes
+    on with the best ready unit of the same kind and route, as the claim of a nudge
+    whose unit was taken would (:func:`~workflows.engine.claims.claim`), until nothing
+    is ready or a unit cannot be claimed: a busy worker does not wait for the queue to
+    hand it work that is already in the database. The nudges of pulled units then find
+    them taken, after one read (:func:`~workflows.engine.claims.claimable`).
+
+    Chaining and pulling stop once this call has been busy for ``CHAIN_BUDGET``: the
+    next unit is then left ``ready`` for the queue, so one queue task never runs long
+    enough for the queue to think its worker died. Returns how many attempts this call
+    ran. Work that another worker claimed first, or that is no longer ready, is not an
+    error: it returns 0.
     """
     owner = owner or worker_id()
-    try:
-        held: Held | None = claim(kind, unit_id, owner)
-    except (StaleState, DefinitionMissing) as exc:
-        logger.debug("%s %s not claimed: %s", kind.name, unit_id, exc)
-        return 0
     deadline = time.monotonic() + workflow_settings.CHAIN_BUDGET.total_seconds()
+    held = _take(kind, unit_id, owner, look_first=pull)
     attempts = 0
     while held is not None:
         attempts += len(held.leases) if isinstance(held, LeaseBatch) else 1
         held = run_attempt(held, chain=chain and time.monotonic() < deadline)
+        if held is None and pull and chain and time.monotonic() < deadline:
+            held = _take(kind, unit_id, owner, look_first=True)
     return attempts
+
+
+def _take(kind: WorkKind, unit_id: int, owner: str, *, look_first: bool) -> Held | None:
+    """Claim ``unit_id`` (or the unit its claim takes instead) for ``owner``; ``None``
+    when there is nothing to claim. ``look_first``: read before claiming, so that
+    finding nothing writes nothing."""
+    if look_first and not claimable(kind, unit_id):
+        return None
+    try:
+        return claim(kind, unit_id, owner)
+    except (StaleState, DefinitionMissing) as exc:
+        logger.debug("%s %s not claimed: %s", kind.name, unit_id, exc)
+        return None
 
 
 def execute_step(step_id: int, *, owner: str | None = None, chain: bool = True) -> int:

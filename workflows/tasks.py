@@ -19,13 +19,15 @@ from workflows.webhooks.sender import send_endpoint
 
 
 def run_step(step_id: int) -> int:
-    """Run a ready step (and the work it releases, while the chain budget lasts)."""
-    return execute(STEP, step_id)
+    """Run a ready step, the work it releases and then other ready steps of its route,
+    while the chain budget lasts."""
+    return execute(STEP, step_id, pull=True)
 
 
 def run_item(item_id: int) -> int:
-    """Run a ready fan-out item (and the next items it releases)."""
-    return execute(ITEM, item_id)
+    """Run a ready fan-out item, the next items it releases and then other ready items
+    of its route."""
+    return execute(ITEM, item_id, pull=True)
 
 
 def run_compensation(record_id: int) -> int:

@@ -321,6 +321,20 @@ def claim(kind: WorkKind, unit_id: int, owner: str) -> Held:
     return held
 
 
+def claimable(kind: WorkKind, unit_id: int) -> bool:
+    """Whether a :func:`claim` for ``unit_id`` would find ready work now: the unit, or
+    (for steps and items) another ready unit of its route that the claim takes instead.
+
+    A plain read outside any transaction: it takes no lock, and on SQLite it does not
+    wait for the write lock. A worker looks first so that a nudge whose unit another
+    worker already ran (it pulled it, :func:`workflows.runner.execute`) costs one read,
+    not a write transaction. The answer may be stale by the time the claim runs; the
+    claim decides.
+    """
+    row = kind.read_claim(unit_id, locked=False)
+    return row is not None and row.status == StepStatus.READY
+
+
 def claim_step(step_id: int, owner: str) -> Lease:
     """:func:`claim` for a task step (never batched)."""
     lease = claim(STEP, step_id, owner)

@@ -697,15 +697,19 @@ def _claim_columns(step: str) -> str:
     )
 
 
-def _read_claim(sql: str, params: Sequence[Any]) -> tuple[ClaimRow, Sequence[Any]] | None:
+def _read_claim(
+    sql: str, params: Sequence[Any], *, locked: bool = True
+) -> tuple[ClaimRow, Sequence[Any]] | None:
     """Run one claim read: the common columns as a :class:`ClaimRow`, and the rest.
 
     The unit's row is locked ``SKIP LOCKED`` on PostgreSQL, so a worker that receives a
     duplicate nudge for a unit another worker is claiming right now moves on instead of
-    queueing behind it. ``None``: missing, or being claimed.
+    queueing behind it. ``None``: missing, or being claimed. Not ``locked``: a plain
+    read, for a worker looking before it claims (:func:`~workflows.engine.claims.
+    claimable`), outside any transaction.
     """
     connection = _db()
-    lock = _for_update(connection, skip_locked=True, of="u")
+    lock = _for_update(connection, skip_locked=True, of="u") if locked else ""
     row = fetch_one(connection, f"{sql}{lock}", list(params))
     if row is None:
         return None
@@ -738,12 +742,13 @@ def _preferred(unit_table: str, named_id: int) -> tuple[str, list[Any]]:
     )
 
 
-def claim_step_row(step_id: int, *, preferred: bool = True) -> ClaimRow | None:
+def claim_step_row(step_id: int, *, preferred: bool = True, locked: bool = True) -> ClaimRow | None:
     """Read a step and its run for claiming; with ``preferred``, a ready step of the
-    same route with a higher priority instead, if there is one (:func:`_preferred`)."""
+    same route with a higher priority instead, if there is one (:func:`_preferred`).
+    ``locked``: as :func:`_read_claim`'s."""
     step, run = _quote(Step._meta.db_table), _quote(Run._meta.db_table)
     head = f"SELECT {_claim_columns('u')} FROM {step} u JOIN {run} r ON r.id = u.run_id "
-    found = _read_claim(*_step_tail(step, step_id, preferred, head))
+    found = _read_claim(*_step_tail(step, step_id, preferred, head), locked=locked)
     return found[0] if found is not None else None
 
 
@@ -754,15 +759,16 @@ def _step_tail(table: str, unit_id: int, preferred: bool, head: str) -> tuple[st
     return f"{head}{tail}", params
 
 
-def claim_item_row(item_id: int, *, preferred: bool = True) -> ClaimRow | None:
-    """Read a fan-out item, its step and run for claiming (``preferred``: as for steps)."""
+def claim_item_row(item_id: int, *, preferred: bool = True, locked: bool = True) -> ClaimRow | None:
+    """Read a fan-out item, its step and run for claiming (``preferred``, ``locked``: as
+    for steps)."""
     item = _quote(FanOutItem._meta.db_table)
     step, run = _quote(Step._meta.db_table), _quote(Run._meta.db_table)
     head = (
         f"SELECT {_claim_columns('s')}, u.{_quote('key')}, u.item FROM {item} u "
         f"JOIN {step} s ON s.id = u.step_id JOIN {run} r ON r.id = s.run_id "
     )
-    found = _read_claim(*_step_tail(item, item_id, preferred, head))
+    found = _read_claim(*_step_tail(item, item_id, preferred, head), locked=locked)
     if found is None:
         return None
     claim, (key, value) = found
@@ -770,10 +776,13 @@ def claim_item_row(item_id: int, *, preferred: bool = True) -> ClaimRow | None:
     return claim
 
 
-def claim_compensation_row(record_id: int, *, preferred: bool = False) -> ClaimRow | None:
+def claim_compensation_row(
+    record_id: int, *, preferred: bool = False, locked: bool = True
+) -> ClaimRow | None:
     """Read a compensation record, its step, run and item for claiming.
 
     Never another record: a run's compensations run one at a time in reverse order.
+    ``locked``: as for steps.
     """
     record = _quote(CompensationRecord._meta.db_table)
     item = _quote(FanOutItem._meta.db_table)
@@ -783,6 +792,7 @@ def claim_compensation_row(record_id: int, *, preferred: bool = False) -> ClaimR
         f"JOIN {step} s ON s.id = u.step_id JOIN {run} r ON r.id = u.run_id "
         f"LEFT JOIN {item} i ON i.id = u.item_id WHERE u.id = %s",
         [record_id],
+        locked=locked,
     )
     if found is None:
         return None

@@ -90,7 +90,7 @@ class WorkKind:
     held_while: frozenset[str]
     stopped_status: str
     timer_field: str
-    read_claim: Callable[..., sql.ClaimRow | None]  # (unit id, *, preferred=True)
+    read_claim: Callable[..., sql.ClaimRow | None]  # (unit id, *, preferred=True, locked=True)
     run_path: str
     retry_of: Callable[[LeasedNode], Retry]
     describe: str
