@@ -17,9 +17,9 @@ from workflows.engine.claims import claim
 from workflows.errors import WorkHeld
 from workflows.models import Event, FanOutItem, Run, Step
 from workflows.routing import CAPABILITIES_ENV, QUEUES_ENV
+from workflows.runner import execute
 from workflows.status import RunStatus, StepStatus
 from workflows.tasks import run_item, run_step
-from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
 
@@ -113,9 +113,11 @@ def test_a_pull_stays_on_the_route_of_the_nudge(recording, monkeypatch):
     monkeypatch.setenv(CAPABILITIES_ENV, "")
     plain = workflows.start_run(Pair, {})
     gpu = workflows.start_run(OnGpu, {})
+    another = workflows.start_run(Pair, {})
 
-    assert run_step(first_step(plain).pk) == 2
+    assert run_step(first_step(plain).pk) == 4  # its own run, then `another`
 
+    assert another.steps.filter(status=StepStatus.COMPLETED).count() == 2
     assert first_step(gpu, "render").status == StepStatus.READY
     assert run_step(first_step(gpu, "render").pk) == 1
 
@@ -125,12 +127,15 @@ def test_held_work_and_paused_runs_are_not_pulled(recording):
     waiting = workflows.start_run(OneAtATime, {"customer": 7})
     paused = workflows.start_run(Pair, {})
     plain = workflows.start_run(Pair, {})
+    another = workflows.start_run(Pair, {})
     claim_step(first_step(holder, "charge").pk, "another-worker")
     with pytest.raises(WorkHeld):
         claim(STEP, first_step(waiting, "charge").pk, "another-worker")
     workflows.pause_run(paused)
 
-    assert run_step(first_step(plain).pk) == 2
+    assert run_step(first_step(plain).pk) == 4  # its own run, then `another`
+
+    assert another.steps.filter(status=StepStatus.COMPLETED).count() == 2
 
     assert first_step(waiting, "charge").status == StepStatus.READY
     assert first_step(waiting, "charge").held_on == "concurrency:customer:7"
@@ -161,11 +166,11 @@ def test_a_worker_of_items_pulls_the_items_of_other_fan_outs(recording):
         assert first_step(run, "each").output == [1, 2, 3]
 
 
-def test_run_pending_does_not_pull(recording):
-    """``run_pending`` is its own loop over every ready unit: one pass, the same result."""
-    runs = [workflows.start_run(Pair, {}) for _ in range(3)]
-    result = run_pending()
-    assert result.steps == 6
-    assert set(Run.objects.filter(pk__in=[r.pk for r in runs]).values_list("status", flat=True)) == {
-        RunStatus.COMPLETED
-    }
+def test_only_queue_workers_pull(recording):
+    """``execute`` pulls when asked (the queue's entry points do); ``run_pending``, one
+    loop over every ready unit already, does not ask."""
+    runs = [workflows.start_run(Pair, {}) for _ in range(2)]
+
+    assert execute(STEP, first_step(runs[0]).pk, owner="inline") == 2
+
+    assert first_step(runs[1]).status == StepStatus.READY
