@@ -6,8 +6,10 @@ and the lock stays idle from the moment its holder commits until a sleeper wakes
 Measured with two django-q2 workers, the pusher, the monitor and the sweeper writing one
 file: a worker's ``BEGIN IMMEDIATE`` waited 1.5-2.4 ms on average for a transaction that
 holds the lock about 0.5 ms, the pusher's claim 17 ms, the monitor's acknowledgement
-10 ms (``docs/benchmarks.md``, "Workers"). Writers that take this lock first wait in the
-kernel instead; ``flock`` hands the lock over within a few microseconds of its release.
+10 ms (``docs/benchmarks.md``, "Workers"). Writers that take this lock first ask for it
+again every :data:`POLL_SECONDS` (0.1 ms), so the next writer gets in within about that
+long of a commit. A blocking ``flock``, woken by the kernel, measured no faster, and its
+wait could not be bounded by the busy timeout.
 
 ``flock`` locks belong to an open file, so each connection opens its own (two threads of
 one process exclude each other too, and a forked child reopens rather than share its
