@@ -50,6 +50,7 @@ from django_q.scheduler import scheduler
 from django_q.status import Stat
 
 from workflows.definitions.limits import Route
+from workflows.runner import stop_when
 
 logger = logging.getLogger("workflows.cluster")
 
@@ -117,11 +118,16 @@ def _end(process: BaseProcess) -> None:
 class RenewingSentinel(Sentinel):
     """django-q2's sentinel, plus: move to new queues when a child was killed."""
 
-    def __init__(self, *args: Any, run_scheduler: bool = True, **kwargs: Any) -> None:
+    def __init__(
+        self, stop_event: Any, *args: Any, run_scheduler: bool = True, **kwargs: Any
+    ) -> None:
         # Set before the base class starts guarding, which never returns.
         self.retired: list[Retired] = []
         self.run_scheduler = run_scheduler
-        super().__init__(*args, **kwargs)
+        # Inherited by the workers forked from here: once the cluster is stopping, they
+        # finish the attempt in hand and take no more work from the database.
+        stop_when(stop_event)
+        super().__init__(stop_event, *args, **kwargs)
 
     def guard(self) -> None:
         """django-q2's guard loop (1.11.1), checking for killed children first.

@@ -32,6 +32,23 @@ from workflows.validation import check_json
 logger = logging.getLogger("workflows.runner")
 
 
+# The stop event of the django-q2 cluster this process works for, when it has one: set in
+# the cluster's sentinel before it forks its workers (``workflows.cluster``).
+_cluster_stopping: Any = None
+
+
+def stop_when(event: Any) -> None:
+    """Make ``event`` (a ``multiprocessing.Event``) tell this process and the workers it
+    forks that their cluster is stopping: a worker then finishes the attempt in hand and
+    neither chains nor pulls more, so a stop waits for one step, not for a chain budget."""
+    global _cluster_stopping
+    _cluster_stopping = event
+
+
+def _stopping() -> bool:
+    return _cluster_stopping is not None and _cluster_stopping.is_set()
+
+
 def worker_id() -> str:
     """Name this worker thread in lease columns: host, process and thread."""
     return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
@@ -54,20 +71,25 @@ def execute(
     hand it work that is already in the database. The nudges of pulled units then find
     them taken, after one read (:func:`~workflows.engine.claims.claimable`).
 
-    Chaining and pulling stop once this call has been busy for ``CHAIN_BUDGET``: the
-    next unit is then left ``ready`` for the queue, so one queue task never runs long
-    enough for the queue to think its worker died. Returns how many attempts this call
-    ran. Work that another worker claimed first, or that is no longer ready, is not an
-    error: it returns 0.
+    Chaining and pulling stop once this call has been busy for ``CHAIN_BUDGET``, or
+    once the worker's cluster is stopping (:func:`stop_when`): the next unit is then
+    left ``ready`` for the queue, so one queue task never runs long enough for the
+    queue to think its worker died, and a stopping worker ends with the attempt in hand.
+    Returns how many attempts this call ran. Work that another worker claimed first, or
+    that is no longer ready, is not an error: it returns 0.
     """
     owner = owner or worker_id()
     deadline = time.monotonic() + workflow_settings.CHAIN_BUDGET.total_seconds()
+
+    def may_go_on() -> bool:
+        return chain and time.monotonic() < deadline and not _stopping()
+
     held = _take(kind, unit_id, owner, look_first=pull)
     attempts = 0
     while held is not None:
         attempts += len(held.leases) if isinstance(held, LeaseBatch) else 1
-        held = run_attempt(held, chain=chain and time.monotonic() < deadline)
-        if held is None and pull and chain and time.monotonic() < deadline:
+        held = run_attempt(held, chain=may_go_on())
+        if held is None and pull and may_go_on():
             held = _take(kind, unit_id, owner, look_first=True)
     return attempts
 

@@ -4,6 +4,7 @@ then cost one read and write nothing."""
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import pytest
@@ -17,7 +18,7 @@ from workflows.engine.claims import claim
 from workflows.errors import WorkHeld
 from workflows.models import Event, FanOutItem, Run, Step
 from workflows.routing import CAPABILITIES_ENV, QUEUES_ENV
-from workflows.runner import execute
+from workflows.runner import execute, stop_when
 from workflows.status import RunStatus, StepStatus
 from workflows.tasks import run_item, run_step
 
@@ -174,3 +175,20 @@ def test_only_queue_workers_pull(recording):
     assert execute(STEP, first_step(runs[0]).pk, owner="inline") == 2
 
     assert first_step(runs[1]).status == StepStatus.READY
+
+
+def test_a_worker_of_a_stopping_cluster_ends_with_the_attempt_in_hand(recording):
+    stopping = threading.Event()
+    stop_when(stopping)
+    try:
+        runs = [workflows.start_run(Pair, {}) for _ in range(2)]
+        stopping.set()
+
+        assert run_step(first_step(runs[0]).pk) == 1
+
+        assert first_step(runs[0], "second").status == StepStatus.READY  # not chained
+        assert first_step(runs[1]).status == StepStatus.READY  # not pulled
+        stopping.clear()
+        assert run_step(first_step(runs[1]).pk) == 3  # its run, then the one left ready
+    finally:
+        stop_when(None)
