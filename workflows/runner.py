@@ -11,7 +11,7 @@ import threading
 import time
 from datetime import timedelta
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from django.db import DataError
 from django.utils.module_loading import import_string
@@ -32,15 +32,21 @@ from workflows.validation import check_json
 logger = logging.getLogger("workflows.runner")
 
 
+class StopFlag(Protocol):
+    """What :func:`stop_when` needs of an event: ``multiprocessing`` or ``threading``'s."""
+
+    def is_set(self) -> bool: ...
+
+
 # The stop event of the django-q2 cluster this process works for, when it has one: set in
 # the cluster's sentinel before it forks its workers (``workflows.cluster``).
-_cluster_stopping: Any = None
+_cluster_stopping: StopFlag | None = None
 
 
-def stop_when(event: Any) -> None:
-    """Make ``event`` (a ``multiprocessing.Event``) tell this process and the workers it
-    forks that their cluster is stopping: a worker then finishes the attempt in hand and
-    neither chains nor pulls more, so a stop waits for one step, not for a chain budget."""
+def stop_when(event: StopFlag | None) -> None:
+    """Make ``event`` tell this process and the workers it forks that their cluster is
+    stopping: a worker then finishes the attempt in hand and neither chains nor pulls
+    more, so a stop waits for one step, not for a chain budget. ``None``: no cluster."""
     global _cluster_stopping
     _cluster_stopping = event
 
