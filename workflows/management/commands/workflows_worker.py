@@ -43,9 +43,11 @@ class Command(BaseCommand):
         "killed (an out-of-memory kill, say), its cluster moves onto new internal queues "
         "within about a second, because the dead process may hold their locks: with plain "
         "qcluster, killing an idle worker stops every worker until a restart. Tasks "
-        "running at that moment finish first. Stops on SIGINT or SIGTERM after the "
-        "running tasks; exits non-zero if a cluster's sentinel dies, so that a process "
-        "manager restarts it."
+        "running at that moment finish first. A worker whose run has nothing more for it "
+        "takes the next ready work of its route from the database, for up to "
+        "WORKFLOWS['CHAIN_BUDGET'], rather than waiting for the queue. Stops on SIGINT or "
+        "SIGTERM once each worker has finished the step in hand (the rest stays ready); "
+        "exits non-zero if a cluster's sentinel dies, so that a process manager restarts it."
     )
 
     def add_arguments(self, parser: Any) -> None:
