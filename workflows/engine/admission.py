@@ -68,15 +68,24 @@ class Admitted:
 _LIMITED_KINDS = (STEP, ITEM)
 
 
+def _queue_rate(workflow: type[Workflow], node: LeasedNode) -> tuple[str, str] | None:
+    """The queue of ``node``'s work and its rate in ``QUEUE_RATE_LIMITS``, if it has one."""
+    queue_limits = workflow_settings.QUEUE_RATE_LIMITS
+    if not queue_limits:  # usually none: no route to look up
+        return None
+    queue = workflow.route_of(node.name).queue
+    return (queue, queue_limits[queue]) if queue in queue_limits else None
+
+
 def rate_limits(workflow: type[Workflow], node: LeasedNode) -> list[tuple[str, RateLimit]]:
     """The rate limits a start of ``node``'s work counts against: the task's, the queue's."""
     found = []
     if node.rate_limit is not None:
         found.append((f"task:{workflow.name}.{node.name}", RateLimit.parse(node.rate_limit)))
-    queue_limits = workflow_settings.QUEUE_RATE_LIMITS
-    queue = workflow.route_of(node.name).queue
-    if queue_limits and queue in queue_limits:
-        found.append((f"queue:{queue}", RateLimit.parse(queue_limits[queue])))
+    queue_rate = _queue_rate(workflow, node)
+    if queue_rate is not None:
+        queue, rate = queue_rate
+        found.append((f"queue:{queue}", RateLimit.parse(rate)))
     return found
 
 
@@ -88,8 +97,7 @@ def limited(workflow: type[Workflow], node: LeasedNode) -> bool:
     """
     if node.concurrency_key is not None or node.rate_limit is not None or workflow.budgets:
         return True
-    queue_limits = workflow_settings.QUEUE_RATE_LIMITS
-    return bool(queue_limits) and workflow.route_of(node.name).queue in queue_limits
+    return _queue_rate(workflow, node) is not None
 
 
 def concurrency_key(workflow: type[Workflow], node: LeasedNode, row: ClaimRow) -> str:
