@@ -120,7 +120,13 @@ class SkipStepForm(StepForm):
         required=False,
         initial=None,
         widget=forms.Textarea(attrs={"rows": 4, "cols": 60}),
-        help_text="JSON recorded as the step's output (what downstream steps read).",
+        help_text=(
+            "JSON recorded as the step's output (what downstream steps read). Skipping a "
+            'gate decides it: give the decision, e.g. {"decision": "approved", '
+            '"selections": ["express"], "feedback": "…"} (empty: approved, nothing selected); '
+            "only those who may decide the gate, or hold workflows.override_gate_rule "
+            "(recorded as an override), may skip it."
+        ),
     )
 
 

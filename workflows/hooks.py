@@ -56,6 +56,13 @@ gate_decided = Signal()
 workflow name; arguments ``run_id``, ``step_id`` and ``event`` (the ``gate.decided``
 event; ``payload["decision"]`` and ``payload["by"]``)."""
 
+gate_overridden = Signal()
+"""A gate was skipped by someone its rule does not admit, under the separately granted
+``workflows.override_gate_rule``: never sent as ``gate_decided``. ``sender`` is the
+workflow name; arguments ``run_id``, ``step_id`` and ``event`` (the ``gate.overridden``
+event; ``payload["decision"]``, ``payload["by"]`` and ``payload["rule"]``, the
+permission and assignees set aside)."""
+
 compensation_failed = Signal()
 """A compensation failed for good, leaving its run ``compensation_failed``. ``sender``
 is the workflow name; arguments ``run_id``, ``step_id`` (the compensated step) and
@@ -67,6 +74,7 @@ ALL_HOOKS = (
     step_failed,
     gate_waiting,
     gate_decided,
+    gate_overridden,
     compensation_failed,
 )
 
@@ -76,6 +84,7 @@ _HOOK_OF_TYPE: dict[str, Signal] = {
     **{f"run.{status}": run_finished for status in RUN_FINAL},
     "step.failed": step_failed,
     "gate.decided": gate_decided,
+    "gate.overridden": gate_overridden,
     "compensation.failed": compensation_failed,
 }
 _HOOK_OF_WAITING_REASON: dict[str, Signal] = {"gate": gate_waiting}

@@ -19,6 +19,7 @@ from django.db.models import Q
 from workflows.status import (
     CompensationStatus,
     Decision,
+    DecisionVia,
     RunStatus,
     StepStatus,
     TimerKind,
@@ -185,6 +186,11 @@ class Step(LeasedWork):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     decided_at = models.DateTimeField(null=True, blank=True)
+    # How the decision was made: by a decider, the timeout, or a skip (within the
+    # gate's rule, or overriding it).
+    decided_via = models.CharField(
+        max_length=16, choices=DecisionVia.choices, blank=True, default=""
+    )
     # The address the decision came from, as the caller passed it (None: not given).
     decided_from = models.GenericIPAddressField(null=True, blank=True)
     feedback = models.TextField(blank=True, default="")
@@ -244,6 +250,10 @@ class Step(LeasedWork):
         ]
         permissions = [
             ("override_gate_claim", "Can decide or release a gate claimed by someone else"),
+            (
+                "override_gate_rule",
+                "Can skip a gate whose own rule does not admit them (recorded as an override)",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -226,6 +226,7 @@ def step_summary(step: Step) -> dict[str, Any]:
         "max_attempts": step.max_attempts,
         "decision": step.decision,
         "decided_by": step.decided_by.get_username() if step.decided_by_id else None,
+        "decided_via": step.decided_via,
         "output": step.output,
         "error": step.error,
         "finished_at": step.finished_at,

@@ -17,8 +17,15 @@ from django.core.validators import validate_ipv46_address
 from django.db import models
 
 from workflows import engine
-from workflows.approvals import decidable_by, may_override_claim, signed_in
-from workflows.definitions import WaitForSignal, Workflow, registry
+from workflows.approvals import (
+    OVERRIDE_RULE_PERMISSION,
+    decidable_by,
+    may_override_claim,
+    may_override_rule,
+    signed_in,
+)
+from workflows.definitions import Gate, WaitForSignal, Workflow, registry
+from workflows.definitions.gate import check_selections
 from workflows.definitions.limits import priority_problems
 from workflows.engine import operator_verbs, pause, rerun, terminate
 from workflows.engine.callbacks import resolve_callback
@@ -33,7 +40,6 @@ from workflows.errors import (
     DefinitionError,
     DefinitionMissing,
     GateAlreadyDecided,
-    InvalidDecision,
     InvalidInput,
     InvalidTransition,
     StaleVersion,
@@ -152,6 +158,19 @@ def _run_id(run: Run | UUID | str) -> UUID:
     return run.pk if isinstance(run, Run) else get_run(run).pk
 
 
+def _may_decide(step: Step, user: Any) -> bool:
+    """Whether the gate's rule (:func:`workflows.approvals.decidable_by`) admits ``user``."""
+    return signed_in(user) and Step.objects.filter(pk=step.pk).filter(decidable_by(user)).exists()
+
+
+def _rule_of(step: Step) -> str:
+    """The gate's rule in words, for a refusal."""
+    users = step.assignees.get("users", [])
+    groups = step.assignees.get("groups", [])
+    assignees = users + [f"group:{group}" for group in groups]
+    return f"it needs permission {step.permission or '(none)'} or one of the assignees {assignees}"
+
+
 def check_decider(step: Step, user: Any) -> None:
     """Raise ``PermissionDenied`` unless ``user`` may decide this gate.
 
@@ -162,19 +181,39 @@ def check_decider(step: Step, user: Any) -> None:
     """
     if not signed_in(user):
         raise PermissionDenied(f"deciding gate {step.name!r} needs a signed-in, active user")
-    if Step.objects.filter(pk=step.pk).filter(decidable_by(user)).exists():
-        return
-    users = step.assignees.get("users", [])
-    groups = step.assignees.get("groups", [])
-    assignees = users + [f"group:{group}" for group in groups]
+    if not _may_decide(step, user):
+        raise PermissionDenied(
+            f"user {user.get_username()!r} may not decide gate {step.name!r}: {_rule_of(step)}"
+        )
+
+
+def _skip_overrides_rule(gate: Step, user: Any) -> bool:
+    """Whether ``user`` skipping ``gate`` overrides its rule; refused if they may not.
+
+    Skipping a gate decides it, so it is checked as a decision is: a user the gate's rule
+    admits skips it as a decider (``False``); one it does not admit needs the separately
+    granted ``workflows.override_gate_rule`` (``True``: an override, recorded as one);
+    anyone else, and a skip without a signed-in user, gets ``PermissionDenied``. A gate
+    carries its rule from the run's start, so a gate not yet reached is checked too.
+    """
+    if not signed_in(user):
+        raise PermissionDenied(
+            f"skipping gate {gate.name!r} decides it, which needs a signed-in, active user "
+            "who may decide it"
+        )
+    if _may_decide(gate, user):
+        return False
+    if may_override_rule(user):
+        return True
     raise PermissionDenied(
-        f"user {user.get_username()!r} may not decide gate {step.name!r}: it needs permission "
-        f"{step.permission or '(none)'} or one of the assignees {assignees}"
+        f"user {user.get_username()!r} may not decide gate {gate.name!r} ({_rule_of(gate)}), "
+        f"and skipping a gate decides it: that needs the gate's rule or permission "
+        f"{OVERRIDE_RULE_PERMISSION}"
     )
 
 
 def _gate(step: Step) -> None:
-    if step.kind != "gate":
+    if step.kind != Gate.kind:
         raise InvalidTransition(f"step {step.name!r} is a {step.kind}, not a gate")
 
 
@@ -191,44 +230,11 @@ def _waiting(step: Step) -> None:
 
 
 def clean_selections(step: Step, selections: Sequence[str] | None) -> list[str]:
-    """Check selections against the gate's options and its min/max counts."""
-    if selections is None:
-        selections = []
-    if not isinstance(selections, list | tuple):
-        raise InvalidDecision(
-            f"selections for gate {step.name!r} must be a list of option values, "
-            f"got {type(selections).__name__} {selections!r}"
-        )
-    chosen = list(selections)
-    for value in chosen:
-        if not isinstance(value, str):
-            raise InvalidDecision(
-                f"selections for gate {step.name!r} must be option values (strings), "
-                f"got {type(value).__name__} {value!r}"
-            )
+    """Check selections against the waiting gate's options and its min/max counts."""
     allowed = [option["value"] for option in step.options]
-    unknown = [value for value in chosen if value not in allowed]
-    if unknown:
-        raise InvalidDecision(
-            f"gate {step.name!r} has no option {unknown[0]!r}; allowed: {allowed}",
-            allowed=allowed,
-        )
-    if len(set(chosen)) != len(chosen):
-        raise InvalidDecision(f"gate {step.name!r}: an option was selected twice: {chosen}")
-    low, high = step.min_selections, step.max_selections
-    if len(chosen) < low or (high is not None and len(chosen) > high):
-        span = (
-            f"at least {low}"
-            if high is None
-            else f"exactly {low}"
-            if low == high
-            else f"{low} to {high}"
-        )
-        raise InvalidDecision(
-            f"gate {step.name!r} needs {span} selections, got {len(chosen)}",
-            allowed=allowed,
-        )
-    return chosen
+    return check_selections(
+        step.name, allowed, step.min_selections, step.max_selections, selections
+    )
 
 
 def clean_address(address: str | None) -> str | None:
@@ -354,17 +360,17 @@ def claim_gate(step: Step | int, user: Any, *, address: str | None = None) -> St
 def unclaim_gate(step: Step | int, user: Any, *, address: str | None = None) -> Step:
     """Release the claim on a waiting gate; releasing an unclaimed gate changes nothing.
 
-    ``user`` releases their own claim; someone else's needs the permission
-    ``workflows.override_gate_claim`` (else :class:`GateClaimed`). Raises
-    ``PermissionDenied`` for a user who is not signed in, :class:`GateAlreadyDecided`
-    for a gate no longer waiting, :class:`InvalidInput` for a bad address; nothing is
-    written then.
+    Only users who may decide the gate may release a claim on it (``PermissionDenied``,
+    as for claiming: the override permission alone does not make its holder one of the
+    gate's deciders). ``user`` releases their own claim; someone else's also needs the
+    permission ``workflows.override_gate_claim`` (else :class:`GateClaimed`). Raises
+    :class:`GateAlreadyDecided` for a gate no longer waiting, :class:`InvalidInput` for a
+    bad address; nothing is written then.
     """
     gate = _step(step)
     _gate(gate)
     cleaned = clean_address(address)
-    if not signed_in(user):
-        raise PermissionDenied(f"releasing gate {gate.name!r} needs a signed-in, active user")
+    check_decider(gate, user)
     _waiting(gate)
     unclaim_in_run(gate.pk, user, address=cleaned, may_override=partial(may_override_claim, user))
     return _step(gate)
@@ -498,11 +504,24 @@ def skip_step(step: Step | int, *, user: Any = None, output: Any = None) -> Step
     """Record a step as done with ``output`` without running it; the run moves on.
 
     ``output`` is checked as a handler's output is: :class:`InvalidInput` if the
-    database cannot store it, and nothing is written.
+    database cannot store it, and nothing is written. Skipping a gate decides it: only
+    a user the gate's rule admits may, or a holder of ``workflows.override_gate_rule``
+    (recorded as an override), else ``PermissionDenied``; ``output`` is then the decision
+    (``{"decision", "selections", "feedback"}``, :class:`InvalidDecision` if it does not
+    fit the gate's options) and a claim by someone else is respected as by a decision.
     """
     target = _step(step)
     check_json(output, field="output of the skipped step")
-    operator_verbs.skip_step(target.pk, output=output, user=user)
+    if target.kind == Gate.kind:
+        operator_verbs.skip_gate(
+            target.pk,
+            output=output,
+            user=user,
+            overriding=_skip_overrides_rule(target, user),
+            may_override_claim=partial(may_override_claim, user),
+        )
+    else:
+        operator_verbs.skip_step(target.pk, output=output, user=user)
     return _step(target)
 
 

@@ -66,6 +66,21 @@ class Decision(models.TextChoices):
     REJECTED = "rejected"
 
 
+class DecisionVia(models.TextChoices):
+    """How a gate's decision was made: what the run page and the API show beside it.
+
+    Only ``decision`` and ``skip`` pass the gate's own rule (the decider may decide the
+    gate); ``timeout`` is the gate's ``on_timeout``; ``override`` is a skip by a holder
+    of ``workflows.override_gate_rule`` whom the rule does not admit, never shown as an
+    ordinary decision.
+    """
+
+    DECISION = "decision", "decided"
+    TIMEOUT = "timeout", "decided by its timeout"
+    SKIP = "skip", "skipped by a decider"
+    OVERRIDE = "override", "skipped, overriding the gate's rule"
+
+
 RUN_ACTIVE = frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING})
 # Runs rolling back: no new forward work starts, compensations run.
 RUN_UNWINDING = frozenset({RunStatus.COMPENSATING, RunStatus.CANCELLING})

@@ -173,9 +173,14 @@ def test_retry_a_failed_step(api):
 def test_skip_a_waiting_gate_with_an_output(api):
     run = workflows.start_run(Approval)
     gate = run.steps.get(name="approve")
-    response = post(api, f"/api/steps/{gate.pk}/skip/", {"output": {"by": "hand"}})
+    response = post(api, f"/api/steps/{gate.pk}/skip/", {"output": {"feedback": "by hand"}})
     assert response.status_code == 200, response.content
-    assert (response.json()["status"], response.json()["output"]) == ("completed", {"by": "hand"})
+    output = response.json()["output"]
+    assert (response.json()["status"], output["decision"], output["feedback"]) == (
+        "completed",
+        "approved",
+        "by hand",
+    )
 
 
 def test_a_refused_step_verb_is_a_409_with_the_run_s_allowed_actions(api):

@@ -149,8 +149,8 @@ def test_superusers_may_decide_any_gate():
     ("selections", "message"),
     [
         (["teleport"], "has no option 'teleport'; allowed: \\['std', 'express', 'drone'\\]"),
-        ([], "needs exactly 1 selections, got 0"),
-        (["std", "express"], "needs exactly 1 selections, got 2"),
+        ([], "needs exactly 1 selection, got 0"),
+        (["std", "express"], "needs exactly 1 selection, got 2"),
         (["std", "std"], "selected twice"),
     ],
 )

@@ -206,7 +206,7 @@ def test_approve_refuses_deciding_twice(reviewer, manager):
         ),
         (
             ["--user", "reviewer", "--select", "express", "gift"],
-            "gate 'review' needs 0 to 1 selections, got 2",
+            "gate 'review' needs at most 1 selection, got 2",
         ),
         (
             ["--user", "outsider"],
@@ -518,9 +518,17 @@ def test_skip_a_failed_step_with_an_output(manager):
 
 def test_skip_a_waiting_gate_json():
     gate = waiting_gate()
-    data = run_json("workflows_skip", str(gate.pk), "--output", '"by hand"')
-    assert (data["id"], data["status"], data["output"]) == (gate.pk, "completed", "by hand")
-    assert (data["decision"], data["decided_by"]) == ("", None)
+    User.objects.create_superuser("root")
+    data = run_json(
+        "workflows_skip", str(gate.pk), "--user", "root", "--output", '{"feedback": "by hand"}'
+    )
+    assert (data["id"], data["status"]) == (gate.pk, "completed")
+    assert (data["decision"], data["decided_by"], data["decided_via"]) == (
+        "approved",
+        "root",
+        "skip",
+    )
+    assert (data["output"]["decision"], data["output"]["feedback"]) == ("approved", "by hand")
     run_pending()
     assert status_of(Run, gate.run_id) == "completed"
 

@@ -61,6 +61,14 @@ class Node:
         """Return the JSON shape of this node for a run's snapshot."""
         return {"kind": self.kind, "has_condition": self.when is not None}
 
+    def step_columns(self) -> dict[str, Any]:
+        """Columns a step of this node carries from the run's start (field → value).
+
+        What must be known about a step before it is reached: a gate's rule of who may
+        decide it, which a skip of a gate not yet waiting is checked against.
+        """
+        return {}
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name or '?'}>"
 

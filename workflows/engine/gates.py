@@ -22,7 +22,7 @@ from workflows.engine.timers import cancel_timers, fires
 from workflows.engine.transaction import transition
 from workflows.errors import GateAlreadyDecided, GateClaimed, StaleState
 from workflows.models import Run, Step
-from workflows.status import RUN_ALIVE, Decision, StepStatus, TimerKind
+from workflows.status import RUN_ALIVE, Decision, DecisionVia, StepStatus, TimerKind
 
 
 class _Outputs(Mapping[str, Any]):
@@ -59,8 +59,7 @@ def enter_gate(advancer: Advancer, row: StepRow, node: Gate) -> str:
             "options": [option.as_dict() for option in node.options],
             "min_selections": node.min_selections,
             "max_selections": node.max_selections,
-            "permission": node.permission,
-            "assignees": {"users": node.assignee_users, "groups": node.assignee_groups},
+            **node.step_columns(),
             # A gate entered again (a retried or rerun run) starts unclaimed.
             "claimed_by": None,
             "claimed_at": None,
@@ -83,7 +82,7 @@ def decision_output(
     }
 
 
-def _stamp(user: Any, address: str | None, at: datetime) -> dict[str, Any]:
+def stamp(user: Any, address: str | None, at: datetime) -> dict[str, Any]:
     """Who, when and from which address: what every decision and claim event records."""
     return {
         "by": user.get_username() if user is not None else None,
@@ -118,6 +117,22 @@ def _refuse_claimed(row: StepRow, claimer: str | None, action: str) -> None:
     )
 
 
+def respect_claim(
+    row: StepRow, user: Any, may_override: Callable[[], bool] | None, action: str
+) -> str | None:
+    """Refuse ``action`` on a gate someone else claimed, unless ``may_override()``.
+
+    Read under the run's lock. Returns the claimer's username when ``user`` overrides
+    their claim (``None``: no claim, or ``user``'s own), for the history to record.
+    """
+    claimer_id, claimer = _claim_of(row.pk)
+    if claimer_id is None or (user is not None and claimer_id == user.pk):
+        return None
+    if not (may_override is not None and may_override()):
+        _refuse_claimed(row, claimer, action)
+    return claimer
+
+
 @transition
 def decide_gate(
     step_id: int,
@@ -145,10 +160,7 @@ def decide_gate(
     with run_scope(run_of_step(step_id)) as scope:
         run, row = scope.run, step_row(step_id)
         _still_waiting(run, row)
-        claimer_id, claimer = _claim_of(step_id)
-        overridden = claimer_id is not None and (user is None or claimer_id != user.pk)
-        if overridden and not (may_override is not None and may_override()):
-            _refuse_claimed(row, claimer, "decide")
+        overridden = respect_claim(row, user, may_override, "decide")
         if row.version != version:
             raise StaleState(
                 f"gate {row.name!r} changed since it was read (claimed, released or entered "
@@ -165,6 +177,7 @@ def decide_gate(
         at = timezone.now()
         fields = {
             "decision": decision,
+            "decided_via": DecisionVia.DECISION,
             "decided_by": user,
             "decided_at": at,
             "decided_from": address,
@@ -175,9 +188,9 @@ def decide_gate(
         cancel_timers(row.pk, TimerKind.GATE_TIMEOUT)
         payload = {
             "decision": decision,
-            **_stamp(user, address, at),
+            **stamp(user, address, at),
             **({"reason": reason} if reason else {}),
-            **({"overrode_claim_of": claimer} if overridden else {}),
+            **({"overrode_claim_of": overridden} if overridden is not None else {}),
         }
         if decision == Decision.REJECTED and node.on_reject == "fail":
             error = {
@@ -226,7 +239,7 @@ def claim_gate(step_id: int, user: Any, *, address: str | None = None) -> bool:
             updated_at=db_now(),
         ):
             raise StaleState(f"gate {row.name!r} changed while being claimed", step=row.name)
-        scope.events.add(run.pk, "gate.claimed", step_id=row.pk, **_stamp(user, address, at))
+        scope.events.add(run.pk, "gate.claimed", step_id=row.pk, **stamp(user, address, at))
     return True
 
 
@@ -270,7 +283,7 @@ def unclaim_gate(
             run.pk,
             "gate.unclaimed",
             step_id=row.pk,
-            **_stamp(user, address, at),
+            **stamp(user, address, at),
             claimed_by=claimer,
         )
     return True
@@ -291,13 +304,18 @@ def time_out_gate(advancer: Advancer, row: StepRow) -> None:
     decision = Decision.APPROVED if node.on_timeout == "approve" else Decision.REJECTED
     output = decision_output(decision, by=None, selections=[], feedback="timed out")
     at = timezone.now()
-    fields = {"decision": decision, "decided_at": at, "output": output}
+    fields = {
+        "decision": decision,
+        "decided_via": DecisionVia.TIMEOUT,
+        "decided_at": at,
+        "output": output,
+    }
     events.add(
         run.pk,
         "gate.decided",
         step_id=row.pk,
         decision=decision,
-        **_stamp(None, None, at),
+        **stamp(None, None, at),
         reason="timeout",
     )
     if decision == Decision.REJECTED and node.on_reject == "fail":

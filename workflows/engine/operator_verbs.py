@@ -7,12 +7,16 @@ cancelled run are cancelled afterwards, each in its own, child before parent).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
-from workflows.definitions import FanOut, LeasedNode, Node
+from django.utils import timezone
+
+from workflows.definitions import FanOut, Gate, LeasedNode, Node
 from workflows.definitions.nodes import default_retry
 from workflows.engine.fanout import resume_fanout
+from workflows.engine.gates import decision_output, respect_claim, stamp
 from workflows.engine.guards import CANCEL, RETRY, RETRY_STEP, SKIP_STEP
 from workflows.engine.runs import set_run_status, stop_forward_work, unwind
 from workflows.engine.scope import RunScope, run_of_step, run_scope
@@ -28,7 +32,7 @@ from workflows.engine.timers import cancel_timers
 from workflows.engine.transaction import transition
 from workflows.errors import InvalidTransition
 from workflows.models import CompensationRecord, FanOutItem, Step
-from workflows.status import CompensationStatus, RunStatus, StepStatus
+from workflows.status import CompensationStatus, DecisionVia, RunStatus, StepStatus
 
 
 def actor(user: Any) -> str | None:
@@ -114,6 +118,7 @@ def _reset_for_retry(scope: RunScope, row: StepRow, node: Node, user: Any) -> No
         finished_at=None,
         max_attempts=row.attempt + attempts,
         decision="",
+        decided_via="",
         decided_by=None,
         decided_at=None,
         feedback="",
@@ -141,20 +146,114 @@ def skip_step(step_id: int, *, output: Any = None, user: Any = None) -> None:
 
     Accepts steps not yet finished (pending, ready, waiting, retry scheduled) and failed
     or timed-out ones (their failed run resumes). The step ends ``completed`` with the
-    operator's output; the history says who skipped it.
+    operator's output; the history says who skipped it. A gate is refused: skipping one
+    decides it, which :func:`skip_gate` records.
     """
     with run_scope(run_of_step(step_id)) as scope:
         run, row = scope.run, step_row(step_id)
         SKIP_STEP.check(row.name, row.status, run.status)
-        cancel_timers(row.pk)
-        scope.advancer.move(
-            row, StepStatus.COMPLETED, output=output, finished_at=db_now(), error=None
+        if isinstance(scope.workflow.nodes[row.name], Gate):
+            raise InvalidTransition(
+                f"step {row.name!r} is a gate: skipping it decides it (skip_gate)",
+                status=row.status,
+                verb=SKIP_STEP.name,
+            )
+        _skip(scope, row, {"output": output}, user)
+
+
+@transition
+def skip_gate(
+    step_id: int,
+    *,
+    output: Any = None,
+    user: Any,
+    overriding: bool,
+    may_override_claim: Callable[[], bool] | None = None,
+) -> None:
+    """Record a gate decided by an operator's skip, so the run moves on.
+
+    The caller has checked who ``user`` is: one the gate's rule admits, or (with
+    ``overriding``) a holder of ``workflows.override_gate_rule`` whom it does not.
+    ``output`` must be a decision the gate accepts (:meth:`Gate.skip_decision`); the
+    step's output is then shaped as a person's decision, so later steps read it the
+    same way. A decider's skip records ``gate.decided``; an override records
+    ``gate.overridden`` instead, never an ordinary decision, with the rule it set
+    aside. Both record ``step.skipped``. A skip that overturns an earlier decision (a
+    rejected gate that failed its run) names it.
+
+    How it loses a race (nothing is written for the loser): a waiting gate someone
+    else claimed first is refused with :class:`GateClaimed` unless
+    ``may_override_claim()``; a gate decided or timed out meanwhile leaves the
+    statuses ``skip`` accepts, or fails the step's compare-and-set, and the skip is
+    refused with :class:`InvalidTransition`.
+    """
+    with run_scope(run_of_step(step_id)) as scope:
+        run, row = scope.run, step_row(step_id)
+        SKIP_STEP.check(row.name, row.status, run.status)
+        node = scope.workflow.nodes[row.name]
+        if not isinstance(node, Gate):
+            raise InvalidTransition(f"step {row.name!r} is a {node.kind}, not a gate")
+        chosen = node.skip_decision(output)
+        claimer = (
+            respect_claim(row, user, may_override_claim, "skip")
+            if row.status == StepStatus.WAITING
+            else None
         )
-        scope.events.add(run.pk, "step.skipped", step_id=row.pk, by=actor(user), reason="operator")
-        if run.status == RunStatus.FAILED:
-            _revive(scope, user)
-        else:
-            scope.advancer.settled(row.name)
+        earlier = Step.objects.filter(pk=row.pk).values("decision", "decided_via").get()
+        username = actor(user)
+        at = timezone.now()
+        _skip(
+            scope,
+            row,
+            {
+                "output": decision_output(
+                    chosen.decision,
+                    by=username,
+                    selections=chosen.selections,
+                    feedback=chosen.feedback,
+                ),
+                "decision": chosen.decision,
+                "decided_via": DecisionVia.OVERRIDE if overriding else DecisionVia.SKIP,
+                "decided_by": user,
+                "decided_at": at,
+                "decided_from": None,
+                "selections": chosen.selections,
+                "feedback": chosen.feedback,
+            },
+            user,
+            decided={
+                "decision": chosen.decision,
+                **stamp(user, None, at),
+                "via": "skip",
+                **({"overrode_claim_of": claimer} if claimer is not None else {}),
+                **({"overturned": earlier} if earlier["decision"] else {}),
+                **({"rule": node.step_columns()} if overriding else {}),
+            },
+            decided_type="gate.overridden" if overriding else "gate.decided",
+        )
+
+
+def _skip(
+    scope: RunScope,
+    row: StepRow,
+    changes: dict[str, Any],
+    user: Any,
+    *,
+    decided: dict[str, Any] | None = None,
+    decided_type: str = "",
+) -> None:
+    """Complete ``row`` with ``changes`` as an operator's skip, then move the run on
+    (a failed run resumes). ``decided``: the payload of the gate's decision event."""
+    run = scope.run
+    cancel_timers(row.pk)
+    scope.advancer.move(row, StepStatus.COMPLETED, finished_at=db_now(), error=None, **changes)
+    if decided is not None:
+        scope.events.add(run.pk, decided_type, step_id=row.pk, **decided)
+    scope.events.add(run.pk, "step.skipped", step_id=row.pk, by=actor(user), reason="operator")
+    if run.status == RunStatus.FAILED:
+        _revive(scope, user)
+    else:
+        scope.advancer.settled(row.name)
 
 
 @transition

@@ -32,6 +32,7 @@ _FORGOTTEN = {
     "lease_owner": "",
     "lease_expires_at": None,
     "decision": "",
+    "decided_via": "",
     "decided_by": None,
     "decided_at": None,
     "feedback": "",

@@ -167,6 +167,7 @@ def create_run(
                     node.effective_retry.max_attempts if isinstance(node, LeasedNode) else 1
                 ),
                 **definition.unit_columns(name, priority),
+                **node.step_columns(),
             }
             for name, node in definition.nodes.items()
         ],

@@ -15,6 +15,8 @@ from typing import Any
 from django.core.serializers.json import DjangoJSONEncoder
 from django.utils import timezone
 
+from workflows.status import DecisionVia
+
 
 def cell(value: Any) -> str:
     """Format one value for a table: ``-`` for nothing, times to the second, compact JSON.
@@ -77,4 +79,8 @@ def step_line(step: dict[str, Any]) -> str:
         line += f", {step['decision']}"
         if step["decided_by"]:
             line += f" by {step['decided_by']}"
+        if step["decided_via"] == DecisionVia.OVERRIDE:
+            line += ", overriding the gate's rule"
+        elif step["decided_via"] == DecisionVia.SKIP:
+            line += " (skipped)"
     return line

@@ -23,6 +23,7 @@ WEBHOOK_EVENT_TYPES: tuple[str, ...] = (
     "step.failed",
     "gate.waiting",
     "gate.decided",
+    "gate.overridden",
     "compensation.failed",
 )
 

@@ -16,7 +16,10 @@ class Command(BaseCommand):
     help = (
         "Record step STEP as completed with the given output without running it, so its "
         "run moves on (a failed run resumes). Accepts steps not yet finished and failed or "
-        "timed-out ones; refused (exit status 1) otherwise."
+        "timed-out ones; refused (exit status 1) otherwise. Skipping a gate decides it: it "
+        "needs --user U whom the gate's rule admits (or who holds "
+        "workflows.override_gate_rule, recorded as an override), and --output is then the "
+        'decision, e.g. \'{"decision": "approved", "selections": ["express"]}\'.'
     )
 
     def add_arguments(self, parser: Any) -> None:
@@ -25,10 +28,19 @@ class Command(BaseCommand):
             "--output",
             type=json_value,
             metavar="JSON",
-            help="the step's output as any JSON value, seen by later steps (default: null)",
+            help=(
+                "the step's output as any JSON value, seen by later steps (default: null); "
+                'for a gate, {"decision", "selections", "feedback"} (default: approved, '
+                "nothing selected)"
+            ),
         )
         parser.add_argument(
-            "--user", metavar="U", help="username recorded in the run's history as the skipper"
+            "--user",
+            metavar="U",
+            help=(
+                "username recorded in the run's history as the skipper; required for a gate, "
+                "whose rule it must meet"
+            ),
         )
         parser.add_argument("--json", action="store_true", help="print the step as JSON")
 
