@@ -46,6 +46,7 @@ from workflows.validation import check_text, max_length
 __all__ = [
     "CHUNK_SIZE",
     "MAX_IDS",
+    "VERB_OPTIONS",
     "BulkItem",
     "BulkResult",
     "bulk",
@@ -84,6 +85,11 @@ _SERVICES: dict[str, _Service] = {
     "rerun": _Service("rerun_from", frozenset({"from_step", "reason"})),
     "priority": _Service("change_priority", frozenset({"priority"})),
 }
+# Every option some verb takes: what a surface reads from its input and passes on when
+# given (each verb refuses the ones it does not take).
+VERB_OPTIONS: tuple[str, ...] = tuple(
+    sorted(frozenset().union(*(spec.options for spec in _SERVICES.values())))
+)
 
 
 class BulkItem(NamedTuple):
@@ -160,7 +166,9 @@ def bulk(
 
     ``runs`` is a ``Run`` queryset (any size) or up to :data:`MAX_IDS` run ids. Options
     are the verb's own: ``reason`` (cancel, terminate, pause, rerun), ``compensate``
-    (cancel), ``from_step`` (rerun: the name of the step to run again in every run).
+    (cancel), ``from_step`` (rerun: the name of the step to run again in every run),
+    ``priority`` (priority: the new priority, -1000 to 1000, set through
+    :func:`workflows.services.change_priority` as the single verb does).
     Bad input (an unknown verb or option, a malformed id, too many ids) raises
     :class:`InvalidInput` before anything is read or written. Applied, each run is its
     own transaction: a refused run is ``skipped``, and one that raises another
@@ -243,8 +251,13 @@ def _prepare(verb: str, options: dict[str, Any], user: Any) -> tuple[RunVerb, Ca
         check_text(options["reason"], field="reason")
     if "compensate" in options and not isinstance(options["compensate"], bool):
         raise InvalidInput(f"compensate must be True or False, got {options['compensate']!r}")
-    if verb == "priority" and priority_problems(options.get("priority")):
-        raise InvalidInput(priority_problems(options.get("priority"))[0], field="priority")
+    if verb == "priority":
+        if "priority" not in options:
+            raise InvalidInput("priority needs priority: the new priority, -1000 to 1000")
+        # The single verb's check and message (``services.change_priority``), given once
+        # for the batch instead of once per run.
+        if priority_problems(options["priority"]):
+            raise InvalidInput(priority_problems(options["priority"])[0], field="priority")
     if verb == "rerun":
         if not options.get("from_step"):
             raise InvalidInput("rerun needs from_step: the name of the step to run again")

@@ -11,7 +11,7 @@ from io import StringIO
 from typing import Any
 
 import pytest
-from django.core.management import call_command
+from django.core.management import call_command, load_command_class
 from django.core.management.base import CommandError
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -324,18 +324,30 @@ def run_command(*args: str) -> str:
     return out.getvalue()
 
 
-def test_command_dry_run_prints_a_line_per_run_and_totals(mixed):
+@pytest.mark.parametrize(
+    ("verb", "needs"),
+    [
+        (["cancel"], "paused, pending, queued, running, waiting"),
+        # The verb that takes a value, which its dry run checks too.
+        (
+            ["priority", "--priority", "50"],
+            "cancelling, compensating, paused, pending, queued, running, waiting",
+        ),
+    ],
+)
+def test_command_dry_run_prints_a_line_per_run_and_totals(mixed, verb, needs):
     before = snapshot()
-    output = run_command("cancel", "--business-key", "mix", "--dry-run")
+    output = run_command(*verb, "--business-key", "mix", "--dry-run")
     assert snapshot() == before
     lines = output.splitlines()
-    assert lines[-1] == "dry run of cancel: 5 matched, 2 eligible, 3 skipped; nothing was changed"
+    assert lines[-1] == (
+        f"dry run of {verb[0]}: 5 matched, 2 eligible, 3 skipped; nothing was changed"
+    )
     for run in mixed["waiting"]:
         assert f"run {run.pk}: waiting: eligible" in lines
     completed = mixed["completed"][0]
     assert (
-        f"run {completed.pk}: completed: skipped "
-        "(run is completed; cancel needs paused, pending, queued, running, waiting)"
+        f"run {completed.pk}: completed: skipped (run is completed; {verb[0]} needs {needs})"
     ) in lines
 
 
@@ -411,6 +423,70 @@ def test_command_older_than_selects_by_age(mixed):
         f"run {old.pk}: waiting: eligible",
         "dry run of cancel: 1 matched, 1 eligible, 0 skipped; nothing was changed",
     ]
+
+
+# Priority: the one verb that takes a value
+
+
+def changed_event(run: Run) -> dict[str, Any]:
+    return Event.objects.filter(run=run, type="run.priority_changed").latest("id").payload
+
+
+def test_command_help_says_how_to_pass_a_priority():
+    parser = load_command_class("workflows", "workflows_bulk").create_parser(
+        "manage.py", "workflows_bulk"
+    )
+    text = " ".join(parser.format_help().split())
+    assert "--priority PRIORITY" in text
+    assert "workflows_bulk priority --priority" in text
+
+
+def test_command_priority_changes_each_eligible_run_as_the_user(mixed, django_user_model):
+    django_user_model.objects.create_user("operator")
+    output = run_command(
+        "priority", "--priority", "-40", "--business-key", "mix", "--user", "operator"
+    ).splitlines()
+    assert output[-1] == "priority: 5 matched, 2 done, 3 skipped, 0 failed"
+    for run in mixed["waiting"]:
+        changed = Run.objects.get(pk=run.pk)
+        assert (changed.status, changed.priority) == ("waiting", -40)
+        assert changed_event(run) | {"by": "operator", "from": 0, "to": -40} == changed_event(run)
+    for run in mixed["failed"] + mixed["completed"]:
+        assert Run.objects.get(pk=run.pk).priority == 0
+        assert not Event.objects.filter(run=run, type="run.priority_changed").exists()
+
+
+def test_bulk_priority_calls_the_single_verbs_service(monkeypatch, mixed):
+    calls: list[tuple[Any, int, Any]] = []
+    change = services.change_priority
+
+    def recorded(run: Any, priority: int, *, user: Any = None) -> Run:
+        calls.append((run, priority, user))
+        return change(run, priority, user=user)
+
+    monkeypatch.setattr(services, "change_priority", recorded)
+    waiting = [run.pk for run in mixed["waiting"]]
+    result = bulk("priority", waiting, dry_run=False, priority=7, user=None)
+    assert result.totals() == {"matched": 2, "done": 2, "skipped": 0, "failed": 0}
+    assert calls == [(run_id, 7, None) for run_id in waiting]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["priority", "--all"], "priority needs priority: the new priority, -1000 to 1000"),
+        (["priority", "--all", "--priority", "1001"], "priority must be an integer from -1000"),
+        (["priority", "--all", "--priority", "high"], "PRIORITY must be a whole number, got"),
+        (["cancel", "--all", "--priority", "5"], "cancel takes compensate, reason; not priority"),
+    ],
+)
+def test_command_priority_refuses_a_missing_or_bad_value_as_the_single_verb_does(
+    args, message, mixed
+):
+    before = snapshot()
+    with pytest.raises(CommandError, match=re.escape(message)):
+        run_command(*args)
+    assert snapshot() == before
 
 
 # Size: bounded memory and chunked reads

@@ -279,9 +279,7 @@ class RunViewSet(mixins.ListModelMixin, FlowsiteViewSet):
         """Apply a run verb to listed or filtered runs, each in its own transaction; by
         default a dry run that only says which runs the verb would act on."""
         order = validated(request.data, BulkSerializer)
-        options = {
-            name: order[name] for name in ("reason", "compensate", "from_step") if name in order
-        }
+        options = {name: order[name] for name in bulk_verbs.VERB_OPTIONS if name in order}
         if "ids" in order:
             runs: Any = order["ids"]
         else:

@@ -157,6 +157,7 @@ class BulkSerializer(StrictSerializer):
     reason = StrictCharField(required=False, allow_blank=True)
     compensate = Flag(required=False)
     from_step = StrictCharField(required=False, max_length=200, help_text="rerun: the step's name")
+    priority = priority_field(required=False)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if ("ids" in attrs) == ("filter" in attrs):

@@ -65,6 +65,15 @@ def parse_age(text: str) -> timedelta:
     )
 
 
+def priority_number(text: str) -> int:
+    """argparse type of a PRIORITY: a whole number. Its range is the service's to check,
+    so that every surface refuses 1001 with the same message."""
+    try:
+        return int(text)
+    except ValueError:
+        raise CommandError(f"PRIORITY must be a whole number, got {text!r}") from None
+
+
 def user_named(username: str | None) -> AbstractBaseUser | None:
     """Return the user called ``username`` (``None`` for no ``--user``), or refuse.
 

@@ -6,9 +6,21 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from workflows.bulk_verbs import BulkItem, BulkResult, bulk, iter_bulk, select_runs
+from workflows.bulk_verbs import (
+    VERB_OPTIONS,
+    BulkItem,
+    BulkResult,
+    bulk,
+    iter_bulk,
+    select_runs,
+)
 from workflows.engine.guards import RUN_VERBS
-from workflows.management.arguments import parse_age, refusals_as_command_errors, user_named
+from workflows.management.arguments import (
+    parse_age,
+    priority_number,
+    refusals_as_command_errors,
+    user_named,
+)
 from workflows.management.output import to_json
 from workflows.status import RunStatus
 
@@ -41,8 +53,10 @@ class Command(BaseCommand):
         "eligible or skipped (with the reason) by the verb's rule on its current status, "
         "which the verb checks again when applied. Filters combine (all must hold); "
         "without any, the command refuses unless --all is given. "
-        f"VERB is one of: {', '.join(RUN_VERBS)}. Example: workflows_bulk retry --status "
-        "failed --workflow billing --older-than 2h --dry-run, then the same without --dry-run."
+        f"VERB is one of: {', '.join(RUN_VERBS)}; rerun needs --from-step and priority "
+        "needs --priority. Examples: workflows_bulk retry --status failed --workflow "
+        "billing --older-than 2h --dry-run, then the same without --dry-run; "
+        "workflows_bulk priority --priority 50 --workflow billing --status waiting queued."
     )
 
     def add_arguments(self, parser: Any) -> None:
@@ -73,6 +87,13 @@ class Command(BaseCommand):
             "everything downstream of it",
         )
         verb.add_argument(
+            "--priority",
+            metavar="PRIORITY",
+            type=priority_number,
+            help="priority, required: each run's new priority, -1000 to 1000 (higher is "
+            "claimed first), as workflows_priority sets it",
+        )
+        verb.add_argument(
             "--reason", metavar="T", help="cancel, terminate, pause, rerun: why, kept on each run"
         )
         verb.add_argument(
@@ -99,11 +120,7 @@ class Command(BaseCommand):
                 "no filter given, so this would select every run: narrow it with --status, "
                 "--workflow, --older-than or --business-key, or pass --all to mean every run"
             )
-        verb_options = {
-            name: options[name]
-            for name in ("from_step", "reason", "compensate")
-            if options[name] is not None
-        }
+        verb_options = {name: options[name] for name in VERB_OPTIONS if options[name] is not None}
         older_than = parse_age(options["older_than"]) if options["older_than"] else None
         with refusals_as_command_errors():
             runs = select_runs(

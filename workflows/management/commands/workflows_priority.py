@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import CommandError
-
 from workflows.management.arguments import (
+    priority_number,
     refusals_as_command_errors,
     run_from_options,
     user_named,
@@ -16,14 +15,6 @@ from workflows.management.run_verb import RunVerbCommand
 from workflows.models import Run
 from workflows.queries import run_summary
 from workflows.services import change_priority
-
-
-def priority_number(text: str) -> int:
-    """argparse type of PRIORITY: a whole number (the service checks its range)."""
-    try:
-        return int(text)
-    except ValueError:
-        raise CommandError(f"PRIORITY must be a whole number, got {text!r}") from None
 
 
 class Command(RunVerbCommand):
