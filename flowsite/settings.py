@@ -37,6 +37,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: answers requests under /api/ that Django refuses to read (too many query
+    # parameters, a disallowed Host) in the API's error envelope, before anything reads them.
+    "workflows.api.middleware.SuspiciousRequestMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

@@ -9,6 +9,8 @@ from django.contrib.auth.models import Permission, User
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from tests.api.sample import Sample, populate
+
 ROLE_PERMISSIONS = {
     "anonymous": None,
     "nobody": [],
@@ -41,3 +43,9 @@ def api() -> Callable[[str], APIClient]:
         return clients[role]
 
     return client_for
+
+
+@pytest.fixture
+def sample(db: None) -> Sample:
+    """A run with waiting gates, a fan-out, events and budgets (:mod:`tests.api.sample`)."""
+    return populate()

@@ -15,13 +15,14 @@ from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.decorators import action
-from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from workflows import budget_services
 from workflows.api.base import FlowsiteViewSet
 from workflows.api.errors import APIError, error_responses
+from workflows.api.ids import integer_id
+from workflows.api.pagination import InSequence
 from workflows.api.permissions import CanOperateRuns, CanViewRuns
 from workflows.api.runs import validated
 from workflows.api.serializers_runs import EmptySerializer
@@ -80,18 +81,15 @@ class BudgetFilter(filters.FilterSet):
         fields = ["workflow", "dimension", "scope_key"]
 
 
-class ById(CursorPagination):
-    ordering = ("id",)
-    page_size = 100
-    page_size_query_param = "page_size"
-    max_page_size = 1000
-
-
-def _budget(pk: Any) -> BudgetCounter:
+def _budget(pk: str) -> BudgetCounter:
+    counter_id = integer_id(pk)
     try:
-        return budget_services.get_budget(pk)
-    except BudgetCounter.DoesNotExist as exc:
-        raise APIError(404, "budget_not_found", str(exc)) from None
+        found = None if counter_id is None else budget_services.get_budget(counter_id)
+    except BudgetCounter.DoesNotExist:
+        found = None
+    if found is None:
+        raise APIError(404, "budget_not_found", f"no budget counter has id {pk!r}")
+    return found
 
 
 def _changed(change: BudgetChange) -> Response:
@@ -113,7 +111,7 @@ class BudgetViewSet(FlowsiteViewSet):
 
     permission_classes = [CanViewRuns]
     serializer_class = BudgetSerializer
-    pagination_class = ById
+    pagination_class = InSequence
     filter_backends = [DjangoFilterBackend]
     filterset_class = BudgetFilter
     lookup_value_regex = r"[^/]+"

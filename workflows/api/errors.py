@@ -3,7 +3,10 @@
 The engine's errors keep their stable ``code``; each maps to one HTTP status here.
 Django REST framework's own errors (bad JSON, missing credentials, throttling, ...) are
 reworded into the same envelope, and SQLite staying locked becomes a 503 with
-``Retry-After`` rather than a 500.
+``Retry-After`` rather than a 500. Django's ``SuspiciousOperation`` (more than
+``DATA_UPLOAD_MAX_NUMBER_FIELDS`` query parameters, a form body over
+``DATA_UPLOAD_MAX_MEMORY_SIZE``, a disallowed ``Host``) is the client's doing, so a 4xx
+here, whether a view meets it or :mod:`workflows.api.middleware` does before one.
 """
 
 from __future__ import annotations
@@ -12,6 +15,12 @@ import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import (
+    RequestDataTooBig,
+    SuspiciousOperation,
+    TooManyFieldsSent,
+    TooManyFilesSent,
+)
 from django.db import OperationalError
 from django.http import Http404
 from drf_spectacular.utils import OpenApiResponse
@@ -33,6 +42,27 @@ _STATUS_OF: list[tuple[type[errors.WorkflowError], int]] = [
     (errors.InvalidTransition, status.HTTP_409_CONFLICT),
     (errors.GateClaimed, status.HTTP_409_CONFLICT),
     (errors.StaleState, status.HTTP_409_CONFLICT),  # gate decided, lease lost, callback used
+]
+# Django's refusals of a request it will not read, each as (status, code, message).
+_SUSPICIOUS: list[tuple[type[SuspiciousOperation], int, str, str]] = [
+    (
+        TooManyFieldsSent,
+        status.HTTP_400_BAD_REQUEST,
+        "too_many_parameters",
+        "the request has more parameters than the server reads",
+    ),
+    (
+        TooManyFilesSent,
+        status.HTTP_400_BAD_REQUEST,
+        "too_many_parameters",
+        "the request has more files than the server reads",
+    ),
+    (
+        RequestDataTooBig,
+        status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        "payload_too_large",
+        "the request body is larger than the server reads",
+    ),
 ]
 # Errors a client may retry as they are (the state may have moved on by then).
 _RETRYABLE = (errors.RunBusy,)
@@ -74,6 +104,18 @@ def error_responses(*statuses: int) -> dict[int, OpenApiResponse]:
     return {code: OpenApiResponse(ErrorSerializer) for code in statuses}
 
 
+def envelope(code: str, message: str, details: Any = None, *, retryable: bool = False) -> dict:
+    """The body of an error response."""
+    return {
+        "error": {
+            "code": code,
+            "message": message,
+            "details": details if details is not None else {},
+            "retryable": retryable,
+        }
+    }
+
+
 def error_response(
     status_code: int,
     code: str,
@@ -83,15 +125,24 @@ def error_response(
     retryable: bool = False,
     headers: dict[str, str] | None = None,
 ) -> Response:
-    body = {
-        "error": {
-            "code": code,
-            "message": message,
-            "details": details if details is not None else {},
-            "retryable": retryable,
-        }
-    }
+    body = envelope(code, message, details, retryable=retryable)
     return Response(body, status=status_code, headers=headers)
+
+
+def suspicious(exc: SuspiciousOperation) -> tuple[int, dict]:
+    """The status and body answering a request Django refused to read.
+
+    The exception's own text is not echoed (for a disallowed host it repeats the header
+    the client sent); it goes to the ``django.security`` logger, as Django logs the
+    ones it answers itself.
+    """
+    logging.getLogger(f"django.security.{type(exc).__name__}").error(str(exc))
+    for kind, status_code, code, message in _SUSPICIOUS:
+        if isinstance(exc, kind):
+            return status_code, envelope(code, message)
+    return status.HTTP_400_BAD_REQUEST, envelope(
+        "bad_request", "the request was refused as malformed"
+    )
 
 
 def handle_exception(exc: Exception, context: dict[str, Any]) -> Response | None:
@@ -102,6 +153,9 @@ def handle_exception(exc: Exception, context: dict[str, Any]) -> Response | None
         return error_response(exc.status_code, exc.error_code, str(exc.detail), exc.details)
     if isinstance(exc, Http404):
         return error_response(404, "not_found", str(exc) or "not found")
+    if isinstance(exc, SuspiciousOperation):
+        status_code, body = suspicious(exc)
+        return Response(body, status=status_code)
     if isinstance(exc, DjangoPermissionDenied):
         return error_response(403, "permission_denied", str(exc) or "permission denied")
     if isinstance(exc, OperationalError) and "locked" in str(exc):

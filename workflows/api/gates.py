@@ -17,14 +17,16 @@ from django.db.models.functions import Coalesce
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.decorators import action
-from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from workflows import services
 from workflows.api.base import FlowsiteViewSet
 from workflows.api.errors import APIError, error_responses
+from workflows.api.ids import integer_id
+from workflows.api.pagination import LongestWaitingFirst
 from workflows.api.permissions import CanViewRuns
+from workflows.api.serializers_runs import EmptySerializer
 from workflows.api.strict import StrictCharField, StrictSerializer
 from workflows.approvals import decidable_by
 from workflows.definitions import Gate
@@ -77,15 +79,6 @@ def gates() -> QuerySet[Step]:
         # Gates never entered have no start; they sort by when their run made them.
         waiting_since=Coalesce("started_at", "created_at"),
     )
-
-
-class OldestFirst(CursorPagination):
-    """Gates in the order they started waiting, the longest-waiting first."""
-
-    ordering = ("waiting_since", "id")
-    page_size = 50
-    page_size_query_param = "page_size"
-    max_page_size = 500
 
 
 # -- responses ---------------------------------------------------------------------------
@@ -175,10 +168,6 @@ class RejectSerializer(VersionedSerializer):
     feedback = StrictCharField(allow_blank=True, default="")
 
 
-class EmptySerializer(StrictSerializer):
-    """No fields: a claim or release names only the gate in its URL."""
-
-
 _VERB_ERRORS = error_responses(400, 401, 403, 404, 409, 413)
 
 
@@ -196,7 +185,7 @@ class GateViewSet(FlowsiteViewSet):
     """
 
     serializer_class = GateSerializer
-    pagination_class = OldestFirst
+    pagination_class = LongestWaitingFirst
     lookup_value_regex = r"[^/]+"
 
     @extend_schema(
@@ -295,7 +284,8 @@ class GateViewSet(FlowsiteViewSet):
         visible = gates()
         if not CanViewRuns().has_permission(self.request, self):
             visible = visible.filter(decidable_by(self.request.user))
-        gate = visible.filter(pk=int(pk)).first() if pk.isascii() and pk.isdigit() else None
+        gate_id = integer_id(pk)
+        gate = None if gate_id is None else visible.filter(pk=gate_id).first()
         if gate is None:
             raise APIError(
                 404,

@@ -29,6 +29,7 @@ from workflows import bulk_verbs, services
 from workflows.api.base import FlowsiteViewSet
 from workflows.api.errors import APIError, error_responses
 from workflows.api.filters import EventFilter, RunFilter
+from workflows.api.ids import run_pk
 from workflows.api.pagination import InSequence, NewestFirst
 from workflows.api.permissions import CanOperateRuns, CanStartRuns, CanViewRuns
 from workflows.api.serializers_runs import (
@@ -122,7 +123,7 @@ def refused_as_invalid_state(run_id: UUID, verb: Callable[[], T]) -> T:
         ) from exc
 
 
-def run_detail(run_id: UUID | str, *, status: int = 200) -> Response:
+def run_detail(run_id: UUID, *, status: int = 200) -> Response:
     """The run with ``explain``'s reading of it: what every run endpoint answers."""
     run = get_run(run_id)
     run.explained = explain(run)
@@ -140,7 +141,7 @@ def run_verb(
     and the caller as the actor; the answer is the run after the verb."""
 
     def verb(self: RunViewSet, request: Request, pk: str) -> Response:
-        run = get_run(pk)
+        run = get_run(run_pk(pk))
         options = validated(request.data, body)
         refused_as_invalid_state(run.pk, lambda: service(run.pk, user=request.user, **options))
         return run_detail(run.pk)
@@ -211,7 +212,7 @@ class RunViewSet(mixins.ListModelMixin, FlowsiteViewSet):
     @extend_schema(responses={200: RunDetailSerializer, **error_responses(401, 403, 404)})
     def retrieve(self, request: Request, pk: str) -> Response:
         """A run with its steps, what it waits on and what may be done about it."""
-        return run_detail(pk)
+        return run_detail(run_pk(pk))
 
     @extend_schema(
         responses={200: EventSerializer(many=True), **error_responses(400, 401, 403, 404)}
@@ -226,7 +227,7 @@ class RunViewSet(mixins.ListModelMixin, FlowsiteViewSet):
     )
     def events(self, request: Request, pk: str) -> Response:
         """The run's history in order; ``after_seq`` starts after the last event seen."""
-        run = get_run(pk)
+        run = get_run(run_pk(pk))
         events = self.get_queryset().filter(run_id=run.pk)
         page = self.paginate_queryset(self.filter_queryset(events))
         return self.get_paginated_response(EventSerializer(page, many=True).data)
@@ -243,7 +244,7 @@ class RunViewSet(mixins.ListModelMixin, FlowsiteViewSet):
     @action(detail=True, methods=["post"], permission_classes=[CanOperateRuns])
     def signals(self, request: Request, pk: str) -> Response:
         """Send a signal, kept until a WaitForSignal step of the run consumes it."""
-        run = get_run(pk)
+        run = get_run(run_pk(pk))
         sent = validated(with_idempotency_key(request), SendSignalSerializer)
         key = sent.get("idempotency_key")
         repeat = key is not None and Signal.objects.filter(run=run, idempotency_key=key).exists()

@@ -17,6 +17,7 @@ from workflows import services
 from workflows.api.base import FlowsiteViewSet
 from workflows.api.errors import error_responses
 from workflows.api.filters import ItemFilter
+from workflows.api.ids import step_pk
 from workflows.api.pagination import InSequence
 from workflows.api.permissions import CanOperateRuns, CanViewRuns
 from workflows.api.runs import refused_as_invalid_state, validated
@@ -46,7 +47,7 @@ class StepViewSet(FlowsiteViewSet):
     @extend_schema(responses={200: StepSerializer, **error_responses(401, 403, 404)})
     def retrieve(self, request: Request, pk: str) -> Response:
         """A step: attempts, outcome, its gate's fields, its fan-out's counters."""
-        return Response(StepSerializer(get_step(pk)).data)
+        return Response(StepSerializer(get_step(step_pk(pk))).data)
 
     @extend_schema(
         responses={200: ItemSerializer(many=True), **error_responses(400, 401, 403, 404)}
@@ -61,7 +62,7 @@ class StepViewSet(FlowsiteViewSet):
     )
     def items(self, request: Request, pk: str) -> Response:
         """The items of a fan-out step in their order, optionally of some statuses."""
-        step = get_step(pk)
+        step = get_step(step_pk(pk))
         items = self.filter_queryset(self.get_queryset().filter(step_id=step.pk))
         page = self.paginate_queryset(items)
         return self.get_paginated_response(ItemSerializer(page, many=True).data)
@@ -70,7 +71,7 @@ class StepViewSet(FlowsiteViewSet):
     @action(detail=True, methods=["post"], permission_classes=[CanOperateRuns])
     def retry(self, request: Request, pk: str) -> Response:
         """Run a failed step again with fresh attempts; its failed run resumes."""
-        step = get_step(pk)
+        step = get_step(step_pk(pk))
         validated(request.data, EmptySerializer)
         retried = refused_as_invalid_state(
             step.run_id, lambda: services.retry_step(step, user=request.user)
@@ -81,7 +82,7 @@ class StepViewSet(FlowsiteViewSet):
     @action(detail=True, methods=["post"], permission_classes=[CanOperateRuns])
     def skip(self, request: Request, pk: str) -> Response:
         """Record the step as done with ``output``, without running it; the run moves on."""
-        step = get_step(pk)
+        step = get_step(step_pk(pk))
         output = validated(request.data, SkipStepSerializer)["output"]
         skipped = refused_as_invalid_state(
             step.run_id, lambda: services.skip_step(step, user=request.user, output=output)

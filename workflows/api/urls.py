@@ -11,6 +11,7 @@ from typing import Any
 
 from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework import renderers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
@@ -19,6 +20,7 @@ from workflows.api.base import authentication_classes
 from workflows.api.budgets import BudgetViewSet
 from workflows.api.callbacks import CallbackViewSet
 from workflows.api.definitions import DefinitionViewSet
+from workflows.api.errors import handle_exception
 from workflows.api.gates import GateViewSet
 from workflows.api.runs import RunViewSet
 from workflows.api.steps import StepViewSet
@@ -35,28 +37,37 @@ router.register("budgets", BudgetViewSet, basename="budget")
 resources: list[URLPattern | URLResolver] = [*router.urls]
 
 
-class SchemaView(SpectacularAPIView):
-    """The OpenAPI document of the API's resources, at the prefix the project mounted
-    them under (read from this view's own URL), and nothing else of the project."""
+class ServedLikeTheAPI:
+    """Mixed into the schema and docs views: the API's authentication, and its errors
+    in the JSON envelope whatever the view renders otherwise (YAML, HTML)."""
 
     schema = None  # the schema views are not part of the schema
+
+    def get_authenticators(self) -> list[Any]:
+        return [auth() for auth in authentication_classes()]
+
+    def get_exception_handler(self) -> Any:
+        return handle_exception
+
+    def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(response, Response) and response.exception:
+            request.accepted_renderer = renderers.JSONRenderer()
+            request.accepted_media_type = "application/json"
+        return super().finalize_response(request, response, *args, **kwargs)  # type: ignore[misc]
+
+
+class SchemaView(ServedLikeTheAPI, SpectacularAPIView):
+    """The OpenAPI document of the API's resources, at the prefix the project mounted
+    them under (read from this view's own URL), and nothing else of the project."""
 
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         prefix = request.path[: -len("schema/")].lstrip("/")
         self.patterns = [path(prefix, include((resources, app_name)))]
         return super().get(request, *args, **kwargs)
 
-    def get_authenticators(self) -> list[Any]:
-        return [auth() for auth in authentication_classes()]
 
-
-class DocsView(SpectacularSwaggerView):
+class DocsView(ServedLikeTheAPI, SpectacularSwaggerView):
     """Swagger UI for the schema above, its assets served by the project (no CDN)."""
-
-    schema = None
-
-    def get_authenticators(self) -> list[Any]:
-        return [auth() for auth in authentication_classes()]
 
 
 urlpatterns = [
