@@ -231,6 +231,27 @@ def test_a_claim_is_recorded_with_the_address_and_released(refund, approver, sec
     assert Event.objects.get(type="gate.unclaimed").payload["address"] == "127.0.0.1"
 
 
+def test_a_viewer_who_may_not_decide_may_not_release_a_claim(refund, approver, api):
+    """Releasing is part of deciding: a 403, whether the gate is claimed or not."""
+    assert_error(api("viewer").post(url(refund, "unclaim")), 403, "permission_denied")
+    assert approver.post(url(refund, "claim")).status_code == 200
+    assert_error(api("viewer").post(url(refund, "unclaim")), 403, "permission_denied")
+    assert approver.get(url(refund)).json()["claim"]["by"] == "approver"
+    assert not Event.objects.filter(type="gate.unclaimed").exists()
+
+
+def test_the_override_permission_alone_releases_no_claim(refund, approver):
+    """``override_gate_claim`` lets a decider release another's claim, nobody else."""
+    overrider = client_of(user_with("overrider", ["view_run", "override_gate_claim"]))
+    assert approver.post(url(refund, "claim")).status_code == 200
+    assert_error(overrider.post(url(refund, "unclaim")), 403, "permission_denied")
+    deciding_overrider = client_of(
+        user_with("deciding-overrider", ["change_user", "override_gate_claim"])
+    )
+    released = deciding_overrider.post(url(refund, "unclaim"))
+    assert released.status_code == 200 and released.json()["claim"] is None
+
+
 # -- decisions ---------------------------------------------------------------------------
 
 

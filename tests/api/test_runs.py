@@ -297,6 +297,20 @@ def test_a_step_shows_its_attempts_gate_fields_and_counters(api):
     assert body["generation"] == 0 and body["items_total"] == 0
 
 
+def test_an_undecided_gate_step_has_a_null_decision_as_the_schema_says(api, sample):
+    body = api("viewer").get(f"/api/steps/{sample.gate.pk}/").json()
+    assert body["decision"] is None
+    schema = api("viewer").get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    components = schema.json()["components"]["schemas"]
+    decision = components["Step"]["properties"]["decision"]
+    assert decision["nullable"] is True
+    enums = [components[ref["$ref"].rsplit("/", 1)[1]]["enum"] for ref in decision["oneOf"]]
+    assert enums == [["approved", "rejected"], [None]]
+    decided = api("viewer").post(f"/api/gates/{sample.gate.pk}/approve/", {}, format="json")
+    assert decided.status_code == 200, decided.content
+    assert api("viewer").get(f"/api/steps/{sample.gate.pk}/").json()["decision"] == "approved"
+
+
 def test_a_fan_out_step_lists_its_items_by_status(api):
     run = workflows.start_run(Squares)
     run_pending()
