@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth.models import User
 
 import workflows
-from workflows import FanOut, Gate, GateAlreadyDecided, Task, Workflow
+from workflows import FanOut, Gate, GateAlreadyDecided, InvalidTransition, Task, Workflow
 from workflows.engine import ITEM
 from workflows.models import FanOutItem
 from workflows.runner import execute
@@ -76,3 +76,26 @@ def test_a_thousand_items_finishing_on_several_threads_count_exactly(concurrentl
     assert run.events.filter(step=step, type="step.completed").count() == 1
     assert run.status == "completed"
     run_pending()
+
+
+def test_a_skip_racing_a_decision_one_wins_and_one_decision_is_recorded(concurrently):
+    """A decider's approval and an override's skip of one gate, on two connections: one
+    wins, the loser writes nothing and is told the gate moved on."""
+    approver = User.objects.create_user("approver")
+    overrider = User.objects.create_superuser("overrider")
+    for _ in range(5):
+        run = workflows.start_run(Approval)
+        gate = run.steps.get(name="gate")
+        results = concurrently(
+            partial(workflows.approve_gate, gate.pk, user=approver),
+            partial(workflows.skip_step, gate.pk, user=overrider, output={"feedback": "x"}),
+        )
+        losers = [r for r in results if isinstance(r, GateAlreadyDecided | InvalidTransition)]
+        assert len(losers) == 1, results
+        decisions = run.events.filter(type__in=["gate.decided", "gate.overridden"])
+        assert decisions.count() == 1
+        assert run.events.filter(type="step.skipped").count() == (
+            1 if decisions.get().payload.get("via") == "skip" else 0
+        )
+        assert run.steps.get(name="after").status == "ready"
+        assert run.events.filter(type="step.ready", step__name="after").count() == 1
