@@ -1,6 +1,7 @@
 # Two commands do all setup on a fresh machine:
 #   make run   - virtualenv, install, migrate, demo data, then the site on 127.0.0.1:8000
-#                with a django-q2 worker cluster and the timer sweeper (Ctrl-C stops all in 10 s)
+#                with a django-q2 worker cluster and the timer sweeper (Ctrl-C, or SIGINT or
+#                SIGTERM sent to make alone, stops all within 10 s)
 #   make test  - virtualenv if missing, then the whole test suite
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -23,7 +24,8 @@ run: $(STAMP)
 	$(BIN)/python manage.py demo_setup
 	@echo "Flowsite demo: http://$(HOST):$(PORT)/admin/  (login: admin / admin)"
 	@echo "Workers: workflows_worker (django-q2 cluster) + workflows_sweeper. Ctrl-C stops everything within 10 s."
-	@# exec: make's SIGTERM must reach the supervisor itself, not a shell in between.
+	@# exec: make's SIGTERM must reach the supervisor itself, not a shell in between. make
+	@# does not pass on a SIGINT sent to it alone: the supervisor sees it in make (parent_watch).
 	exec $(BIN)/python manage.py demo_run --host $(HOST) --port $(PORT)
 
 test: $(STAMP)

@@ -1,7 +1,9 @@
 """Run a few processes together and stop them together: the demo's `make run`.
 
 Each child runs in its own process group, so the terminal's Ctrl-C reaches only this
-supervisor, which then decides how the children stop. The stop signal goes to each
+supervisor, which then decides how the children stop. A stop signal sent to its parent
+alone counts as one sent to the supervisor when the parent does not pass it on (make
+and SIGINT, see ``parent_watch``). The stop signal goes to each
 child's main process, then after a grace period SIGKILL goes to each child's whole group
 (a qcluster is a parent with forked workers), so nothing outlives the supervisor and
 keeps the database open. When one child exits on its own the demo is broken, so the
@@ -26,6 +28,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import FrameType
+
+from flowsite.demo.parent_watch import ParentWatch
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 POLL_INTERVAL = 0.1
@@ -84,13 +88,14 @@ class Supervisor:
         # SIGINT as ignored (a background job of a non-interactive shell).
         for signum in STOP_SIGNALS:
             signal.signal(signum, self._on_signal)
+        parent = ParentWatch()
         started: list[_Started] = []
         try:
             for child in self.children:
                 if self.received:
                     break
                 started.append(_Started(child))
-            exited = self._wait_for_stop_or_exit(started)
+            exited = self._wait_for_stop_or_exit(started, parent)
         except BaseException:
             self._stop(started, signal.SIGTERM)
             raise
@@ -106,11 +111,21 @@ class Supervisor:
         self._stop(started, signal.SIGTERM)
         return status if status > 0 else 1
 
-    def _wait_for_stop_or_exit(self, started: list[_Started]) -> _Started | None:
+    def _wait_for_stop_or_exit(
+        self, started: list[_Started], parent: ParentWatch
+    ) -> _Started | None:
         while not self.received:
             for child in started:
                 if child.process.poll() is not None:
                     return child
+            sent_to_parent = parent.signal_received()
+            # A Ctrl-C reaches the parent and this process at once: the signal is already
+            # pending here when the parent's handler starts, and its handler has run by
+            # now, so it is not counted twice (a second signal would kill at once).
+            if sent_to_parent is not None and not self.received:
+                self.log(f"parent process {parent.parent} got {sent_to_parent.name}")
+                self.received.append(sent_to_parent)
+                break
             self._wake.wait(POLL_INTERVAL)
         return None
 

@@ -15,7 +15,9 @@ class Command(BaseCommand):
     help = (
         "Run the demo until stopped: `workflows_worker`, `workflows_sweeper` and `runserver "
         "--noreload HOST:PORT`, each in its own process group. Ctrl-C (SIGINT) or SIGTERM "
-        "is passed on to each of them; whatever still runs after --grace seconds is "
+        "is passed on to each of them, as is a SIGINT or SIGHUP sent to its parent alone "
+        "that the parent does not pass on (kill -INT of `make run`'s make, on Linux); "
+        "whatever still runs after --grace seconds is "
         "killed with its whole process group (the cluster's workers too), so everything is "
         "gone within --grace plus about a second. A second Ctrl-C kills at once. If one "
         "of them exits on its own, the others are stopped and the command exits "
