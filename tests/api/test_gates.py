@@ -269,6 +269,7 @@ def test_an_approval_is_recorded_with_who_and_where_and_the_run_moves_on(refund,
     assert decision.pop("at")
     assert decision == {
         "value": "approved",
+        "via": "decision",
         "by": "approver",
         "address": "2001:db8::1",
         "selections": ["partial", "credit"],

@@ -453,3 +453,24 @@ def test_the_migration_gives_gates_not_yet_reached_their_rule(people):
     assert not admitted.exists()
     with pytest.raises(PermissionDenied):
         workflows.skip_step(filled, user=people["ops"], output=EXPRESS)
+
+
+def test_the_api_says_how_a_gate_was_decided(people):
+    gate = waiting_gate()
+    workflows.skip_step(gate, user=people["overrider"], output=EXPRESS)
+    client = APIClient()
+    client.force_authenticate(people["root"])
+    step = client.get(f"/api/steps/{gate.pk}/").json()
+    assert (step["decision"], step["decided_via"], step["decided_by"]) == (
+        "approved",
+        "override",
+        "overrider",
+    )
+    decision = client.get(f"/api/gates/{gate.pk}/").json()["decision"]
+    assert (decision["value"], decision["via"], decision["by"]) == (
+        "approved",
+        "override",
+        "overrider",
+    )
+    pending = workflows.start_run(Dispatch).steps.get(name="approval")
+    assert client.get(f"/api/steps/{pending.pk}/").json()["decided_via"] is None

@@ -31,14 +31,21 @@ from workflows.api.strict import StrictCharField, StrictSerializer
 from workflows.approvals import decidable_by
 from workflows.definitions import Gate
 from workflows.models import Step, Timer
-from workflows.status import RUN_ALIVE, Decision, StepStatus, TimerKind, TimerStatus
+from workflows.status import (
+    RUN_ALIVE,
+    Decision,
+    DecisionVia,
+    StepStatus,
+    TimerKind,
+    TimerStatus,
+)
 
 # A gate's status as the API shows it, derived from its step and run (see _gate_status).
 GATE_STATUSES = {
     "waiting": "waiting for a decision in a run that is not over",
     "pending": "not reached yet (or reset by a rerun)",
     "timed_out": "its timeout failed it without a decision",
-    "decided": "approved or rejected, by a person or by its timeout",
+    "decided": "approved or rejected, by a person, its timeout or a skip (see decision.via)",
     "closed": "no longer open and never decided: the run ended, or the step was skipped",
 }
 
@@ -103,6 +110,12 @@ class DecisionSerializer(serializers.Serializer):
     """How the gate was decided; ``null`` until it is."""
 
     value = serializers.ChoiceField(choices=Decision.choices, source="decision")
+    via = serializers.ChoiceField(
+        choices=DecisionVia.choices,
+        source="decided_via",
+        help_text="decision, timeout, skip (by someone the gate's rule admits) or override "
+        "(a skip outside its rule, under workflows.override_gate_rule)",
+    )
     by = serializers.CharField(
         source="decider", allow_null=True, help_text="the decider's username; null: its timeout"
     )

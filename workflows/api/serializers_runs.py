@@ -21,7 +21,7 @@ from workflows.api.strict import StrictCharField, StrictSerializer
 from workflows.bulk_verbs import MAX_IDS
 from workflows.models import Event, FanOutItem, Run, Step
 from workflows.queries import Attention
-from workflows.status import Decision, RunStatus
+from workflows.status import Decision, DecisionVia, RunStatus
 
 # The longest ``older_than`` a bulk filter takes: beyond it ``now - older_than`` would
 # leave the calendar, and no run is that old anyway.
@@ -268,11 +268,12 @@ class RunDetailSerializer(RunSerializer):
 
 
 class DecisionValue(serializers.ChoiceField):
-    """A gate's decision, ``null`` until it has one: the model stores "none yet" as ``""``,
-    which is not a decision and which the schema's enum of decisions does not hold."""
+    """A gate's decision (or how it was made, with ``choices=DecisionVia.choices``),
+    ``null`` until it has one: the model stores "none yet" as ``""``, which is not a
+    decision and which the schema's enum of decisions does not hold."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(choices=Decision.choices, allow_null=True, read_only=True, **kwargs)
+    def __init__(self, choices: Any = Decision.choices, **kwargs: Any) -> None:
+        super().__init__(choices=choices, allow_null=True, read_only=True, **kwargs)
 
     def to_representation(self, value: str) -> str | None:
         return value or None
@@ -282,6 +283,11 @@ class StepSerializer(serializers.ModelSerializer):
     """A step: its attempts and outcome, its gate's fields, its fan-out's counters."""
 
     decision = DecisionValue(help_text="approved or rejected; null until the gate is decided")
+    decided_via = DecisionValue(
+        choices=DecisionVia.choices,
+        help_text="how the gate was decided: decision, timeout, skip (by someone its rule "
+        "admits) or override (a skip outside its rule); null until it is",
+    )
 
     decided_by = serializers.CharField(
         source="decided_by.username", allow_null=True, default=None, read_only=True
@@ -317,6 +323,7 @@ class StepSerializer(serializers.ModelSerializer):
             "permission",
             "assignees",
             "decision",
+            "decided_via",
             "decided_by",
             "decided_at",
             "feedback",

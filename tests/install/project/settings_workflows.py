@@ -71,5 +71,6 @@ SPECTACULAR_SETTINGS = {
         "RunStatusEnum": "workflows.status.RunStatus",
         "StepStatusEnum": "workflows.status.StepStatus",
         "DecisionEnum": "workflows.status.Decision",
+        "DecisionViaEnum": "workflows.status.DecisionVia",
     },
 }
