@@ -32,11 +32,19 @@ from workflows.definitions import registry
 from workflows.engine.guards import RUN_VERBS, STEP_VERBS
 from workflows.errors import DefinitionMissing, WorkflowError
 from workflows.explanation import explain
-from workflows.graph_svg import graph_steps, step_graph_svg
 from workflows.models import Run, Step
 from workflows.queries import get_run
+from workflows.status import DecisionVia
 
-__all__ = ["BULK_VERBS", "RUN_ACTIONS", "RunAction", "bulk_actions", "run_action", "start_run"]
+__all__ = [
+    "BULK_VERBS",
+    "REFUSALS",
+    "RUN_ACTIONS",
+    "RunAction",
+    "bulk_actions",
+    "refusal_text",
+    "run_action",
+]
 
 # Engine refusals a person can act on: shown as messages.
 REFUSALS = (WorkflowError, PermissionDenied)
@@ -202,6 +210,10 @@ def _retry_step(run: Run, data: dict[str, Any], user: Any) -> str:
 
 def _skip_step(run: Run, data: dict[str, Any], user: Any) -> str:
     step = services.skip_step(int(data["step"]), output=data["output"], user=user)
+    if step.decided_via == DecisionVia.OVERRIDE:
+        return f"skipped gate “{step.name}” ({step.decision}), overriding the gate's rule"
+    if step.decided_via == DecisionVia.SKIP:
+        return f"skipped gate “{step.name}” ({step.decision})"
     return f"skipped step “{step.name}” ({step.status})"
 
 

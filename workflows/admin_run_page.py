@@ -28,7 +28,7 @@ from workflows.admin_runs import badge, duration
 from workflows.explanation import Action, Explanation, WaitingOn, explain
 from workflows.graph_svg import graph_steps, step_graph_svg
 from workflows.models import CompensationRecord, Event, Run, Signal, Step, Timer
-from workflows.status import RUN_FINAL, STEP_FINAL, RunStatus
+from workflows.status import RUN_FINAL, STEP_FINAL, DecisionVia, RunStatus
 
 __all__ = ["EVENTS_PER_PAGE", "FAILURE_EVENTS", "LIST_LIMIT", "hold_text", "run_page_context"]
 
@@ -233,9 +233,15 @@ def _step_rows(
 
 
 def _graph_states(steps: list[Step]) -> dict[str, tuple[str, str]]:
-    """Each step's status and the short detail its node shows (items, or the attempt)."""
+    """Each step's status and the short detail its node shows (items, or the attempt).
+
+    A gate skipped outside its rule is drawn as ``override``, never as an ordinary
+    completion."""
     states = {}
     for step in steps:
+        if step.decided_via == DecisionVia.OVERRIDE:
+            states[step.name] = (DecisionVia.OVERRIDE.value, "")
+            continue
         if step.items_total:
             detail = f"{step.items_completed + step.items_skipped}/{step.items_total}"
         elif step.attempt > 1:

@@ -168,7 +168,9 @@ def _rule_of(step: Step) -> str:
     users = step.assignees.get("users", [])
     groups = step.assignees.get("groups", [])
     assignees = users + [f"group:{group}" for group in groups]
-    return f"it needs permission {step.permission or '(none)'} or one of the assignees {assignees}"
+    needs = [f"permission {step.permission}"] if step.permission else []
+    needs += [f"one of the assignees {assignees}"] if assignees else []
+    return f"it needs {' or '.join(needs)}" if needs else "it admits any signed-in user"
 
 
 def check_decider(step: Step, user: Any) -> None:

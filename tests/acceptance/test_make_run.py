@@ -316,3 +316,59 @@ def test_supervisor_kills_the_whole_group_of_a_child_that_ignores_the_signal():
     assert supervisor.returncode == 0
     assert b"stubborn still running: sending SIGKILL" in output
     assert 1.0 <= elapsed < STOP_BOUND
+
+
+# A parent that takes SIGINT as make does: back to the default action, wait for the
+# child, then die of the signal. It passes nothing on to the supervisor.
+LIKE_MAKE = (
+    "import os, signal, subprocess, sys\n"
+    "child = subprocess.Popen([sys.executable, '-c', sys.argv[1]])\n"
+    "def on_int(signum, frame):\n"
+    "    signal.signal(signum, signal.SIG_DFL)\n"
+    "    os.waitpid(child.pid, 0)\n"
+    "    os.kill(os.getpid(), signum)\n"
+    "signal.signal(signal.SIGINT, on_int)\n"
+    "os.waitpid(child.pid, 0)\n"
+)
+SUPERVISE_SLEEPER = (
+    "import sys\n"
+    "from flowsite.demo.supervisor import Child, supervise\n"
+    "sys.exit(supervise([Child('sleeper', ['sleep', '300'])], 1.0, print))\n"
+)
+
+
+def test_supervisor_stops_when_its_parent_takes_a_sigint_it_does_not_pass_on():
+    """Without make: the supervisor reads the signal off its parent's handlers."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", LIKE_MAKE, SUPERVISE_SLEEPER],
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        recorded = descendants(parent.pid)
+        while len(recorded) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+            recorded = descendants(parent.pid)
+        assert len(recorded) == 2, [proc.command for proc in recorded]
+
+        started = time.monotonic()
+        os.kill(parent.pid, signal.SIGINT)
+        output, _ = parent.communicate(timeout=STOP_BOUND)
+        elapsed = time.monotonic() - started
+        left = [proc for proc in recorded if alive(proc)]
+    finally:
+        for proc in survivors([], parent.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGKILL)
+        if parent.poll() is None:
+            parent.kill()
+            parent.communicate(timeout=10)
+
+    assert not left, [proc.command for proc in left]
+    assert parent.returncode == -signal.SIGINT
+    assert f"parent process {parent.pid} got SIGINT".encode() in output
+    assert elapsed < STOP_BOUND

@@ -141,7 +141,12 @@ def via_admin(user: User, gate: Step, output: Any) -> str | None:
     assert response.status_code == 200
     notes = [str(message) for message in response.context["messages"]]
     refusals = [note for note in notes if "refused" in note]
-    return refusals[0] if refusals else None
+    if refusals:
+        return refusals[0]
+    skipped = Step.objects.get(pk=gate.pk)
+    how = ", overriding the gate's rule" if skipped.decided_via == "override" else ""
+    assert f"skipped gate “approval” (approved){how}." in notes[0], notes
+    return None
 
 
 SURFACES: dict[str, Callable[[User, Step, Any], str | None]] = {
@@ -219,6 +224,7 @@ def test_the_run_page_says_who_overrode_the_gate_s_rule(people, client):
     text = page.content.decode()
     assert "approved: skipped by overrider, overriding the gate's rule: express" in text
     assert 'class="wf-badge st-override"' in text
+    assert "approval (gate): override" in text  # its node in the graph
 
 
 def test_the_run_page_shows_a_decider_s_skip_as_a_skip(people, client):
