@@ -2,8 +2,10 @@
 
 Every operation of the schema is called in-process, through Django's WSGI application,
 with generated paths, queries and bodies, by a user holding every permission of the
-API: no response may be a 5xx, and every response must match what the schema says of
-it. Bounded in examples per operation, so the suite stays fast and deterministic.
+API, over a database holding a run of each kind (:mod:`tests.api.sample`, so that small
+generated ids name real steps, gates and budgets): no response may be a 5xx, and every
+response must match what the schema says of it, its status, content type and body.
+Bounded in examples per operation, so the suite stays fast and deterministic.
 """
 
 from __future__ import annotations
@@ -20,8 +22,14 @@ from django.db import close_old_connections
 from django.test import Client
 from hypothesis import HealthCheck, settings
 from rest_framework.authtoken.models import Token
-from schemathesis.checks import not_a_server_error, response_schema_conformance
+from schemathesis.checks import (
+    content_type_conformance,
+    not_a_server_error,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
+from tests.api.sample import populate
 from tests.api.test_api_basics import Described  # noqa: F401 - a registered workflow to find
 
 EXAMPLES_PER_OPERATION = 15
@@ -37,6 +45,7 @@ def api_schema(db: Any) -> Iterator[Any]:
     would end the test's transaction; that is switched off (after the schema request,
     since Django's test client switches it back on) as the test client does it.
     """
+    populate()
     user = User.objects.create_user("fuzzer")
     user.user_permissions.add(
         *Permission.objects.filter(codename__in=["view_run", "start_run", "operate_run"])
@@ -72,7 +81,12 @@ schema = schemathesis.pytest.from_fixture("api_schema")
 def test_no_operation_answers_5xx_or_off_its_schema(case: Any) -> None:
     response = case.call_and_validate(
         headers=dict(_CREDENTIAL),
-        checks=[not_a_server_error, response_schema_conformance],
+        checks=[
+            not_a_server_error,
+            status_code_conformance,
+            content_type_conformance,
+            response_schema_conformance,
+        ],
     )
     if not case.path.startswith("/api/callbacks/"):  # those take no credentials
         assert response.status_code != 401, "the fuzzing user's token was not used"

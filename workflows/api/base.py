@@ -10,13 +10,13 @@ import json
 from typing import Any
 
 from django.conf import settings
-from drf_spectacular.openapi import AutoSchema
 from rest_framework import authentication, exceptions, parsers, renderers
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.views import APIView
 from rest_framework.viewsets import GenericViewSet
 
 from workflows.api.errors import APIError, handle_exception
+from workflows.api.schema import FlowsiteAutoSchema
 from workflows.conf import workflow_settings
 
 
@@ -44,6 +44,25 @@ class LimitedJSONParser(parsers.JSONParser):
             raise exceptions.ParseError("the request body is nested too deeply") from exc
 
 
+class JSONRenderer(renderers.JSONRenderer):
+    """UTF-8 JSON, or ASCII JSON when the data holds a lone surrogate.
+
+    A JSON body may carry ``"\\ud800"``, which Python reads as a string no UTF-8 can
+    encode; a validation error that quotes it back (``"\\ud800" is not a valid
+    choice``) would then fail to render, as a 500. Escaped, it is valid JSON that
+    tells the client what it sent.
+    """
+
+    def render(
+        self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None
+    ) -> bytes:
+        try:
+            return super().render(data, accepted_media_type, renderer_context)
+        except UnicodeEncodeError:
+            self.ensure_ascii = True
+            return super().render(data, accepted_media_type, renderer_context)
+
+
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
 
@@ -66,8 +85,8 @@ class FlowsiteAPI:
     # metadata introspection fails on views whose serializer depends on the action.
     metadata_class = None
     parser_classes = [LimitedJSONParser]
-    renderer_classes = [renderers.JSONRenderer]
-    schema = AutoSchema()
+    renderer_classes = [JSONRenderer]
+    schema = FlowsiteAutoSchema()
 
     def get_authenticators(self) -> list[authentication.BaseAuthentication]:
         return [auth() for auth in authentication_classes()]

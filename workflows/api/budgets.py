@@ -12,13 +12,14 @@ from typing import Any
 
 from django_filters import rest_framework as filters
 from django_filters.rest_framework import DjangoFilterBackend
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from workflows import budget_services
+from workflows.api import examples
 from workflows.api.base import FlowsiteViewSet
 from workflows.api.errors import APIError, error_responses
 from workflows.api.ids import integer_id
@@ -63,8 +64,21 @@ class BudgetChangeSerializer(serializers.Serializer):
     used_before = serializers.DecimalField(**_NUMBER)
 
 
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "number", "minimum": 0},
+            {"type": "string", "pattern": r"^\d{1,18}(\.\d{1,6})?$"},
+        ]
+    }
+)
+class LimitField(serializers.DecimalField):
+    """A limit >= 0 with at most 18 digits before the point and 6 after, given as a JSON
+    number or a decimal string: both are taken, and the schema says so."""
+
+
 class RaiseBudgetSerializer(StrictSerializer):
-    limit = serializers.DecimalField(
+    limit = LimitField(
         **_NUMBER,
         min_value=0,
         help_text="the new limit: a number >= 0 (a JSON number or a decimal string)",
@@ -134,6 +148,7 @@ class BudgetViewSet(FlowsiteViewSet):
     @extend_schema(
         request=RaiseBudgetSerializer,
         responses={200: BudgetChangeSerializer, **BUDGET_VERB_ERRORS},
+        examples=examples.request_examples(("raise the limit", examples.RAISE_BUDGET)),
     )
     @action(detail=True, methods=["post"], url_path="raise", permission_classes=[CanOperateRuns])
     def raise_limit(self, request: Request, pk: str) -> Response:

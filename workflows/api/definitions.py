@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from workflows.api.base import FlowsiteViewSet
-from workflows.api.errors import APIError
+from workflows.api.errors import APIError, error_responses
 from workflows.api.permissions import CanViewRuns
 from workflows.definitions import Workflow, registry
 
@@ -49,13 +49,11 @@ class DefinitionViewSet(FlowsiteViewSet):
     lookup_field = "name"
     lookup_value_regex = r"[^/]+"
 
-    @extend_schema(responses=DefinitionSerializer(many=True))
+    @extend_schema(responses={200: DefinitionSerializer(many=True), **error_responses(401, 403)})
     def list(self, request: Request) -> Response:
         return Response([DefinitionSerializer.of(*entry) for entry in _latest_by_name().values()])
 
-    @extend_schema(
-        responses={200: DefinitionSerializer, 404: OpenApiResponse(description="not registered")}
-    )
+    @extend_schema(responses={200: DefinitionSerializer, **error_responses(401, 403, 404)})
     def retrieve(self, request: Request, name: str) -> Response:
         entry = _latest_by_name().get(name)
         if entry is None:

@@ -21,6 +21,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from workflows import services
+from workflows.api import examples
 from workflows.api.base import FlowsiteViewSet
 from workflows.api.errors import APIError, error_responses
 from workflows.api.ids import integer_id
@@ -253,6 +254,7 @@ class GateViewSet(FlowsiteViewSet):
     @extend_schema(
         request=ApproveSerializer,
         responses={200: GateSerializer, **_VERB_ERRORS},
+        examples=examples.request_examples(("approve the demo's dispatch gate", examples.APPROVE)),
     )
     @action(detail=True, methods=["post"])
     def approve(self, request: Request, pk: str) -> Response:
@@ -272,6 +274,7 @@ class GateViewSet(FlowsiteViewSet):
     @extend_schema(
         request=RejectSerializer,
         responses={200: GateSerializer, **_VERB_ERRORS},
+        examples=examples.request_examples(("reject a gate", examples.REJECT)),
     )
     @action(detail=True, methods=["post"])
     def reject(self, request: Request, pk: str) -> Response:

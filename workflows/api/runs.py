@@ -26,6 +26,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from workflows import bulk_verbs, services
+from workflows.api import examples
 from workflows.api.base import FlowsiteViewSet
 from workflows.api.errors import APIError, error_responses
 from workflows.api.filters import EventFilter, RunFilter
@@ -135,10 +136,14 @@ def _rerun(run_id: UUID, *, from_step: str, reason: str, user: Any) -> Run:
 
 
 def run_verb(
-    name: str, body: type[serializers.Serializer], service: Callable[..., Run]
+    name: str,
+    body: type[serializers.Serializer],
+    service: Callable[..., Run],
+    example: dict[str, Any] | None = None,
 ) -> Callable[..., Response]:
     """The action ``POST /runs/{id}/<name>/``: ``service`` called with the body's options
-    and the caller as the actor; the answer is the run after the verb."""
+    and the caller as the actor; the answer is the run after the verb (``example``: a
+    request body for the schema)."""
 
     def verb(self: RunViewSet, request: Request, pk: str) -> Response:
         run = get_run(run_pk(pk))
@@ -152,6 +157,7 @@ def run_verb(
     return extend_schema(
         request=body,
         responses={200: RunDetailSerializer, **error_responses(400, 401, 403, 404, 409, 413)},
+        examples=examples.request_examples((f"{name} a run", example)) if example else None,
     )(verb)
 
 
@@ -181,6 +187,10 @@ class RunViewSet(mixins.ListModelMixin, FlowsiteViewSet):
     @extend_schema(
         parameters=[IDEMPOTENCY_HEADER],
         request=StartRunSerializer,
+        examples=examples.request_examples(
+            ("Start an order (demo: order_fulfilment)", examples.START_ORDER),
+            ("Start a dispatch (demo: warehouse_dispatch)", examples.START_DISPATCH),
+        ),
         responses={
             201: RunDetailSerializer,
             200: RunDetailSerializer,
@@ -258,13 +268,13 @@ class RunViewSet(mixins.ListModelMixin, FlowsiteViewSet):
             SignalSerializer(signal_summary(signal)).data, status=200 if repeat else 201
         )
 
-    cancel = run_verb("cancel", CancelSerializer, services.cancel_run)
-    terminate = run_verb("terminate", ReasonSerializer, services.terminate_run)
-    pause = run_verb("pause", ReasonSerializer, services.pause_run)
+    cancel = run_verb("cancel", CancelSerializer, services.cancel_run, examples.CANCEL)
+    terminate = run_verb("terminate", ReasonSerializer, services.terminate_run, examples.REASON)
+    pause = run_verb("pause", ReasonSerializer, services.pause_run, examples.REASON)
     resume = run_verb("resume", EmptySerializer, services.resume_run)
     retry = run_verb("retry", EmptySerializer, services.retry_run)
-    rerun = run_verb("rerun", RerunSerializer, _rerun)
-    priority = run_verb("priority", PrioritySerializer, services.change_priority)
+    rerun = run_verb("rerun", RerunSerializer, _rerun, examples.RERUN)
+    priority = run_verb("priority", PrioritySerializer, services.change_priority, examples.PRIORITY)
 
     @extend_schema(
         request=BulkSerializer,

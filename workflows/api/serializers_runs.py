@@ -59,12 +59,21 @@ def priority_field(**kwargs: Any) -> StrictInteger:
 # Requests.
 
 
+@extend_schema_field({"type": "object", "additionalProperties": True})
+class JSONObjectField(serializers.JSONField):
+    """A JSON object, as the schema says; any other value is refused by the engine
+    (400 ``invalid_input``), which checks it wherever a run is started from."""
+
+
 class StartRunSerializer(StrictSerializer):
     workflow = StrictCharField(
         max_length=200, help_text="a registered workflow name (latest version)"
     )
-    input = serializers.JSONField(
-        required=False, default=dict, help_text="the run's input: a JSON object"
+    input = JSONObjectField(
+        required=False,
+        default=dict,
+        help_text="the run's input, checked by the workflow's clean_input (the demo's "
+        "order_fulfilment needs order_id and lines of sku, quantity and price)",
     )
     business_key = StrictCharField(
         required=False, max_length=255, help_text="your own key for the run"

@@ -14,6 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from workflows import services
+from workflows.api import examples
 from workflows.api.base import FlowsiteViewSet
 from workflows.api.errors import error_responses
 from workflows.api.filters import ItemFilter
@@ -78,7 +79,11 @@ class StepViewSet(FlowsiteViewSet):
         )
         return Response(StepSerializer(retried).data)
 
-    @extend_schema(request=SkipStepSerializer, responses={200: StepSerializer, **STEP_VERB_ERRORS})
+    @extend_schema(
+        request=SkipStepSerializer,
+        responses={200: StepSerializer, **STEP_VERB_ERRORS},
+        examples=examples.request_examples(("skip a task step", examples.SKIP)),
+    )
     @action(detail=True, methods=["post"], permission_classes=[CanOperateRuns])
     def skip(self, request: Request, pk: str) -> Response:
         """Record the step as done with ``output``, without running it; the run moves on."""

@@ -11,12 +11,11 @@ from typing import Any
 
 from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
-from rest_framework import renderers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
-from workflows.api.base import authentication_classes
+from workflows.api.base import JSONRenderer, authentication_classes
 from workflows.api.budgets import BudgetViewSet
 from workflows.api.callbacks import CallbackViewSet
 from workflows.api.definitions import DefinitionViewSet
@@ -51,7 +50,7 @@ class ServedLikeTheAPI:
 
     def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
         if isinstance(response, Response) and response.exception:
-            request.accepted_renderer = renderers.JSONRenderer()
+            request.accepted_renderer = JSONRenderer()
             request.accepted_media_type = "application/json"
         return super().finalize_response(request, response, *args, **kwargs)  # type: ignore[misc]
 
