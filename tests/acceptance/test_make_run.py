@@ -280,11 +280,24 @@ SUPERVISE_STUBBORN = (
 )
 
 
-def test_supervisor_kills_the_whole_group_of_a_child_that_ignores_the_signal():
-    """The escalation `make run` never needs when its processes behave: after the grace
-    period, SIGKILL reaches the child and every process it started."""
-    supervisor = subprocess.Popen(
-        [sys.executable, "-c", SUPERVISE_STUBBORN],
+@dataclass(frozen=True)
+class Stopped:
+    """How a process given a stop signal ended: its pid, exit status and output, how long
+    it took, and which of the processes it had started were still alive then."""
+
+    pid: int
+    returncode: int
+    output: bytes
+    elapsed: float
+    left: list[Proc]
+
+
+def start_then_signal(argv: list[str], processes: int, signum: signal.Signals) -> Stopped:
+    """Run ``argv`` in a session of its own until ``processes`` processes run below it,
+    send ``signum`` to it alone and wait up to ``STOP_BOUND`` for it to exit. Whatever is
+    left in its session is SIGKILLed on the way out."""
+    process = subprocess.Popen(
+        argv,
         cwd=REPO,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -293,29 +306,36 @@ def test_supervisor_kills_the_whole_group_of_a_child_that_ignores_the_signal():
     )
     try:
         deadline = time.monotonic() + 30
-        recorded = descendants(supervisor.pid)
-        while len(recorded) < 3 and time.monotonic() < deadline:
+        recorded = descendants(process.pid)
+        while len(recorded) < processes and time.monotonic() < deadline:
             time.sleep(0.05)
-            recorded = descendants(supervisor.pid)
-        assert len(recorded) == 3, [proc.command for proc in recorded]
+            recorded = descendants(process.pid)
+        assert len(recorded) == processes, [proc.command for proc in recorded]
 
         started = time.monotonic()
-        supervisor.send_signal(signal.SIGTERM)
-        output, _ = supervisor.communicate(timeout=STOP_BOUND)
+        process.send_signal(signum)
+        output, _ = process.communicate(timeout=STOP_BOUND)
         elapsed = time.monotonic() - started
         left = [proc for proc in recorded if alive(proc)]
     finally:
-        for proc in survivors([], supervisor.pid):
+        for proc in survivors([], process.pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(proc.pid, signal.SIGKILL)
-        if supervisor.poll() is None:
-            supervisor.kill()
-            supervisor.communicate(timeout=10)
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=10)
+    return Stopped(process.pid, process.returncode, output, elapsed, left)
 
-    assert not left, [proc.command for proc in left]
-    assert supervisor.returncode == 0
-    assert b"stubborn still running: sending SIGKILL" in output
-    assert 1.0 <= elapsed < STOP_BOUND
+
+def test_supervisor_kills_the_whole_group_of_a_child_that_ignores_the_signal():
+    """The escalation `make run` never needs when its processes behave: after the grace
+    period, SIGKILL reaches the child and every process it started."""
+    stopped = start_then_signal([sys.executable, "-c", SUPERVISE_STUBBORN], 3, signal.SIGTERM)
+
+    assert not stopped.left, [proc.command for proc in stopped.left]
+    assert stopped.returncode == 0
+    assert b"stubborn still running: sending SIGKILL" in stopped.output
+    assert 1.0 <= stopped.elapsed < STOP_BOUND
 
 
 # A parent that takes SIGINT as make does: back to the default action, wait for the
@@ -339,36 +359,10 @@ SUPERVISE_SLEEPER = (
 
 def test_supervisor_stops_when_its_parent_takes_a_sigint_it_does_not_pass_on():
     """Without make: the supervisor reads the signal off its parent's handlers."""
-    parent = subprocess.Popen(
-        [sys.executable, "-c", LIKE_MAKE, SUPERVISE_SLEEPER],
-        cwd=REPO,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        recorded = descendants(parent.pid)
-        while len(recorded) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-            recorded = descendants(parent.pid)
-        assert len(recorded) == 2, [proc.command for proc in recorded]
+    argv = [sys.executable, "-c", LIKE_MAKE, SUPERVISE_SLEEPER]
+    stopped = start_then_signal(argv, 2, signal.SIGINT)
 
-        started = time.monotonic()
-        os.kill(parent.pid, signal.SIGINT)
-        output, _ = parent.communicate(timeout=STOP_BOUND)
-        elapsed = time.monotonic() - started
-        left = [proc for proc in recorded if alive(proc)]
-    finally:
-        for proc in survivors([], parent.pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGKILL)
-        if parent.poll() is None:
-            parent.kill()
-            parent.communicate(timeout=10)
-
-    assert not left, [proc.command for proc in left]
-    assert parent.returncode == -signal.SIGINT
-    assert f"parent process {parent.pid} got SIGINT".encode() in output
-    assert elapsed < STOP_BOUND
+    assert not stopped.left, [proc.command for proc in stopped.left]
+    assert stopped.returncode == -signal.SIGINT
+    assert f"parent process {stopped.pid} got SIGINT".encode() in stopped.output
+    assert stopped.elapsed < STOP_BOUND
