@@ -19,9 +19,10 @@ from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
 
 from workflows import admin_runs
-from workflows.admin_actions import bulk_actions, run_action, start_run
+from workflows.admin_actions import bulk_actions, run_action
 from workflows.admin_approvals import ApprovalsViews
 from workflows.admin_budgets import BudgetCounterAdmin  # noqa: F401 (registers the budgets page)
+from workflows.admin_changelist import SafeChangelistMixin
 from workflows.admin_dashboard import dashboard
 from workflows.admin_readonly import ReadOnlyMixin
 from workflows.admin_run_page import run_page_context
@@ -33,13 +34,14 @@ from workflows.admin_runs import (
     id_prefix_range,
     runs_with_progress,
 )
+from workflows.admin_start import start_run
 from workflows.models import CompensationRecord, FanOutItem, Run, Signal, Step, Timer
 from workflows.queries import Attention
 from workflows.status import StepStatus
 
 
 @admin.register(Run)
-class RunAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
     """The runs list, the run page, operator actions, starting runs and the dashboard.
 
     Viewing (``workflows.view_run``), starting (``workflows.start_run``) and operating
@@ -216,7 +218,7 @@ def _uuid_or_none(value: str) -> UUID | None:
 
 
 @admin.register(Step)
-class StepAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class StepAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_display = ("id", "run", "name", "kind", "status", "attempt", "updated_at")
     list_filter = ("status", "kind")
     search_fields = ("name", "run__id")
@@ -229,14 +231,14 @@ class StepAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 
 @admin.register(Timer)
-class TimerAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class TimerAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_display = ("id", "run", "step", "kind", "due_at", "status")
     list_filter = ("status", "kind")
     list_select_related = ("run", "step")
 
 
 @admin.register(FanOutItem)
-class FanOutItemAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class FanOutItemAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_display = ("id", "step", "index", "key", "status", "attempt", "updated_at")
     list_filter = ("status",)
     search_fields = ("key", "step__run__id")
@@ -244,14 +246,14 @@ class FanOutItemAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 
 @admin.register(CompensationRecord)
-class CompensationRecordAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class CompensationRecordAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_display = ("id", "run", "step", "sequence", "handler", "status", "attempt")
     list_filter = ("status",)
     list_select_related = ("run", "step")
 
 
 @admin.register(Signal)
-class SignalAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class SignalAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_display = ("id", "run", "name", "idempotency_key", "received_at", "consumed_by")
     search_fields = ("name", "idempotency_key", "run__id")
     list_select_related = ("run", "consumed_by")

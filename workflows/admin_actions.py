@@ -1,4 +1,4 @@
-"""Operator actions of the console: one run, many runs, and starting a run.
+"""Operator actions of the console: one run and many runs.
 
 Every action is a confirmation page first (what will happen, and whether the run's
 state allows it now) and a POST second, which calls the same service function the
@@ -28,7 +28,6 @@ from django.urls import reverse
 
 from workflows import services
 from workflows.bulk_verbs import bulk
-from workflows.definitions import registry
 from workflows.engine.guards import RUN_VERBS, STEP_VERBS
 from workflows.errors import DefinitionMissing, WorkflowError
 from workflows.explanation import explain
@@ -330,7 +329,9 @@ def run_action(
             _check_step(run, form.cleaned_data)
             outcome = action.perform(run, form.cleaned_data, request.user)
         except REFUSALS as error:
-            messages.error(request, f"{action.title} refused: {_message(error)} Nothing changed.")
+            messages.error(
+                request, f"{action.title} refused: {refusal_text(error)} Nothing changed."
+            )
             return HttpResponseRedirect(run_url)
         messages.success(request, f"Run {str(run.pk)[:8]} {outcome}.")
         return HttpResponseRedirect(run_url)
@@ -349,7 +350,8 @@ def run_action(
     return TemplateResponse(request, "workflows/admin/run_action.html", context)
 
 
-def _message(error: Exception) -> str:
+def refusal_text(error: Exception) -> str:
+    """An engine refusal as a sentence for a message: its text, ending with a full stop."""
     text = error.message if isinstance(error, WorkflowError) else str(error) or "permission denied"
     return text if text.endswith(".") else f"{text}."
 
@@ -402,7 +404,7 @@ def _bulk_action(spec: BulkVerb) -> Callable[..., HttpResponse | None]:
                     **_options(spec.verb, form.cleaned_data),
                 )
             except REFUSALS as error:
-                messages.error(request, f"Bulk {spec.verb} refused: {_message(error)}")
+                messages.error(request, f"Bulk {spec.verb} refused: {refusal_text(error)}")
                 return None
             totals = ", ".join(f"{count} {name}" for name, count in result.totals().items())
             level = messages.SUCCESS if not result.failed else messages.WARNING
@@ -414,10 +416,12 @@ def _bulk_action(spec: BulkVerb) -> Callable[..., HttpResponse | None]:
             return None
         step = request.POST.get("from_step") or None
         dry_options = {"from_step": step} if spec.verb == "rerun" and step else {}
-        if spec.verb == "rerun" and not step:
-            dry = None
-        else:
-            dry = bulk(spec.verb, queryset, dry_run=True, **dry_options)
+        try:
+            no_step = spec.verb == "rerun" and not step
+            dry = None if no_step else bulk(spec.verb, queryset, dry_run=True, **dry_options)
+        except REFUSALS as error:
+            messages.error(request, f"Bulk {spec.verb} refused: {refusal_text(error)}")
+            return None
         skipped = [item for item in dry.items if item.outcome != "eligible"] if dry else []
         context = {
             **model_admin.admin_site.each_context(request),
@@ -444,71 +448,3 @@ def _bulk_action(spec: BulkVerb) -> Callable[..., HttpResponse | None]:
 def bulk_actions() -> list[Callable[..., HttpResponse | None]]:
     """The admin actions of the runs list, one per :data:`BULK_VERBS` entry."""
     return [_bulk_action(spec) for spec in BULK_VERBS]
-
-
-# -- start ---------------------------------------------------------------------------
-
-
-class StartForm(forms.Form):
-    workflow = forms.ChoiceField(help_text="The latest registered version is started.")
-    input = forms.JSONField(
-        required=False,  # "{}" is empty to a form, yet a workflow may accept it
-        initial=dict,
-        widget=forms.Textarea(attrs={"rows": 8, "cols": 70}),
-        help_text="A JSON object, checked by the workflow before anything is written.",
-    )
-    business_key = forms.CharField(
-        required=False, max_length=255, help_text="Optional: how people name this case."
-    )
-    idempotency_key = forms.CharField(
-        required=False,
-        max_length=255,
-        help_text="Optional: starting again with the same key returns the same run.",
-    )
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        names = sorted({workflow.name for workflow in registry.all()})
-        self.fields["workflow"].choices = [(name, name) for name in names]
-
-
-def start_run(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse:
-    """A form to start a run of a registered workflow; it shows the workflow's graph."""
-    if not model_admin.has_start_permission(request):
-        raise PermissionDenied
-    site = model_admin.admin_site.name
-    posted = request.POST if request.method == "POST" else None
-    form = StartForm(posted, initial={"workflow": request.GET.get("workflow")})
-    if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
-        try:
-            run = services.start_run(
-                data["workflow"],
-                data["input"] if data["input"] is not None else {},
-                business_key=data["business_key"] or None,
-                idempotency_key=data["idempotency_key"] or None,
-                user=request.user,
-            )
-        except REFUSALS as error:
-            messages.error(request, f"The run was not started: {_message(error)}")
-        else:
-            messages.success(request, f"Started run {str(run.pk)[:8]} of {run.workflow_name}.")
-            if model_admin.has_view_permission(request):
-                return HttpResponseRedirect(reverse(f"{site}:workflows_run_change", args=[run.pk]))
-            return HttpResponseRedirect(request.path)
-    chosen = form["workflow"].value() or next(iter(form.fields["workflow"].choices), ("", ""))[0]
-    definition = registry.latest(chosen) if chosen else None
-    context = {
-        **model_admin.admin_site.each_context(request),
-        "title": "Start a run",
-        "opts": Run._meta,
-        "form": form,
-        "definition": definition,
-        "description": (definition.__doc__ or "").strip() if definition else "",
-        "graph": step_graph_svg(
-            graph_steps(definition.snapshot(), {}), title=f"Steps of {definition.label()}"
-        )
-        if definition
-        else "",
-    }
-    return TemplateResponse(request, "workflows/admin/run_start.html", context)

@@ -25,6 +25,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from workflows import budget_services
+from workflows.admin_changelist import SafeChangelistMixin
 from workflows.admin_readonly import ReadOnlyMixin
 from workflows.admin_runs import badge
 from workflows.budget_services import BudgetView
@@ -59,7 +60,7 @@ ACTIONS = {
 
 
 @admin.register(BudgetCounter)
-class BudgetCounterAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class BudgetCounterAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
     """Usage budgets: used of limit in the current period, what they hold, actions."""
 
     list_display = (

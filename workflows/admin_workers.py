@@ -18,6 +18,7 @@ from django.utils import timezone
 from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
 
+from workflows.admin_changelist import SafeChangelistMixin
 from workflows.admin_readonly import ReadOnlyMixin
 from workflows.admin_runs import badge
 from workflows.models import WorkerPresence
@@ -34,7 +35,7 @@ def ago(moment: datetime, now: datetime, depth: int = 2) -> str:
 
 
 @admin.register(WorkerPresence)
-class WorkerPresenceAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class WorkerPresenceAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
     """Who serves which queues with which capabilities, and whether it is still there."""
 
     list_display = ("name", "serves", "has", "started", "last_seen", "state")

@@ -5,7 +5,18 @@ from __future__ import annotations
 from datetime import timedelta
 from decimal import Decimal
 
-from workflows import FanOut, Gate, InvalidInput, Option, Retry, Sleep, Task, Workflow
+from workflows import (
+    FanOut,
+    Gate,
+    InvalidInput,
+    Option,
+    Retry,
+    Sleep,
+    Task,
+    WaitForSignal,
+    Workflow,
+)
+from workflows.definitions import Budget
 
 
 class OrderFulfilment(Workflow):
@@ -17,6 +28,12 @@ class OrderFulfilment(Workflow):
 
     name = "order_fulfilment"
     version = 1
+    input_example = {
+        "order_id": "A-1003",
+        "email": "grace@example.com",
+        "gift": False,
+        "lines": [{"sku": "BOOK-42", "quantity": 1, "price": "12.50"}],
+    }
 
     reserve_stock = Task(
         "flowsite.demo.steps.reserve_stock",
@@ -54,6 +71,7 @@ class FlakyImport(Workflow):
 
     name = "flaky_import"
     version = 1
+    input_example = {"rows": 25}
 
     import_batch = Task(
         "flowsite.demo.steps.import_batch",
@@ -69,6 +87,11 @@ class WarehouseDispatch(Workflow):
 
     name = "warehouse_dispatch"
     version = 1
+    input_example = {
+        "order_id": "W-2003",
+        "card": "valid",
+        "parcels": [{"id": "P1", "weight_kg": 1.5}, {"id": "P2", "weight_kg": 0.4}],
+    }
 
     hold_stock = Task(
         "flowsite.demo.steps.hold_stock", compensate="flowsite.demo.steps.release_stock"
@@ -99,4 +122,34 @@ class WarehouseDispatch(Workflow):
         for parcel in data["parcels"]:
             if not {"id", "weight_kg"} <= set(parcel):
                 raise InvalidInput(f"parcel {parcel!r} needs an id and a weight_kg")
+        return data
+
+
+class ArticleSummary(Workflow):
+    """Summarise an article with a metered model, wait for an editor's "reviewed"
+    signal, publish. Shows a usage budget (tokens per customer, the run's business key,
+    and per day for the whole workflow) and a step waiting for a signal.
+
+    A customer's runs that use up its budget hold their next steps until an operator
+    raises or resets it on the Budgets page; send the signal from the run page's "Send
+    a signal" or ``manage.py workflows_signal``.
+    """
+
+    name = "article_summary"
+    version = 1
+    input_example = {"title": "Durable workflows in Django", "words": 1200}
+    budgets = [
+        Budget("tokens", 2_000, per="business_key"),
+        Budget("tokens", 20_000, period=timedelta(days=1)),
+    ]
+
+    summarise = Task("flowsite.demo.steps.summarise_article")
+    reviewed = WaitForSignal("reviewed", timeout=timedelta(days=1))
+    publish = Task("flowsite.demo.steps.publish_summary")
+
+    @classmethod
+    def clean_input(cls, data: dict) -> dict:
+        words = data.get("words")
+        if not data.get("title") or not isinstance(words, int) or words < 1:
+            raise InvalidInput("article_summary needs a 'title' and a positive number of 'words'")
         return data

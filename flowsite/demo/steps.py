@@ -112,3 +112,21 @@ def charge_card(ctx: Context) -> dict[str, Any]:
         raise PermanentError("card declined by the issuer")
     method = ctx.steps["approval"].output["selections"][0]
     return _record(ctx, "charge", {"order": ctx.input["order_id"], "shipping": method})
+
+
+# Tokens the demo's pretend model uses per word of the article.
+TOKENS_PER_WORD = Decimal("1.3")
+
+
+def summarise_article(ctx: Context) -> dict[str, Any]:
+    """Pretend to call a metered model: report the tokens it used against the budgets."""
+    tokens = int(ctx.input["words"] * TOKENS_PER_WORD)
+    ctx.report_usage("tokens", tokens)
+    return _record(ctx, "summary", {"title": ctx.input["title"], "tokens": tokens})
+
+
+def publish_summary(ctx: Context) -> dict[str, Any]:
+    review = ctx.steps["reviewed"].output or {}
+    return _record(
+        ctx, "published", {"title": ctx.input["title"], "editor": review.get("editor", "?")}
+    )

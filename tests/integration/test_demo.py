@@ -66,7 +66,7 @@ def test_demo_setup_is_idempotent_and_checks_pass():
     call_command("demo_setup", stdout=second)
     assert "created demo user admin / admin" in first.getvalue()
     assert "created demo user" not in second.getvalue()
-    assert Run.objects.count() == 5
+    assert Run.objects.count() == 7
 
 
 DISPATCH = {
@@ -130,3 +130,50 @@ def test_a_staff_user_without_a_permission_gets_the_demo_403_page(client):
     assert response.status_code == 403
     assert b"Permission denied" in response.content
     assert b"does not have the permission this page needs" in response.content
+
+
+def article(words: int, key: str = "acme") -> Run:
+    run = workflows.start_run(
+        "article_summary", {"title": f"{words} words", "words": words}, business_key=key
+    )
+    run_pending()
+    return Run.objects.get(pk=run.pk)
+
+
+def test_article_summary_waits_for_its_signal_then_publishes():
+    run = article(1000)
+    assert run.status == "waiting"
+    assert run.steps.get(name="reviewed").status == "waiting"
+    workflows.send_signal(run, "reviewed", {"editor": "ed"})
+    run_pending()
+    run.refresh_from_db()
+    assert run.status == "completed"
+    published = DemoRecord.objects.get(run_id=run.pk, kind="published")
+    assert published.data == {"title": "1000 words", "editor": "ed"}
+
+
+def test_a_customer_that_used_up_its_tokens_holds_its_next_steps():
+    """The demo's budget: 2,000 tokens per business key; 1.3 tokens a word."""
+    first, second = article(1200), article(800)
+    assert first.steps.get(name="summarise").status == "completed"
+    assert second.steps.get(name="summarise").status == "completed"  # started under 2,000
+    workflows.send_signal(second, "reviewed", {"editor": "ed"})
+    run_pending()
+    assert second.steps.get(name="publish").status == "ready"
+    [hold] = workflows.explain(second).waiting_on
+    assert (hold.kind, hold.step, hold.details["dimension"]) == ("budget", "publish", "tokens")
+    # Another customer's budget is its own.
+    other = article(100, key="globex")
+    workflows.send_signal(other, "reviewed", {})
+    run_pending()
+    assert Run.objects.get(pk=other.pk).status == "completed"
+
+
+def test_every_demo_workflow_accepts_its_own_input_example():
+    from workflows.definitions import registry
+
+    demo = [w for w in registry.all() if w.__module__ == "flowsite.demo.flows"]
+    assert {w.name for w in demo} >= {"order_fulfilment", "article_summary"}
+    for workflow in demo:
+        assert workflow.input_example is not None, workflow.name
+        assert workflow.check_input(workflow.input_example) == workflow.input_example

@@ -235,3 +235,32 @@ def test_gate_and_fanout_definitions_are_validated():
     assert "exactly one of a handler or workflow=" in _definition_error(
         {"f": FanOut(items=lambda ctx: [])}
     )
+
+
+@pytest.mark.parametrize(
+    ("example", "problem"),
+    [
+        (["a list"], "input_example must be a JSON object (a dict), got list"),
+        ({"when": timedelta(days=1)}, "input_example must be JSON: "),
+        ({"ratio": float("nan")}, "input_example must be JSON: "),
+    ],
+)
+def test_an_input_example_must_be_a_json_object(example, problem):
+    with pytest.raises(DefinitionError, match="defs_example") as refused:
+
+        class Example(Workflow, register=False):
+            name = "defs_example"
+            input_example = example
+            only = Task(NOOP)
+
+    assert problem in str(refused.value)
+
+
+def test_an_input_example_is_optional_and_kept_as_declared():
+    class Example(Workflow, register=False):
+        name = "defs_example"
+        input_example = {"order": "A-1", "lines": [{"sku": "X", "quantity": 1}]}
+        only = Task(NOOP)
+
+    assert Example.input_example == {"order": "A-1", "lines": [{"sku": "X", "quantity": 1}]}
+    assert Linear.input_example is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -15,6 +16,19 @@ from workflows.definitions.limits import (
 )
 from workflows.definitions.nodes import LeasedNode, Node
 from workflows.errors import DefinitionError, InvalidInput
+
+
+def example_problems(example: Any) -> list[str]:
+    """What is wrong with an ``input_example``: it must be ``None`` or a JSON object."""
+    if example is None:
+        return []
+    if not isinstance(example, dict):
+        return [f"input_example must be a JSON object (a dict), got {type(example).__name__}"]
+    try:
+        json.dumps(example, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        return [f"input_example must be JSON: {error}"]
+    return []
 
 
 class Workflow:
@@ -38,6 +52,7 @@ class Workflow:
     default_priority: ClassVar[int] = 0
     max_concurrent_runs: ClassVar[int | None] = None
     budgets: ClassVar[Sequence[Budget]] = ()
+    input_example: ClassVar[dict[str, Any] | None] = None
     nodes: ClassVar[dict[str, Node]] = {}
     graph: ClassVar[Graph]
     _routes: ClassVar[dict[str, Route]] = {}
@@ -82,6 +97,7 @@ class Workflow:
                     "call the step something else"
                 )
         found.extend(f"{cls.label()}: {m}" for m in cls._limit_problems())
+        found.extend(f"{cls.label()}: {m}" for m in example_problems(cls.input_example))
         return found
 
     @classmethod

@@ -23,6 +23,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.timezone import localtime
 
+from workflows.admin_changelist import SafeChangelistMixin
 from workflows.admin_readonly import ReadOnlyMixin
 from workflows.admin_runs import badge
 from workflows.errors import StaleState
@@ -69,7 +70,7 @@ class EndpointForm(forms.ModelForm):
 
 
 @admin.register(WebhookEndpoint)
-class WebhookEndpointAdmin(admin.ModelAdmin):
+class WebhookEndpointAdmin(SafeChangelistMixin, admin.ModelAdmin):
     form = EndpointForm
     list_display = ("endpoint", "state", "subscribed_to", "open_count", "failed_count")
     readonly_fields = ("secret_masked", "disabled_reason", "created_at", "updated_at")
@@ -211,7 +212,7 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
 
 
 @admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class WebhookDeliveryAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
     """The delivery log: what was sent where, how it went; replays through a service."""
 
     list_display = (

@@ -32,6 +32,15 @@ DISPATCH_PARCELS = [
 ]
 
 
+# Two articles of one customer: together they use up its token budget (2,000 per
+# business key), so the second's later steps wait until the budget is raised.
+ARTICLES = [
+    {"title": "Durable workflows in Django", "words": 1200},
+    {"title": "Sagas without a message bus", "words": 800},
+]
+ARTICLE_CUSTOMER = "acme"
+
+
 class Command(BaseCommand):
     help = "Create the demo admin user (admin/admin) and start sample demo runs once."
 
@@ -67,4 +76,18 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"warehouse_dispatch run {run.pk} [{run.status}]: once its gate waits, approve "
                 f"with `manage.py workflows_approve {gate.pk} --user admin --select express`"
+            )
+        for number, article in enumerate(ARTICLES, start=1):
+            run = workflows.start_run(
+                "article_summary",
+                article,
+                idempotency_key=f"demo-article-{number}",
+                business_key=ARTICLE_CUSTOMER,
+                user=user,
+            )
+            self.stdout.write(
+                f"article_summary run {run.pk} [{run.status}]: once it waits, send its signal "
+                f"with `manage.py workflows_signal {run.pk} reviewed --payload "
+                '\'{"editor": "admin"}\'`; the token budget of '
+                f"{ARTICLE_CUSTOMER!r} (Budgets page) may hold it"
             )
