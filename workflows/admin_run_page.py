@@ -28,7 +28,7 @@ from workflows.admin_runs import badge, duration
 from workflows.explanation import Action, Explanation, WaitingOn, explain
 from workflows.graph_svg import graph_steps, step_graph_svg
 from workflows.models import CompensationRecord, Event, Run, Signal, Step, Timer
-from workflows.status import RUN_FINAL, STEP_FINAL, DecisionVia, RunStatus
+from workflows.status import RUN_FINAL, STEP_FINAL, DecisionVia, RunStatus, StepStatus
 
 __all__ = ["EVENTS_PER_PAGE", "FAILURE_EVENTS", "LIST_LIMIT", "hold_text", "run_page_context"]
 
@@ -232,6 +232,33 @@ def _step_rows(
     return rows
 
 
+@dataclass(frozen=True)
+class StepError:
+    """A step's last error, with the attempt that raised it.
+
+    The error is kept after a later attempt succeeds, so the step's current attempt is
+    not the one that failed: the page names the failed attempt (stored with the error)
+    and says that a later one succeeded.
+    """
+
+    step: Step
+    attempt: int
+    succeeded_later: bool
+
+
+def step_errors(steps: list[Step]) -> list[StepError]:
+    """The errors of the steps that have one, each with the attempt that raised it."""
+    found = []
+    for step in steps:
+        if not step.error:
+            continue
+        raised_by = step.error.get("attempt") if isinstance(step.error, dict) else None
+        attempt = raised_by if isinstance(raised_by, int) else step.attempt
+        later = step.status == StepStatus.COMPLETED and attempt < step.attempt
+        found.append(StepError(step=step, attempt=attempt, succeeded_later=later))
+    return found
+
+
 def _graph_states(steps: list[Step]) -> dict[str, tuple[str, str]]:
     """Each step's status and the short detail its node shows (items, or the attempt).
 
@@ -371,7 +398,7 @@ def run_page_context(
             title=f"Steps of {run.workflow_name} v{run.workflow_version} and their states",
         ),
         "step_rows": _step_rows(run, steps, now, items_url),
-        "errors": [step for step in steps if step.error],
+        "errors": step_errors(steps),
         "run_error": pretty(run.error) if run.error else None,
         "input": pretty(run.input),
         "output": pretty(run.output) if run.output is not None else None,
