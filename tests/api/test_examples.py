@@ -15,12 +15,14 @@ from rest_framework.test import APIClient
 
 from tests.api.schema_doc import api_schema, operation_at, operations, request_errors
 from workflows.api import examples
+from workflows.definitions import registry
 from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
 
 API_DOCS = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 SITE = "https://flowsite.example"
+DEMO_WORKFLOWS = ("order_fulfilment", "warehouse_dispatch", "flaky_import")
 
 
 def documented_posts() -> list[tuple[str, Any]]:
@@ -95,3 +97,19 @@ def test_the_schema_examples_run_against_the_demo_workflows(admin):
     ):
         response = admin.post(f"{run}/{verb}/", body, format="json")
         assert response.status_code == 200, (verb, response.content)
+
+
+def test_the_docs_name_workflows_steps_and_options_the_demo_has():
+    demo = [registry.latest(name).snapshot() for name in DEMO_WORKFLOWS]
+    steps = {step["name"] for workflow in demo for step in workflow["steps"]}
+    options = {
+        option["value"]
+        for workflow in demo
+        for step in workflow["steps"]
+        for option in step.get("options", [])
+    }
+    for path, body in documented_posts():
+        named = body.get("workflow") or body.get("filter", {}).get("workflow")
+        assert named is None or named in DEMO_WORKFLOWS, (path, named)
+        assert body.get("from_step", "create_invoice") in steps, path
+        assert set(body.get("selections", [])) <= options, path
