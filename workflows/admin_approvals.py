@@ -309,6 +309,11 @@ class ApprovalsViews:
                 name="workflows_approval_release",
             ),
             path(
+                "approvals/<int:step_id>/take-over/",
+                wrap(self.take_over),
+                name="workflows_approval_take_over",
+            ),
+            path(
                 "approvals/link/<str:token>/",
                 wrap(self.link),
                 name="workflows_approval_link",
@@ -336,8 +341,14 @@ class ApprovalsViews:
         return reverse(f"{self.admin_site.name}:workflows_run_change", args=[run_id])
 
     def gate_facts(self, request: HttpRequest, gate: Step) -> dict[str, Any]:
-        """What the decision and link pages show about a gate and its run."""
+        """What the decision and link pages show about a gate and its run.
+
+        A gate someone else has claimed is shown with its holder, and its decision
+        buttons are disabled unless the user may override claims (then they may decide
+        it anyway, or take it over): the refusal comes before submitting, not after.
+        """
         run = gate.run
+        holder = gate.claimed_by.get_username() if gate.claimed_by else None
         due = (
             gate.timers.filter(kind="gate_timeout", status="scheduled")
             .order_by("due_at")
@@ -352,7 +363,9 @@ class ApprovalsViews:
             "input_summary": summarise_input(run.input),
             "due_at": due,
             "time_left": time_left(due, timezone.now()),
-            "claimed_by": gate.claimed_by.get_username() if gate.claimed_by else None,
+            "claimed_by": holder,
+            "claimed_by_other": holder is not None and holder != request.user.get_username(),
+            "may_override": may_override_claim(request.user),
         }
 
     # -- the inbox --------------------------------------------------------------------
@@ -462,6 +475,29 @@ class ApprovalsViews:
     def release(self, request: HttpRequest, step_id: int) -> HttpResponse:
         """Release a claim (``services.unclaim_gate``)."""
         self._claim_verb(request, step_id, services.unclaim_gate, "You released")
+        return self.back(request, step_id)
+
+    @method_decorator(require_POST)
+    def take_over(self, request: HttpRequest, step_id: int) -> HttpResponse:
+        """Release someone else's claim and claim the gate, for holders of
+        ``workflows.override_gate_claim`` (the services check it).
+
+        Two service calls, not one transition: a third person may claim the gate between
+        the release and the claim, and then this claim is refused as claimed by them.
+        """
+        address = _address(request)
+        try:
+            held = Step.objects.select_related("claimed_by").filter(pk=step_id).first()
+            previous = held.claimed_by.get_username() if held and held.claimed_by else None
+            services.unclaim_gate(step_id, request.user, address=address)
+            gate = services.claim_gate(step_id, request.user, address=address)
+        except REFUSALS as error:
+            messages.error(request, _refusal(error, Step.objects.filter(pk=step_id).first()))
+        else:
+            taken = f" from {previous}" if previous else ""
+            messages.success(
+                request, f"You took over gate “{gate.name}” of run {_short(gate.run_id)}{taken}."
+            )
         return self.back(request, step_id)
 
     def back(self, request: HttpRequest, step_id: int) -> HttpResponse:

@@ -23,17 +23,17 @@ def approvals_inbox(context: dict[str, Any]) -> dict[str, Any]:
     """Whether the inbox is the user's, its link, and the number of gates waiting for them.
 
     A value rather than markup, so the index can also leave out Django's "You don't have
-    permission to view or edit anything" for an approver who may use nothing else.
+    permission to view or edit anything" for an approver who may use nothing else. The
+    link and count are given to every staff user: the approvals pages' own sidebar
+    shows them even when nothing waits (``visible`` is false then).
     """
     request = context.get("request")
     user = getattr(request, "user", None)
     if user is None or not user.is_active or not user.is_staff:
         return {"visible": False}
     gates = gates_for(user)
-    if not inbox_visible(user, gates):
-        return {"visible": False}
     return {
-        "visible": True,
+        "visible": inbox_visible(user, gates),
         "waiting": len(gates),
         "inbox_url": reverse("admin:workflows_approvals"),
     }
