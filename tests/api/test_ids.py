@@ -52,3 +52,14 @@ def test_a_run_by_an_id_in_another_spelling_is_not_found(api, sample):
         assert_error(api("viewer").get(f"/api/runs/{text}/events/"), 404, "run_not_found")
         assert_error(api("operator").post(f"/api/runs/{text}/pause/"), 404, "run_not_found")
     assert api("viewer").get(f"/api/runs/{str(pk).upper()}/").status_code == 200
+
+
+def test_a_bulk_order_takes_run_ids_in_the_hyphenated_form_only(api, sample):
+    pk = sample.run.pk
+    for text in (f"{{{pk}}}", f"urn:uuid:{pk}", pk.hex, f" {pk}"):
+        response = api("operator").post("/api/runs/bulk/pause/", {"ids": [text]}, format="json")
+        error = assert_error(response, 400, "validation_error")
+        assert "ids" in error["details"], error
+    response = api("operator").post("/api/runs/bulk/pause/", {"ids": [str(pk)]}, format="json")
+    assert response.status_code == 200, response.content
+    assert response.json()["totals"]["matched"] == 1

@@ -17,7 +17,7 @@ from django.contrib.contenttypes.models import ContentType
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from workflows.api.strict import StrictCharField, StrictSerializer
+from workflows.api.strict import StrictCharField, StrictSerializer, StrictUUIDField
 from workflows.bulk_verbs import MAX_IDS
 from workflows.models import Event, FanOutItem, Run, Step
 from workflows.queries import Attention
@@ -159,7 +159,7 @@ class BulkFilterSerializer(StrictSerializer):
 
 class BulkSerializer(StrictSerializer):
     ids = serializers.ListField(
-        child=serializers.UUIDField(), required=False, allow_empty=False, max_length=MAX_IDS
+        child=StrictUUIDField(), required=False, allow_empty=False, max_length=MAX_IDS
     )
     filter = BulkFilterSerializer(required=False)
     dry_run = Flag(required=False, default=True, help_text="say what would happen; change nothing")

@@ -11,6 +11,8 @@ from typing import Any
 
 from rest_framework import serializers
 
+from workflows.api.ids import uuid_id
+
 
 class StrictSerializer(serializers.Serializer):
     """A request body whose unknown fields are a validation error, one per field."""
@@ -36,4 +38,15 @@ class StrictCharField(serializers.CharField):
     def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):
             self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictUUIDField(serializers.UUIDField):
+    """A run id as the API hands it out, hyphenated: DRF's ``UUIDField`` also reads
+    braces, ``urn:uuid:`` and bare hex, so one run would have many spellings
+    (:mod:`workflows.api.ids`)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, str) or uuid_id(data) is None:
+            self.fail("invalid", value=data)
         return super().to_internal_value(data)
