@@ -25,6 +25,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.translation import ngettext
 
 from workflows import services
 from workflows.bulk_verbs import bulk
@@ -412,7 +413,8 @@ def _bulk_action(spec: BulkVerb) -> Callable[..., HttpResponse | None]:
             for reason, count in Counter(
                 item.reason for item in result.items if item.outcome != "done"
             ).most_common(5):
-                model_admin.message_user(request, f"{count} runs: {reason}", messages.INFO)
+                runs = ngettext("%(count)d run", "%(count)d runs", count) % {"count": count}
+                model_admin.message_user(request, f"{runs}: {reason}", messages.INFO)
             return None
         step = request.POST.get("from_step") or None
         dry_options = {"from_step": step} if spec.verb == "rerun" and step else {}

@@ -32,6 +32,7 @@ from django.utils.timesince import timeuntil
 from django.views.decorators.http import require_POST
 
 from workflows import services
+from workflows.admin_runs import items
 from workflows.approval_links import LinkExpired, LinkInvalid, LinkTarget, read_token
 from workflows.approvals import (
     WaitingGate,
@@ -119,7 +120,7 @@ def summarise_input(data: Any) -> str:
         parts = []
         for key, value in data.items():
             if isinstance(value, list):
-                shown = f"[{len(value)} item{'s' if len(value) != 1 else ''}]"
+                shown = f"[{items(len(value))}]"
             elif isinstance(value, dict):
                 shown = "{…}"
             else:

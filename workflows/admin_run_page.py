@@ -24,7 +24,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.utils.timesince import timesince, timeuntil
 
-from workflows.admin_runs import badge, duration
+from workflows.admin_runs import badge, duration, items
 from workflows.explanation import Action, Explanation, WaitingOn, explain
 from workflows.graph_svg import graph_steps, step_graph_svg
 from workflows.models import CompensationRecord, Event, Run, Signal, Step, Timer
@@ -101,7 +101,7 @@ def _callback(entry: WaitingOn, now: datetime) -> str:
 def _fanout(entry: WaitingOn, now: datetime) -> str:
     d = entry.details
     return (
-        f"Fan-out “{entry.step}”: {d['done']} of {d['total']} items done, {d['failed']} failed, "
+        f"Fan-out “{entry.step}”: {d['done']} of {items(d['total'])} done, {d['failed']} failed, "
         f"{d['running']} running, {d['pending']} pending"
     )
 

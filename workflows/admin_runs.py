@@ -29,6 +29,7 @@ from django.utils import timezone
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
+from django.utils.translation import ngettext
 
 from workflows.definitions import registry
 from workflows.engine.work_kinds import WORK_KINDS, WorkKind
@@ -134,6 +135,11 @@ def badge(status: str, label: str | None = None) -> SafeString:
     return format_html(
         '<span class="wf-badge st-{}">{}</span>', status, label or status.replace("_", " ")
     )
+
+
+def items(count: int) -> str:
+    """``1 item``, ``3 items``: a count of fan-out items or list entries in words."""
+    return ngettext("%(count)d item", "%(count)d items", count) % {"count": count}
 
 
 def duration(start: datetime | None, end: datetime | None, now: datetime) -> str:

@@ -17,6 +17,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
+from django.utils.translation import ngettext
 
 from workflows.admin_changelist import SafeChangelistMixin
 from workflows.admin_readonly import ReadOnlyMixin
@@ -30,7 +31,8 @@ def ago(moment: datetime, now: datetime, depth: int = 2) -> str:
     ``3 days, 2 hours ago``."""
     seconds = int((now - moment).total_seconds())
     if seconds < 60:
-        return f"{max(seconds, 0)} second{'' if seconds == 1 else 's'} ago"
+        shown = max(seconds, 0)
+        return ngettext("%(n)d second ago", "%(n)d seconds ago", shown) % {"n": shown}
     return f"{timesince(moment, now, depth=depth)} ago"
 
 
