@@ -260,6 +260,30 @@ def check_api_schema(app_configs: Any = None, **kwargs: Any) -> list[checks.Chec
     ]
 
 
+SUSPICIOUS_REQUEST_MIDDLEWARE = "workflows.api.middleware.SuspiciousRequestMiddleware"
+
+
+@checks.register("workflows")
+def check_api_middleware(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """workflows.W008: the API answers requests Django will not read (more than
+    ``DATA_UPLOAD_MAX_NUMBER_FIELDS`` query parameters, a host not allowed) fast and in its
+    error envelope only with its middleware first; without it they cost seconds of work
+    and, under ``DEBUG``, a debug page."""
+    middleware = list(getattr(settings, "MIDDLEWARE", []))
+    if middleware[:1] == [SUSPICIOUS_REQUEST_MIDDLEWARE]:
+        return []
+    placed = "is not first" if SUSPICIOUS_REQUEST_MIDDLEWARE in middleware else "is missing"
+    return [
+        checks.Warning(
+            f"{SUSPICIOUS_REQUEST_MIDDLEWARE} {placed} in MIDDLEWARE: requests to the API "
+            "with too many query parameters or a disallowed host are read by other "
+            "middleware first and answered slowly, outside the API's error envelope",
+            hint=f"Put '{SUSPICIOUS_REQUEST_MIDDLEWARE}' first in MIDDLEWARE.",
+            id="workflows.W008",
+        )
+    ]
+
+
 @checks.register("workflows")
 def check_metrics(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """workflows.E011: the metrics endpoint needs prometheus-client, an optional extra."""
