@@ -24,6 +24,7 @@ from workflows.definitions import (
 from workflows.errors import (
     CallbackAlreadyUsed,
     CallbackExpired,
+    DatabaseBusy,
     DefinitionError,
     DefinitionMissing,
     GateAlreadyDecided,
@@ -65,6 +66,7 @@ _SERVICES = {
 __all__ = [
     "CallbackAlreadyUsed",
     "CallbackExpired",
+    "DatabaseBusy",
     "DefinitionError",
     "DefinitionMissing",
     "FanOut",

@@ -52,6 +52,13 @@ class StaleState(WorkflowError):
     code = "stale_state"
 
 
+class DatabaseBusy(WorkflowError):
+    """The database stayed locked by other writers through every retry; nothing was
+    written. Try again shortly."""
+
+    code = "database_busy"
+
+
 class RunBusy(StaleState):
     """Another transition holds this run right now; a scanner skips it and comes back."""
 

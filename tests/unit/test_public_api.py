@@ -24,6 +24,7 @@ def test_public_names_are_importable_from_the_package():
         "IdempotencyConflict",
         "DefinitionError",
         "DefinitionMissing",
+        "DatabaseBusy",
         "InvalidInput",
         "UnknownSignal",
         "explain",

@@ -147,6 +147,16 @@ def suspicious(exc: SuspiciousOperation) -> tuple[int, dict]:
 
 def handle_exception(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF exception handler: every error the API can meet, in the one envelope."""
+    if isinstance(exc, errors.DatabaseBusy) or (
+        isinstance(exc, OperationalError) and "locked" in str(exc)
+    ):
+        return error_response(
+            503,
+            "database_busy",
+            "the database is busy; try again shortly",
+            retryable=True,
+            headers={"Retry-After": "1"},
+        )
     if isinstance(exc, errors.WorkflowError):
         return _workflow_error(exc)
     if isinstance(exc, APIError):
@@ -158,14 +168,6 @@ def handle_exception(exc: Exception, context: dict[str, Any]) -> Response | None
         return Response(body, status=status_code)
     if isinstance(exc, DjangoPermissionDenied):
         return error_response(403, "permission_denied", str(exc) or "permission denied")
-    if isinstance(exc, OperationalError) and "locked" in str(exc):
-        return error_response(
-            503,
-            "database_busy",
-            "the database is busy; try again shortly",
-            retryable=True,
-            headers={"Retry-After": "1"},
-        )
     if isinstance(exc, exceptions.APIException):
         return _drf_error(exc)
     return None  # a bug: Django's 500 handling logs it

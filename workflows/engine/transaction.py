@@ -13,6 +13,7 @@ from django.db import OperationalError, connections, transaction
 
 from workflows.conf import workflow_settings
 from workflows.engine.sql import engine_alias, statements_on
+from workflows.errors import DatabaseBusy
 
 logger = logging.getLogger("workflows.engine")
 
@@ -41,8 +42,10 @@ def transition(fn: Callable[P, R]) -> Callable[P, R]:
 
     SQLite may still report "database is locked" when its busy timeout runs out under
     heavy contention; the whole transition is then retried with jittered backoff, a
-    bounded number of times. Inside a caller's own transaction no retry is possible
-    (the caller's work would be lost), so the error is left to the caller.
+    bounded number of times, and past the bound :class:`DatabaseBusy` says so (every
+    surface shows it as a refusal to retry: a 503, a message, exit status 1). Inside a
+    caller's own transaction no retry is possible (the caller's work would be lost), so
+    the database's error is left to the caller.
     """
 
     @functools.wraps(fn)
@@ -59,8 +62,14 @@ def transition(fn: Callable[P, R]) -> Callable[P, R]:
                 raise error
             except OperationalError as exc:
                 in_callers_transaction = connections[alias].in_atomic_block
-                if not _is_locked(exc) or attempt == attempts or in_callers_transaction:
+                if not _is_locked(exc) or in_callers_transaction:
                     raise
+                if attempt == attempts:
+                    raise DatabaseBusy(
+                        f"the database stayed locked by other writers through {attempts} "
+                        f"attempts of {fn.__name__}; nothing was written, try again shortly",
+                        attempts=attempts,
+                    ) from exc
                 delay = workflow_settings.LOCKED_RETRY_BASE_DELAY * 2 ** (attempt - 1)
                 logger.warning("database is locked in %s; retry %d", fn.__name__, attempt)
                 time.sleep(random.uniform(0, delay))
