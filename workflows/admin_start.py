@@ -21,6 +21,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
+from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
 from workflows import services
@@ -68,11 +69,21 @@ def printable(text: str, limit: int = QUOTED_CHARS) -> str:
     return shown if len(shown) <= limit else shown[: limit - 1] + "…"
 
 
-def unknown_workflow(requested: str, names: list[str]) -> str:
-    """Why the page shows no such workflow, with the registered name it may have meant."""
+def unknown_workflow(requested: str, names: list[str], start_url: str) -> SafeString:
+    """Why the page shows no such workflow, linking the registered name it may have
+    meant (the same name in another case)."""
     same = [name for name in names if name.casefold() == requested.casefold()]
-    hint = f" Did you mean “{same[0]}”?" if same else " Choose one of the registered workflows."
-    return f"No workflow called “{printable(requested)}” is registered.{hint}"
+    hint = (
+        format_html(
+            ' Did you mean <a href="{}?{}">“{}”</a>?',
+            start_url,
+            urlencode({"workflow": same[0]}),
+            same[0],
+        )
+        if same
+        else " Choose one of the registered workflows."
+    )
+    return format_html("No workflow called “{}” is registered.{}", printable(requested), hint)
 
 
 def example_text(definition: type[Workflow] | None) -> str | None:
@@ -92,7 +103,7 @@ def start_run(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpRespon
     requested = (posted or request.GET).get("workflow")
     known = requested is None or requested in names
     if not known:
-        messages.error(request, unknown_workflow(requested, names))
+        messages.error(request, unknown_workflow(requested, names, request.path))
     definition = registry.latest(requested if known and requested else names[0]) if names else None
     example = example_text(definition)
     form = StartForm(

@@ -132,7 +132,7 @@ class ArticleSummary(Workflow):
 
     A customer's runs that use up its budget hold their next steps until an operator
     raises or resets it on the Budgets page; send the signal from the run page's "Send
-    a signal" or ``manage.py workflows_signal``.
+    a signal" or with manage.py workflows_signal.
     """
 
     name = "article_summary"

@@ -24,7 +24,9 @@ def starter(client):
     return client
 
 
-@pytest.mark.parametrize("name", ["no_such_workflow", "\x00", "order fulfilment", "x" * 300])
+@pytest.mark.parametrize(
+    "name", ["no_such_workflow", "\x00", "order fulfilment", "<b>bold</b>", "x" * 300]
+)
 def test_a_bookmark_to_an_unknown_workflow_is_a_message_on_a_404_page(starter, name):
     page = starter.get(reverse(START), {"workflow": name})
     assert page.status_code == 404
@@ -32,6 +34,7 @@ def test_a_bookmark_to_an_unknown_workflow_is_a_message_on_a_404_page(starter, n
     assert message.startswith("No workflow called “")
     assert "is registered" in message
     assert "\x00" not in message
+    assert "<" not in message.replace("<a href", "")  # the name is escaped
     # The page still offers the registered workflows to start.
     assert b'<option value="order_fulfilment"' in page.content
 
@@ -40,7 +43,8 @@ def test_a_wrong_case_name_is_refused_with_the_name_it_may_mean(starter):
     page = starter.get(reverse(START), {"workflow": "ORDER_FULFILMENT"})
     assert page.status_code == 404
     assert notes(page) == [
-        "No workflow called “ORDER_FULFILMENT” is registered. Did you mean “order_fulfilment”?"
+        "No workflow called “ORDER_FULFILMENT” is registered. Did you mean "
+        f'<a href="{reverse(START)}?workflow=order_fulfilment">“order_fulfilment”</a>?'
     ]
 
 
