@@ -41,6 +41,9 @@ GARBAGE_ARGUMENTS = (
     "99999999999999999999999",
     "ORDER_FULFILMENT",
 )
+# Arguments that pick a row: the sweep with malformed parameters takes one real value of
+# each (the others pick code, such as a verb, and are all swept).
+IDS = frozenset({"object_id", "run_id", "step_id", "counter_id"})
 # Django's own pages that read no query string: swept with garbage arguments only, which
 # keeps the sweep to a minute.
 IGNORE_QUERY_STRINGS = ("_add", "_delete", "_history")
@@ -109,7 +112,8 @@ def fill(route: str, values: dict[str, str]) -> str:
 
 def addresses(real: dict[str, list[str]]) -> tuple[list[str], list[str], list[str]]:
     """Every admin address of the app, three ways: with every combination of real
-    arguments; with the first real ones, for the views that read a query string; and
+    arguments; with one real row id (and every verb), for the views that read a query
+    string; and
     with each argument in turn garbage. ``real`` maps ``<model>.<argument>`` or an
     argument's name to real values."""
     combined, reading, stale = {"/admin/", f"/admin/{APP}/"}, {f"/admin/{APP}/"}, set()
@@ -121,7 +125,13 @@ def addresses(real: dict[str, list[str]]) -> tuple[list[str], list[str], list[st
             combined.add(fill(route, dict(zip(names, values, strict=True))))
         first = {name: options[0] for name, options in zip(names, choices, strict=True)}
         if pattern.name and not pattern.name.endswith(IGNORE_QUERY_STRINGS):
-            reading.add(fill(route, first))
+            # One row per id, but every verb: each verb reads its own parameters.
+            selectors = [
+                options if name not in IDS else options[:1]
+                for name, options in zip(names, choices, strict=True)
+            ]
+            for values in product(*selectors):
+                reading.add(fill(route, dict(zip(names, values, strict=True))))
         for name in names:
             stale.update(fill(route, {**first, name: value}) for value in GARBAGE_ARGUMENTS)
     return sorted(combined), sorted(reading), sorted(stale)
