@@ -41,6 +41,7 @@ from workflows.approvals import (
     may_override_claim,
     waiting_gates,
 )
+from workflows.definitions import Gate, registry
 from workflows.errors import (
     GateAlreadyDecided,
     GateClaimed,
@@ -100,12 +101,40 @@ LINK_REFUSALS: dict[str, tuple[str, str]] = {
 def inbox_visible(user: Any, gates: list[WaitingGate] | None = None) -> bool:
     """Whether the admin index links to the inbox for ``user``.
 
-    A staff user who may decide at least one waiting gate, or who may view all gates.
-    ``gates``: the user's :func:`gates_for`, when the caller has it already.
+    A staff user who may decide at least one waiting gate, who may view all gates, or
+    whom a registered gate names (by its permission, or among its assignees) even while
+    none of its gates waits: an approver whose inbox is empty still finds it, instead
+    of an index saying they may use nothing. ``gates``: the user's :func:`gates_for`,
+    when the caller has it already.
     """
     if user.has_perm(VIEW_ALL_GATES_PERMISSION):
         return True
-    return bool(gates_for(user) if gates is None else gates)
+    return bool(gates_for(user) if gates is None else gates) or named_by_a_gate(user)
+
+
+def named_by_a_gate(user: Any) -> bool:
+    """Whether a gate of a registered workflow names ``user``: they hold its permission,
+    or are among its assignees by username or group.
+
+    Gates naming nobody (which accept anyone signed in) do not count: they would make
+    every staff user an approver. Read from the definitions, not the runs; permissions
+    are cached on the user, and the groups cost one query, only when a gate lists one.
+    """
+    groups: set[str] | None = None
+    for workflow in registry.all():
+        for node in workflow.nodes.values():
+            if not isinstance(node, Gate):
+                continue
+            if node.permission and user.has_perm(node.permission):
+                return True
+            if user.get_username() in node.assignee_users:
+                return True
+            if node.assignee_groups:
+                if groups is None:
+                    groups = set(user.groups.values_list("name", flat=True))
+                if groups & set(node.assignee_groups):
+                    return True
+    return False
 
 
 def summarise_input(data: Any) -> str:

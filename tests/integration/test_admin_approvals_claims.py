@@ -7,11 +7,13 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.contrib.auth.models import Group
 from django.urls import reverse
 
 import workflows
 from tests.conftest import staff
 from tests.integration.test_approvals_inbox import notes, waiting
+from workflows import Gate, Workflow
 from workflows.models import Step
 
 pytestmark = pytest.mark.django_db
@@ -100,3 +102,28 @@ def test_the_sidebar_still_lists_the_apps_of_those_who_may_use_them(client):
     sidebar = html[html.index('id="nav-sidebar"') :]
     assert reverse("admin:workflows_run_changelist") in sidebar
     assert reverse("admin:workflows_dashboard") in sidebar
+
+
+class ByGroup(Workflow):
+    """A gate for a group of approvers, so the index can find them before any run."""
+
+    name = "claims_by_group"
+    gate = Gate(prompt="Ship?", assignees=["group:night-shift"])
+
+
+def test_an_approver_with_an_empty_inbox_still_finds_it_on_the_index(client):
+    client.force_login(staff("approver", "approve_dispatch"))
+    html = client.get(reverse("admin:index")).content.decode()
+    assert f'<a href="{reverse("admin:workflows_approvals")}">Approvals inbox</a>' in html
+    assert "nothing waiting for you" in html
+    assert NOTHING_ALLOWED not in html
+
+
+def test_a_gates_group_finds_the_inbox_and_others_do_not(client):
+    member = staff("member")
+    member.groups.add(Group.objects.create(name="night-shift"))
+    client.force_login(member)
+    assert "Approvals inbox" in client.get(reverse("admin:index")).content.decode()
+    client.force_login(staff("outsider"))
+    html = client.get(reverse("admin:index")).content.decode()
+    assert "Approvals inbox" not in html
