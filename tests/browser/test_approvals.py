@@ -150,3 +150,29 @@ def test_a_signed_link_get_changes_nothing_and_its_post_decides_once(new_page):
     assert "This approval link has been used" in second.content()
     assert state(gate) == after
     assert Step.objects.get(pk=gate.pk).selections == ["express"]
+
+
+def test_a_gate_claimed_by_someone_else_cannot_be_submitted_until_taken_over(new_page):
+    gate = waiting("B-7")
+    workflows.claim_gate(gate, person("packer", "approve_dispatch"))
+    person("second", "approve_dispatch")
+    person("lead", "approve_dispatch", "override_gate_claim")
+    before = state(gate)
+
+    page = new_page()
+    sign_in(page, "second", f"/admin/workflows/step/approvals/{gate.pk}/")
+    assert "packer has claimed this gate" in page.locator("#claim-notice").inner_text()
+    approve = page.get_by_role("button", name="Approve")
+    assert approve.is_disabled()
+    assert page.get_by_role("button", name="Reject").is_disabled()
+    assert page.get_by_role("button", name="Take over").count() == 0
+    page.get_by_label("Express").check()
+    approve.click(force=True)  # a disabled button submits nothing
+    assert state(gate) == before
+
+    lead = new_page()
+    sign_in(lead, "lead", f"/admin/workflows/step/approvals/{gate.pk}/")
+    lead.get_by_role("button", name="Take over").click()
+    assert "You took over gate" in lead.locator(".messagelist .success").inner_text()
+    assert lead.get_by_role("button", name="Approve").is_enabled()
+    assert Step.objects.get(pk=gate.pk).claimed_by.username == "lead"
