@@ -45,8 +45,19 @@ def test_definitions_are_listed_with_their_versions_and_graph(api):
     described = next(item for item in response.json() if item["name"] == "api_described")
     assert described["version"] == 1 and described["versions"] == [1]
     assert "only" in str(described["graph"])
+    assert described["input_example"] is None
     one = api("viewer").get("/api/workflows/api_described/")
     assert one.status_code == 200 and one.json()["name"] == "api_described"
+
+
+def test_a_definition_offers_its_input_example_which_starts_a_run(api):
+    """The demo's examples are real inputs: what the listing offers, a start accepts."""
+    example = api("viewer").get("/api/workflows/order_fulfilment/").json()["input_example"]
+    assert example["order_id"] == "A-1003"
+    started = api("starter").post(
+        "/api/runs/", {"workflow": "order_fulfilment", "input": example}, format="json"
+    )
+    assert started.status_code == 201, started.content
 
 
 def test_an_unknown_definition_is_a_404_in_the_envelope(api):

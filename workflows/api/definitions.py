@@ -20,6 +20,11 @@ class DefinitionSerializer(serializers.Serializer):
     version = serializers.IntegerField()
     versions = serializers.ListField(child=serializers.IntegerField())
     graph = serializers.DictField(help_text="the definition's snapshot: nodes and edges")
+    input_example = serializers.DictField(
+        allow_null=True,
+        help_text="an input the workflow accepts, as its author wrote it (null: none given); "
+        "a starting point for POST /api/runs/",
+    )
 
     @staticmethod
     def of(workflow: type[Workflow], versions: list[int]) -> dict[str, Any]:
@@ -28,6 +33,7 @@ class DefinitionSerializer(serializers.Serializer):
             "version": workflow.version,
             "versions": versions,
             "graph": workflow.snapshot(),
+            "input_example": workflow.input_example,
         }
 
 
