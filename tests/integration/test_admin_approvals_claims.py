@@ -38,6 +38,7 @@ def test_a_gate_claimed_by_someone_else_shows_the_holder_and_disabled_buttons(cl
     client.force_login(staff("second", "approve_dispatch"))
     html = decision_page(client, gate)
     assert buttons(html) == {"approve": True, "reject": True}
+    assert '<fieldset class="decision-fields" disabled' in html  # options and feedback too
     assert "<strong>holder</strong> has claimed this gate and is deciding it" in html
     assert 'id="take-over"' not in html
 
@@ -51,6 +52,7 @@ def test_ones_own_claim_and_an_unclaimed_gate_keep_the_buttons(client):
     html = decision_page(client, gate)
     assert buttons(html) == {"approve": False, "reject": False}
     assert 'id="claim-notice"' not in html
+    assert '<fieldset class="decision-fields">' in html
 
 
 def test_those_who_may_override_claims_may_decide_or_take_over(client):
