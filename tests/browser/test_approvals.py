@@ -166,7 +166,8 @@ def test_a_gate_claimed_by_someone_else_cannot_be_submitted_until_taken_over(new
     assert approve.is_disabled()
     assert page.get_by_role("button", name="Reject").is_disabled()
     assert page.get_by_role("button", name="Take over").count() == 0
-    page.get_by_label("Express").check()
+    assert page.get_by_label("Express").is_disabled()  # the whole form is read-only
+    assert page.get_by_label("Feedback").is_disabled()
     approve.click(force=True)  # a disabled button submits nothing
     assert state(gate) == before
 
