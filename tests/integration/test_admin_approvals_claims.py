@@ -109,7 +109,7 @@ def test_the_sidebar_still_lists_the_apps_of_those_who_may_use_them(client):
 class ByGroup(Workflow):
     """A gate for a group of approvers, so the index can find them before any run."""
 
-    name = "claims_by_group"
+    name = "admin_index_by_group"
     gate = Gate(prompt="Ship?", assignees=["group:night-shift"])
 
 

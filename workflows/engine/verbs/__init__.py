@@ -1,0 +1,1 @@
+"""Operator verbs as transitions: cancel, retry, skip, pause, terminate, rerun, priority."""
