@@ -166,7 +166,7 @@ def statements_per_step(runs: int = 10) -> float:
 
 def idle_poll_ms(polls: int) -> float:
     """Median milliseconds of one sweeper poll that finds nothing due."""
-    from workflows.scanners import fire_due_timers
+    from workflows.workers.scanners import fire_due_timers
 
     return statistics.median(timed(fire_due_timers) * 1000 for _ in range(polls))
 
@@ -176,8 +176,8 @@ def timers_round() -> float:
     from django.utils import timezone
 
     import workflows
-    from workflows.scanners import fire_due_timers
     from workflows.testing import run_pending
+    from workflows.workers.scanners import fire_due_timers
 
     for _ in range(DUE_TIMERS):
         workflows.start_run(ScaleNap)
@@ -197,15 +197,15 @@ def timers_round() -> float:
 
 def recovery_pass_ms() -> float:
     """One recovery pass as the sweeper makes it every ``RECOVERY_INTERVAL``."""
-    from workflows.scanners import recover
-    from workflows.sweeper import REPAIR
+    from workflows.workers.scanners import recover
+    from workflows.workers.sweeper import REPAIR
 
     return timed(lambda: recover(skip=(REPAIR,))) * 1000
 
 
 def repair_pass_ms() -> float:
     """One ``repair_stuck_runs`` pass, made every ``REPAIR_INTERVAL``."""
-    from workflows.scanners import repair_stuck_runs
+    from workflows.workers.scanners import repair_stuck_runs
 
     return timed(repair_stuck_runs) * 1000
 
@@ -303,7 +303,7 @@ def fill(args: argparse.Namespace) -> dict[str, int]:
     clone_runs(finished, args.finished_runs - 1, published=True)
     sleeping = template_run(ScaleLongSleep, finish=False)
     clone_runs(sleeping, args.future_timers - 1, published=True)
-    from workflows.scanners import deliver_hooks
+    from workflows.workers.scanners import deliver_hooks
 
     deliver_hooks()  # the templates' own events, as a deployment's sweeper would
     if connection.vendor == "postgresql":

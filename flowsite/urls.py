@@ -11,5 +11,5 @@ urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
     path("admin/", admin.site.urls),
     path("api/", include("workflows.api.urls")),
-    path("metrics/", include("workflows.metrics_urls")),
+    path("metrics/", include("workflows.metrics.urls")),
 ]

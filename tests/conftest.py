@@ -46,10 +46,10 @@ def concurrently() -> Callable[..., list[Any]]:
 
 
 def sweeper_until(done: Callable[[], bool], *, timeout: float = THREAD_TIMEOUT_SECONDS) -> None:
-    """Run ``workflows.sweeper.sweep_forever`` in a thread until ``done()`` (or ``timeout``
+    """Run ``workflows.workers.sweeper.sweep_forever`` in a thread until ``done()`` (or ``timeout``
     seconds), then stop it; fail if it does not stop. The thread closes its database
     connection so the test database can be dropped."""
-    from workflows.sweeper import sweep_forever
+    from workflows.workers.sweeper import sweep_forever
 
     stop = threading.Event()
 

@@ -123,12 +123,12 @@ def __getattr__(name: str) -> Any:
 
         return getattr(services, name)
     if name == "bulk":
-        # From workflows.bulk_verbs: a submodule named bulk.py would shadow this name.
-        from workflows.bulk_verbs import bulk
+        # From workflows.services.bulk: a submodule named bulk.py would shadow this name.
+        from workflows.services.bulk import bulk
 
         return bulk
     if name == "approval_link":
-        from workflows.approval_links import approval_link
+        from workflows.approvals.links import approval_link
 
         return approval_link
     if name == "gates_for":
@@ -136,8 +136,8 @@ def __getattr__(name: str) -> Any:
 
         return gates_for
     if name == "explain":
-        # From workflows.explanation: a submodule named explain.py would shadow this name.
-        from workflows.explanation import explain
+        # From workflows.queries.explanation: a submodule named explain.py would shadow this name.
+        from workflows.queries.explanation import explain
 
         return explain
     raise AttributeError(f"module 'workflows' has no attribute {name!r}")

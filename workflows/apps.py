@@ -10,8 +10,8 @@ from django.db.models.signals import post_migrate
 
 def install_schedules_after_migrate(**kwargs: Any) -> None:
     """Keep the scanners' django-q2 schedules installed when workers run the steps."""
-    from workflows.executors import uses_django_q
-    from workflows.schedules import install_schedules
+    from workflows.engine.executor import uses_django_q
+    from workflows.workers.schedules import install_schedules
 
     if apps.is_installed("django_q") and uses_django_q():
         install_schedules()

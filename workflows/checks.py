@@ -30,7 +30,7 @@ def check_definitions(app_configs: Any = None, **kwargs: Any) -> list[checks.Che
 @checks.register("workflows")
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """workflows.E002: the WORKFLOWS setting must hold known keys and a loadable executor."""
-    from workflows.executors import get_executor
+    from workflows.engine.executor import get_executor
 
     try:
         workflow_settings.reload()
@@ -138,7 +138,7 @@ def sqlite_library_version() -> tuple[int, ...]:
 @checks.register("workflows")
 def check_django_q(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """workflows.E004-E008, W004: django-q2 settings that would break fencing or timing."""
-    from workflows.executors import uses_django_q
+    from workflows.engine.executor import uses_django_q
 
     if not uses_django_q():
         return []
@@ -305,7 +305,7 @@ def check_metrics(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMe
 @checks.register("workflows")
 def check_webhooks(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """workflows.W007: a django-q2 task sending webhooks should outlive its last request."""
-    from workflows.executors import uses_django_q
+    from workflows.engine.executor import uses_django_q
 
     try:
         if not uses_django_q():

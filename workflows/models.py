@@ -26,6 +26,11 @@ from workflows.status import (
     TimerStatus,
 )
 
+# Webhook endpoints and deliveries live in their own package; importing them here makes
+# them models of this app (re-exported by name).
+from workflows.webhooks.models import WebhookDelivery as WebhookDelivery
+from workflows.webhooks.models import WebhookEndpoint as WebhookEndpoint
+
 
 def subject_of(obj: models.Model) -> dict[str, Any]:
     """The ``Run`` columns that point at ``obj``: its content type and its key as text.
@@ -567,8 +572,3 @@ class WorkerPresence(models.Model):
 
     def __str__(self) -> str:
         return f"worker {self.name}"
-
-
-# Webhook endpoints and deliveries live in their own package; importing them here makes
-# them models of this app.
-from workflows.webhooks.models import WebhookDelivery, WebhookEndpoint  # noqa: E402, F401

@@ -8,10 +8,10 @@ from datetime import datetime
 from django.utils import timezone
 
 from workflows.engine.work_kinds import WORK_KINDS
-from workflows.runner import execute
-from workflows.scanners import cancel_orphaned_children, deliver_hooks, fire_due_timers
 from workflows.status import RUN_HELD, StepStatus
 from workflows.webhooks.sender import send_due
+from workflows.workers.runner import execute
+from workflows.workers.scanners import cancel_orphaned_children, deliver_hooks, fire_due_timers
 
 
 @dataclass

@@ -31,7 +31,7 @@ def build_demo() -> dict:
     import workflows
     from workflows import Task, Workflow
     from workflows.definitions import Budget
-    from workflows.engine.budgets import record_usage
+    from workflows.engine.limits.budgets import record_usage
     from workflows.models import Step
 
     call_command("migrate", verbosity=0)

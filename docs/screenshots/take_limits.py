@@ -34,8 +34,8 @@ def build_demo() -> dict:
     import workflows
     from workflows import Task, Workflow
     from workflows.engine import claim_step
+    from workflows.engine.routing import INLINE_OWNER
     from workflows.errors import WorkHeld
-    from workflows.routing import INLINE_OWNER
 
     call_command("migrate", verbosity=0)
     User.objects.create_superuser("operator", password=PASSWORD)

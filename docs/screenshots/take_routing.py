@@ -33,8 +33,9 @@ def build_demo() -> dict:
     import workflows
     from workflows import Task, Workflow
     from workflows.engine import claim_step, complete_work
+    from workflows.engine.routing import INLINE_OWNER, WorkerRoutes
     from workflows.models import WorkerPresence
-    from workflows.routing import INLINE_OWNER, WorkerRoutes, report_presence
+    from workflows.workers.presence import report_presence
 
     call_command("migrate", verbosity=0)
     User.objects.create_superuser("operator", password=PASSWORD)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import workflows
 from workflows import FanOut, Gate, Task, Workflow
 from workflows.definitions import Budget
-from workflows.engine.budgets import record_usage
+from workflows.engine.limits.budgets import record_usage
 from workflows.models import BudgetCounter, Run, Step
 from workflows.testing import run_pending
 

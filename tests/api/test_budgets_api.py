@@ -10,7 +10,7 @@ import pytest
 import workflows
 from workflows import Task, Workflow
 from workflows.definitions import Budget
-from workflows.engine.budgets import record_usage
+from workflows.engine.limits.budgets import record_usage
 from workflows.models import BudgetCounter, Step
 
 pytestmark = pytest.mark.django_db

@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 import workflows
 from tests.api.test_api_basics import assert_error
 from workflows import Retry, Task, Workflow
-from workflows.engine.callbacks import SALT
+from workflows.engine.nodes.callback import SALT
 from workflows.models import Event, Run, Step
 from workflows.testing import run_pending
 

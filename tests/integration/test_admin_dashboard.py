@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from tests.integration.admin_console import checkout, failed_checkout, fragile, staff
-from workflows.admin_dashboard import Hour, hourly_chart
+from workflows.admin.dashboard import Hour, hourly_chart
 from workflows.models import Step
 
 pytestmark = pytest.mark.django_db

@@ -25,7 +25,7 @@ from django.urls.resolvers import RoutePattern
 import workflows
 from tests.conftest import staff
 from tests.integration.admin_console import checkout, failed_checkout
-from workflows.admin_actions import RUN_ACTIONS
+from workflows.admin.actions import RUN_ACTIONS
 from workflows.models import Run, Step
 from workflows.testing import run_pending
 

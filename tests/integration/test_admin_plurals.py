@@ -11,10 +11,10 @@ from django.utils import timezone
 
 import workflows
 from tests.integration.admin_console import Checkout, checkout, failed_checkout, notes, staff
-from workflows.admin_approvals import summarise_input
-from workflows.admin_run_page import hold_text
-from workflows.admin_workers import ago
-from workflows.explanation import WaitingOn
+from workflows.admin.approvals import summarise_input
+from workflows.admin.run_page import hold_text
+from workflows.admin.workers import ago
+from workflows.queries.explanation import WaitingOn
 from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
@@ -62,6 +62,6 @@ def test_the_run_page_and_the_dashboard_count_in_words(client, monkeypatch):
     run_pending()
     page = client.get(reverse("admin:workflows_run_change", args=[run.pk])).content.decode()
     assert "1 of 1 item done" in page
-    monkeypatch.setattr("workflows.admin_dashboard._queue_depth", lambda: (1, 1))
+    monkeypatch.setattr("workflows.admin.dashboard._queue_depth", lambda: (1, 1))
     dashboard = client.get(reverse("admin:workflows_dashboard")).content.decode()
     assert "1 message, 1 taken by workers" in dashboard

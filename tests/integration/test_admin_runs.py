@@ -10,8 +10,8 @@ from django.urls import reverse
 
 import workflows
 from tests.integration.admin_console import checkout, failed_checkout, staff
-from workflows.admin_runs import COUNT_CAP, BoundedCountPaginator, id_prefix_range
-from workflows.graph_svg import GraphStep, layout
+from workflows.admin.graph_svg import GraphStep, layout
+from workflows.admin.runs import COUNT_CAP, BoundedCountPaginator, id_prefix_range
 from workflows.models import Run
 
 pytestmark = pytest.mark.django_db
@@ -95,7 +95,7 @@ def test_the_list_filters_by_status_workflow_and_created_date(viewer):
 
 
 def test_the_paginator_stops_counting_at_its_cap(monkeypatch):
-    monkeypatch.setattr("workflows.admin_runs.COUNT_CAP", 2)
+    monkeypatch.setattr("workflows.admin.runs.COUNT_CAP", 2)
     for order in ("A", "B", "C"):
         checkout(order=order, advance=False)
     paginator = BoundedCountPaginator(Run.objects.order_by("pk"), 50)

@@ -17,7 +17,7 @@ from django.urls import reverse
 import workflows
 from tests.conftest import staff
 from workflows import Gate, GateAlreadyDecided, InvalidTransition, Option, Task, Workflow
-from workflows.approval_links import read_token
+from workflows.approvals.links import read_token
 from workflows.conf import workflow_settings
 from workflows.models import Event, Run, Step
 from workflows.testing import run_pending
@@ -259,7 +259,7 @@ def test_a_race_lost_inside_the_service_shows_the_used_page(gate, approver, link
         real(step.pk, user=staff("colleague", "approve_dispatch"), selections=["standard"])
         return real(step, **kwargs)
 
-    monkeypatch.setattr("workflows.admin_approvals.services.approve_gate", beaten)
+    monkeypatch.setattr("workflows.admin.approvals.services.approve_gate", beaten)
     response = approve(signed_in(approver), link, version=gate.version)
     assert response.status_code == 409
     assert Step.objects.get(pk=gate.pk).decided_by.username == "colleague"
@@ -272,7 +272,7 @@ def test_a_gate_claimed_by_someone_else_in_a_race_is_refused(gate, approver, lin
         workflows.claim_gate(step.pk, staff("colleague", "approve_dispatch"))
         return real(step, **kwargs)
 
-    monkeypatch.setattr("workflows.admin_approvals.services.approve_gate", overtaken)
+    monkeypatch.setattr("workflows.admin.approvals.services.approve_gate", overtaken)
     response = approve(signed_in(approver), link, version=gate.version)
     assert response.status_code == 409
     assert Step.objects.get(pk=gate.pk).status == "waiting"

@@ -248,7 +248,7 @@ def test_a_race_lost_inside_the_service_is_a_message_too(client, approver, monke
         real(step.pk, user=staff("colleague", "approve_dispatch"), selections=["standard"])
         return real(step, **kwargs)
 
-    monkeypatch.setattr("workflows.admin_approvals.services.approve_gate", beaten)
+    monkeypatch.setattr("workflows.admin.approvals.services.approve_gate", beaten)
     response = decide(signed_in(client, approver), gate, selections="express")
     assert response.status_code == 200
     assert "already approved" in notes(response)[0]

@@ -23,13 +23,13 @@ from django.utils import timezone
 import workflows
 from tests.conftest import SENT_WORK, staff
 from workflows import FanOut, Retry, Task, Workflow
-from workflows.budget_services import budget_counters, budget_view, raise_budget, reset_budget
 from workflows.context import Context
 from workflows.definitions import Budget
-from workflows.engine.budgets import Exhaustion, exhausted, record_usage
+from workflows.engine.limits.budgets import Exhaustion, exhausted, record_usage
 from workflows.engine.work_kinds import ITEM, STEP
 from workflows.errors import InvalidInput, WorkflowError
 from workflows.models import BudgetCounter, FanOutItem, Run, Step, UsageReport
+from workflows.services.budgets import budget_counters, budget_view, raise_budget, reset_budget
 from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db

@@ -18,10 +18,10 @@ from django.utils import timezone
 import workflows
 from tests.conftest import run_concurrently
 from workflows import Task, Workflow
-from workflows.budget_services import raise_budget
 from workflows.definitions import Budget
-from workflows.engine.budgets import record_usage
+from workflows.engine.limits.budgets import record_usage
 from workflows.models import BudgetCounter, UsageReport
+from workflows.services.budgets import raise_budget
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -11,6 +11,7 @@ from io import StringIO
 from typing import Any
 
 import pytest
+from django.core.exceptions import PermissionDenied
 from django.core.management import call_command, load_command_class
 from django.core.management.base import CommandError
 from django.db import connection
@@ -19,7 +20,9 @@ from django.utils import timezone
 
 import workflows
 from workflows import InvalidInput, PermanentError, Retry, Task, WaitForSignal, Workflow, services
-from workflows.bulk_verbs import (
+from workflows.engine.guards import RUN_VERBS
+from workflows.models import Event, Run, Step
+from workflows.services.bulk import (
     _SERVICES,
     CHUNK_SIZE,
     MAX_IDS,
@@ -28,8 +31,6 @@ from workflows.bulk_verbs import (
     iter_bulk,
     select_runs,
 )
-from workflows.engine.guards import RUN_VERBS
-from workflows.models import Event, Run, Step
 from workflows.status import RunStatus
 from workflows.testing import run_pending
 
@@ -281,7 +282,7 @@ def test_permission_denied_is_recorded_per_run(monkeypatch, mixed):
 
     def guarded(run: Any, **options: Any) -> Run:
         if run == refused_run.pk:
-            raise services.PermissionDenied("operators may not cancel this run")
+            raise PermissionDenied("operators may not cancel this run")
         return cancel(run, **options)
 
     monkeypatch.setattr(services, "cancel_run", guarded)

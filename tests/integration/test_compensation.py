@@ -12,8 +12,8 @@ import workflows
 from workflows import FanOut, Gate, PermanentError, Retry, Task, Workflow
 from workflows.engine import COMPENSATION, ITEM, claim
 from workflows.models import CompensationRecord, FanOutItem
-from workflows.scanners import reclaim_expired_leases
 from workflows.testing import run_pending
+from workflows.workers.scanners import reclaim_expired_leases
 
 pytestmark = pytest.mark.django_db
 

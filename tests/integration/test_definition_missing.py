@@ -19,7 +19,7 @@ import workflows
 from workflows import DefinitionMissing, FanOut, Gate, Sleep, Task, Workflow
 from workflows.engine import ITEM, claim
 from workflows.models import FanOutItem, Run, Step, Timer
-from workflows.scanners import fire_due_timers
+from workflows.workers.scanners import fire_due_timers
 
 pytestmark = pytest.mark.django_db
 

@@ -9,8 +9,9 @@ from django_q.models import OrmQ
 import workflows
 from workflows import Task, Workflow
 from workflows.checks import django_q_problems
-from workflows.executors import DjangoQExecutor, _load
+from workflows.engine.executor import _load
 from workflows.models import Run
+from workflows.workers.executors import DjangoQExecutor
 
 NOOP = "tests.integration.test_django_q_executor.noop"
 SAFE = {
@@ -59,7 +60,7 @@ def test_a_rolled_back_transition_queues_nothing(django_q_executor):
 
 
 def test_executor_is_picked_from_settings(django_q_executor):
-    from workflows.executors import get_executor
+    from workflows.engine.executor import get_executor
 
     assert isinstance(get_executor(), DjangoQExecutor)
 

@@ -38,9 +38,9 @@ from workflows.checks import check_settings
 from workflows.conf import workflow_settings
 from workflows.engine import COMPENSATION, ITEM, claim, claim_step, complete_work, fail_attempt
 from workflows.engine.guards import RUN_VERBS, STEP_VERBS
-from workflows.explanation import QUERIES, Explanation, WaitingOn
 from workflows.models import CompensationRecord, FanOutItem, Run, Step, Timer
 from workflows.queries import Attention, runs_needing_attention
+from workflows.queries.explanation import QUERIES, Explanation, WaitingOn
 from workflows.services import pause_run
 from workflows.testing import run_pending
 

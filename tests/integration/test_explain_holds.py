@@ -3,7 +3,7 @@ a concurrency limit, a rate limit, a budget; and what keeps a queued run from st
 
 The claim engine writes a held unit's ``held_on`` and a queued run's status; here they
 are set as plain columns, so each test reads one hold the way every surface shows it.
-Worker presence rows are written by :func:`workflows.routing.report_presence`, the
+Worker presence rows are written by :func:`workflows.workers.presence.report_presence`, the
 function the worker command calls.
 """
 
@@ -24,12 +24,14 @@ from django.utils import timezone
 
 import workflows
 from workflows import FanOut, Task, Workflow
-from workflows.admin_run_page import hold_text
+from workflows.admin.run_page import hold_text
 from workflows.engine import claim_step
-from workflows.explanation import QUERIES
+from workflows.engine.routing import INLINE_OWNER, WorkerRoutes
 from workflows.models import FanOutItem, Run, Step, Timer, WorkerPresence
-from workflows.routing import INLINE_OWNER, MISSED_INTERVALS, WorkerRoutes, report_presence
+from workflows.queries.explanation import QUERIES
+from workflows.queries.workers import MISSED_INTERVALS
 from workflows.status import RunStatus, TimerKind
+from workflows.workers.presence import report_presence
 
 pytestmark = pytest.mark.django_db
 

@@ -253,7 +253,7 @@ def flaky_item(ctx):
 
 
 def test_an_item_whose_worker_died_is_reclaimed_after_its_lease_and_retried():
-    from workflows.scanners import reclaim_expired_leases
+    from workflows.workers.scanners import reclaim_expired_leases
 
     run = workflows.start_run(Shipping, {"parcels": items_of(2)})
     item = FanOutItem.objects.filter(step__run=run, status="ready").order_by("index").first()

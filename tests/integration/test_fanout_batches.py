@@ -24,9 +24,9 @@ from workflows import DefinitionError, FanOut, PermanentError, Retry, Task, Work
 from workflows.engine import ITEM, claim, reclaim
 from workflows.engine.lease import LeaseBatch
 from workflows.models import Event, FanOutItem
-from workflows.runner import run_attempt
 from workflows.status import StepStatus
 from workflows.testing import run_pending
+from workflows.workers.runner import run_attempt
 
 pytestmark = pytest.mark.django_db
 

@@ -27,7 +27,7 @@ from workflows import (
     Workflow,
 )
 from workflows.approvals import waiting_gates
-from workflows.engine.gates import decide_gate
+from workflows.engine.nodes.gate import decide_gate
 from workflows.models import Event, Step
 from workflows.testing import run_pending
 

@@ -202,7 +202,7 @@ def test_a_stale_read_of_the_gate_loses_to_the_first_decision(approver):
     _run, gate = waiting_gate()
     stale = workflows.models.Step.objects.get(pk=gate.pk)
     workflows.approve_gate(gate, user=approver, selections=["std"])
-    from workflows.engine.gates import decide_gate
+    from workflows.engine.nodes.gate import decide_gate
 
     with pytest.raises(GateAlreadyDecided):
         decide_gate(stale.pk, version=stale.version, decision="rejected", user=approver)

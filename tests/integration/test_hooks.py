@@ -22,8 +22,8 @@ from tests.conftest import sweeper_until
 from workflows import Gate, PermanentError, Retry, Task, Workflow, hooks
 from workflows.hooks import deliver_events
 from workflows.models import Event, Run, Step
-from workflows.scanners import deliver_hooks
 from workflows.testing import run_pending
+from workflows.workers.scanners import deliver_hooks
 
 pytestmark = pytest.mark.django_db
 

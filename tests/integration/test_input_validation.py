@@ -28,11 +28,11 @@ from workflows import (
     UnknownSignal,
     WaitForSignal,
     Workflow,
-    runner,
 )
 from workflows.definitions import registry
 from workflows.models import Event, Run, Signal, Step
 from workflows.testing import run_pending
+from workflows.workers import runner
 
 pytestmark = pytest.mark.django_db
 

@@ -11,8 +11,8 @@ import workflows
 from workflows import LeaseLost, Retry, StaleState, Task, Workflow
 from workflows.engine import STEP, claim_step, complete_work, fail_attempt, heartbeat, reclaim
 from workflows.models import Step
-from workflows.scanners import reclaim_expired_leases
 from workflows.testing import run_pending
+from workflows.workers.scanners import reclaim_expired_leases
 
 pytestmark = pytest.mark.django_db
 
@@ -161,7 +161,7 @@ def test_complete_with_claim_next_hands_the_next_step_to_the_same_worker():
 
 
 def test_ready_work_nobody_claimed_is_sent_again_and_recorded():
-    from workflows.scanners import redispatch_unclaimed
+    from workflows.workers.scanners import redispatch_unclaimed
 
     run = workflows.start_run(Leased)
     step = ready_step(run)

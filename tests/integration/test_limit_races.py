@@ -18,7 +18,8 @@ import workflows
 from tests.conftest import THREAD_TIMEOUT_SECONDS, is_sqlite
 from workflows import Task, Workflow
 from workflows.definitions.limits import RateLimit
-from workflows.engine import claim_step, complete_work, rates
+from workflows.engine import claim_step, complete_work
+from workflows.engine.limits import rates
 from workflows.engine.sql import engine_alias
 from workflows.errors import WorkHeld
 from workflows.models import ConcurrencySlot, Step

@@ -12,12 +12,12 @@ from workflows import DefinitionError, FanOut, StaleState, Task, Workflow
 from workflows.definitions.limits import RateLimit
 from workflows.engine import STEP, claim_step, complete_work, fail_attempt
 from workflows.engine.claims import claim
+from workflows.engine.routing import CAPABILITIES_ENV, QUEUES_ENV
 from workflows.errors import PermanentError, WorkHeld
 from workflows.models import ConcurrencySlot, Event, RateBucket, Step, Timer
 from workflows.queries import undispatched_unit
-from workflows.routing import CAPABILITIES_ENV, QUEUES_ENV
-from workflows.scanners import nudge_held_work, reclaim_expired_leases, redispatch_unclaimed
 from workflows.testing import run_pending
+from workflows.workers.scanners import nudge_held_work, reclaim_expired_leases, redispatch_unclaimed
 
 pytestmark = pytest.mark.django_db
 

@@ -19,11 +19,11 @@ from workflows import Gate, Retry, Task, Workflow
 from workflows.checks import check_metrics
 from workflows.conf import workflow_settings
 from workflows.engine import claim_step
-from workflows.metrics import SCRAPE_QUERIES
+from workflows.metrics.prometheus import SCRAPE_QUERIES
 from workflows.models import Run, Step, Timer
-from workflows.runner import run_attempt
-from workflows.scanners import reclaim_expired_leases
 from workflows.testing import run_pending
+from workflows.workers.runner import run_attempt
+from workflows.workers.scanners import reclaim_expired_leases
 
 pytestmark = pytest.mark.django_db
 

@@ -15,8 +15,8 @@ import workflows
 from workflows import FanOut, InvalidTransition, Retry, Sleep, StaleState, Task, Workflow
 from workflows.engine import ITEM, claim, claim_step, complete_work, fail_attempt
 from workflows.models import CompensationRecord, FanOutItem, Run, Step, Timer
-from workflows.scanners import fire_due_timers, reclaim_expired_leases
 from workflows.testing import run_pending
+from workflows.workers.scanners import fire_due_timers, reclaim_expired_leases
 
 HERE = "tests.integration.test_pause_resume"
 CALLS: list[str] = []

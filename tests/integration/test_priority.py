@@ -13,9 +13,9 @@ import workflows
 from tests.integration.admin_console import staff
 from workflows import FanOut, InvalidInput, InvalidTransition, SubWorkflow, Task, Workflow
 from workflows.engine import claim_step
-from workflows.engine.priority import change_priority
-from workflows.explanation import explain
+from workflows.engine.verbs.priority import change_priority
 from workflows.models import Event, FanOutItem, Run, Step
+from workflows.queries.explanation import explain
 from workflows.services import change_priority as change_priority_service
 from workflows.testing import run_pending
 

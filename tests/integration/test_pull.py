@@ -15,12 +15,12 @@ import workflows
 from workflows import FanOut, Task, Workflow
 from workflows.engine import STEP, claim_step
 from workflows.engine.claims import claim
+from workflows.engine.routing import CAPABILITIES_ENV, QUEUES_ENV
 from workflows.errors import WorkHeld
 from workflows.models import Event, FanOutItem, Run, Step
-from workflows.routing import CAPABILITIES_ENV, QUEUES_ENV
-from workflows.runner import execute, stop_when
 from workflows.status import RunStatus, StepStatus
 from workflows.tasks import run_item, run_step
+from workflows.workers.runner import execute, stop_when
 
 pytestmark = pytest.mark.django_db
 

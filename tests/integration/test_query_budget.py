@@ -17,8 +17,8 @@ from workflows.engine import ITEM, claim, claim_step, complete_work
 from workflows.engine.lease import LeaseBatch
 from workflows.engine.outcomes import record_batch
 from workflows.models import Event, FanOutItem, Step
-from workflows.runner import run_attempt
 from workflows.testing import run_pending
+from workflows.workers.runner import run_attempt
 
 pytestmark = pytest.mark.django_db
 

@@ -12,14 +12,14 @@ import workflows
 from tests.acceptance.invariants import most_active_at_once as most_active_at_once_in
 from tests.conftest import run_concurrently
 from workflows import InvalidTransition, PermanentError, SubWorkflow, Task, WaitForSignal, Workflow
-from workflows.engine import slots
 from workflows.engine.guards import RUN_VERBS
-from workflows.engine.run_limits import slot_key
-from workflows.explanation import explain
+from workflows.engine.limits import slots
+from workflows.engine.limits.run_limits import slot_key
 from workflows.models import ConcurrencySlot, Event, Run, Step
-from workflows.scanners import RECOVERY_SCANNERS, start_queued_runs
+from workflows.queries.explanation import explain
 from workflows.status import RUN_FINAL
 from workflows.testing import run_pending
+from workflows.workers.scanners import RECOVERY_SCANNERS, start_queued_runs
 
 HERE = "tests.integration.test_queued_runs"
 BROKEN: set[str] = set()

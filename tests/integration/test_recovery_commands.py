@@ -15,13 +15,14 @@ from django.utils import timezone
 from django_q.models import Schedule
 
 import workflows
-from workflows import Retry, Sleep, Task, Workflow, scanners
+from workflows import Retry, Sleep, Task, Workflow
 from workflows.engine import claim_step
 from workflows.models import Run, Step, Timer
-from workflows.scanners import RECOVERY_SCANNERS
-from workflows.schedules import SCHEDULES, install_schedules
 from workflows.status import StepStatus, TimerStatus
 from workflows.testing import run_pending
+from workflows.workers import scanners
+from workflows.workers.scanners import RECOVERY_SCANNERS
+from workflows.workers.schedules import SCHEDULES, install_schedules
 
 pytestmark = pytest.mark.django_db
 

@@ -15,9 +15,9 @@ import workflows
 from tests.conftest import sweeper_until
 from workflows import Task, Workflow
 from workflows.models import CompensationRecord, Run, Step
-from workflows.scanners import recover, repair_stuck_runs
-from workflows.sweeper import REPAIR, RecoveryClock
 from workflows.testing import run_pending
+from workflows.workers.scanners import recover, repair_stuck_runs
+from workflows.workers.sweeper import REPAIR, RecoveryClock
 
 pytestmark = pytest.mark.django_db
 

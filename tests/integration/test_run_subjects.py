@@ -18,7 +18,7 @@ from rest_framework.test import APIClient
 import workflows
 from tests.acceptance.flowapp.models import Order, Shipment
 from workflows import Gate, SubWorkflow, Task, Workflow
-from workflows.admin import RunAdmin, RunInline
+from workflows.admin.registered import RunAdmin, RunInline
 from workflows.models import Event, Run
 from workflows.testing import run_pending
 

@@ -19,7 +19,7 @@ from workflows import (
     WaitForSignal,
     Workflow,
 )
-from workflows.engine.callbacks import SALT
+from workflows.engine.nodes.callback import SALT
 from workflows.models import Signal
 from workflows.testing import run_pending
 

@@ -32,9 +32,9 @@ from workflows import (
 from workflows.context import Context
 from workflows.engine import STEP, claim
 from workflows.models import Run
-from workflows.runner import run_attempt
-from workflows.scanners import reclaim_expired_leases
 from workflows.testing import run_pending
+from workflows.workers.runner import run_attempt
+from workflows.workers.scanners import reclaim_expired_leases
 
 pytestmark = pytest.mark.django_db
 

@@ -11,8 +11,8 @@ import workflows
 from workflows import FanOut, Gate, GateAlreadyDecided, InvalidTransition, Task, Workflow
 from workflows.engine import ITEM
 from workflows.models import FanOutItem
-from workflows.runner import execute
 from workflows.testing import run_pending
+from workflows.workers.runner import execute
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

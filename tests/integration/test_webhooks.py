@@ -34,13 +34,13 @@ from workflows import PermanentError, Retry, Task, Workflow
 from workflows.checks import webhook_problems
 from workflows.conf import workflow_settings
 from workflows.models import Event, WebhookDelivery, WebhookEndpoint
-from workflows.runner import execute_step
-from workflows.scanners import deliver_hooks, purge_webhook_deliveries, send_webhooks
 from workflows.status import DeliveryStatus
 from workflows.testing import run_pending
 from workflows.webhooks import services
-from workflows.webhooks.queue import SEND_TASK
+from workflows.webhooks.enqueue import SEND_TASK
 from workflows.webhooks.sender import Outcome, claim_head, record, send_endpoint
+from workflows.workers.runner import execute_step
+from workflows.workers.scanners import deliver_hooks, purge_webhook_deliveries, send_webhooks
 
 pytestmark = pytest.mark.django_db
 

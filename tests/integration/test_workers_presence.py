@@ -10,14 +10,12 @@ from django.contrib.auth.models import Permission, User
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
+from workflows.engine.routing import WorkerRoutes
 from workflows.models import WorkerPresence
-from workflows.routing import (
+from workflows.queries.workers import MISSED_INTERVALS, is_live, live_workers
+from workflows.workers.presence import (
     FORGET_GONE_AFTER,
-    MISSED_INTERVALS,
-    WorkerRoutes,
     forget_gone_workers,
-    is_live,
-    live_workers,
     report_presence,
     withdraw_presence,
 )

@@ -78,18 +78,18 @@ def test_unknown_attribute_is_an_attribute_error():
 
 
 def test_bulk_is_the_function_even_after_its_module_is_imported():
-    import workflows.bulk_verbs
+    import workflows.services.bulk
 
-    assert workflows.bulk is workflows.bulk_verbs.bulk
+    assert workflows.bulk is workflows.services.bulk.bulk
     parameters = inspect.signature(workflows.bulk).parameters
     assert list(parameters) == ["verb", "runs", "dry_run", "user", "options"]
     assert parameters["dry_run"].default is True
 
 
 def test_explain_is_the_function_even_after_its_module_is_imported():
-    import workflows.explanation
+    import workflows.queries.explanation
 
-    assert workflows.explain is workflows.explanation.explain
+    assert workflows.explain is workflows.queries.explanation.explain
     parameters = inspect.signature(workflows.explain).parameters
     assert list(parameters) == ["run", "now"]
     assert parameters["now"].kind is inspect.Parameter.KEYWORD_ONLY

@@ -8,7 +8,7 @@ import pytest
 from workflows import FanOut, Task, Workflow
 from workflows.definitions import registry
 from workflows.definitions.limits import Route
-from workflows.routing import routes_served
+from workflows.engine.routing import routes_served
 
 HANDLER = "tests.unit.test_routing_served.noop"
 

@@ -28,12 +28,12 @@ from django.urls import reverse
 from django.utils.translation import ngettext
 
 from workflows import services
-from workflows.bulk_verbs import bulk
 from workflows.engine.guards import RUN_VERBS, STEP_VERBS
 from workflows.errors import DefinitionMissing, WorkflowError
-from workflows.explanation import explain
 from workflows.models import Run, Step
 from workflows.queries import get_run
+from workflows.queries.explanation import explain
+from workflows.services.bulk import bulk
 from workflows.status import DecisionVia
 
 __all__ = [

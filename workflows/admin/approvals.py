@@ -32,8 +32,7 @@ from django.utils.timesince import timeuntil
 from django.views.decorators.http import require_POST
 
 from workflows import services
-from workflows.admin_runs import items
-from workflows.approval_links import LinkExpired, LinkInvalid, LinkTarget, read_token
+from workflows.admin.runs import items
 from workflows.approvals import (
     WaitingGate,
     decidable_by,
@@ -41,6 +40,7 @@ from workflows.approvals import (
     may_override_claim,
     waiting_gates,
 )
+from workflows.approvals.links import LinkExpired, LinkInvalid, LinkTarget, read_token
 from workflows.definitions import Gate, registry
 from workflows.errors import (
     GateAlreadyDecided,

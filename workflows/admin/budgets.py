@@ -2,7 +2,7 @@
 
 Counters are read-only rows; the two actions are confirmation pages (what will change,
 and how much held work it lets start) whose POST calls
-:mod:`workflows.budget_services` with ``user=request.user``. Who did it is recorded as
+:mod:`workflows.services.budgets` with ``user=request.user``. Who did it is recorded as
 an admin ``LogEntry`` on the counter (its history page) and in the
 ``workflows.budgets`` log. Viewing needs ``workflows.view_run``, acting
 ``workflows.operate_run``, as for runs.
@@ -24,14 +24,14 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from workflows import budget_services
-from workflows.admin_changelist import SafeChangelistMixin
-from workflows.admin_readonly import ReadOnlyMixin
-from workflows.admin_runs import badge
-from workflows.budget_services import BudgetView
-from workflows.engine.budgets import LARGEST, BudgetChange
+from workflows.admin.changelist import SafeChangelistMixin
+from workflows.admin.readonly import ReadOnlyMixin
+from workflows.admin.runs import badge
+from workflows.engine.limits.budgets import LARGEST, BudgetChange
 from workflows.errors import WorkflowError
 from workflows.models import BudgetCounter
+from workflows.services import budgets as budget_services
+from workflows.services.budgets import BudgetView
 
 
 def number(value: Any) -> str:

@@ -33,7 +33,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django_q.models import OrmQ
 
-from workflows.admin_runs import badge, runs_in_class
+from workflows.admin.runs import badge, runs_in_class
 from workflows.approvals import waiting_gates
 from workflows.engine.work_kinds import WORK_KINDS
 from workflows.models import Event, Run

@@ -1,4 +1,6 @@
-"""Admin screens for inspecting runs: read-only, since only the engine writes state."""
+"""The ModelAdmins of the engine's rows: runs (with the run page, start page, operator
+actions and approvals under their URLs), steps, items, timers, compensations and signals.
+Read-only, since only the engine writes workflow state."""
 
 from __future__ import annotations
 
@@ -18,15 +20,14 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
 
-from workflows import admin_runs
-from workflows.admin_actions import bulk_actions, run_action
-from workflows.admin_approvals import ApprovalsViews
-from workflows.admin_budgets import BudgetCounterAdmin  # noqa: F401 (registers the budgets page)
-from workflows.admin_changelist import SafeChangelistMixin
-from workflows.admin_dashboard import dashboard
-from workflows.admin_readonly import ReadOnlyMixin
-from workflows.admin_run_page import run_page_context
-from workflows.admin_runs import (
+from workflows.admin import runs as admin_runs
+from workflows.admin.actions import bulk_actions, run_action
+from workflows.admin.approvals import ApprovalsViews
+from workflows.admin.changelist import SafeChangelistMixin
+from workflows.admin.dashboard import dashboard
+from workflows.admin.readonly import ReadOnlyMixin
+from workflows.admin.run_page import run_page_context
+from workflows.admin.runs import (
     AttentionFilter,
     BoundedCountPaginator,
     WorkflowFilter,
@@ -34,7 +35,7 @@ from workflows.admin_runs import (
     id_prefix_range,
     runs_with_progress,
 )
-from workflows.admin_start import start_run
+from workflows.admin.start import start_run
 from workflows.models import CompensationRecord, FanOutItem, Run, Signal, Step, Timer
 from workflows.queries import Attention
 from workflows.status import StepStatus
@@ -46,7 +47,7 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
 
     Viewing (``workflows.view_run``), starting (``workflows.start_run``) and operating
     (``workflows.operate_run``) are separate permissions; each page and button checks
-    its own. See :mod:`workflows.admin_runs` for why the list costs fixed queries.
+    its own. See :mod:`workflows.admin.runs` for why the list costs fixed queries.
     """
 
     list_display = (
@@ -137,7 +138,7 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
         form_url: str = "",
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
-        """The run page (:mod:`workflows.admin_run_page`) instead of a form."""
+        """The run page (:mod:`workflows.admin.run_page`) instead of a form."""
         run = (
             Run.objects.select_related("parent_run", "parent_step", "created_by")
             .filter(pk=_uuid_or_none(object_id))
@@ -313,9 +314,3 @@ class RunInline(ReadOnlyMixin, GenericTabularInline):
     @admin.display(description="waiting for")
     def waiting_for(self, run: Run) -> str:
         return "; ".join(gate.prompt or gate.name for gate in run.waiting_gates) or "-"
-
-
-# The Workers page (worker presence), webhook endpoints and the delivery log register
-# themselves.
-from workflows import admin_workers  # noqa: E402, F401
-from workflows.webhooks import admin as webhooks_admin  # noqa: E402, F401

@@ -1,7 +1,7 @@
 """The run page of the operator console: the story of one run, in a fixed number of queries.
 
 What the page reads, each once for the whole run: the run (with its parent), its
-explanation (:func:`workflows.explain`, :data:`~workflows.explanation.QUERIES`
+explanation (:func:`workflows.explain`, :data:`~workflows.queries.explanation.QUERIES`
 queries), its steps, timers, compensations, signals, child runs and one page of its
 history. Lists that grow with a run's size (timers and compensations of a large
 fan-out, child runs, events) are cut at a limit or paginated, and fan-out items are
@@ -24,10 +24,10 @@ from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.utils.timesince import timesince, timeuntil
 
-from workflows.admin_runs import badge, duration, items
-from workflows.explanation import Action, Explanation, WaitingOn, explain
-from workflows.graph_svg import graph_steps, step_graph_svg
+from workflows.admin.graph_svg import graph_steps, step_graph_svg
+from workflows.admin.runs import badge, duration, items
 from workflows.models import CompensationRecord, Event, Run, Signal, Step, Timer
+from workflows.queries.explanation import Action, Explanation, WaitingOn, explain
 from workflows.status import RUN_FINAL, STEP_FINAL, DecisionVia, RunStatus, StepStatus
 
 __all__ = ["EVENTS_PER_PAGE", "FAILURE_EVENTS", "LIST_LIMIT", "hold_text", "run_page_context"]

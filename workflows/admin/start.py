@@ -25,9 +25,9 @@ from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
 from workflows import services
-from workflows.admin_actions import REFUSALS, refusal_text
+from workflows.admin.actions import REFUSALS, refusal_text
+from workflows.admin.graph_svg import graph_steps, step_graph_svg
 from workflows.definitions import Workflow, registry
-from workflows.graph_svg import graph_steps, step_graph_svg
 from workflows.models import Run
 
 __all__ = ["StartForm", "printable", "start_run"]

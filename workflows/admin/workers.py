@@ -1,7 +1,7 @@
 """The admin's Workers page: every ``workflows_worker`` that recorded itself, read-only.
 
 A worker writes its row when it starts and every ``WORKER_PRESENCE_INTERVAL`` while it
-runs, and deletes it when it stops cleanly (:mod:`workflows.routing`). A row not seen
+runs, and deletes it when it stops cleanly (:mod:`workflows.workers.presence`). A row not seen
 for three intervals is *gone*: its worker was killed, or its host is down or cut off
 from the database. ``explain`` judges with the same rule which ready work no live
 worker serves. Viewing needs ``workflows.view_run``, as for runs.
@@ -19,11 +19,11 @@ from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
 from django.utils.translation import ngettext
 
-from workflows.admin_changelist import SafeChangelistMixin
-from workflows.admin_readonly import ReadOnlyMixin
-from workflows.admin_runs import badge
+from workflows.admin.changelist import SafeChangelistMixin
+from workflows.admin.readonly import ReadOnlyMixin
+from workflows.admin.runs import badge
 from workflows.models import WorkerPresence
-from workflows.routing import is_live
+from workflows.queries.workers import is_live
 
 
 def ago(moment: datetime, now: datetime, depth: int = 2) -> str:

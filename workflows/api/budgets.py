@@ -2,7 +2,7 @@
 
 A budget counter appears once usage was reported against it (or an operator set it).
 Reading needs ``workflows.view_run``, changing ``workflows.operate_run``; both verbs go
-through :mod:`workflows.budget_services` with the caller as the actor, and answer the
+through :mod:`workflows.services.budgets` with the caller as the actor, and answer the
 counter after the change with how many held steps and items it released.
 """
 
@@ -18,7 +18,6 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from workflows import budget_services
 from workflows.api import examples
 from workflows.api.base import FlowsiteViewSet
 from workflows.api.errors import APIError, error_responses
@@ -28,8 +27,9 @@ from workflows.api.permissions import CanOperateRuns, CanViewRuns
 from workflows.api.runs import validated
 from workflows.api.serializers_runs import EmptySerializer
 from workflows.api.strict import StrictSerializer
-from workflows.engine.budgets import BudgetChange
+from workflows.engine.limits.budgets import BudgetChange
 from workflows.models import BudgetCounter
+from workflows.services import budgets as budget_services
 
 _NUMBER = {"max_digits": 24, "decimal_places": 6}
 

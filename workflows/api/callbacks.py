@@ -23,7 +23,7 @@ from workflows.api.base import FlowsiteViewSet
 from workflows.api.errors import error_responses
 from workflows.api.strict import StrictCharField, StrictSerializer
 from workflows.api.throttling import CallbackRateThrottle
-from workflows.engine.callbacks import read_token
+from workflows.engine.nodes.callback import read_token
 from workflows.models import Step
 from workflows.status import RUN_ALIVE, RunStatus, StepStatus
 

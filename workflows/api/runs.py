@@ -25,7 +25,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from workflows import bulk_verbs, services
+from workflows import services
 from workflows.api import examples
 from workflows.api.base import FlowsiteViewSet
 from workflows.api.errors import APIError, error_responses
@@ -52,9 +52,10 @@ from workflows.api.serializers_runs import (
 from workflows.definitions import registry
 from workflows.engine.guards import RUN_VERBS
 from workflows.errors import DefinitionMissing, InvalidTransition
-from workflows.explanation import explain
 from workflows.models import Event, Run, Signal
 from workflows.queries import get_run, signal_summary
+from workflows.queries.explanation import explain
+from workflows.services import bulk as bulk_verbs
 
 T = TypeVar("T")
 

@@ -18,9 +18,9 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from workflows.api.strict import StrictCharField, StrictSerializer, StrictUUIDField
-from workflows.bulk_verbs import MAX_IDS
 from workflows.models import Event, FanOutItem, Run, Step
 from workflows.queries import Attention
+from workflows.services.bulk import MAX_IDS
 from workflows.status import Decision, DecisionVia, RunStatus
 
 # The longest ``older_than`` a bulk filter takes: beyond it ``now - older_than`` would
@@ -246,7 +246,7 @@ class RunStepSerializer(serializers.Serializer):
 class RunDetailSerializer(RunSerializer):
     """A run with its input and outcome, and ``explain``'s reading of it.
 
-    The instance is a run with ``explained`` set to its :class:`~workflows.explanation.
+    The instance is a run with ``explained`` set to its :class:`~workflows.queries.explanation.
     Explanation`; ``version`` is the run row's compare-and-set version as ``explain``
     read it.
     """

@@ -8,7 +8,7 @@ decision, a claim, a release) bumps its version, and the link then finds the gat
 on. Django's signing honours ``SECRET_KEY_FALLBACKS``, so links mailed before a key
 rotation keep working until the old key is dropped from the fallbacks.
 
-Reading a link writes nothing; the admin page behind it (``workflows.admin_approvals``)
+Reading a link writes nothing; the admin page behind it (``workflows.admin.approvals``)
 confirms on GET and decides on POST through the service functions.
 """
 

@@ -14,25 +14,25 @@ out.
 
 from __future__ import annotations
 
-from workflows.engine import (  # noqa: F401 - node modules register themselves
-    callbacks,
-    children,
-    compensation,
-    fanout,
-    gates,
-    signals,
-    sleeps,
-    tasks,
-)
 from workflows.engine.claims import claim, claim_step
 from workflows.engine.lease import Lease
+from workflows.engine.nodes import (  # noqa: F401 - node modules register themselves
+    callback,
+    compensation,
+    fanout,
+    gate,
+    sleep,
+    subworkflow,
+    task,
+    wait_for_signal,
+)
 from workflows.engine.outcomes import complete_work, fail_attempt, heartbeat
-from workflows.engine.pause import pause_run, resume_run
 from workflows.engine.recovery import reclaim
-from workflows.engine.rerun import rerun_from
 from workflows.engine.start import start_run
-from workflows.engine.terminate import terminate_run
 from workflows.engine.timers import fire_timer
+from workflows.engine.verbs.pause import pause_run, resume_run
+from workflows.engine.verbs.rerun import rerun_from
+from workflows.engine.verbs.terminate import terminate_run
 from workflows.engine.work_kinds import COMPENSATION, ITEM, STEP, WORK_KINDS, WorkKind
 
 __all__ = [

@@ -15,9 +15,10 @@ from uuid import UUID
 
 from workflows.definitions import LeasedNode, Workflow, registry
 from workflows.definitions.limits import Route
-from workflows.engine.admission import Admitted, Hold, admit, hold, limited
 from workflows.engine.events import EventLog
 from workflows.engine.lease import Held, Lease, LeaseBatch
+from workflows.engine.limits.admission import Admitted, Hold, admit, hold, limited
+from workflows.engine.routing import serves
 from workflows.engine.scope import RunScope, fail_missing_definition
 from workflows.engine.sql import (
     STEP_ROW_FIELDS,
@@ -33,7 +34,6 @@ from workflows.engine.sql import (
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import STEP, WorkKind
 from workflows.errors import DefinitionMissing, StaleState, WorkHeld
-from workflows.routing import serves
 from workflows.status import StepStatus
 
 
@@ -327,7 +327,7 @@ def claimable(kind: WorkKind, unit_id: int) -> bool:
 
     A plain read outside any transaction: it takes no lock, and on SQLite it does not
     wait for the write lock. A worker looks first so that a nudge whose unit another
-    worker already ran (it pulled it, :func:`workflows.runner.execute`) costs one read,
+    worker already ran (it pulled it, :func:`workflows.workers.runner.execute`) costs one read,
     not a write transaction. The answer may be stale by the time the claim runs; the
     claim decides.
     """

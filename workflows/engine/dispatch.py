@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from workflows.executors import Work, get_executor
+from workflows.engine.executor import Work, get_executor
 
 
 def enqueue(work: Sequence[Work]) -> None:

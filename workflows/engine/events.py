@@ -8,6 +8,11 @@ from uuid import UUID
 from workflows.engine.sql import insert_events
 
 
+def actor(user: Any) -> str | None:
+    """Who did it, as the history records it: the user's name, or ``None`` for the system."""
+    return user.get_username() if user is not None else None
+
+
 class EventLog:
     """Event rows of one transition, written in the same transaction as its state."""
 

@@ -22,10 +22,10 @@ from typing import Any
 
 from django.utils import timezone
 
-from workflows.engine.admission import attempt_ended, attempt_holder
 from workflows.engine.advance import Advancer, error_from_exception
 from workflows.engine.events import EventLog
 from workflows.engine.lease import Held, Lease, LeaseBatch
+from workflows.engine.limits.admission import attempt_ended, attempt_holder
 from workflows.engine.scope import RunScope, run_scope
 from workflows.engine.sql import cas_update, db_now, db_now_plus, fenced_update_many
 from workflows.engine.transaction import transition

@@ -1,7 +1,7 @@
 """Transitions that repair what crashes and lost messages leave behind.
 
 Each takes one unit or run, re-checks it under its own compare-and-set and returns
-whether it acted; the scanners in :mod:`workflows.scanners` find the candidates.
+whether it acted; the scanners in :mod:`workflows.workers.scanners` find the candidates.
 """
 
 from __future__ import annotations
@@ -14,16 +14,16 @@ from django.db import transaction
 from django.db.models.functions import Now
 
 from workflows.definitions.limits import Route
-from workflows.engine.admission import attempt_ended
 from workflows.engine.dispatch import enqueue
 from workflows.engine.events import EventLog
+from workflows.engine.executor import Work
+from workflows.engine.limits.admission import attempt_ended
+from workflows.engine.limits.slots import Holder
 from workflows.engine.runs import unwind
 from workflows.engine.scope import run_scope
-from workflows.engine.slots import Holder
 from workflows.engine.sql import cas_update, db_now, engine_alias
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import STEP, FailedUnit, WorkKind
-from workflows.executors import Work
 from workflows.models import Run
 from workflows.status import RUN_ACTIVE, RUN_UNWINDING, StepStatus
 

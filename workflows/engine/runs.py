@@ -17,6 +17,7 @@ from typing import Any
 from workflows.definitions.limits import Route
 from workflows.engine.dispatch import enqueue
 from workflows.engine.events import EventLog
+from workflows.engine.executor import Work
 from workflows.engine.sql import (
     bump_item_counter,
     cas_update,
@@ -27,7 +28,6 @@ from workflows.engine.sql import (
 )
 from workflows.engine.work_kinds import COMPENSATION
 from workflows.errors import StaleState
-from workflows.executors import Work
 from workflows.models import CompensationRecord, FanOutItem, Run, Step, Timer
 from workflows.status import (
     RUN_ACTIVE,
@@ -150,7 +150,7 @@ def stop_forward_work(run: Run, events: EventLog, *, reason: str) -> None:
     Each update restates the status its rows must still have, so a step a worker
     claimed a moment ago (claims do not take the run lock) keeps running; events are
     written for the rows actually changed. Child runs are cancelled by
-    :func:`workflows.engine.children.cancel_children` after this transaction commits
+    :func:`workflows.engine.nodes.subworkflow.cancel_children` after this transaction commits
     (a child is always locked before its parent).
     """
     changes = {"status": StepStatus.CANCELLED, "updated_at": db_now(), "finished_at": db_now()}

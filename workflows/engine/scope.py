@@ -31,13 +31,13 @@ from workflows.definitions.limits import Route
 from workflows.engine.advance import Advancer
 from workflows.engine.dispatch import enqueue
 from workflows.engine.events import EventLog
+from workflows.engine.executor import Work
 from workflows.engine.lease import Held
 from workflows.engine.runs import fail_run
 from workflows.engine.sql import lock_run
 from workflows.engine.transaction import AfterCommit, transition
 from workflows.engine.work_kinds import WorkKind
 from workflows.errors import DefinitionMissing
-from workflows.executors import Work
 from workflows.models import Run, Step
 from workflows.status import RUN_ACTIVE
 

@@ -10,10 +10,10 @@ from django.utils import timezone
 
 from workflows.definitions import LeasedNode, Workflow, registry
 from workflows.definitions.limits import priority_problems
-from workflows.engine import run_limits
 from workflows.engine.advance import Advancer
 from workflows.engine.events import EventLog
 from workflows.engine.fingerprint import fingerprint
+from workflows.engine.limits import run_limits
 from workflows.engine.scope import RunScope
 from workflows.engine.sql import insert_rows
 from workflows.engine.transaction import transition
@@ -133,7 +133,7 @@ def create_run(
 
     A top-level run of a workflow with ``max_concurrent_runs`` takes a place under it
     here, or is created ``queued``: its steps are written, nothing is entered, and it
-    starts when a place frees up (:mod:`workflows.engine.run_limits`). A child run
+    starts when a place frees up (:mod:`workflows.engine.limits.run_limits`). A child run
     always starts: its parent already holds a place.
     """
     run_id = uuid4()

@@ -7,8 +7,8 @@ it, while which run statuses it may start, what it becomes when reclaimed after 
 stopped, and which retry policy it follows.
 
 What a unit's completion or final failure does to its run belongs to the module that
-owns the kind (:mod:`~workflows.engine.tasks`, :mod:`~workflows.engine.fanout`,
-:mod:`~workflows.engine.compensation`); each registers its :class:`Settlement` with
+owns the kind (:mod:`~workflows.engine.nodes.task`, :mod:`~workflows.engine.nodes.fanout`,
+:mod:`~workflows.engine.nodes.compensation`); each registers its :class:`Settlement` with
 :func:`settles`. So this table imports none of them and every module can import it:
 dependencies point one way.
 """

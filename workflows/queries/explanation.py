@@ -49,11 +49,11 @@ from django.utils import timezone
 from workflows.conf import workflow_settings
 from workflows.definitions import FanOut, LeasedNode, Workflow, registry
 from workflows.definitions.limits import Route
-from workflows.engine import slots
+from workflows.engine.executor import uses_django_q
 from workflows.engine.guards import RUN_VERBS, STEP_VERBS
+from workflows.engine.limits import slots
 from workflows.engine.work_kinds import COMPENSATION, ITEM, STEP, WorkKind
 from workflows.errors import DefinitionMissing
-from workflows.executors import uses_django_q
 from workflows.models import CompensationRecord, Event, FanOutItem, Run, Step, Timer
 from workflows.queries import (
     attention_of,
@@ -62,7 +62,7 @@ from workflows.queries import (
     overdue_timer,
     undispatched_unit,
 )
-from workflows.routing import live_workers
+from workflows.queries.workers import live_workers
 from workflows.status import (
     RUN_FINAL,
     STEP_FINAL,

@@ -3,7 +3,7 @@
 What the admin, the API and ``manage.py workflows_budgets`` call. Reading is plain
 queries; raising and resetting validate, check who asks (``workflows.operate_run``, the
 permission every run verb needs) and call one engine transition
-(:mod:`workflows.engine.budgets`), which also releases the work the budget held.
+(:mod:`workflows.engine.limits.budgets`), which also releases the work the budget held.
 
 Who changed a budget is logged (``workflows.budgets``, with the user's name); the admin
 adds a ``LogEntry`` on the counter. No run event is written: one raise may release work
@@ -24,8 +24,8 @@ from django.db.models.lookups import Exact
 from django.utils import timezone
 
 from workflows.definitions import Budget, registry
-from workflows.engine import budgets
-from workflows.engine.budgets import HELD_PREFIX, BudgetChange
+from workflows.engine.limits import budgets
+from workflows.engine.limits.budgets import HELD_PREFIX, BudgetChange
 from workflows.errors import DefinitionMissing, InvalidInput
 from workflows.models import BudgetCounter, FanOutItem, Step
 from workflows.status import StepStatus

@@ -12,7 +12,7 @@ from typing import Any
 from django import template
 from django.urls import reverse
 
-from workflows.admin_approvals import inbox_visible
+from workflows.admin.approvals import inbox_visible
 from workflows.approvals import gates_for
 
 register = template.Library()

@@ -23,9 +23,9 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.timezone import localtime
 
-from workflows.admin_changelist import SafeChangelistMixin
-from workflows.admin_readonly import ReadOnlyMixin
-from workflows.admin_runs import badge
+from workflows.admin.changelist import SafeChangelistMixin
+from workflows.admin.readonly import ReadOnlyMixin
+from workflows.admin.runs import badge
 from workflows.errors import StaleState
 from workflows.status import DELIVERY_OPEN, DeliveryStatus
 from workflows.webhooks import services

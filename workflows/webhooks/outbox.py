@@ -16,10 +16,10 @@ from django.db.models import F
 from django.db.models.functions import Now
 
 from workflows.models import Event
+from workflows.webhooks.enqueue import nudge
 from workflows.webhooks.event_types import SOURCE_EVENT_TYPES, subscribed, webhook_type
 from workflows.webhooks.models import WebhookDelivery, WebhookEndpoint
 from workflows.webhooks.payload import event_body
-from workflows.webhooks.queue import nudge
 
 
 def record_deliveries(event_ids: Sequence[int]) -> dict[int, int]:

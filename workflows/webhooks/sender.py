@@ -31,13 +31,13 @@ from django.db.models.functions import Now
 from workflows.conf import workflow_settings
 from workflows.engine.sql import attempts_plus, cas_update, db_now, db_now_plus
 from workflows.engine.transaction import transition
-from workflows.runner import worker_id
 from workflows.status import DELIVERY_OPEN, DeliveryStatus
+from workflows.webhooks.enqueue import due, endpoints_due
 from workflows.webhooks.models import WebhookDelivery
 from workflows.webhooks.payload import encode
-from workflows.webhooks.queue import due, endpoints_due
 from workflows.webhooks.services import disable_endpoint, lock_endpoint
 from workflows.webhooks.signing import signed_headers
+from workflows.workers.runner import worker_id
 
 logger = logging.getLogger("workflows.webhooks")
 

@@ -20,8 +20,8 @@ from workflows.engine.sql import cas_update, cas_update_many, db_now
 from workflows.engine.transaction import transition
 from workflows.errors import StaleState
 from workflows.status import DELIVERY_ENDED, DELIVERY_OPEN, DELIVERY_WAITING, DeliveryStatus
+from workflows.webhooks.enqueue import nudge
 from workflows.webhooks.models import WebhookDelivery, WebhookEndpoint
-from workflows.webhooks.queue import nudge
 from workflows.webhooks.signing import generate_secret
 
 logger = logging.getLogger("workflows.webhooks")

@@ -1,1 +1,2 @@
-"""Worker runtime: the step runner, the django-q2 cluster, scanners, the sweeper, schedules, executors and routing."""
+"""Worker runtime: the step runner, the django-q2 cluster, the scanners and the sweeper,
+the schedules, the executors and the routes a worker serves."""

@@ -50,7 +50,7 @@ from django_q.scheduler import scheduler
 from django_q.status import Stat
 
 from workflows.definitions.limits import Route
-from workflows.runner import stop_when
+from workflows.workers.runner import stop_when
 
 logger = logging.getLogger("workflows.cluster")
 

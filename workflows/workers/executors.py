@@ -1,40 +1,16 @@
 """Where handler code runs: in-process (tests, development) or in django-q2 workers.
 
-An executor receives the ids of steps that a transition made ``ready``. It is called
-inside that transition, so it must not do work that outlives a rollback: queue inside
-the same database transaction, or defer with ``transaction.on_commit``.
+The implementations of the engine's executor port (:mod:`workflows.engine.executor`),
+named in ``WORKFLOWS["EXECUTOR"]`` (``"inline"``, ``"django_q"`` or a dotted path).
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from django.core.exceptions import ImproperlyConfigured
 from django.db import router, transaction
-from django.utils.module_loading import import_string
 
-from workflows.conf import workflow_settings
-from workflows.definitions.limits import Route
-
-if TYPE_CHECKING:
-    from workflows.engine.work_kinds import WorkKind
-
-
-class Work(NamedTuple):
-    """A unit of ready work: its kind (which names the django-q2 task that runs it), the
-    id of its row (a step, a fan-out item or a compensation record) and its route (which
-    names the django-q2 cluster whose workers may run it)."""
-
-    kind: WorkKind
-    unit_id: int
-    route: Route = Route()
-
-
-class Executor(Protocol):
-    def enqueue(self, work: Sequence[Work]) -> None:
-        """Arrange for the given ready work to be executed."""
+from workflows.engine.executor import Work
 
 
 class InlineExecutor:
@@ -95,28 +71,3 @@ def _send(calls: list[QueuedTask]) -> None:
             async_task(function, argument, task_name=name)
         else:
             async_task(function, argument, task_name=name, cluster=cluster)
-
-
-EXECUTOR_ALIASES = {
-    "inline": "workflows.executors.InlineExecutor",
-    "django_q": "workflows.executors.DjangoQExecutor",
-}
-
-
-@functools.cache
-def _load(path: str) -> Executor:
-    try:
-        return import_string(EXECUTOR_ALIASES.get(path, path))()
-    except ImportError as exc:
-        raise ImproperlyConfigured(f"WORKFLOWS['EXECUTOR'] = {path!r}: {exc}") from exc
-
-
-def get_executor() -> Executor:
-    """Return the executor named by ``WORKFLOWS['EXECUTOR']``."""
-    return _load(workflow_settings.EXECUTOR)
-
-
-def uses_django_q() -> bool:
-    """Tell whether the configured executor sends steps to django-q2."""
-    configured = EXECUTOR_ALIASES.get(workflow_settings.EXECUTOR, workflow_settings.EXECUTOR)
-    return configured == EXECUTOR_ALIASES["django_q"]

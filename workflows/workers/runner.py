@@ -19,10 +19,10 @@ from django.utils.module_loading import import_string
 from workflows.conf import workflow_settings
 from workflows.context import Context
 from workflows.engine import Lease, claim, complete_work, fail_attempt, heartbeat
-from workflows.engine.budgets import record_usage
-from workflows.engine.callbacks import AwaitCallback, make_token, park_for_callback
 from workflows.engine.claims import claimable
 from workflows.engine.lease import Held, LeaseBatch
+from workflows.engine.limits.budgets import record_usage
+from workflows.engine.nodes.callback import AwaitCallback, make_token, park_for_callback
 from workflows.engine.outcomes import heartbeat_batch, record_batch, record_lost_lease
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import STEP, WorkKind
@@ -39,7 +39,7 @@ class StopFlag(Protocol):
 
 
 # The stop event of the django-q2 cluster this process works for, when it has one: set in
-# the cluster's sentinel before it forks its workers (``workflows.cluster``).
+# the cluster's sentinel before it forks its workers (``workflows.workers.cluster``).
 _cluster_stopping: StopFlag | None = None
 
 

@@ -20,13 +20,14 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from workflows.conf import workflow_settings
-from workflows.engine import ITEM, STEP, WORK_KINDS, fire_timer, reclaim, slots
-from workflows.engine.admission import nudge_held
-from workflows.engine.operator_verbs import cancel_run
+from workflows.engine import ITEM, STEP, WORK_KINDS, fire_timer, reclaim
+from workflows.engine.executor import uses_django_q
+from workflows.engine.limits import slots
+from workflows.engine.limits.admission import nudge_held
+from workflows.engine.limits.run_limits import limit_of, slot_key, start_queued
 from workflows.engine.recovery import delete_finished_runs, redispatch, repair_run
-from workflows.engine.run_limits import limit_of, slot_key, start_queued
+from workflows.engine.verbs.cancel import cancel_run
 from workflows.errors import DefinitionMissing, RunBusy
-from workflows.executors import uses_django_q
 from workflows.hooks import deliver_events
 from workflows.models import CompensationRecord, Event, FanOutItem, Run, Step, Timer
 from workflows.status import (
@@ -40,7 +41,7 @@ from workflows.status import (
     StepStatus,
     TimerStatus,
 )
-from workflows.webhooks.queue import endpoints_due, nudge
+from workflows.webhooks.enqueue import endpoints_due, nudge
 from workflows.webhooks.sender import send_endpoint
 from workflows.webhooks.services import delete_ended_deliveries, ended_deliveries
 

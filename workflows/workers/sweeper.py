@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from django.db import close_old_connections
 
 from workflows.conf import workflow_settings
-from workflows.scanners import deliver_hooks, fire_due_timers, recover
+from workflows.workers.scanners import deliver_hooks, fire_due_timers, recover
 
 logger = logging.getLogger("workflows.sweeper")
 

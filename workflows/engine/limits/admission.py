@@ -30,14 +30,14 @@ from workflows.conf import workflow_settings
 from workflows.context import Context
 from workflows.definitions import LeasedNode, Workflow
 from workflows.definitions.limits import RateLimit, Route
-from workflows.engine import budgets, rates, slots
 from workflows.engine.dbapi import fetch_all
 from workflows.engine.dispatch import enqueue
+from workflows.engine.executor import Work
+from workflows.engine.limits import budgets, rates, slots
 from workflows.engine.sql import ClaimRow, _db, _quote, cas_update
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import ITEM, STEP, WorkKind
 from workflows.errors import PermanentError
-from workflows.executors import Work
 from workflows.models import Timer
 from workflows.status import StepStatus, TimerKind, TimerStatus
 

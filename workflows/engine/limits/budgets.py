@@ -38,11 +38,11 @@ from django.db.models.functions import Now
 from workflows.definitions import Budget, Route, Workflow, registry
 from workflows.engine.dbapi import fetch_all
 from workflows.engine.dispatch import enqueue
+from workflows.engine.executor import Work
 from workflows.engine.sql import _db, _quote, engine_alias
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import ITEM, STEP, WorkKind
 from workflows.errors import BudgetExhausted, DefinitionMissing, InvalidInput, StaleState
-from workflows.executors import Work
 from workflows.models import BudgetCounter, FanOutItem, Run, Step, UsageReport
 from workflows.status import StepStatus
 

@@ -1,7 +1,7 @@
 """Run-level concurrency: at most ``Workflow.max_concurrent_runs`` runs of a workflow
 at once; the others wait ``queued`` and start in order as places free up.
 
-A place is one slot of the key ``runs:<workflow name>`` (:mod:`workflows.engine.slots`),
+A place is one slot of the key ``runs:<workflow name>`` (:mod:`workflows.engine.limits.slots`),
 held by the run itself: it counts while the run is neither queued nor final, so it
 frees itself when the run ends, whatever ended it, and a paused run keeps its place.
 
@@ -48,8 +48,8 @@ from typing import Any
 from uuid import UUID
 
 from workflows.definitions import Workflow, registry
-from workflows.engine import slots
 from workflows.engine.events import EventLog
+from workflows.engine.limits import slots
 from workflows.engine.runs import fail_run, set_run_status, when_run_ends, when_run_revives
 from workflows.engine.scope import RunScope
 from workflows.engine.sql import db_now, lock_run

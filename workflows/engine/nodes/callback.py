@@ -19,10 +19,10 @@ from django.core import signing
 from django.utils import timezone
 
 from workflows.definitions import LeasedNode
-from workflows.engine.admission import attempt_ended, attempt_holder
 from workflows.engine.advance import Advancer
-from workflows.engine.compensation import record_compensation
 from workflows.engine.lease import Lease, retry_delay
+from workflows.engine.limits.admission import attempt_ended, attempt_holder
+from workflows.engine.nodes.compensation import record_compensation
 from workflows.engine.outcomes import settle_failure
 from workflows.engine.scope import run_of_step, run_scope
 from workflows.engine.sql import StepRow, cas_update, db_now, step_row

@@ -19,8 +19,8 @@ from typing import Any
 from workflows.definitions import FanOut
 from workflows.engine.advance import Advancer, enters
 from workflows.engine.claims import claim_batch_in_scope, claim_in_scope
-from workflows.engine.compensation import record_compensation
 from workflows.engine.lease import Lease
+from workflows.engine.nodes.compensation import record_compensation
 from workflows.engine.sql import (
     FanOutCounts,
     ItemRow,

@@ -8,8 +8,8 @@ from typing import Any
 from workflows.definitions import Task
 from workflows.engine.advance import Advancer, enters
 from workflows.engine.claims import claim_in_scope, claim_pending_in_scope
-from workflows.engine.compensation import record_compensation
 from workflows.engine.lease import Lease
+from workflows.engine.nodes.compensation import record_compensation
 from workflows.engine.sql import StepRow
 from workflows.engine.work_kinds import STEP, FailedUnit, settles
 from workflows.status import RUN_ACTIVE, StepStatus

@@ -18,9 +18,9 @@ from typing import Any
 from uuid import UUID
 
 from workflows.definitions.limits import Route
-from workflows.engine.fanout import continue_fanout
+from workflows.engine.events import actor
 from workflows.engine.guards import PAUSE, RESUME
-from workflows.engine.operator_verbs import actor
+from workflows.engine.nodes.fanout import continue_fanout
 from workflows.engine.runs import set_run_status
 from workflows.engine.scope import run_scope
 from workflows.engine.sql import STEP_ROW_FIELDS, StepRow

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+from workflows.engine.events import actor
 from workflows.engine.guards import PRIORITY
-from workflows.engine.operator_verbs import actor
 from workflows.engine.scope import run_scope
 from workflows.engine.sql import cas_update, cas_update_many, db_now
 from workflows.engine.transaction import transition

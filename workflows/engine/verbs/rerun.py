@@ -13,8 +13,8 @@ from typing import Any
 from uuid import UUID
 
 from workflows.definitions import LeasedNode, Workflow
+from workflows.engine.events import actor
 from workflows.engine.guards import RERUN
-from workflows.engine.operator_verbs import actor
 from workflows.engine.runs import set_run_status
 from workflows.engine.scope import run_scope
 from workflows.engine.sql import STEP_ROW_FIELDS, StepRow, cas_update, cas_update_many, db_now

@@ -1,6 +1,6 @@
 """Terminating a run: a hard stop, without compensation.
 
-Unlike :func:`~workflows.engine.operator_verbs.cancel_run`, which waits for running
+Unlike :func:`~workflows.engine.verbs.operator.cancel_run`, which waits for running
 work and then undoes what completed, a terminated run ends at once: unstarted steps are
 cancelled, running attempts lose their lease (their late results are rejected by the
 fence, and recorded as ``lease.lost``), compensations that have not run are skipped,
@@ -14,8 +14,8 @@ from collections import Counter
 from typing import Any
 from uuid import UUID
 
+from workflows.engine.events import actor
 from workflows.engine.guards import TERMINATE
-from workflows.engine.operator_verbs import actor
 from workflows.engine.runs import set_run_status, stop_forward_work
 from workflows.engine.scope import run_scope
 from workflows.engine.sql import bump_item_counter, cas_update_many, db_now

@@ -7,9 +7,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from workflows import budget_services
 from workflows.management.arguments import refusals_as_command_errors, user_named
 from workflows.management.output import table, to_json
+from workflows.services import budgets as budget_services
 
 COLUMNS = (
     "ID",

@@ -6,14 +6,6 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from workflows.bulk_verbs import (
-    VERB_OPTIONS,
-    BulkItem,
-    BulkResult,
-    bulk,
-    iter_bulk,
-    select_runs,
-)
 from workflows.engine.guards import RUN_VERBS
 from workflows.management.arguments import (
     parse_age,
@@ -22,6 +14,14 @@ from workflows.management.arguments import (
     user_named,
 )
 from workflows.management.output import to_json
+from workflows.services.bulk import (
+    VERB_OPTIONS,
+    BulkItem,
+    BulkResult,
+    bulk,
+    iter_bulk,
+    select_runs,
+)
 from workflows.status import RunStatus
 
 FILTERS = ("status", "workflow", "older_than", "business_key")

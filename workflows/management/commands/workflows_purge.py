@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand
 from django.utils import timezone
 
 from workflows.management.output import to_json
-from workflows.scanners import purge_finished_runs
+from workflows.workers.scanners import purge_finished_runs
 
 _EARLIEST = datetime.min.replace(tzinfo=UTC)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from workflows.scanners import recover
+from workflows.workers.scanners import recover
 
 
 class Command(BaseCommand):

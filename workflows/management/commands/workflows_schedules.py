@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from workflows.schedules import install_schedules
+from workflows.workers.schedules import install_schedules
 
 
 class Command(BaseCommand):

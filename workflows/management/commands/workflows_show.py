@@ -8,10 +8,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from workflows.errors import WorkflowError
-from workflows.explanation import Explanation, explain
 from workflows.management.arguments import add_run_arguments, run_from_options
 from workflows.management.output import cell, table, to_json
 from workflows.queries import describe_run
+from workflows.queries.explanation import Explanation, explain
 
 PAYLOAD_WIDTH = 80
 RUN_FIELDS = {

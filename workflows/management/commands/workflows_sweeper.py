@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from workflows.sweeper import sweep_forever
+from workflows.workers.sweeper import sweep_forever
 
 
 class Command(BaseCommand):

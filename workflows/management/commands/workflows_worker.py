@@ -11,16 +11,13 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
-from workflows.cluster import RouteClusters, cluster_name
 from workflows.conf import workflow_settings
 from workflows.definitions.limits import name_problems
-from workflows.routing import (
-    WorkerRoutes,
+from workflows.engine.routing import WorkerRoutes, routes_served, set_this_worker, this_worker
+from workflows.workers.cluster import RouteClusters, cluster_name
+from workflows.workers.presence import (
     forget_gone_workers,
     report_presence,
-    routes_served,
-    set_this_worker,
-    this_worker,
     withdraw_presence,
     worker_name,
 )

@@ -17,8 +17,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from workflows.engine import STEP, claim
 from workflows.models import Step
-from workflows.runner import run_attempt, worker_id
 from workflows.status import StepStatus
+from workflows.workers.runner import run_attempt, worker_id
 
 
 class Command(BaseCommand):

@@ -17,7 +17,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from workflows import hooks
 from workflows.models import Event
-from workflows.scanners import deliver_hooks
+from workflows.workers.scanners import deliver_hooks
 
 
 class Command(BaseCommand):

@@ -1,7 +1,7 @@
 """Execute the ready steps of some runs until they are all finished: one of N racing workers.
 
 Several of these processes run at once on one database, each claiming and completing
-steps through ``workflows.runner.execute_step`` exactly as a queue worker does, without
+steps through ``workflows.workers.runner.execute_step`` exactly as a queue worker does, without
 the queue: every step is offered to every process, so claims race all the time.
 """
 
@@ -17,8 +17,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from workflows.models import Run, Step
-from workflows.runner import execute_step
 from workflows.status import RUN_ACTIVE, StepStatus
+from workflows.workers.runner import execute_step
 
 
 class Command(BaseCommand):

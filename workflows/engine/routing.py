@@ -8,43 +8,24 @@ work of a queue it does not serve, or work that requires a capability it lacks.
 ``run_pending`` (tests, development) stands in for every worker and serves everything.
 
 Each route a worker serves is one django-q2 cluster of the worker (:func:`routes_served`,
-named by :attr:`Route.key <workflows.definitions.limits.Route.key>`). While it runs,
-the worker command writes its :class:`~workflows.models.WorkerPresence` row every
-``WORKER_PRESENCE_INTERVAL`` (:func:`report_presence`), so ``explain`` and the admin's
-Workers page can tell work that no running worker may take (:func:`live_workers`).
-That row is the worker's, not workflow state: the engine never reads it.
+named by :attr:`Route.key <workflows.definitions.limits.Route.key>`).
 """
 
 from __future__ import annotations
 
 import functools
-import logging
 import os
-import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-
-from django.db import DatabaseError, IntegrityError
-from django.db.models import QuerySet
-from django.db.models.functions import Now
 
 from workflows.conf import workflow_settings
 from workflows.definitions import registry
 from workflows.definitions.limits import Route
-from workflows.models import WorkerPresence
-
-logger = logging.getLogger("workflows.routing")
 
 QUEUES_ENV = "WORKFLOWS_WORKER_QUEUES"
 CAPABILITIES_ENV = "WORKFLOWS_WORKER_CAPABILITIES"
 # The owner name run_pending claims with: it runs every route.
 INLINE_OWNER = "inline"
-# A worker not seen for this many presence intervals is gone (it was killed, or its
-# host is down): a few missed writes are not enough to call it gone.
-MISSED_INTERVALS = 3
-# A worker gone this long (its row never withdrawn: it was killed) is forgotten.
-FORGET_GONE_AFTER = timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -119,66 +100,3 @@ def routes_served(queues: Iterable[str], capabilities: Iterable[str]) -> list[Ro
         if route.served_by(queues, capabilities)
     )
     return sorted(found, key=lambda route: (route.key is not None, route.key or ""))
-
-
-def worker_name() -> str:
-    """This worker command's name: ``host:pid``, as lease owners begin."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def presence_interval() -> timedelta:
-    return workflow_settings.WORKER_PRESENCE_INTERVAL
-
-
-def live_workers(now: datetime) -> QuerySet[WorkerPresence]:
-    """Workers seen within :data:`MISSED_INTERVALS` presence intervals before ``now``."""
-    return WorkerPresence.objects.filter(seen_at__gte=now - MISSED_INTERVALS * presence_interval())
-
-
-def is_live(worker: WorkerPresence, now: datetime) -> bool:
-    """The same judgement as :func:`live_workers`, for a row already read."""
-    return worker.seen_at >= now - MISSED_INTERVALS * presence_interval()
-
-
-def report_presence(name: str, worker: WorkerRoutes) -> bool:
-    """Write that worker ``name`` runs now, serving ``worker``'s queues and capabilities.
-
-    ``seen_at`` (and ``started_at`` of a new row) are the database's clock, like
-    leases, so workers on hosts with skewed clocks are judged alike. Returns ``False``
-    (and logs) when the database refused the write: a worker keeps working through a
-    blip, and its row only looks gone until the next write succeeds.
-    """
-    values = {"queues": sorted(worker.queues), "capabilities": sorted(worker.capabilities)}
-    try:
-        if WorkerPresence.objects.filter(name=name).update(seen_at=Now(), **values):
-            return True
-        try:
-            WorkerPresence.objects.create(name=name, started_at=Now(), seen_at=Now(), **values)
-        except IntegrityError:  # a row of a former process with the same host and pid
-            WorkerPresence.objects.filter(name=name).update(
-                started_at=Now(), seen_at=Now(), **values
-            )
-    except DatabaseError:
-        logger.warning("could not record the presence of worker %s", name, exc_info=True)
-        return False
-    return True
-
-
-def forget_gone_workers() -> int:
-    """Delete the rows of workers not seen for ``FORGET_GONE_AFTER`` (killed, never
-    withdrawn); return how many. Called by each worker as it starts, so the Workers
-    page shows recent departures but not every process that ever ran."""
-    try:
-        deleted, _ = WorkerPresence.objects.filter(seen_at__lt=Now() - FORGET_GONE_AFTER).delete()
-    except DatabaseError:
-        logger.warning("could not forget workers gone long ago", exc_info=True)
-        return 0
-    return deleted
-
-
-def withdraw_presence(name: str) -> None:
-    """Delete worker ``name``'s row: it stopped cleanly and serves nothing any more."""
-    try:
-        WorkerPresence.objects.filter(name=name).delete()
-    except DatabaseError:
-        logger.warning("could not delete the presence of worker %s", name, exc_info=True)

@@ -14,13 +14,13 @@ from uuid import UUID
 from workflows.definitions import SubWorkflow
 from workflows.engine.advance import Advancer, enters
 from workflows.engine.events import EventLog
-from workflows.engine.fanout import settle_child_item
-from workflows.engine.operator_verbs import cancel_run
+from workflows.engine.nodes.fanout import settle_child_item
 from workflows.engine.runs import when_run_ends
 from workflows.engine.scope import nested_scope
 from workflows.engine.sql import StepRow, step_row
 from workflows.engine.start import start_child
-from workflows.engine.terminate import terminate_run
+from workflows.engine.verbs.cancel import cancel_run
+from workflows.engine.verbs.terminate import terminate_run
 from workflows.errors import ChildRunFailed, DefinitionMissing, InvalidInput, WorkflowError
 from workflows.models import Run
 from workflows.status import RUN_ALIVE, RUN_FINAL, RUN_UNWINDING, RunStatus, StepStatus

@@ -16,9 +16,10 @@ from typing import Any
 from django.db.models import Exists, OuterRef, Q, Subquery
 from django.db.models.functions import Now
 
-from workflows.executors import queue_tasks, uses_django_q
+from workflows.engine.executor import uses_django_q
 from workflows.status import DELIVERY_OPEN, DELIVERY_WAITING, DeliveryStatus
 from workflows.webhooks.models import WebhookDelivery, WebhookEndpoint
+from workflows.workers.executors import queue_tasks
 
 SEND_TASK = "workflows.tasks.send_webhooks"
 

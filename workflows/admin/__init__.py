@@ -1,0 +1,8 @@
+"""The operator console, a package as ``django.contrib.admin`` is: one module per page
+family. Django's admin autodiscovery imports this package; importing it registers every
+page (each module registers its own ModelAdmins)."""
+
+from workflows.admin import budgets, registered, workers
+from workflows.webhooks import admin as webhooks_admin
+
+__all__ = ["budgets", "registered", "webhooks_admin", "workers"]

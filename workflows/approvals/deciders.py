@@ -1,0 +1,207 @@
+"""Who may decide a gate, and the gates waiting for a given person.
+
+The rule is written once, as a filter on :class:`~workflows.models.Step`
+(:func:`decidable_by`): the services check one gate with it before a decision or a
+claim, and :func:`gates_for` lists every gate it lets a user decide in one query, so
+the two can never disagree. Nothing here writes, and nothing opens a transaction (see
+:mod:`workflows.queries`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.db.models import (
+    BooleanField,
+    Expression,
+    F,
+    Func,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+)
+from django.db.models.functions import Concat
+
+from workflows.definitions import Gate
+from workflows.models import Step, Timer
+from workflows.status import RUN_ALIVE, StepStatus, TimerKind, TimerStatus
+
+__all__ = [
+    "OVERRIDE_CLAIM_PERMISSION",
+    "OVERRIDE_RULE_PERMISSION",
+    "WaitingGate",
+    "decidable_by",
+    "gates_for",
+    "may_override_claim",
+    "may_override_rule",
+    "signed_in",
+    "waiting_gates",
+]
+
+# Lets its holder decide or release a gate someone else has claimed (superusers hold it).
+OVERRIDE_CLAIM_PERMISSION = "workflows.override_gate_claim"
+# Lets its holder skip a gate whose own rule does not admit them. Granted on its own,
+# never implied by operating runs: a skip of a gate is a decision, and one made outside
+# the gate's rule is recorded and shown as an override (superusers hold it, but they
+# may decide every gate anyway).
+OVERRIDE_RULE_PERMISSION = "workflows.override_gate_rule"
+
+
+class _Listed(Func):
+    """``assignees[key]`` lists one of ``names`` (without ``names``: lists anyone).
+
+    ``names`` is one value or a subquery of values. Membership in a JSON array, which
+    Django's lookups test on PostgreSQL only (``contains`` is not supported on SQLite):
+    both databases expand the array into rows and ``EXISTS`` looks for a match, so the
+    test runs in the database, row by row.
+    """
+
+    conditional = True
+    output_field = BooleanField()
+
+    def __init__(self, key: str, names: Value | Subquery | None = None) -> None:
+        super().__init__(F("assignees"), *([names] if names is not None else []))
+        self.key = key
+
+    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list[Any]]:
+        column, params = compiler.compile(self.source_expressions[0])
+        if connection.vendor == "postgresql":
+            rows = f"jsonb_array_elements_text({column} -> %s) AS listed(value)"
+            params = [*params, self.key]
+        else:
+            rows = f"json_each({column}, %s) AS listed"
+            params = [*params, f'$."{self.key}"']
+        sql = f"EXISTS (SELECT 1 FROM {rows}"
+        if len(self.source_expressions) > 1:
+            names: Expression = self.source_expressions[1]
+            names_sql, names_params = compiler.compile(names)
+            # A compiled subquery comes in parentheses already; a value does not.
+            test = "IN" if isinstance(names, Subquery) else "="
+            sql += f" WHERE listed.value {test} {names_sql}"
+            params = [*params, *names_params]
+        return f"{sql})", params
+
+
+def signed_in(user: Any) -> bool:
+    """Whether ``user`` is someone at all: signed in and active."""
+    return (
+        user is not None
+        and getattr(user, "is_authenticated", False)
+        and getattr(user, "is_active", False)
+    )
+
+
+def decidable_by(user: Any) -> Q:
+    """The gates ``user`` may decide, as a filter on steps: the one rule of deciders.
+
+    A gate naming a permission, users or groups accepts whoever holds the permission
+    or is listed by username or by one of their groups; a gate naming none of them
+    accepts any signed-in user. Superusers may decide every gate; anonymous and
+    inactive users none. Permissions are the user's own and their groups' in Django's
+    permission tables, what ``ModelBackend.has_perm`` consults; they and the group names
+    are subqueries of the same statement, so the rule costs no query of its own and
+    never one per gate.
+    """
+    if not signed_in(user):
+        return Q(pk__in=[])
+    if getattr(user, "is_superuser", False):
+        return Q()
+    permissions = (
+        Permission.objects.filter(
+            Q(pk__in=user.user_permissions.values("pk")) | Q(group__in=user.groups.values("pk"))
+        )
+        .annotate(dotted=Concat("content_type__app_label", Value("."), "codename"))
+        .values("dotted")
+    )
+    groups = user.groups.values("name")
+    return (
+        (Q(permission="") & ~Q(_Listed("users")) & ~Q(_Listed("groups")))
+        | Q(_Listed("users", Value(user.get_username())))
+        | Q(permission__in=Subquery(permissions))
+        | Q(_Listed("groups", Subquery(groups)))
+    )
+
+
+def may_override_claim(user: Any) -> bool:
+    """Whether ``user`` may decide or release a gate that someone else has claimed."""
+    return signed_in(user) and user.has_perm(OVERRIDE_CLAIM_PERMISSION)
+
+
+def may_override_rule(user: Any) -> bool:
+    """Whether ``user`` may skip a gate whose rule does not admit them, as an override."""
+    return signed_in(user) and user.has_perm(OVERRIDE_RULE_PERMISSION)
+
+
+@dataclass(frozen=True)
+class WaitingGate:
+    """One gate waiting for a decision, as an approvals list shows it.
+
+    ``waiting_since`` is when the gate started waiting; ``due_at`` when its timeout
+    fires (``None``: it waits for ever); ``claimed_by`` the username of whoever claimed
+    it (``None``: nobody).
+    """
+
+    step: int
+    name: str
+    run: str
+    workflow: str
+    business_key: str
+    prompt: str
+    waiting_since: datetime | None
+    due_at: datetime | None
+    claimed_by: str | None
+    claimed_at: datetime | None
+
+
+def _waiting(steps: QuerySet[Step]) -> list[WaitingGate]:
+    """Run the approvals query: waiting gates of live runs, oldest first, in one SELECT.
+
+    The due time is a subquery on the gate's scheduled timeout timer and the claimer's
+    name a join, so the cost does not grow with the number of gates beyond the rows
+    themselves (the partial index ``workflows_step_waiting_gate`` finds them).
+    """
+    due = Timer.objects.filter(
+        step_id=OuterRef("pk"), kind=TimerKind.GATE_TIMEOUT, status=TimerStatus.SCHEDULED
+    ).order_by("due_at")
+    claimer = f"claimed_by__{get_user_model().USERNAME_FIELD}"
+    rows = (
+        steps.filter(kind=Gate.kind, status=StepStatus.WAITING, run__status__in=RUN_ALIVE)
+        .annotate(due_at=Subquery(due.values("due_at")[:1]))
+        .order_by("started_at", "id")
+        .values_list(
+            "id",
+            "name",
+            "run_id",
+            "run__workflow_name",
+            "run__business_key",
+            "prompt",
+            "started_at",
+            "due_at",
+            claimer,
+            "claimed_at",
+        )
+    )
+    return [
+        WaitingGate(pk, name, str(run), workflow, key, prompt, since, due_at, by, at)
+        for pk, name, run, workflow, key, prompt, since, due_at, by, at in rows
+    ]
+
+
+def waiting_gates() -> list[WaitingGate]:
+    """Every gate waiting for a decision, oldest first: an operator's view."""
+    return _waiting(Step.objects.all())
+
+
+def gates_for(user: Any) -> list[WaitingGate]:
+    """The waiting gates ``user`` may decide (:func:`decidable_by`), oldest first.
+
+    Gates someone else claimed are listed too, with their claimer: the user sees who
+    holds them. One query for the gates, plus the user's permissions and groups.
+    """
+    return _waiting(Step.objects.filter(decidable_by(user)))

@@ -1,0 +1,41 @@
+"""Cancel a run: stop its forward work, then compensate (unless told not to) and end
+``cancelled``; children of the run are cancelled afterwards, each in its own
+transaction, child before parent."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from workflows.engine.events import actor
+from workflows.engine.guards import CANCEL
+from workflows.engine.runs import set_run_status, stop_forward_work, unwind
+from workflows.engine.scope import run_scope
+from workflows.engine.transaction import transition
+from workflows.status import RunStatus
+
+
+@transition
+def cancel_run(
+    run_id: UUID, *, reason: str = "", compensate: bool = True, user: Any = None
+) -> None:
+    """Stop a running or waiting run: cancel waiting work, compensate, end ``cancelled``.
+
+    Running attempts finish (their results are recorded) or lose their lease; then the
+    run's compensations run in reverse order unless ``compensate`` is false. Works on a
+    run whose definition is no longer registered.
+    """
+    with run_scope(run_id, needs_definition=False) as scope:
+        run, events = scope.run, scope.events
+        CANCEL.check(run_id, run.status)
+        stop_forward_work(run, events, reason="run cancelled")
+        error = {"code": "cancelled", "message": reason or "cancelled", "by": actor(user)}
+        changes: dict[str, Any] = {"error": error}
+        if not compensate:
+            changes["skip_compensation"] = True
+            run.skip_compensation = True
+        set_run_status(run, RunStatus.CANCELLING, events, **changes)
+        events.add(
+            run.pk, "run.cancel_requested", by=actor(user), reason=reason, compensate=compensate
+        )
+        unwind(run, events)

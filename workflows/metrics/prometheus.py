@@ -1,0 +1,264 @@
+"""Prometheus metrics read from the database at scrape time.
+
+Web processes, workers and the sweeper all write the same tables, so counting in the
+database is the one way every process's work shows up in one scrape; in-process
+counters would show only what the scraped process did. Each scrape runs
+:data:`SCRAPE_QUERIES` statements, however many runs there are.
+
+Counters come from the rows and the event history, so they fall back when the purge
+scanner deletes old runs: Prometheus treats a falling counter as a reset. Histograms
+cover only the last ``WORKFLOWS["METRICS_WINDOW"]`` (steps finished, attempts started
+and timers fired in that window), bucketed in SQL, so a scrape stays cheap on a long
+history. Labels are ``workflow``, ``step`` and small enumerations, never a run id.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+from django.db.models import (
+    Count,
+    DateTimeField,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+)
+from django.db.models.functions import Coalesce
+from django.http import Http404, HttpRequest, HttpResponse
+from django.utils import timezone
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+
+from workflows.conf import workflow_settings
+from workflows.models import Event, Run, Step, Timer
+from workflows.status import RUN_FINAL, StepStatus, TimerStatus
+
+# Upper bounds (seconds) of the histogram buckets: from a chained claim's milliseconds
+# to a step that runs for an hour.
+BUCKETS: tuple[float, ...] = (
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    300.0,
+    900.0,
+    3600.0,
+)
+
+# How an attempt of a task step ended, by the event that says so.
+ATTEMPT_OUTCOMES: dict[str, str] = {
+    "step.started": "started",
+    "step.completed": "completed",
+    "step.retry_scheduled": "retry_scheduled",
+    "step.failed": "failed",
+    "lease.expired": "lease_expired",
+}
+
+# Runs by status, attempts by outcome, expired leases, waiting gates, three histograms.
+SCRAPE_QUERIES = 7
+
+PERMISSION = "workflows.view_metrics"
+
+
+class DatabaseCollector:
+    """Builds every ``flowsite_*`` metric from the database each time it is collected."""
+
+    def describe(self) -> list[Metric]:
+        """Nothing: registering must not query the database (at import, maybe pre-migrate)."""
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._runs()
+        yield from self._attempts()
+        yield self._leases_expired()
+        yield self._gates_waiting()
+        since = timezone.now() - workflow_settings.METRICS_WINDOW
+        yield _histogram(
+            "flowsite_step_duration_seconds",
+            "Duration of steps finished within METRICS_WINDOW (finished_at - started_at).",
+            Step.objects.filter(finished_at__gte=since, started_at__isnull=False),
+            {"workflow": "run__workflow_name", "step": "name"},
+            F("finished_at") - F("started_at"),
+        )
+        yield _histogram(
+            "flowsite_step_schedule_to_start_seconds",
+            "Time from a task step's latest step.ready event to its step.started event, for "
+            "attempts started within METRICS_WINDOW (0 for a step claimed in the transition "
+            "that released it).",
+            Event.objects.filter(type="step.started", created_at__gte=since).annotate(
+                ready_at=Coalesce(_latest_ready_before(), F("created_at"))
+            ),
+            {"workflow": "run__workflow_name", "step": "step__name"},
+            F("created_at") - F("ready_at"),
+        )
+        yield _histogram(
+            "flowsite_timer_lateness_seconds",
+            "How late timers fired within METRICS_WINDOW fired (fired_at - due_at).",
+            Timer.objects.filter(status=TimerStatus.FIRED, fired_at__gte=since),
+            {"workflow": "run__workflow_name"},
+            F("fired_at") - F("due_at"),
+        )
+
+    def _runs(self) -> Iterator[Metric]:
+        started = CounterMetricFamily(
+            "flowsite_runs_started_total",
+            "Runs started (rows in the runs table).",
+            labels=["workflow"],
+        )
+        finished = CounterMetricFamily(
+            "flowsite_runs_finished_total",
+            "Runs that reached a final status, by that status.",
+            labels=["workflow", "status"],
+        )
+        active = GaugeMetricFamily(
+            "flowsite_runs_active", "Runs not yet in a final status.", labels=["workflow", "status"]
+        )
+        per_workflow: dict[str, int] = {}
+        rows = Run.objects.order_by().values_list("workflow_name", "status").annotate(n=Count("id"))
+        for workflow, status, count in rows:
+            per_workflow[workflow] = per_workflow.get(workflow, 0) + count
+            (finished if status in RUN_FINAL else active).add_metric([workflow, status], count)
+        for workflow, count in sorted(per_workflow.items()):
+            started.add_metric([workflow], count)
+        yield from (started, finished, active)
+
+    def _attempts(self) -> Iterator[Metric]:
+        attempts = CounterMetricFamily(
+            "flowsite_step_attempts_total",
+            "Attempts of task steps: 'started' counts attempts begun, the other outcomes "
+            "how they ended.",
+            labels=["workflow", "step", "outcome"],
+        )
+        rows = (
+            # lease.expired of a compensation names the compensated step: not its attempt.
+            Event.objects.filter(type__in=ATTEMPT_OUTCOMES, step__kind="task")
+            .filter(~Q(type="lease.expired") | Q(payload__kind="step"))
+            .order_by()
+            .values_list("run__workflow_name", "step__name", "type")
+            .annotate(n=Count("id"))
+        )
+        for workflow, step, event_type, count in rows:
+            attempts.add_metric([workflow, step, ATTEMPT_OUTCOMES[event_type]], count)
+        yield attempts
+
+    def _leases_expired(self) -> Metric:
+        expired = CounterMetricFamily(
+            "flowsite_leases_expired_total",
+            "Leases of steps, fan-out items and compensations that expired and were reclaimed.",
+            labels=["workflow"],
+        )
+        rows = (
+            Event.objects.filter(type="lease.expired")
+            .order_by()
+            .values_list("run__workflow_name")
+            .annotate(n=Count("id"))
+        )
+        for workflow, count in rows:
+            expired.add_metric([workflow], count)
+        return expired
+
+    def _gates_waiting(self) -> Metric:
+        waiting = GaugeMetricFamily(
+            "flowsite_gates_waiting", "Gates waiting for a decision.", labels=["workflow"]
+        )
+        rows = (
+            Step.objects.filter(kind="gate", status=StepStatus.WAITING)
+            .order_by()
+            .values_list("run__workflow_name")
+            .annotate(n=Count("id"))
+        )
+        for workflow, count in rows:
+            waiting.add_metric([workflow], count)
+        return waiting
+
+
+def _latest_ready_before() -> Subquery:
+    """The time of the latest ``step.ready`` event of the same step before this event."""
+    return Subquery(
+        Event.objects.filter(type="step.ready", step=OuterRef("step"), id__lt=OuterRef("id"))
+        .order_by("-id")
+        .values("created_at")[:1],
+        output_field=DateTimeField(),
+    )
+
+
+def _histogram(
+    name: str, documentation: str, rows: QuerySet[Any], labels: dict[str, str], duration: Any
+) -> HistogramMetricFamily:
+    """A histogram of ``duration`` over ``rows``, grouped by ``labels`` (label → field),
+    counted per bucket in one SQL statement (a filtered COUNT per bucket)."""
+    family = HistogramMetricFamily(name, documentation, labels=list(labels))
+    per_bucket = {
+        f"le_{index}": Count("pk", filter=Q(metric_duration__lte=timedelta(seconds=bound)))
+        for index, bound in enumerate(BUCKETS)
+    }
+    grouped = (
+        rows.annotate(metric_duration=ExpressionWrapper(duration, output_field=DurationField()))
+        .order_by()
+        .values(*labels.values())
+        .annotate(total=Count("pk"), seconds=Sum("metric_duration"), **per_bucket)
+    )
+    for row in grouped:
+        buckets = [(str(bound), row[f"le_{index}"]) for index, bound in enumerate(BUCKETS)]
+        family.add_metric(
+            [row[field] for field in labels.values()],
+            [*buckets, ("+Inf", row["total"])],
+            (row["seconds"] or timedelta(0)).total_seconds(),
+        )
+    return family
+
+
+registry = CollectorRegistry(auto_describe=False)
+registry.register(DatabaseCollector())
+
+
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """The Prometheus text format of :data:`registry`.
+
+    404 unless ``WORKFLOWS["METRICS_ENABLED"]``; then either the bearer token of
+    ``WORKFLOWS["METRICS_TOKEN"]`` (for scrapers) or a staff user holding
+    ``workflows.view_metrics`` (for a person in a browser).
+    """
+    if not workflow_settings.METRICS_ENABLED:
+        raise Http404("metrics are disabled")
+    if not _has_token(request):
+        user = request.user
+        if not user.is_authenticated:
+            response = HttpResponse("metrics need a bearer token or a login", status=401)
+            response["WWW-Authenticate"] = 'Bearer realm="flowsite-metrics"'
+            return response
+        if not (user.is_staff and user.has_perm(PERMISSION)):
+            return HttpResponse(f"metrics need a staff user with {PERMISSION}", status=403)
+    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+
+
+def _has_token(request: HttpRequest) -> bool:
+    expected = workflow_settings.METRICS_TOKEN
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    return bool(
+        expected
+        and scheme.lower() == "bearer"
+        and hmac.compare_digest(given.strip().encode(), expected.encode())
+    )

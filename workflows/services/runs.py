@@ -1,0 +1,201 @@
+"""Starting runs and the operator verbs on a whole run: cancel, retry, pause, resume,
+terminate, rerun from a step, change its priority."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from django.db import models
+
+from workflows import engine
+from workflows.definitions import Workflow, registry
+from workflows.definitions.limits import priority_problems
+from workflows.engine.guards import PRIORITY
+from workflows.engine.nodes.subworkflow import cancel_children, terminate_children
+from workflows.engine.verbs import cancel, pause, rerun, retry, terminate
+from workflows.engine.verbs.priority import change_priority as set_priority
+from workflows.errors import (
+    DefinitionError,
+    InvalidInput,
+    InvalidTransition,
+)
+from workflows.models import Run, Step
+from workflows.services.targets import run_id_of, step_of
+from workflows.status import RunStatus
+from workflows.validation import check_json, check_text, max_length
+
+
+def start_run(
+    workflow: str | type[Workflow],
+    input: dict[str, Any] | None = None,
+    *,
+    idempotency_key: str | None = None,
+    business_key: str | None = None,
+    user: Any = None,
+    subject: models.Model | None = None,
+    priority: int | None = None,
+) -> Run:
+    """Start a run of ``workflow`` (a registered name, latest version, or a class).
+
+    With an ``idempotency_key`` seen before for this workflow, the existing run is
+    returned when the input is the same, and :class:`IdempotencyConflict` raised when
+    it differs; of two concurrent starts with one key, one creates the run and the
+    other returns it. Input that is not storable JSON and keys that are not strings,
+    hold a NUL character or exceed their column raise :class:`InvalidInput` before
+    anything is written (see :mod:`workflows.validation`).
+
+    ``subject`` ties the run to one of the host's saved model instances (see
+    ``Run.objects.for_object``); an unsaved instance or any other value is
+    :class:`InvalidInput`. It is not part of the idempotency fingerprint, and child
+    runs do not inherit it.
+
+    ``priority`` (-1000 to 1000; default the workflow's ``default_priority``) orders
+    the run's ready work, and the run in its workflow's queue while it waits for a
+    place under ``max_concurrent_runs``; anything else is :class:`InvalidInput`.
+    """
+    definition = registry.resolve(workflow)
+    if priority is not None:
+        _check_priority(priority)
+    check_text(
+        definition.name,
+        field=f"the name of {definition.label()}",
+        limit=max_length(Run, "workflow_name"),
+        error=DefinitionError,
+    )
+    if isinstance(input, dict):  # anything else is refused by the definition's check_input
+        check_json(input, field="input")
+    if idempotency_key is not None:
+        check_text(
+            idempotency_key, field="idempotency key", limit=max_length(Run, "idempotency_key")
+        )
+    if business_key is not None:
+        check_text(business_key, field="business key", limit=max_length(Run, "business_key"))
+    if subject is not None:
+        _check_subject(subject)
+    return engine.start_run(
+        workflow,
+        input,
+        idempotency_key=idempotency_key,
+        business_key=business_key,
+        user=user,
+        subject=subject,
+        priority=priority,
+    )
+
+
+def _check_priority(value: Any) -> None:
+    problems = priority_problems(value)
+    if problems:
+        raise InvalidInput(problems[0], field="priority")
+
+
+def _check_subject(subject: Any) -> None:
+    """Refuse what a generic relation cannot point at: a non-model or an unsaved row.
+
+    ``_state.adding`` rather than ``pk is None``: a model whose key defaults to
+    ``uuid4`` has a key before it is saved, and a run pointing at it would dangle.
+    """
+    if not isinstance(subject, models.Model):
+        raise InvalidInput(f"subject must be a saved model instance, got {type(subject).__name__}")
+    if subject._state.adding or subject.pk is None:
+        raise InvalidInput(
+            f"subject {subject._meta.label} is not saved: save it before starting a run about it"
+        )
+    check_text(str(subject.pk), field="subject's primary key", limit=max_length(Run, "subject_id"))
+
+
+def cancel_run(
+    run: Run | UUID | str, *, reason: str = "", compensate: bool = True, user: Any = None
+) -> Run:
+    """Cancel a running or waiting run (and its children); compensate unless told not to."""
+    check_text(reason, field="cancel reason")
+    run_id = run_id_of(run)
+    cancel.cancel_run(run_id, reason=reason, compensate=compensate, user=user)
+    cancel_children(run_id)
+    return Run.objects.get(pk=run_id)
+
+
+def retry_run(run: Run | UUID | str, *, user: Any = None) -> Run:
+    """Retry every failed step of a failed run, or resume its failed compensations."""
+    run_id = run_id_of(run)
+    retry.retry_run(run_id, user=user)
+    return Run.objects.get(pk=run_id)
+
+
+def pause_run(run: Run | UUID | str, *, reason: str = "", user: Any = None) -> Run:
+    """Pause a run: nothing new starts, running work finishes and is recorded, timers
+    that come due wait for :func:`resume_run` (and then fire once)."""
+    check_text(reason, field="pause reason")
+    run_id = run_id_of(run)
+    pause.pause_run(run_id, reason=reason, user=user)
+    return Run.objects.get(pk=run_id)
+
+
+def resume_run(run: Run | UUID | str, *, user: Any = None) -> Run:
+    """Resume a paused run: what ended meanwhile is settled, its work starts again."""
+    run_id = run_id_of(run)
+    pause.resume_run(run_id, user=user)
+    return Run.objects.get(pk=run_id)
+
+
+def terminate_run(run: Run | UUID | str, *, reason: str = "", user: Any = None) -> Run:
+    """Stop a run (and its children) at once, without compensation; running attempts
+    lose their lease. :func:`cancel_run` is the verb that compensates."""
+    check_text(reason, field="terminate reason")
+    run_id = run_id_of(run)
+    terminate.terminate_run(run_id, reason=reason, user=user)
+    terminate_children(run_id)
+    return Run.objects.get(pk=run_id)
+
+
+def rerun_from(
+    run: Run | UUID | str, step: Step | int | str, *, reason: str = "", user: Any = None
+) -> Run:
+    """Run ``step`` (a step, its id, or its name) and everything downstream of it again.
+
+    For failed, completed and cancelled runs; upstream outputs are kept, the reset steps
+    get new idempotency keys and fresh attempts. See
+    :func:`workflows.engine.verbs.rerun.rerun_from` for when it is refused.
+    """
+    check_text(reason, field="rerun reason")
+    run_id = run_id_of(run)
+    if isinstance(step, str) and not step.isdigit():
+        name = step
+    else:
+        target = step_of(step if isinstance(step, Step) else int(step))
+        if target.run_id != run_id:
+            raise InvalidInput(f"step {target.pk} belongs to run {target.run_id}, not {run_id}")
+        name = target.name
+    rerun.rerun_from(run_id, name, reason=reason, user=user)
+    return Run.objects.get(pk=run_id)
+
+
+def change_priority(run: Run | UUID | str, priority: int, *, user: Any = None) -> Run:
+    """Give a run (and its live child runs) another priority, -1000 to 1000.
+
+    The run's unstarted steps, fan-out items and compensations whose node declares no
+    priority of its own take the new one; a queued run moves in its workflow's queue.
+    The history records who changed it (``run.priority_changed``). Refused for a run
+    that has ended (:class:`InvalidTransition`) and for a priority out of range or not
+    an integer (:class:`InvalidInput`). Children are changed after the parent, each in
+    its own transition (a child is never locked while its parent is held); a child that
+    ends meanwhile is left as it is.
+    """
+    _check_priority(priority)
+    run_id = run_id_of(run)
+    set_priority(run_id, priority, user=user)
+    _change_children(run_id, priority, user)
+    return Run.objects.get(pk=run_id)
+
+
+def _change_children(run_id: UUID, priority: int, user: Any) -> None:
+    live = PRIORITY.accepts - {RunStatus.QUEUED}  # children are never queued
+    for child_id in Run.objects.filter(parent_run_id=run_id, status__in=live).values_list(
+        "id", flat=True
+    ):
+        try:
+            set_priority(child_id, priority, user=user)
+        except InvalidTransition:  # it ended meanwhile
+            continue
+        _change_children(child_id, priority, user)

@@ -1,0 +1,124 @@
+"""Signals and callbacks from the outside world: deliver a named signal to a run, and
+resolve a task parked on a callback token."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from workflows.definitions import WaitForSignal, registry
+from workflows.engine.nodes.callback import resolve_callback
+from workflows.engine.nodes.wait_for_signal import send_signal as deliver_signal
+from workflows.errors import (
+    DefinitionMissing,
+    UnknownSignal,
+)
+from workflows.models import Run, Signal
+from workflows.queries import get_run
+from workflows.validation import check_json, check_text, max_length
+
+
+def send_signal(
+    run: Run | UUID | str,
+    name: str,
+    payload: Any = None,
+    *,
+    idempotency_key: str | None = None,
+    user: Any = None,
+) -> Signal:
+    """Send signal ``name`` to a run; kept until a ``WaitForSignal`` step consumes it.
+
+    ``user``, when given, is recorded in the run's history as who sent it.
+
+    Refused before anything is written: a name no ``WaitForSignal`` step of the run's
+    definition waits for (:class:`UnknownSignal`, listing the names it does wait for),
+    and a name, key or payload the database cannot store (:class:`InvalidInput`).
+    """
+    target = run if isinstance(run, Run) else get_run(run)
+    check_text(name, field="signal name", limit=max_length(Signal, "name"))
+    if idempotency_key is not None:
+        check_text(
+            idempotency_key,
+            field="signal idempotency key",
+            limit=max_length(Signal, "idempotency_key"),
+        )
+    check_json(payload, field="signal payload")
+    waited_for = signals_waited_for(target)
+    if name not in waited_for:
+        raise UnknownSignal(
+            f"run {target.pk} of {target.workflow_name!r} v{target.workflow_version} never "
+            f"waits for signal {name!r}; "
+            + (
+                f"it waits for {', '.join(repr(known) for known in waited_for)}"
+                if waited_for
+                else "it waits for no signal"
+            ),
+            run=str(target.pk),
+            signal=name,
+            waits_for=waited_for,
+        )
+    return deliver_signal(
+        target.pk,
+        name,
+        payload,
+        idempotency_key=idempotency_key,
+        sent_by=user.get_username() if user is not None else None,
+    )
+
+
+def signals_waited_for(run: Run) -> list[str]:
+    """The signal names the ``WaitForSignal`` steps of the run's pinned definition wait for.
+
+    Read from the registered (name, version); for a run whose definition is not
+    registered here, from the graph snapshot stored on the run, and if that does not
+    list its steps' kinds, :class:`DefinitionMissing` is raised.
+    """
+    try:
+        definition = registry.get(run.workflow_name, run.workflow_version)
+    except DefinitionMissing:
+        return _signals_in_snapshot(run)
+    return list(
+        dict.fromkeys(
+            node.signal for node in definition.nodes.values() if isinstance(node, WaitForSignal)
+        )
+    )
+
+
+def _signals_in_snapshot(run: Run) -> list[str]:
+    steps = run.snapshot.get("steps") if isinstance(run.snapshot, dict) else None
+    readable = isinstance(steps, list) and all(
+        isinstance(step, dict)
+        and isinstance(step.get("kind"), str)
+        and (step["kind"] != WaitForSignal.kind or isinstance(step.get("signal"), str))
+        for step in steps
+    )
+    if not readable:
+        raise DefinitionMissing(
+            f"workflow {run.workflow_name!r} v{run.workflow_version} of run {run.pk} is not "
+            "registered in this process and the run's snapshot does not list its steps' "
+            "kinds, so the signals it waits for are unknown",
+            workflow=run.workflow_name,
+            version=run.workflow_version,
+        )
+    return list(
+        dict.fromkeys(step["signal"] for step in steps if step["kind"] == WaitForSignal.kind)
+    )
+
+
+def complete_callback(token: str, output: Any = None) -> None:
+    """Resolve a parked task with ``output``; a bad, expired or reused token is refused.
+
+    ``output`` is checked as a handler's output is; :class:`InvalidInput` if the
+    database cannot store it, and nothing is written.
+    """
+    check_json(output, field="callback output")
+    resolve_callback(token, output=output)
+
+
+def fail_callback(token: str, error: str) -> None:
+    """Fail the attempt a callback token names (retried per the task's policy).
+
+    ``error`` is a string the database can store, else :class:`InvalidInput`.
+    """
+    check_text(error, field="callback error")
+    resolve_callback(token, error=error or "callback failed")
