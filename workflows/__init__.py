@@ -1,20 +1,27 @@
 """Flowsite: durable workflows inside your Django database.
 
-Definitions and errors import without Django being set up; the verbs that touch the
-database (``start_run``, ...) are loaded on first access, after apps are ready.
+The one list of the public API (``__all__``): node types, limit types, errors, and the
+verbs and read functions every surface calls. Definitions and errors import without
+Django being set up; the verbs and reads that touch the database (``start_run``, ...)
+are loaded on first access, after apps are ready, and typed for checkers by the
+``TYPE_CHECKING`` imports.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from importlib import import_module
+from typing import TYPE_CHECKING
 
 from django.core.exceptions import PermissionDenied
 
 from workflows.definitions import (
+    Budget,
     FanOut,
     Gate,
     Option,
+    RateLimit,
     Retry,
+    Route,
     Sleep,
     SubWorkflow,
     Task,
@@ -44,26 +51,86 @@ from workflows.errors import (
     WorkflowError,
 )
 
-_SERVICES = {
-    "approve_gate",
-    "cancel_run",
-    "claim_gate",
-    "complete_callback",
-    "fail_callback",
-    "pause_run",
-    "reject_gate",
-    "rerun_from",
-    "resume_run",
-    "retry_run",
-    "retry_step",
-    "send_signal",
-    "skip_step",
-    "start_run",
-    "terminate_run",
-    "unclaim_gate",
+if TYPE_CHECKING:
+    from workflows.approvals import (
+        gates_for as gates_for,
+    )
+    from workflows.approvals.links import (
+        approval_link as approval_link,
+    )
+    from workflows.queries import (
+        get_run as get_run,
+        get_step as get_step,
+        list_runs as list_runs,
+        runs_needing_attention as runs_needing_attention,
+    )
+    from workflows.queries.explanation import (
+        explain as explain,
+    )
+    from workflows.services import (
+        approve_gate as approve_gate,
+        cancel_run as cancel_run,
+        change_priority as change_priority,
+        claim_gate as claim_gate,
+        complete_callback as complete_callback,
+        fail_callback as fail_callback,
+        pause_run as pause_run,
+        reject_gate as reject_gate,
+        rerun_from as rerun_from,
+        resume_run as resume_run,
+        retry_run as retry_run,
+        retry_step as retry_step,
+        send_signal as send_signal,
+        skip_step as skip_step,
+        start_run as start_run,
+        terminate_run as terminate_run,
+        unclaim_gate as unclaim_gate,
+    )
+    from workflows.services.budgets import (
+        budget_counters as budget_counters,
+        raise_budget as raise_budget,
+        reset_budget as reset_budget,
+    )
+    from workflows.services.bulk import (
+        bulk as bulk,
+    )
+
+# The verbs and reads that touch the database, loaded on first access (after apps are
+# ready): name -> the module that defines it. The TYPE_CHECKING imports above give
+# type checkers their real signatures; a test keeps the two lists equal.
+_LAZY: dict[str, str] = {
+    "approve_gate": "workflows.services",
+    "cancel_run": "workflows.services",
+    "change_priority": "workflows.services",
+    "claim_gate": "workflows.services",
+    "complete_callback": "workflows.services",
+    "fail_callback": "workflows.services",
+    "pause_run": "workflows.services",
+    "reject_gate": "workflows.services",
+    "rerun_from": "workflows.services",
+    "resume_run": "workflows.services",
+    "retry_run": "workflows.services",
+    "retry_step": "workflows.services",
+    "send_signal": "workflows.services",
+    "skip_step": "workflows.services",
+    "start_run": "workflows.services",
+    "terminate_run": "workflows.services",
+    "unclaim_gate": "workflows.services",
+    "budget_counters": "workflows.services.budgets",
+    "raise_budget": "workflows.services.budgets",
+    "reset_budget": "workflows.services.budgets",
+    "bulk": "workflows.services.bulk",
+    "gates_for": "workflows.approvals",
+    "approval_link": "workflows.approvals.links",
+    "get_run": "workflows.queries",
+    "get_step": "workflows.queries",
+    "list_runs": "workflows.queries",
+    "runs_needing_attention": "workflows.queries",
+    "explain": "workflows.queries.explanation",
 }
 
 __all__ = [
+    "Budget",
     "CallbackAlreadyUsed",
     "CallbackExpired",
     "DatabaseBusy",
@@ -82,7 +149,9 @@ __all__ = [
     "Option",
     "PermanentError",
     "PermissionDenied",
+    "RateLimit",
     "Retry",
+    "Route",
     "RunNotFound",
     "Sleep",
     "StaleState",
@@ -94,50 +163,13 @@ __all__ = [
     "WaitForSignal",
     "Workflow",
     "WorkflowError",
-    "approval_link",
-    "approve_gate",
-    "bulk",
-    "cancel_run",
-    "claim_gate",
-    "complete_callback",
-    "explain",
-    "fail_callback",
-    "gates_for",
-    "pause_run",
-    "reject_gate",
-    "rerun_from",
-    "resume_run",
-    "retry_run",
-    "retry_step",
-    "send_signal",
-    "skip_step",
-    "start_run",
-    "terminate_run",
-    "unclaim_gate",
+    *_LAZY,
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _SERVICES:
-        from workflows import services
-
-        return getattr(services, name)
-    if name == "bulk":
-        # From workflows.services.bulk: a submodule named bulk.py would shadow this name.
-        from workflows.services.bulk import bulk
-
-        return bulk
-    if name == "approval_link":
-        from workflows.approvals.links import approval_link
-
-        return approval_link
-    if name == "gates_for":
-        from workflows.approvals import gates_for
-
-        return gates_for
-    if name == "explain":
-        # From workflows.queries.explanation: a submodule named explain.py would shadow this name.
-        from workflows.queries.explanation import explain
-
-        return explain
-    raise AttributeError(f"module 'workflows' has no attribute {name!r}")
+def __getattr__(name: str) -> object:
+    """Load a verb or read function of :data:`_LAZY` on first access (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'workflows' has no attribute {name!r}")
+    return getattr(import_module(module), name)

@@ -20,6 +20,7 @@ from workflows.status import (
     CompensationStatus,
     Decision,
     DecisionVia,
+    NodeKind,
     RunStatus,
     StepStatus,
     TimerKind,
@@ -28,8 +29,10 @@ from workflows.status import (
 
 # Webhook endpoints and deliveries live in their own package; importing them here makes
 # them models of this app (re-exported by name).
-from workflows.webhooks.models import WebhookDelivery as WebhookDelivery
-from workflows.webhooks.models import WebhookEndpoint as WebhookEndpoint
+from workflows.webhooks.models import (
+    WebhookDelivery as WebhookDelivery,
+    WebhookEndpoint as WebhookEndpoint,
+)
 
 
 def subject_of(obj: models.Model) -> dict[str, Any]:
@@ -178,7 +181,7 @@ class Step(LeasedWork):
     # No index of its own: the unique (run, name) and the (run, status) indexes lead with it.
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps", db_index=False)
     name = models.CharField(max_length=200)
-    kind = models.CharField(max_length=32)
+    kind = models.CharField(max_length=32, choices=NodeKind.choices)
     # Gate: what the approver sees and decides.
     prompt = models.TextField(blank=True, default="")
     options = models.JSONField(default=list, blank=True)
@@ -249,7 +252,7 @@ class Step(LeasedWork):
             # The approvals list: waiting gates, oldest first, among every step ever run.
             models.Index(
                 fields=["started_at", "id"],
-                condition=Q(status=StepStatus.WAITING, kind="gate"),
+                condition=Q(status=StepStatus.WAITING, kind=NodeKind.GATE),
                 name="workflows_step_waiting_gate",
             ),
         ]

@@ -14,8 +14,7 @@ from typing import Any
 from workflows.engine.work_kinds import COMPENSATION, ITEM, STEP
 from workflows.webhooks.sender import send_endpoint
 from workflows.workers.runner import execute
-from workflows.workers.scanners import fire_due_timers
-from workflows.workers.scanners import recover as run_scanners
+from workflows.workers.scanners import fire_due_timers, recover as run_scanners
 
 
 def run_step(step_id: int) -> int:

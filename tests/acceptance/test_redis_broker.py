@@ -6,8 +6,7 @@ import os
 from collections.abc import Iterator
 
 import pytest
-from django_q.models import OrmQ
-from django_q.models import Task as QueueTask
+from django_q.models import OrmQ, Task as QueueTask
 
 from tests.acceptance.invariants import completion_problems, idempotency_problems
 

@@ -40,6 +40,13 @@ COMMAND_TIMEOUT_SECONDS = 120
 INDEX_PROBE_TIMEOUT_SECONDS = 10
 
 
+# Where the installed package lives, found without importing it.
+FIND_PACKAGE = (
+    "import importlib.util; "
+    "print(importlib.util.find_spec('workflows').submodule_search_locations[0])"
+)
+
+
 def run(
     args: list[str | Path], cwd: Path, env: dict[str, str], timeout: float
 ) -> subprocess.CompletedProcess[str]:
@@ -152,6 +159,15 @@ def test_wheel_runs_a_workflow_in_a_fresh_project(workdir: Path, project_databas
         env,
         PIP_TIMEOUT_SECONDS,
     )
+
+    # PEP 561: type checkers of the project read the app's own type hints.
+    typed = run(
+        [python, "-c", FIND_PACKAGE],
+        workdir,
+        env,
+        COMMAND_TIMEOUT_SECONDS,
+    )
+    assert (Path(typed.stdout.strip()) / "py.typed").is_file()
 
     project = workdir / "shop"
     project.mkdir()

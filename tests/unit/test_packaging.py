@@ -13,6 +13,7 @@ def test_wheel_contains_the_app_and_its_migrations(tmp_path):
     assert "workflows/__init__.py" in names
     assert "workflows/migrations/0001_initial.py" in names
     assert "workflows/engine/scope.py" in names
+    assert "workflows/py.typed" in names  # PEP 561: its type hints are for its users too
     shipped = {name for name in names if name.startswith("workflows/") and name.endswith(".py")}
     in_tree = {
         path.relative_to(ROOT).as_posix()

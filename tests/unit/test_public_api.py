@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import importlib
 import inspect
 
 import pytest
@@ -93,3 +95,30 @@ def test_explain_is_the_function_even_after_its_module_is_imported():
     parameters = inspect.signature(workflows.explain).parameters
     assert list(parameters) == ["run", "now"]
     assert parameters["now"].kind is inspect.Parameter.KEYWORD_ONLY
+
+
+def test_every_public_name_resolves_and_the_lazy_ones_are_typed_where_they_live():
+    """``__all__`` is the one list: each name resolves, and each name loaded on first
+    access is imported under ``TYPE_CHECKING`` from the module ``_LAZY`` names, so type
+    checkers see the real signature."""
+    for name in workflows.__all__:
+        assert getattr(workflows, name) is not None, name
+    tree = ast.parse(inspect.getsource(workflows))
+    typed = {
+        alias.name: node.module
+        for block in tree.body
+        if isinstance(block, ast.If) and getattr(block.test, "id", "") == "TYPE_CHECKING"
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert typed == workflows._LAZY
+    for name, module in workflows._LAZY.items():
+        assert getattr(workflows, name) is getattr(importlib.import_module(module), name)
+
+
+def test_the_verbs_and_limit_types_every_surface_uses_are_public():
+    for name in ["change_priority", "raise_budget", "reset_budget", "budget_counters"]:
+        assert name in workflows.__all__, name
+    for name in ["get_run", "get_step", "list_runs", "Budget", "RateLimit", "Route"]:
+        assert name in workflows.__all__, name

@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import (
+    PermissionDenied as DjangoPermissionDenied,
     RequestDataTooBig,
     SuspiciousOperation,
     TooManyFieldsSent,

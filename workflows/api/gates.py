@@ -11,8 +11,17 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import Case, F, OuterRef, Q, QuerySet, Subquery, Value, When
-from django.db.models import CharField as CharOutput
+from django.db.models import (
+    Case,
+    CharField as CharOutput,
+    F,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+)
 from django.db.models.functions import Coalesce
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers

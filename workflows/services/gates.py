@@ -11,7 +11,6 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.validators import validate_ipv46_address
 
 from workflows.approvals import (
-    OVERRIDE_RULE_PERMISSION,
     decidable_by,
     may_override_claim,
     may_override_rule,
@@ -19,9 +18,11 @@ from workflows.approvals import (
 )
 from workflows.definitions import Gate
 from workflows.definitions.gate import check_selections
-from workflows.engine.nodes.gate import claim_gate as claim_in_run
-from workflows.engine.nodes.gate import decide_gate
-from workflows.engine.nodes.gate import unclaim_gate as unclaim_in_run
+from workflows.engine.nodes.gate import (
+    claim_gate as claim_in_run,
+    decide_gate,
+    unclaim_gate as unclaim_in_run,
+)
 from workflows.errors import (
     GateAlreadyDecided,
     InvalidInput,
@@ -29,6 +30,7 @@ from workflows.errors import (
     StaleVersion,
 )
 from workflows.models import Step
+from workflows.permissions import OVERRIDE_GATE_RULE
 from workflows.services.targets import step_of
 from workflows.status import Decision, StepStatus
 from workflows.validation import check_text
@@ -86,7 +88,7 @@ def skip_overrides_rule(gate: Step, user: Any) -> bool:
     raise PermissionDenied(
         f"user {user.get_username()!r} may not decide gate {gate.name!r} ({_rule_of(gate)}), "
         f"and skipping a gate decides it: that needs the gate's rule or permission "
-        f"{OVERRIDE_RULE_PERMISSION}"
+        f"{OVERRIDE_GATE_RULE}"
     )
 
 

@@ -42,8 +42,7 @@ from typing import Any
 from django import db
 from django_q.brokers import Broker, get_broker
 from django_q.cluster import Cluster, Sentinel, get_mp_context
-from django_q.conf import Conf
-from django_q.conf import logger as q_logger
+from django_q.conf import Conf, logger as q_logger
 from django_q.humanhash import humanize
 from django_q.queues import Queue
 from django_q.scheduler import scheduler
