@@ -14,7 +14,7 @@ as a superuser through Django's test client, each page rendered R times (default
 
 It prints the median and slowest render of each page (the whole request through the
 middleware, as the server spends it; no network, no browser) and its query count,
-which must not grow with N (``tests/integration/test_admin_scale.py`` asserts that).
+which must not grow with N (``tests/admin/test_admin_scale.py`` asserts that).
 
 Why: the console is where an operator looks first when something is wrong, often when
 the tables are largest; a page that takes seconds at 100,000 runs is a page nobody

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import Permission, User
 
-from tests.integration.admin_console import checkout
+from tests.admin.admin_console import checkout
 from workflows.models import CompensationRecord, Event, Run
 from workflows.testing import run_pending
 

@@ -10,7 +10,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 import workflows
-from tests.integration.admin_console import staff
+from tests.admin.admin_console import staff
 from workflows import FanOut, InvalidInput, InvalidTransition, SubWorkflow, Task, Workflow
 from workflows.engine import claim_step
 from workflows.engine.verbs.priority import change_priority

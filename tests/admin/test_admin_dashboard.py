@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from tests.integration.admin_console import checkout, failed_checkout, fragile, staff
+from tests.admin.admin_console import checkout, failed_checkout, fragile, staff
 from workflows.admin.dashboard import Hour, hourly_chart
 from workflows.models import Step
 

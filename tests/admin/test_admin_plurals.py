@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 import workflows
-from tests.integration.admin_console import Checkout, checkout, failed_checkout, notes, staff
+from tests.admin.admin_console import Checkout, checkout, failed_checkout, notes, staff
 from workflows.admin.approvals import summarise_input
 from workflows.admin.run_page import hold_text
 from workflows.admin.workers import ago

@@ -23,8 +23,8 @@ from django.urls import URLPattern, URLResolver
 from django.urls.resolvers import RoutePattern
 
 import workflows
+from tests.admin.admin_console import checkout, failed_checkout
 from tests.conftest import staff
-from tests.integration.admin_console import checkout, failed_checkout
 from workflows.admin.actions import RUN_ACTIONS
 from workflows.models import Run, Step
 from workflows.testing import run_pending

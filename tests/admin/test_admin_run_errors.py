@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 import workflows
-from tests.integration.admin_console import failed_checkout, staff
+from tests.admin.admin_console import failed_checkout, staff
 from workflows.models import Run
 from workflows.testing import run_pending
 

@@ -22,7 +22,7 @@ from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
 
-HERE = "tests.integration.test_approvals_inbox"
+HERE = "tests.admin.test_approvals_inbox"
 INBOX = "admin:workflows_approvals"
 
 

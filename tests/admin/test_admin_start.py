@@ -9,7 +9,7 @@ import json
 import pytest
 from django.urls import reverse
 
-from tests.integration.admin_console import notes, staff
+from tests.admin.admin_console import notes, staff
 from workflows.models import Run
 
 pytestmark = pytest.mark.django_db

@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 import workflows
-from tests.integration.admin_console import checkout, failed_checkout, staff
+from tests.admin.admin_console import checkout, failed_checkout, staff
 from workflows.admin.graph_svg import GraphStep, layout
 from workflows.admin.runs import COUNT_CAP, BoundedCountPaginator, id_prefix_range
 from workflows.models import Run
@@ -137,7 +137,7 @@ def test_the_run_page_of_a_failed_run_shows_the_traceback_and_compensation(viewe
     assert "card declined by the bank" in html
     assert "<details><summary>Traceback</summary><pre>Traceback" in html
     assert "Compensations" in html
-    assert f"{__name__.split('.')[0]}.integration.admin_console.release" in html
+    assert f"{__name__.split('.')[0]}.admin.admin_console.release" in html
 
 
 def test_the_history_pages_and_filters_to_failures(viewer):

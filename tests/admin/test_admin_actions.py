@@ -10,7 +10,7 @@ from django.contrib import admin
 from django.urls import reverse
 
 import workflows
-from tests.integration.admin_console import checkout, failed_checkout, fragile, notes, staff
+from tests.admin.admin_console import checkout, failed_checkout, fragile, notes, staff
 from workflows.models import Event, Run, Step
 from workflows.testing import run_pending
 

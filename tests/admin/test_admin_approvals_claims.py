@@ -11,8 +11,8 @@ from django.contrib.auth.models import Group
 from django.urls import reverse
 
 import workflows
+from tests.admin.test_approvals_inbox import notes, waiting
 from tests.conftest import staff
-from tests.integration.test_approvals_inbox import notes, waiting
 from workflows import Gate, Workflow
 from workflows.models import Step
 

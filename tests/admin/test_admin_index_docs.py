@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
+from tests.admin.test_approvals_inbox import waiting
 from tests.conftest import staff
-from tests.integration.test_approvals_inbox import waiting
 
 pytestmark = pytest.mark.django_db
 

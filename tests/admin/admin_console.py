@@ -10,7 +10,7 @@ from workflows import FanOut, Retry, Task, WaitForSignal, Workflow
 from workflows.models import Run
 from workflows.testing import run_pending
 
-HERE = "tests.integration.admin_console"
+HERE = "tests.admin.admin_console"
 
 
 def reserve(ctx):
