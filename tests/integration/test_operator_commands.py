@@ -424,7 +424,7 @@ def test_cancel_refuses_finished_unknown_runs_and_unknown_users():
         str(run.pk),
         message=f"run {run.pk}: run is cancelled; cancel needs ",
     )
-    refused("workflows_cancel", "nope", message="'nope' is not a run id")
+    refused("workflows_cancel", "nope", message="'nope' is neither a run id nor a prefix of one")
 
 
 # workflows_retry

@@ -26,6 +26,7 @@ LAYERS: dict[str, int] = {
     "workflows.status": 0,
     "workflows.validation": 0,
     "workflows.conf": 0,
+    "workflows.permissions": 0,
     "workflows.definitions": 0,
     "workflows.backends": 0,
     # the data, and what a handler sees of it; webhook endpoints and deliveries are

@@ -31,6 +31,7 @@ from workflows import services
 from workflows.engine.guards import RUN_VERBS, STEP_VERBS
 from workflows.errors import DefinitionMissing, WorkflowError
 from workflows.models import Run, Step
+from workflows.permissions import OVERRIDE_GATE_RULE
 from workflows.queries import get_run
 from workflows.queries.explanation import explain
 from workflows.services.bulk import bulk
@@ -132,7 +133,7 @@ class SkipStepForm(StepForm):
             "JSON recorded as the step's output (what downstream steps read). Skipping a "
             'gate decides it: give the decision, e.g. {"decision": "approved", '
             '"selections": ["express"], "feedback": "…"} (empty: approved, nothing selected); '
-            "only those who may decide the gate, or hold workflows.override_gate_rule "
+            f"only those who may decide the gate, or hold {OVERRIDE_GATE_RULE} "
             "(recorded as an override), may skip it."
         ),
     )

@@ -51,14 +51,12 @@ from workflows.errors import (
     WorkflowError,
 )
 from workflows.models import Run, Step
+from workflows.permissions import VIEW_RUN, VIEW_STEP
 from workflows.queries import get_step
 from workflows.status import StepStatus
 
 __all__ = ["ApprovalsViews", "DecisionForm", "decide", "inbox_visible"]
 
-# Holders of Django's view permission on steps see every waiting gate in the inbox,
-# not only those they may decide: operators watching what people are waiting on.
-VIEW_ALL_GATES_PERMISSION = "workflows.view_step"
 # How much of a run's input the inbox shows on one line.
 INPUT_SUMMARY_CHARS = 120
 SHORT_ID_CHARS = 8
@@ -107,7 +105,7 @@ def inbox_visible(user: Any, gates: list[WaitingGate] | None = None) -> bool:
     of an index saying they may use nothing. ``gates``: the user's :func:`gates_for`,
     when the caller has it already.
     """
-    if user.has_perm(VIEW_ALL_GATES_PERMISSION):
+    if user.has_perm(VIEW_STEP):
         return True
     return bool(gates_for(user) if gates is None else gates) or named_by_a_gate(user)
 
@@ -366,7 +364,7 @@ class ApprovalsViews:
 
     def run_url(self, request: HttpRequest, run_id: Any) -> str | None:
         """The run's admin page, for those who may view runs."""
-        if not request.user.has_perm("workflows.view_run"):
+        if not request.user.has_perm(VIEW_RUN):
             return None
         return reverse(f"{self.admin_site.name}:workflows_run_change", args=[run_id])
 
@@ -404,7 +402,7 @@ class ApprovalsViews:
         """Waiting gates the user may decide, oldest first (every gate for viewers)."""
         mine = gates_for(request.user)
         decidable = {gate.step for gate in mine}
-        views_all = request.user.has_perm(VIEW_ALL_GATES_PERMISSION)
+        views_all = request.user.has_perm(VIEW_STEP)
         listed = waiting_gates() if views_all else mine
         inputs = {
             str(pk): data
@@ -472,10 +470,8 @@ class ApprovalsViews:
             gate = get_step(step_id)
         except StepNotFound:
             gate = None
-        if gate is not None and gate.kind == "gate":
-            visible = request.user.has_perm(VIEW_ALL_GATES_PERMISSION) or self.may_decide(
-                request, gate
-            )
+        if gate is not None and gate.kind == Gate.kind:
+            visible = request.user.has_perm(VIEW_STEP) or self.may_decide(request, gate)
             if visible and gate.status == StepStatus.WAITING:
                 return gate
             if visible:
@@ -551,7 +547,7 @@ class ApprovalsViews:
         if str(request.user.pk) != target.user:
             return self.refused(request, 403, "other_user")
         gate = Step.objects.select_related("run", "claimed_by").filter(pk=target.step).first()
-        if gate is None or gate.kind != "gate":
+        if gate is None or gate.kind != Gate.kind:
             return self.refused(request, 410, "gone")
         if gate.status != StepStatus.WAITING or gate.version != target.version:
             return self.refused(request, 409, "used", gate=gate)

@@ -30,7 +30,9 @@ from workflows.admin.runs import badge
 from workflows.engine.limits.budgets import LARGEST, BudgetChange
 from workflows.errors import WorkflowError
 from workflows.models import BudgetCounter
+from workflows.permissions import VIEW_RUN
 from workflows.services import budgets as budget_services
+from workflows.services.access import CHANGE_BUDGETS
 from workflows.services.budgets import BudgetView
 
 
@@ -103,10 +105,10 @@ class BudgetCounterAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
         return counter.workflow_name
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return request.user.has_perm("workflows.view_run")
+        return request.user.has_perm(VIEW_RUN)
 
     def has_operate_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm("workflows.operate_run")
+        return CHANGE_BUDGETS.allows(request.user)
 
     def get_list_display(self, request: HttpRequest) -> tuple[str, ...]:
         shown = tuple(super().get_list_display(request))

@@ -36,8 +36,11 @@ from workflows.admin.runs import (
     runs_with_progress,
 )
 from workflows.admin.start import start_run
+from workflows.definitions import Gate
 from workflows.models import CompensationRecord, FanOutItem, Run, Signal, Step, Timer
+from workflows.permissions import VIEW_FANOUTITEM
 from workflows.queries import Attention
+from workflows.services.access import OPERATE_RUNS, START_RUNS
 from workflows.status import StepStatus
 
 
@@ -99,10 +102,10 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
         return lookup == "parent_run__id__exact" or super().lookup_allowed(lookup, value, request)
 
     def has_operate_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm("workflows.operate_run")
+        return OPERATE_RUNS.allows(request.user)
 
     def has_start_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm("workflows.start_run")
+        return START_RUNS.allows(request.user)
 
     def get_urls(self) -> list[URLPattern]:
         wrap = self.admin_site.admin_view
@@ -150,7 +153,7 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
             raise PermissionDenied
         may = {
             "operate": self.has_operate_permission(request),
-            "view_items": request.user.has_perm("workflows.view_fanoutitem"),
+            "view_items": request.user.has_perm(VIEW_FANOUTITEM),
         }
         context = {
             **self.admin_site.each_context(request),
@@ -221,7 +224,8 @@ def _uuid_or_none(value: str) -> UUID | None:
 @admin.register(Step)
 class StepAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_display = ("id", "run", "name", "kind", "status", "attempt", "updated_at")
-    list_filter = ("status", "kind")
+    # The kinds its steps have, as before the field had choices, not every kind there is.
+    list_filter = ("status", ("kind", admin.AllValuesFieldListFilter))
     search_fields = ("name", "run__id")
     list_select_related = ("run",)
 
@@ -285,7 +289,7 @@ class RunInline(ReadOnlyMixin, GenericTabularInline):
         self.verbose_name_plural = f"runs of this {parent_model._meta.verbose_name}"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
-        waiting_gates = Step.objects.filter(kind="gate", status=StepStatus.WAITING).only(
+        waiting_gates = Step.objects.filter(kind=Gate.kind, status=StepStatus.WAITING).only(
             "run_id", "name", "prompt"
         )
         return (

@@ -23,6 +23,7 @@ from workflows.admin.changelist import SafeChangelistMixin
 from workflows.admin.readonly import ReadOnlyMixin
 from workflows.admin.runs import badge
 from workflows.models import WorkerPresence
+from workflows.permissions import VIEW_RUN
 from workflows.queries.workers import is_live
 
 
@@ -52,7 +53,7 @@ class WorkerPresenceAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
         css = {"all": ("workflows/console.css",)}
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return request.user.has_perm("workflows.view_run")
+        return request.user.has_perm(VIEW_RUN)
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None

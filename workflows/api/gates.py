@@ -41,6 +41,7 @@ from workflows.api.strict import StrictCharField, StrictSerializer
 from workflows.approvals import decidable_by
 from workflows.definitions import Gate
 from workflows.models import Step, Timer
+from workflows.permissions import OVERRIDE_GATE_RULE, VIEW_RUN
 from workflows.status import (
     RUN_ALIVE,
     Decision,
@@ -124,7 +125,7 @@ class DecisionSerializer(serializers.Serializer):
         choices=DecisionVia.choices,
         source="decided_via",
         help_text="decision, timeout, skip (by someone the gate's rule admits) or override "
-        "(a skip outside its rule, under workflows.override_gate_rule)",
+        f"(a skip outside its rule, under {OVERRIDE_GATE_RULE})",
     )
     by = serializers.CharField(
         source="decider", allow_null=True, help_text="the decider's username; null: its timeout"
@@ -170,7 +171,7 @@ class GateQuerySerializer(serializers.Serializer):
         choices=list(GATE_STATUSES.items()),
         default="waiting",
         help_text="waiting (default): the gates you may decide; any other status needs "
-        "the permission workflows.view_run and lists every gate in it",
+        f"the permission {VIEW_RUN} and lists every gate in it",
     )
 
 

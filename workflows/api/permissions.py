@@ -1,7 +1,8 @@
 """Who may do what over HTTP: viewing, starting and operating runs are separate.
 
-Deciding a gate needs no model permission: the gate's own rule (its permission or
-assignees, :mod:`workflows.approvals`) is checked by the service, per gate.
+Starting and operating ask the verb table (:mod:`workflows.services.access`). Deciding
+a gate needs no model permission: the gate's own rule (its permission or assignees,
+:mod:`workflows.approvals`) is checked by the service, per gate.
 """
 
 from __future__ import annotations
@@ -10,31 +11,35 @@ from typing import Any
 
 from rest_framework.permissions import BasePermission
 
+from workflows.services.access import OPERATE_RUNS, START_RUNS, VIEW_RUNS
+
 
 class _HasPermission(BasePermission):
-    permission = ""
+    access = VIEW_RUNS
 
     def has_permission(self, request: Any, view: Any) -> bool:
-        user = request.user
-        return bool(user and user.is_authenticated and user.has_perm(self.permission))
+        return self.access.allows(request.user)
 
 
 class CanViewRuns(_HasPermission):
     """Read runs, steps, items and events (Django's ``workflows.view_run``)."""
 
-    permission = "workflows.view_run"
-    message = "viewing runs needs the permission workflows.view_run"
+    access = VIEW_RUNS
+    permission = access.permission
+    message = access.refusal
 
 
 class CanStartRuns(_HasPermission):
     """Start runs of registered workflows (``workflows.start_run``)."""
 
-    permission = "workflows.start_run"
-    message = "starting runs needs the permission workflows.start_run"
+    access = START_RUNS
+    permission = access.permission
+    message = access.refusal
 
 
 class CanOperateRuns(_HasPermission):
     """Cancel, terminate, pause, resume, retry, rerun, skip, signal (``workflows.operate_run``)."""
 
-    permission = "workflows.operate_run"
-    message = "operating runs needs the permission workflows.operate_run"
+    access = OPERATE_RUNS
+    permission = access.permission
+    message = access.refusal

@@ -4,8 +4,6 @@ links that let one person decide one gate (:mod:`~workflows.approvals.links`).""
 from __future__ import annotations
 
 from workflows.approvals.deciders import (
-    OVERRIDE_CLAIM_PERMISSION,
-    OVERRIDE_RULE_PERMISSION,
     WaitingGate,
     decidable_by,
     gates_for,
@@ -16,8 +14,6 @@ from workflows.approvals.deciders import (
 )
 
 __all__ = [
-    "OVERRIDE_CLAIM_PERMISSION",
-    "OVERRIDE_RULE_PERMISSION",
     "WaitingGate",
     "decidable_by",
     "gates_for",

@@ -30,11 +30,10 @@ from django.db.models.functions import Concat
 
 from workflows.definitions import Gate
 from workflows.models import Step, Timer
+from workflows.permissions import OVERRIDE_GATE_CLAIM, OVERRIDE_GATE_RULE
 from workflows.status import RUN_ALIVE, StepStatus, TimerKind, TimerStatus
 
 __all__ = [
-    "OVERRIDE_CLAIM_PERMISSION",
-    "OVERRIDE_RULE_PERMISSION",
     "WaitingGate",
     "decidable_by",
     "gates_for",
@@ -43,14 +42,6 @@ __all__ = [
     "signed_in",
     "waiting_gates",
 ]
-
-# Lets its holder decide or release a gate someone else has claimed (superusers hold it).
-OVERRIDE_CLAIM_PERMISSION = "workflows.override_gate_claim"
-# Lets its holder skip a gate whose own rule does not admit them. Granted on its own,
-# never implied by operating runs: a skip of a gate is a decision, and one made outside
-# the gate's rule is recorded and shown as an override (superusers hold it, but they
-# may decide every gate anyway).
-OVERRIDE_RULE_PERMISSION = "workflows.override_gate_rule"
 
 
 class _Listed(Func):
@@ -130,12 +121,12 @@ def decidable_by(user: Any) -> Q:
 
 def may_override_claim(user: Any) -> bool:
     """Whether ``user`` may decide or release a gate that someone else has claimed."""
-    return signed_in(user) and user.has_perm(OVERRIDE_CLAIM_PERMISSION)
+    return signed_in(user) and user.has_perm(OVERRIDE_GATE_CLAIM)
 
 
 def may_override_rule(user: Any) -> bool:
     """Whether ``user`` may skip a gate whose rule does not admit them, as an override."""
-    return signed_in(user) and user.has_perm(OVERRIDE_RULE_PERMISSION)
+    return signed_in(user) and user.has_perm(OVERRIDE_GATE_RULE)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from django.utils import timezone
 from workflows.errors import RunNotFound, WorkflowError
 from workflows.models import Run
 from workflows.queries import get_run
+from workflows.services.access import VERBS
 
 _AGE = re.compile(r"(?P<number>[0-9]+)(?P<unit>[smhd])")
 _AGE_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -86,6 +87,16 @@ def user_named(username: str | None) -> AbstractBaseUser | None:
         return user_model._default_manager.get_by_natural_key(username)
     except user_model.DoesNotExist:
         raise CommandError(f"no user named {username!r}") from None
+
+
+def acting_user(username: str | None, verb: str) -> AbstractBaseUser | None:
+    """The user ``--user`` names for ``verb`` (``None`` without ``--user``: the command
+    line is trusted code), held to what the verb table asks of a named user
+    (:mod:`workflows.services.access`): ``PermissionDenied`` when they fall short."""
+    user = user_named(username)
+    if user is not None:
+        VERBS[verb].check_named(user)
+    return user
 
 
 @contextmanager

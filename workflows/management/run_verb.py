@@ -8,10 +8,10 @@ from typing import Any
 from django.core.management.base import BaseCommand
 
 from workflows.management.arguments import (
+    acting_user,
     add_run_arguments,
     refusals_as_command_errors,
     run_from_options,
-    user_named,
 )
 from workflows.management.output import run_line, to_json
 from workflows.models import Run
@@ -20,8 +20,11 @@ from workflows.queries import run_summary
 
 class RunVerbCommand(BaseCommand, ABC):
     """Names the run (id, id prefix or ``--business-key``), the acting ``--user`` and
-    ``--json``; a subclass adds its own options and says what to do in :meth:`apply`."""
+    ``--json``; a subclass names its ``verb`` (a key of the verb table,
+    :mod:`workflows.services.access`, which says what ``--user`` must hold), adds its own
+    options and says what to do in :meth:`apply`."""
 
+    verb: str
     acted_as = "who did it"
 
     def add_verb_arguments(self, parser: Any) -> None:
@@ -39,6 +42,7 @@ class RunVerbCommand(BaseCommand, ABC):
 
     def handle(self, *args: Any, **options: Any) -> None:
         with refusals_as_command_errors():
-            run = self.apply(run_from_options(options), user_named(options["user"]), options)
+            run = run_from_options(options)
+            run = self.apply(run, acting_user(options["user"], self.verb), options)
         summary = run_summary(run)
         self.stdout.write(to_json(summary) if options["json"] else run_line(summary))

@@ -43,7 +43,9 @@ from prometheus_client.core import (
 )
 
 from workflows.conf import workflow_settings
+from workflows.definitions import Gate, Task
 from workflows.models import Event, Run, Step, Timer
+from workflows.permissions import VIEW_METRICS
 from workflows.status import RUN_FINAL, StepStatus, TimerStatus
 
 # Upper bounds (seconds) of the histogram buckets: from a chained claim's milliseconds
@@ -78,8 +80,6 @@ ATTEMPT_OUTCOMES: dict[str, str] = {
 
 # Runs by status, attempts by outcome, expired leases, waiting gates, three histograms.
 SCRAPE_QUERIES = 7
-
-PERMISSION = "workflows.view_metrics"
 
 
 class DatabaseCollector:
@@ -153,7 +153,7 @@ class DatabaseCollector:
         )
         rows = (
             # lease.expired of a compensation names the compensated step: not its attempt.
-            Event.objects.filter(type__in=ATTEMPT_OUTCOMES, step__kind="task")
+            Event.objects.filter(type__in=ATTEMPT_OUTCOMES, step__kind=Task.kind)
             .filter(~Q(type="lease.expired") | Q(payload__kind="step"))
             .order_by()
             .values_list("run__workflow_name", "step__name", "type")
@@ -184,7 +184,7 @@ class DatabaseCollector:
             "flowsite_gates_waiting", "Gates waiting for a decision.", labels=["workflow"]
         )
         rows = (
-            Step.objects.filter(kind="gate", status=StepStatus.WAITING)
+            Step.objects.filter(kind=Gate.kind, status=StepStatus.WAITING)
             .order_by()
             .values_list("run__workflow_name")
             .annotate(n=Count("id"))
@@ -249,8 +249,8 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
             response = HttpResponse("metrics need a bearer token or a login", status=401)
             response["WWW-Authenticate"] = 'Bearer realm="flowsite-metrics"'
             return response
-        if not (user.is_staff and user.has_perm(PERMISSION)):
-            return HttpResponse(f"metrics need a staff user with {PERMISSION}", status=403)
+        if not (user.is_staff and user.has_perm(VIEW_METRICS)):
+            return HttpResponse(f"metrics need a staff user with {VIEW_METRICS}", status=403)
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
 
 

@@ -17,7 +17,6 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
 from django.db.models import F, Func, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Concat
 from django.db.models.lookups import Exact
@@ -28,6 +27,7 @@ from workflows.engine.limits import budgets
 from workflows.engine.limits.budgets import HELD_PREFIX, BudgetChange
 from workflows.errors import DefinitionMissing, InvalidInput
 from workflows.models import BudgetCounter, FanOutItem, Step
+from workflows.services.access import VERBS
 from workflows.status import StepStatus
 from workflows.validation import check_text, max_length
 
@@ -40,8 +40,6 @@ __all__ = [
     "raise_budget",
     "reset_budget",
 ]
-
-OPERATE_PERMISSION = "workflows.operate_run"
 
 
 def _held(model: type[Step] | type[FanOutItem], run_path: str) -> Subquery:
@@ -180,13 +178,6 @@ def budget_view(counter: BudgetCounter, now: datetime | None = None) -> BudgetVi
     )
 
 
-def _check_operator(user: Any) -> None:
-    """``user=None`` is a trusted caller (code, the command line without ``--user``);
-    a user must hold ``workflows.operate_run``."""
-    if user is not None and not user.has_perm(OPERATE_PERMISSION):
-        raise PermissionDenied(f"changing a budget needs the permission {OPERATE_PERMISSION}")
-
-
 def _check_names(workflow_name: str, dimension: str, scope_key: str) -> None:
     check_text(workflow_name, field="workflow", limit=max_length(BudgetCounter, "workflow_name"))
     check_text(dimension, field="dimension", limit=max_length(BudgetCounter, "dimension"))
@@ -205,8 +196,9 @@ def raise_budget(
     """Set the limit of a budget (of the workflow, or of one business key with
     ``scope_key``) and let the work it held start again. ``limit`` is a number >= 0
     (or its decimal text); :class:`InvalidInput` names what is wrong, and
-    ``PermissionDenied`` a user without ``workflows.operate_run``."""
-    _check_operator(user)
+    ``PermissionDenied`` a user without ``workflows.operate_run`` (``user=None`` is
+    trusted code: the verb table, :mod:`workflows.services.access`)."""
+    VERBS["raise_budget"].check_named(user)
     _check_names(workflow_name, dimension, scope_key)
     try:
         value = budgets.as_amount(Decimal(limit) if isinstance(limit, str) else limit, what="limit")
@@ -222,6 +214,6 @@ def reset_budget(
     workflow_name: str, dimension: str, *, scope_key: str = "", user: Any = None
 ) -> BudgetChange:
     """Set a budget's usage back to 0 and let the work it held start again."""
-    _check_operator(user)
+    VERBS["reset_budget"].check_named(user)
     _check_names(workflow_name, dimension, scope_key)
     return budgets.reset_budget(workflow_name, dimension, scope_key=scope_key, user=user)

@@ -17,6 +17,9 @@ from django.db.models import Max, Min, QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
+from workflows.permissions import VIEW_RUN
+from workflows.services.access import START_RUNS
+
 register = template.Library()
 
 
@@ -27,8 +30,8 @@ def workflows_console(context: dict[str, Any]) -> dict[str, Any]:
     user = getattr(request, "user", None)
     if user is None or not user.is_active or not user.is_staff:
         return {"visible": False}
-    views = user.has_perm("workflows.view_run")
-    starts = user.has_perm("workflows.start_run")
+    views = user.has_perm(VIEW_RUN)
+    starts = START_RUNS.allows(user)
     return {
         "visible": views or starts,
         "dashboard_url": reverse("admin:workflows_dashboard") if views else None,

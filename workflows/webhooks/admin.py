@@ -27,14 +27,12 @@ from workflows.admin.changelist import SafeChangelistMixin
 from workflows.admin.readonly import ReadOnlyMixin
 from workflows.admin.runs import badge
 from workflows.errors import StaleState
+from workflows.services.access import REPLAY_DELIVERIES
 from workflows.status import DELIVERY_OPEN, DeliveryStatus
 from workflows.webhooks import services
 from workflows.webhooks.event_types import WEBHOOK_EVENT_TYPES, WILDCARD
 from workflows.webhooks.models import WebhookDelivery, WebhookEndpoint
 from workflows.webhooks.signing import SECRET_PREFIX
-
-# The permission that manages endpoints also replays their deliveries.
-MANAGE_PERMISSION = "workflows.change_webhookendpoint"
 
 
 def masked(secret: str) -> str:
@@ -256,7 +254,7 @@ class WebhookDeliveryAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin)
         css = {"all": ("workflows/console.css",)}
 
     def has_replay_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm(MANAGE_PERMISSION)
+        return REPLAY_DELIVERIES.allows(request.user)
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, delivery: WebhookDelivery) -> SafeString:

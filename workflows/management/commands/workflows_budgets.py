@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from workflows.management.arguments import refusals_as_command_errors, user_named
+from workflows.management.arguments import acting_user, refusals_as_command_errors
 from workflows.management.output import table, to_json
 from workflows.services import budgets as budget_services
 
@@ -83,8 +83,8 @@ class Command(BaseCommand):
         if options["action"] == "list":
             self._list(options)
             return
-        user = user_named(options["user"])
         with refusals_as_command_errors():
+            user = acting_user(options["user"], f"{options['action']}_budget")
             if options["action"] == "raise":
                 change = budget_services.raise_budget(
                     options["workflow"],

@@ -8,10 +8,10 @@ from django.core.management.base import BaseCommand, CommandError
 
 from workflows.engine.guards import RUN_VERBS
 from workflows.management.arguments import (
+    acting_user,
     parse_age,
     priority_number,
     refusals_as_command_errors,
-    user_named,
 )
 from workflows.management.output import to_json
 from workflows.services.bulk import (
@@ -129,7 +129,7 @@ class Command(BaseCommand):
                 older_than=older_than,
                 business_key=options["business_key"],
             )
-            call = {"dry_run": options["dry_run"], "user": user_named(options["user"])}
+            call = {"dry_run": options["dry_run"], "user": acting_user(options["user"], "bulk")}
             if options["json"]:
                 result = bulk(options["verb"], runs, **call, **verb_options)
                 self.stdout.write(

@@ -6,8 +6,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from workflows.management.arguments import refusals_as_command_errors, user_named
+from workflows.management.arguments import acting_user, refusals_as_command_errors
 from workflows.management.output import step_line, to_json
+from workflows.permissions import OVERRIDE_GATE_CLAIM
 from workflows.queries import get_step, step_summary
 from workflows.services import claim_gate, unclaim_gate
 
@@ -17,7 +18,7 @@ class Command(BaseCommand):
         "Claim the waiting gate STEP for user U, so that others may not decide it, or with "
         "--release give the claim up; print who holds the gate now. Refused (exit status "
         "1) when the gate is no longer waiting, someone else holds it (releasing another "
-        "user's claim needs the permission workflows.override_gate_claim), or U may not "
+        f"user's claim needs the permission {OVERRIDE_GATE_CLAIM}), or U may not "
         "decide it."
     )
 
@@ -38,7 +39,9 @@ class Command(BaseCommand):
         verb = unclaim_gate if options["release"] else claim_gate
         with refusals_as_command_errors():
             gate = get_step(options["step_id"])
-            step = verb(gate, user_named(options["user"]))
+            step = verb(
+                gate, acting_user(options["user"], "release" if options["release"] else "claim")
+            )
         claimer = step.claimed_by.get_username() if step.claimed_by_id else None
         summary = {**step_summary(step), "claimed_by": claimer, "claimed_at": step.claimed_at}
         if options["json"]:

@@ -17,6 +17,7 @@ class Command(RunVerbCommand):
         "unless the run is pending, running or waiting."
     )
 
+    verb = "pause"
     acted_as = "who paused it"
 
     def add_verb_arguments(self, parser: Any) -> None:

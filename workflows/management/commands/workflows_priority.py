@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from workflows.management.arguments import (
+    acting_user,
     priority_number,
     refusals_as_command_errors,
     run_from_options,
-    user_named,
 )
 from workflows.management.output import run_line, to_json
 from workflows.management.run_verb import RunVerbCommand
@@ -27,6 +27,7 @@ class Command(RunVerbCommand):
         "Example: workflows_priority 3f2a9c1e 50 --user alice"
     )
 
+    verb = "priority"
     acted_as = "who changed it"
 
     def add_arguments(self, parser: Any) -> None:
@@ -40,7 +41,8 @@ class Command(RunVerbCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         with refusals_as_command_errors():
-            run = self.apply(run_from_options(options), user_named(options["user"]), options)
+            run = run_from_options(options)
+            run = self.apply(run, acting_user(options["user"], self.verb), options)
         summary = {**run_summary(run), "priority": run.priority}
         if options["json"]:
             self.stdout.write(to_json(summary))

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from workflows.management.arguments import refusals_as_command_errors, user_named
+from workflows.management.arguments import acting_user, refusals_as_command_errors
 from workflows.management.output import step_line, to_json
 from workflows.queries import get_step, step_summary
 from workflows.services import reject_gate
@@ -35,6 +35,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         with refusals_as_command_errors():
             gate = get_step(options["step_id"])
-            step = reject_gate(gate, user=user_named(options["user"]), feedback=options["feedback"])
+            step = reject_gate(
+                gate, user=acting_user(options["user"], "reject"), feedback=options["feedback"]
+            )
         summary = step_summary(step)
         self.stdout.write(to_json(summary) if options["json"] else step_line(summary))

@@ -18,6 +18,7 @@ class Command(RunVerbCommand):
         "complete, another step failed too, or a reset step's work was never compensated."
     )
 
+    verb = "rerun"
     acted_as = "who reran it"
 
     def add_verb_arguments(self, parser: Any) -> None:

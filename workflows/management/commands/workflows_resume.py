@@ -17,6 +17,7 @@ class Command(RunVerbCommand):
         "the run is paused."
     )
 
+    verb = "resume"
     acted_as = "who resumed it"
 
     def apply(self, run: Run, user: Any, options: dict[str, Any]) -> Run:

@@ -4,25 +4,30 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
-from workflows.management.arguments import refusals_as_command_errors, user_named
+from workflows.management.arguments import (
+    acting_user,
+    add_run_arguments,
+    refusals_as_command_errors,
+    run_from_options,
+)
 from workflows.management.output import run_line, step_line, to_json
-from workflows.queries import get_run, get_step, run_summary, step_summary
+from workflows.queries import get_step, run_summary, step_summary
 from workflows.services import retry_run, retry_step
 
 
 class Command(BaseCommand):
     help = (
-        "Retry failed run RUN (every failed or timed-out step gets fresh attempts, or failed "
-        "compensations run again), or with --step only the failed step STEP; the run "
-        "resumes. Prints the new status. Refused (exit status 1) when nothing has failed."
+        "Retry failed run RUN (its id, a unique id prefix, or --business-key): every failed "
+        "or timed-out step gets fresh attempts, or failed compensations run again; or with "
+        "--step only the failed step STEP. The run resumes. Prints the new status. Refused "
+        "(exit status 1) when nothing has failed."
     )
 
     def add_arguments(self, parser: Any) -> None:
-        target = parser.add_mutually_exclusive_group(required=True)
-        target.add_argument("run_id", nargs="?", metavar="RUN", help="the failed run's id (a UUID)")
-        target.add_argument(
+        add_run_arguments(parser)
+        parser.add_argument(
             "--step", dest="step_id", metavar="STEP", help="retry only this failed step (its id)"
         )
         parser.add_argument(
@@ -33,12 +38,18 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        names_run = options["run_id"] is not None or options["business_key"] is not None
+        if options["step_id"] is None and not names_run:
+            raise CommandError("one of the arguments RUN --step is required (or --business-key)")
+        if options["step_id"] is not None and names_run:
+            raise CommandError("argument --step: not allowed with argument RUN or --business-key")
         with refusals_as_command_errors():
-            user = user_named(options["user"])
+            verb = "retry" if options["step_id"] is None else "retry_step"
+            user = acting_user(options["user"], verb)
             if options["step_id"] is not None:
                 summary = step_summary(retry_step(get_step(options["step_id"]), user=user))
                 line = step_line(summary)
             else:
-                summary = run_summary(retry_run(get_run(options["run_id"]), user=user))
+                summary = run_summary(retry_run(run_from_options(options), user=user))
                 line = run_line(summary)
         self.stdout.write(to_json(summary) if options["json"] else line)

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from workflows.management.arguments import json_value, refusals_as_command_errors, user_named
+from workflows.management.arguments import acting_user, json_value, refusals_as_command_errors
 from workflows.management.output import to_json
 from workflows.queries import get_run, signal_summary
 from workflows.services import send_signal
@@ -46,7 +46,7 @@ class Command(BaseCommand):
                 options["name"],
                 options["payload"],
                 idempotency_key=options["idempotency_key"],
-                user=user_named(options["user"]),
+                user=acting_user(options["user"], "signal"),
             )
         summary = signal_summary(signal)
         if options["json"]:

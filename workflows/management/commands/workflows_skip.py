@@ -6,8 +6,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from workflows.management.arguments import json_value, refusals_as_command_errors, user_named
+from workflows.management.arguments import acting_user, json_value, refusals_as_command_errors
 from workflows.management.output import step_line, to_json
+from workflows.permissions import OVERRIDE_GATE_RULE
 from workflows.queries import get_step, step_summary
 from workflows.services import skip_step
 
@@ -18,7 +19,7 @@ class Command(BaseCommand):
         "run moves on (a failed run resumes). Accepts steps not yet finished and failed or "
         "timed-out ones; refused (exit status 1) otherwise. Skipping a gate decides it: it "
         "needs --user U whom the gate's rule admits (or who holds "
-        "workflows.override_gate_rule, recorded as an override), and --output is then the "
+        f"{OVERRIDE_GATE_RULE}, recorded as an override), and --output is then the "
         'decision, e.g. \'{"decision": "approved", "selections": ["express"]}\'.'
     )
 
@@ -47,6 +48,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         with refusals_as_command_errors():
             step = get_step(options["step_id"])
-            skipped = skip_step(step, user=user_named(options["user"]), output=options["output"])
+            skipped = skip_step(
+                step, user=acting_user(options["user"], "skip_step"), output=options["output"]
+            )
         summary = step_summary(skipped)
         self.stdout.write(to_json(summary) if options["json"] else step_line(summary))

@@ -18,6 +18,7 @@ class Command(RunVerbCommand):
         "Refused (exit status 1) for a run that already ended."
     )
 
+    verb = "terminate"
     acted_as = "who terminated it"
 
     def add_verb_arguments(self, parser: Any) -> None:

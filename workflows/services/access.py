@@ -1,0 +1,98 @@
+"""Who may call each write verb: one table, which every surface asks.
+
+Each verb is declared once in :data:`VERBS`, with the permission it needs
+(:mod:`workflows.permissions`) and who is held to it:
+
+- a user signed in to a surface (an admin page or action, an API permission class) must
+  hold the verb's permission before the verb is offered or run: :meth:`Access.allows`;
+- a user named by trusted code (a Python call's ``user=``, a command's ``--user``) is
+  held to it only where the verb says ``named=True`` (changing a budget); elsewhere the
+  user is the actor recorded in the history, because code and the command line already
+  act with the whole database's authority: :meth:`Access.check_named`. No user at all
+  (``user=None``) is trusted code everywhere;
+- the gate verbs name no permission: the gate's own rule decides
+  (:mod:`workflows.approvals`), for every caller, and the gate services check it
+  (:mod:`workflows.services.gates`), as they check ``OVERRIDE_GATE_CLAIM`` and
+  ``OVERRIDE_GATE_RULE``. Skipping a gate is an operator verb that is also a decision,
+  so it needs both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+
+from workflows.engine.guards import RUN_VERBS, STEP_VERBS
+from workflows.permissions import CHANGE_WEBHOOKENDPOINT, OPERATE_RUN, START_RUN, VIEW_RUN
+
+__all__ = [
+    "CHANGE_BUDGETS",
+    "DECIDE_GATES",
+    "OPERATE_RUNS",
+    "REPLAY_DELIVERIES",
+    "START_RUNS",
+    "VERBS",
+    "VIEW_RUNS",
+    "Access",
+]
+
+
+@dataclass(frozen=True)
+class Access:
+    """What a class of verbs needs: a permission (``None``: the gate's own rule), and
+    whether a user named by code or ``--user`` is held to it too."""
+
+    doing: str
+    permission: str | None
+    named: bool
+
+    @property
+    def refusal(self) -> str:
+        """The message of a refusal: ``"operating runs needs the permission ..."``."""
+        return f"{self.doing} needs the permission {self.permission}"
+
+    def allows(self, user: Any) -> bool:
+        """Whether ``user``, signed in to a surface, may use these verbs at all (for the
+        gate verbs, whether they are signed in: the gate's rule decides per gate)."""
+        if not (user is not None and user.is_authenticated):
+            return False
+        return self.permission is None or user.has_perm(self.permission)
+
+    def check_named(self, user: Any) -> None:
+        """Refuse a user named by code or ``--user`` who lacks the permission, where
+        these verbs hold named users to it; ``None`` is trusted code."""
+        if user is None or not self.named or self.permission is None:
+            return
+        if not user.has_perm(self.permission):
+            raise PermissionDenied(self.refusal)
+
+
+# Reading is no verb, but the API's permission classes ask it the same way.
+VIEW_RUNS = Access("viewing runs", VIEW_RUN, named=False)
+OPERATE_RUNS = Access("operating runs", OPERATE_RUN, named=False)
+START_RUNS = Access("starting runs", START_RUN, named=False)
+# A budget is shared by every run of its workflow: raising one releases work of
+# thousands of runs, so whoever code or a command names must hold the permission too.
+CHANGE_BUDGETS = Access("changing a budget", OPERATE_RUN, named=True)
+DECIDE_GATES = Access("deciding a gate", None, named=True)
+# The permission that manages endpoints (where workers send data) also replays deliveries.
+REPLAY_DELIVERIES = Access("replaying webhook deliveries", CHANGE_WEBHOOKENDPOINT, named=False)
+
+VERBS: dict[str, Access] = {
+    **{name: OPERATE_RUNS for name in RUN_VERBS},
+    **{name: OPERATE_RUNS for name in STEP_VERBS},
+    "signal": OPERATE_RUNS,
+    "bulk": OPERATE_RUNS,
+    "start": START_RUNS,
+    "raise_budget": CHANGE_BUDGETS,
+    "reset_budget": CHANGE_BUDGETS,
+    "approve": DECIDE_GATES,
+    "reject": DECIDE_GATES,
+    "claim": DECIDE_GATES,
+    "release": DECIDE_GATES,
+    "replay": REPLAY_DELIVERIES,
+}
+"""Every write verb a surface offers, and what it needs. The run and step verbs are
+those of :mod:`workflows.engine.guards`, so a new verb there is covered here."""
