@@ -13,7 +13,7 @@ from django.db import router
 
 from workflows.conf import workflow_settings
 from workflows.definitions import registry
-from workflows.engine.sql import engine_alias
+from workflows.engine.sql.connection import engine_alias
 from workflows.models import Run
 
 

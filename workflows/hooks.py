@@ -23,7 +23,8 @@ from django.db import connections, transaction
 from django.db.models import F
 from django.dispatch import Signal
 
-from workflows.engine.sql import engine_alias
+from workflows.definitions import Gate
+from workflows.engine.sql.connection import engine_alias
 from workflows.models import Event
 from workflows.status import RUN_FINAL
 from workflows.webhooks.outbox import record_deliveries
@@ -87,7 +88,7 @@ _HOOK_OF_TYPE: dict[str, Signal] = {
     "gate.overridden": gate_overridden,
     "compensation.failed": compensation_failed,
 }
-_HOOK_OF_WAITING_REASON: dict[str, Signal] = {"gate": gate_waiting}
+_HOOK_OF_WAITING_REASON: dict[str, Signal] = {Gate.kind: gate_waiting}
 
 
 @dataclass

@@ -18,8 +18,10 @@ from django.db.transaction import TransactionManagementError
 
 import workflows
 from workflows import Task, Workflow
-from workflows.engine.dbapi import _qmark, adapter, execute, fetch_one
-from workflows.engine.sql import insert_rows, lock_run
+from workflows.engine.sql.adapters import adapter
+from workflows.engine.sql.execute import execute, fetch_one, to_qmark
+from workflows.engine.sql.inserts import insert_rows
+from workflows.engine.sql.locks import lock_run
 from workflows.engine.transaction import transition
 from workflows.models import Event, FanOutItem, Run, Step
 from workflows.status import RunStatus, StepStatus
@@ -82,7 +84,7 @@ def test_adapters_store_what_django_stores(model: type[Model]):
 
 def test_placeholders_become_question_marks_and_literal_percents_stay():
     sql = "SELECT STRFTIME('%%Y', 'now') WHERE a = %s AND b = %s"
-    assert _qmark(sql) == "SELECT STRFTIME('%Y', 'now') WHERE a = ? AND b = ?"
+    assert to_qmark(sql) == "SELECT STRFTIME('%Y', 'now') WHERE a = ? AND b = ?"
 
 
 def test_a_database_error_on_the_direct_path_is_djangos():

@@ -20,7 +20,7 @@ from workflows import Task, Workflow
 from workflows.definitions.limits import RateLimit
 from workflows.engine import claim_step, complete_work
 from workflows.engine.limits import rates
-from workflows.engine.sql import engine_alias
+from workflows.engine.sql.connection import engine_alias
 from workflows.errors import WorkHeld
 from workflows.models import ConcurrencySlot, Step
 

@@ -5,11 +5,10 @@ compare-and-set writes plus the Event rows that record it; see
 :mod:`workflows.engine.scope` for the frame each is written in.
 
 The rule: every state-changing UPDATE states the state it expects in its WHERE clause
-and bumps ``version`` — one row (``sql.cas_update``) or a set (``sql.cas_update_many``,
-which returns the rows it changed; only those get events). Never read ids, then update
-by id. Importing the package
-loads every node module, which registers how its steps are entered, settled and timed
-out.
+and bumps ``version`` — one row (``sql.updates.cas_update``) or a set
+(``sql.updates.cas_update_many``, which returns the rows it changed; only those get
+events). Never read ids, then update by id. Importing the package loads every node
+module, which registers how its steps are entered, settled and timed out.
 """
 
 from __future__ import annotations

@@ -18,7 +18,9 @@ from workflows.context import Context
 from workflows.definitions import Node, Workflow
 from workflows.engine.events import EventLog
 from workflows.engine.runs import fail_run, settle_run, step_failure, unwind
-from workflows.engine.sql import StepRow, db_now, move_row, step_rows
+from workflows.engine.sql.expressions import db_now
+from workflows.engine.sql.rows import StepRow, step_rows
+from workflows.engine.sql.updates import move_row
 from workflows.engine.work_kinds import WorkKind
 from workflows.models import Run, Step, Timer
 from workflows.status import RUN_ACTIVE, STEP_FINAL, RunStatus, StepStatus

@@ -19,18 +19,11 @@ from workflows.engine.events import EventLog
 from workflows.engine.lease import Held, Lease, LeaseBatch
 from workflows.engine.limits.admission import Admitted, Hold, admit, hold, limited
 from workflows.engine.routing import serves
-from workflows.engine.scope import RunScope, fail_missing_definition
-from workflows.engine.sql import (
-    STEP_ROW_FIELDS,
-    ClaimRow,
-    StepRow,
-    attempts_plus,
-    cas_update,
-    cas_update_many,
-    db_now,
-    db_now_plus,
-    take_items,
-)
+from workflows.engine.scope import RunScope, fail_missing_definition, unlocked_scope
+from workflows.engine.sql.claim_reads import ClaimRow
+from workflows.engine.sql.expressions import attempts_plus, db_now, db_now_plus
+from workflows.engine.sql.rows import STEP_ROW_FIELDS, StepRow
+from workflows.engine.sql.updates import cas_update, cas_update_many, take_items
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import STEP, WorkKind
 from workflows.errors import DefinitionMissing, StaleState, WorkHeld
@@ -304,7 +297,7 @@ def claim(kind: WorkKind, unit_id: int, owner: str) -> Held:
     comes with up to ``batch_size - 1`` more ready items of its step, claimed in the
     same statement, as a :class:`LeaseBatch`. The unit claimed may be another ready
     unit of the same route with a higher priority (:func:`~workflows.engine.sql.
-    claim_step_row`). A limit that does not let it start yet (``engine.admission``)
+    claim_reads.claim_step_row`). A limit that does not let it start yet (``engine.admission``)
     holds it, commits why, and raises :class:`WorkHeld`. A run whose workflow is not
     registered here fails with ``definition_missing`` (in a transition of its own,
     which keeps the lock order) and :class:`DefinitionMissing` is raised.
@@ -360,40 +353,48 @@ def _claim(kind: WorkKind, unit_id: int, owner: str) -> Held | Hold:
     route = Route.of_row(row.queue, row.requires)
     if not serves(owner, route):
         raise StaleState(f"{kind.name} {row.pk} is routed to {route}, not served here")
-    events = EventLog()
-    admitted = admit(kind, row, node, workflow)
-    if isinstance(admitted, Hold):
-        if row.held_on != admitted.held_on:
-            events.add(row.run_id, f"{kind.name}.held", step_id=row.step_id, on=admitted.held_on)
-        hold(kind, row, admitted)
-        events.flush()
-        return admitted
-    template = Lease(
-        kind=kind,
-        unit_id=row.pk,
-        run_id=row.run_id,
-        step_id=row.step_id,
-        step_name=row.step_name,
-        owner=owner,
-        workflow=workflow,
-        run_input=row.run_input,
-        handler_path=row.handler or node.handler_path,
-        item_key=row.item_key,
-        item=row.item,
-        compensated_output=(row.payload or {}).get("output"),
-        generation=(row.payload or {}).get("generation", row.generation),
-        refusal=admitted.refusal,
-    )
-    size = kind.batch_size_of(node)
-    held: Held | None = (
-        begin_batch(template, from_status=StepStatus.READY, limit=size, events=events, first=row.pk)
-        if size > 1
-        else begin_attempt(template, row, events)
-    )
-    if held is None:
-        raise StaleState(f"{kind.label(row.step_name, row.item_key)} was claimed by another worker")
-    events.flush()
-    return held
+    with unlocked_scope() as scope:  # the unit, read SKIP LOCKED; its run is not locked
+        admitted = admit(kind, row, node, workflow)
+        if isinstance(admitted, Hold):
+            if row.held_on != admitted.held_on:
+                scope.events.add(
+                    row.run_id, f"{kind.name}.held", step_id=row.step_id, on=admitted.held_on
+                )
+            hold(kind, row, admitted)
+            return admitted
+        template = Lease(
+            kind=kind,
+            unit_id=row.pk,
+            run_id=row.run_id,
+            step_id=row.step_id,
+            step_name=row.step_name,
+            owner=owner,
+            workflow=workflow,
+            run_input=row.run_input,
+            handler_path=row.handler or node.handler_path,
+            item_key=row.item_key,
+            item=row.item,
+            compensated_output=(row.payload or {}).get("output"),
+            generation=(row.payload or {}).get("generation", row.generation),
+            refusal=admitted.refusal,
+        )
+        size = kind.batch_size_of(node)
+        held: Held | None = (
+            begin_batch(
+                template,
+                from_status=StepStatus.READY,
+                limit=size,
+                events=scope.events,
+                first=row.pk,
+            )
+            if size > 1
+            else begin_attempt(template, row, scope.events)
+        )
+        if held is None:
+            raise StaleState(
+                f"{kind.label(row.step_name, row.item_key)} was claimed by another worker"
+            )
+        return held
 
 
 def _workflow_of(row: ClaimRow) -> type[Workflow]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from workflows.engine.sql import insert_events
+from workflows.engine.sql.inserts import insert_events
 
 
 def actor(user: Any) -> str | None:

@@ -9,7 +9,7 @@ from typing import Any
 from uuid import UUID
 
 from workflows.definitions import LeasedNode, Retry, Workflow
-from workflows.engine.sql import Fence
+from workflows.engine.sql.updates import Fence
 from workflows.engine.work_kinds import WorkKind
 
 

@@ -26,8 +26,9 @@ from workflows.engine.advance import Advancer, error_from_exception
 from workflows.engine.events import EventLog
 from workflows.engine.lease import Held, Lease, LeaseBatch
 from workflows.engine.limits.admission import attempt_ended, attempt_holder
-from workflows.engine.scope import RunScope, run_scope
-from workflows.engine.sql import cas_update, db_now, db_now_plus, fenced_update_many
+from workflows.engine.scope import RunScope, run_scope, unlocked_scope
+from workflows.engine.sql.expressions import db_now, db_now_plus
+from workflows.engine.sql.updates import cas_update, fenced_update_many
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import FailedUnit
 from workflows.errors import LeaseLost
@@ -154,9 +155,8 @@ def _heartbeat_batch(batch: LeaseBatch) -> list[tuple[Lease, _Rejected]]:
         lease_expires_at=db_now_plus(first.node.effective_timeout),
         updated_at=db_now(),
     )
-    events = EventLog()
-    rejected = _apply_fenced(batch.leases, extended, "heartbeat", events)
-    events.flush()
+    with unlocked_scope() as scope:  # the leased rows alone, not their run
+        rejected = _apply_fenced(batch.leases, extended, "heartbeat", scope.events)
     batch.leases = [lease for lease in batch.leases if lease.unit_id in extended]
     return rejected
 
@@ -187,10 +187,8 @@ def record_lost_lease(lease: Lease, action: str) -> None:
 
 
 def _record_rejection(lease: Lease, action: str) -> _Rejected:
-    events = EventLog()
-    rejected = _reject(lease, action, events)
-    events.flush()
-    return rejected
+    with unlocked_scope() as scope:  # the lease alone, not its run
+        return _reject(lease, action, scope.events)
 
 
 def complete_work(lease: Lease, output: Any, *, claim_next: bool = False) -> Held | None:

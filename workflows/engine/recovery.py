@@ -10,18 +10,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
-from django.db import transaction
 from django.db.models.functions import Now
 
 from workflows.definitions.limits import Route
-from workflows.engine.dispatch import enqueue
-from workflows.engine.events import EventLog
-from workflows.engine.executor import Work
 from workflows.engine.limits.admission import attempt_ended
 from workflows.engine.limits.slots import Holder
 from workflows.engine.runs import unwind
-from workflows.engine.scope import run_scope
-from workflows.engine.sql import cas_update, db_now, engine_alias
+from workflows.engine.scope import run_scope, unlocked_scope
+from workflows.engine.sql.expressions import db_now
+from workflows.engine.sql.updates import cas_update
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import STEP, FailedUnit, WorkKind
 from workflows.models import Run
@@ -150,10 +147,11 @@ def redispatch(kind: WorkKind, unit_id: int, *, ready_before: datetime) -> bool:
     ):
         return False
     owners = _owners(kind, row.pk)
-    events = EventLog()
-    events.add(owners.run_id, f"{kind.name}.redispatched", step_id=owners.step_id, unit=row.pk)
-    events.flush()
-    enqueue([Work(kind, row.pk, Route.of_row(row.queue, row.requires))])
+    with unlocked_scope() as scope:  # the unit alone: its run is not locked
+        scope.events.add(
+            owners.run_id, f"{kind.name}.redispatched", step_id=owners.step_id, unit=row.pk
+        )
+        scope.dispatch(kind, row.pk, Route.of_row(row.queue, row.requires))
     return True
 
 
@@ -178,18 +176,18 @@ def repair_run(run_id: UUID, *, wait: bool = True) -> bool:
     return True
 
 
+@transition
 def delete_finished_runs(run_ids: list[UUID], *, finished_before: datetime) -> int:
     """Delete finished top-level runs (with their steps, children and history).
 
-    Re-checks each run's status and age in the delete itself, so a run that an operator
-    retried meanwhile is kept. Returns how many runs were deleted.
+    Not a transition on a run: no run's state changes, no event is written (the history
+    goes with the run), so no run is locked and no scope opened. Re-checks each run's
+    status and age in the delete itself, so a run that an operator retried meanwhile is
+    kept. Returns how many runs were deleted.
     """
-    with transaction.atomic(using=engine_alias()):
-        _, per_model = (
-            Run.objects.filter(
-                pk__in=run_ids, parent_run__isnull=True, finished_at__lt=finished_before
-            )
-            .exclude(status__in=RUN_ACTIVE)
-            .delete()
-        )
+    _, per_model = (
+        Run.objects.filter(pk__in=run_ids, parent_run__isnull=True, finished_at__lt=finished_before)
+        .exclude(status__in=RUN_ACTIVE)
+        .delete()
+    )
     return per_model.get(Run._meta.label, 0)

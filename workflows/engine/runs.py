@@ -1,7 +1,7 @@
 """Run-level transitions: running ⇄ waiting, completed, failed, and unwinding.
 
 Each function is called inside a transition that already holds the run row (see
-:func:`workflows.engine.sql.lock_run`), so the run's status and version read there are
+:func:`workflows.engine.sql.locks.lock_run`), so the run's status and version read there are
 current. A run that fails or is cancelled first stops forward work, then *unwinds*:
 once nothing it started is still running, its compensations run one at a time in
 reverse completion order, and the run ends ``compensated``, ``failed``, ``cancelled``
@@ -14,18 +14,15 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from workflows.definitions import FanOut
 from workflows.definitions.limits import Route
 from workflows.engine.dispatch import enqueue
 from workflows.engine.events import EventLog
 from workflows.engine.executor import Work
-from workflows.engine.sql import (
-    bump_item_counter,
-    cas_update,
-    cas_update_many,
-    completed_outputs,
-    db_now,
-    step_statuses,
-)
+from workflows.engine.sql.counters import bump_item_counter
+from workflows.engine.sql.expressions import db_now
+from workflows.engine.sql.rows import completed_outputs, step_statuses
+from workflows.engine.sql.updates import cas_update, cas_update_many
 from workflows.engine.work_kinds import COMPENSATION
 from workflows.errors import StaleState
 from workflows.models import CompensationRecord, FanOutItem, Run, Step, Timer
@@ -159,13 +156,15 @@ def stop_forward_work(run: Run, events: EventLog, *, reason: str) -> None:
     )
     stopped += cas_update_many(
         Step,
-        where={"run_id": run.pk, "status": StepStatus.RUNNING, "kind": "fanout"},
+        where={"run_id": run.pk, "status": StepStatus.RUNNING, "kind": FanOut.kind},
         returning=("id", "name"),
         **changes,
     )
     for pk, name in sorted(stopped):
         events.add(run.pk, "step.cancelled", step_id=pk, reason=reason, step=name)
-    fanouts = list(Step.objects.filter(run_id=run.pk, kind="fanout").values_list("id", flat=True))
+    fanouts = list(
+        Step.objects.filter(run_id=run.pk, kind=FanOut.kind).values_list("id", flat=True)
+    )
     if fanouts:
         skipped = cas_update_many(
             FanOutItem,

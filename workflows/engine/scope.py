@@ -18,6 +18,13 @@ of a transition supplies only what differs: the compare-and-set writes of its ow
 A run whose (name, version) is not registered in this process is handled here and
 nowhere else: if the run is active it fails with ``definition_missing`` in this
 transition, which commits, and the caller gets :class:`DefinitionMissing`.
+
+Transitions that do not lock one run first use :func:`unlocked_scope`, the same frame
+without the run: a claim (it reads its unit ``SKIP LOCKED`` and must not wait for the
+run, whose lock is taken after the unit's everywhere else), a fenced heartbeat or the
+record of a rejected write (they touch only the leased rows), a redispatch, and the
+start of queued runs (it locks each run it takes itself, without waiting). Only this
+module builds a scope or an event log (``tests/unit/test_transition_frame.py``).
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from workflows.engine.events import EventLog
 from workflows.engine.executor import Work
 from workflows.engine.lease import Held
 from workflows.engine.runs import fail_run
-from workflows.engine.sql import lock_run
+from workflows.engine.sql.locks import lock_run
 from workflows.engine.transaction import AfterCommit, transition
 from workflows.engine.work_kinds import WorkKind
 from workflows.errors import DefinitionMissing
@@ -42,13 +49,40 @@ from workflows.models import Run, Step
 from workflows.status import RUN_ACTIVE
 
 
-class RunScope:
+class TransitionScope:
+    """What every transition collects: its events and the work it made ready.
+
+    Closing it writes the events (unless they belong to an enclosing transition's
+    scope, which writes them) and hands the ready work to the executor.
+    """
+
+    def __init__(self, *, events: EventLog | None = None) -> None:
+        self._owns_events = events is None
+        self.events = events if events is not None else EventLog()
+        self.ready_work: list[Work] = []
+
+    def dispatch(self, kind: WorkKind, unit_id: int, route: Route) -> None:
+        """Queue a unit of ready work once this transition has written its state."""
+        self.ready_work.append(Work(kind, unit_id, route))
+
+    def close(self) -> None:
+        """Write the events, hand ready work to the executor.
+
+        A nested scope leaves the events to the transition that owns them.
+        """
+        if self._owns_events:
+            self.events.flush()
+        enqueue(self.ready_work)
+
+
+class RunScope(TransitionScope):
     """One transition's view of a locked run: definition, events, ready work, advancer.
 
     ``claim_owner``: when given, the first task or item the transition makes ready is
     claimed at once for that worker (``ready → running`` in the same transaction), so
     a worker finishing a step continues with the next one without a queue round trip;
     its lease (or, for a batched fan-out, its batch of leases) ends up in :attr:`claimed`.
+    Built by :func:`run_scope`, :func:`nested_scope` and :func:`held_scope` only.
     """
 
     def __init__(
@@ -59,13 +93,11 @@ class RunScope:
         events: EventLog | None = None,
         claim_owner: str | None = None,
     ) -> None:
+        super().__init__(events=events)
         self.run = run
         self._workflow = workflow
-        self._owns_events = events is None
-        self.events = events if events is not None else EventLog()
         self.claim_owner = claim_owner
         self.claimed: Held | None = None
-        self.ready_work: list[Work] = []
         self._advancer: Advancer | None = None
 
     @property
@@ -85,24 +117,15 @@ class RunScope:
             self._advancer = Advancer(self)
         return self._advancer
 
-    def dispatch(self, kind: WorkKind, unit_id: int, route: Route) -> None:
-        """Queue a unit of ready work once this transition has written its state."""
-        self.ready_work.append(Work(kind, unit_id, route))
-
     def finish(self) -> None:
         """Settle the run's status if this transition evaluated its graph."""
         if self._advancer is not None:
             self._advancer.finish()
 
     def close(self) -> None:
-        """Settle the run, write the events, hand ready work to the executor.
-
-        A nested scope leaves the events to the transition that owns them.
-        """
+        """Settle the run, write the events, hand ready work to the executor."""
         self.finish()
-        if self._owns_events:
-            self.events.flush()
-        enqueue(self.ready_work)
+        super().close()
 
 
 def _resolve(run: Run) -> type[Workflow] | None:
@@ -149,20 +172,45 @@ def run_scope(
     scope.close()
 
 
-def nested_scope(run_id: UUID, events: EventLog) -> RunScope | None:
+def nested_scope(run: UUID | Run, events: EventLog) -> RunScope | None:
     """A scope on another run inside the current transition, writing to ``events``.
 
-    For a child run reporting its end to its parent (a child is always locked before
-    its parent). A parent whose definition is gone is failed here and ``None`` is
-    returned: the child's own transition still commits.
+    ``run``: its id, locked here, or the run itself when this transition has locked it
+    already. For a child run reporting its end to its parent (a child is always locked
+    before its parent), and for a queued run being started (locked without waiting). A
+    run whose definition is gone is failed here and ``None`` is returned: the
+    transition that opened the scope still commits.
     """
-    run = lock_run(run_id)
+    locked = run if isinstance(run, Run) else lock_run(run)
     try:
-        workflow = _resolve(run)
+        workflow = _resolve(locked)
     except DefinitionMissing as missing:
-        fail_run(run, missing.as_dict(), events)
+        fail_run(locked, missing.as_dict(), events)
         return None
+    return RunScope(locked, workflow, events=events)
+
+
+def held_scope(run: Run, workflow: type[Workflow], *, events: EventLog | None = None) -> RunScope:
+    """A scope on a run this transition has just created, with its definition.
+
+    No lock to take: no other transaction sees the run before this one commits. Its
+    events go to ``events`` (the parent's, for a child run), or to a log of its own.
+    The caller closes it once it has written its own state.
+    """
     return RunScope(run, workflow, events=events)
+
+
+@contextmanager
+def unlocked_scope() -> Iterator[TransitionScope]:
+    """The frame of a transition that does not lock one run first: collect its events
+    and ready work, write and hand them on when the body succeeds.
+
+    For a claim (it must not wait for the run: see the module's docstring), a fenced
+    heartbeat or rejection, a redispatch, and the start of queued runs.
+    """
+    scope = TransitionScope()
+    yield scope
+    scope.close()
 
 
 def run_of_step(step_id: int) -> UUID:

@@ -14,8 +14,8 @@ from workflows.engine.advance import Advancer
 from workflows.engine.events import EventLog
 from workflows.engine.fingerprint import fingerprint
 from workflows.engine.limits import run_limits
-from workflows.engine.scope import RunScope
-from workflows.engine.sql import insert_rows
+from workflows.engine.scope import RunScope, held_scope
+from workflows.engine.sql.inserts import insert_rows
 from workflows.engine.transaction import transition
 from workflows.errors import IdempotencyConflict, InvalidInput
 from workflows.models import Run, Step, subject_of
@@ -172,7 +172,7 @@ def create_run(
             for name, node in definition.nodes.items()
         ],
     )
-    scope = RunScope(run, definition, events=events)
+    scope = held_scope(run, definition, events=events)
     if admitted:
         kind = "run.started"
         about = {"parent_run": str(parent.pk)} if parent is not None else {}

@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING
 
 from workflows.definitions.limits import Route
 from workflows.engine.scope import RunScope, run_scope
-from workflows.engine.sql import StepRow, cas_update, cas_update_many, db_now, step_row
+from workflows.engine.sql.expressions import db_now
+from workflows.engine.sql.rows import StepRow, step_row
+from workflows.engine.sql.updates import cas_update, cas_update_many
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import kind_of_timer
 from workflows.errors import StaleState
@@ -54,7 +56,7 @@ def fire_timer(timer_id: int, *, wait: bool = True) -> bool:
     Two scanners firing the same timer race on the timer's compare-and-set: exactly one
     fires it and applies its effect, the other sees ``False``. With ``wait=False`` a run
     held by another transition raises :class:`~workflows.errors.RunBusy` instead of
-    waiting (see :func:`~workflows.engine.sql.lock_run`).
+    waiting (see :func:`~workflows.engine.sql.locks.lock_run`).
     """
     timer = Timer.objects.filter(pk=timer_id, status=TimerStatus.SCHEDULED).first()
     if timer is None:

@@ -12,7 +12,7 @@ from typing import ParamSpec, TypeVar
 from django.db import OperationalError, connections, transaction
 
 from workflows.conf import workflow_settings
-from workflows.engine.sql import engine_alias, statements_on
+from workflows.engine.sql.connection import engine_alias, statements_on
 from workflows.errors import DatabaseBusy
 
 logger = logging.getLogger("workflows.engine")

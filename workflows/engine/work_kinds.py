@@ -21,7 +21,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from workflows.definitions import FanOut, LeasedNode, Retry
 from workflows.definitions.nodes import default_retry
-from workflows.engine import sql
+from workflows.engine.sql.claim_reads import (
+    ClaimRow,
+    claim_compensation_row,
+    claim_item_row,
+    claim_step_row,
+)
 from workflows.models import CompensationRecord, FanOutItem, LeasedWork, Step
 from workflows.status import RUN_ACTIVE, RUN_HELD, RUN_UNWINDING, StepStatus
 
@@ -90,7 +95,7 @@ class WorkKind:
     held_while: frozenset[str]
     stopped_status: str
     timer_field: str
-    read_claim: Callable[..., sql.ClaimRow | None]  # (unit id, *, preferred=True, locked=True)
+    read_claim: Callable[..., ClaimRow | None]  # (unit id, *, preferred=True, locked=True)
     run_path: str
     retry_of: Callable[[LeasedNode], Retry]
     describe: str
@@ -136,7 +141,7 @@ STEP = WorkKind(
     held_while=RUN_HELD,
     stopped_status=StepStatus.CANCELLED,
     timer_field="step",
-    read_claim=sql.claim_step_row,
+    read_claim=claim_step_row,
     run_path="run",
     retry_of=_node_retry,
     describe="step {step!r}",
@@ -149,7 +154,7 @@ ITEM = WorkKind(
     held_while=RUN_HELD,
     stopped_status=StepStatus.SKIPPED,
     timer_field="item",
-    read_claim=sql.claim_item_row,
+    read_claim=claim_item_row,
     run_path="step__run",
     retry_of=_node_retry,
     describe="item {item!r} of step {step!r}",
@@ -163,7 +168,7 @@ COMPENSATION = WorkKind(
     held_while=frozenset(),
     stopped_status=StepStatus.FAILED,
     timer_field="compensation",
-    read_claim=sql.claim_compensation_row,
+    read_claim=claim_compensation_row,
     run_path="run",
     retry_of=_compensation_retry,
     describe="compensation of step {step!r}",

@@ -29,7 +29,8 @@ from django.db.models import Case, Value, When
 from django.db.models.functions import Now
 
 from workflows.conf import workflow_settings
-from workflows.engine.sql import attempts_plus, cas_update, db_now, db_now_plus
+from workflows.engine.sql.expressions import attempts_plus, db_now, db_now_plus
+from workflows.engine.sql.updates import cas_update
 from workflows.engine.transaction import transition
 from workflows.status import DELIVERY_OPEN, DeliveryStatus
 from workflows.webhooks.enqueue import due, endpoints_due

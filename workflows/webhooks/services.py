@@ -16,7 +16,8 @@ from datetime import datetime
 
 from django.db.models import QuerySet
 
-from workflows.engine.sql import cas_update, cas_update_many, db_now
+from workflows.engine.sql.expressions import db_now
+from workflows.engine.sql.updates import cas_update, cas_update_many
 from workflows.engine.transaction import transition
 from workflows.errors import StaleState
 from workflows.status import DELIVERY_ENDED, DELIVERY_OPEN, DELIVERY_WAITING, DeliveryStatus

@@ -30,11 +30,14 @@ from workflows.conf import workflow_settings
 from workflows.context import Context
 from workflows.definitions import LeasedNode, Workflow
 from workflows.definitions.limits import RateLimit, Route
-from workflows.engine.dbapi import fetch_all
 from workflows.engine.dispatch import enqueue
 from workflows.engine.executor import Work
 from workflows.engine.limits import budgets, rates, slots
-from workflows.engine.sql import ClaimRow, _db, _quote, cas_update
+from workflows.engine.sql.claim_reads import ClaimRow
+from workflows.engine.sql.connection import engine_connection
+from workflows.engine.sql.execute import fetch_all
+from workflows.engine.sql.identifiers import table
+from workflows.engine.sql.updates import cas_update
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import ITEM, STEP, WorkKind
 from workflows.errors import PermanentError
@@ -218,10 +221,10 @@ def unhold_next(kind: WorkKind, held_on: str, count: int = 1) -> list[Work]:
     compare-and-set restating ``ready`` and the hold: a unit claimed or released
     meanwhile is left alone.
     """
-    table = _quote(kind.model._meta.db_table)
+    units = table(kind.model)
     found = fetch_all(
-        _db(),
-        f"SELECT id, version, queue, requires FROM {table} WHERE status = %s AND held_on = %s "
+        engine_connection(),
+        f"SELECT id, version, queue, requires FROM {units} WHERE status = %s AND held_on = %s "
         "ORDER BY priority DESC, updated_at, id LIMIT %s",
         [StepStatus.READY, held_on, count],
     )

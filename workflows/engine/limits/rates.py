@@ -14,12 +14,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from workflows.definitions.limits import RateLimit
-from workflows.engine.dbapi import fetch_one
-from workflows.engine.sql import _db, _for_update, _json, _quote, cas_update
+from workflows.engine.sql.adapters import from_db_json
+from workflows.engine.sql.connection import engine_connection
+from workflows.engine.sql.execute import fetch_one
+from workflows.engine.sql.identifiers import column, table
+from workflows.engine.sql.locks import row_lock
+from workflows.engine.sql.updates import cas_update
 from workflows.errors import StaleState
 from workflows.models import RateBucket
 
-_BUCKETS = _quote(RateBucket._meta.db_table)
+_BUCKETS = table(RateBucket)
 
 
 def _epoch_now(vendor: str) -> str:
@@ -38,10 +42,10 @@ class _Bucket:
 
 
 def _read(key: str, rate: RateLimit) -> _Bucket:
-    connection = _db()
+    connection = engine_connection()
     sql = (
         f"SELECT id, starts, version, {_epoch_now(connection.vendor)} FROM {_BUCKETS} "
-        f"WHERE {_quote('key')} = %s{_for_update(connection)}"
+        f"WHERE {column(RateBucket, 'key')} = %s{row_lock(connection)}"
     )
     row = fetch_one(connection, sql, [key])
     if row is None:
@@ -51,7 +55,9 @@ def _read(key: str, rate: RateLimit) -> _Bucket:
         row = fetch_one(connection, sql, [key])
     pk, starts, version, now = row
     since = now - rate.period.total_seconds()
-    recent = sorted(t for t in _json(RateBucket, "starts", starts, connection) or [] if t > since)
+    recent = sorted(
+        t for t in from_db_json(RateBucket, "starts", starts, connection) or [] if t > since
+    )
     return _Bucket(pk, version, recent, now)
 
 

@@ -50,9 +50,10 @@ from uuid import UUID
 from workflows.definitions import Workflow, registry
 from workflows.engine.events import EventLog
 from workflows.engine.limits import slots
-from workflows.engine.runs import fail_run, set_run_status, when_run_ends, when_run_revives
-from workflows.engine.scope import RunScope
-from workflows.engine.sql import db_now, lock_run
+from workflows.engine.runs import set_run_status, when_run_ends, when_run_revives
+from workflows.engine.scope import nested_scope, unlocked_scope
+from workflows.engine.sql.expressions import db_now
+from workflows.engine.sql.locks import lock_run
 from workflows.engine.transaction import transition
 from workflows.errors import DefinitionMissing, InvalidTransition, RunBusy
 from workflows.models import ConcurrencySlot, Run
@@ -124,10 +125,12 @@ def fill(name: str, events: EventLog | None = None, *, freed_by: UUID | None = N
     oldest first. Inside the caller's transition; ``events`` is its event log (a log
     of its own, flushed here, when ``None``).
     """
+    if events is None:
+        with unlocked_scope() as scope:
+            return fill(name, scope.events, freed_by=freed_by)
     filling: set[str] = _filling.__dict__.setdefault("names", set())
     if name in filling:
         return Filled()
-    log = events if events is not None else EventLog()
     filled = Filled()
     limit = limit_of(name)
     passed: set[UUID] = set()
@@ -154,12 +157,10 @@ def fill(name: str, events: EventLog | None = None, *, freed_by: UUID | None = N
                 continue
             if limit is not None and not slots.acquire(slot_key(name), limit, _holder(run.pk)):
                 break
-            _start(run, log, freed_by)
+            _start(run, events, freed_by)
             filled.started += 1
     finally:
         filling.discard(name)
-    if events is None:
-        log.flush()
     return filled
 
 
@@ -167,19 +168,16 @@ def _start(run: Run, events: EventLog, freed_by: UUID | None) -> None:
     """``queued → running`` for a run holding its place, and enter its roots."""
     set_run_status(run, RunStatus.RUNNING, events, started_at=db_now())
     events.add(run.pk, "run.dequeued", freed_by=str(freed_by) if freed_by is not None else None)
-    try:
-        workflow = registry.get(run.workflow_name, run.workflow_version)
-    except DefinitionMissing as missing:  # its code was dropped while it waited
-        fail_run(run, missing.as_dict(), events)
+    scope = nested_scope(run, events)
+    if scope is None:  # its code was dropped while it waited: failed instead
         return
     events.add(
         run.pk,
         "run.started",
-        workflow=workflow.name,
-        version=workflow.version,
+        workflow=scope.workflow.name,
+        version=scope.workflow.version,
         idempotency_key=run.idempotency_key,
     )
-    scope = RunScope(run, workflow, events=events)
     scope.advancer.start()
     scope.close()
 

@@ -20,8 +20,13 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from workflows.engine.dbapi import fetch_all
-from workflows.engine.sql import _db, _for_update, _quote, _run_key, cas_update, db_now
+from workflows.engine.sql.adapters import stored_run_id
+from workflows.engine.sql.connection import engine_connection
+from workflows.engine.sql.execute import fetch_all
+from workflows.engine.sql.expressions import db_now
+from workflows.engine.sql.identifiers import column, table
+from workflows.engine.sql.locks import row_lock
+from workflows.engine.sql.updates import cas_update
 from workflows.models import ConcurrencySlot, FanOutItem, Run, Step
 from workflows.status import RUN_FINAL, RunStatus, StepStatus
 
@@ -49,23 +54,25 @@ class Holder:
         }
 
 
-def _live_holder_sql() -> str:
-    """SQL true when slot ``s`` is still held by its holder."""
-    clauses = [
-        f"(s.holder_kind = '{kind}' AND EXISTS (SELECT 1 FROM {_quote(model._meta.db_table)} u "
-        f"WHERE u.id = s.holder_id AND u.status = '{StepStatus.RUNNING}' "
-        "AND u.attempt = s.holder_attempt))"
-        for kind, model in _UNIT_TABLES.items()
-    ]
-    ended = ", ".join(f"'{status}'" for status in RUN_NOT_HOLDING)
+def _live_holder_sql() -> tuple[str, list[Any]]:
+    """SQL true when slot ``s`` is still held by its holder, and its parameters."""
+    clauses, params = [], []
+    for kind, model in _UNIT_TABLES.items():
+        clauses.append(
+            f"(s.holder_kind = %s AND EXISTS (SELECT 1 FROM {table(model)} u "
+            "WHERE u.id = s.holder_id AND u.status = %s AND u.attempt = s.holder_attempt))"
+        )
+        params += [kind, StepStatus.RUNNING]
     clauses.append(
-        f"(s.holder_kind = 'run' AND EXISTS (SELECT 1 FROM {_quote(Run._meta.db_table)} r "
-        f"WHERE r.id = s.holder_run_id AND r.status NOT IN ({ended})))"
+        f"(s.holder_kind = %s AND EXISTS (SELECT 1 FROM {table(Run)} r "
+        f"WHERE r.id = s.holder_run_id AND r.status NOT IN "
+        f"({', '.join(['%s'] * len(RUN_NOT_HOLDING))})))"
     )
-    return "(" + " OR ".join(clauses) + ")"
+    params += ["run", *RUN_NOT_HOLDING]
+    return "(" + " OR ".join(clauses) + ")", params
 
 
-_SLOTS = _quote(ConcurrencySlot._meta.db_table)
+_SLOTS, _KEY = table(ConcurrencySlot), column(ConcurrencySlot, "key")
 
 
 def acquire(key: str, limit: int, holder: Holder) -> bool:
@@ -92,31 +99,31 @@ def acquire(key: str, limit: int, holder: Holder) -> bool:
 
 
 def _free_slots(key: str, limit: int) -> Sequence[tuple[int, int]]:
-    connection = _db()
+    connection = engine_connection()
+    live, live_params = _live_holder_sql()
     sql = (
-        f"SELECT s.id, s.version FROM {_SLOTS} s WHERE s.{_quote('key')} = %s AND s.slot < %s "
-        f"AND (s.holder_kind = '' OR NOT {_live_holder_sql()}) ORDER BY s.slot"
-        f"{_for_update(connection, skip_locked=True, of='s')}"
+        f"SELECT s.id, s.version FROM {_SLOTS} s WHERE s.{_KEY} = %s AND s.slot < %s "
+        f"AND (s.holder_kind = '' OR NOT {live}) ORDER BY s.slot"
+        f"{row_lock(connection, skip_locked=True, of='s')}"
     )
-    found = fetch_all(connection, sql, (key, limit))
+    params = (key, limit, *live_params)
+    found = fetch_all(connection, sql, params)
     if found or _count(key) >= limit:
         return found
     _create(key, limit)
-    return fetch_all(connection, sql, (key, limit))
+    return fetch_all(connection, sql, params)
 
 
 def _count(key: str) -> int:
-    connection = _db()
-    found = fetch_all(
-        connection, f"SELECT COUNT(*) FROM {_SLOTS} WHERE {_quote('key')} = %s", (key,)
-    )
+    connection = engine_connection()
+    found = fetch_all(connection, f"SELECT COUNT(*) FROM {_SLOTS} WHERE {_KEY} = %s", (key,))
     return found[0][0]
 
 
 def _create(key: str, limit: int) -> None:
     """Create the missing slots ``0 .. limit - 1`` of ``key``; another transaction
     creating them at the same moment is not an error."""
-    ConcurrencySlot.objects.using(_db().alias).bulk_create(
+    ConcurrencySlot.objects.using(engine_connection().alias).bulk_create(
         [ConcurrencySlot(key=key, slot=number) for number in range(limit)],
         ignore_conflicts=True,
     )
@@ -128,19 +135,19 @@ def release(holder: Holder) -> list[str]:
     Set-based, stating the holder it expects: a slot another holder took since (after
     the holder's lease was reclaimed) is left alone.
     """
-    connection = _db()
+    connection = engine_connection()
     where = "holder_kind = %s AND "
     params: list[Any] = [holder.kind]
     if holder.kind == "run":
         where += "holder_run_id = %s"
-        params.append(_run_key(holder.run_id, connection))
+        params.append(stored_run_id(holder.run_id, connection))
     else:
         where += "holder_id = %s AND holder_attempt = %s"
         params += [holder.unit_id, holder.attempt]
     rows = fetch_all(
         connection,
         f"UPDATE {_SLOTS} SET holder_kind = '', holder_id = NULL, holder_attempt = 0, "
-        f"holder_run_id = NULL, version = version + 1 WHERE {where} RETURNING {_quote('key')}",
+        f"holder_run_id = NULL, version = version + 1 WHERE {where} RETURNING {_KEY}",
         params,
     )
     return [key for (key,) in rows]
@@ -148,11 +155,11 @@ def release(holder: Holder) -> list[str]:
 
 def held(key: str) -> int:
     """How many slots of ``key`` are held now (for ``explain`` and the admin)."""
-    connection = _db()
+    connection = engine_connection()
+    live, live_params = _live_holder_sql()
     found = fetch_all(
         connection,
-        f"SELECT COUNT(*) FROM {_SLOTS} s WHERE s.{_quote('key')} = %s "
-        f"AND s.holder_kind <> '' AND {_live_holder_sql()}",
-        (key,),
+        f"SELECT COUNT(*) FROM {_SLOTS} s WHERE s.{_KEY} = %s AND s.holder_kind <> '' AND {live}",
+        (key, *live_params),
     )
     return found[0][0]

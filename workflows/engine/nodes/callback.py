@@ -25,7 +25,9 @@ from workflows.engine.limits.admission import attempt_ended, attempt_holder
 from workflows.engine.nodes.compensation import record_compensation
 from workflows.engine.outcomes import settle_failure
 from workflows.engine.scope import run_of_step, run_scope
-from workflows.engine.sql import StepRow, cas_update, db_now, step_row
+from workflows.engine.sql.expressions import db_now
+from workflows.engine.sql.rows import StepRow, step_row
+from workflows.engine.sql.updates import cas_update
 from workflows.engine.timers import cancel_timers, fires
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import STEP, FailedUnit

@@ -21,20 +21,10 @@ from workflows.engine.advance import Advancer, enters
 from workflows.engine.claims import claim_batch_in_scope, claim_in_scope
 from workflows.engine.lease import Lease
 from workflows.engine.nodes.compensation import record_compensation
-from workflows.engine.sql import (
-    FanOutCounts,
-    ItemRow,
-    StepRow,
-    bump_item_counter,
-    cas_update_many,
-    db_now,
-    item_counts,
-    item_outputs,
-    move_row,
-    next_pending_items,
-    step_row,
-    take_items,
-)
+from workflows.engine.sql.counters import FanOutCounts, bump_item_counter, item_counts, item_outputs
+from workflows.engine.sql.expressions import db_now
+from workflows.engine.sql.rows import ItemRow, StepRow, next_pending_items, step_row
+from workflows.engine.sql.updates import cas_update_many, move_row, take_items
 from workflows.engine.start import start_child
 from workflows.engine.work_kinds import ITEM, FailedUnit, settles
 from workflows.errors import ChildRunFailed

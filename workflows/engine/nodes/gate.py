@@ -17,11 +17,14 @@ from django.utils import timezone
 from workflows.definitions import Gate
 from workflows.engine.advance import Advancer, enters
 from workflows.engine.scope import run_of_step, run_scope
-from workflows.engine.sql import StepRow, cas_update, db_now, step_row
+from workflows.engine.sql.expressions import db_now
+from workflows.engine.sql.rows import StepRow, step_row
+from workflows.engine.sql.updates import cas_update
 from workflows.engine.timers import cancel_timers, fires
 from workflows.engine.transaction import transition
 from workflows.errors import GateAlreadyDecided, GateClaimed, StaleState
 from workflows.models import Run, Step
+from workflows.permissions import OVERRIDE_GATE_CLAIM
 from workflows.status import RUN_ALIVE, Decision, DecisionVia, StepStatus, TimerKind
 
 
@@ -53,7 +56,7 @@ def enter_gate(advancer: Advancer, row: StepRow, node: Gate) -> str:
         row,
         TimerKind.GATE_TIMEOUT,
         due_at,
-        reason="gate",
+        reason=Gate.kind,
         changes={
             "prompt": prompt,
             "options": [option.as_dict() for option in node.options],
@@ -111,7 +114,7 @@ def _claim_of(step_id: int) -> tuple[int | None, str | None]:
 def _refuse_claimed(row: StepRow, claimer: str | None, action: str) -> None:
     raise GateClaimed(
         f"gate {row.name!r} is claimed by {claimer}; only they, or a user with permission "
-        f"workflows.override_gate_claim, may {action} it",
+        f"{OVERRIDE_GATE_CLAIM}, may {action} it",
         step=row.name,
         claimed_by=claimer,
     )

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from workflows.definitions import Sleep
 from workflows.engine.advance import Advancer, enters
-from workflows.engine.sql import StepRow
+from workflows.engine.sql.rows import StepRow
 from workflows.engine.timers import fires
 from workflows.status import StepStatus, TimerKind
 
@@ -19,7 +19,7 @@ def enter_sleep(advancer: Advancer, row: StepRow, node: Sleep) -> str:
         wake_at: datetime = node.wake_at(advancer.context, timezone.now())
     except Exception as exc:
         return advancer.fail_entering(row, exc, "sleep_error")
-    advancer.park(row, TimerKind.SLEEP, wake_at, reason="sleep", until=wake_at.isoformat())
+    advancer.park(row, TimerKind.SLEEP, wake_at, reason=Sleep.kind, until=wake_at.isoformat())
     return StepStatus.WAITING
 
 

@@ -17,7 +17,7 @@ from workflows.engine.events import EventLog
 from workflows.engine.nodes.fanout import settle_child_item
 from workflows.engine.runs import when_run_ends
 from workflows.engine.scope import nested_scope
-from workflows.engine.sql import StepRow, step_row
+from workflows.engine.sql.rows import StepRow, step_row
 from workflows.engine.start import start_child
 from workflows.engine.verbs.cancel import cancel_run
 from workflows.engine.verbs.terminate import terminate_run

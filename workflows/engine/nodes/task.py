@@ -10,7 +10,7 @@ from workflows.engine.advance import Advancer, enters
 from workflows.engine.claims import claim_in_scope, claim_pending_in_scope
 from workflows.engine.lease import Lease
 from workflows.engine.nodes.compensation import record_compensation
-from workflows.engine.sql import StepRow
+from workflows.engine.sql.rows import StepRow
 from workflows.engine.work_kinds import STEP, FailedUnit, settles
 from workflows.status import RUN_ACTIVE, StepStatus
 

@@ -12,7 +12,8 @@ from workflows.definitions import WaitForSignal
 from workflows.engine.advance import Advancer, enters
 from workflows.engine.fingerprint import fingerprint
 from workflows.engine.scope import run_scope
-from workflows.engine.sql import StepRow, cas_update, step_rows
+from workflows.engine.sql.rows import StepRow, step_rows
+from workflows.engine.sql.updates import cas_update
 from workflows.engine.timers import cancel_timers, fires
 from workflows.engine.transaction import transition
 from workflows.errors import IdempotencyConflict, InvalidTransition, StaleState
@@ -36,7 +37,7 @@ def enter_wait(advancer: Advancer, row: StepRow, node: WaitForSignal) -> str:
         row,
         TimerKind.SIGNAL_TIMEOUT,
         due_at,
-        reason="signal",
+        reason=WaitForSignal.kind,
         signal=node.signal,
         changes={"signal_name": node.signal},
     )

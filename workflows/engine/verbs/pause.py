@@ -17,13 +17,14 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
+from workflows.definitions import FanOut
 from workflows.definitions.limits import Route
 from workflows.engine.events import actor
 from workflows.engine.guards import PAUSE, RESUME
 from workflows.engine.nodes.fanout import continue_fanout
 from workflows.engine.runs import set_run_status
 from workflows.engine.scope import run_scope
-from workflows.engine.sql import STEP_ROW_FIELDS, StepRow
+from workflows.engine.sql.rows import STEP_ROW_FIELDS, StepRow
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import WORK_KINDS
 from workflows.models import Step
@@ -74,7 +75,7 @@ def resume_run(run_id: UUID, *, user: Any = None) -> None:
             ).values_list("id", "queue", "requires")
         ]
         for row in rows:
-            fanout = scope.workflow.nodes[row.name].kind == "fanout"
+            fanout = isinstance(scope.workflow.nodes[row.name], FanOut)
             if fanout and row.status == StepStatus.RUNNING and run.status == RunStatus.RUNNING:
                 continue_fanout(scope.advancer, row)
         scope.advancer.release_stranded()

@@ -16,7 +16,8 @@ from uuid import UUID
 from workflows.engine.events import actor
 from workflows.engine.guards import PRIORITY
 from workflows.engine.scope import run_scope
-from workflows.engine.sql import cas_update, cas_update_many, db_now
+from workflows.engine.sql.expressions import db_now
+from workflows.engine.sql.updates import cas_update, cas_update_many
 from workflows.engine.transaction import transition
 from workflows.errors import StaleState
 from workflows.models import CompensationRecord, FanOutItem, Run, Step

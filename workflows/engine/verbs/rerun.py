@@ -17,7 +17,9 @@ from workflows.engine.events import actor
 from workflows.engine.guards import RERUN
 from workflows.engine.runs import set_run_status
 from workflows.engine.scope import run_scope
-from workflows.engine.sql import STEP_ROW_FIELDS, StepRow, cas_update, cas_update_many, db_now
+from workflows.engine.sql.expressions import db_now
+from workflows.engine.sql.rows import STEP_ROW_FIELDS, StepRow
+from workflows.engine.sql.updates import cas_update, cas_update_many
 from workflows.engine.transaction import transition
 from workflows.errors import InvalidTransition, StaleState, StepNotFound
 from workflows.models import CompensationRecord, FanOutItem, Step, Timer

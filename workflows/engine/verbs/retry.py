@@ -14,14 +14,9 @@ from workflows.engine.guards import RETRY, RETRY_STEP
 from workflows.engine.nodes.fanout import resume_fanout
 from workflows.engine.runs import set_run_status, unwind
 from workflows.engine.scope import RunScope, run_of_step, run_scope
-from workflows.engine.sql import (
-    StepRow,
-    attempts_plus,
-    cas_update,
-    cas_update_many,
-    db_now,
-    step_row,
-)
+from workflows.engine.sql.expressions import attempts_plus, db_now
+from workflows.engine.sql.rows import StepRow, step_row
+from workflows.engine.sql.updates import cas_update, cas_update_many
 from workflows.engine.transaction import transition
 from workflows.errors import InvalidTransition
 from workflows.models import CompensationRecord, FanOutItem, Step
@@ -43,7 +38,7 @@ def revive(scope: RunScope, user: Any) -> None:
     set_run_status(run, RunStatus.RUNNING, scope.events, error=None, finished_at=None)
     scope.events.add(run.pk, "run.resumed", by=actor(user), reopened=len(reopened))
     for step_id, name in Step.objects.filter(
-        run_id=run.pk, kind="fanout", status=StepStatus.PENDING, items_total__gt=0
+        run_id=run.pk, kind=FanOut.kind, status=StepStatus.PENDING, items_total__gt=0
     ).values_list("id", "name"):
         resume_fanout(scope.advancer, step_id, name)
     scope.advancer.release_stranded()

@@ -13,11 +13,8 @@ from workflows.engine.events import actor
 from workflows.engine.guards import SKIP_STEP
 from workflows.engine.nodes.gate import decision_output, respect_claim, stamp
 from workflows.engine.scope import RunScope, run_of_step, run_scope
-from workflows.engine.sql import (
-    StepRow,
-    db_now,
-    step_row,
-)
+from workflows.engine.sql.expressions import db_now
+from workflows.engine.sql.rows import StepRow, step_row
 from workflows.engine.timers import cancel_timers
 from workflows.engine.transaction import transition
 from workflows.engine.verbs.retry import revive

@@ -14,11 +14,14 @@ from collections import Counter
 from typing import Any
 from uuid import UUID
 
+from workflows.definitions import FanOut
 from workflows.engine.events import actor
 from workflows.engine.guards import TERMINATE
 from workflows.engine.runs import set_run_status, stop_forward_work
 from workflows.engine.scope import run_scope
-from workflows.engine.sql import bump_item_counter, cas_update_many, db_now
+from workflows.engine.sql.counters import bump_item_counter
+from workflows.engine.sql.expressions import db_now
+from workflows.engine.sql.updates import cas_update_many
 from workflows.engine.transaction import transition
 from workflows.models import CompensationRecord, FanOutItem, Step, Timer
 from workflows.status import CompensationStatus, RunStatus, StepStatus, TimerStatus
@@ -60,7 +63,7 @@ def terminate_run(run_id: UUID, *, reason: str = "", user: Any = None) -> None:
         for step_id, name in sorted(stopped):
             events.add(run.pk, "step.cancelled", step_id=step_id, step=name, reason="terminated")
         fanouts = list(
-            Step.objects.filter(run_id=run.pk, kind="fanout").values_list("id", flat=True)
+            Step.objects.filter(run_id=run.pk, kind=FanOut.kind).values_list("id", flat=True)
         )
         if fanouts:
             items = cas_update_many(

@@ -1,78 +1,24 @@
-"""Running the engine's hand-written statements, and adapting their parameters.
+"""What the database stores for a value: per-field adapters of the statements' parameters.
 
-Why not Django's cursor for every statement: a chained step runs five statements, and
-on SQLite Django's per-statement wrapping (a new ``CursorWrapper``, the async-safety
-and thread-sharing checks, the regular expression that rewrites ``%s`` to ``?``) cost
-more CPU than SQLite spends executing them (``docs/benchmarks.md``). Inside a
-transaction the connection is open and checked already, so the statement goes straight
-to the DB-API connection, its ``%s`` placeholders rewritten once per statement text.
-
-What Django's cursor gives and this keeps: database errors are raised as Django's
-(``django.db.OperationalError`` and the rest), and a transaction marked for rollback
-refuses further statements. What switches back to Django's cursor: ``DEBUG`` or a test
-capturing queries (they must see every statement), an installed
-``connection.execute_wrapper()``, and any statement outside a transaction.
+Why not ``Field.get_db_prep_save`` for every value: walking a field's chain of
+preparation methods cost more than executing the statement on SQLite. The plain values
+of the hot path (numbers, text, UUIDs, JSON) are adapted by a function per field that
+gives what Django gives; anything else still takes Django's own path.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
 from django.db import models
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.backends.sqlite3.base import FORMAT_QMARK_REGEX
 
-Row = tuple[Any, ...]
+from workflows.models import Run
+
 Adapter = Callable[[Any, BaseDatabaseWrapper], Any]
-
-
-@functools.lru_cache(maxsize=1024)
-def _qmark(sql: str) -> str:
-    """``%s`` placeholders as SQLite's ``?``, the way Django's SQLite cursor rewrites them."""
-    return FORMAT_QMARK_REGEX.sub("?", sql).replace("%%", "%")
-
-
-def _direct(connection: BaseDatabaseWrapper) -> bool:
-    """Whether a statement may bypass Django's cursor (see the module's docstring)."""
-    return (
-        connection.in_atomic_block
-        and not connection.needs_rollback
-        and not connection.execute_wrappers
-        and not connection.queries_logged
-    )
-
-
-def _run(
-    connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any], fetch: Callable[[Any], Any]
-) -> Any:
-    if _direct(connection):
-        with connection.wrap_database_errors:
-            if connection.vendor == "sqlite":
-                return fetch(connection.connection.execute(_qmark(sql), params))
-            with connection.connection.cursor() as cursor:
-                cursor.execute(sql, params)
-                return fetch(cursor)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return fetch(cursor)
-
-
-def execute(connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> int:
-    """Run a statement; return how many rows it changed."""
-    return _run(connection, sql, params, lambda cursor: cursor.rowcount)
-
-
-def fetch_one(connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> Row | None:
-    """Run a statement; return its first row, or ``None``."""
-    return _run(connection, sql, params, lambda cursor: cursor.fetchone())
-
-
-def fetch_all(connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> list[Row]:
-    """Run a statement; return all its rows."""
-    return _run(connection, sql, params, lambda cursor: cursor.fetchall())
 
 
 def adapter(field: models.Field, connection: BaseDatabaseWrapper) -> Adapter:
@@ -141,3 +87,19 @@ def _as_is(value_type: type | tuple[type, ...], django_path: Adapter) -> Adapter
         return django_path(value, connection)
 
     return adapt
+
+
+@functools.cache
+def field_prep(model: type[models.Model], name: str, native_uuid: bool) -> Adapter:
+    """How a value of ``model``'s field ``name`` is stored (:func:`field_adapter`)."""
+    return field_adapter(model._meta.get_field(name), native_uuid)
+
+
+def stored_run_id(run_id: UUID, connection: BaseDatabaseWrapper) -> Any:
+    """A run's id as the database stores it, for the statements that look runs up."""
+    return adapter(Run._meta.pk, connection)(run_id, connection)
+
+
+def from_db_json(model: type[models.Model], name: str, value: Any, connection: Any) -> Any:
+    """A JSON column's value as read from the database, decoded as the ORM decodes it."""
+    return model._meta.get_field(name).from_db_value(value, None, connection)

@@ -1,0 +1,110 @@
+"""The rules of ``workflows/engine/sql/`` (see its package docstring), pinned.
+
+Read from the source with ``ast``: no module imports a private name of the package, no
+value is formatted between quotes into SQL text in the engine, and only
+``identifiers.py`` turns a model's metadata into a table name.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.exceptions import FieldDoesNotExist
+
+import workflows
+from workflows.engine.sql.identifiers import column, table
+from workflows.models import FanOutItem, Run, Step
+
+APP = Path(workflows.__file__).parent
+ROOT = APP.parent
+ENGINE = APP / "engine"
+
+
+def _sources() -> list[Path]:
+    return [
+        path
+        for folder in ("workflows", "tests", "bench")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if "migrations" not in path.parts
+    ]
+
+
+def _private_sql_imports(tree: ast.Module) -> list[str]:
+    return [
+        f"{node.module}.{alias.name}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        and node.module
+        and node.module.startswith("workflows.engine.sql")
+        for alias in node.names
+        if alias.name.startswith("_")
+    ]
+
+
+def _quoted_values(tree: ast.Module) -> list[int]:
+    """Lines of f-strings that put a formatted value between single quotes (``'{x}'``):
+    a value formatted into SQL text."""
+    lines = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.JoinedStr):
+            continue
+        parts = node.values
+        for before, value in itertools.pairwise(parts):
+            if (
+                isinstance(before, ast.Constant)
+                and str(before.value).endswith("'")
+                and isinstance(value, ast.FormattedValue)
+            ):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_no_module_imports_a_private_name_of_the_sql_package():
+    found = {
+        str(path.relative_to(ROOT)): names
+        for path in _sources()
+        if path.exists()  # a file moved away meanwhile
+        and (names := _private_sql_imports(ast.parse(path.read_text())))
+    }
+    assert found == {}
+
+
+def test_no_engine_module_formats_a_value_between_quotes():
+    found = {
+        str(path.relative_to(ROOT)): lines
+        for path in sorted(ENGINE.rglob("*.py"))
+        if (lines := _quoted_values(ast.parse(path.read_text())))
+    }
+    assert found == {}
+
+
+def test_only_identifiers_reads_a_table_name_from_a_model():
+    found = [
+        str(path.relative_to(ROOT))
+        for path in sorted(ENGINE.rglob("*.py"))
+        if "db_table" in path.read_text() and path.name != "identifiers.py"
+    ]
+    assert found == []
+
+
+def test_the_checks_see_what_they_look_for():
+    tree = ast.parse("from workflows.engine.sql.connection import _TRANSITION_DB, engine_alias")
+    assert _private_sql_imports(tree) == ["workflows.engine.sql.connection._TRANSITION_DB"]
+    assert _quoted_values(ast.parse("sql = f\"WHERE status = '{status}'\"")) == [1]
+    assert _quoted_values(ast.parse('sql = f"WHERE status = %s AND {column}"')) == []
+
+
+def test_identifiers_come_from_the_apps_models_and_their_fields():
+    assert table(Run) == '"workflows_run"'
+    assert column(Step, "run") == column(Step, "run_id") == '"run_id"'
+    assert column(FanOutItem, "index") == '"index"'
+    with pytest.raises(ValueError, match="not a model of the workflows app"):
+        table(User)
+    with pytest.raises(FieldDoesNotExist):
+        column(Step, "status; DROP TABLE workflows_run")
+    with pytest.raises(ValueError, match="has no column"):
+        column(Run, "steps")

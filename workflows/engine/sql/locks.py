@@ -1,0 +1,105 @@
+"""Row locks: the lock clause of a transition's reads, and locking the run."""
+
+from __future__ import annotations
+
+from typing import Literal
+from uuid import UUID
+
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from workflows.engine.sql.adapters import from_db_json, stored_run_id
+from workflows.engine.sql.connection import engine_connection
+from workflows.engine.sql.execute import fetch_one
+from workflows.engine.sql.identifiers import column, table
+from workflows.errors import RunBusy
+from workflows.models import Run
+
+# The statement aliases a lock may be restricted to (``FOR … OF u``): the unit of a
+# claim read, a concurrency slot.
+LockedAlias = Literal["", "u", "s"]
+
+
+def row_lock(
+    connection: BaseDatabaseWrapper, *, skip_locked: bool = False, of: LockedAlias = ""
+) -> str:
+    """The row lock of a transition: ``FOR NO KEY UPDATE`` on PostgreSQL, nothing on SQLite.
+
+    Not ``FOR UPDATE``: that mode also blocks the ``FOR KEY SHARE`` lock that every
+    foreign-key check takes on the referenced row, so a worker inserting a step's event
+    would wait for whoever holds the run, and a transition waiting for that worker's
+    step row would deadlock with it. ``NO KEY UPDATE`` still serialises transitions of
+    one run with each other; rows are never re-keyed. ``of``: lock only the rows of
+    that alias of the statement.
+    """
+    if not connection.features.has_select_for_update:
+        return ""  # SQLite: BEGIN IMMEDIATE already serialises writers
+    if of not in ("", "u", "s"):
+        raise ValueError(f"no statement alias {of!r} to lock")
+    clause = " FOR NO KEY UPDATE"
+    if of:
+        clause += f" OF {of}"
+    if skip_locked:
+        clause += " SKIP LOCKED"
+    return clause
+
+
+# The run columns a transition reads (the key first), in the model's field order, the
+# order Model.from_db wants.
+_LOCKED_RUN_COLUMNS = tuple(
+    field.attname
+    for field in Run._meta.concrete_fields
+    if field.attname
+    in {
+        "id",
+        "status",
+        "version",
+        "input",
+        "workflow_name",
+        "workflow_version",
+        "parent_run_id",
+        "parent_step_id",
+        "parent_item_id",
+        "skip_compensation",
+        "error",
+        "priority",
+        "business_key",
+    }
+)
+assert _LOCKED_RUN_COLUMNS[0] == "id"
+
+
+def lock_run(run_id: UUID, *, wait: bool = True) -> Run:
+    """Read the run row, locked until commit where the database can lock rows.
+
+    On PostgreSQL this serialises transitions of one run, which is what makes a join
+    fire exactly once: the second of two finishing branches waits here, then reads the
+    first branch's committed status. On SQLite ``BEGIN IMMEDIATE`` already serialises
+    every writer. Raises ``Run.DoesNotExist`` for an unknown id.
+
+    Scanners pass ``wait=False``: on PostgreSQL the lock is then taken with ``SKIP
+    LOCKED`` and :class:`RunBusy` is raised when another transaction holds the run, so
+    one stalled worker (a paused VM holding a run's lock) never stalls the sweeps of
+    every other run.
+    """
+    connection = engine_connection()
+    columns = ", ".join(column(Run, name) for name in _LOCKED_RUN_COLUMNS[1:])
+    sql = (
+        f"SELECT {columns} FROM {table(Run)} "
+        f"WHERE {column(Run, 'id')} = %s{row_lock(connection, skip_locked=not wait)}"
+    )
+    row = fetch_one(connection, sql, [stored_run_id(run_id, connection)])
+    if row is None:
+        if not wait and Run.objects.filter(pk=run_id).exists():
+            raise RunBusy(f"run {run_id} is held by another transition; skipped for now")
+        raise Run.DoesNotExist(f"run {run_id} does not exist")
+    values = dict(zip(_LOCKED_RUN_COLUMNS[1:], row, strict=True), id=run_id)
+    values["input"] = from_db_json(Run, "input", values["input"], connection)
+    values["error"] = from_db_json(Run, "error", values["error"], connection)
+    values["skip_compensation"] = bool(values["skip_compensation"])
+    if values["parent_run_id"] is not None:
+        values["parent_run_id"] = Run._meta.pk.to_python(values["parent_run_id"])
+    # As the ORM builds a model it read: the columns not read are deferred, so reading
+    # one of them later loads it instead of answering a default.
+    return Run.from_db(
+        connection.alias, _LOCKED_RUN_COLUMNS, [values[name] for name in _LOCKED_RUN_COLUMNS]
+    )
