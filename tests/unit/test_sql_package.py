@@ -16,8 +16,10 @@ from django.contrib.auth.models import User
 from django.core.exceptions import FieldDoesNotExist
 
 import workflows
-from workflows.engine.sql.identifiers import column, table
+from workflows.engine.sql import claim_reads
+from workflows.engine.sql.identifiers import column, status_literal, table
 from workflows.models import FanOutItem, Run, Step
+from workflows.status import StepStatus
 
 APP = Path(workflows.__file__).parent
 ROOT = APP.parent
@@ -108,3 +110,17 @@ def test_identifiers_come_from_the_apps_models_and_their_fields():
         column(Step, "status; DROP TABLE workflows_run")
     with pytest.raises(ValueError, match="has no column"):
         column(Run, "steps")
+
+
+def test_a_status_enters_sql_text_only_as_a_member_of_a_status_enum():
+    assert status_literal(StepStatus.READY) == "'ready'"
+    with pytest.raises(TypeError):
+        status_literal("ready'; DROP TABLE x; --")
+
+
+def test_the_claim_read_states_the_ready_index_condition_as_a_constant():
+    """SQLite uses the partial index of ready work (``status = 'ready'``) only for a
+    query that states that condition as the same constant, not as a bound parameter."""
+    sql, params = claim_reads._preferred('"workflows_step"', 7)
+    assert "u.status = 'ready'" in sql
+    assert "ready" not in params

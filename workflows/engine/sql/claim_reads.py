@@ -14,7 +14,7 @@ from uuid import UUID
 from workflows.engine.sql.adapters import from_db_json
 from workflows.engine.sql.connection import engine_connection
 from workflows.engine.sql.execute import fetch_one
-from workflows.engine.sql.identifiers import column, table
+from workflows.engine.sql.identifiers import column, status_literal, table
 from workflows.engine.sql.locks import row_lock
 from workflows.models import CompensationRecord, FanOutItem, Run, Step
 from workflows.status import RUN_ACTIVE, StepStatus
@@ -99,13 +99,16 @@ def _preferred(unit_table: str, named_id: int) -> tuple[str, list[Any]]:
     best ready unit of the route instead (any priority) — the named unit, or better.
     """
     active = sorted(RUN_ACTIVE)
+    # 'ready' as a literal: the partial index of ready work (workflows_step_ready_route)
+    # serves only a query that states its condition as that constant.
+    ready = status_literal(StepStatus.READY)
     return (
-        f"JOIN {unit_table} n ON n.id = %s WHERE u.status = %s "
+        f"JOIN {unit_table} n ON n.id = %s WHERE u.status = {ready} "
         "AND u.queue = n.queue AND u.requires = n.requires AND (u.id = n.id OR "
         f"(u.held_on = '' AND r.status IN ({', '.join(['%s'] * len(active))}) "
-        "AND (u.priority > n.priority OR n.status <> %s))) "
+        f"AND (u.priority > n.priority OR n.status <> {ready}))) "
         "ORDER BY u.priority DESC, u.updated_at, u.id LIMIT 1",
-        [named_id, StepStatus.READY, *active, StepStatus.READY],
+        [named_id, *active],
     )
 
 

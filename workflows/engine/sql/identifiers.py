@@ -41,3 +41,18 @@ def column(model: type[models.Model], name: str) -> str:
     if not field.concrete:
         raise ValueError(f"{model.__name__}.{name} has no column")
     return _quoted(field.column)
+
+
+def status_literal(status: models.TextChoices) -> str:
+    """A status, a member of one of the app's status enums (a closed, named set), as an
+    SQL string literal.
+
+    For the conditions a partial index is built on (``status = 'ready'``): a planner uses
+    such an index only when the query states its condition as the same constant, which a
+    bound parameter is not to SQLite. Anything but an enum member raises ``TypeError``.
+    """
+    if not isinstance(status, models.TextChoices):
+        raise TypeError(f"{status!r} is not a member of a status enum")
+    if not status.value.replace("_", "").isalpha():
+        raise ValueError(f"{status!r} is not a plain status name")
+    return "'" + status.value + "'"  # checked above: letters and underscores only
