@@ -2,7 +2,7 @@
 
 Two SQLite files: ``default``, which stays empty, and ``primary``, where the router
 (:class:`PrimaryRouter`) reads, writes and migrates every app, the workflows app
-included. Used by a subprocess in ``tests/integration/test_database_routing.py`` to
+included. Used by a subprocess in ``tests/backends/test_database_routing.py`` to
 prove every statement of the engine, hand-written or ORM, follows the router.
 """
 

@@ -46,7 +46,7 @@ from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
 
-HERE = "tests.integration.test_explain"
+HERE = "tests.queries.test_explain"
 ONCE = Retry(max_attempts=1)
 
 

@@ -27,7 +27,7 @@ from workflows.workers.scanners import reclaim_expired_leases
 
 pytestmark = pytest.mark.django_db
 
-HERE = "tests.integration.test_metrics"
+HERE = "tests.metrics.test_metrics"
 TOKEN = "scrape-token-for-tests"
 ENABLED = {**settings.WORKFLOWS, "METRICS_ENABLED": True, "METRICS_TOKEN": TOKEN}
 

@@ -36,7 +36,7 @@ from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
 
-HERE = "tests.integration.test_bulk"
+HERE = "tests.services.test_bulk"
 BROKEN: set[str] = set()
 ONCE = Retry(max_attempts=1)
 

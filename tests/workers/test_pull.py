@@ -24,7 +24,7 @@ from workflows.workers.runner import execute, stop_when
 
 pytestmark = pytest.mark.django_db
 
-HERE = "tests.integration.test_pull"
+HERE = "tests.workers.test_pull"
 
 
 def noop(ctx):

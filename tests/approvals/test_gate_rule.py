@@ -42,7 +42,7 @@ from workflows.webhooks import services as webhooks
 
 pytestmark = pytest.mark.django_db
 
-HERE = "tests.integration.test_gate_rule"
+HERE = "tests.approvals.test_gate_rule"
 # The gate's own permission: any permission of an installed app serves.
 GATE_PERMISSION = "workflows.change_run"
 

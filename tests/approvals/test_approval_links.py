@@ -24,7 +24,7 @@ from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
 
-HERE = "tests.integration.test_approval_links"
+HERE = "tests.approvals.test_approval_links"
 OLD_KEY = "flowsite-test-old-key-" + "x" * 40
 NEW_KEY = "flowsite-test-new-key-" + "y" * 40
 

@@ -26,7 +26,7 @@ from workflows.workers.schedules import SCHEDULES, install_schedules
 
 pytestmark = pytest.mark.django_db
 
-HERE = "tests.integration.test_recovery_commands"
+HERE = "tests.commands.test_recovery_commands"
 
 
 def work(ctx) -> str:

@@ -21,7 +21,7 @@ from workflows.workers.sweeper import REPAIR, RecoveryClock
 
 pytestmark = pytest.mark.django_db
 
-HERE = "tests.integration.test_repair"
+HERE = "tests.workers.test_repair"
 SWEEP_TIMEOUT_SECONDS = 30
 
 

@@ -33,7 +33,7 @@ from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
 
-HERE = "tests.integration.test_gate_claims"
+HERE = "tests.approvals.test_gate_claims"
 
 
 class ByPermission(Workflow):

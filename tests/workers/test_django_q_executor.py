@@ -13,7 +13,7 @@ from workflows.engine.executor import _load
 from workflows.models import Run
 from workflows.workers.executors import DjangoQExecutor
 
-NOOP = "tests.integration.test_django_q_executor.noop"
+NOOP = "tests.workers.test_django_q_executor.noop"
 SAFE = {
     "orm": "default",
     "timeout": 600,

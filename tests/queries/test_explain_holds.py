@@ -35,7 +35,7 @@ from workflows.workers.presence import report_presence
 
 pytestmark = pytest.mark.django_db
 
-HERE = "tests.integration.test_explain_holds"
+HERE = "tests.queries.test_explain_holds"
 # Work goes to django-q2 workers only with this executor; inline, run_pending runs all.
 WORKERS = override_settings(WORKFLOWS={"EXECUTOR": "django_q"})
 

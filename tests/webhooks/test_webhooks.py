@@ -44,7 +44,7 @@ from workflows.workers.scanners import deliver_hooks, purge_webhook_deliveries, 
 
 pytestmark = pytest.mark.django_db
 
-HERE = "tests.integration.test_webhooks"
+HERE = "tests.webhooks.test_webhooks"
 ONCE = Retry(max_attempts=1)
 STOP_GRACE_SECONDS = 20
 

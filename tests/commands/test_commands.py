@@ -22,7 +22,7 @@ from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
 
-HERE = "tests.integration.test_commands"
+HERE = "tests.commands.test_commands"
 
 
 def echo(ctx):
