@@ -1,4 +1,4 @@
-"""Statuses of runs, steps and timers, and which of them are final."""
+"""Statuses of runs, steps and timers, and which of them are final; the kinds of node."""
 
 from __future__ import annotations
 
@@ -33,6 +33,18 @@ class StepStatus(models.TextChoices):
     SKIPPED = "skipped"
     CANCELLED = "cancelled"
     TIMED_OUT = "timed_out"
+
+
+class NodeKind(models.TextChoices):
+    """What kind of node a step is: the ``kind`` of each node class in ``definitions/``,
+    stored in ``Step.kind``. The labels are the values, as the admin has always shown them."""
+
+    TASK = "task", "task"
+    SLEEP = "sleep", "sleep"
+    GATE = "gate", "gate"
+    FANOUT = "fanout", "fanout"
+    SIGNAL = "signal", "signal"
+    SUBWORKFLOW = "subworkflow", "subworkflow"
 
 
 class TimerStatus(models.TextChoices):

@@ -26,6 +26,7 @@ from django.utils.timesince import timesince, timeuntil
 
 from workflows.admin.graph_svg import graph_steps, step_graph_svg
 from workflows.admin.runs import badge, duration, items
+from workflows.definitions import WaitForSignal
 from workflows.models import CompensationRecord, Event, Run, Signal, Step, Timer
 from workflows.queries.explanation import Action, Explanation, WaitingOn, explain
 from workflows.status import RUN_FINAL, STEP_FINAL, DecisionVia, RunStatus, StepStatus
@@ -378,7 +379,7 @@ def run_page_context(
         for step in steps
         if step.items_total
     ]
-    signal_steps = [step for step in steps if step.kind == "signal"]
+    signal_steps = [step for step in steps if step.kind == WaitForSignal.kind]
     return {
         "run": run,
         "subject": subject_link(request, run, admin_name),

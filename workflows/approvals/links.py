@@ -22,6 +22,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 
 from workflows.conf import workflow_settings
+from workflows.definitions import Gate
 from workflows.errors import GateAlreadyDecided, InvalidTransition
 from workflows.models import Step
 from workflows.queries import get_step
@@ -97,7 +98,7 @@ def approval_link(
     if request is not None and base_url is not None:
         raise TypeError("approval_link takes request= or base_url=, not both")
     gate = step if isinstance(step, Step) else get_step(step)
-    if gate.kind != "gate":
+    if gate.kind != Gate.kind:
         raise InvalidTransition(f"step {gate.name!r} is a {gate.kind}, not a gate")
     if gate.status != StepStatus.WAITING:
         raise GateAlreadyDecided(

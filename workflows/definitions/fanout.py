@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from workflows.definitions.nodes import Condition, Handler, LeasedNode
 from workflows.definitions.retry import Retry
+from workflows.status import NodeKind
 
 if TYPE_CHECKING:
     from workflows.context import Context
@@ -31,7 +32,7 @@ class FanOut(LeasedNode):
     items, so ``batch_size`` may not exceed it.
     """
 
-    kind = "fanout"
+    kind = NodeKind.FANOUT
 
     def __init__(
         self,

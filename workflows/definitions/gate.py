@@ -9,7 +9,7 @@ from typing import Any
 
 from workflows.definitions.nodes import Condition, Node, timeout_problems
 from workflows.errors import InvalidDecision
-from workflows.status import Decision
+from workflows.status import Decision, NodeKind
 
 ON_TIMEOUT = ("reject", "approve", "fail")
 ON_REJECT = ("fail", "continue")
@@ -103,7 +103,7 @@ class Gate(Node):
     decision as its output and later steps can route on it with ``when=``.
     """
 
-    kind = "gate"
+    kind = NodeKind.GATE
 
     def __init__(
         self,

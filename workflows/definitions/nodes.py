@@ -23,6 +23,7 @@ from workflows.definitions.limits import (
     rate_problems,
 )
 from workflows.definitions.retry import Retry
+from workflows.status import NodeKind
 
 if TYPE_CHECKING:
     from workflows.context import Context
@@ -248,7 +249,7 @@ def default_retry() -> Retry:
 class Task(LeasedNode):
     """Run a handler ``handler(ctx) -> JSON`` in a worker, leased and retried."""
 
-    kind = "task"
+    kind = NodeKind.TASK
 
     def problems(self) -> list[str]:
         if self.handler is None:
@@ -259,7 +260,7 @@ class Task(LeasedNode):
 class Sleep(Node):
     """Wait for a duration, or until a moment computed from the context, behind a Timer."""
 
-    kind = "sleep"
+    kind = NodeKind.SLEEP
 
     def __init__(
         self,

@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from workflows.definitions.nodes import Condition, Node, timeout_problems
+from workflows.status import NodeKind
 
 if TYPE_CHECKING:
     from workflows.context import Context
@@ -19,7 +20,7 @@ class WaitForSignal(Node):
     Without a signal within ``timeout`` the step times out and the run fails.
     """
 
-    kind = "signal"
+    kind = NodeKind.SIGNAL
 
     def __init__(
         self,
@@ -55,7 +56,7 @@ class SubWorkflow(Node):
     the parent cancels the child.
     """
 
-    kind = "subworkflow"
+    kind = NodeKind.SUBWORKFLOW
 
     def __init__(
         self,

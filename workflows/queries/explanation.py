@@ -47,7 +47,7 @@ from django.db.models.query import QuerySet
 from django.utils import timezone
 
 from workflows.conf import workflow_settings
-from workflows.definitions import FanOut, LeasedNode, Workflow, registry
+from workflows.definitions import FanOut, Gate, LeasedNode, Task, WaitForSignal, Workflow, registry
 from workflows.definitions.limits import Route
 from workflows.engine.executor import uses_django_q
 from workflows.engine.guards import RUN_VERBS, STEP_VERBS
@@ -659,10 +659,10 @@ def _fanout(reading: _Reading, step: dict[str, Any]) -> WaitingOn | None:
 # What holds a run at a step that is not final, by the step's kind. A sleep holds it
 # by its timer and a sub-workflow by its child run, listed as such.
 _STEP_HOLDS: dict[str, Callable[[_Reading, dict[str, Any]], WaitingOn | None]] = {
-    "gate": _gate,
-    "signal": _signal,
-    "task": _callback,
-    "fanout": _fanout,
+    Gate.kind: _gate,
+    WaitForSignal.kind: _signal,
+    Task.kind: _callback,
+    FanOut.kind: _fanout,
 }
 
 
@@ -845,7 +845,7 @@ def _allowed_actions(run_status: str, steps: list[dict[str, Any]]) -> list[Actio
             if step["status"] in verb.accepts:
                 reason = verb.refusal(step["status"], run_status)
                 actions.append(_action(verb.name, verb.summary, reason, step))
-        if step["kind"] == "gate" and step["status"] == StepStatus.WAITING:
+        if step["kind"] == Gate.kind and step["status"] == StepStatus.WAITING:
             actions.append(_action("approve", "approve the gate", None, step))
             actions.append(_action("reject", "reject the gate", None, step))
     return actions

@@ -76,5 +76,6 @@ SPECTACULAR_SETTINGS = {
         "StepStatusEnum": "workflows.status.StepStatus",
         "DecisionEnum": "workflows.status.Decision",
         "DecisionViaEnum": "workflows.status.DecisionVia",
+        "NodeKindEnum": "workflows.status.NodeKind",
     },
 }
