@@ -1,0 +1,162 @@
+"""The engine's direct statement path (``engine/dbapi.py``) behaves as Django's cursor does.
+
+Statements of a transition go straight to the DB-API connection; these tests pin what
+that must not change: stored values, Django's exceptions, a broken transaction's
+refusal, and that anything watching statements still sees every one of them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from django.db import DatabaseError, connection, models, transaction
+from django.db.models import Model
+from django.db.transaction import TransactionManagementError
+
+import workflows
+from workflows import Task, Workflow
+from workflows.engine.sql.adapters import adapter
+from workflows.engine.sql.execute import execute, fetch_one, to_qmark
+from workflows.engine.sql.inserts import insert_rows
+from workflows.engine.sql.locks import lock_run
+from workflows.engine.transaction import transition
+from workflows.models import Event, FanOutItem, Run, Step
+from workflows.status import RunStatus, StepStatus
+from workflows.testing import run_pending
+
+pytestmark = pytest.mark.django_db
+
+NOOP = "tests.engine.test_dbapi.noop"
+
+
+def noop(ctx):
+    return {"done": True}
+
+
+class TwoSteps(Workflow):
+    name = "dbapi_two_steps"
+    first = Task(NOOP)
+    second = Task(NOOP)
+
+
+RUN_KEY = uuid.uuid4()
+# Values of each kind of field the engine writes, plain and not so plain.
+SAMPLES: list[tuple[type[models.Field], list[Any]]] = [
+    (models.BooleanField, [True, False, None]),
+    (models.IntegerField, [None, 0, 7, 2**40, True]),
+    (models.CharField, [None, "", "host:1:2", StepStatus.COMPLETED, RunStatus.WAITING]),
+    (models.TextField, ["", "a long text"]),
+    (models.JSONField, [None, {"a": [1, 2.5, None]}, {"x": "é"}, [], "text", 0, False]),
+    (models.UUIDField, [None, RUN_KEY, str(RUN_KEY)]),
+    (models.DateTimeField, [None, datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=UTC)]),
+]
+
+
+def samples(field: models.Field) -> list[Any]:
+    target = field.target_field if isinstance(field, models.ForeignKey) else field
+    if isinstance(target, models.AutoField | models.BigAutoField):
+        return [None, 5]
+    for field_type, values in SAMPLES:
+        if isinstance(target, field_type):
+            return values
+    return []
+
+
+def _stored(value: Any) -> Any:
+    """A comparable form of a stored value (psycopg wraps JSON in ``Jsonb``)."""
+    return (type(value).__name__, value.obj) if hasattr(value, "obj") else value
+
+
+@pytest.mark.parametrize("model", [Run, Step, Event, FanOutItem])
+def test_adapters_store_what_django_stores(model: type[Model]):
+    checked = 0
+    for field in model._meta.concrete_fields:
+        for value in samples(field):
+            adapt = adapter(field, connection)
+            expected = field.get_db_prep_save(value, connection)
+            assert _stored(adapt(value, connection)) == _stored(expected), (field.name, value)
+            checked += 1
+    assert checked >= 20
+
+
+def test_placeholders_become_question_marks_and_literal_percents_stay():
+    sql = "SELECT STRFTIME('%%Y', 'now') WHERE a = %s AND b = %s"
+    assert to_qmark(sql) == "SELECT STRFTIME('%Y', 'now') WHERE a = ? AND b = ?"
+
+
+def test_a_database_error_on_the_direct_path_is_djangos():
+    # The error leaves the atomic block, which rolls back: PostgreSQL's transaction is
+    # aborted after an error.
+    with pytest.raises(DatabaseError), transaction.atomic():
+        execute(connection, "SELECT no_such_column FROM workflows_run", [])
+
+
+def test_a_transaction_marked_for_rollback_refuses_statements():
+    with transaction.atomic():
+        transaction.set_rollback(True)
+        with pytest.raises(TransactionManagementError):
+            fetch_one(connection, "SELECT 1", [])
+
+
+def test_an_execute_wrapper_sees_every_statement_of_a_step():
+    workflows.start_run(TwoSteps)
+    seen: list[str] = []
+
+    def record(execute, sql, params, many, context):
+        seen.append(sql.split(None, 1)[0].upper())
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
+        run_pending()
+    updates = [verb for verb in seen if verb == "UPDATE"]
+    # Per step at least its claim and its fenced completion, plus the run's own end.
+    assert len(updates) >= 5
+    assert Run.objects.get().status == RunStatus.COMPLETED
+
+
+def test_the_locked_run_loads_a_column_it_did_not_read_instead_of_defaulting_it():
+    started = workflows.start_run(TwoSteps, business_key="order-17")
+
+    @transition
+    def read() -> tuple[str, str]:
+        run = lock_run(started.pk)
+        return run.status, run.business_key
+
+    assert read() == (RunStatus.RUNNING, "order-17")
+
+
+def test_inserted_steps_get_the_defaults_bulk_create_would_give():
+    run = workflows.start_run(TwoSteps)
+    inserted = Step.objects.get(run=run, name="second")  # not entered yet: as inserted
+    reference = Step(run=run, name="reference", kind="task", max_attempts=inserted.max_attempts)
+    reference.save()
+    for field in Step._meta.concrete_fields:
+        if field.name in {"id", "name", "created_at", "updated_at"}:
+            continue
+        assert getattr(inserted, field.attname) == getattr(reference, field.attname), field.name
+    assert inserted.created_at is not None and inserted.updated_at is not None
+
+
+def test_inserting_rows_needs_an_automatic_primary_key():
+    with transaction.atomic(), pytest.raises(TypeError, match="automatic primary key"):
+        insert_rows(Run, [{"workflow_name": "x"}])
+
+
+def test_statements_bypass_djangos_cursor_unless_queries_are_logged(monkeypatch):
+    opened: list[bool] = []
+    django_cursor = connection.cursor
+
+    def counting_cursor(*args: Any, **kwargs: Any) -> Any:
+        opened.append(True)
+        return django_cursor(*args, **kwargs)
+
+    with transaction.atomic():
+        monkeypatch.setattr(connection, "cursor", counting_cursor)  # after the savepoint
+        assert fetch_one(connection, "SELECT %s", [1]) == (1,)
+        assert opened == []
+        monkeypatch.setattr(connection, "force_debug_cursor", True)
+        assert fetch_one(connection, "SELECT %s", [2]) == (2,)
+        assert opened == [True]
