@@ -1,4 +1,5 @@
-"""Shared fixtures: thread helpers that fail instead of hanging, database vendor flags."""
+"""Shared fixtures: thread helpers that fail instead of hanging, database vendor flags, staff
+users, a recording executor, and the reset of the shared test handlers (`tests/handlers.py`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.db import connection, connections
 
+from tests import handlers
 from workflows.definitions import Workflow, registry
 
 THREAD_TIMEOUT_SECONDS = 60
@@ -116,3 +118,9 @@ def recording(settings: Any) -> Iterator[list[Any]]:
     SENT_WORK.clear()
     yield SENT_WORK
     SENT_WORK.clear()
+
+
+@pytest.fixture(autouse=True)
+def _reset_shared_handlers() -> None:
+    """Every test starts with empty records in ``tests.handlers``."""
+    handlers.reset()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import workflows
+from tests.handlers import NOOP
 from workflows import FanOut, Gate, Task, Workflow
 from workflows.definitions import Budget
 from workflows.engine.limits.budgets import record_usage
@@ -19,10 +20,6 @@ from workflows.testing import run_pending
 HERE = "tests.api.sample"
 
 
-def noop(ctx: object) -> None:
-    return None
-
-
 def double(ctx) -> int:
     return ctx.item * 2
 
@@ -30,7 +27,7 @@ def double(ctx) -> int:
 class Gated(Workflow):
     name = "api_sample_gated"
     approve = Gate(prompt="ship it?", options=[workflows.Option("yes", "Yes")])
-    after = Task(f"{HERE}.noop", after=["approve"])
+    after = Task(NOOP, after=["approve"])
 
 
 class Fanned(Workflow):
@@ -41,7 +38,7 @@ class Fanned(Workflow):
 class Budgeted(Workflow):
     name = "api_sample_budgeted"
     budgets = [Budget("tokens", 100), Budget("tokens", 10, per="business_key")]
-    call = Task(f"{HERE}.noop")
+    call = Task(NOOP)
 
 
 @dataclass(frozen=True)

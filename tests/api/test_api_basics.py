@@ -5,18 +5,15 @@ from __future__ import annotations
 import pytest
 from django.core.management import call_command
 
+from tests.handlers import NOOP
 from workflows import Task, Workflow
 
 pytestmark = pytest.mark.django_db
 
 
-def noop(ctx: object) -> None:
-    return None
-
-
 class Described(Workflow):
     name = "api_described"
-    only = Task("tests.api.test_api_basics.noop")
+    only = Task(NOOP)
 
 
 def assert_error(response, status: int, code: str) -> dict:

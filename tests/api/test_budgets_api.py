@@ -8,6 +8,7 @@ from decimal import Decimal
 import pytest
 
 import workflows
+from tests.handlers import NOOP
 from workflows import Task, Workflow
 from workflows.definitions import Budget
 from workflows.engine.limits.budgets import record_usage
@@ -15,17 +16,11 @@ from workflows.models import BudgetCounter, Step
 
 pytestmark = pytest.mark.django_db
 
-HERE = "tests.api.test_budgets_api"
-
-
-def noop(ctx):
-    return None
-
 
 class Priced(Workflow):
     name = "api_budget_priced"
     budgets = [Budget("tokens", 100), Budget("tokens", 10, per="business_key")]
-    call = Task(f"{HERE}.noop")
+    call = Task(NOOP)
 
 
 @pytest.fixture

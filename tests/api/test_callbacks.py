@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
@@ -13,6 +12,7 @@ from rest_framework.test import APIClient
 
 import workflows
 from tests.api.test_api_basics import assert_error
+from tests.handlers import ASK_BANK, NOOP, TOKENS
 from workflows import Retry, Task, Workflow
 from workflows.engine.nodes.callback import SALT
 from workflows.models import Event, Run, Step
@@ -20,30 +20,16 @@ from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
 
-HERE = "tests.api.test_callbacks"
-TOKENS: list[str] = []
-
-
-def ask_bank(ctx):
-    handle = ctx.await_callback(timeout=timedelta(minutes=10))
-    TOKENS.append(handle.token)
-    return handle
-
-
-def noop(ctx) -> None:
-    return None
-
 
 class Transfer(Workflow):
     name = "api_callbacks_transfer"
-    transfer = Task(f"{HERE}.ask_bank", retry=Retry(max_attempts=2))
-    receipt = Task(f"{HERE}.noop", after=["transfer"])
+    transfer = Task(ASK_BANK, retry=Retry(max_attempts=2))
+    receipt = Task(NOOP, after=["transfer"])
 
 
 @pytest.fixture(autouse=True)
 def _fresh_tokens_and_throttle() -> Iterator[None]:
     """Throttle counts live in the cache: each test starts with none."""
-    TOKENS.clear()
     cache.clear()
     yield
     cache.clear()

@@ -13,17 +13,12 @@ from rest_framework.test import APIClient
 import workflows
 from tests.api.conftest import user_with
 from tests.api.test_api_basics import assert_error
+from tests.handlers import NOOP
 from workflows import Gate, Option, Task, Workflow
 from workflows.models import Event, Step
 from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
-
-HERE = "tests.api.test_gates"
-
-
-def noop(ctx: object) -> None:
-    return None
 
 
 class Refund(Workflow):
@@ -38,7 +33,7 @@ class Refund(Workflow):
         timeout=timedelta(hours=4),
         permission="auth.change_user",
     )
-    pay = Task(f"{HERE}.noop", after=["gate"])
+    pay = Task(NOOP, after=["gate"])
 
 
 class Ship(Workflow):
@@ -52,7 +47,7 @@ class Nothing(Workflow):
     """No gate: its task step is not a gate."""
 
     name = "api_gates_nothing"
-    work = Task(f"{HERE}.noop")
+    work = Task(NOOP)
 
 
 def waiting(workflow: type[Workflow], order: str) -> Step:

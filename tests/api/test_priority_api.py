@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import workflows
+from tests.handlers import WORK
 from workflows import Task, WaitForSignal, Workflow
 from workflows.models import Event, Run
 from workflows.testing import run_pending
@@ -12,18 +13,13 @@ from workflows.testing import run_pending
 from .test_api_basics import assert_error
 
 pytestmark = pytest.mark.django_db
-HERE = "tests.api.test_priority_api"
-
-
-def work(ctx) -> str:
-    return ctx.step_name
 
 
 class Limited(Workflow):
     name = "api_priority_limited"
     max_concurrent_runs = 1
     hold = WaitForSignal("go")
-    then = Task(f"{HERE}.work")
+    then = Task(WORK)
 
 
 def url(run: Run) -> str:

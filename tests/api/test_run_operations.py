@@ -8,7 +8,8 @@ import uuid
 import pytest
 
 import workflows
-from workflows import Gate, PermanentError, Retry, Task, WaitForSignal, Workflow
+from tests.handlers import BROKEN, WORK
+from workflows import Gate, Retry, Task, WaitForSignal, Workflow
 from workflows.models import Event, Run, Signal
 from workflows.testing import run_pending
 
@@ -16,37 +17,23 @@ from .test_api_basics import assert_error
 
 pytestmark = pytest.mark.django_db
 
-HERE = "tests.api.test_run_operations"
-BROKEN: set[str] = set()
-
-
-def work(ctx) -> str:
-    if ctx.step_name in BROKEN:
-        raise PermanentError(f"{ctx.step_name} is broken")
-    return ctx.step_name
-
-
-@pytest.fixture(autouse=True)
-def _reset():
-    BROKEN.clear()
-
 
 class Approval(Workflow):
     name = "api_ops_approval"
     approve = Gate(prompt="ok?")
-    then = Task(f"{HERE}.work")
+    then = Task(WORK)
 
 
 class Pipeline(Workflow):
     name = "api_ops_pipeline"
-    extract = Task(f"{HERE}.work", retry=Retry(max_attempts=1))
-    load = Task(f"{HERE}.work", after=["extract"], retry=Retry(max_attempts=1))
+    extract = Task(WORK, retry=Retry(max_attempts=1))
+    load = Task(WORK, after=["extract"], retry=Retry(max_attempts=1))
 
 
 class Payment(Workflow):
     name = "api_ops_payment"
     paid = WaitForSignal("paid")
-    receipt = Task(f"{HERE}.work", after=["paid"])
+    receipt = Task(WORK, after=["paid"])
 
 
 def failed_pipeline() -> Run:

@@ -11,6 +11,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 import workflows
+from tests.handlers import NOOP
 from workflows import FanOut, Gate, InvalidInput, PermanentError, Retry, Task, Workflow
 from workflows.models import Event, Run
 from workflows.testing import run_pending
@@ -20,10 +21,6 @@ from .test_api_basics import assert_error
 pytestmark = pytest.mark.django_db
 
 HERE = "tests.api.test_runs"
-
-
-def noop(ctx: object) -> None:
-    return None
 
 
 def refuse(ctx: object) -> None:
@@ -38,8 +35,8 @@ def square(ctx) -> int:
 
 class Simple(Workflow):
     name = "api_runs_simple"
-    first = Task(f"{HERE}.noop")
-    second = Task(f"{HERE}.noop", after=["first"])
+    first = Task(NOOP)
+    second = Task(NOOP, after=["first"])
 
     @classmethod
     def clean_input(cls, data: dict) -> dict:

@@ -30,6 +30,7 @@ from rest_framework.test import APIClient
 
 import workflows
 from tests.conftest import staff
+from tests.handlers import NOOP
 from tests.webhook_receiver import Receiver
 from workflows import Gate, Option, Task, Workflow
 from workflows.approvals import decidable_by, gates_for
@@ -47,17 +48,13 @@ HERE = "tests.approvals.test_gate_rule"
 GATE_PERMISSION = "workflows.change_run"
 
 
-def noop(ctx):
-    return None
-
-
 def ship(ctx):
     return {"shipped_with": ctx.steps["approval"].output["selections"]}
 
 
 class Dispatch(Workflow):
     name = "gate_rule_dispatch"
-    prepare = Task(f"{HERE}.noop")
+    prepare = Task(NOOP)
     approval = Gate(
         prompt="Ship?",
         options=[Option("std", "Standard"), Option("express", "Express")],

@@ -14,10 +14,10 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 import workflows
+from tests.handlers import BROKEN, UNDO, UNDONE, WORK
 from workflows import (
     Gate,
     Option,
-    PermanentError,
     Retry,
     StepNotFound,
     Task,
@@ -30,31 +30,12 @@ from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
 
-HERE = "tests.commands.test_operator_commands"
-BROKEN: set[str] = set()
-UNDONE: list[str] = []
 ONCE = Retry(max_attempts=1)
-
-
-def work(ctx):
-    if ctx.step_name in BROKEN:
-        raise PermanentError(f"{ctx.step_name} is broken")
-    return ctx.step_name
-
-
-def undo(ctx):
-    UNDONE.append(ctx.step_name)
-
-
-@pytest.fixture(autouse=True)
-def _reset():
-    BROKEN.clear()
-    UNDONE.clear()
 
 
 class Review(Workflow):
     name = "opcmd_review"
-    prepare = Task(f"{HERE}.work", compensate=f"{HERE}.undo")
+    prepare = Task(WORK, compensate=UNDO)
     review = Gate(
         prompt="Ship order {input[order]}?",
         options=[Option("express", "Express delivery"), Option("gift", "Gift wrap")],
@@ -62,20 +43,20 @@ class Review(Workflow):
         permission="workflows.change_run",
         assignees=["group:reviewers"],
     )
-    ship = Task(f"{HERE}.work")
+    ship = Task(WORK)
 
 
 class Payment(Workflow):
     name = "opcmd_payment"
-    reserve = Task(f"{HERE}.work", compensate=f"{HERE}.undo")
+    reserve = Task(WORK, compensate=UNDO)
     paid = WaitForSignal("paid")
-    ship = Task(f"{HERE}.work")
+    ship = Task(WORK)
 
 
 class Pipeline(Workflow):
     name = "opcmd_pipeline"
-    extract = Task(f"{HERE}.work", retry=ONCE)
-    load = Task(f"{HERE}.work", retry=ONCE)
+    extract = Task(WORK, retry=ONCE)
+    load = Task(WORK, retry=ONCE)
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from django.utils import timezone
 from django_q.models import Schedule
 
 import workflows
+from tests.handlers import WORK
 from workflows import Retry, Sleep, Task, Workflow
 from workflows.engine import claim_step
 from workflows.models import Run, Step, Timer
@@ -26,22 +27,16 @@ from workflows.workers.schedules import SCHEDULES, install_schedules
 
 pytestmark = pytest.mark.django_db
 
-HERE = "tests.commands.test_recovery_commands"
-
-
-def work(ctx) -> str:
-    return ctx.step_name
-
 
 class Napping(Workflow):
     name = "recover_cmd_napping"
     nap = Sleep(timedelta(hours=2))
-    after = Task(f"{HERE}.work")
+    after = Task(WORK)
 
 
 class Leased(Workflow):
     name = "recover_cmd_leased"
-    only = Task(f"{HERE}.work", retry=Retry(max_attempts=3))
+    only = Task(WORK, retry=Retry(max_attempts=3))
 
 
 def command(name: str, *args: str) -> str:

@@ -22,6 +22,7 @@ from django.utils import timezone
 
 import workflows
 from tests.conftest import SENT_WORK, staff
+from tests.handlers import NOOP
 from workflows import FanOut, Retry, Task, Workflow
 from workflows.context import Context
 from workflows.definitions import Budget
@@ -73,10 +74,6 @@ def misreport(ctx):
     ctx.report_usage("tokens", 0.5)
 
 
-def noop(ctx):
-    return None
-
-
 class Metered(Workflow):
     name = "budget_metered"
     budgets = [
@@ -102,19 +99,19 @@ class Misreported(Workflow):
 class Hourly(Workflow):
     name = "budget_hourly"
     budgets = [Budget("calls", 5, period=timedelta(hours=1))]
-    call = Task(f"{HERE}.noop")
+    call = Task(NOOP)
 
 
 class Spread(Workflow):
     name = "budget_spread"
     budgets = [Budget("tokens", 10), Budget("tokens", 10, per="business_key")]
-    each = FanOut(f"{HERE}.noop", items=lambda ctx: [1, 2, 3], max_parallel=3)
+    each = FanOut(NOOP, items=lambda ctx: [1, 2, 3], max_parallel=3)
 
 
 class Elsewhere(Workflow):
     name = "budget_elsewhere"
     budgets = [Budget("tokens", 10)]
-    call = Task(f"{HERE}.noop", queue="gpu")
+    call = Task(NOOP, queue="gpu")
 
 
 def counters() -> dict[tuple[str, str, str], Decimal]:
@@ -244,7 +241,7 @@ def test_a_budget_with_a_limit_of_zero_is_exhausted_before_any_report():
     class Closed(Workflow, register=False):
         name = "budget_closed"
         budgets = [Budget("tokens", 0)]
-        call = Task(f"{HERE}.noop")
+        call = Task(NOOP)
 
     run = workflows.start_run(Metered, {"spend": 0})
     assert exhausted(Closed, locked(run)).limit == 0

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 import workflows
 from tests.conftest import run_concurrently
+from tests.handlers import NOOP
 from workflows import Task, Workflow
 from workflows.definitions import Budget
 from workflows.engine.limits.budgets import record_usage
@@ -25,12 +26,7 @@ from workflows.services.budgets import raise_budget
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-HERE = "tests.engine.test_budgets_concurrency"
 ROUNDS = 8
-
-
-def noop(ctx):
-    return None
 
 
 class Raced(Workflow):
@@ -40,7 +36,7 @@ class Raced(Workflow):
         Budget("tokens", 1000, per="business_key"),
         Budget("calls", 1000, per="business_key", period=timedelta(hours=1)),
     ]
-    call = Task(f"{HERE}.noop")
+    call = Task(NOOP)
 
 
 def test_two_first_reports_at_once_lose_nothing():

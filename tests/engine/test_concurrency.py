@@ -16,6 +16,7 @@ import pytest
 from django.db import connections
 
 import workflows
+from tests.handlers import NOOP
 from workflows import IdempotencyConflict, StaleState, Task, Workflow
 from workflows.engine import claim_step, complete_work
 from workflows.models import Run, Step
@@ -23,12 +24,7 @@ from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-NOOP = "tests.engine.test_concurrency.noop"
 PROCESS_TIMEOUT_SECONDS = 60
-
-
-def noop(ctx):
-    return None
 
 
 class Single(Workflow):

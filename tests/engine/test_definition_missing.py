@@ -9,13 +9,13 @@ such a run still works: an operator must be able to stop it.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
 import workflows
+from tests.handlers import NOOP
 from workflows import DefinitionMissing, FanOut, Gate, Sleep, Task, Workflow
 from workflows.engine import ITEM, claim
 from workflows.models import FanOutItem, Run, Step, Timer
@@ -23,17 +23,11 @@ from workflows.workers.scanners import fire_due_timers
 
 pytestmark = pytest.mark.django_db
 
-HERE = "tests.engine.test_definition_missing"
-
-
-def noop(ctx: Any) -> None:
-    return None
-
 
 class Sleepy(Workflow):
     name = "missing_sleepy"
     nap = Sleep(timedelta(minutes=5))
-    after_nap = Task(f"{HERE}.noop")
+    after_nap = Task(NOOP)
 
 
 class Gated(Workflow):
@@ -43,7 +37,7 @@ class Gated(Workflow):
 
 class Spread(Workflow):
     name = "missing_spread"
-    each = FanOut(f"{HERE}.noop", items=lambda ctx: [1, 2])
+    each = FanOut(NOOP, items=lambda ctx: [1, 2])
 
 
 def assert_failed_for_missing_definition(run: Run) -> None:

@@ -8,6 +8,7 @@ import pytest
 from django.utils import timezone
 
 import workflows
+from tests.handlers import CALLS
 from workflows import IdempotencyConflict, InvalidInput, Sleep, Task, Workflow
 from workflows.definitions import registry
 from workflows.models import Event, Run, Step, Timer
@@ -16,7 +17,6 @@ from workflows.testing import run_pending
 pytestmark = pytest.mark.django_db
 
 HERE = "tests.engine.test_engine"
-CALLS: list[str] = []
 
 
 def record(ctx):
@@ -34,11 +34,6 @@ def fail_always(ctx):
 
 def returns_a_set(ctx):
     return {1, 2}
-
-
-@pytest.fixture(autouse=True)
-def _reset_calls():
-    CALLS.clear()
 
 
 class Sequence(Workflow):

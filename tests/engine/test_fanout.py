@@ -10,6 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 import workflows
+from tests.handlers import NOOP
 from workflows import FanOut, PermanentError, Retry, Task, Workflow
 from workflows.engine import ITEM, claim, complete_work
 from workflows.models import FanOutItem
@@ -30,10 +31,6 @@ def double(ctx):
 
 def total(ctx):
     return sum(ctx.steps["ship"].output)
-
-
-def noop(ctx):
-    return None
 
 
 @pytest.fixture(autouse=True)
@@ -61,7 +58,7 @@ class Shipping(Workflow):
 class Strict(Workflow):
     name = "fanout_strict"
     ship = FanOut(f"{HERE}.double", items=parcels, max_parallel=3, retry=Retry(max_attempts=1))
-    never = Task(f"{HERE}.noop")
+    never = Task(NOOP)
 
 
 class Ratio(Workflow):
@@ -73,7 +70,7 @@ class Ratio(Workflow):
 
 class Many(Workflow):
     name = "fanout_many"
-    work = FanOut(f"{HERE}.noop", items=lambda ctx: list(range(ctx.input["n"])), max_parallel=50)
+    work = FanOut(NOOP, items=lambda ctx: list(range(ctx.input["n"])), max_parallel=50)
 
 
 def items_of(n, broken=()):
@@ -161,7 +158,7 @@ def odd_keys(odd_key: str) -> type[Workflow]:
             "__module__": __name__,
             "name": f"fanout_odd_keys_{len(odd_key)}",
             "work": FanOut(
-                f"{HERE}.noop",
+                NOOP,
                 items=lambda ctx: [0, 1],
                 key=lambda item: odd_key if item == 1 else "fine",
             ),
@@ -185,7 +182,7 @@ def test_keys_the_database_cannot_store_fail_the_step_clearly(workflow):
 def test_items_that_are_not_json_fail_clearly():
     class Bad(Workflow):
         name = "fanout_bad_items"
-        work = FanOut(f"{HERE}.noop", items=lambda ctx: [object()])
+        work = FanOut(NOOP, items=lambda ctx: [object()])
 
     run = workflows.start_run(Bad)
     run.refresh_from_db()

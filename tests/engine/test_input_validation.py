@@ -16,6 +16,7 @@ from django.utils import timezone
 
 import workflows
 from tests.conftest import is_sqlite
+from tests.handlers import ASK_BANK, CALLS, NOOP, TOKENS
 from workflows import (
     DefinitionError,
     DefinitionMissing,
@@ -37,13 +38,7 @@ from workflows.workers import runner
 pytestmark = pytest.mark.django_db
 
 HERE = "tests.engine.test_input_validation"
-CALLS: list[str] = []
-TOKENS: list[str] = []
 NUL_OUTPUT = {"t": "a\u0000b"}
-
-
-def noop(ctx):
-    return None
 
 
 def count_and_return_nul(ctx):
@@ -56,35 +51,23 @@ def count_and_return_nested_nul_key(ctx):
     return {"rows": [{"ok": 1}, {"bad\u0000key": 2}]}
 
 
-def ask_bank(ctx):
-    handle = ctx.await_callback(timeout=timedelta(minutes=10))
-    TOKENS.append(handle.token)
-    return handle
-
-
-@pytest.fixture(autouse=True)
-def _reset():
-    CALLS.clear()
-    TOKENS.clear()
-
-
 class Payment(Workflow):
     name = "validation_payment"
-    invoice = Task(f"{HERE}.noop")
+    invoice = Task(NOOP)
     paid = WaitForSignal("paid")
     refunded = WaitForSignal("refunded", after=["invoice"])
-    done = Task(f"{HERE}.noop", after=["paid", "refunded"])
+    done = Task(NOOP, after=["paid", "refunded"])
 
 
 class NoSignals(Workflow):
     name = "validation_no_signals"
-    only = Task(f"{HERE}.noop")
+    only = Task(NOOP)
 
 
 class NulOutput(Workflow):
     name = "validation_nul_output"
     write = Task(f"{HERE}.count_and_return_nul", retry=Retry(max_attempts=3))
-    after_write = Task(f"{HERE}.noop")
+    after_write = Task(NOOP)
 
 
 class NestedNulKey(Workflow):
@@ -94,13 +77,13 @@ class NestedNulKey(Workflow):
 
 class Bank(Workflow):
     name = "validation_bank"
-    transfer = Task(f"{HERE}.ask_bank", retry=Retry(max_attempts=2))
+    transfer = Task(ASK_BANK, retry=Retry(max_attempts=2))
 
 
 class Packing(Workflow):
     name = "validation_packing"
     pack = Gate(prompt="Pack how?", options=[Option("a", "A"), Option("b", "B")])
-    ship = Task(f"{HERE}.noop")
+    ship = Task(NOOP)
 
 
 def max_length(model: type, field: str) -> int:
@@ -377,7 +360,7 @@ def test_the_signal_command_refuses_bad_names_keys_and_payloads_in_one_line():
 def test_a_workflow_name_longer_than_its_column_is_refused():
     class LongName(Workflow):
         name = "w" * 201
-        only = Task(f"{HERE}.noop")
+        only = Task(NOOP)
 
     try:
         with pytest.raises(DefinitionError, match="is 201 characters long; the limit is 200"):

@@ -8,6 +8,7 @@ import pytest
 from django.utils import timezone
 
 import workflows
+from tests.handlers import NOOP
 from workflows import LeaseLost, Retry, StaleState, Task, Workflow
 from workflows.engine import STEP, claim_step, complete_work, fail_attempt, heartbeat, reclaim
 from workflows.models import Step
@@ -19,10 +20,6 @@ pytestmark = pytest.mark.django_db
 HERE = "tests.engine.test_leases"
 
 
-def noop(ctx):
-    return None
-
-
 def beats(ctx):
     ctx.heartbeat()
     return {"beat": True}
@@ -30,8 +27,8 @@ def beats(ctx):
 
 class Leased(Workflow):
     name = "lease_leased"
-    work = Task(f"{HERE}.noop", timeout=timedelta(seconds=30), retry=Retry(max_attempts=2))
-    then = Task(f"{HERE}.noop")
+    work = Task(NOOP, timeout=timedelta(seconds=30), retry=Retry(max_attempts=2))
+    then = Task(NOOP)
 
 
 class Beating(Workflow):

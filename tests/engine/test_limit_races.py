@@ -16,6 +16,7 @@ from django.db import connections, transaction
 
 import workflows
 from tests.conftest import THREAD_TIMEOUT_SECONDS, is_sqlite
+from tests.handlers import NOOP
 from workflows import Task, Workflow
 from workflows.definitions.limits import RateLimit
 from workflows.engine import claim_step, complete_work
@@ -26,12 +27,7 @@ from workflows.models import ConcurrencySlot, Step
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-HERE = "tests.engine.test_limit_races"
 INTERLEAVING = "SQLite serialises writers (BEGIN IMMEDIATE): no two claims interleave"
-
-
-def noop(ctx):
-    return None
 
 
 def one_key(ctx):
@@ -44,12 +40,12 @@ def one_place(ctx):
 
 class OnePlace(Workflow):
     name = "race_limits_one_place"
-    call = Task(f"{HERE}.noop", concurrency_key=one_place)
+    call = Task(NOOP, concurrency_key=one_place)
 
 
 class Shared(Workflow):
     name = "race_limits_shared"
-    call = Task(f"{HERE}.noop", concurrency_key=one_key, max_concurrent=2)
+    call = Task(NOOP, concurrency_key=one_key, max_concurrent=2)
 
 
 def test_concurrent_claims_never_exceed_max_concurrent(concurrently):

@@ -8,6 +8,7 @@ import pytest
 from django.utils import timezone
 
 import workflows
+from tests.handlers import NOOP
 from workflows import DefinitionError, FanOut, StaleState, Task, Workflow
 from workflows.definitions.limits import RateLimit
 from workflows.engine import STEP, claim_step, complete_work, fail_attempt
@@ -21,12 +22,6 @@ from workflows.workers.scanners import nudge_held_work, reclaim_expired_leases, 
 
 pytestmark = pytest.mark.django_db
 
-HERE = "tests.engine.test_limits"
-
-
-def noop(ctx):
-    return None
-
 
 def by_customer(ctx):
     return f"customer:{ctx.input['customer']}"
@@ -38,13 +33,13 @@ def broken_key(ctx):
 
 class PerCustomer(Workflow):
     name = "limits_per_customer"
-    charge = Task(f"{HERE}.noop", concurrency_key=by_customer, max_concurrent=1)
+    charge = Task(NOOP, concurrency_key=by_customer, max_concurrent=1)
 
 
 class PairPerCustomer(Workflow):
     name = "limits_pair_per_customer"
     charge = Task(
-        f"{HERE}.noop",
+        NOOP,
         concurrency_key=by_customer,
         max_concurrent=2,
         timeout=timedelta(seconds=30),
@@ -53,33 +48,33 @@ class PairPerCustomer(Workflow):
 
 class BrokenKey(Workflow):
     name = "limits_broken_key"
-    charge = Task(f"{HERE}.noop", concurrency_key=broken_key)
+    charge = Task(NOOP, concurrency_key=broken_key)
 
 
 class Throttled(Workflow):
     name = "limits_throttled"
-    call = Task(f"{HERE}.noop", rate_limit="2/m")
+    call = Task(NOOP, rate_limit="2/m")
 
 
 class Chained(Workflow):
     name = "limits_chained"
-    first = Task(f"{HERE}.noop")
-    second = Task(f"{HERE}.noop", concurrency_key=by_customer)
+    first = Task(NOOP)
+    second = Task(NOOP, concurrency_key=by_customer)
 
 
 class Plain(Workflow):
     name = "limits_plain"
-    work = Task(f"{HERE}.noop")
+    work = Task(NOOP)
 
 
 class Urgent(Workflow):
     name = "limits_urgent"
-    work = Task(f"{HERE}.noop", priority=50)
+    work = Task(NOOP, priority=50)
 
 
 class OnGpu(Workflow):
     name = "limits_on_gpu"
-    render = Task(f"{HERE}.noop", queue="gpu", requires={"cuda"})
+    render = Task(NOOP, queue="gpu", requires={"cuda"})
 
 
 def step_of(run, name: str) -> Step:
@@ -256,15 +251,15 @@ def test_bad_rate_limits_are_refused_with_the_shapes_allowed(text):
 @pytest.mark.parametrize(
     ("node", "message"),
     [
-        (Task(f"{HERE}.noop", max_concurrent=2), "max_concurrent= needs a concurrency_key"),
-        (Task(f"{HERE}.noop", concurrency_key="x"), "concurrency_key= must be callable"),
-        (Task(f"{HERE}.noop", concurrency_key=by_customer, max_concurrent=0), "max_concurrent"),
-        (Task(f"{HERE}.noop", rate_limit="fast"), "rate limit must look like"),
-        (Task(f"{HERE}.noop", queue="no spaces"), "queue must be"),
-        (Task(f"{HERE}.noop", requires={""}), "each of requires="),
-        (Task(f"{HERE}.noop", priority=5000), "priority must be an integer from -1000"),
+        (Task(NOOP, max_concurrent=2), "max_concurrent= needs a concurrency_key"),
+        (Task(NOOP, concurrency_key="x"), "concurrency_key= must be callable"),
+        (Task(NOOP, concurrency_key=by_customer, max_concurrent=0), "max_concurrent"),
+        (Task(NOOP, rate_limit="fast"), "rate limit must look like"),
+        (Task(NOOP, queue="no spaces"), "queue must be"),
+        (Task(NOOP, requires={""}), "each of requires="),
+        (Task(NOOP, priority=5000), "priority must be an integer from -1000"),
         (
-            FanOut(f"{HERE}.noop", items=lambda ctx: [], batch_size=2, rate_limit="1/s"),
+            FanOut(NOOP, items=lambda ctx: [], batch_size=2, rate_limit="1/s"),
             "batch_size= cannot be combined with concurrency_key= or rate_limit=",
         ),
     ],

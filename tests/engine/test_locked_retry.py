@@ -22,6 +22,7 @@ from django.core.management import CommandError, call_command
 from django.db import OperationalError, connection, connections, transaction
 
 import workflows
+from tests.handlers import WORK
 from workflows import DatabaseBusy, Task, Workflow
 from workflows.engine import transaction as engine_transaction
 from workflows.models import Run
@@ -34,20 +35,15 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
 ]
 
-HERE = "tests.engine.test_locked_retry"
 BUSY_TIMEOUT = 0.2
 BASE_DELAY = 0.05
 ATTEMPTS = 4
 HOLDER_TIMEOUT = 30.0
 
 
-def work(ctx) -> str:
-    return ctx.step_name
-
-
 class Single(Workflow):
     name = "locked_retry_single"
-    only = Task(f"{HERE}.work")
+    only = Task(WORK)
 
 
 @pytest.fixture

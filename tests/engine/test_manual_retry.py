@@ -14,6 +14,7 @@ import pytest
 from django.utils import timezone
 
 import workflows
+from tests.handlers import BOOM
 from workflows import FanOut, Retry, Task, Workflow
 from workflows.models import CompensationRecord, FanOutItem, Step, Timer
 from workflows.testing import run_pending
@@ -137,11 +138,7 @@ def undo_fails(ctx: Any) -> None:
     raise RuntimeError("cannot undo")
 
 
-def boom(ctx: Any) -> None:
-    raise workflows.PermanentError("boom")
-
-
 class Undoable(Workflow):
     name = "manual_retry_undoable"
     first = Task(f"{HERE}.done", compensate=f"{HERE}.undo_fails")
-    second = Task(f"{HERE}.boom")
+    second = Task(BOOM)

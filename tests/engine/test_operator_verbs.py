@@ -6,6 +6,7 @@ import pytest
 from django.contrib.auth.models import User
 
 import workflows
+from tests.handlers import BROKEN, WORK
 from workflows import FanOut, Gate, InvalidTransition, PermanentError, Retry, Task, Workflow
 from workflows.models import FanOutItem
 from workflows.testing import run_pending
@@ -13,24 +14,12 @@ from workflows.testing import run_pending
 pytestmark = pytest.mark.django_db
 
 HERE = "tests.engine.test_operator_verbs"
-BROKEN: set[str] = set()
-
-
-def work(ctx):
-    if ctx.step_name in BROKEN:
-        raise PermanentError(f"{ctx.step_name} is broken")
-    return ctx.step_name
 
 
 def item_work(ctx):
     if ctx.item in BROKEN:
         raise PermanentError(f"item {ctx.item} is broken")
     return ctx.item
-
-
-@pytest.fixture(autouse=True)
-def _reset():
-    BROKEN.clear()
 
 
 @pytest.fixture
@@ -43,9 +32,9 @@ ONCE = Retry(max_attempts=1)
 
 class Pipeline(Workflow):
     name = "verbs_pipeline"
-    extract = Task(f"{HERE}.work", retry=ONCE)
-    transform = Task(f"{HERE}.work", retry=ONCE)
-    load = Task(f"{HERE}.work", retry=ONCE)
+    extract = Task(WORK, retry=ONCE)
+    transform = Task(WORK, retry=ONCE)
+    load = Task(WORK, retry=ONCE)
 
 
 class Fan(Workflow):
@@ -56,7 +45,7 @@ class Fan(Workflow):
 class Approval(Workflow):
     name = "verbs_approval"
     approve = Gate(prompt="ok?")
-    then = Task(f"{HERE}.work")
+    then = Task(WORK)
 
 
 def failed_pipeline():

@@ -12,6 +12,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 import workflows
+from tests.handlers import CALLS
 from workflows import FanOut, InvalidTransition, Retry, Sleep, StaleState, Task, Workflow
 from workflows.engine import ITEM, claim, claim_step, complete_work, fail_attempt
 from workflows.models import CompensationRecord, FanOutItem, Run, Step, Timer
@@ -19,7 +20,6 @@ from workflows.testing import run_pending
 from workflows.workers.scanners import fire_due_timers, reclaim_expired_leases
 
 HERE = "tests.engine.test_pause_resume"
-CALLS: list[str] = []
 
 
 def record(ctx: Any) -> str:
@@ -53,11 +53,6 @@ class Spread(Workflow):
 class Flaky(Workflow):
     name = "pause_flaky"
     only = Task(f"{HERE}.record", retry=Retry(max_attempts=3))
-
-
-@pytest.fixture(autouse=True)
-def _reset_calls():
-    CALLS.clear()
 
 
 def status_of(run: Run) -> str:

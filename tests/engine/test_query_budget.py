@@ -12,6 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 import workflows
+from tests.handlers import NOOP
 from workflows import FanOut, Task, Workflow
 from workflows.engine import ITEM, claim, claim_step, complete_work
 from workflows.engine.lease import LeaseBatch
@@ -22,7 +23,6 @@ from workflows.workers.runner import run_attempt
 
 pytestmark = pytest.mark.django_db
 
-NOOP = "tests.engine.test_query_budget.noop"
 
 # From claim to the next step being ready: claim (select, update, insert event) and
 # completion (lock run, fenced update, read downstream rows, ready next, insert events).
@@ -39,10 +39,6 @@ EVALUATED_STEP_QUERIES = 5
 CHAINED_BATCH_QUERIES = 5
 # Claiming a batch: read the nudged item with its run, claim the batch, insert events.
 BATCH_CLAIM_QUERIES = 3
-
-
-def noop(ctx):
-    return None
 
 
 def chain_of(length: int, *, transactional: bool = False) -> type[Workflow]:

@@ -11,7 +11,8 @@ from django.contrib.auth.models import User
 import workflows
 from tests.acceptance.invariants import most_active_at_once as most_active_at_once_in
 from tests.conftest import run_concurrently
-from workflows import InvalidTransition, PermanentError, SubWorkflow, Task, WaitForSignal, Workflow
+from tests.handlers import BROKEN, WORK
+from workflows import InvalidTransition, SubWorkflow, Task, WaitForSignal, Workflow
 from workflows.engine.guards import RUN_VERBS
 from workflows.engine.limits import slots
 from workflows.engine.limits.run_limits import slot_key
@@ -21,15 +22,6 @@ from workflows.status import RUN_FINAL
 from workflows.testing import run_pending
 from workflows.workers.scanners import RECOVERY_SCANNERS, start_queued_runs
 
-HERE = "tests.engine.test_queued_runs"
-BROKEN: set[str] = set()
-
-
-def record(ctx: Any) -> str:
-    if ctx.step_name in BROKEN:
-        raise PermanentError(f"{ctx.step_name} is broken")
-    return ctx.step_name
-
 
 class Held(Workflow):
     """Each run waits for the signal "go", so the test decides when it ends."""
@@ -37,13 +29,13 @@ class Held(Workflow):
     name = "queued_held"
     max_concurrent_runs = 2
     hold = WaitForSignal("go")
-    work = Task(f"{HERE}.record")
+    work = Task(WORK)
 
 
 class Quick(Workflow):
     name = "queued_quick"
     max_concurrent_runs = 1
-    only = Task(f"{HERE}.record")
+    only = Task(WORK)
 
 
 class Parent(Workflow):
@@ -53,11 +45,6 @@ class Parent(Workflow):
     max_concurrent_runs = 1
     child = SubWorkflow("queued_quick")
     second = SubWorkflow("queued_quick")
-
-
-@pytest.fixture(autouse=True)
-def _reset():
-    BROKEN.clear()
 
 
 def start(count: int, **options: Any) -> list[Run]:

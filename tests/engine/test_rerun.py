@@ -11,13 +11,13 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 import workflows
+from tests.handlers import BROKEN
 from workflows import FanOut, InvalidTransition, StepNotFound, Task, Workflow
 from workflows.models import FanOutItem, Run, Step
 from workflows.testing import run_pending
 
 HERE = "tests.engine.test_rerun"
 KEYS: list[tuple[str, str]] = []
-BROKEN: set[str] = set()
 
 
 def work(ctx: Any) -> str:
@@ -62,7 +62,6 @@ class Spread(Workflow):
 @pytest.fixture(autouse=True)
 def _reset():
     KEYS.clear()
-    BROKEN.clear()
 
 
 def refreshed(run: Run) -> Run:

@@ -8,6 +8,7 @@ import pytest
 from django.utils import timezone
 
 import workflows
+from tests.handlers import NOOP
 from workflows import PermanentError, Retry, Sleep, Task, Workflow
 from workflows.engine import fire_timer
 from workflows.models import Timer
@@ -43,10 +44,6 @@ def permanent(ctx):
 def unsupported(ctx):
     ATTEMPTS.append((ctx.attempt, ctx.idempotency_key))
     raise Unsupported("no such thing")
-
-
-def noop(ctx):
-    return None
 
 
 @pytest.fixture(autouse=True)
@@ -85,9 +82,9 @@ class NonRetryable(Workflow):
 
 class Napping(Workflow):
     name = "timer_napping"
-    before = Task(f"{HERE}.noop")
+    before = Task(NOOP)
     nap = Sleep(timedelta(hours=2))
-    after = Task(f"{HERE}.noop")
+    after = Task(NOOP)
 
 
 WAKE_AT = datetime(2031, 1, 2, 3, 4, 5, tzinfo=UTC)

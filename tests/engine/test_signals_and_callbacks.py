@@ -9,6 +9,7 @@ from django.core import signing
 from django.utils import timezone
 
 import workflows
+from tests.handlers import ASK_BANK, NOOP, TOKENS
 from workflows import (
     CallbackAlreadyUsed,
     CallbackExpired,
@@ -26,39 +27,23 @@ from workflows.testing import run_pending
 pytestmark = pytest.mark.django_db
 
 HERE = "tests.engine.test_signals_and_callbacks"
-TOKENS: list[str] = []
-
-
-def noop(ctx):
-    return None
 
 
 def echo_payment(ctx):
     return {"paid": ctx.steps["payment"].output}
 
 
-def ask_bank(ctx):
-    handle = ctx.await_callback(timeout=timedelta(minutes=10))
-    TOKENS.append(handle.token)
-    return handle
-
-
-@pytest.fixture(autouse=True)
-def _reset():
-    TOKENS.clear()
-
-
 class Payment(Workflow):
     name = "signal_payment"
-    invoice = Task(f"{HERE}.noop")
+    invoice = Task(NOOP)
     payment = WaitForSignal("paid", timeout=timedelta(days=1))
     receipt = Task(f"{HERE}.echo_payment")
 
 
 class Bank(Workflow):
     name = "callback_bank"
-    transfer = Task(f"{HERE}.ask_bank", retry=Retry(max_attempts=2))
-    done = Task(f"{HERE}.noop")
+    transfer = Task(ASK_BANK, retry=Retry(max_attempts=2))
+    done = Task(NOOP)
 
 
 def test_signal_completes_the_waiting_step_with_its_payload():

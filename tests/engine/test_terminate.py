@@ -3,61 +3,41 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
 import workflows
+from tests.handlers import BOOM, UNDO, UNDONE, WORK
 from workflows import InvalidTransition, LeaseLost, SubWorkflow, Task, Workflow
 from workflows.engine import COMPENSATION, claim, claim_step, complete_work
 from workflows.models import CompensationRecord, Run, Step, Timer
 from workflows.testing import run_pending
 
-HERE = "tests.engine.test_terminate"
-UNDONE: list[str] = []
-
-
-def work(ctx: Any) -> str:
-    return ctx.step_name
-
-
-def undo(ctx: Any) -> None:
-    UNDONE.append(ctx.step_name)
-
-
-def boom(ctx: Any) -> None:
-    raise workflows.PermanentError("boom")
-
 
 class Pipeline(Workflow):
     name = "terminate_pipeline"
-    extract = Task(f"{HERE}.work", compensate=f"{HERE}.undo")
-    load = Task(f"{HERE}.work")
-    report = Task(f"{HERE}.work")
+    extract = Task(WORK, compensate=UNDO)
+    load = Task(WORK)
+    report = Task(WORK)
 
 
 class Doomed(Workflow):
     name = "terminate_doomed"
-    first = Task(f"{HERE}.work", compensate=f"{HERE}.undo")
-    second = Task(f"{HERE}.work", compensate=f"{HERE}.undo")
-    third = Task(f"{HERE}.boom")
+    first = Task(WORK, compensate=UNDO)
+    second = Task(WORK, compensate=UNDO)
+    third = Task(BOOM)
 
 
 class Child(Workflow):
     name = "terminate_child"
-    slow = Task(f"{HERE}.work")
+    slow = Task(WORK)
 
 
 class Parent(Workflow):
     name = "terminate_parent"
     child = SubWorkflow("terminate_child")
-
-
-@pytest.fixture(autouse=True)
-def _reset():
-    UNDONE.clear()
 
 
 def refreshed(run: Run) -> Run:

@@ -23,6 +23,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 import workflows
+from tests.handlers import NOOP
 from workflows import (
     FanOut,
     Gate,
@@ -48,10 +49,6 @@ pytestmark = pytest.mark.django_db
 
 HERE = "tests.queries.test_explain"
 ONCE = Retry(max_attempts=1)
-
-
-def noop(ctx):
-    return None
 
 
 def refuse(ctx):
@@ -89,7 +86,7 @@ class Approval(Workflow):
         permission="auth.change_user",
         assignees=["alice", "group:ops"],
     )
-    ship = Task(f"{HERE}.noop")
+    ship = Task(NOOP)
 
 
 class Nap(Workflow):
@@ -146,15 +143,15 @@ class Shipping(Workflow):
 
 class Single(Workflow):
     name = "explain_single"
-    work = Task(f"{HERE}.noop", timeout=timedelta(minutes=1))
-    then = Task(f"{HERE}.noop")
+    work = Task(NOOP, timeout=timedelta(minutes=1))
+    then = Task(NOOP)
 
 
 class Declined(Workflow):
     name = "explain_declined"
-    first = Task(f"{HERE}.noop")
+    first = Task(NOOP)
     charge = Task(f"{HERE}.refuse", retry=ONCE)
-    never = Task(f"{HERE}.noop")
+    never = Task(NOOP)
 
 
 class Trip(Workflow):
@@ -164,7 +161,7 @@ class Trip(Workflow):
 
 
 def chain_of(length: int) -> type[Workflow]:
-    body = {f"s{i:03d}": Task(f"{HERE}.noop") for i in range(length)}
+    body = {f"s{i:03d}": Task(NOOP) for i in range(length)}
     return type(
         f"Chain{length}",
         (Workflow,),
@@ -178,7 +175,7 @@ LONG = chain_of(60)
 
 class Many(Workflow):
     name = "explain_many"
-    work = FanOut(f"{HERE}.noop", items=lambda ctx: list(range(ctx.input["n"])), max_parallel=3)
+    work = FanOut(NOOP, items=lambda ctx: list(range(ctx.input["n"])), max_parallel=3)
 
 
 def holds(run: Run, kind: str, **kwargs: Any) -> list[dict[str, Any]]:

@@ -23,6 +23,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 import workflows
+from tests.handlers import NOOP
 from workflows import FanOut, Task, Workflow
 from workflows.admin.run_page import hold_text
 from workflows.engine import claim_step
@@ -35,25 +36,20 @@ from workflows.workers.presence import report_presence
 
 pytestmark = pytest.mark.django_db
 
-HERE = "tests.queries.test_explain_holds"
 # Work goes to django-q2 workers only with this executor; inline, run_pending runs all.
 WORKERS = override_settings(WORKFLOWS={"EXECUTOR": "django_q"})
 
 
-def noop(ctx):
-    return None
-
-
 class Training(Workflow):
     name = "holds_training"
-    prepare = Task(f"{HERE}.noop")
-    train = Task(f"{HERE}.noop", queue="gpu", requires={"cuda"}, after=[])
+    prepare = Task(NOOP)
+    train = Task(NOOP, queue="gpu", requires={"cuda"}, after=[])
 
 
 class Fitting(Workflow):
     name = "holds_fitting"
     fit = FanOut(
-        f"{HERE}.noop",
+        NOOP,
         items=lambda ctx: ["a", "b"],
         requires={"cuda", "avx512"},
         max_parallel=2,
@@ -63,7 +59,7 @@ class Fitting(Workflow):
 class Calls(Workflow):
     name = "holds_calls"
     call = Task(
-        f"{HERE}.noop",
+        NOOP,
         concurrency_key=lambda ctx: ctx.input["customer"],
         max_concurrent=2,
         rate_limit="5/m",
@@ -73,7 +69,7 @@ class Calls(Workflow):
 class Limited(Workflow):
     name = "holds_limited"
     max_concurrent_runs = 1
-    only = Task(f"{HERE}.noop")
+    only = Task(NOOP)
 
 
 def entries(run: Run, kind: str | None = None) -> list[dict[str, Any]]:

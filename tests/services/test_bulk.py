@@ -19,7 +19,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 import workflows
-from workflows import InvalidInput, PermanentError, Retry, Task, WaitForSignal, Workflow, services
+from tests.handlers import BROKEN, WORK
+from workflows import InvalidInput, Retry, Task, WaitForSignal, Workflow, services
 from workflows.engine.guards import RUN_VERBS
 from workflows.models import Event, Run, Step
 from workflows.services.bulk import (
@@ -36,39 +37,26 @@ from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
 
-HERE = "tests.services.test_bulk"
-BROKEN: set[str] = set()
 ONCE = Retry(max_attempts=1)
-
-
-def work(ctx):
-    if ctx.step_name in BROKEN:
-        raise PermanentError(f"{ctx.step_name} is broken")
-    return ctx.step_name
-
-
-@pytest.fixture(autouse=True)
-def _reset():
-    BROKEN.clear()
 
 
 class Held(Workflow):
     """Waits for a signal after its first step: a run that stays ``waiting``."""
 
     name = "bulk_held"
-    first = Task(f"{HERE}.work", retry=ONCE)
+    first = Task(WORK, retry=ONCE)
     go = WaitForSignal("go")
 
 
 class Quick(Workflow):
     name = "bulk_quick"
-    first = Task(f"{HERE}.work", retry=ONCE)
-    second = Task(f"{HERE}.work", retry=ONCE)
+    first = Task(WORK, retry=ONCE)
+    second = Task(WORK, retry=ONCE)
 
 
 class Other(Workflow):
     name = "bulk_other"
-    only = Task(f"{HERE}.work", retry=ONCE)
+    only = Task(WORK, retry=ONCE)
 
 
 def started(workflow: type[Workflow], count: int = 1, *, broken: str = "", **kwargs: Any):

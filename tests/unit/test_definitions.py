@@ -6,15 +6,10 @@ from datetime import timedelta
 
 import pytest
 
+from tests.handlers import NOOP, noop
 from workflows import DefinitionError, DefinitionMissing, Retry, Sleep, Task, Workflow
 from workflows.checks import check_definitions
 from workflows.definitions import registry
-
-NOOP = "tests.unit.test_definitions.noop"
-
-
-def noop(ctx):
-    return None
 
 
 class Linear(Workflow, register=False):

@@ -4,14 +4,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from tests.handlers import NOOP
 from workflows import Sleep, Task, Workflow
 from workflows.definitions.render import to_dot, to_mermaid
-
-NOOP = "tests.unit.test_render.noop"
-
-
-def noop(ctx):
-    return None
 
 
 class Shipping(Workflow, register=False):

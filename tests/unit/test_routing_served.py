@@ -5,23 +5,18 @@ from __future__ import annotations
 
 import pytest
 
+from tests.handlers import NOOP
 from workflows import FanOut, Task, Workflow
 from workflows.definitions import registry
 from workflows.definitions.limits import Route
 from workflows.engine.routing import routes_served
 
-HANDLER = "tests.unit.test_routing_served.noop"
-
-
-def noop(ctx):
-    return None
-
 
 class Render(Workflow, register=False):
     name = "served_render"
-    fetch = Task(HANDLER)
-    draw = Task(HANDLER, queue="gpu", requires={"cuda"})
-    upscale = FanOut(HANDLER, items=lambda ctx: [1], queue="gpu", requires={"cuda", "fp16"})
+    fetch = Task(NOOP)
+    draw = Task(NOOP, queue="gpu", requires={"cuda"})
+    upscale = FanOut(NOOP, items=lambda ctx: [1], queue="gpu", requires={"cuda", "fp16"})
 
 
 class RenderV2(Workflow, register=False):
@@ -30,8 +25,8 @@ class RenderV2(Workflow, register=False):
     name = "served_render"
     version = 2
     default_requires = frozenset({"avx512"})
-    fetch = Task(HANDLER)
-    mail = Task(HANDLER, queue="emails", requires=set())
+    fetch = Task(NOOP)
+    mail = Task(NOOP, queue="emails", requires=set())
 
 
 @pytest.fixture(autouse=True)

@@ -7,13 +7,13 @@ from django.db import transaction
 from django_q.models import OrmQ
 
 import workflows
+from tests.handlers import NOOP
 from workflows import Task, Workflow
 from workflows.checks import django_q_problems
 from workflows.engine.executor import _load
 from workflows.models import Run
 from workflows.workers.executors import DjangoQExecutor
 
-NOOP = "tests.workers.test_django_q_executor.noop"
 SAFE = {
     "orm": "default",
     "timeout": 600,
@@ -22,10 +22,6 @@ SAFE = {
     "max_attempts": 1,
     "catch_up": False,
 }
-
-
-def noop(ctx):
-    return None
 
 
 class Queued(Workflow):

@@ -12,6 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 import workflows
+from tests.handlers import NOOP
 from workflows import FanOut, Task, Workflow
 from workflows.engine import STEP, claim_step
 from workflows.engine.claims import claim
@@ -27,10 +28,6 @@ pytestmark = pytest.mark.django_db
 HERE = "tests.workers.test_pull"
 
 
-def noop(ctx):
-    return None
-
-
 def echo(ctx):
     return ctx.item
 
@@ -41,18 +38,18 @@ def by_customer(ctx):
 
 class Pair(Workflow):
     name = "pull_pair"
-    first = Task(f"{HERE}.noop")
-    second = Task(f"{HERE}.noop")
+    first = Task(NOOP)
+    second = Task(NOOP)
 
 
 class OnGpu(Workflow):
     name = "pull_on_gpu"
-    render = Task(f"{HERE}.noop", queue="gpu")
+    render = Task(NOOP, queue="gpu")
 
 
 class OneAtATime(Workflow):
     name = "pull_one_at_a_time"
-    charge = Task(f"{HERE}.noop", concurrency_key=by_customer, max_concurrent=1)
+    charge = Task(NOOP, concurrency_key=by_customer, max_concurrent=1)
 
 
 class Spread(Workflow):
