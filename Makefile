@@ -3,6 +3,7 @@
 #                with a django-q2 worker cluster and the timer sweeper (Ctrl-C, or SIGINT or
 #                SIGTERM sent to make alone, stops all within 10 s)
 #   make test  - virtualenv if missing, then the whole test suite
+# and, while editing, make test-fast: every test that needs no extra process or browser
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -11,7 +12,7 @@ STAMP := $(VENV)/.installed-stamp
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test test-postgres lint bench clean
+.PHONY: run test test-fast test-postgres lint bench clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +31,12 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Leaves out tests/acceptance, tests/browser and tests/install (real processes, Chromium,
+# a fresh project) and every test marked `processes` (one that starts a process elsewhere).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not acceptance and not browser and not processes" \
+		--ignore=tests/acceptance --ignore=tests/browser --ignore=tests/install $(PYTEST_ARGS)
 
 test-postgres: $(STAMP)
 	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test} $(BIN)/python -m pytest $(PYTEST_ARGS)

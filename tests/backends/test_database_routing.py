@@ -17,6 +17,7 @@ from workflows import checks
 SCRIPT_TIMEOUT_SECONDS = 120
 
 
+@pytest.mark.processes
 def test_every_statement_of_a_run_follows_the_router(tmp_path: Path):
     """Hand-written SQL, ORM calls and the transaction all use the router's database.
 

@@ -83,6 +83,7 @@ def _claim_all(step_ids: list[int], owner: str, barrier: Any, results: Any) -> N
         os._exit(0)
 
 
+@pytest.mark.processes
 def test_processes_claiming_the_same_steps_each_step_has_one_winner():
     runs = [workflows.start_run(Single) for _ in range(30)]
     step_ids = list(Step.objects.filter(run__in=runs).values_list("pk", flat=True))

@@ -213,6 +213,7 @@ def test_the_sweeper_delivers_hooks_on_its_next_poll(received):
     assert hooks_of(received, run) == ["run_started", "step_failed", "run_finished"]
 
 
+@pytest.mark.processes
 @pytest.mark.django_db(transaction=True)
 def test_two_racing_deliverer_processes_send_each_hook_once(tmp_path):
     for _ in range(15):

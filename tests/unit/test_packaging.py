@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import zipfile
 
+import pytest
+
 from tests.wheel_build import ROOT, build_wheel
 
 
+@pytest.mark.processes
 def test_wheel_contains_the_app_and_its_migrations(tmp_path):
     wheel = build_wheel(tmp_path)
     names = zipfile.ZipFile(wheel).namelist()

@@ -22,6 +22,7 @@ def test_one_holder_at_a_time_and_a_bounded_wait(tmp_path):
     second.close()
 
 
+@pytest.mark.processes
 def test_a_forked_child_neither_shares_nor_releases_its_parents_lock(tmp_path):
     lock = WriteLock(str(tmp_path / "db-writer.lock"), timeout=0.05)
     lock.acquire()

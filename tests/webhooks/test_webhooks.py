@@ -382,6 +382,7 @@ def test_two_racing_senders_post_each_delivery_once_and_in_order(concurrently):
     assert set(WebhookDelivery.objects.values_list("status", flat=True)) == {"delivered"}
 
 
+@pytest.mark.processes
 @pytest.mark.django_db(transaction=True)
 def test_a_django_q2_worker_process_sends_the_deliveries(settings):
     settings.WORKFLOWS = {**settings.WORKFLOWS, "EXECUTOR": "django_q"}
