@@ -3,7 +3,7 @@
 #                with a django-q2 worker cluster and the timer sweeper (Ctrl-C, or SIGINT or
 #                SIGTERM sent to make alone, stops all within 10 s)
 #   make test  - virtualenv if missing, then the whole test suite
-# and, while editing, make test-fast: every test that needs no extra process or browser
+# and, while editing, make test-fast: the tests that need no extra process or browser
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -33,9 +33,10 @@ test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # Leaves out tests/acceptance, tests/browser and tests/install (real processes, Chromium,
-# a fresh project) and every test marked `processes` (one that starts a process elsewhere).
+# a fresh project), every test marked `processes` (one that starts a process elsewhere) and
+# the few marked `slow` (scale and fuzz tests: half of the rest's time in five tests).
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not acceptance and not browser and not processes" \
+	$(BIN)/python -m pytest -m "not acceptance and not browser and not processes and not slow" \
 		--ignore=tests/acceptance --ignore=tests/browser --ignore=tests/install $(PYTEST_ARGS)
 
 test-postgres: $(STAMP)

@@ -194,6 +194,7 @@ def test_the_sweep_covers_every_custom_view():
     } <= names
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("role", ["superuser", "staff without permissions"])
 def test_no_admin_url_answers_garbage_with_a_server_error(client, engine_rows, role):
     user = User.objects.create_superuser("root") if role == "superuser" else staff("approver")

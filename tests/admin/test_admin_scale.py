@@ -15,7 +15,7 @@ from django.urls import reverse
 from workflows.models import Run, Step
 from workflows.status import RunStatus, StepStatus
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 LARGE = 100_000
 BATCH = 5_000

@@ -68,6 +68,8 @@ def api_schema(db: Any) -> Iterator[Any]:
     signals.request_finished.connect(close_old_connections)
 
 
+pytestmark = pytest.mark.slow
+
 schema = schemathesis.pytest.from_fixture("api_schema")
 
 

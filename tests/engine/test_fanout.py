@@ -213,6 +213,7 @@ def test_advancing_one_item_costs_the_same_queries_whatever_the_number_of_items(
     assert cost(60) == cost(3000)
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_ten_thousand_items_run_to_completion():
     """Committed transitions, as in production (inside one test transaction PostgreSQL

@@ -496,6 +496,7 @@ class ChunkReads:
         return execute(sql, params, many, context)
 
 
+@pytest.mark.slow
 def test_ten_thousand_runs_are_read_in_chunks_and_a_thousand_applied():
     Run.objects.bulk_create(
         Run(
