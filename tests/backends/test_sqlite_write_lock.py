@@ -79,6 +79,9 @@ def test_a_write_outside_a_transaction_waits_for_the_holder_then_proceeds():
 def test_a_writer_gives_up_after_the_busy_timeout():
     other = WriteLock(lock_path(), timeout=1.0)
     other.acquire()
+    # The lock is the open connection's: open it first, or the patched timeout would be
+    # that of a closed connection's lock and the next one would wait its own 20 s.
+    connection.ensure_connection()
     patient = connection.write_lock.timeout
     connection.write_lock.timeout = 0.05
     try:
