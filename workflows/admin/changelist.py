@@ -3,7 +3,8 @@
 Django's admin turns a lookup it cannot build into its "incorrect lookup" redirect
 (``?e=1``), but some values only fail when the query runs: an id beyond the database's
 integers (``?step=99999999999999999999``) or a year beyond Python's dates
-(``?created_at__year=99999``). Those come from stale bookmarks and edited addresses;
+(``?created_at__year=99999``), or a NUL character, which PostgreSQL refuses in any
+text it is given. Those come from stale bookmarks and edited addresses;
 they get the same redirect instead of a server error. Likewise a posted selection of
 rows holding a value that is no id of the model (``not-a-uuid`` for a run) is refused
 with a message before the action's query would raise.
@@ -24,6 +25,8 @@ __all__ = ["SafeChangelistMixin"]
 
 # What a filter value out of the database's or Python's range raises when the query runs.
 OUT_OF_RANGE = (OverflowError, ValueError)
+# A character no text column can hold on PostgreSQL: a filter on it names no row anywhere.
+NUL = "\x00"
 
 
 class SafeChangelistMixin:
@@ -32,6 +35,9 @@ class SafeChangelistMixin:
     selections that are not ids with a message."""
 
     def get_changelist_instance(self, request: HttpRequest) -> Any:
+        if any(NUL in text for key, values in request.GET.lists() for text in (key, *values)):
+            # PostgreSQL refuses the query outright (SQLite would answer it, matching nothing).
+            raise IncorrectLookupParameters("a filter value holds a NUL character")
         try:
             # The changelist counts and slices its rows when it is made, so the query runs here.
             return super().get_changelist_instance(request)  # type: ignore[misc]
