@@ -33,16 +33,6 @@ from workflows.models import Step, Timer
 from workflows.permissions import OVERRIDE_GATE_CLAIM, OVERRIDE_GATE_RULE
 from workflows.status import RUN_ALIVE, StepStatus, TimerKind, TimerStatus
 
-__all__ = [
-    "WaitingGate",
-    "decidable_by",
-    "gates_for",
-    "may_override_claim",
-    "may_override_rule",
-    "signed_in",
-    "waiting_gates",
-]
-
 
 class _Listed(Func):
     """``assignees[key]`` lists one of ``names`` (without ``names``: lists anyone).

@@ -26,25 +26,6 @@ from workflows.errors import RunNotFound, StepNotFound
 from workflows.models import Event, Run, Signal, Step, Timer
 from workflows.status import RUN_HELD, RunStatus, StepStatus, TimerStatus
 
-__all__ = [
-    "Attention",
-    "DefinitionReport",
-    "attention_of",
-    "check_definitions",
-    "describe_run",
-    "expired_lease",
-    "get_run",
-    "get_step",
-    "list_runs",
-    "overdue_timer",
-    "render_definition",
-    "run_summary",
-    "runs_needing_attention",
-    "signal_summary",
-    "step_summary",
-    "undispatched_unit",
-]
-
 _SUMMARY_FIELDS = (
     "id",
     "workflow_name",
