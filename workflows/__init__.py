@@ -12,8 +12,6 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING
 
-from django.core.exceptions import PermissionDenied
-
 from workflows.definitions import (
     Budget,
     FanOut,
@@ -148,7 +146,6 @@ __all__ = [
     "LeaseLost",
     "Option",
     "PermanentError",
-    "PermissionDenied",
     "RateLimit",
     "Retry",
     "Route",

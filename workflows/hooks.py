@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.db import connections, transaction
 from django.db.models import F
@@ -28,6 +28,17 @@ from workflows.engine.sql.connection import engine_alias
 from workflows.models import Event
 from workflows.status import RUN_FINAL
 from workflows.webhooks.outbox import record_deliveries
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+    class _Named(TypedDict):
+        """What :func:`claim_events` annotates each event with: its run's workflow, the
+        sender of its hook."""
+
+        workflow: str
+
+    _NamedEvent = WithAnnotations[Event, _Named]
 
 logger = logging.getLogger("workflows.hooks")
 
@@ -113,7 +124,7 @@ def hook_for(event: Event) -> tuple[Signal, dict[str, Any]] | None:
     return signal, arguments
 
 
-def claim_events(limit: int) -> tuple[int, list[Event]]:
+def claim_events(limit: int) -> tuple[int, list[_NamedEvent]]:
     """Mark up to ``limit`` undelivered events delivered, oldest first; return how many,
     and those of them that have a hook some receiver listens to, in order.
 
@@ -160,7 +171,7 @@ def _hooked_types() -> set[str]:
     return hooked
 
 
-def send_hook(event: Event) -> int:
+def send_hook(event: _NamedEvent) -> int:
     """Send ``event``'s hook to every receiver; return how many receivers raised."""
     hook = hook_for(event)
     if hook is None:

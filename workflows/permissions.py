@@ -9,6 +9,16 @@ to groups; docs/guide/security.md is the guide for people giving them out.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeAlias
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractUser, AnonymousUser
+
+    AnyUser: TypeAlias = AbstractUser | AnonymousUser
+    """Who calls a verb: a signed-in user of the project's user model or the anonymous
+    user, as ``request.user`` is typed. The verbs ask it ``has_perm``, its groups and its
+    username; ``None`` (where a verb allows it) is the system acting on its own."""
+
 __all__ = [
     "CHANGE_WEBHOOKENDPOINT",
     "EVERY_PERMISSION",

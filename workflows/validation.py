@@ -23,7 +23,8 @@ NUL = "\x00"
 
 def max_length(model: type[models.Model], field_name: str) -> int:
     """The ``max_length`` of ``model.field_name``: the limit a value for it must keep."""
-    limit = model._meta.get_field(field_name).max_length
+    field = model._meta.get_field(field_name)
+    limit = field.max_length if isinstance(field, models.Field) else None
     assert limit is not None, f"{model.__name__}.{field_name} has no max_length"
     return limit
 

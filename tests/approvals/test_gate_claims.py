@@ -10,6 +10,7 @@ from io import StringIO
 
 import pytest
 from django.contrib.auth.models import AnonymousUser, Group, Permission, User
+from django.core.exceptions import PermissionDenied
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
@@ -22,7 +23,6 @@ from workflows import (
     GateAlreadyDecided,
     GateClaimed,
     InvalidInput,
-    PermissionDenied,
     StaleState,
     Workflow,
 )

@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import Group, Permission, User
+from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
 import workflows
@@ -14,7 +15,6 @@ from workflows import (
     GateAlreadyDecided,
     InvalidDecision,
     Option,
-    PermissionDenied,
     Task,
     Workflow,
 )

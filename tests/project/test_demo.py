@@ -7,6 +7,7 @@ from io import StringIO
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
 from django.core.management import call_command
 from django.utils import timezone
 
@@ -119,7 +120,7 @@ def test_warehouse_dispatch_declined_card_undoes_packing_then_the_hold():
 def test_dispatch_gate_needs_the_dispatch_permission():
     _, gate = dispatch_waiting_for_approval("valid")
     clerk = User.objects.create_user("clerk")
-    with pytest.raises(workflows.PermissionDenied, match=r"demo\.approve_dispatch"):
+    with pytest.raises(PermissionDenied, match=r"demo\.approve_dispatch"):
         workflows.approve_gate(gate, user=clerk, selections=["standard"])
 
 

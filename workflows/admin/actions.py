@@ -16,10 +16,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -36,6 +37,20 @@ from workflows.queries import get_run
 from workflows.queries.explanation import explain
 from workflows.services.bulk import bulk
 from workflows.status import DecisionVia
+
+if TYPE_CHECKING:
+    from django.http import QueryDict
+
+    from workflows.admin.registered import RunAdmin
+    from workflows.permissions import AnyUser
+
+    class RunFormClass(Protocol):
+        """The form class of a :class:`RunAction`: every one is built for its run."""
+
+        def __call__(
+            self, data: QueryDict | None, *, run: Run, initial: dict[str, Any] | None
+        ) -> forms.Form: ...
+
 
 __all__ = [
     "BULK_VERBS",
@@ -112,7 +127,9 @@ class StepForm(forms.Form):
 
     def __init__(self, *args: Any, run: Run, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["step"].choices = _step_choices(run, self.step_verb)
+        step = self.fields["step"]
+        assert isinstance(step, forms.ChoiceField)  # declared so above
+        step.choices = _step_choices(run, self.step_verb)
 
 
 class RerunForm(StepForm, ReasonForm):
@@ -170,46 +187,46 @@ class RunAction:
     verb: str
     title: str
     summary: str
-    form: type[forms.Form]
-    perform: Callable[[Run, dict[str, Any], Any], str]
+    form: RunFormClass
+    perform: Callable[[Run, dict[str, Any], AnyUser], str]
     guard: str | None = None
 
 
-def _cancel(run: Run, data: dict[str, Any], user: Any) -> str:
+def _cancel(run: Run, data: dict[str, Any], user: AnyUser) -> str:
     done = services.cancel_run(run, reason=data["reason"], compensate=data["compensate"], user=user)
     return f"is now {done.status}" + ("" if data["compensate"] else " (without compensation)")
 
 
-def _with_reason(service: Callable[..., Run]) -> Callable[[Run, dict[str, Any], Any], str]:
-    def perform(run: Run, data: dict[str, Any], user: Any) -> str:
+def _with_reason(service: Callable[..., Run]) -> Callable[[Run, dict[str, Any], AnyUser], str]:
+    def perform(run: Run, data: dict[str, Any], user: AnyUser) -> str:
         return f"is now {service(run, reason=data['reason'], user=user).status}"
 
     return perform
 
 
-def _plain(service: Callable[..., Run]) -> Callable[[Run, dict[str, Any], Any], str]:
-    def perform(run: Run, data: dict[str, Any], user: Any) -> str:
+def _plain(service: Callable[..., Run]) -> Callable[[Run, dict[str, Any], AnyUser], str]:
+    def perform(run: Run, data: dict[str, Any], user: AnyUser) -> str:
         return f"is now {service(run, user=user).status}"
 
     return perform
 
 
-def _priority(run: Run, data: dict[str, Any], user: Any) -> str:
+def _priority(run: Run, data: dict[str, Any], user: AnyUser) -> str:
     done = services.change_priority(run, data["priority"], user=user)
     return f"has priority {done.priority} (it was {run.priority}); it is {done.status}"
 
 
-def _rerun(run: Run, data: dict[str, Any], user: Any) -> str:
+def _rerun(run: Run, data: dict[str, Any], user: AnyUser) -> str:
     done = services.rerun_from(run, int(data["step"]), reason=data["reason"], user=user)
     return f"runs again from step #{data['step']}; it is now {done.status}"
 
 
-def _retry_step(run: Run, data: dict[str, Any], user: Any) -> str:
+def _retry_step(run: Run, data: dict[str, Any], user: AnyUser) -> str:
     step = services.retry_step(int(data["step"]), user=user)
     return f"retries step “{step.name}” ({step.status})"
 
 
-def _skip_step(run: Run, data: dict[str, Any], user: Any) -> str:
+def _skip_step(run: Run, data: dict[str, Any], user: AnyUser) -> str:
     step = services.skip_step(int(data["step"]), output=data["output"], user=user)
     if step.decided_via == DecisionVia.OVERRIDE:
         return f"skipped gate “{step.name}” ({step.decision}), overriding the gate's rule"
@@ -218,7 +235,7 @@ def _skip_step(run: Run, data: dict[str, Any], user: Any) -> str:
     return f"skipped step “{step.name}” ({step.status})"
 
 
-def _signal(run: Run, data: dict[str, Any], user: Any) -> str:
+def _signal(run: Run, data: dict[str, Any], user: AnyUser) -> str:
     signal = services.send_signal(
         run,
         data["name"],
@@ -306,9 +323,7 @@ RUN_ACTIONS: dict[str, RunAction] = {
 }
 
 
-def run_action(
-    model_admin: admin.ModelAdmin, request: HttpRequest, run_id: str, verb: str
-) -> HttpResponse:
+def run_action(model_admin: RunAdmin, request: HttpRequest, run_id: str, verb: str) -> HttpResponse:
     """GET: the confirmation page of ``verb`` on the run. POST: do it, then the run page."""
     if not model_admin.has_operate_permission(request):
         raise PermissionDenied
@@ -393,7 +408,7 @@ def _options(verb: str, data: dict[str, Any]) -> dict[str, Any]:
 
 def _bulk_action(spec: BulkVerb) -> Callable[..., HttpResponse | None]:
     def action(
-        model_admin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Run]
+        model_admin: admin.ModelAdmin[Run], request: HttpRequest, queryset: QuerySet[Run]
     ) -> HttpResponse | None:
         form = spec.form(request.POST if "confirm" in request.POST else None)
         if "confirm" in request.POST and form.is_valid():
@@ -418,7 +433,7 @@ def _bulk_action(spec: BulkVerb) -> Callable[..., HttpResponse | None]:
                 model_admin.message_user(request, f"{runs}: {reason}", messages.INFO)
             return None
         step = request.POST.get("from_step") or None
-        dry_options = {"from_step": step} if spec.verb == "rerun" and step else {}
+        dry_options: dict[str, Any] = {"from_step": step} if spec.verb == "rerun" and step else {}
         try:
             no_step = spec.verb == "rerun" and not step
             dry = None if no_step else bulk(spec.verb, queryset, dry_run=True, **dry_options)
@@ -436,7 +451,7 @@ def _bulk_action(spec: BulkVerb) -> Callable[..., HttpResponse | None]:
             "reasons": Counter(item.reason for item in skipped).most_common(),
             "skipped": skipped[:SKIPPED_SHOWN],
             "form": form,
-            "selected": request.POST.getlist(admin.helpers.ACTION_CHECKBOX_NAME),
+            "selected": request.POST.getlist(ACTION_CHECKBOX_NAME),
             "select_across": request.POST.get("select_across", "0"),
             "action_name": request.POST.get("action"),
             "index": request.POST.get("index", "0"),

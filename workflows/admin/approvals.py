@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin, messages
@@ -54,6 +54,12 @@ from workflows.models import Run, Step
 from workflows.permissions import VIEW_RUN, VIEW_STEP
 from workflows.queries import get_step
 from workflows.status import StepStatus
+
+if TYPE_CHECKING:
+    from django.http import QueryDict
+    from django.utils.datastructures import MultiValueDict
+
+    from workflows.permissions import AnyUser
 
 __all__ = ["ApprovalsViews", "DecisionForm", "decide", "inbox_visible"]
 
@@ -96,7 +102,7 @@ LINK_REFUSALS: dict[str, tuple[str, str]] = {
 }
 
 
-def inbox_visible(user: Any, gates: list[WaitingGate] | None = None) -> bool:
+def inbox_visible(user: AnyUser, gates: list[WaitingGate] | None = None) -> bool:
     """Whether the admin index links to the inbox for ``user``.
 
     A staff user who may decide at least one waiting gate, who may view all gates, or
@@ -110,7 +116,7 @@ def inbox_visible(user: Any, gates: list[WaitingGate] | None = None) -> bool:
     return bool(gates_for(user) if gates is None else gates) or named_by_a_gate(user)
 
 
-def named_by_a_gate(user: Any) -> bool:
+def named_by_a_gate(user: AnyUser) -> bool:
     """Whether a gate of a registered workflow names ``user``: they hold its permission,
     or are among its assignees by username or group.
 
@@ -191,6 +197,10 @@ class DecisionForm(forms.Form):
     The help text only tells the person what the gate asks for; the service checks it.
     """
 
+    # What was posted, or Django's empty MultiValueDict for an unbound form: never a
+    # plain mapping, so :meth:`selections` can read every value of a field.
+    data: MultiValueDict[str, str]
+
     version = forms.IntegerField(widget=forms.HiddenInput)
     feedback = forms.CharField(
         required=False,
@@ -198,8 +208,8 @@ class DecisionForm(forms.Form):
         help_text="Kept with the decision in the run's history.",
     )
 
-    def __init__(self, gate: Step, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, initial={"version": gate.version}, **kwargs)
+    def __init__(self, gate: Step, data: QueryDict | None = None) -> None:
+        super().__init__(data, initial={"version": gate.version})
         choices = [(option["value"], option["label"]) for option in gate.options]
         if not choices:
             return
@@ -245,8 +255,10 @@ def gone(gate: Step) -> str:
         outcome = f" and was {gate.decision} automatically" if gate.decision else ""
         return f"This gate timed out before your decision{outcome}; nothing was recorded."
     if gate.decision:
+        decider = gate.decided_by
+        assert decider is not None  # a decision without a decider is the timeout's, above
         return (
-            f"This gate was already {gate.decision} by {gate.decided_by.get_username()}; "
+            f"This gate was already {gate.decision} by {decider.get_username()}; "
             "nothing was recorded."
         )
     return f"This gate is no longer waiting (it is {gate.status}); nothing was recorded."

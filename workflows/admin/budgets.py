@@ -10,8 +10,9 @@ an admin ``LogEntry`` on the counter (its history page) and in the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin, messages
@@ -34,6 +35,9 @@ from workflows.permissions import VIEW_RUN
 from workflows.services import budgets as budget_services
 from workflows.services.access import CHANGE_BUDGETS
 from workflows.services.budgets import BudgetView
+
+if TYPE_CHECKING:
+    from workflows.permissions import AnyUser
 
 
 def number(value: Any) -> str:
@@ -110,16 +114,21 @@ class BudgetCounterAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
     def has_operate_permission(self, request: HttpRequest) -> bool:
         return CHANGE_BUDGETS.allows(request.user)
 
-    def get_list_display(self, request: HttpRequest) -> tuple[str, ...]:
+    def get_list_display(
+        self, request: HttpRequest
+    ) -> tuple[str | Callable[[BudgetCounter], str | bool], ...]:
         shown = tuple(super().get_list_display(request))
         if self.has_operate_permission(request):
             return shown
         return tuple(name for name in shown if name != "operations")
 
     def _view(self, counter: BudgetCounter) -> BudgetView:
-        if not hasattr(counter, "_budget_view"):
-            counter._budget_view = budget_services.budget_view(counter)
-        return counter._budget_view
+        # Several columns show the view: it is computed once per row and kept on the row
+        # (as cached_property keeps its value), not on the admin, which every request shares.
+        cache = vars(counter)
+        if "_budget_view" not in cache:
+            cache["_budget_view"] = budget_services.budget_view(counter)
+        return cache["_budget_view"]
 
     @admin.display(description="business key", ordering="scope_key")
     def scope(self, counter: BudgetCounter) -> str:
@@ -232,7 +241,9 @@ def budget_action(
     return TemplateResponse(request, "workflows/admin/budget_action.html", context)
 
 
-def _perform(verb: str, counter: BudgetCounter, data: dict[str, Any], user: Any) -> BudgetChange:
+def _perform(
+    verb: str, counter: BudgetCounter, data: dict[str, Any], user: AnyUser
+) -> BudgetChange:
     if verb == "raise":
         return budget_services.raise_budget(
             counter.workflow_name,

@@ -123,9 +123,9 @@ def layout(steps: Sequence[GraphStep]) -> list[Placed]:
     tallest = max((len(members) for members in columns.values()), default=0)
     placed = []
     for step in steps:
-        members = len(columns[column[step.name]])
+        height = len(columns[column[step.name]])
         # Centre short columns against the tallest, so a join sits between its branches.
-        offset = (tallest - members) * (NODE_HEIGHT + ROW_GAP) / 2
+        offset = (tallest - height) * (NODE_HEIGHT + ROW_GAP) / 2
         placed.append(
             Placed(
                 step=step,

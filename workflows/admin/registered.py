@@ -5,7 +5,7 @@ Read-only, since only the engine writes workflow state."""
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 from uuid import UUID
 
 from django.contrib import admin
@@ -42,6 +42,18 @@ from workflows.permissions import VIEW_FANOUTITEM
 from workflows.queries import Attention
 from workflows.services.access import OPERATE_RUNS, START_RUNS
 from workflows.status import StepStatus
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+    from workflows.admin.runs import RunWithProgress
+
+    class _WaitingGates(TypedDict):
+        """What :meth:`RunInline.get_queryset` prefetches onto each run."""
+
+        waiting_gates: list[Step]
+
+    RunWithWaitingGates = WithAnnotations[Run, _WaitingGates]
 
 
 @admin.register(Run)
@@ -82,7 +94,7 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
     class Media:
         css = {"all": ("workflows/console.css",)}
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
+    def get_queryset(self, request: HttpRequest) -> QuerySet[RunWithProgress]:
         # The list never shows input, output or snapshot, which can be large.
         runs = super().get_queryset(request).defer("input", "output", "snapshot", "error")
         return runs_with_progress(runs, timezone.now())
@@ -144,11 +156,15 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
         """The run page (:mod:`workflows.admin.run_page`) instead of a form."""
         run = (
             Run.objects.select_related("parent_run", "parent_step", "created_by")
-            .filter(pk=_uuid_or_none(object_id))
+            # A malformed id is None, which Django reads as ``IS NULL``: no run, as for an
+            # unknown id. The plugin types an exact lookup by its non-null field.
+            .filter(pk=_uuid_or_none(object_id))  # type: ignore[misc]
             .first()
         )
         if run is None:
-            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+            # Django's own "no such object" message and redirect; its stubs leave this
+            # private helper out.
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)  # type: ignore[attr-defined]
         if not self.has_view_permission(request, run):
             raise PermissionDenied
         may = {
@@ -180,7 +196,7 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
         return f"{run.workflow_name} v{run.workflow_version}"
 
     @admin.display(description="progress")
-    def progress(self, run: Run) -> SafeString:
+    def progress(self, run: RunWithProgress) -> SafeString:
         return format_html(
             '<span class="wf-progress"><progress value="{}" max="{}"></progress> {}/{}</span>',
             run.steps_done,
@@ -206,7 +222,7 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
         )
 
     @admin.display(description="attention")
-    def attention_badge(self, run: Run) -> SafeString | str:
+    def attention_badge(self, run: RunWithProgress) -> SafeString | str:
         return (
             "-"
             if run.attention == Attention.OK
@@ -316,5 +332,5 @@ class RunInline(ReadOnlyMixin, GenericTabularInline):
         return badge(run.status)
 
     @admin.display(description="waiting for")
-    def waiting_for(self, run: Run) -> str:
+    def waiting_for(self, run: RunWithWaitingGates) -> str:
         return "; ".join(gate.prompt or gate.name for gate in run.waiting_gates) or "-"

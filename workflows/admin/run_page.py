@@ -280,7 +280,7 @@ def _graph_states(steps: list[Step]) -> dict[str, tuple[str, str]]:
     return states
 
 
-def _events(run: Run, request: HttpRequest, step_names: Mapping[int, str]) -> dict[str, Any]:
+def _events(run: Run, request: HttpRequest, step_names: Mapping[int | None, str]) -> dict[str, Any]:
     """One page of the history, newest first, without a count: it fetches one row more
     than it shows to know whether an older page exists."""
     failed_only = request.GET.get("events") == "failed"
@@ -307,7 +307,8 @@ def _events(run: Run, request: HttpRequest, step_names: Mapping[int, str]) -> di
 
 def _actions(explanation: Explanation) -> tuple[list[Action], list[Action]]:
     """Allowed and refused verbs; a gate's decisions belong to the approvals pages."""
-    allowed, refused = [], []
+    allowed: list[Action] = []
+    refused: list[Action] = []
     for action in explanation.allowed_actions:
         (allowed if action.allowed else refused).append(action)
     return allowed, refused
@@ -365,7 +366,8 @@ def run_page_context(
         .only("id", "workflow_name", "workflow_version", "status", "business_key", "parent_step_id")
         .order_by("created_at", "id")[: LIST_LIMIT + 1]
     )
-    step_names = {step.pk: step.name for step in steps}
+    # Keyed so that an event, timer or signal naming no step looks up ``None``.
+    step_names: dict[int | None, str] = {step.pk: step.name for step in steps}
 
     def items_url(step: Step) -> str | None:
         if not may.get("view_items"):

@@ -17,7 +17,7 @@ import re
 from datetime import datetime, timedelta
 from functools import reduce
 from operator import or_
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 from uuid import UUID
 
 from django.contrib import admin
@@ -43,6 +43,18 @@ from workflows.queries import (
     undispatched_unit,
 )
 from workflows.status import StepStatus
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+    class _Progress(TypedDict):
+        """What :func:`runs_with_progress` annotates each run with."""
+
+        steps_total: int
+        steps_done: int
+        attention: str
+
+    RunWithProgress = WithAnnotations[Run, _Progress]
 
 __all__ = [
     "COUNT_CAP",
@@ -77,6 +89,9 @@ class BoundedCountPaginator(Paginator):
     entries; ``capped`` tells the template to say "more than" rather than a number.
     """
 
+    # The runs changelist pages a queryset, which the bounded count needs, not any sequence.
+    object_list: QuerySet[Run]
+
     @cached_property
     def _bounded(self) -> int:
         return self.object_list.values("pk").order_by()[: COUNT_CAP + 1].count()
@@ -97,7 +112,7 @@ def _count_of(steps: QuerySet[Step]) -> Coalesce:
     return Coalesce(Subquery(counted, output_field=IntegerField()), Value(0))
 
 
-def runs_with_progress(runs: QuerySet[Run], now: datetime) -> QuerySet[Run]:
+def runs_with_progress(runs: QuerySet[Run], now: datetime) -> QuerySet[RunWithProgress]:
     """``runs`` with ``steps_total``, ``steps_done`` and ``attention`` annotated.
 
     Subqueries, so a page of runs costs one SELECT; the step index ``(run, status)``

@@ -12,10 +12,10 @@ and links the run that the key started, instead of claiming a start.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
-from django.contrib import admin, messages
+from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -29,6 +29,9 @@ from workflows.admin.actions import REFUSALS, refusal_text
 from workflows.admin.graph_svg import graph_steps, step_graph_svg
 from workflows.definitions import Workflow, registry
 from workflows.models import Run
+
+if TYPE_CHECKING:
+    from workflows.admin.registered import RunAdmin
 
 __all__ = ["StartForm", "printable", "start_run"]
 
@@ -56,7 +59,9 @@ class StartForm(forms.Form):
 
     def __init__(self, *args: Any, names: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["workflow"].choices = [(name, name) for name in names]
+        workflow = self.fields["workflow"]
+        assert isinstance(workflow, forms.ChoiceField)  # declared so above
+        workflow.choices = [(name, name) for name in names]
 
 
 def printable(text: str, limit: int = QUOTED_CHARS) -> str:
@@ -93,7 +98,7 @@ def example_text(definition: type[Workflow] | None) -> str | None:
     return json.dumps(definition.input_example, indent=2, ensure_ascii=False)
 
 
-def start_run(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse:
+def start_run(model_admin: RunAdmin, request: HttpRequest) -> HttpResponse:
     """A form to start a run of a registered workflow; it shows the workflow's graph and
     its example input (prefilled)."""
     if not model_admin.has_start_permission(request):
@@ -102,7 +107,7 @@ def start_run(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpRespon
     posted = request.POST if request.method == "POST" else None
     requested = (posted or request.GET).get("workflow")
     known = requested is None or requested in names
-    if not known:
+    if requested is not None and not known:
         messages.error(request, unknown_workflow(requested, names, request.path))
     definition = registry.latest(requested if known and requested else names[0]) if names else None
     example = example_text(definition)
@@ -138,7 +143,7 @@ def start_run(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpRespon
 
 
 def _start(
-    model_admin: admin.ModelAdmin, request: HttpRequest, data: dict[str, Any]
+    model_admin: RunAdmin, request: HttpRequest, data: dict[str, Any]
 ) -> HttpResponse | None:
     """Start the run, or find the one its idempotency key started; the next page, or
     ``None`` after a refusal (the form is shown again with the message)."""

@@ -7,11 +7,13 @@ host project's own DRF settings alone.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
 from rest_framework import authentication, exceptions, parsers, renderers
 from rest_framework.permissions import IsAuthenticated
+from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.viewsets import GenericViewSet
 
@@ -59,8 +61,13 @@ class JSONRenderer(renderers.JSONRenderer):
         try:
             return super().render(data, accepted_media_type, renderer_context)
         except UnicodeEncodeError:
-            self.ensure_ascii = True
-            return super().render(data, accepted_media_type, renderer_context)
+            return _ASCIIJSONRenderer().render(data, accepted_media_type, renderer_context)
+
+
+class _ASCIIJSONRenderer(renderers.JSONRenderer):
+    """JSON with every non-ASCII character escaped, a lone surrogate included."""
+
+    ensure_ascii = True
 
 
 def _refuse_constant(name: str) -> Any:
@@ -77,8 +84,12 @@ def authentication_classes() -> list[type[authentication.BaseAuthentication]]:
     return classes
 
 
-class FlowsiteAPI:
-    """Mixed into every view: the shared configuration and the one error format."""
+class FlowsiteAPI(APIView):
+    """Mixed into every view: the shared configuration and the one error format.
+
+    An ``APIView`` itself, so that its settings and overrides are checked against DRF's;
+    listed first among a view's bases, it still comes before DRF's classes.
+    """
 
     permission_classes = [IsAuthenticated]
     # No OPTIONS metadata: the OpenAPI document describes every operation, and DRF's
@@ -91,11 +102,11 @@ class FlowsiteAPI:
     def get_authenticators(self) -> list[authentication.BaseAuthentication]:
         return [auth() for auth in authentication_classes()]
 
-    def get_exception_handler(self) -> Any:
+    def get_exception_handler(self) -> Callable[[Exception, dict[str, Any]], Response | None]:
         return handle_exception
 
 
-class FlowsiteAPIView(FlowsiteAPI, APIView):
+class FlowsiteAPIView(FlowsiteAPI):
     """A plain endpoint of the API."""
 
 

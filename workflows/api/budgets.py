@@ -8,7 +8,7 @@ counter after the change with how many held steps and items it released.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from django_filters import rest_framework as filters
 from django_filters.rest_framework import DjangoFilterBackend
@@ -31,7 +31,15 @@ from workflows.engine.limits.budgets import BudgetChange
 from workflows.models import BudgetCounter
 from workflows.services import budgets as budget_services
 
-_NUMBER = {"max_digits": 24, "decimal_places": 6}
+
+class _Digits(TypedDict):
+    """A decimal's size as ``DecimalField``'s keywords, typed so each is checked as one."""
+
+    max_digits: int
+    decimal_places: int
+
+
+_NUMBER: _Digits = {"max_digits": 24, "decimal_places": 6}
 
 
 class BudgetSerializer(serializers.Serializer):
@@ -137,7 +145,9 @@ class BudgetViewSet(FlowsiteViewSet):
     def list(self, request: Request) -> Response:
         """Budget counters in id order, with their usage now and the work they hold."""
         page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
-        views = [budget_services.budget_view(counter).as_dict() for counter in page]
+        # Never None: pagination_class is set.
+        counters = cast(list[BudgetCounter], page)
+        views = [budget_services.budget_view(counter).as_dict() for counter in counters]
         return self.get_paginated_response(BudgetSerializer(views, many=True).data)
 
     @extend_schema(responses={200: BudgetSerializer, **error_responses(401, 403, 404)})

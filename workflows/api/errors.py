@@ -188,10 +188,14 @@ def _workflow_error(exc: errors.WorkflowError) -> Response:
 
 def _drf_error(exc: exceptions.APIException) -> Response:
     headers = {}
-    if getattr(exc, "auth_header", None):  # set by DRF for a missing or bad credential
-        headers["WWW-Authenticate"] = exc.auth_header
-    if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
-        headers["Retry-After"] = str(int(exc.wait) + 1)
+    auth_header = getattr(exc, "auth_header", None)  # set by DRF for a missing or bad credential
+    if auth_header:
+        headers["WWW-Authenticate"] = auth_header
+    if isinstance(exc, exceptions.Throttled):
+        # Throttled.__init__ sets wait; the stubs omit it.
+        wait: float | None = exc.wait  # type: ignore[attr-defined]
+        if wait is not None:
+            headers["Retry-After"] = str(int(wait) + 1)
     if isinstance(exc, exceptions.ValidationError):
         return error_response(
             400, "validation_error", "the request is not valid; see details", exc.detail

@@ -8,7 +8,7 @@ decision. A gate the caller may neither decide nor view (``workflows.view_run``)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.contrib.auth import get_user_model
 from django.db.models import (
@@ -51,6 +51,24 @@ from workflows.status import (
     TimerStatus,
 )
 
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from django_stubs_ext import WithAnnotations
+
+    class _GateAnnotations(TypedDict):
+        """What :func:`gates` annotates each gate's step with, so that its queries may
+        filter on them."""
+
+        workflow: str
+        business_key: str
+        claimer: str | None
+        decider: str | None
+        due_at: datetime | None
+        gate_status: str
+        waiting_since: datetime
+
+
 # A gate's status as the API shows it, derived from its step and run (see _gate_status).
 GATE_STATUSES = {
     "waiting": "waiting for a decision in a run that is not over",
@@ -76,7 +94,7 @@ def _gate_status() -> Case:
     )
 
 
-def gates() -> QuerySet[Step]:
+def gates() -> QuerySet[WithAnnotations[Step, _GateAnnotations]]:
     """Every gate, with what the API shows of its run, claim, decision and due time.
 
     One SELECT: the run's name and key, the claimer's and decider's usernames are
@@ -104,7 +122,9 @@ def gates() -> QuerySet[Step]:
 
 class OptionSerializer(serializers.Serializer):
     value = serializers.CharField()
-    label = serializers.CharField()
+    # DRF takes declared fields off the class, so this is no Field.label; the stubs
+    # cannot tell.
+    label = serializers.CharField()  # type: ignore[assignment]
 
 
 class ClaimSerializer(serializers.Serializer):

@@ -10,7 +10,7 @@ whole number in range or a 400 naming it, never silently replaced.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.core import signing
 from rest_framework import exceptions
@@ -24,6 +24,9 @@ from workflows.api.ids import integer_id
 class SignedCursorPagination(CursorPagination):
     """Cursors signed for this pagination's ordering; ``page_size`` checked, not clamped."""
 
+    # Each pagination here sets both, so a page always has a size and a bound.
+    page_size: int
+    max_page_size: int
     page_size_query_param = "page_size"
     invalid_cursor_message = "invalid cursor: follow the next and previous links as given"
 
@@ -36,7 +39,9 @@ class SignedCursorPagination(CursorPagination):
         signed = signing.dumps(
             [cursor.offset, cursor.reverse, cursor.position], salt=self._salt(), compress=True
         )
-        return replace_query_param(self.base_url, self.cursor_query_param, signed)
+        # paginate_queryset sets base_url before any cursor is encoded.
+        base_url = cast(str, self.base_url)
+        return replace_query_param(base_url, self.cursor_query_param, signed)
 
     def decode_cursor(self, request: Request) -> Cursor | None:
         signed = request.query_params.get(self.cursor_query_param)

@@ -13,8 +13,8 @@ may say 201: the engine, not this check, makes the key unique.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
 from uuid import UUID
 
 from django.db.models import F
@@ -56,6 +56,19 @@ from workflows.models import Event, Run, Signal
 from workflows.queries import get_run, signal_summary
 from workflows.queries.explanation import explain
 from workflows.services import bulk as bulk_verbs
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+    from rest_framework.permissions import _SupportsHasPermission
+
+    from workflows.permissions import AnyUser
+    from workflows.queries.explanation import Explanation
+
+    class _Explained(TypedDict):
+        """What :func:`run_detail` sets on the run for :class:`RunDetailSerializer`."""
+
+        explained: Explanation
+
 
 T = TypeVar("T")
 
@@ -127,12 +140,13 @@ def refused_as_invalid_state(run_id: UUID, verb: Callable[[], T]) -> T:
 
 def run_detail(run_id: UUID, *, status: int = 200) -> Response:
     """The run with ``explain``'s reading of it: what every run endpoint answers."""
-    run = get_run(run_id)
+    # Typed with the attribute the serializer reads, which the next line sets.
+    run = cast("WithAnnotations[Run, _Explained]", get_run(run_id))
     run.explained = explain(run)
     return Response(RunDetailSerializer(run).data, status=status)
 
 
-def _rerun(run_id: UUID, *, from_step: str, reason: str, user: Any) -> Run:
+def _rerun(run_id: UUID, *, from_step: str, reason: str, user: AnyUser) -> Run:
     return services.rerun_from(run_id, from_step, reason=reason, user=user)
 
 
@@ -180,7 +194,7 @@ class RunViewSet(mixins.ListModelMixin, FlowsiteViewSet):
     # Anything up to the next slash, so that a malformed id is a 404 run_not_found.
     lookup_value_regex = r"[^/]+"
 
-    def get_permissions(self) -> list[Any]:
+    def get_permissions(self) -> Sequence[_SupportsHasPermission]:
         if self.action == "create":
             return [CanStartRuns()]
         return super().get_permissions()

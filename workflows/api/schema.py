@@ -13,8 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.openapi import AutoSchema
-from drf_spectacular.utils import OpenApiResponse
+from drf_spectacular.utils import Direction, OpenApiResponse
 from rest_framework import serializers
+from rest_framework.generics import GenericAPIView
 
 from workflows.api.errors import ErrorSerializer
 from workflows.api.strict import StrictSerializer
@@ -46,10 +47,15 @@ class FlowsiteAutoSchema(AutoSchema):
                     schema["properties"][name]["minItems"] = 1
         return schema
 
-    def _get_response_bodies(self, direction: str = "response") -> dict[str, Any]:
+    def _get_response_bodies(self, direction: Direction = "response") -> dict[str, Any]:
         responses = super()._get_response_bodies(direction)
         shared = {**_EVERY_OPERATION, **(_WITH_BODY if self.method == "POST" else {})}
-        if self.method == "GET" and self._is_list_view() and self.view.pagination_class:
+        if (
+            self.method == "GET"
+            and self._is_list_view()
+            and isinstance(self.view, GenericAPIView)
+            and self.view.pagination_class
+        ):
             shared[404] = "not_found: a cursor the server did not issue"
         for status_code, when in shared.items():
             if str(status_code) not in responses:

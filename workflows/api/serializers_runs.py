@@ -284,7 +284,8 @@ class DecisionValue(serializers.ChoiceField):
     def __init__(self, choices: Any = Decision.choices, **kwargs: Any) -> None:
         super().__init__(choices=choices, allow_null=True, read_only=True, **kwargs)
 
-    def to_representation(self, value: str) -> str | None:
+    # The stubs type ChoiceField's representation as str; DRF's own passes None through.
+    def to_representation(self, value: str) -> str | None:  # type: ignore[override]
         return value or None
 
 

@@ -7,13 +7,16 @@ installed sidecar (no CDN).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.authentication import BaseAuthentication
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
+from rest_framework.views import APIView
 
 from workflows.api.base import JSONRenderer, authentication_classes
 from workflows.api.budgets import BudgetViewSet
@@ -36,23 +39,26 @@ router.register("budgets", BudgetViewSet, basename="budget")
 resources: list[URLPattern | URLResolver] = [*router.urls]
 
 
-class ServedLikeTheAPI:
+class ServedLikeTheAPI(APIView):
     """Mixed into the schema and docs views: the API's authentication, and its errors
-    in the JSON envelope whatever the view renders otherwise (YAML, HTML)."""
+    in the JSON envelope whatever the view renders otherwise (YAML, HTML).
+
+    An ``APIView`` itself, so that its overrides are checked against DRF's own.
+    """
 
     schema = None  # the schema views are not part of the schema
 
-    def get_authenticators(self) -> list[Any]:
+    def get_authenticators(self) -> list[BaseAuthentication]:
         return [auth() for auth in authentication_classes()]
 
-    def get_exception_handler(self) -> Any:
+    def get_exception_handler(self) -> Callable[[Exception, dict[str, Any]], Response | None]:
         return handle_exception
 
     def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
         if isinstance(response, Response) and response.exception:
             request.accepted_renderer = JSONRenderer()
             request.accepted_media_type = "application/json"
-        return super().finalize_response(request, response, *args, **kwargs)  # type: ignore[misc]
+        return super().finalize_response(request, response, *args, **kwargs)
 
 
 class SchemaView(ServedLikeTheAPI, SpectacularAPIView):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
@@ -33,6 +33,12 @@ from workflows.models import Step, Timer
 from workflows.permissions import OVERRIDE_GATE_CLAIM, OVERRIDE_GATE_RULE
 from workflows.status import RUN_ALIVE, StepStatus, TimerKind, TimerStatus
 
+if TYPE_CHECKING:
+    from django.db.backends.base.base import BaseDatabaseWrapper
+    from django.db.models.sql.compiler import SQLCompiler, _AsSqlType
+
+    from workflows.permissions import AnyUser
+
 
 class _Listed(Func):
     """``assignees[key]`` lists one of ``names`` (without ``names``: lists anyone).
@@ -50,7 +56,15 @@ class _Listed(Func):
         super().__init__(F("assignees"), *([names] if names is not None else []))
         self.key = key
 
-    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list[Any]]:
+    def as_sql(
+        self,
+        compiler: SQLCompiler,
+        connection: BaseDatabaseWrapper,
+        function: str | None = None,
+        template: str | None = None,
+        arg_joiner: str | None = None,
+        **extra_context: Any,
+    ) -> _AsSqlType:
         column, params = compiler.compile(self.source_expressions[0])
         if connection.vendor == "postgresql":
             rows = f"jsonb_array_elements_text({column} -> %s) AS listed(value)"
@@ -69,7 +83,7 @@ class _Listed(Func):
         return f"{sql})", params
 
 
-def signed_in(user: Any) -> bool:
+def signed_in(user: AnyUser) -> bool:
     """Whether ``user`` is someone at all: signed in and active."""
     return (
         user is not None
@@ -78,7 +92,7 @@ def signed_in(user: Any) -> bool:
     )
 
 
-def decidable_by(user: Any) -> Q:
+def decidable_by(user: AnyUser) -> Q:
     """The gates ``user`` may decide, as a filter on steps: the one rule of deciders.
 
     A gate naming a permission, users or groups accepts whoever holds the permission
@@ -109,12 +123,12 @@ def decidable_by(user: Any) -> Q:
     )
 
 
-def may_override_claim(user: Any) -> bool:
+def may_override_claim(user: AnyUser) -> bool:
     """Whether ``user`` may decide or release a gate that someone else has claimed."""
     return signed_in(user) and user.has_perm(OVERRIDE_GATE_CLAIM)
 
 
-def may_override_rule(user: Any) -> bool:
+def may_override_rule(user: AnyUser) -> bool:
     """Whether ``user`` may skip a gate whose rule does not admit them, as an override."""
     return signed_in(user) and user.has_perm(OVERRIDE_GATE_RULE)
 
@@ -179,7 +193,7 @@ def waiting_gates() -> list[WaitingGate]:
     return _waiting(Step.objects.all())
 
 
-def gates_for(user: Any) -> list[WaitingGate]:
+def gates_for(user: AnyUser) -> list[WaitingGate]:
     """The waiting gates ``user`` may decide (:func:`decidable_by`), oldest first.
 
     Gates someone else claimed are listed too, with their claimer: the user sees who

@@ -15,7 +15,7 @@ confirms on GET and decides on POST through the service functions.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django.core import signing
 from django.http import HttpRequest
@@ -27,6 +27,9 @@ from workflows.errors import GateAlreadyDecided, InvalidTransition
 from workflows.models import Step
 from workflows.queries import get_step
 from workflows.status import StepStatus
+
+if TYPE_CHECKING:
+    from workflows.permissions import AnyUser
 
 __all__ = ["LINK_SALT", "LinkExpired", "LinkInvalid", "LinkTarget", "approval_link", "read_token"]
 
@@ -52,7 +55,7 @@ class LinkTarget:
     user: str
 
 
-def make_token(step: Step, user: Any) -> str:
+def make_token(step: Step, user: AnyUser) -> str:
     """Sign ``step``'s id and current version for ``user`` (by primary key)."""
     return signing.dumps({"s": step.pk, "v": step.version, "u": str(user.pk)}, salt=LINK_SALT)
 
@@ -80,7 +83,7 @@ def read_token(token: str) -> LinkTarget:
 
 def approval_link(
     step: Step | int,
-    user: Any,
+    user: AnyUser,
     *,
     request: HttpRequest | None = None,
     base_url: str | None = None,

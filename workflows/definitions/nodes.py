@@ -290,6 +290,7 @@ class Sleep(Node):
         """Return when the sleep ends, given the moment it started."""
         if self.duration is not None:
             return now + self.duration
+        assert self.until is not None, "problems() admits only a sleep with one of the two"
         moment = self.until(ctx)
         if not isinstance(moment, datetime) or moment.tzinfo is None:
             raise TypeError(f"Sleep until= must return an aware datetime, got {moment!r}")

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from workflows.engine.sql.inserts import insert_events
 
+if TYPE_CHECKING:
+    from workflows.permissions import AnyUser
 
-def actor(user: Any) -> str | None:
+
+def actor(user: AnyUser | None) -> str | None:
     """Who did it, as the history records it: the user's name, or ``None`` for the system."""
     return user.get_username() if user is not None else None
 

@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from django.utils import timezone
 
@@ -34,6 +34,8 @@ from workflows.engine.work_kinds import FailedUnit
 from workflows.errors import LeaseLost
 from workflows.models import Timer
 from workflows.status import StepStatus, TimerKind
+
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -95,9 +97,11 @@ def _lost(rejected: _Rejected, lease: Lease) -> LeaseLost:
     return LeaseLost(rejected.message, step=lease.step_name, attempt=lease.attempt)
 
 
-def _raise_if_rejected(outcome: Any, lease: Lease) -> None:
+def _unless_rejected(outcome: _T | _Rejected, lease: Lease) -> _T:
+    """The outcome of a fenced transition, or :class:`LeaseLost` if it was rejected."""
     if isinstance(outcome, _Rejected):
         raise _lost(outcome, lease)
+    return outcome
 
 
 def heartbeat(lease: Lease) -> None:
@@ -106,7 +110,7 @@ def heartbeat(lease: Lease) -> None:
     A heartbeat after the lease expired still succeeds as long as no other worker has
     reclaimed the work: the fence is (attempt, owner, version), not the clock.
     """
-    _raise_if_rejected(_heartbeat(lease), lease)
+    _unless_rejected(_heartbeat(lease), lease)
 
 
 @transition
@@ -200,9 +204,7 @@ def complete_work(lease: Lease, output: Any, *, claim_next: bool = False) -> Hel
     item, or batch of items) released is claimed for the same worker in the same
     transaction and its lease returned.
     """
-    outcome = _complete(lease, output, claim_next)
-    _raise_if_rejected(outcome, lease)
-    return outcome
+    return _unless_rejected(_complete(lease, output, claim_next), lease)
 
 
 @transition
@@ -231,9 +233,9 @@ def fail_attempt(lease: Lease, exc: BaseException) -> str:
     leaves its run ``compensation_failed``. Fenced like :func:`complete_work`.
     """
     delay = lease.retry_delay() if _retryable(lease, exc) else None
-    outcome = _fail(lease, error_from_exception(exc, attempt=lease.attempt), delay)
-    _raise_if_rejected(outcome, lease)
-    return outcome
+    return _unless_rejected(
+        _fail(lease, error_from_exception(exc, attempt=lease.attempt), delay), lease
+    )
 
 
 @transition

@@ -20,8 +20,8 @@ from workflows.engine.scope import run_scope, unlocked_scope
 from workflows.engine.sql.expressions import db_now
 from workflows.engine.sql.updates import cas_update
 from workflows.engine.transaction import transition
-from workflows.engine.work_kinds import STEP, FailedUnit, WorkKind
-from workflows.models import Run
+from workflows.engine.work_kinds import FailedUnit, WorkKind
+from workflows.models import Run, Step
 from workflows.status import RUN_ACTIVE, RUN_UNWINDING, StepStatus
 
 
@@ -37,12 +37,13 @@ class _Owners:
 
 
 def _owners(kind: WorkKind, unit_id: int) -> _Owners:
-    if kind is STEP:
-        run_id, name, generation = kind.model.objects.values_list(
-            "run_id", "name", "generation"
-        ).get(pk=unit_id)
+    model = kind.model
+    if issubclass(model, Step):
+        run_id, name, generation = model.objects.values_list("run_id", "name", "generation").get(
+            pk=unit_id
+        )
         return _Owners(run_id, unit_id, name, "", generation)
-    unit = kind.model.objects.select_related("step").get(pk=unit_id)
+    unit = model.objects.select_related("step").get(pk=unit_id)
     step = unit.step
     return _Owners(step.run_id, step.pk, step.name, getattr(unit, "key", ""), step.generation)
 

@@ -115,7 +115,7 @@ def settle_run(run: Run, sinks: tuple[str, ...], events: EventLog) -> None:
     statuses = step_statuses(run.pk)
     if statuses <= {StepStatus.COMPLETED, StepStatus.SKIPPED}:
         set_run_status(run, RunStatus.COMPLETED, events, output=completed_outputs(run.pk, sinks))
-    elif STEP_IN_HAND & statuses:
+    elif statuses & STEP_IN_HAND:
         if run.status != RunStatus.RUNNING:
             set_run_status(run, RunStatus.RUNNING, events)
     elif run.status != RunStatus.WAITING:

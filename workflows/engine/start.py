@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
+from django.contrib.auth import get_user_model
 from django.db import IntegrityError, models
 from django.utils import timezone
 
@@ -21,6 +22,9 @@ from workflows.errors import IdempotencyConflict, InvalidInput
 from workflows.models import Run, Step, subject_of
 from workflows.status import RunStatus
 
+if TYPE_CHECKING:
+    from workflows.permissions import AnyUser
+
 
 def start_run(
     workflow: str | type[Workflow],
@@ -28,7 +32,7 @@ def start_run(
     *,
     idempotency_key: str | None = None,
     business_key: str | None = None,
-    user: Any = None,
+    user: AnyUser | None = None,
     subject: models.Model | None = None,
     priority: int | None = None,
 ) -> Run:
@@ -90,7 +94,7 @@ def _create(
     input_hash: str,
     idempotency_key: str | None,
     business_key: str,
-    user: Any,
+    user: AnyUser | None,
     subject: models.Model | None,
     priority: int,
 ) -> Run:
@@ -116,7 +120,7 @@ def create_run(
     input_hash: str = "",
     idempotency_key: str | None = None,
     business_key: str = "",
-    user: Any = None,
+    user: AnyUser | None = None,
     subject: models.Model | None = None,
     parent: Run | None = None,
     parent_step_id: int | None = None,
@@ -149,7 +153,9 @@ def create_run(
         idempotency_key=idempotency_key,
         business_key=business_key,
         **(subject_of(subject) if subject is not None else {}),
-        created_by=user if getattr(user, "is_authenticated", False) else None,
+        # Only a signed-in user of the project's user model is recorded; the anonymous
+        # user and the system leave it empty.
+        created_by=user if isinstance(user, get_user_model()) else None,
         started_at=timezone.now() if admitted else None,
         parent_run=parent,
         parent_step_id=parent_step_id,
@@ -173,6 +179,7 @@ def create_run(
         ],
     )
     scope = held_scope(run, definition, events=events)
+    about: dict[str, Any]
     if admitted:
         kind = "run.started"
         about = {"parent_run": str(parent.pk)} if parent is not None else {}

@@ -27,7 +27,7 @@ from workflows.engine.sql.claim_reads import (
     claim_item_row,
     claim_step_row,
 )
-from workflows.models import CompensationRecord, FanOutItem, LeasedWork, Step
+from workflows.models import CompensationRecord, FanOutItem, Step
 from workflows.status import RUN_ACTIVE, RUN_HELD, RUN_UNWINDING, StepStatus
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ class WorkKind:
     """
 
     name: str
-    model: type[LeasedWork]
+    model: type[Step] | type[FanOutItem] | type[CompensationRecord]
     task: str
     runs_while: frozenset[str]
     held_while: frozenset[str]

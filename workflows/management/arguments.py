@@ -12,10 +12,9 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import CommandError
 from django.utils import timezone
@@ -24,6 +23,9 @@ from workflows.errors import RunNotFound, WorkflowError
 from workflows.models import Run
 from workflows.queries import get_run
 from workflows.services.access import VERBS
+
+if TYPE_CHECKING:
+    from workflows.permissions import AnyUser
 
 _AGE = re.compile(r"(?P<number>[0-9]+)(?P<unit>[smhd])")
 _AGE_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -75,13 +77,11 @@ def priority_number(text: str) -> int:
         raise CommandError(f"PRIORITY must be a whole number, got {text!r}") from None
 
 
-def user_named(username: str | None) -> AbstractBaseUser | None:
-    """Return the user called ``username`` (``None`` for no ``--user``), or refuse.
+def user_named(username: str) -> AnyUser:
+    """Return the user called ``username``, or refuse.
 
     Looked up by the user model's ``USERNAME_FIELD``, so a custom user model works too.
     """
-    if username is None:
-        return None
     user_model = get_user_model()
     try:
         return user_model._default_manager.get_by_natural_key(username)
@@ -89,14 +89,19 @@ def user_named(username: str | None) -> AbstractBaseUser | None:
         raise CommandError(f"no user named {username!r}") from None
 
 
-def acting_user(username: str | None, verb: str) -> AbstractBaseUser | None:
-    """The user ``--user`` names for ``verb`` (``None`` without ``--user``: the command
-    line is trusted code), held to what the verb table asks of a named user
-    (:mod:`workflows.services.access`): ``PermissionDenied`` when they fall short."""
+def named_acting_user(username: str, verb: str) -> AnyUser:
+    """The user ``--user`` names for ``verb``, held to what the verb table asks of a
+    named user (:mod:`workflows.services.access`): ``PermissionDenied`` when they fall
+    short. The gate verbs call it directly: their ``--user`` is required."""
     user = user_named(username)
-    if user is not None:
-        VERBS[verb].check_named(user)
+    VERBS[verb].check_named(user)
     return user
+
+
+def acting_user(username: str | None, verb: str) -> AnyUser | None:
+    """:func:`named_acting_user`, or ``None`` without ``--user``: the command line is
+    trusted code."""
+    return None if username is None else named_acting_user(username, verb)
 
 
 @contextmanager
@@ -137,7 +142,7 @@ def run_from_options(options: dict[str, Any]) -> Run:
         raise CommandError(
             "name the run by RUN (its id or a prefix) or by --business-key: exactly one of them"
         )
-    if business_key is not None:
+    if reference is None:
         matches = Run.objects.filter(business_key=business_key)
         described = f"business key {business_key!r}"
     else:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.core.management.base import BaseCommand
 
@@ -16,6 +16,9 @@ from workflows.management.arguments import (
 from workflows.management.output import run_line, to_json
 from workflows.models import Run
 from workflows.queries import run_summary
+
+if TYPE_CHECKING:
+    from workflows.permissions import AnyUser
 
 
 class RunVerbCommand(BaseCommand, ABC):
@@ -31,7 +34,7 @@ class RunVerbCommand(BaseCommand, ABC):
         """Options of this verb besides the run, the user and ``--json``."""
 
     @abstractmethod
-    def apply(self, run: Run, user: Any, options: dict[str, Any]) -> Run:
+    def apply(self, run: Run, user: AnyUser | None, options: dict[str, Any]) -> Run:
         """Call the verb's service function for ``run`` as ``user``; return the run."""
 
     def add_arguments(self, parser: Any) -> None:

@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 from uuid import UUID
 
 from django.db.models import (
@@ -72,6 +72,20 @@ from workflows.status import (
     TimerKind,
     TimerStatus,
 )
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+    class _RunFacts(TypedDict):
+        """What :func:`_run_row` annotates the run with; the pause and queue facts are
+        ``None`` unless the run is paused or queued."""
+
+        attention: str
+        paused_by: str | None
+        paused_at: datetime | None
+        queued_ahead: int | None
+
+    _ExplainedRun = WithAnnotations[Run, _RunFacts]
 
 __all__ = [
     "CONCURRENCY_KEYS_COUNTED",
@@ -288,10 +302,12 @@ def explain(run: Run | UUID | str, *, now: datetime | None = None) -> Explanatio
 # One function per query, each for the whole run: see QUERIES.
 
 
-def _run_row(run_id: UUID | str, now: datetime) -> Run:
+def _run_row(run_id: UUID | str, now: datetime) -> _ExplainedRun:
     """The run with its attention class and, when paused, who paused it and when."""
     last_pause = Event.objects.filter(run_id=OuterRef("pk"), type=PAUSE_EVENT).order_by("-id")
-    return get_run(
+    # get_run returns a row of the queryset it is given, annotated as below; its
+    # signature (and RunQuerySet) only says Run.
+    row = get_run(
         run_id,
         runs=Run.objects.defer("input", "output").annotate(
             attention=attention_of(now),
@@ -318,9 +334,10 @@ def _run_row(run_id: UUID | str, now: datetime) -> Run:
             ),
         ),
     )
+    return cast("_ExplainedRun", row)
 
 
-def _queued_ahead() -> QuerySet[Run]:
+def _queued_ahead() -> QuerySet[Run, dict[str, Any]]:
     """The number of queued runs of the outer run's workflow that start before it."""
     ahead = Q(priority__gt=OuterRef("priority")) | Q(
         priority=OuterRef("priority"), created_at__lt=OuterRef("created_at")
@@ -453,7 +470,7 @@ def _compensations_in_hand(run_id: UUID, now: datetime) -> list[dict[str, Any]]:
     )
 
 
-def _live_children(run_id: UUID) -> list[dict[str, Any]]:
+def _live_children(run_id: UUID) -> list[Mapping[str, Any]]:
     """Child runs not yet final: of ``SubWorkflow`` steps and of fan-out items."""
     return list(
         Run.objects.filter(parent_run_id=run_id)
@@ -536,14 +553,14 @@ def _unit(kind: WorkKind, row: dict[str, Any], *, item: str | None) -> _Unit:
     )
 
 
-def _paused(run: Run) -> list[WaitingOn]:
+def _paused(run: _ExplainedRun) -> list[WaitingOn]:
     if run.status != RunStatus.PAUSED:
         return []
     details = {"reason": run.paused_reason, "by": run.paused_by, "at": run.paused_at}
     return [WaitingOn("paused", None, details)]
 
 
-def _queued(run: Run) -> list[WaitingOn]:
+def _queued(run: _ExplainedRun) -> list[WaitingOn]:
     """A run waiting for a place under its workflow's ``max_concurrent_runs``."""
     if run.status != RunStatus.QUEUED:
         return []
@@ -666,7 +683,7 @@ _STEP_HOLDS: dict[str, Callable[[_Reading, dict[str, Any]], WaitingOn | None]] =
 }
 
 
-def _child(reading: _Reading, child: dict[str, Any]) -> WaitingOn:
+def _child(reading: _Reading, child: Mapping[str, Any]) -> WaitingOn:
     return WaitingOn(
         "child",
         reading.step_names.get(child["parent_step_id"]),

@@ -93,7 +93,8 @@ def describe_run(run_id: UUID | str) -> dict[str, Any]:
     """
     run = get_run(run_id)
     steps = list(Step.objects.filter(run_id=run.pk).order_by("id"))
-    step_names = {step.pk: step.name for step in steps}
+    # Keyed so that an event of the run itself (no step) looks up ``None``.
+    step_names: dict[int | None, str] = {step.pk: step.name for step in steps}
     events = Event.objects.filter(run_id=run.pk).order_by("id")
     return {
         **run_summary(run),
@@ -206,7 +207,7 @@ def step_summary(step: Step) -> dict[str, Any]:
         "attempt": step.attempt,
         "max_attempts": step.max_attempts,
         "decision": step.decision,
-        "decided_by": step.decided_by.get_username() if step.decided_by_id else None,
+        "decided_by": step.decided_by.get_username() if step.decided_by is not None else None,
         "decided_via": step.decided_via,
         "output": step.output,
         "error": step.error,

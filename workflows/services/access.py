@@ -20,12 +20,15 @@ Each verb is declared once in :data:`VERBS`, with the permission it needs
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django.core.exceptions import PermissionDenied
 
 from workflows.engine.guards import RUN_VERBS, STEP_VERBS
 from workflows.permissions import CHANGE_WEBHOOKENDPOINT, OPERATE_RUN, START_RUN, VIEW_RUN
+
+if TYPE_CHECKING:
+    from workflows.permissions import AnyUser
 
 __all__ = [
     "CHANGE_BUDGETS",
@@ -53,14 +56,14 @@ class Access:
         """The message of a refusal: ``"operating runs needs the permission ..."``."""
         return f"{self.doing} needs the permission {self.permission}"
 
-    def allows(self, user: Any) -> bool:
+    def allows(self, user: AnyUser | None) -> bool:
         """Whether ``user``, signed in to a surface, may use these verbs at all (for the
         gate verbs, whether they are signed in: the gate's rule decides per gate)."""
         if not (user is not None and user.is_authenticated):
             return False
         return self.permission is None or user.has_perm(self.permission)
 
-    def check_named(self, user: Any) -> None:
+    def check_named(self, user: AnyUser | None) -> None:
         """Refuse a user named by code or ``--user`` who lacks the permission, where
         these verbs hold named users to it; ``None`` is trusted code."""
         if user is None or not self.named or self.permission is None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db.models import F, Func, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Concat
@@ -30,6 +30,9 @@ from workflows.models import BudgetCounter, FanOutItem, Step
 from workflows.services.access import VERBS
 from workflows.status import StepStatus
 from workflows.validation import check_text, max_length
+
+if TYPE_CHECKING:
+    from workflows.permissions import AnyUser
 
 __all__ = [
     "BudgetChange",
@@ -191,7 +194,7 @@ def raise_budget(
     *,
     limit: int | float | Decimal | str,
     scope_key: str = "",
-    user: Any = None,
+    user: AnyUser | None = None,
 ) -> BudgetChange:
     """Set the limit of a budget (of the workflow, or of one business key with
     ``scope_key``) and let the work it held start again. ``limit`` is a number >= 0
@@ -211,7 +214,7 @@ def raise_budget(
 
 
 def reset_budget(
-    workflow_name: str, dimension: str, *, scope_key: str = "", user: Any = None
+    workflow_name: str, dimension: str, *, scope_key: str = "", user: AnyUser | None = None
 ) -> BudgetChange:
     """Set a budget's usage back to 0 and let the work it held start again."""
     VERBS["reset_budget"].check_named(user)

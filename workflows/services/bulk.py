@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from itertools import islice
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 from uuid import UUID
 
 from django.core.exceptions import PermissionDenied
@@ -42,6 +42,9 @@ from workflows.errors import InvalidInput, InvalidTransition, WorkflowError
 from workflows.models import Run, Step
 from workflows.status import RunStatus
 from workflows.validation import check_text, max_length
+
+if TYPE_CHECKING:
+    from workflows.permissions import AnyUser
 
 __all__ = [
     "CHUNK_SIZE",
@@ -158,7 +161,7 @@ def bulk(
     runs: QuerySet[Run] | Iterable[UUID | str],
     *,
     dry_run: bool = True,
-    user: Any = None,
+    user: AnyUser | None = None,
     **options: Any,
 ) -> BulkResult:
     """Apply run verb ``verb`` to every run of ``runs``, or with ``dry_run`` (the default)
@@ -185,7 +188,7 @@ def iter_bulk(
     runs: QuerySet[Run] | Iterable[UUID | str],
     *,
     dry_run: bool = True,
-    user: Any = None,
+    user: AnyUser | None = None,
     **options: Any,
 ) -> Iterator[BulkItem]:
     """:func:`bulk` one run at a time: yields each run's result as soon as it is known.
@@ -230,7 +233,9 @@ def select_runs(
     return selection
 
 
-def _prepare(verb: str, options: dict[str, Any], user: Any) -> tuple[RunVerb, Callable[..., Any]]:
+def _prepare(
+    verb: str, options: dict[str, Any], user: AnyUser | None
+) -> tuple[RunVerb, Callable[..., Any]]:
     """Check the verb and its options; return its guard and a function applying it to a run."""
     if verb not in RUN_VERBS:
         raise InvalidInput(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.validators import validate_ipv46_address
@@ -35,8 +35,11 @@ from workflows.services.targets import step_of
 from workflows.status import Decision, StepStatus
 from workflows.validation import check_text
 
+if TYPE_CHECKING:
+    from workflows.permissions import AnyUser
 
-def _may_decide(step: Step, user: Any) -> bool:
+
+def _may_decide(step: Step, user: AnyUser) -> bool:
     """Whether the gate's rule (:func:`workflows.approvals.decidable_by`) admits ``user``."""
     return signed_in(user) and Step.objects.filter(pk=step.pk).filter(decidable_by(user)).exists()
 
@@ -51,7 +54,7 @@ def _rule_of(step: Step) -> str:
     return f"it needs {' or '.join(needs)}" if needs else "it admits any signed-in user"
 
 
-def check_decider(step: Step, user: Any) -> None:
+def check_decider(step: Step, user: AnyUser) -> None:
     """Raise ``PermissionDenied`` unless ``user`` may decide this gate.
 
     The rule is :func:`workflows.approvals.decidable_by`, the filter the approvals list
@@ -67,7 +70,7 @@ def check_decider(step: Step, user: Any) -> None:
         )
 
 
-def skip_overrides_rule(gate: Step, user: Any) -> bool:
+def skip_overrides_rule(gate: Step, user: AnyUser | None) -> bool:
     """Whether ``user`` skipping ``gate`` overrides its rule; refused if they may not.
 
     Skipping a gate decides it, so it is checked as a decision is: a user the gate's rule
@@ -76,7 +79,7 @@ def skip_overrides_rule(gate: Step, user: Any) -> bool:
     anyone else, and a skip without a signed-in user, gets ``PermissionDenied``. A gate
     carries its rule from the run's start, so a gate not yet reached is checked too.
     """
-    if not signed_in(user):
+    if user is None or not signed_in(user):
         raise PermissionDenied(
             f"skipping gate {gate.name!r} decides it, which needs a signed-in, active user "
             "who may decide it"
@@ -138,7 +141,7 @@ def clean_address(address: str | None) -> str | None:
 def approve_gate(
     step: Step | int,
     *,
-    user: Any,
+    user: AnyUser,
     selections: Sequence[str] | None = None,
     feedback: str = "",
     address: str | None = None,
@@ -192,7 +195,7 @@ def _seen_version(gate: Step, expected_version: int | None) -> int:
 def reject_gate(
     step: Step | int,
     *,
-    user: Any,
+    user: AnyUser,
     feedback: str = "",
     address: str | None = None,
     expected_version: int | None = None,
@@ -218,7 +221,7 @@ def reject_gate(
     return step_of(gate)
 
 
-def claim_gate(step: Step | int, user: Any, *, address: str | None = None) -> Step:
+def claim_gate(step: Step | int, user: AnyUser, *, address: str | None = None) -> Step:
     """Claim a waiting gate for ``user``, who says they are deciding it.
 
     Until it is released, others may not decide it unless they hold the permission
@@ -237,7 +240,7 @@ def claim_gate(step: Step | int, user: Any, *, address: str | None = None) -> St
     return step_of(gate)
 
 
-def unclaim_gate(step: Step | int, user: Any, *, address: str | None = None) -> Step:
+def unclaim_gate(step: Step | int, user: AnyUser, *, address: str | None = None) -> Step:
     """Release the claim on a waiting gate; releasing an unclaimed gate changes nothing.
 
     Only users who may decide the gate may release a claim on it (``PermissionDenied``,

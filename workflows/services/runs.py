@@ -3,7 +3,7 @@ terminate, rerun from a step, change its priority."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from django.db import models
@@ -25,6 +25,9 @@ from workflows.services.targets import run_id_of, step_of
 from workflows.status import RunStatus
 from workflows.validation import check_json, check_text, max_length
 
+if TYPE_CHECKING:
+    from workflows.permissions import AnyUser
+
 
 def start_run(
     workflow: str | type[Workflow],
@@ -32,7 +35,7 @@ def start_run(
     *,
     idempotency_key: str | None = None,
     business_key: str | None = None,
-    user: Any = None,
+    user: AnyUser | None = None,
     subject: models.Model | None = None,
     priority: int | None = None,
 ) -> Run:
@@ -106,7 +109,7 @@ def _check_subject(subject: Any) -> None:
 
 
 def cancel_run(
-    run: Run | UUID | str, *, reason: str = "", compensate: bool = True, user: Any = None
+    run: Run | UUID | str, *, reason: str = "", compensate: bool = True, user: AnyUser | None = None
 ) -> Run:
     """Cancel a running or waiting run (and its children); compensate unless told not to."""
     check_text(reason, field="cancel reason")
@@ -116,14 +119,14 @@ def cancel_run(
     return Run.objects.get(pk=run_id)
 
 
-def retry_run(run: Run | UUID | str, *, user: Any = None) -> Run:
+def retry_run(run: Run | UUID | str, *, user: AnyUser | None = None) -> Run:
     """Retry every failed step of a failed run, or resume its failed compensations."""
     run_id = run_id_of(run)
     retry.retry_run(run_id, user=user)
     return Run.objects.get(pk=run_id)
 
 
-def pause_run(run: Run | UUID | str, *, reason: str = "", user: Any = None) -> Run:
+def pause_run(run: Run | UUID | str, *, reason: str = "", user: AnyUser | None = None) -> Run:
     """Pause a run: nothing new starts, running work finishes and is recorded, timers
     that come due wait for :func:`resume_run` (and then fire once)."""
     check_text(reason, field="pause reason")
@@ -132,14 +135,14 @@ def pause_run(run: Run | UUID | str, *, reason: str = "", user: Any = None) -> R
     return Run.objects.get(pk=run_id)
 
 
-def resume_run(run: Run | UUID | str, *, user: Any = None) -> Run:
+def resume_run(run: Run | UUID | str, *, user: AnyUser | None = None) -> Run:
     """Resume a paused run: what ended meanwhile is settled, its work starts again."""
     run_id = run_id_of(run)
     pause.resume_run(run_id, user=user)
     return Run.objects.get(pk=run_id)
 
 
-def terminate_run(run: Run | UUID | str, *, reason: str = "", user: Any = None) -> Run:
+def terminate_run(run: Run | UUID | str, *, reason: str = "", user: AnyUser | None = None) -> Run:
     """Stop a run (and its children) at once, without compensation; running attempts
     lose their lease. :func:`cancel_run` is the verb that compensates."""
     check_text(reason, field="terminate reason")
@@ -150,7 +153,7 @@ def terminate_run(run: Run | UUID | str, *, reason: str = "", user: Any = None) 
 
 
 def rerun_from(
-    run: Run | UUID | str, step: Step | int | str, *, reason: str = "", user: Any = None
+    run: Run | UUID | str, step: Step | int | str, *, reason: str = "", user: AnyUser | None = None
 ) -> Run:
     """Run ``step`` (a step, its id, or its name) and everything downstream of it again.
 
@@ -171,7 +174,7 @@ def rerun_from(
     return Run.objects.get(pk=run_id)
 
 
-def change_priority(run: Run | UUID | str, priority: int, *, user: Any = None) -> Run:
+def change_priority(run: Run | UUID | str, priority: int, *, user: AnyUser | None = None) -> Run:
     """Give a run (and its live child runs) another priority, -1000 to 1000.
 
     The run's unstarted steps, fan-out items and compensations whose node declares no
@@ -189,7 +192,7 @@ def change_priority(run: Run | UUID | str, priority: int, *, user: Any = None) -
     return Run.objects.get(pk=run_id)
 
 
-def _change_children(run_id: UUID, priority: int, user: Any) -> None:
+def _change_children(run_id: UUID, priority: int, user: AnyUser | None) -> None:
     live = PRIORITY.accepts - {RunStatus.QUEUED}  # children are never queued
     for child_id in Run.objects.filter(parent_run_id=run_id, status__in=live).values_list(
         "id", flat=True

@@ -3,7 +3,7 @@ resolve a task parked on a callback token."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from workflows.definitions import WaitForSignal, registry
@@ -17,6 +17,9 @@ from workflows.models import Run, Signal
 from workflows.queries import get_run
 from workflows.validation import check_json, check_text, max_length
 
+if TYPE_CHECKING:
+    from workflows.permissions import AnyUser
+
 
 def send_signal(
     run: Run | UUID | str,
@@ -24,7 +27,7 @@ def send_signal(
     payload: Any = None,
     *,
     idempotency_key: str | None = None,
-    user: Any = None,
+    user: AnyUser | None = None,
 ) -> Signal:
     """Send signal ``name`` to a run; kept until a ``WaitForSignal`` step consumes it.
 
@@ -86,13 +89,15 @@ def signals_waited_for(run: Run) -> list[str]:
 
 def _signals_in_snapshot(run: Run) -> list[str]:
     steps = run.snapshot.get("steps") if isinstance(run.snapshot, dict) else None
-    readable = isinstance(steps, list) and all(
-        isinstance(step, dict)
-        and isinstance(step.get("kind"), str)
-        and (step["kind"] != WaitForSignal.kind or isinstance(step.get("signal"), str))
-        for step in steps
-    )
-    if not readable:
+    if not (
+        isinstance(steps, list)
+        and all(
+            isinstance(step, dict)
+            and isinstance(step.get("kind"), str)
+            and (step["kind"] != WaitForSignal.kind or isinstance(step.get("signal"), str))
+            for step in steps
+        )
+    ):
         raise DefinitionMissing(
             f"workflow {run.workflow_name!r} v{run.workflow_version} of run {run.pk} is not "
             "registered in this process and the run's snapshot does not list its steps' "

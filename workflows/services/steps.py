@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from workflows.approvals import (
     may_override_claim,
@@ -15,15 +15,18 @@ from workflows.services.gates import skip_overrides_rule
 from workflows.services.targets import step_of
 from workflows.validation import check_json
 
+if TYPE_CHECKING:
+    from workflows.permissions import AnyUser
 
-def retry_step(step: Step | int, *, user: Any = None) -> Step:
+
+def retry_step(step: Step | int, *, user: AnyUser | None = None) -> Step:
     """Run a failed step again with fresh attempts; its failed run resumes."""
     target = step_of(step)
     retry.retry_step(target.pk, user=user)
     return step_of(target)
 
 
-def skip_step(step: Step | int, *, user: Any = None, output: Any = None) -> Step:
+def skip_step(step: Step | int, *, user: AnyUser | None = None, output: Any = None) -> Step:
     """Record a step as done with ``output`` without running it; the run moves on.
 
     ``output`` is checked as a handler's output is: :class:`InvalidInput` if the
@@ -36,12 +39,14 @@ def skip_step(step: Step | int, *, user: Any = None, output: Any = None) -> Step
     target = step_of(step)
     check_json(output, field="output of the skipped step")
     if target.kind == Gate.kind:
+        overriding = skip_overrides_rule(target, user)
+        decider = cast("AnyUser", user)  # skip_overrides_rule refused a skip without one
         skip.skip_gate(
             target.pk,
             output=output,
-            user=user,
-            overriding=skip_overrides_rule(target, user),
-            may_override_claim=partial(may_override_claim, user),
+            user=decider,
+            overriding=overriding,
+            may_override_claim=partial(may_override_claim, decider),
         )
     else:
         skip.skip_step(target.pk, output=output, user=user)

@@ -7,13 +7,16 @@ page that shows the link. A host project puts it in its ``admin/index.html`` ove
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import template
 from django.urls import reverse
 
 from workflows.admin.approvals import inbox_visible
 from workflows.approvals import gates_for
+
+if TYPE_CHECKING:
+    from workflows.permissions import AnyUser
 
 register = template.Library()
 
@@ -28,7 +31,7 @@ def approvals_inbox(context: dict[str, Any]) -> dict[str, Any]:
     shows them even when nothing waits (``visible`` is false then).
     """
     request = context.get("request")
-    user = getattr(request, "user", None)
+    user: AnyUser | None = getattr(request, "user", None)
     if user is None or not user.is_active or not user.is_staff:
         return {"visible": False}
     gates = gates_for(user)

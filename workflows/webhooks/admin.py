@@ -10,11 +10,12 @@ Refusals (a stale form, a replay of a message still queued) become messages.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.utils import flatten_fieldsets
 from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
@@ -33,6 +34,18 @@ from workflows.webhooks import services
 from workflows.webhooks.event_types import WEBHOOK_EVENT_TYPES, WILDCARD
 from workflows.webhooks.models import WebhookDelivery, WebhookEndpoint
 from workflows.webhooks.signing import SECRET_PREFIX
+
+if TYPE_CHECKING:
+    from django.contrib.admin.options import _FieldsetSpec
+    from django_stubs_ext import WithAnnotations
+
+    class _DeliveryCounts(TypedDict):
+        """What :meth:`WebhookEndpointAdmin.get_queryset` annotates each endpoint with."""
+
+        open_deliveries: int
+        failed_deliveries: int
+
+    _CountedEndpoint = WithAnnotations[WebhookEndpoint, _DeliveryCounts]
 
 
 def masked(secret: str) -> str:
@@ -77,7 +90,9 @@ class WebhookEndpointAdmin(SafeChangelistMixin, admin.ModelAdmin):
     class Media:
         css = {"all": ("workflows/console.css",)}
 
-    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> list[tuple[Any, dict]]:
+    def get_fieldsets(
+        self, request: HttpRequest, obj: WebhookEndpoint | None = None
+    ) -> _FieldsetSpec:
         settings = ("url", "description", "event_types", "enabled", "version")
         if obj is None:
             return [(None, {"fields": settings})]
@@ -87,7 +102,7 @@ class WebhookEndpointAdmin(SafeChangelistMixin, admin.ModelAdmin):
             ("State", {"fields": ("disabled_reason", "created_at", "updated_at")}),
         ]
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet[WebhookEndpoint]:
+    def get_queryset(self, request: HttpRequest) -> QuerySet[_CountedEndpoint]:
         return (
             super()
             .get_queryset(request)
@@ -163,11 +178,11 @@ class WebhookEndpointAdmin(SafeChangelistMixin, admin.ModelAdmin):
         return format_html('<a href="{}?{}">{}</a>', url, query, count)
 
     @admin.display(description="to send")
-    def open_count(self, endpoint: WebhookEndpoint) -> SafeString:
+    def open_count(self, endpoint: _CountedEndpoint) -> SafeString:
         return self._log_link(endpoint, endpoint.open_deliveries)
 
     @admin.display(description="failed")
-    def failed_count(self, endpoint: WebhookEndpoint) -> SafeString:
+    def failed_count(self, endpoint: _CountedEndpoint) -> SafeString:
         return self._log_link(endpoint, endpoint.failed_deliveries, status__exact="failed")
 
     @admin.display(description="secret")
@@ -248,7 +263,7 @@ class WebhookDeliveryAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin)
         ("Request (last attempt)", {"fields": ("headers", "sent_body")}),
         ("Response (last attempt)", {"fields": ("response_status", "response_body", "error")}),
     ]
-    readonly_fields = tuple(name for _, options in fieldsets for name in options["fields"])
+    readonly_fields = tuple(flatten_fieldsets(fieldsets))
 
     class Media:
         css = {"all": ("workflows/console.css",)}

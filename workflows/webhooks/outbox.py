@@ -39,7 +39,7 @@ def record_deliveries(event_ids: Sequence[int]) -> dict[int, int]:
         .annotate(workflow=F("run__workflow_name"), step_name=F("step__name"))
         .order_by("id")
     )
-    deliveries = []
+    deliveries: list[WebhookDelivery] = []
     for event in events:
         kind = webhook_type(event.type, event.payload)
         if kind is None:

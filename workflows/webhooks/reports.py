@@ -5,7 +5,8 @@ Read-only (no ``atomic()``), for the ``workflows_webhooks`` command; each is one
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime
+from typing import Any, TypedDict
 
 from django.db.models import Count, Q
 
@@ -26,7 +27,21 @@ def endpoint_summaries() -> list[dict[str, Any]]:
     )
 
 
-def troubled_deliveries(limit: int = 50) -> list[dict[str, Any]]:
+class TroubledDelivery(TypedDict):
+    """One row of :func:`troubled_deliveries`: the delivery's columns an operator reads."""
+
+    id: int
+    endpoint_id: int
+    event_type: str
+    message_id: str
+    status: str
+    attempt: int
+    response_status: int | None
+    error: str
+    next_attempt_at: datetime | None
+
+
+def troubled_deliveries(limit: int = 50) -> list[TroubledDelivery]:
     """Deliveries that failed for good or wait for a retry, newest first."""
     return list(
         WebhookDelivery.objects.filter(

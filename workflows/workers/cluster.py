@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from multiprocessing import Event
 from multiprocessing.process import BaseProcess
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import db
 from django_q.brokers import Broker, get_broker
@@ -50,6 +50,17 @@ from django_q.status import Stat
 
 from workflows.definitions.limits import Route
 from workflows.workers.runner import stop_when
+
+if TYPE_CHECKING:
+    from multiprocessing import synchronize
+    from multiprocessing.sharedctypes import Synchronized
+
+    class WorkerProcess(BaseProcess):
+        """A django-q2 worker: upstream's ``spawn_process`` hangs the worker's timer (a
+        shared float, see ``_IDLE``) on the process object."""
+
+        timer: Synchronized[float]
+
 
 logger = logging.getLogger("workflows.cluster")
 
@@ -72,8 +83,8 @@ class Retired:
     task_queue: Queue
     result_queue: Queue
     monitor: BaseProcess
-    workers: list[BaseProcess]
-    idle_since: dict[int, float] = field(default_factory=dict)  # worker pid: when first seen
+    workers: list[WorkerProcess]
+    idle_since: dict[WorkerProcess, float] = field(default_factory=dict)  # when first seen
     last_gone: float = field(default_factory=time.monotonic)  # when its last worker ended
 
 
@@ -87,7 +98,7 @@ def killed(process: BaseProcess | None) -> bool:
     return process is not None and process.exitcode not in (None, 0)
 
 
-def _tick(worker: BaseProcess, seconds: float = 0.0) -> float | None:
+def _tick(worker: WorkerProcess, seconds: float = 0.0) -> float | None:
     """Count ``seconds`` off a busy worker's timer and return the timer's value.
 
     ``None`` while the worker holds the timer's lock (it is sending a result): upstream
@@ -116,6 +127,14 @@ def _end(process: BaseProcess) -> None:
 
 class RenewingSentinel(Sentinel):
     """django-q2's sentinel, plus: move to new queues when a child was killed."""
+
+    # Upstream's, set by its __init__ and spawn methods; declared as django-q2 has no types.
+    pool: list[WorkerProcess]
+    monitor: BaseProcess
+    pusher: BaseProcess
+    task_queue: Queue
+    result_queue: Queue
+    event_out: synchronize.Event
 
     def __init__(
         self, stop_event: Any, *args: Any, run_scheduler: bool = True, **kwargs: Any
@@ -219,7 +238,7 @@ class RenewingSentinel(Sentinel):
                 if process.is_alive():
                     timer = _tick(process)
                     if timer == _IDLE:
-                        idle_for = now - old.idle_since.setdefault(process.pid, now)
+                        idle_for = now - old.idle_since.setdefault(process, now)
                         if not flushed and idle_for < RESULT_FLUSH_SECONDS:
                             continue
                     elif timer != 0:  # busy; 0: its task timed out, ended as upstream does

@@ -225,11 +225,11 @@ def _run_batch(batch: LeaseBatch, *, chain: bool) -> Held | None:
     except DataError:
         for lease, output in completed:
             _record_output(lease, output, chain=False)
-        for lease, exc in failed:
-            _record_failure(lease, exc)
+        for lease, error in failed:
+            _record_failure(lease, error)
         return None
-    for lease, lost in lost_leases:
-        logger.warning("%s", lost, extra=log_fields(lease))
+    for lease, lease_lost in lost_leases:
+        logger.warning("%s", lease_lost, extra=log_fields(lease))
     return following
 
 

@@ -127,7 +127,7 @@ def reclaim_expired_leases(
             .values_list("id", flat=True)[:limit]
         )
         act = functools.partial(reclaim, kind, now=now, wait=False)
-        results.append(_sweep(ids, lambda pk, act=act: act(pk), f"lease of {kind.name}", dry_run))
+        results.append(_sweep(ids, act, f"lease of {kind.name}", dry_run))
     return _merge(results)
 
 
@@ -147,9 +147,7 @@ def redispatch_unclaimed(
             .values_list("id", flat=True)[:limit]
         )
         act = functools.partial(redispatch, kind, ready_before=ready_before)
-        results.append(
-            _sweep(ids, lambda pk, act=act: act(pk), f"redispatch of {kind.name}", dry_run)
-        )
+        results.append(_sweep(ids, act, f"redispatch of {kind.name}", dry_run))
     return _merge(results)
 
 
@@ -173,9 +171,7 @@ def nudge_held_work(*, limit: int = 1000, dry_run: bool = False) -> ScanResult:
             .distinct()[:limit]
         )
         act = functools.partial(nudge_held, kind)
-        results.append(
-            _sweep(holds, lambda held_on, act=act: act(held_on), f"held {kind.name}", dry_run)
-        )
+        results.append(_sweep(holds, act, f"held {kind.name}", dry_run))
     return _merge(results)
 
 

@@ -27,23 +27,28 @@ class SQLiteCursorWrapper(base.SQLiteCursorWrapper):
     write_lock: WriteLock | None = None
 
     def execute(self, query: str, params: Any = None) -> Any:
-        if self._needs_lock(query):
-            with self.write_lock:
+        lock = self._lock_for(query)
+        if lock is not None:
+            with lock:
                 return super().execute(query, params)
         return super().execute(query, params)
 
     def executemany(self, query: str, param_list: Any) -> Any:
-        if self._needs_lock(query):
-            with self.write_lock:
+        lock = self._lock_for(query)
+        if lock is not None:
+            with lock:
                 return super().executemany(query, param_list)
         return super().executemany(query, param_list)
 
-    def _needs_lock(self, query: str) -> bool:
-        return bool(
+    def _lock_for(self, query: str) -> WriteLock | None:
+        """The write lock when ``query`` writes outside a transaction, else ``None``."""
+        if (
             self.write_lock is not None
             and not self.connection.in_transaction
             and query.lstrip()[:7].upper().startswith(_WRITES)
-        )
+        ):
+            return self.write_lock
+        return None
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
@@ -65,31 +70,32 @@ class DatabaseWrapper(base.DatabaseWrapper):
         return cursor
 
     def _start_transaction_under_autocommit(self) -> None:
+        begin = super()._start_transaction_under_autocommit  # type: ignore[misc]  # not in stubs
         if self.write_lock is None:
-            return super()._start_transaction_under_autocommit()
+            return begin()
         with self.wrap_database_errors:  # "database is locked" as Django's OperationalError
             self.write_lock.acquire()
         try:
-            super()._start_transaction_under_autocommit()
+            begin()
         except BaseException:
             self.write_lock.release()
             raise
 
     def _commit(self) -> None:
         try:
-            super()._commit()
+            super()._commit()  # type: ignore[misc]  # not in stubs
         finally:
             self._release_unless_open()
 
     def _rollback(self) -> None:
         try:
-            super()._rollback()
+            super()._rollback()  # type: ignore[misc]  # not in stubs
         finally:
             self._release_unless_open()
 
     def _close(self) -> None:
         try:
-            super()._close()
+            super()._close()  # type: ignore[misc]  # not in stubs
         finally:
             if self.write_lock is not None:
                 self.write_lock.close()

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
 from django.db.models import F, Q, QuerySet
@@ -46,6 +46,9 @@ from workflows.engine.work_kinds import ITEM, STEP, WorkKind
 from workflows.errors import BudgetExhausted, DefinitionMissing, InvalidInput, StaleState
 from workflows.models import BudgetCounter, FanOutItem, Run, Step, UsageReport
 from workflows.status import StepStatus
+
+if TYPE_CHECKING:
+    from workflows.permissions import AnyUser
 
 logger = logging.getLogger("workflows.budgets")
 
@@ -393,7 +396,12 @@ def _locked_counter(workflow_name: str, dimension: str, scope_key: str) -> Budge
 
 
 def _change(
-    workflow_name: str, dimension: str, scope_key: str, user: Any, *, limit: Decimal | None = None
+    workflow_name: str,
+    dimension: str,
+    scope_key: str,
+    user: AnyUser | None,
+    *,
+    limit: Decimal | None = None,
 ) -> BudgetChange:
     """Set the counter's ``limit`` (or, without one, its usage to 0) by compare-and-set
     at the version read under its lock, then release the work it held."""
@@ -432,7 +440,7 @@ def raise_budget(
     *,
     limit: int | float | Decimal,
     scope_key: str = "",
-    user: Any = None,
+    user: AnyUser | None = None,
 ) -> BudgetChange:
     """Set the limit of a budget counter (normally higher) and release what it held.
 
@@ -449,7 +457,7 @@ def raise_budget(
 
 @transition
 def reset_budget(
-    workflow_name: str, dimension: str, *, scope_key: str = "", user: Any = None
+    workflow_name: str, dimension: str, *, scope_key: str = "", user: AnyUser | None = None
 ) -> BudgetChange:
     """Set a budget counter's usage back to 0 and release what it held.
 
@@ -460,7 +468,7 @@ def reset_budget(
     return _change(workflow_name, dimension, scope_key, user)
 
 
-def _log(what: str, change: BudgetChange, user: Any) -> None:
+def _log(what: str, change: BudgetChange, user: AnyUser | None) -> None:
     by = user.get_username() if user is not None else "a trusted caller"
     logger.info(
         "budget %r of %r%s: %s by %s; %d held units released",

@@ -53,6 +53,7 @@ def _read(key: str, rate: RateLimit) -> _Bucket:
             [RateBucket(key=key)], ignore_conflicts=True
         )
         row = fetch_one(connection, sql, [key])
+        assert row is not None, f"rate bucket {key!r} was created just above"
     pk, starts, version, now = row
     since = now - rate.period.total_seconds()
     recent = sorted(

@@ -139,6 +139,7 @@ def release(holder: Holder) -> list[str]:
     where = "holder_kind = %s AND "
     params: list[Any] = [holder.kind]
     if holder.kind == "run":
+        assert holder.run_id is not None, "a run holds its slots by its id"
         where += "holder_run_id = %s"
         params.append(stored_run_id(holder.run_id, connection))
     else:

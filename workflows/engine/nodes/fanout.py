@@ -30,6 +30,7 @@ from workflows.engine.work_kinds import ITEM, FailedUnit, settles
 from workflows.errors import ChildRunFailed
 from workflows.models import FanOutItem, Run
 from workflows.status import RUN_ACTIVE, RunStatus, StepStatus
+from workflows.validation import max_length
 
 _BATCH = 1000
 # Items not yet handed to a worker.
@@ -71,7 +72,7 @@ def enter_fanout(advancer: Advancer, row: StepRow, node: FanOut) -> str:
     return StepStatus.RUNNING
 
 
-_KEY_LENGTH = FanOutItem._meta.get_field("key").max_length
+_KEY_LENGTH = max_length(FanOutItem, "key")
 
 
 def _check(values: list[Any], keys: list[str]) -> None:
@@ -142,7 +143,7 @@ def _release_item(
             advancer, node.workflow, node.child_input(item.item), step_id=step_id, item_id=item.pk
         )
         if child.status not in (RunStatus.RUNNING, RunStatus.WAITING):
-            settle_child_item(advancer, child)
+            settle_child_item(advancer, child, item.pk)
         return
     scope = advancer.scope
     if claim_in_scope(
@@ -334,9 +335,9 @@ def _refill(advancer: Advancer, node: FanOut, row: StepRow, counts: FanOutCounts
     _release(advancer, node, row.pk, row.name, row.generation, max(node.max_parallel - in_hand, 0))
 
 
-def settle_child_item(advancer: Advancer, child: Run) -> None:
-    """A child run of a fan-out item ended: complete or fail the item accordingly."""
-    item = FanOutItem.objects.select_related("step").get(pk=child.parent_item_id)
+def settle_child_item(advancer: Advancer, child: Run, item_id: int) -> None:
+    """A child run of fan-out item ``item_id`` ended: complete or fail the item accordingly."""
+    item = FanOutItem.objects.select_related("step").get(pk=item_id)
     if item.status != StepStatus.WAITING:
         return
     row = ItemRow(

@@ -7,9 +7,9 @@ version it read there.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model
 from django.utils import timezone
@@ -27,6 +27,9 @@ from workflows.models import Run, Step
 from workflows.permissions import OVERRIDE_GATE_CLAIM
 from workflows.status import RUN_ALIVE, Decision, DecisionVia, StepStatus, TimerKind
 
+if TYPE_CHECKING:
+    from workflows.permissions import AnyUser
+
 
 class _Outputs(Mapping[str, Any]):
     """``{steps[name]}`` in a prompt: earlier outputs, loaded on use."""
@@ -37,7 +40,7 @@ class _Outputs(Mapping[str, Any]):
     def __getitem__(self, name: str) -> Any:
         return self._steps[name].output
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[str]:
         return iter(self._steps)
 
     def __len__(self) -> int:
@@ -85,7 +88,7 @@ def decision_output(
     }
 
 
-def stamp(user: Any, address: str | None, at: datetime) -> dict[str, Any]:
+def stamp(user: AnyUser | None, address: str | None, at: datetime) -> dict[str, Any]:
     """Who, when and from which address: what every decision and claim event records."""
     return {
         "by": user.get_username() if user is not None else None,
@@ -121,7 +124,7 @@ def _refuse_claimed(row: StepRow, claimer: str | None, action: str) -> None:
 
 
 def respect_claim(
-    row: StepRow, user: Any, may_override: Callable[[], bool] | None, action: str
+    row: StepRow, user: AnyUser | None, may_override: Callable[[], bool] | None, action: str
 ) -> str | None:
     """Refuse ``action`` on a gate someone else claimed, unless ``may_override()``.
 
@@ -142,7 +145,7 @@ def decide_gate(
     *,
     version: int,
     decision: str,
-    user: Any = None,
+    user: AnyUser | None = None,
     selections: list[str] | None = None,
     feedback: str = "",
     reason: str = "",
@@ -214,7 +217,7 @@ def decide_gate(
 
 
 @transition
-def claim_gate(step_id: int, user: Any, *, address: str | None = None) -> bool:
+def claim_gate(step_id: int, user: AnyUser, *, address: str | None = None) -> bool:
     """Claim a waiting gate for ``user``: until it is released, others may not decide it.
 
     Returns ``False``, writing nothing, when ``user`` already holds the claim. How it
@@ -249,7 +252,7 @@ def claim_gate(step_id: int, user: Any, *, address: str | None = None) -> bool:
 @transition
 def unclaim_gate(
     step_id: int,
-    user: Any,
+    user: AnyUser,
     *,
     address: str | None = None,
     may_override: Callable[[], bool] | None = None,

@@ -52,7 +52,7 @@ def notify_parent(child: Run, events: EventLog) -> None:
         return  # the parent's definition is gone: it was failed instead
     advancer = parent.advancer  # the parent moves on even if its step no longer waits
     if child.parent_item_id is not None:
-        settle_child_item(advancer, child)
+        settle_child_item(advancer, child, child.parent_item_id)
     elif child.parent_step_id is not None:
         row = step_row(child.parent_step_id)
         if row.status == StepStatus.WAITING and _settle_step(advancer, row, child) == (

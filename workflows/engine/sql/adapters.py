@@ -102,4 +102,7 @@ def stored_run_id(run_id: UUID, connection: BaseDatabaseWrapper) -> Any:
 
 def from_db_json(model: type[models.Model], name: str, value: Any, connection: Any) -> Any:
     """A JSON column's value as read from the database, decoded as the ORM decodes it."""
-    return model._meta.get_field(name).from_db_value(value, None, connection)
+    field = model._meta.get_field(name)
+    assert isinstance(field, models.JSONField), f"{model.__name__}.{name} is not a JSON column"
+    # No expression outside a query: Django only asks whether it is a ``KeyTransform``.
+    return field.from_db_value(value, None, connection)  # type: ignore[arg-type]  # stubs: required

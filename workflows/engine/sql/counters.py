@@ -45,7 +45,10 @@ def bump_item_counter(step_id: int, counter: str, by: int = 1) -> FanOutCounts:
         f"{version} = {version} + 1 WHERE id = %s RETURNING status, "
         "version, items_total, items_completed, items_failed, items_skipped"
     )
-    return FanOutCounts(*fetch_one(engine_connection(), sql, [by, step_id]))
+    row = fetch_one(engine_connection(), sql, [by, step_id])
+    if row is None:
+        raise Step.DoesNotExist(f"step {step_id} does not exist")
+    return FanOutCounts(*row)
 
 
 def item_counts(step_id: int) -> FanOutCounts:

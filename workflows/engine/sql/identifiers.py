@@ -38,9 +38,10 @@ def column(model: type[models.Model], name: str) -> str:
     """
     table(model)
     field = model._meta.get_field(name)
-    if not field.concrete:
+    name_in_db = field.column if field.concrete else None
+    if name_in_db is None:
         raise ValueError(f"{model.__name__}.{name} has no column")
-    return _quoted(field.column)
+    return _quoted(name_in_db)
 
 
 def status_literal(status: models.TextChoices) -> str:

@@ -258,6 +258,7 @@ def fenced_update_many(
     connection = engine_connection()
     rows, params = [], []
     field = model._meta.get_field(value_field) if value_field else None
+    assert field is None or isinstance(field, models.Field), f"{value_field} has no column"
     for index, fence in enumerate(fences):
         rows.append("(%s, %s, %s, %s)")
         value = values[index] if values is not None else None

@@ -4,7 +4,7 @@ transaction, child before parent."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from workflows.engine.events import actor
@@ -14,10 +14,13 @@ from workflows.engine.scope import run_scope
 from workflows.engine.transaction import transition
 from workflows.status import RunStatus
 
+if TYPE_CHECKING:
+    from workflows.permissions import AnyUser
+
 
 @transition
 def cancel_run(
-    run_id: UUID, *, reason: str = "", compensate: bool = True, user: Any = None
+    run_id: UUID, *, reason: str = "", compensate: bool = True, user: AnyUser | None = None
 ) -> None:
     """Stop a running or waiting run: cancel waiting work, compensate, end ``cancelled``.
 

@@ -14,7 +14,7 @@ it is recorded like any work in flight (claims do not take the run lock).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from workflows.definitions import FanOut
@@ -30,11 +30,14 @@ from workflows.engine.work_kinds import WORK_KINDS
 from workflows.models import Step
 from workflows.status import RunStatus, StepStatus
 
+if TYPE_CHECKING:
+    from workflows.permissions import AnyUser
+
 _FAILED = (StepStatus.FAILED, StepStatus.TIMED_OUT)
 
 
 @transition
-def pause_run(run_id: UUID, *, reason: str = "", user: Any = None) -> None:
+def pause_run(run_id: UUID, *, reason: str = "", user: AnyUser | None = None) -> None:
     """Pause a pending, running or waiting run until :func:`resume_run`.
 
     Of a pause and a racing transition of the same run, whichever takes the run lock
@@ -50,7 +53,7 @@ def pause_run(run_id: UUID, *, reason: str = "", user: Any = None) -> None:
 
 
 @transition
-def resume_run(run_id: UUID, *, user: Any = None) -> None:
+def resume_run(run_id: UUID, *, user: AnyUser | None = None) -> None:
     """Resume a paused run: settle what happened meanwhile, start its work again."""
     with run_scope(run_id) as scope:
         run = scope.run

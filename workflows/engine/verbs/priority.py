@@ -10,7 +10,7 @@ with, and units whose node declares a priority keep theirs.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from workflows.engine.events import actor
@@ -22,6 +22,9 @@ from workflows.engine.transaction import transition
 from workflows.errors import StaleState
 from workflows.models import CompensationRecord, FanOutItem, Run, Step
 from workflows.status import CompensationStatus, StepStatus
+
+if TYPE_CHECKING:
+    from workflows.permissions import AnyUser
 
 # Units that have not started: their priority still decides when they are claimed.
 UNSTARTED = (StepStatus.PENDING, StepStatus.READY, StepStatus.RETRY_SCHEDULED)
@@ -55,7 +58,7 @@ def following_run(snapshot: dict[str, Any]) -> list[str]:
 
 
 @transition
-def change_priority(run_id: UUID, priority: int, *, user: Any = None) -> PriorityChange:
+def change_priority(run_id: UUID, priority: int, *, user: AnyUser | None = None) -> PriorityChange:
     """Set the run's priority and that of its unstarted work; event ``run.priority_changed``.
 
     The run is locked, so the change and any transition of the run are serialised.
@@ -84,7 +87,7 @@ def change_priority(run_id: UUID, priority: int, *, user: Any = None) -> Priorit
         names = following_run(snapshot)
         steps = items = compensations = 0
         if names:  # an empty IN () is not SQL everywhere
-            changes = {"priority": priority, "updated_at": db_now()}
+            changes: dict[str, Any] = {"priority": priority, "updated_at": db_now()}
             steps = len(
                 cas_update_many(
                     Step, where={"run_id": run.pk, "name": names, "status": UNSTARTED}, **changes

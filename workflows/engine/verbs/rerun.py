@@ -9,7 +9,7 @@ they ran are reopened, so parallel branches that never ran run now.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from workflows.definitions import LeasedNode, Workflow
@@ -25,8 +25,11 @@ from workflows.errors import InvalidTransition, StaleState, StepNotFound
 from workflows.models import CompensationRecord, FanOutItem, Step, Timer
 from workflows.status import CompensationStatus, RunStatus, StepStatus, TimerStatus
 
+if TYPE_CHECKING:
+    from workflows.permissions import AnyUser
+
 # What a reset step forgets: everything a previous run of it wrote.
-_FORGOTTEN = {
+_FORGOTTEN: dict[str, Any] = {
     "output": None,
     "error": None,
     "started_at": None,
@@ -61,7 +64,9 @@ def downstream_of(workflow: type[Workflow], name: str) -> list[str]:
 
 
 @transition
-def rerun_from(run_id: UUID, step_name: str, *, reason: str = "", user: Any = None) -> list[str]:
+def rerun_from(
+    run_id: UUID, step_name: str, *, reason: str = "", user: AnyUser | None = None
+) -> list[str]:
     """Reset ``step_name`` and its downstream steps of a finished run and run them again.
 
     Accepts failed, completed and cancelled runs. Refused, saying why, when an upstream

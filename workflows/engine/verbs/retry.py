@@ -4,7 +4,7 @@ skip that unblocks a failed run."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from workflows.definitions import FanOut, LeasedNode, Node
@@ -22,8 +22,11 @@ from workflows.errors import InvalidTransition
 from workflows.models import CompensationRecord, FanOutItem, Step
 from workflows.status import CompensationStatus, RunStatus, StepStatus
 
+if TYPE_CHECKING:
+    from workflows.permissions import AnyUser
 
-def revive(scope: RunScope, user: Any) -> None:
+
+def revive(scope: RunScope, user: AnyUser | None) -> None:
     """Bring a failed run back to ``running`` and release what can run again: steps
     cancelled by the failure become pending, fan-outs keep their completed items."""
     run = scope.run
@@ -44,7 +47,7 @@ def revive(scope: RunScope, user: Any) -> None:
     scope.advancer.release_stranded()
 
 
-def _reset_for_retry(scope: RunScope, row: StepRow, node: Node, user: Any) -> None:
+def _reset_for_retry(scope: RunScope, row: StepRow, node: Node, user: AnyUser | None) -> None:
     """Give a failed step a fresh set of attempts (a fan-out: its failed items).
 
     The budget grows by a whole policy beyond the attempts already made, so attempts
@@ -88,7 +91,7 @@ def _reset_for_retry(scope: RunScope, row: StepRow, node: Node, user: Any) -> No
 
 
 @transition
-def retry_step(step_id: int, *, user: Any = None) -> None:
+def retry_step(step_id: int, *, user: AnyUser | None = None) -> None:
     """Run a failed (or timed-out) step again, with fresh attempts; the run resumes."""
     with run_scope(run_of_step(step_id)) as scope:
         row = step_row(step_id)
@@ -98,7 +101,7 @@ def retry_step(step_id: int, *, user: Any = None) -> None:
 
 
 @transition
-def retry_run(run_id: UUID, *, user: Any = None) -> int:
+def retry_run(run_id: UUID, *, user: AnyUser | None = None) -> int:
     """Retry every failed step of a failed run, or resume a run whose compensation failed.
 
     Returns how many steps or compensations were retried.
@@ -122,7 +125,7 @@ def retry_run(run_id: UUID, *, user: Any = None) -> int:
         return len(failed)
 
 
-def _retry_compensations(scope: RunScope, user: Any) -> int:
+def _retry_compensations(scope: RunScope, user: AnyUser | None) -> int:
     """Give failed compensations a fresh set of attempts and unwind again."""
     run = scope.run
     retried = cas_update_many(

@@ -4,7 +4,7 @@ is skipped only by :func:`skip_gate`, which records the skip as the decision it 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
@@ -22,9 +22,12 @@ from workflows.errors import InvalidTransition
 from workflows.models import Step
 from workflows.status import DecisionVia, RunStatus, StepStatus
 
+if TYPE_CHECKING:
+    from workflows.permissions import AnyUser
+
 
 @transition
-def skip_step(step_id: int, *, output: Any = None, user: Any = None) -> None:
+def skip_step(step_id: int, *, output: Any = None, user: AnyUser | None = None) -> None:
     """Record a step as done with ``output`` without running it, so the run moves on.
 
     Accepts steps not yet finished (pending, ready, waiting, retry scheduled) and failed
@@ -49,7 +52,7 @@ def skip_gate(
     step_id: int,
     *,
     output: Any = None,
-    user: Any,
+    user: AnyUser,
     overriding: bool,
     may_override_claim: Callable[[], bool] | None = None,
 ) -> None:
@@ -120,7 +123,7 @@ def _skip(
     scope: RunScope,
     row: StepRow,
     changes: dict[str, Any],
-    user: Any,
+    user: AnyUser | None,
     *,
     decided: dict[str, Any] | None = None,
     decided_type: str = "",

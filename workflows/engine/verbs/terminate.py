@@ -11,7 +11,7 @@ transition (a child is always locked before its parent).
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from workflows.definitions import FanOut
@@ -26,7 +26,10 @@ from workflows.engine.transaction import transition
 from workflows.models import CompensationRecord, FanOutItem, Step, Timer
 from workflows.status import CompensationStatus, RunStatus, StepStatus, TimerStatus
 
-_LEASE_RELEASED = {"lease_owner": "", "lease_expires_at": None}
+if TYPE_CHECKING:
+    from workflows.permissions import AnyUser
+
+_LEASE_RELEASED: dict[str, Any] = {"lease_owner": "", "lease_expires_at": None}
 _UNFINISHED_COMPENSATION = (
     CompensationStatus.PENDING,
     CompensationStatus.READY,
@@ -36,7 +39,7 @@ _UNFINISHED_COMPENSATION = (
 
 
 @transition
-def terminate_run(run_id: UUID, *, reason: str = "", user: Any = None) -> None:
+def terminate_run(run_id: UUID, *, reason: str = "", user: AnyUser | None = None) -> None:
     """Stop a run now, without compensation; its running attempts lose their lease.
 
     Accepts active, paused and unwinding runs. A worker finishing an attempt of this

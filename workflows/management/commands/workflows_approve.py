@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from workflows.management.arguments import acting_user, refusals_as_command_errors
+from workflows.management.arguments import named_acting_user, refusals_as_command_errors
 from workflows.management.output import step_line, to_json
 from workflows.queries import get_step, step_summary
 from workflows.services import approve_gate
@@ -45,7 +45,7 @@ class Command(BaseCommand):
             gate = get_step(options["step_id"])
             step = approve_gate(
                 gate,
-                user=acting_user(options["user"], "approve"),
+                user=named_acting_user(options["user"], "approve"),
                 selections=options["select"],
                 feedback=options["feedback"],
             )

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workflows.management.run_verb import RunVerbCommand
 from workflows.models import Run
 from workflows.services import cancel_run
+
+if TYPE_CHECKING:
+    from workflows.permissions import AnyUser
 
 
 class Command(RunVerbCommand):
@@ -31,7 +34,7 @@ class Command(RunVerbCommand):
             help="end the run without running its compensations",
         )
 
-    def apply(self, run: Run, user: Any, options: dict[str, Any]) -> Run:
+    def apply(self, run: Run, user: AnyUser | None, options: dict[str, Any]) -> Run:
         return cancel_run(
             run, reason=options["reason"], compensate=options["compensate"], user=user
         )

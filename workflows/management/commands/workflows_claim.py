@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from workflows.management.arguments import acting_user, refusals_as_command_errors
+from workflows.management.arguments import named_acting_user, refusals_as_command_errors
 from workflows.management.output import step_line, to_json
 from workflows.permissions import OVERRIDE_GATE_CLAIM
 from workflows.queries import get_step, step_summary
@@ -40,9 +40,10 @@ class Command(BaseCommand):
         with refusals_as_command_errors():
             gate = get_step(options["step_id"])
             step = verb(
-                gate, acting_user(options["user"], "release" if options["release"] else "claim")
+                gate,
+                named_acting_user(options["user"], "release" if options["release"] else "claim"),
             )
-        claimer = step.claimed_by.get_username() if step.claimed_by_id else None
+        claimer = step.claimed_by.get_username() if step.claimed_by is not None else None
         summary = {**step_summary(step), "claimed_by": claimer, "claimed_at": step.claimed_at}
         if options["json"]:
             self.stdout.write(to_json(summary))

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workflows.management.run_verb import RunVerbCommand
 from workflows.models import Run
 from workflows.services import pause_run
+
+if TYPE_CHECKING:
+    from workflows.permissions import AnyUser
 
 
 class Command(RunVerbCommand):
@@ -23,5 +26,5 @@ class Command(RunVerbCommand):
     def add_verb_arguments(self, parser: Any) -> None:
         parser.add_argument("--reason", default="", metavar="TEXT", help="why, kept on the run")
 
-    def apply(self, run: Run, user: Any, options: dict[str, Any]) -> Run:
+    def apply(self, run: Run, user: AnyUser | None, options: dict[str, Any]) -> Run:
         return pause_run(run, reason=options["reason"], user=user)

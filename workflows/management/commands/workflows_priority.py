@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workflows.management.arguments import (
     acting_user,
@@ -15,6 +15,9 @@ from workflows.management.run_verb import RunVerbCommand
 from workflows.models import Run
 from workflows.queries import run_summary
 from workflows.services import change_priority
+
+if TYPE_CHECKING:
+    from workflows.permissions import AnyUser
 
 
 class Command(RunVerbCommand):
@@ -36,7 +39,7 @@ class Command(RunVerbCommand):
             "priority", metavar="PRIORITY", type=priority_number, help="-1000 to 1000"
         )
 
-    def apply(self, run: Run, user: Any, options: dict[str, Any]) -> Run:
+    def apply(self, run: Run, user: AnyUser | None, options: dict[str, Any]) -> Run:
         return change_priority(run, options["priority"], user=user)
 
     def handle(self, *args: Any, **options: Any) -> None:

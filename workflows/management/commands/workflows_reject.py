@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from workflows.management.arguments import acting_user, refusals_as_command_errors
+from workflows.management.arguments import named_acting_user, refusals_as_command_errors
 from workflows.management.output import step_line, to_json
 from workflows.queries import get_step, step_summary
 from workflows.services import reject_gate
@@ -36,7 +36,9 @@ class Command(BaseCommand):
         with refusals_as_command_errors():
             gate = get_step(options["step_id"])
             step = reject_gate(
-                gate, user=acting_user(options["user"], "reject"), feedback=options["feedback"]
+                gate,
+                user=named_acting_user(options["user"], "reject"),
+                feedback=options["feedback"],
             )
         summary = step_summary(step)
         self.stdout.write(to_json(summary) if options["json"] else step_line(summary))

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workflows.management.run_verb import RunVerbCommand
 from workflows.models import Run
 from workflows.services import rerun_from
+
+if TYPE_CHECKING:
+    from workflows.permissions import AnyUser
 
 
 class Command(RunVerbCommand):
@@ -27,5 +30,5 @@ class Command(RunVerbCommand):
         )
         parser.add_argument("--reason", default="", metavar="TEXT", help="why, kept in history")
 
-    def apply(self, run: Run, user: Any, options: dict[str, Any]) -> Run:
+    def apply(self, run: Run, user: AnyUser | None, options: dict[str, Any]) -> Run:
         return rerun_from(run, options["from_step"], reason=options["reason"], user=user)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workflows.management.run_verb import RunVerbCommand
 from workflows.models import Run
 from workflows.services import terminate_run
+
+if TYPE_CHECKING:
+    from workflows.permissions import AnyUser
 
 
 class Command(RunVerbCommand):
@@ -26,5 +29,5 @@ class Command(RunVerbCommand):
             "--reason", default="", metavar="TEXT", help="why, kept as the run's error message"
         )
 
-    def apply(self, run: Run, user: Any, options: dict[str, Any]) -> Run:
+    def apply(self, run: Run, user: AnyUser | None, options: dict[str, Any]) -> Run:
         return terminate_run(run, reason=options["reason"], user=user)

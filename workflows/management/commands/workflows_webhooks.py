@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
@@ -99,5 +100,5 @@ class Command(BaseCommand):
             )
 
 
-def _rows(items: list[dict[str, Any]], columns: dict[str, str]) -> list[list[Any]]:
+def _rows(items: Sequence[Mapping[str, Any]], columns: dict[str, str]) -> list[list[Any]]:
     return [[item[key] for key in columns] for item in items]
