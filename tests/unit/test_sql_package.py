@@ -1,14 +1,16 @@
 """The rules of ``workflows/engine/sql/`` (see its package docstring), pinned.
 
 Read from the source with ``ast``: no module imports a private name of the package, no
-value is formatted between quotes into SQL text in the engine, and only
-``identifiers.py`` turns a model's metadata into a table name.
+module of the engine outside the package holds SQL statement text, no value is
+formatted between quotes into SQL text in the engine, and only ``identifiers.py`` turns
+a model's metadata into a table name.
 """
 
 from __future__ import annotations
 
 import ast
 import itertools
+import re
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,7 @@ from workflows.status import StepStatus
 APP = Path(workflows.__file__).parent
 ROOT = APP.parent
 ENGINE = APP / "engine"
+SQL_PACKAGE = ENGINE / "sql"
 
 
 def _sources() -> list[Path]:
@@ -65,12 +68,69 @@ def _quoted_values(tree: ast.Module) -> list[int]:
     return lines
 
 
+# Text that starts a statement (``SELECT …``, ``(SELECT …``), or holds one of its clauses
+# further in (``… EXISTS (SELECT 1 FROM …``). Uppercase only: SQL is written so here,
+# prose ("Update the counter") is not.
+_STATEMENT_START = re.compile(r"\s*\(?\s*(SELECT|UPDATE|INSERT|DELETE|WITH)\s")
+_STATEMENT_CLAUSE = re.compile(
+    r"\b(SELECT\s.*\sFROM|UPDATE\s.*\sSET|INSERT\s+INTO|DELETE\s+FROM)\s", re.DOTALL
+)
+
+
+def _docstrings(tree: ast.Module) -> set[int]:
+    """The ``id`` of every docstring's node: prose, which may quote a statement."""
+    return {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+
+
+def _literal_text(node: ast.AST) -> str | None:
+    """A string constant's text, or an f-string's with ``{}`` for each formatted value."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(
+            str(part.value) if isinstance(part, ast.Constant) else "{}" for part in node.values
+        )
+    return None
+
+
+def _sql_statements(tree: ast.Module) -> list[int]:
+    """Lines of string constants and f-strings (docstrings aside) holding SQL statement
+    text."""
+    docstrings = _docstrings(tree)
+    return sorted(
+        {
+            node.lineno
+            for node in ast.walk(tree)
+            if id(node) not in docstrings
+            and (text := _literal_text(node)) is not None
+            and (_STATEMENT_START.match(text) or _STATEMENT_CLAUSE.search(text))
+        }
+    )
+
+
 def test_no_module_imports_a_private_name_of_the_sql_package():
     found = {
         str(path.relative_to(ROOT)): names
         for path in _sources()
         if path.exists()  # a file moved away meanwhile
         and (names := _private_sql_imports(ast.parse(path.read_text())))
+    }
+    assert found == {}
+
+
+def test_every_statement_of_the_engine_lives_in_the_sql_package():
+    found = {
+        str(path.relative_to(ROOT)): lines
+        for path in sorted(ENGINE.rglob("*.py"))
+        if SQL_PACKAGE not in path.parents
+        and (lines := _sql_statements(ast.parse(path.read_text())))
     }
     assert found == {}
 
@@ -98,6 +158,25 @@ def test_the_checks_see_what_they_look_for():
     assert _private_sql_imports(tree) == ["workflows.engine.sql.connection._TRANSITION_DB"]
     assert _quoted_values(ast.parse("sql = f\"WHERE status = '{status}'\"")) == [1]
     assert _quoted_values(ast.parse('sql = f"WHERE status = %s AND {column}"')) == []
+    statements = [
+        'sql = f"SELECT id FROM {units} WHERE held_on = %s"',
+        "sql = \"UPDATE t SET held_on = '' WHERE id = %s\"",
+        'sql = f"(s.kind = %s AND EXISTS (SELECT 1 FROM {runs} r WHERE r.id = s.run_id))"',
+        'sql = (\n    "WITH picked AS (SELECT id FROM t) "\n    "DELETE FROM t"\n)',
+        'sql = f"INSERT INTO {table} ({columns}) VALUES {values}"',
+    ]
+    for source in statements:
+        assert _sql_statements(ast.parse(source)), source
+    prose = [
+        'def f():\n    """SELECT … FROM, as a docstring quotes it."""',
+        'message = "Update the counter, then select from the rest"',
+        'clause = " FOR NO KEY UPDATE"',
+    ]
+    for source in prose:
+        assert _sql_statements(ast.parse(source)) == [], source
+    # The package's own statements, old and moved, are what the check would see elsewhere.
+    for name in ("rows", "updates", "claim_reads", "inserts", "held_units", "limit_rows"):
+        assert _sql_statements(ast.parse((SQL_PACKAGE / f"{name}.py").read_text())), name
 
 
 def test_identifiers_come_from_the_apps_models_and_their_fields():

@@ -34,9 +34,7 @@ from workflows.engine.dispatch import enqueue
 from workflows.engine.executor import Work
 from workflows.engine.limits import budgets, rates, slots
 from workflows.engine.sql.claim_reads import ClaimRow
-from workflows.engine.sql.connection import engine_connection
-from workflows.engine.sql.execute import fetch_all
-from workflows.engine.sql.identifiers import table
+from workflows.engine.sql.held_units import best_held
 from workflows.engine.sql.updates import cas_update
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import ITEM, STEP, WorkKind
@@ -221,16 +219,9 @@ def unhold_next(kind: WorkKind, held_on: str, count: int = 1) -> list[Work]:
     compare-and-set restating ``ready`` and the hold: a unit claimed or released
     meanwhile is left alone.
     """
-    units = table(kind.model)
-    found = fetch_all(
-        engine_connection(),
-        f"SELECT id, version, queue, requires FROM {units} WHERE status = %s AND held_on = %s "
-        "ORDER BY priority DESC, updated_at, id LIMIT %s",
-        [StepStatus.READY, held_on, count],
-    )
     return [
         Work(kind, unit_id, Route.of_row(queue, requires))
-        for unit_id, version, queue, requires in found
+        for unit_id, version, queue, requires in best_held(kind.model, held_on, count)
         if cas_update(
             kind.model,
             unit_id,

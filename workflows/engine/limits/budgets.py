@@ -38,14 +38,12 @@ from django.db.models.functions import Now
 from workflows.definitions import Budget, Route, Workflow, registry
 from workflows.engine.dispatch import enqueue
 from workflows.engine.executor import Work
-from workflows.engine.sql.connection import engine_alias, engine_connection
-from workflows.engine.sql.execute import fetch_all
-from workflows.engine.sql.identifiers import table
+from workflows.engine.sql.connection import engine_alias
+from workflows.engine.sql.held_units import release_workflow_holds
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import ITEM, STEP, WorkKind
 from workflows.errors import BudgetExhausted, DefinitionMissing, InvalidInput, StaleState
-from workflows.models import BudgetCounter, FanOutItem, Run, Step, UsageReport
-from workflows.status import StepStatus
+from workflows.models import BudgetCounter, Run, UsageReport
 
 if TYPE_CHECKING:
     from workflows.permissions import AnyUser
@@ -500,35 +498,11 @@ def release_held(workflow_name: str, dimension: str, scope_key: str = "") -> int
     return len(work)
 
 
-def _owner_run(kind: WorkKind, units: str) -> str:
-    """``FROM … WHERE`` finding the run ``r`` of each row of ``units`` (its table). The target of
-    the ``UPDATE`` is named by its table: PostgreSQL's ``UPDATE`` takes an alias,
-    SQLite's does not."""
-    runs = table(Run)
-    if kind.model is Step:
-        return f"{runs} r WHERE r.id = {units}.run_id"
-    assert kind.model is FanOutItem
-    steps = table(Step)
-    return f"{steps} s JOIN {runs} r ON r.id = s.run_id WHERE s.id = {units}.step_id"
-
-
 def _release(
     kind: WorkKind, workflow_name: str, dimension: str, scope_key: str
 ) -> Sequence[tuple[int, Work]]:
-    units = table(kind.model)
-    params: list[Any] = [StepStatus.READY.value, held_on(dimension), workflow_name]
-    by_key = ""
-    if scope_key:
-        by_key = " AND r.business_key = %s"
-        params.append(scope_key)
-    rows = fetch_all(
-        engine_connection(),
-        f"UPDATE {units} SET held_on = '', version = version + 1 "
-        f"WHERE status = %s AND held_on = %s AND EXISTS (SELECT 1 FROM {_owner_run(kind, units)} "
-        f"AND r.workflow_name = %s{by_key}) RETURNING id, queue, requires, priority",
-        params,
-    )
+    released = release_workflow_holds(kind.model, held_on(dimension), workflow_name, scope_key)
     return [
         (priority, Work(kind, unit_id, Route.of_row(queue, requires)))
-        for unit_id, queue, requires, priority in rows
+        for unit_id, queue, requires, priority in released
     ]

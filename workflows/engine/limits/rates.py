@@ -14,23 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from workflows.definitions.limits import RateLimit
-from workflows.engine.sql.adapters import from_db_json
-from workflows.engine.sql.connection import engine_connection
-from workflows.engine.sql.execute import fetch_one
-from workflows.engine.sql.identifiers import column, table
-from workflows.engine.sql.locks import row_lock
+from workflows.engine.sql.connection import engine_alias
+from workflows.engine.sql.limit_rows import locked_rate_bucket
 from workflows.engine.sql.updates import cas_update
 from workflows.errors import StaleState
 from workflows.models import RateBucket
-
-_BUCKETS = table(RateBucket)
-
-
-def _epoch_now(vendor: str) -> str:
-    """The database clock in seconds since the epoch, as a float."""
-    if vendor == "postgresql":
-        return "EXTRACT(EPOCH FROM STATEMENT_TIMESTAMP())::float8"
-    return "(JULIANDAY('now') - 2440587.5) * 86400.0"
 
 
 @dataclass(frozen=True)
@@ -42,24 +30,17 @@ class _Bucket:
 
 
 def _read(key: str, rate: RateLimit) -> _Bucket:
-    connection = engine_connection()
-    sql = (
-        f"SELECT id, starts, version, {_epoch_now(connection.vendor)} FROM {_BUCKETS} "
-        f"WHERE {column(RateBucket, 'key')} = %s{row_lock(connection)}"
-    )
-    row = fetch_one(connection, sql, [key])
+    """The bucket of ``key``, locked, with its starts within the last period; created
+    on first use (a concurrent creation is not an error)."""
+    row = locked_rate_bucket(key)
     if row is None:
-        RateBucket.objects.using(connection.alias).bulk_create(
+        RateBucket.objects.using(engine_alias()).bulk_create(
             [RateBucket(key=key)], ignore_conflicts=True
         )
-        row = fetch_one(connection, sql, [key])
+        row = locked_rate_bucket(key)
         assert row is not None, f"rate bucket {key!r} was created just above"
-    pk, starts, version, now = row
-    since = now - rate.period.total_seconds()
-    recent = sorted(
-        t for t in from_db_json(RateBucket, "starts", starts, connection) or [] if t > since
-    )
-    return _Bucket(pk, version, recent, now)
+    since = row.now - rate.period.total_seconds()
+    return _Bucket(row.pk, row.version, sorted(t for t in row.starts if t > since), row.now)
 
 
 def take(limits: Sequence[tuple[str, RateLimit]]) -> tuple[str, float] | None:

@@ -20,20 +20,18 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from workflows.engine.sql.adapters import stored_run_id
 from workflows.engine.sql.connection import engine_connection
-from workflows.engine.sql.execute import fetch_all
 from workflows.engine.sql.expressions import db_now
-from workflows.engine.sql.identifiers import column, table
-from workflows.engine.sql.locks import row_lock
+from workflows.engine.sql.limit_rows import (
+    FreeSlot,
+    empty_run_slots,
+    empty_unit_slots,
+    free_slots,
+    held_slot_count,
+    slot_count,
+)
 from workflows.engine.sql.updates import cas_update
-from workflows.models import ConcurrencySlot, FanOutItem, Run, Step
-from workflows.status import RUN_FINAL, RunStatus, StepStatus
-
-# What each kind of holder is, and how a slot tells whether it still holds.
-_UNIT_TABLES = {"step": Step, "item": FanOutItem}
-# A run holds its slot from its start to its end; a queued run holds none.
-RUN_NOT_HOLDING = (*sorted(RUN_FINAL), RunStatus.QUEUED)
+from workflows.models import ConcurrencySlot
 
 
 @dataclass(frozen=True)
@@ -52,27 +50,6 @@ class Holder:
             "holder_attempt": self.attempt,
             "holder_run": self.run_id,
         }
-
-
-def _live_holder_sql() -> tuple[str, list[Any]]:
-    """SQL true when slot ``s`` is still held by its holder, and its parameters."""
-    clauses, params = [], []
-    for kind, model in _UNIT_TABLES.items():
-        clauses.append(
-            f"(s.holder_kind = %s AND EXISTS (SELECT 1 FROM {table(model)} u "
-            "WHERE u.id = s.holder_id AND u.status = %s AND u.attempt = s.holder_attempt))"
-        )
-        params += [kind, StepStatus.RUNNING]
-    clauses.append(
-        f"(s.holder_kind = %s AND EXISTS (SELECT 1 FROM {table(Run)} r "
-        f"WHERE r.id = s.holder_run_id AND r.status NOT IN "
-        f"({', '.join(['%s'] * len(RUN_NOT_HOLDING))})))"
-    )
-    params += ["run", *RUN_NOT_HOLDING]
-    return "(" + " OR ".join(clauses) + ")", params
-
-
-_SLOTS, _KEY = table(ConcurrencySlot), column(ConcurrencySlot, "key")
 
 
 def acquire(key: str, limit: int, holder: Holder) -> bool:
@@ -98,26 +75,14 @@ def acquire(key: str, limit: int, holder: Holder) -> bool:
     return False
 
 
-def _free_slots(key: str, limit: int) -> Sequence[tuple[int, int]]:
-    connection = engine_connection()
-    live, live_params = _live_holder_sql()
-    sql = (
-        f"SELECT s.id, s.version FROM {_SLOTS} s WHERE s.{_KEY} = %s AND s.slot < %s "
-        f"AND (s.holder_kind = '' OR NOT {live}) ORDER BY s.slot"
-        f"{row_lock(connection, skip_locked=True, of='s')}"
-    )
-    params = (key, limit, *live_params)
-    found = fetch_all(connection, sql, params)
-    if found or _count(key) >= limit:
+def _free_slots(key: str, limit: int) -> Sequence[FreeSlot]:
+    """The free slots among the first ``limit`` of ``key``; when there are none because
+    fewer than ``limit`` exist, the missing ones are created and read again."""
+    found = free_slots(key, limit)
+    if found or slot_count(key) >= limit:
         return found
     _create(key, limit)
-    return fetch_all(connection, sql, params)
-
-
-def _count(key: str) -> int:
-    connection = engine_connection()
-    found = fetch_all(connection, f"SELECT COUNT(*) FROM {_SLOTS} WHERE {_KEY} = %s", (key,))
-    return found[0][0]
+    return free_slots(key, limit)
 
 
 def _create(key: str, limit: int) -> None:
@@ -135,32 +100,12 @@ def release(holder: Holder) -> list[str]:
     Set-based, stating the holder it expects: a slot another holder took since (after
     the holder's lease was reclaimed) is left alone.
     """
-    connection = engine_connection()
-    where = "holder_kind = %s AND "
-    params: list[Any] = [holder.kind]
     if holder.kind == "run":
         assert holder.run_id is not None, "a run holds its slots by its id"
-        where += "holder_run_id = %s"
-        params.append(stored_run_id(holder.run_id, connection))
-    else:
-        where += "holder_id = %s AND holder_attempt = %s"
-        params += [holder.unit_id, holder.attempt]
-    rows = fetch_all(
-        connection,
-        f"UPDATE {_SLOTS} SET holder_kind = '', holder_id = NULL, holder_attempt = 0, "
-        f"holder_run_id = NULL, version = version + 1 WHERE {where} RETURNING {_KEY}",
-        params,
-    )
-    return [key for (key,) in rows]
+        return empty_run_slots(holder.run_id)
+    return empty_unit_slots(holder.kind, holder.unit_id, holder.attempt)
 
 
 def held(key: str) -> int:
     """How many slots of ``key`` are held now (for ``explain`` and the admin)."""
-    connection = engine_connection()
-    live, live_params = _live_holder_sql()
-    found = fetch_all(
-        connection,
-        f"SELECT COUNT(*) FROM {_SLOTS} s WHERE s.{_KEY} = %s AND s.holder_kind <> '' AND {live}",
-        (key, *live_params),
-    )
-    return found[0][0]
+    return held_slot_count(key)

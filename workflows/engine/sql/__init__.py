@@ -6,7 +6,9 @@ SQLite needs to execute it, and a chained step runs five such statements (see
 docs/benchmarks.md). These modules build the same compare-and-set ``UPDATE`` and the
 few hot ``SELECT``/``INSERT`` statements from the models' own metadata, adapt values
 through the models' own fields, and run on SQLite and PostgreSQL (the two databases
-the suite runs on). Everything that is not on the per-step path keeps using the ORM.
+the suite runs on). The limits checked in a claim (``engine/limits/``) keep their logic
+and call the statements of :mod:`.limit_rows` and :mod:`.held_units`. Everything else
+that is not on the per-step path keeps using the ORM.
 
 The modules, lowest first:
 
@@ -23,6 +25,11 @@ The modules, lowest first:
 - :mod:`.claim_reads`: the reads a claim starts with (``ClaimRow``).
 - :mod:`.counters`: a fan-out step's item counters and outputs.
 - :mod:`.inserts`: multi-row inserts (``insert_rows``, ``insert_events``).
+- :mod:`.limit_rows`: the rows limits count in: concurrency slots (``free_slots``,
+  ``slot_count``, ``held_slot_count``, ``empty_unit_slots``, ``empty_run_slots``) and
+  rate buckets (``locked_rate_bucket``).
+- :mod:`.held_units`: ready work held by a limit (``best_held``,
+  ``release_workflow_holds``).
 
 **The rule for SQL text.** No value is ever formatted into a statement: every value,
 a status constant included, is a ``%s`` parameter. The text is built only from
@@ -34,6 +41,7 @@ a status constant included, is a ``%s`` parameter. The text is built only from
   concrete fields: the closed set of names the app's migrations create;
 - the number of ``%s`` placeholders a list of values needs.
 
-``tests/unit/test_sql_package.py`` pins the rule: no module outside this package
-imports a private name from it, and nothing here quotes a name any other way.
+``tests/unit/test_sql_package.py`` pins the rule: no module of the engine outside this
+package holds SQL statement text, no module outside it imports a private name from it,
+and nothing here quotes a name any other way.
 """
