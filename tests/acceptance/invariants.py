@@ -126,7 +126,7 @@ def lock_error_problems() -> list[str]:
     found = [
         f"{model.__name__} {pk}: {error}"
         for model in (Run, Step)
-        for pk, error in model.objects.exclude(error=None).values_list("pk", "error")
+        for pk, error in model.objects.filter(error__isnull=False).values_list("pk", "error")
         if "locked" in _text(error)
     ]
     found += [

@@ -8,13 +8,16 @@ refusal, and that anything watching statements still sees every one of them.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from django.db import DatabaseError, connection, models, transaction
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections, models, transaction
 from django.db.models import Model
 from django.db.transaction import TransactionManagementError
+from django.test.utils import CaptureQueriesContext
 
 import workflows
 from workflows import Task, Workflow
@@ -145,18 +148,35 @@ def test_inserting_rows_needs_an_automatic_primary_key():
         insert_rows(Run, [{"workflow_name": "x"}])
 
 
-def test_statements_bypass_djangos_cursor_unless_queries_are_logged(monkeypatch):
-    opened: list[bool] = []
-    django_cursor = connection.cursor
+@contextmanager
+def djangos_cursors_counted(opened: list[bool]) -> Iterator[None]:
+    """Count the cursors Django's connection hands out meanwhile, then restore it exactly.
+
+    The count is an instance attribute shadowing the class's method; deleting it
+    afterwards leaves the connection as it was (``monkeypatch`` would leave a bound
+    method behind, or delete a class attribute it read through the proxy).
+    """
+    wrapper = connections[DEFAULT_DB_ALIAS]
+    django_cursor = wrapper.cursor
 
     def counting_cursor(*args: Any, **kwargs: Any) -> Any:
         opened.append(True)
         return django_cursor(*args, **kwargs)
 
-    with transaction.atomic():
-        monkeypatch.setattr(connection, "cursor", counting_cursor)  # after the savepoint
+    wrapper.cursor = counting_cursor  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        del wrapper.cursor
+    assert "cursor" not in vars(wrapper)
+
+
+def test_statements_bypass_djangos_cursor_unless_queries_are_logged():
+    opened: list[bool] = []
+    with transaction.atomic(), djangos_cursors_counted(opened):  # after the savepoint
         assert fetch_one(connection, "SELECT %s", [1]) == (1,)
         assert opened == []
-        monkeypatch.setattr(connection, "force_debug_cursor", True)
-        assert fetch_one(connection, "SELECT %s", [2]) == (2,)
+        with CaptureQueriesContext(connection) as captured:
+            assert fetch_one(connection, "SELECT %s", [2]) == (2,)
         assert opened == [True]
+        assert [query["sql"] for query in captured.captured_queries] == ["SELECT 2"]

@@ -44,7 +44,9 @@ class SafeChangelistMixin:
         except OUT_OF_RANGE as error:
             raise IncorrectLookupParameters(error) from error
 
-    def response_action(self, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponse | None:
+    def response_action(
+        self, request: HttpRequest, queryset: QuerySet[Any], *args: Any, **kwargs: Any
+    ) -> HttpResponse | None:
         key = self.model._meta.pk  # type: ignore[attr-defined]
         try:
             for value in request.POST.getlist(ACTION_CHECKBOX_NAME):
@@ -57,4 +59,5 @@ class SafeChangelistMixin:
                 messages.WARNING,
             )
             return None
-        return super().response_action(request, queryset)  # type: ignore[misc]
+        # Django 6.1 added ``action_location``: passed on as given, whatever comes next.
+        return super().response_action(request, queryset, *args, **kwargs)  # type: ignore[misc]
