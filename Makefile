@@ -3,7 +3,8 @@
 #                with a django-q2 worker cluster and the timer sweeper (Ctrl-C, or SIGINT or
 #                SIGTERM sent to make alone, stops all within 10 s)
 #   make test  - virtualenv if missing, then the whole test suite
-# and, while editing, make test-fast: the tests that need no extra process or browser
+# and, while editing, make test-fast: the tests that need no extra process or browser;
+# make test-matrix runs the suite on the other supported Pythons and Djangos
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -12,9 +13,9 @@ STAMP := $(VENV)/.installed-stamp
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test test-fast test-postgres lint bench clean
+.PHONY: run test test-fast test-postgres test-matrix lint bench clean
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt requirements-test.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt
@@ -42,6 +43,12 @@ test-fast: $(STAMP)
 test-postgres: $(STAMP)
 	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test} $(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# The suite on SQLite on every other supported Python and Django (noxfile.py): one
+# virtualenv each under .nox/, the app installed from its own ranges. One combination:
+#   .venv/bin/nox -s "tests(python='3.12', django='6.1')"
+test-matrix: $(STAMP)
+	$(BIN)/nox $(NOX_ARGS)
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -55,4 +62,4 @@ bench-workers: $(STAMP)
 	$(BIN)/python bench/workers.py --database $${BENCH_DATABASE:-both}
 
 clean:
-	rm -rf $(VENV) var .pytest_cache .ruff_cache
+	rm -rf $(VENV) .nox var .pytest_cache .ruff_cache .mypy_cache

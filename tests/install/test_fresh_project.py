@@ -23,6 +23,7 @@ import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from importlib import metadata
 from pathlib import Path
 
 import psycopg
@@ -83,14 +84,21 @@ def require_package_index() -> None:
 
 
 def pinned_constraints(path: Path) -> Path:
-    """requirements.txt as a pip constraints file (which takes no extras), so the venv
-    gets exactly the versions the suite runs with."""
-    lines = [
-        re.sub(r"\[.*?\]", "", line)
+    """The versions this suite runs with, of every package requirements.txt names, as a
+    pip constraints file: the fresh project gets the Django (and the rest) of the
+    combination under test, whichever the test matrix (noxfile.py) installed here."""
+    names = (
+        re.split(r"[\[=<>~! ]", line, maxsplit=1)[0]
         for line in (ROOT / "requirements.txt").read_text().splitlines()
-        if line.strip() and not line.startswith("#")
-    ]
-    path.write_text("\n".join(lines) + "\n")
+        if line.strip() and not line.startswith(("#", "-"))
+    )
+    pins = []
+    for name in names:
+        try:
+            pins.append(f"{name}=={metadata.version(name)}")
+        except metadata.PackageNotFoundError:  # a linter the matrix does not install
+            continue
+    path.write_text("\n".join(pins) + "\n")
     return path
 
 
