@@ -6,14 +6,17 @@ import sqlite3
 from importlib.util import find_spec
 from typing import Any
 
+import django
 from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
-from django.db import router
+from django.db import connections, router
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from workflows.conf import workflow_settings
 from workflows.definitions import registry
 from workflows.engine.sql.connection import engine_alias
+from workflows.engine.sql.execute import direct_path_missing
 from workflows.models import Run
 
 
@@ -85,6 +88,47 @@ def sqlite_problems(alias: str, database: dict[str, Any]) -> list[checks.CheckMe
     return found
 
 
+SQLITE_WRITE_LOCK_BACKEND = "workflows.backends.sqlite3"
+
+
+@checks.register("workflows")
+def check_sqlite_backend(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """workflows.E012: ``workflows.backends.sqlite3`` needs the Django hooks it overrides.
+
+    It takes the write lock in overrides of private methods of Django's SQLite wrapper;
+    on a Django that renamed one, the override would never run and writers would
+    silently stop queueing on the lock.
+    """
+    aliases = [
+        alias
+        for alias, database in settings.DATABASES.items()
+        if database.get("ENGINE") == SQLITE_WRITE_LOCK_BACKEND
+    ]
+    if not aliases:
+        return []  # nor import the backend, which needs Python's sqlite3
+    from workflows.backends.sqlite3.base import missing_hooks
+
+    missing = missing_hooks()
+    return [message for alias in aliases for message in sqlite_backend_problems(alias, missing)]
+
+
+def sqlite_backend_problems(alias: str, missing: tuple[str, ...]) -> list[checks.CheckMessage]:
+    """Return the error for one database on the write-lock backend whose Django's SQLite
+    wrapper lacks the ``missing`` hooks (none when nothing is missing)."""
+    if not missing:
+        return []
+    return [
+        checks.Error(
+            f"database {alias!r} uses {SQLITE_WRITE_LOCK_BACKEND}, but Django "
+            f"{django.get_version()}'s SQLite wrapper has no {', '.join(missing)}: the "
+            "backend's overrides would never run and writers would not take the write lock",
+            hint="Use a Django version Flowsite supports (5.2 or 6.1), or set ENGINE to "
+            "'django.db.backends.sqlite3'.",
+            id="workflows.E012",
+        )
+    ]
+
+
 @checks.register("workflows")
 def check_database_vendor(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """workflows.E003, E010, W005: the engine's database must be one its SQL runs on.
@@ -133,6 +177,36 @@ MIN_SQLITE_VERSION = (3, 35, 0)
 def sqlite_library_version() -> tuple[int, ...]:
     """The version of the SQLite library this process links against."""
     return sqlite3.sqlite_version_info
+
+
+@checks.register("workflows")
+def check_direct_path(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """workflows.W009: the engine's statements bypass Django's cursor only on a Django
+    whose connection has what that path reads (``engine/sql/execute.py``).
+
+    Checked on the engine's connection object, which opens no database connection.
+    """
+    alias = engine_alias()
+    if alias not in settings.DATABASES:
+        return []  # workflows.E003 reports it
+    return direct_path_problems(alias, connections[alias])
+
+
+def direct_path_problems(alias: str, connection: BaseDatabaseWrapper) -> list[checks.CheckMessage]:
+    """Return the warning for the engine's database when ``connection`` lacks what the
+    direct statement path reads (none when nothing is missing)."""
+    missing = direct_path_missing(connection)
+    if not missing:
+        return []
+    return [
+        checks.Warning(
+            f"the workflows database {alias!r}: Django {django.get_version()} has no "
+            f"{', '.join(missing)}, which the engine's direct statement path reads",
+            hint="Use a Django version Flowsite supports (5.2 or 6.1); otherwise the "
+            "engine's statements run through Django's cursor, correct but slower.",
+            id="workflows.W009",
+        )
+    ]
 
 
 @checks.register("workflows")

@@ -1,28 +1,45 @@
-"""The engine's direct statement path (``engine/dbapi.py``) behaves as Django's cursor does.
+"""The engine's direct statement path (``engine/sql/execute.py``) behaves as Django's
+cursor does.
 
 Statements of a transition go straight to the DB-API connection; these tests pin what
 that must not change: stored values, Django's exceptions, a broken transaction's
-refusal, and that anything watching statements still sees every one of them.
+refusal, and that anything watching statements still sees every one of them. And on a
+Django whose connection lacks what the path reads, statements take Django's cursor
+(system check ``workflows.W009`` says so).
 """
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+import types
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+import django
 import pytest
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections, models, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model
 from django.db.transaction import TransactionManagementError
 from django.test.utils import CaptureQueriesContext
 
 import workflows
 from workflows import Task, Workflow
-from workflows.engine.sql.adapters import adapter
-from workflows.engine.sql.execute import execute, fetch_one, to_qmark
+from workflows.checks import check_direct_path, direct_path_problems
+from workflows.engine.sql import execute as execute_module
+from workflows.engine.sql.adapters import adapter, stored_run_id
+from workflows.engine.sql.execute import (
+    DIRECT_PATH_ATTRIBUTES,
+    direct_path_missing,
+    execute,
+    fetch_one,
+    to_qmark,
+)
+from workflows.engine.sql.identifiers import column, table
 from workflows.engine.sql.inserts import insert_rows
 from workflows.engine.sql.locks import lock_run
 from workflows.engine.transaction import transition
@@ -180,3 +197,104 @@ def test_statements_bypass_djangos_cursor_unless_queries_are_logged():
             assert fetch_one(connection, "SELECT %s", [2]) == (2,)
         assert opened == [True]
         assert [query["sql"] for query in captured.captured_queries] == ["SELECT 2"]
+
+
+def test_the_installed_djangos_connection_has_all_the_direct_path_reads():
+    """The guard below is silent on every Django the suite runs on (the CI matrix)."""
+    assert direct_path_missing(connections[DEFAULT_DB_ALIAS]) == ()
+    assert direct_path_missing(connection) == ()  # django.db.connection, a proxy
+    assert check_direct_path() == []
+
+
+class ConnectionWithout:
+    """The test database's connection as a Django without one of the attributes the
+    direct path reads (``lacks``) would wrap it.
+
+    Every other attribute is the real connection's (``__getattr__`` forwards), so its
+    statements run in the test's transaction; ``cursor()`` counts Django's cursors.
+    """
+
+    lacks = ""
+
+    def __init__(self, real: BaseDatabaseWrapper) -> None:
+        self.real = real
+        self.cursors = 0
+
+    def __getattr__(self, name: str) -> Any:
+        if name == self.lacks:
+            raise AttributeError(name)
+        return getattr(self.real, name)
+
+    def cursor(self) -> Any:
+        self.cursors += 1
+        return self.real.cursor()
+
+
+@pytest.fixture
+def fresh_memo(monkeypatch):
+    """``direct_path_missing`` remembers its answer per class: an empty memo meanwhile,
+    so the stand-in classes leave no entry behind (monkeypatch puts the real one back)."""
+    monkeypatch.setattr(execute_module, "_MISSING", {})
+
+
+def rename_a_run(stand_in: Any) -> int:
+    """Set the only run's business key through the engine's ``execute`` on ``stand_in``."""
+    run = Run.objects.get()
+    sql = f"UPDATE {table(Run)} SET {column(Run, 'business_key')} = %s WHERE id = %s"
+    return execute(stand_in, sql, ["renamed", stored_run_id(run.pk, stand_in.real)])
+
+
+def test_a_stand_in_lacking_nothing_takes_the_direct_path(fresh_memo):
+    """The control for the test below: the stand-in itself qualifies for the direct path."""
+    workflows.start_run(TwoSteps)
+    stand_in = ConnectionWithout(connections[DEFAULT_DB_ALIAS])
+    assert direct_path_missing(stand_in) == ()
+    with transaction.atomic():
+        assert execute_module._direct(stand_in)
+        assert rename_a_run(stand_in) == 1
+        assert fetch_one(stand_in, "SELECT %s, '100%%'", [7]) == (7, "100%")
+    assert stand_in.cursors == 0
+    assert Run.objects.get().business_key == "renamed"
+
+
+@pytest.mark.parametrize("name", DIRECT_PATH_ATTRIBUTES)
+def test_a_django_lacking_what_the_direct_path_reads_runs_statements_on_its_cursor(
+    name, fresh_memo
+):
+    workflows.start_run(TwoSteps)
+    stand_in_class = type(f"ConnectionWithout_{name}", (ConnectionWithout,), {"lacks": name})
+    stand_in = stand_in_class(connections[DEFAULT_DB_ALIAS])
+    assert direct_path_missing(stand_in) == (name,)
+    (warning,) = direct_path_problems("default", stand_in)
+    assert warning.id == "workflows.W009"
+    assert name in warning.msg and f"Django {django.get_version()}" in warning.msg
+    assert "5.2 or 6.1" in warning.hint and "Django's cursor" in warning.hint
+    with transaction.atomic():
+        assert not execute_module._direct(stand_in)
+        assert rename_a_run(stand_in) == 1
+        assert fetch_one(stand_in, "SELECT %s, '100%%'", [7]) == (7, "100%")
+    assert stand_in.cursors == 2
+    assert Run.objects.get().business_key == "renamed"
+
+
+def test_without_djangos_placeholder_pattern_sqlite_statements_take_djangos_cursor(monkeypatch):
+    """A Django without ``FORMAT_QMARK_REGEX``: a copy of ``execute.py`` imported where
+    Django's SQLite module lacks it still imports, and on SQLite hands every statement
+    to Django's cursor, which rewrites the placeholders its own way."""
+    source = execute_module.__file__
+    assert source is not None
+    spec = importlib.util.spec_from_file_location("execute_without_qmark", source)
+    assert spec is not None and spec.loader is not None
+    copy = importlib.util.module_from_spec(spec)
+    with monkeypatch.context() as patch:
+        djangos = "django.db.backends.sqlite3.base"
+        patch.setitem(sys.modules, djangos, types.ModuleType(djangos))
+        spec.loader.exec_module(copy)
+    assert copy.FORMAT_QMARK_REGEX is None
+    sqlite = connection.vendor == "sqlite"
+    real = connections[DEFAULT_DB_ALIAS]
+    assert copy.direct_path_missing(real) == (("FORMAT_QMARK_REGEX",) if sqlite else ())
+    opened: list[bool] = []
+    with transaction.atomic(), djangos_cursors_counted(opened):
+        assert copy.fetch_one(real, "SELECT %s, '100%%'", [7]) == (7, "100%")
+    assert opened == ([True] if sqlite else [])

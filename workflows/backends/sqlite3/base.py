@@ -8,6 +8,11 @@ acknowledges its messages that way) takes it for that one statement. Reads never
 it: in WAL mode they do not wait for writers. SQLite's own locking is untouched, so
 processes that use Django's backend on the same file stay correct, only slower to get
 in. An in-memory database has no file to lock beside it and behaves as Django's.
+
+The lock is taken in overrides of Django's private transaction hooks (:data:`HOOKS`).
+Were a Django release to rename one, its override would silently never run and writers
+would stop queueing on the lock: :func:`missing_hooks` names what Django's wrapper
+lacks, and system check ``workflows.E012`` refuses to start on such a Django.
 """
 
 from __future__ import annotations
@@ -19,6 +24,18 @@ from django.db.backends.sqlite3 import base
 from workflows.backends.sqlite3.writelock import WriteLock
 
 _WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
+
+# The private methods of Django's SQLite wrapper that DatabaseWrapper overrides.
+HOOKS = ("_start_transaction_under_autocommit", "_commit", "_rollback", "_close")
+
+
+def missing_hooks(django_wrapper: type = base.DatabaseWrapper) -> tuple[str, ...]:
+    """Which of :data:`HOOKS` ``django_wrapper`` (Django's SQLite wrapper) has no method for.
+
+    Django calls its own hooks by name, so an override whose name Django no longer has
+    is never called: the transaction it should lock begins and ends unlocked.
+    """
+    return tuple(name for name in HOOKS if not callable(getattr(django_wrapper, name, None)))
 
 
 class SQLiteCursorWrapper(base.SQLiteCursorWrapper):

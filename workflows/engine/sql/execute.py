@@ -12,6 +12,13 @@ What Django's cursor gives and this keeps: database errors are raised as Django'
 refuses further statements. What switches back to Django's cursor: ``DEBUG`` or a test
 capturing queries (they must see every statement), an installed
 ``connection.execute_wrapper()``, and any statement outside a transaction.
+
+The direct path reads attributes of Django's connection wrapper that are not public API
+(:data:`DIRECT_PATH_ATTRIBUTES`), and on SQLite Django's own placeholder pattern. A Django
+without one of them (a release Flowsite does not support yet) must not break statements:
+:func:`direct_path_missing` names what is absent, decided once per wrapper class, and
+then every statement goes through Django's cursor, correct but slower (system check
+``workflows.W009`` says so).
 """
 
 from __future__ import annotations
@@ -21,21 +28,72 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.backends.sqlite3.base import FORMAT_QMARK_REGEX
+
+try:
+    from django.db.backends.sqlite3.base import FORMAT_QMARK_REGEX
+except ImportError:  # gone from Django (or Python without sqlite3): see direct_path_missing
+    FORMAT_QMARK_REGEX = None
 
 Row = tuple[Any, ...]
+
+# What the direct path reads of Django's connection wrapper. The first three and
+# ``connection`` (the DB-API connection) are instance attributes set in its ``__init__``,
+# ``queries_logged`` and ``wrap_database_errors`` properties of its class.
+DIRECT_PATH_ATTRIBUTES = (
+    "in_atomic_block",
+    "needs_rollback",
+    "execute_wrappers",
+    "queries_logged",
+    "wrap_database_errors",
+    "connection",
+)
+
+# What each wrapper class lacks of the direct path's needs (direct_path_missing).
+_MISSING: dict[type, tuple[str, ...]] = {}
+
+
+def direct_path_missing(connection: BaseDatabaseWrapper) -> tuple[str, ...]:
+    """What the direct path needs that this connection's Django lacks; empty when it may run.
+
+    The names of :data:`DIRECT_PATH_ATTRIBUTES` missing from the wrapper, and
+    ``FORMAT_QMARK_REGEX`` on SQLite when Django's placeholder pattern is gone (the
+    rewrite to ``?`` must be Django's own). Decided once per wrapper class, whose
+    ``__init__`` and properties give every instance the same attributes. Looked up on
+    the class first, where a property is found without running it, then on the
+    wrapper, where ``__init__`` put the rest (``django.db.connection``, a proxy,
+    forwards that lookup to its wrapper): nothing here opens a database connection.
+    """
+    wrapper_class = type(connection)
+    missing = _MISSING.get(wrapper_class)
+    if missing is None:
+        missing = tuple(
+            name
+            for name in DIRECT_PATH_ATTRIBUTES
+            if not (hasattr(wrapper_class, name) or hasattr(connection, name))
+        )
+        if FORMAT_QMARK_REGEX is None and connection.vendor == "sqlite":
+            missing += ("FORMAT_QMARK_REGEX",)
+        _MISSING[wrapper_class] = missing
+    return missing
 
 
 @functools.lru_cache(maxsize=1024)
 def to_qmark(sql: str) -> str:
-    """``%s`` placeholders as SQLite's ``?``, the way Django's SQLite cursor rewrites them."""
+    """``%s`` placeholders as SQLite's ``?``, the way Django's SQLite cursor rewrites them.
+
+    Only on the direct path, which SQLite takes only with Django's pattern at hand.
+    """
     return FORMAT_QMARK_REGEX.sub("?", sql).replace("%%", "%")
 
 
 def _direct(connection: BaseDatabaseWrapper) -> bool:
     """Whether a statement may bypass Django's cursor (see the module's docstring)."""
+    missing = _MISSING.get(type(connection))
+    if missing is None:
+        missing = direct_path_missing(connection)
     return (
-        connection.in_atomic_block
+        not missing
+        and connection.in_atomic_block
         and not connection.needs_rollback
         and not connection.execute_wrappers
         and not connection.queries_logged
