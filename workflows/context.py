@@ -51,6 +51,53 @@ class StepResults(Mapping[str, StepResult]):
         return len(self._names)
 
 
+@dataclass(frozen=True)
+class UpstreamResult:
+    """What a flow member may read of one of its upstream members: its run's status and
+    output."""
+
+    member: str
+    status: str
+    output: Any
+
+
+class UpstreamResults(Mapping[str, UpstreamResult]):
+    """The upstream members of this run's flow member, by name; empty outside a flow.
+
+    Loaded with one query on first access, so a handler that reads none pays nothing.
+    """
+
+    def __init__(self, run_id: UUID) -> None:
+        self._run_id = run_id
+        self._loaded: dict[str, UpstreamResult] | None = None
+
+    def _results(self) -> dict[str, UpstreamResult]:
+        if self._loaded is None:
+            from workflows.models import FlowEdge
+
+            rows = (
+                FlowEdge.objects.filter(downstream__run_id=self._run_id)
+                .order_by("upstream_id")
+                .values_list("upstream__name", "upstream__run__status", "upstream__run__output")
+            )
+            self._loaded = {name: UpstreamResult(name, status, out) for name, status, out in rows}
+        return self._loaded
+
+    def __getitem__(self, member: str) -> UpstreamResult:
+        results = self._results()
+        if member not in results:
+            raise KeyError(
+                f"no upstream member named {member!r} (upstream members: {sorted(results)})"
+            )
+        return results[member]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._results())
+
+    def __len__(self) -> int:
+        return len(self._results())
+
+
 def _no_heartbeat() -> None:
     raise WorkflowError("heartbeat() is only available inside a running handler")
 
@@ -88,6 +135,8 @@ class Context:
         self.run_id = run_id
         self.input = input
         self.steps = StepResults(run_id, step_names)
+        # A flow member's upstream members: ``ctx.upstream["build"].output``.
+        self.upstream = UpstreamResults(run_id)
         self.step_name = step_name
         self.attempt = attempt
         self.idempotency_key = idempotency_key or f"{run_id}/{step_name}"

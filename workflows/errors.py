@@ -174,3 +174,23 @@ class BudgetExhausted(WorkflowError):
     """A usage budget covering this run is used up; the step was not started."""
 
     code = "budget_exhausted"
+
+
+class FlowNotFound(WorkflowError):
+    """No flow has this id or key."""
+
+    code = "flow_not_found"
+
+
+class InvalidFlowChange(WorkflowError):
+    """The flow's graph refuses this change: an unknown member, a self edge, an edge that
+    would close a cycle, a downstream already started, or a closed flow."""
+
+    code = "invalid_flow_change"
+
+
+class StaleRevision(StaleState):
+    """The flow's graph changed since the revision this change was staged against; read
+    it again (``details["revision"]`` is the current one) and decide anew."""
+
+    code = "stale_revision"

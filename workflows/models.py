@@ -20,6 +20,8 @@ from workflows.status import (
     CompensationStatus,
     Decision,
     DecisionVia,
+    FlowStatus,
+    JoinKind,
     NodeKind,
     RunStatus,
     StepStatus,
@@ -83,6 +85,11 @@ class Run(models.Model):
     parent_item = models.ForeignKey(
         "FanOutItem", null=True, blank=True, on_delete=models.CASCADE, related_name="child_runs"
     )
+    # The flow this run is a member of (its FlowMember row says as what), if any: read
+    # with the run's lock, so a run's end looks for its downstream members only here.
+    flow = models.ForeignKey(
+        "Flow", null=True, blank=True, on_delete=models.CASCADE, related_name="runs", db_index=False
+    )
     # Set by cancel_run(compensate=False): the run ends without running its compensations.
     skip_compensation = models.BooleanField(default=False)
     # Why and by whom the run was paused (empty unless paused).
@@ -134,6 +141,12 @@ class Run(models.Model):
                 fields=["parent_run"],
                 condition=Q(parent_run__isnull=False),
                 name="workflows_run_children",
+            ),
+            # Flow members only, the same way.
+            models.Index(
+                fields=["flow", "status"],
+                condition=Q(flow__isnull=False),
+                name="workflows_run_flow",
             ),
         ]
 
@@ -434,9 +447,21 @@ class Event(models.Model):
     id = models.BigAutoField(primary_key=True)
     # No index of its own: ``workflows_event_run`` (run, id) serves every lookup by run,
     # and each event written would otherwise update one more index.
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events", db_index=False)
+    # Empty for an event of a flow as a whole (``flow.sealed``, ``flow.completed``, ...).
+    run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.CASCADE, related_name="events", db_index=False
+    )
     step = models.ForeignKey(
         Step, null=True, blank=True, on_delete=models.CASCADE, related_name="events"
+    )
+    # The flow of a flow's event, whether about one member (``run`` set) or the whole.
+    flow = models.ForeignKey(
+        "Flow",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="events",
+        db_index=False,
     )
     type = models.CharField(max_length=64)
     payload = models.JSONField(default=dict, blank=True)
@@ -450,10 +475,102 @@ class Event(models.Model):
             models.Index(
                 fields=["id"], condition=Q(published=False), name="workflows_event_unpublished"
             ),
+            # A flow's history; runs outside flows (nearly every event) stay out of it.
+            models.Index(
+                fields=["flow", "id"],
+                condition=Q(flow__isnull=False),
+                name="workflows_event_flow",
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.type} @ {self.created_at:%Y-%m-%d %H:%M:%S}"
+
+
+class Flow(models.Model):
+    """A graph of runs that the application builds while it runs (``create_flow``).
+
+    Its members are runs joined by dependency edges; ``revision`` counts the changes to
+    the graph (a member, an edge, a join), so a writer can stage an edge against the
+    graph it last read and be refused when it moved (compare-and-set).
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    name = models.CharField(max_length=200)
+    # NULL, not "", for "no key": the unique constraint must ignore keyless flows.
+    key = models.CharField(max_length=255, null=True, blank=True, unique=True)
+    status = models.CharField(max_length=16, choices=FlowStatus.choices, default=FlowStatus.OPEN)
+    revision = models.PositiveIntegerField(default=0)
+    # Once ended: the members that did not complete, by status.
+    summary = models.JSONField(default=dict, blank=True)
+    version = models.PositiveIntegerField(default=1)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["status", "created_at"], name="workflows_flow_status")]
+
+    def __str__(self) -> str:
+        return f"flow {self.name} [{self.status}] {self.id}"
+
+
+class FlowMember(models.Model):
+    """One run of a flow, under a name unique in the flow, and when it may start."""
+
+    flow = models.ForeignKey(Flow, on_delete=models.CASCADE, related_name="members")
+    name = models.CharField(max_length=200)
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="flow_member")
+    join = models.CharField(max_length=16, choices=JoinKind.choices, default=JoinKind.ALL)
+    # k of an ``at_least`` join: at least k upstream members completed.
+    join_count = models.PositiveIntegerField(null=True, blank=True)
+    # Downstream members already settled after this member's run ended, by id: an
+    # upstream with many downstreams settles them in batches, resumed from here.
+    settled_through = models.BigIntegerField(null=True, blank=True)
+    version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["flow", "name"], name="workflows_flowmember_name"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} of flow {self.flow_id}"
+
+
+class FlowEdge(models.Model):
+    """``downstream`` waits for ``upstream`` (under the downstream's join)."""
+
+    flow = models.ForeignKey(Flow, on_delete=models.CASCADE, related_name="edges")
+    upstream = models.ForeignKey(
+        FlowMember, on_delete=models.CASCADE, related_name="downstream_edges"
+    )
+    downstream = models.ForeignKey(
+        FlowMember, on_delete=models.CASCADE, related_name="upstream_edges"
+    )
+    # The flow's revision this edge made.
+    revision = models.PositiveIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["upstream", "downstream"], name="workflows_flowedge_unique"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["downstream", "upstream"], name="workflows_flowedge_down"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.upstream_id} → {self.downstream_id}"
 
 
 class ConcurrencySlot(models.Model):

@@ -8,6 +8,8 @@ from django.db import models
 class RunStatus(models.TextChoices):
     # Waiting for a place under its workflow's ``max_concurrent_runs``: nothing started.
     QUEUED = "queued"
+    # A flow member waiting for its upstream members under its join: nothing started.
+    BLOCKED = "blocked"
     PENDING = "pending"
     RUNNING = "running"
     WAITING = "waiting"
@@ -121,6 +123,30 @@ STEP_FINAL = frozenset(
 )
 # Steps in these states are work in hand: while any exists the run is "running".
 STEP_IN_HAND = frozenset({StepStatus.READY, StepStatus.RUNNING})
+
+
+class FlowStatus(models.TextChoices):
+    # Members and edges may be added.
+    OPEN = "open"
+    # No more members or edges; the flow ends when every member has ended.
+    SEALED = "sealed"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    # Closed by cancel_flow (whatever its policy did to the members).
+    CANCELLED = "cancelled"
+
+
+FLOW_FINAL = frozenset({FlowStatus.COMPLETED, FlowStatus.FAILED, FlowStatus.CANCELLED})
+# A closed flow takes no new member or edge.
+FLOW_CLOSED = FLOW_FINAL | {FlowStatus.SEALED}
+
+
+class JoinKind(models.TextChoices):
+    """When a blocked flow member starts: every upstream completed, one of them, or k."""
+
+    ALL = "all"
+    ANY = "any"
+    AT_LEAST = "at_least"
 
 
 class DeliveryStatus(models.TextChoices):

@@ -11,7 +11,12 @@ from workflows.engine.work_kinds import WORK_KINDS
 from workflows.status import RUN_HELD, StepStatus
 from workflows.webhooks.sender import send_due
 from workflows.workers.runner import execute
-from workflows.workers.scanners import cancel_orphaned_children, deliver_hooks, fire_due_timers
+from workflows.workers.scanners import (
+    cancel_orphaned_children,
+    deliver_hooks,
+    fire_due_timers,
+    repair_flows,
+)
 
 
 @dataclass
@@ -41,6 +46,7 @@ def run_pending(until: datetime | None = None, *, max_rounds: int = 10_000) -> P
         fired = fire_due_timers(now=until).done
         result.timers += fired
         cancelled = cancel_orphaned_children().done
+        cancelled += repair_flows().done
         ready = [
             (kind, pk)
             for kind in WORK_KINDS

@@ -144,7 +144,7 @@ def test_dry_run_counts_and_gives_each_runs_reason_and_writes_nothing(mixed):
         item = items[str(run.pk)]
         assert (item.status, item.outcome) == (run.status, "skipped")
         assert item.reason == (
-            f"run is {run.status}; cancel needs paused, pending, queued, running, waiting"
+            f"run is {run.status}; cancel needs blocked, paused, pending, queued, running, waiting"
         )
 
 
@@ -316,11 +316,11 @@ def run_command(*args: str) -> str:
 @pytest.mark.parametrize(
     ("verb", "needs"),
     [
-        (["cancel"], "paused, pending, queued, running, waiting"),
+        (["cancel"], "blocked, paused, pending, queued, running, waiting"),
         # The verb that takes a value, which its dry run checks too.
         (
             ["priority", "--priority", "50"],
-            "cancelling, compensating, paused, pending, queued, running, waiting",
+            "blocked, cancelling, compensating, paused, pending, queued, running, waiting",
         ),
     ],
 )

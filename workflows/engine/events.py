@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from workflows.engine.sql.inserts import insert_events
+from workflows.engine.sql.inserts import EventRow, insert_events
 
 if TYPE_CHECKING:
     from workflows.permissions import AnyUser
@@ -20,10 +20,18 @@ class EventLog:
     """Event rows of one transition, written in the same transaction as its state."""
 
     def __init__(self) -> None:
-        self._rows: list[tuple[UUID, int | None, str, dict[str, Any]]] = []
+        self._rows: list[EventRow] = []
 
     def add(self, run_id: UUID, type: str, *, step_id: int | None = None, **payload: Any) -> None:
-        self._rows.append((run_id, step_id, type, payload))
+        """An event of a run (or one of its steps)."""
+        self._rows.append(EventRow(run_id, step_id, type, payload))
+
+    def add_to_flow(
+        self, flow_id: UUID, type: str, *, run_id: UUID | None = None, **payload: Any
+    ) -> None:
+        """An event of a flow: of the whole (``run_id`` empty), or of one of its members,
+        which is then in that run's history too."""
+        self._rows.append(EventRow(run_id, None, type, payload, flow_id))
 
     def __len__(self) -> int:
         return len(self._rows)

@@ -20,11 +20,17 @@ from workflows.status import (
     StepStatus,
 )
 
-# Why a queued run refuses a verb, besides the statuses the verb needs.
-_QUEUED = (
-    "run is queued: it waits for a place under its workflow's max_concurrent_runs and "
-    "nothing of it has started"
-)
+# Why a queued or blocked run refuses a verb, besides the statuses the verb needs.
+_NOT_STARTED = {
+    RunStatus.QUEUED: (
+        "run is queued: it waits for a place under its workflow's max_concurrent_runs and "
+        "nothing of it has started"
+    ),
+    RunStatus.BLOCKED: (
+        "run is blocked: it is a flow member waiting for its upstream members and nothing "
+        "of it has started"
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -39,9 +45,8 @@ class RunVerb:
         """``None`` when a run in ``status`` accepts this verb, else the reason."""
         if status in self.accepts:
             return None
-        if status == RunStatus.QUEUED:
-            return f"{_QUEUED}; {self.name} needs {_listed(self.accepts)}"
-        return f"run is {status}; {self.name} needs {_listed(self.accepts)}"
+        state = _NOT_STARTED.get(RunStatus(status), f"run is {status}")
+        return f"{state}; {self.name} needs {_listed(self.accepts)}"
 
     def check(self, run_id: object, status: str) -> None:
         """Raise :class:`InvalidTransition` with the reason when ``status`` is refused."""
@@ -63,7 +68,7 @@ class StepVerb:
         if step_status not in self.accepts:
             return f"step is {step_status}; {self.name} needs {_listed(self.accepts)}"
         if run_status not in self.run_accepts:
-            state = _QUEUED if run_status == RunStatus.QUEUED else f"run is {run_status}"
+            state = _NOT_STARTED.get(RunStatus(run_status), f"run is {run_status}")
             return f"{state}; {self.name} needs a run {_listed(self.run_accepts)}"
         return None
 
@@ -81,12 +86,12 @@ def _listed(statuses: frozenset[str]) -> str:
 
 CANCEL = RunVerb(
     "cancel",
-    RUN_ACTIVE | {RunStatus.PAUSED, RunStatus.QUEUED},
+    RUN_ACTIVE | {RunStatus.PAUSED, RunStatus.QUEUED, RunStatus.BLOCKED},
     "stop the run and compensate what it completed",
 )
 TERMINATE = RunVerb(
     "terminate",
-    RUN_ACTIVE | RUN_UNWINDING | {RunStatus.PAUSED, RunStatus.QUEUED},
+    RUN_ACTIVE | RUN_UNWINDING | {RunStatus.PAUSED, RunStatus.QUEUED, RunStatus.BLOCKED},
     "stop the run at once, without compensation; running attempts lose their lease",
 )
 PAUSE = RunVerb("pause", RUN_ACTIVE, "start nothing new until resumed; running work finishes")
@@ -105,7 +110,7 @@ RERUN = RunVerb(
 # is claimed sooner or later.
 PRIORITY = RunVerb(
     "priority",
-    RUN_ALIVE | RUN_UNWINDING | {RunStatus.QUEUED},
+    RUN_ALIVE | RUN_UNWINDING | {RunStatus.QUEUED, RunStatus.BLOCKED},
     "change the run's priority and that of its work not yet started",
 )
 RUN_VERBS: dict[str, RunVerb] = {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, models
@@ -126,6 +126,8 @@ def create_run(
     parent_step_id: int | None = None,
     parent_item_id: int | None = None,
     priority: int = 0,
+    flow_id: UUID | None = None,
+    blocked: bool = False,
 ) -> RunScope:
     """Create a run with its steps and enter its roots, inside the caller's transaction.
 
@@ -139,15 +141,21 @@ def create_run(
     here, or is created ``queued``: its steps are written, nothing is entered, and it
     starts when a place frees up (:mod:`workflows.engine.limits.run_limits`). A child run
     always starts: its parent already holds a place.
+
+    A member of a flow (``flow_id``) waiting for its upstream members is created
+    ``blocked``: its steps are written, nothing is entered, no place is taken; it starts
+    when its join is satisfied (:mod:`workflows.engine.flows.settle`).
     """
     run_id = uuid4()
-    admitted = parent is not None or run_limits.admit(definition, run_id)
+    admitted = not blocked and (parent is not None or run_limits.admit(definition, run_id))
     run = Run.objects.create(
         id=run_id,
         workflow_name=definition.name,
         workflow_version=definition.version,
         snapshot=definition.snapshot(),
-        status=RunStatus.RUNNING if admitted else RunStatus.QUEUED,
+        status=(
+            RunStatus.BLOCKED if blocked else RunStatus.RUNNING if admitted else RunStatus.QUEUED
+        ),
         input=data,
         input_hash=input_hash or fingerprint(data),
         idempotency_key=idempotency_key,
@@ -161,6 +169,7 @@ def create_run(
         parent_step_id=parent_step_id,
         parent_item_id=parent_item_id,
         priority=priority,
+        flow_id=flow_id,
     )
     insert_rows(
         Step,
@@ -183,6 +192,9 @@ def create_run(
     if admitted:
         kind = "run.started"
         about = {"parent_run": str(parent.pk)} if parent is not None else {}
+    elif blocked:
+        kind = "run.blocked"
+        about = {"flow": str(flow_id)}
     else:
         kind = "run.queued"
         about = {"priority": priority, "max_concurrent_runs": run_limits.limit_of(definition.name)}

@@ -193,7 +193,7 @@ def change_priority(run: Run | UUID | str, priority: int, *, user: AnyUser | Non
 
 
 def _change_children(run_id: UUID, priority: int, user: AnyUser | None) -> None:
-    live = PRIORITY.accepts - {RunStatus.QUEUED}  # children are never queued
+    live = PRIORITY.accepts - {RunStatus.QUEUED, RunStatus.BLOCKED}  # never a child's
     for child_id in Run.objects.filter(parent_run_id=run_id, status__in=live).values_list(
         "id", flat=True
     ):

@@ -70,7 +70,8 @@ class WebhookDelivery(models.Model):
     message_id = models.CharField(max_length=64, default=new_message_id)
     event_id = models.BigIntegerField(help_text="The history event this delivery sends.")
     event_type = models.CharField(max_length=64)
-    run_id = models.UUIDField()
+    # Empty for an event of a flow as a whole.
+    run_id = models.UUIDField(null=True, blank=True)
     body = models.JSONField()
     replay_of = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replays"

@@ -22,7 +22,7 @@ def event_body(
     webhook_type: str,
     event_id: int,
     created_at: datetime,
-    run_id: UUID,
+    run_id: UUID | None,
     step_id: int | None,
     step: str | None,
     workflow: str,
@@ -35,7 +35,7 @@ def event_body(
         "data": {
             **payload,
             "event_id": event_id,
-            "run_id": str(run_id),
+            "run_id": str(run_id) if run_id is not None else None,
             "step_id": step_id,
             "step": step,
             "workflow": workflow,

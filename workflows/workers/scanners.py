@@ -22,6 +22,12 @@ from django.utils import timezone
 from workflows.conf import workflow_settings
 from workflows.engine import ITEM, STEP, WORK_KINDS, fire_timer, reclaim
 from workflows.engine.executor import uses_django_q
+from workflows.engine.flows.settle import (
+    blocked_members_to_decide,
+    finish_flow,
+    repair_member,
+    sealed_flows_to_end,
+)
 from workflows.engine.limits import slots
 from workflows.engine.limits.admission import nudge_held
 from workflows.engine.limits.run_limits import limit_of, slot_key, start_queued
@@ -254,6 +260,22 @@ def start_queued_runs(*, limit: int = 1000, dry_run: bool = False) -> ScanResult
     return result
 
 
+def repair_flows(*, limit: int = 1000, dry_run: bool = False) -> ScanResult:
+    """Decide blocked flow members whose join is decided, and end sealed flows whose
+    members have all ended: the backstop for what a process that died after its commit
+    left to do (a batch of downstream members, a flow's end)."""
+    members = _sweep(blocked_members_to_decide(limit), repair_member, "flow member", dry_run)
+    flows = _sweep(
+        sealed_flows_to_end(limit), lambda pk: finish_flow(pk) is not None, "end of flow", dry_run
+    )
+    return ScanResult(
+        found=members.found + flows.found,
+        done=members.done + flows.done,
+        errors=members.errors + flows.errors,
+        skipped=members.skipped + flows.skipped,
+    )
+
+
 def purge_finished_runs(
     *, older_than: Any = None, limit: int = 1000, dry_run: bool = False
 ) -> ScanResult:
@@ -331,6 +353,7 @@ RECOVERY_SCANNERS: dict[str, Callable[..., ScanResult]] = {
     "repair_stuck_runs": repair_stuck_runs,
     "cancel_orphaned_children": cancel_orphaned_children,
     "start_queued_runs": start_queued_runs,
+    "repair_flows": repair_flows,
     "purge_finished_runs": purge_finished_runs,
     "deliver_hooks": deliver_hooks,
     "send_webhooks": send_webhooks,

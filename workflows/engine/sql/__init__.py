@@ -30,6 +30,8 @@ The modules, lowest first:
   rate buckets (``locked_rate_bucket``).
 - :mod:`.held_units`: ready work held by a limit (``best_held``,
   ``release_workflow_holds``).
+- :mod:`.flow_graph`: whether a flow member reaches another along its edges
+  (``reaches``, the cycle check of a new edge).
 
 **The rule for SQL text.** No value is ever formatted into a statement: every value,
 a status constant included, is a ``%s`` parameter. The text is built only from

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from django.db import models
@@ -83,22 +83,47 @@ def _insert_text(model: type[models.Model], rows: int) -> str:
     return f"INSERT INTO {table(model)} ({columns}) VALUES {values}"
 
 
-def insert_events(events: Sequence[tuple[UUID, int | None, str, dict[str, Any]]]) -> None:
-    """Insert (run id, step id, type, payload) event rows with one multi-row ``INSERT``."""
+class EventRow(NamedTuple):
+    """One event to insert: of a run (and maybe a step), of a flow, or both."""
+
+    run: UUID | None
+    step: int | None
+    type: str
+    payload: dict[str, Any]
+    flow: UUID | None = None
+
+
+def insert_events(events: Sequence[EventRow]) -> None:
+    """Insert event rows with one multi-row ``INSERT``.
+
+    The ``flow`` column is named only when a row has a flow, so the statement of a
+    transition outside any flow (nearly all) is the one it always was.
+    """
     connection = engine_connection()
     now = connection.ops.adapt_datetimefield_value(timezone.now())
     run_key = adapter(Event._meta.get_field("run"), connection)
+    flow_key = adapter(Event._meta.get_field("flow"), connection)
     payload = adapter(Event._meta.get_field("payload"), connection)
+    with_flow = any(event.flow is not None for event in events)
     params: list[Any] = []
-    for run, step, kind, data in events:
-        params += [run_key(run, connection), step, kind, payload(data, connection), now, False]
-    execute(connection, _insert_events_text(len(events)), params)
+    for event in events:
+        params += [
+            run_key(event.run, connection) if event.run is not None else None,
+            event.step,
+            event.type,
+            payload(event.payload, connection),
+            now,
+            False,
+        ]
+        if with_flow:
+            params.append(flow_key(event.flow, connection) if event.flow is not None else None)
+    execute(connection, _insert_events_text(len(events), with_flow), params)
 
 
-@functools.lru_cache(maxsize=64)
-def _insert_events_text(rows: int) -> str:
-    columns = ", ".join(
-        column(Event, name) for name in ("run", "step", "type", "payload", "created_at")
-    )
-    values = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * rows)
-    return f"INSERT INTO {table(Event)} ({columns}, {column(Event, 'published')}) VALUES {values}"
+@functools.lru_cache(maxsize=128)
+def _insert_events_text(rows: int, with_flow: bool) -> str:
+    names: tuple[str, ...] = ("run", "step", "type", "payload", "created_at", "published")
+    names += ("flow",) if with_flow else ()
+    columns = ", ".join(column(Event, name) for name in names)
+    values = ", ".join(["(" + ", ".join(["%s"] * len(names)) + ")"] * rows)
+    return f"INSERT INTO {table(Event)} ({columns}) VALUES {values}"

@@ -24,7 +24,7 @@ _SLOTS, _KEY = table(ConcurrencySlot), column(ConcurrencySlot, "key")
 # The table of each kind of unit that holds a slot (a slot's ``holder_kind``).
 _UNIT_TABLES = {"step": Step, "item": FanOutItem}
 # A run holds its slot from its start to its end; a queued run holds none.
-_RUN_NOT_HOLDING = (*sorted(RUN_FINAL), RunStatus.QUEUED)
+_RUN_NOT_HOLDING = (*sorted(RUN_FINAL), RunStatus.QUEUED, RunStatus.BLOCKED)
 
 
 def _live_holder_sql() -> tuple[str, list[Any]]:

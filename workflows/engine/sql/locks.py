@@ -58,6 +58,7 @@ _LOCKED_RUN_COLUMNS = tuple(
         "workflow_version",
         "parent_run_id",
         "parent_step_id",
+        "flow_id",
         "parent_item_id",
         "skip_compensation",
         "error",

@@ -1,0 +1,83 @@
+"""Changing a flow's graph between existing members: edges and joins."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from workflows.engine.flows.graph import (
+    bump_revision,
+    check_name,
+    check_open,
+    check_revision,
+    lock_blocked,
+    lock_flow,
+    member_named,
+    stage_edge,
+)
+from workflows.engine.flows.joins import JoinRule, JoinSpec
+from workflows.engine.flows.settle import decide
+from workflows.engine.scope import unlocked_scope
+from workflows.engine.sql.locks import lock_run
+from workflows.engine.sql.updates import cas_update
+from workflows.engine.transaction import transition
+from workflows.errors import StaleState
+from workflows.models import FlowEdge, FlowMember
+
+
+@transition
+def add_dependency(
+    flow_id: UUID, upstream: str, downstream: str, *, expected_revision: int | None = None
+) -> int:
+    """Stage ``upstream → downstream``; return the flow's new revision (its current one
+    when the edge exists already).
+
+    Refused (:class:`~workflows.errors.InvalidFlowChange`): an unknown member, a self
+    edge, an edge closing a cycle, a downstream already started, a closed flow;
+    :class:`~workflows.errors.StaleRevision` when ``expected_revision`` is given and the
+    graph has moved past it. The downstream is decided at once against the upstream's
+    committed status: an upstream that has already completed counts.
+    """
+    check_name(upstream, field="upstream")
+    check_name(downstream, field="downstream")
+    flow = lock_flow(flow_id)
+    up, down = member_named(flow, upstream), member_named(flow, downstream)
+    if FlowEdge.objects.filter(upstream=up, downstream=down).exists():
+        return flow.revision
+    check_open(flow, "new edges")
+    check_revision(flow, expected_revision)
+    lock_run(up.run_id)  # its end is either committed now, or will see this edge
+    run = lock_blocked(down, "a new edge")
+    revision = bump_revision(flow)
+    with unlocked_scope() as scope:
+        stage_edge(flow, up, down, revision, scope.events)
+        decide(down, run, scope.events, more_may_come=True)
+    return revision
+
+
+@transition
+def set_join(flow_id: UUID, member: str, join: JoinSpec) -> int:
+    """Change a blocked member's join; return the flow's new revision. The member is
+    decided at once under its new join."""
+    rule = JoinRule.parse(join)
+    check_name(member, field="member")
+    flow = lock_flow(flow_id)
+    target = member_named(flow, member)
+    check_open(flow, "join changes")
+    run = lock_blocked(target, "a join change")
+    revision = bump_revision(flow)
+    if not cas_update(
+        FlowMember, target.pk, version=target.version, join=rule.kind, join_count=rule.count
+    ):
+        raise StaleState(f"member {member!r} changed while its join was being set")
+    target.join, target.join_count = rule.kind, rule.count
+    with unlocked_scope() as scope:
+        scope.events.add_to_flow(
+            flow.pk,
+            "flow.join_changed",
+            run_id=target.run_id,
+            member=member,
+            join=rule.spec,
+            revision=revision,
+        )
+        decide(target, run, scope.events, more_may_come=True)
+    return revision

@@ -1,0 +1,146 @@
+"""A flow's graph as the verbs that change it see it: the flow row, members, edges.
+
+Every verb that changes the graph locks the flow row first (:func:`lock_flow`), then
+the runs it must read, upstream before downstream, and ends with one compare-and-set of
+the flow's ``revision`` (:func:`bump_revision`).
+"""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from workflows.engine.events import EventLog
+from workflows.engine.sql.expressions import db_now
+from workflows.engine.sql.flow_graph import reaches
+from workflows.engine.sql.locks import lock_run
+from workflows.engine.sql.updates import cas_update
+from workflows.errors import (
+    FlowNotFound,
+    InvalidFlowChange,
+    InvalidInput,
+    StaleRevision,
+    StaleState,
+)
+from workflows.models import Flow, FlowEdge, FlowMember, Run
+from workflows.status import FlowStatus, RunStatus
+from workflows.validation import check_text, max_length
+
+
+def check_name(value: object, *, field: str) -> str:
+    """A member's name (or a flow's): a non-empty string the database stores."""
+    text = check_text(value, field=field, limit=max_length(FlowMember, "name"))
+    if not text.strip():
+        raise InvalidInput(f"{field} must not be empty", field=field)
+    return text
+
+
+def lock_flow(flow_id: UUID) -> Flow:
+    """The flow row, locked until commit (where the database locks rows)."""
+    try:
+        return Flow.objects.select_for_update().get(pk=flow_id)
+    except Flow.DoesNotExist:
+        raise FlowNotFound(f"no flow has id {flow_id}", flow=str(flow_id)) from None
+
+
+def check_open(flow: Flow, change: str) -> None:
+    """Refuse ``change`` (words) to a flow that takes no more members or edges."""
+    if flow.status != FlowStatus.OPEN:
+        raise InvalidFlowChange(
+            f"flow {flow.name!r} is {flow.status}: it takes no {change}",
+            flow=str(flow.pk),
+            status=flow.status,
+        )
+
+
+def check_revision(flow: Flow, expected: int | None) -> None:
+    """:class:`StaleRevision` when the caller staged against another revision."""
+    if expected is not None and expected != flow.revision:
+        raise StaleRevision(
+            f"flow {flow.name!r} is at revision {flow.revision}, not {expected}: its graph "
+            "changed since it was read",
+            flow=str(flow.pk),
+            revision=flow.revision,
+            expected_revision=expected,
+        )
+
+
+def bump_revision(flow: Flow) -> int:
+    """The flow's next revision, compare-and-set on the open flow read under its lock."""
+    if not cas_update(
+        Flow,
+        flow.pk,
+        version=flow.version,
+        where={"status": FlowStatus.OPEN, "revision": flow.revision},
+        revision=flow.revision + 1,
+        updated_at=db_now(),
+    ):
+        raise StaleState(f"flow {flow.pk} changed while its graph was being changed")
+    flow.version += 1
+    flow.revision += 1
+    return flow.revision
+
+
+def member_named(flow: Flow, name: str) -> FlowMember:
+    """The member ``name`` of ``flow``, or :class:`InvalidFlowChange` naming it."""
+    try:
+        return FlowMember.objects.get(flow=flow, name=name)
+    except FlowMember.DoesNotExist:
+        raise InvalidFlowChange(
+            f"flow {flow.name!r} has no member {name!r}", flow=str(flow.pk), member=name
+        ) from None
+
+
+def lock_blocked(member: FlowMember, change: str) -> Run:
+    """The member's run, locked; refused unless it is still ``blocked`` (not started)."""
+    run = lock_run(member.run_id)
+    if run.status != RunStatus.BLOCKED:
+        raise InvalidFlowChange(
+            f"member {member.name!r} has started (its run is {run.status}): {change} "
+            "can change only a member still blocked",
+            member=member.name,
+            status=run.status,
+        )
+    return run
+
+
+def stage_edge(
+    flow: Flow, upstream: FlowMember, downstream: FlowMember, revision: int, events: EventLog
+) -> bool:
+    """Write ``upstream → downstream`` at ``revision``; ``False`` if it exists already.
+
+    The caller holds the flow, has locked the upstream's run and checked the downstream
+    is blocked. Refused: a self edge and an edge closing a cycle.
+    """
+    if upstream.pk == downstream.pk:
+        raise InvalidFlowChange(
+            f"member {upstream.name!r} cannot depend on itself", member=upstream.name
+        )
+    if FlowEdge.objects.filter(upstream=upstream, downstream=downstream).exists():
+        return False
+    if reaches(downstream.pk, upstream.pk):
+        raise InvalidFlowChange(
+            f"an edge {upstream.name!r} → {downstream.name!r} would close a cycle: "
+            f"{upstream.name!r} already waits for {downstream.name!r}",
+            upstream=upstream.name,
+            downstream=downstream.name,
+        )
+    FlowEdge.objects.create(flow=flow, upstream=upstream, downstream=downstream, revision=revision)
+    events.add_to_flow(
+        flow.pk,
+        "flow.edge_added",
+        run_id=downstream.run_id,
+        upstream=upstream.name,
+        downstream=downstream.name,
+        revision=revision,
+    )
+    return True
+
+
+def upstream_statuses(member_id: int) -> list[tuple[str, str]]:
+    """(name, run status) of each upstream member, as committed (plus this transaction's
+    own writes)."""
+    return list(
+        FlowEdge.objects.filter(downstream_id=member_id)
+        .order_by("upstream_id")
+        .values_list("upstream__name", "upstream__run__status")
+    )

@@ -1,0 +1,164 @@
+"""Creating a flow and adding members to it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError
+
+from workflows.definitions import Workflow, registry
+from workflows.engine.events import actor
+from workflows.engine.fingerprint import fingerprint
+from workflows.engine.flows.graph import (
+    bump_revision,
+    check_name,
+    check_open,
+    lock_flow,
+    member_named,
+    stage_edge,
+)
+from workflows.engine.flows.joins import JoinRule, JoinSpec
+from workflows.engine.flows.settle import decide
+from workflows.engine.scope import unlocked_scope
+from workflows.engine.sql.locks import lock_run
+from workflows.engine.start import create_run
+from workflows.engine.transaction import transition
+from workflows.errors import IdempotencyConflict, InvalidInput
+from workflows.models import Flow, FlowMember, Run
+from workflows.status import FlowStatus
+from workflows.validation import check_text, max_length
+
+if TYPE_CHECKING:
+    from workflows.permissions import AnyUser
+
+
+def create_flow(name: str, *, key: str | None = None, user: AnyUser | None = None) -> Flow:
+    """A new open flow named ``name``; with a ``key`` seen before, that flow (the same
+    ``name``), else :class:`IdempotencyConflict`. Of two concurrent creations with one
+    key, one creates the flow and the other returns it."""
+    check_name(name, field="flow name")
+    if key is not None:
+        check_text(key, field="flow key", limit=max_length(Flow, "key"))
+        existing = _existing(name, key)
+        if existing is not None:
+            return existing
+    try:
+        return _create(name, key, user)
+    except IntegrityError:
+        existing = _existing(name, key) if key is not None else None
+        if existing is None:
+            raise
+        return existing
+
+
+def _existing(name: str, key: str) -> Flow | None:
+    flow = Flow.objects.filter(key=key).first()
+    if flow is not None and flow.name != name:
+        raise IdempotencyConflict(
+            f"flow key {key!r} was used for flow {flow.pk} named {flow.name!r}, not {name!r}",
+            flow=str(flow.pk),
+            key=key,
+        )
+    return flow
+
+
+@transition
+def _create(name: str, key: str | None, user: AnyUser | None) -> Flow:
+    flow = Flow.objects.create(
+        name=name,
+        key=key,
+        created_by=user if isinstance(user, get_user_model()) else None,
+    )
+    with unlocked_scope() as scope:
+        scope.events.add_to_flow(flow.pk, "flow.created", flow=name, key=key, by=actor(user))
+    return flow
+
+
+def add_to_flow(
+    flow_id: UUID,
+    workflow: str | type[Workflow],
+    input: dict[str, Any] | None = None,
+    *,
+    member: str,
+    after: Sequence[str] = (),
+    join: JoinSpec = "all",
+    user: AnyUser | None = None,
+) -> Run:
+    """Add a run of ``workflow`` to the flow as member ``member``, after the members
+    named in ``after``; it starts at once if its join is satisfied, else it is created
+    ``blocked``. The same ``member`` with the same workflow and input returns its run;
+    another workflow or input raises :class:`IdempotencyConflict`."""
+    definition = registry.resolve(workflow)
+    data = definition.check_input(input)
+    rule = JoinRule.parse(join)
+    check_name(member, field="member")
+    upstream_names = _upstream_names(after)
+    return _add(flow_id, definition, data, member, upstream_names, rule, user)
+
+
+def _upstream_names(after: Sequence[str]) -> list[str]:
+    if isinstance(after, str) or not isinstance(after, list | tuple):
+        raise InvalidInput("after must be a list of member names", field="after")
+    return list(dict.fromkeys(check_name(name, field="after") for name in after))
+
+
+@transition
+def _add(
+    flow_id: UUID,
+    definition: type[Workflow],
+    data: dict[str, Any],
+    name: str,
+    upstream_names: list[str],
+    rule: JoinRule,
+    user: AnyUser | None,
+) -> Run:
+    flow = lock_flow(flow_id)
+    input_hash = fingerprint(data)
+    existing = FlowMember.objects.select_related("run").filter(flow=flow, name=name).first()
+    if existing is not None:
+        if (existing.run.workflow_name, existing.run.input_hash) != (definition.name, input_hash):
+            raise IdempotencyConflict(
+                f"member {name!r} of flow {flow.name!r} is a run of "
+                f"{existing.run.workflow_name!r} with another input",
+                flow=str(flow.pk),
+                member=name,
+                run=str(existing.run_id),
+            )
+        return existing.run
+    check_open(flow, "new members")
+    upstreams = sorted((member_named(flow, up) for up in upstream_names), key=lambda m: m.pk)
+    for upstream in upstreams:  # upstream before downstream; see the package docstring
+        lock_run(upstream.run_id)
+    revision = bump_revision(flow)
+    scope = create_run(
+        definition,
+        data,
+        input_hash=input_hash,
+        user=user,
+        priority=definition.default_priority,
+        flow_id=flow.pk,
+        blocked=True,
+    )
+    run = scope.run
+    member = FlowMember.objects.create(
+        flow=flow, name=name, run=run, join=rule.kind, join_count=rule.count
+    )
+    scope.events.add_to_flow(
+        flow.pk,
+        "flow.member_added",
+        run_id=run.pk,
+        member=name,
+        workflow=definition.name,
+        after=upstream_names,
+        join=rule.spec,
+        revision=revision,
+        by=actor(user),
+    )
+    for upstream in upstreams:
+        stage_edge(flow, upstream, member, revision, scope.events)
+    decide(member, run, scope.events, more_may_come=flow.status == FlowStatus.OPEN)
+    scope.close()
+    return run

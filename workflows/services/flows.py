@@ -1,0 +1,104 @@
+"""The flow verbs every surface calls: build a flow of runs, seal it, cancel it.
+
+A flow is named by the :class:`~workflows.models.Flow` itself, its id, or its id as
+text; each verb resolves it and hands the engine's transition the id. Who may call them
+is the verb table of :mod:`workflows.services.access` (``start_run`` to build and seal,
+``operate_run`` to cancel), asked by the surfaces as for runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from workflows.definitions import Workflow
+from workflows.engine.flows import close, edges, members
+from workflows.engine.flows.joins import JoinSpec
+from workflows.errors import FlowNotFound
+from workflows.models import Flow, Run
+from workflows.status import FlowStatus
+
+if TYPE_CHECKING:
+    from workflows.permissions import AnyUser
+
+__all__ = [
+    "add_dependency",
+    "add_to_flow",
+    "cancel_flow",
+    "create_flow",
+    "flow_id_of",
+    "seal_flow",
+    "set_join",
+]
+
+
+def flow_id_of(flow: Flow | UUID | str) -> UUID:
+    """The flow's id from the flow, its id or its id as text: :class:`FlowNotFound`."""
+    if isinstance(flow, Flow):
+        return flow.pk
+    try:
+        flow_id = flow if isinstance(flow, UUID) else UUID(str(flow))
+    except ValueError:
+        raise FlowNotFound(f"{flow!r} is not a flow id", flow=str(flow)) from None
+    if not Flow.objects.filter(pk=flow_id).exists():
+        raise FlowNotFound(f"no flow has id {flow_id}", flow=str(flow_id))
+    return flow_id
+
+
+def create_flow(name: str, *, key: str | None = None, user: AnyUser | None = None) -> Flow:
+    """A new open flow; with a ``key`` seen before, that same flow (idempotent)."""
+    return members.create_flow(name, key=key, user=user)
+
+
+def add_to_flow(
+    flow: Flow | UUID | str,
+    workflow: str | type[Workflow],
+    input: dict[str, Any] | None = None,
+    *,
+    member: str,
+    after: Sequence[str] = (),
+    join: JoinSpec = "all",
+    user: AnyUser | None = None,
+) -> Run:
+    """Add a run of ``workflow`` as member ``member``, waiting for the members in
+    ``after`` under ``join`` (``"all"``, ``"any"`` or an int k); it starts at once when
+    nothing holds it, else it is ``blocked``. Idempotent on ``member``."""
+    return members.add_to_flow(
+        flow_id_of(flow), workflow, input, member=member, after=after, join=join, user=user
+    )
+
+
+def add_dependency(
+    flow: Flow | UUID | str,
+    upstream: str,
+    downstream: str,
+    *,
+    expected_revision: int | None = None,
+) -> int:
+    """Stage the edge ``upstream → downstream``; return the flow's new revision."""
+    return edges.add_dependency(
+        flow_id_of(flow), upstream, downstream, expected_revision=expected_revision
+    )
+
+
+def set_join(flow: Flow | UUID | str, member: str, join: JoinSpec) -> int:
+    """Change a blocked member's join; return the flow's new revision."""
+    return edges.set_join(flow_id_of(flow), member, join)
+
+
+def seal_flow(flow: Flow | UUID | str, *, user: AnyUser | None = None) -> FlowStatus:
+    """No more members or edges; the flow ends once its members have. Returns its status."""
+    return close.seal_flow(flow_id_of(flow), user=user)
+
+
+def cancel_flow(
+    flow: Flow | UUID | str,
+    policy: str = close.CancelPolicy.CANCEL_ALL,
+    *,
+    reason: str = "",
+    user: AnyUser | None = None,
+) -> int:
+    """Close the flow and cancel its members by ``policy`` (``"cancel_all"``,
+    ``"cancel_pending"``, ``"flow_only"``); returns how many members were cancelled."""
+    return close.cancel_flow(flow_id_of(flow), policy, reason=reason, user=user)
