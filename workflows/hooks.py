@@ -11,6 +11,9 @@ hook fires once per event however many deliverers run.
 Delivery is at most once per event: a receiver that raises is logged and counted, the
 other receivers and the rest of the batch still get their signals, and the event is not
 sent again. See the "Hooks" section of ``docs/architecture.md`` for why.
+
+The sender of a run's hook is its workflow's name; of a flow's hook, the flow's name,
+whether the event is about the whole flow (no run) or one of its members.
 """
 
 from __future__ import annotations
@@ -21,22 +24,23 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.db import connections, transaction
 from django.db.models import F
+from django.db.models.functions import Coalesce
 from django.dispatch import Signal
 
 from workflows.definitions import Gate
 from workflows.engine.sql.connection import engine_alias
 from workflows.models import Event
-from workflows.status import RUN_FINAL
+from workflows.status import FLOW_FINAL, RUN_FINAL
 from workflows.webhooks.outbox import record_deliveries
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
 
     class _Named(TypedDict):
-        """What :func:`claim_events` annotates each event with: its run's workflow, the
-        sender of its hook."""
+        """What :func:`claim_events` annotates each event with: the sender of its hook
+        (its flow's name for a flow's event, else its run's workflow)."""
 
-        workflow: str
+        sender: str
 
     _NamedEvent = WithAnnotations[Event, _Named]
 
@@ -80,6 +84,58 @@ compensation_failed = Signal()
 is the workflow name; arguments ``run_id``, ``step_id`` (the compensated step) and
 ``event`` (the ``compensation.failed`` event; ``payload["error"]``)."""
 
+# The hooks of a flow: ``sender`` is the flow's name; arguments ``flow_id`` (UUID),
+# ``run_id`` (the member's run, or None for an event of the whole flow), ``step_id``
+# (None) and ``event`` (the ``flow.*`` event; ``payload`` as the history records it).
+
+flow_created = Signal()
+"""A flow was created (``create_flow``; not again for the same ``key``). ``event`` is
+``flow.created``: ``payload["flow"]``, ``["key"]`` and ``["by"]``; ``run_id`` None."""
+
+flow_member_added = Signal()
+"""A member joined a flow. ``run_id`` is its run (``blocked`` while an upstream holds
+it); ``event`` is ``flow.member_added``: ``payload["member"]``, ``["workflow"]``,
+``["after"]``, ``["join"]``, ``["revision"]`` and ``["by"]``."""
+
+flow_edge_added = Signal()
+"""A dependency edge was staged. ``run_id`` is the downstream member's run; ``event`` is
+``flow.edge_added``: ``payload["upstream"]``, ``["downstream"]`` and ``["revision"]``."""
+
+flow_join_changed = Signal()
+"""A blocked member's join changed (``set_join``). ``run_id`` is the member's run;
+``event`` is ``flow.join_changed``: ``payload["member"]``, ``["join"]``, ``["revision"]``."""
+
+flow_member_unblocked = Signal()
+"""A member's run started: its join was satisfied, or nothing held it when it was
+added. ``run_id`` is its run; ``event`` is ``flow.member_unblocked``:
+``payload["member"]`` and ``["join"]``."""
+
+flow_dependency_failed = Signal()
+"""A blocked member's join can no longer be satisfied: its run is being cancelled with
+``dependency_failed`` (its ``run_finished`` follows). ``run_id`` is its run; ``event`` is
+``flow.dependency_failed``: ``payload["member"]``, ``["upstream"]`` (the member that
+ended otherwise) and ``["upstream_status"]``."""
+
+flow_sealed = Signal()
+"""A flow was sealed: no more members or edges. ``run_id`` None; ``event`` is
+``flow.sealed``: ``payload["flow"]`` and ``["by"]``."""
+
+flow_finished = Signal()
+"""A flow ended, as ``run_finished`` for a run. ``run_id`` None; argument ``status``
+(``completed``, ``failed`` or ``cancelled``) and ``event`` (the ``flow.<status>`` event:
+for an ended sealed flow ``payload["members"]`` and ``["not_completed"]``, member name →
+status; for a cancelled one ``["policy"]``, ``["reason"]`` and ``["by"]``)."""
+
+FLOW_HOOKS = (
+    flow_created,
+    flow_member_added,
+    flow_edge_added,
+    flow_join_changed,
+    flow_member_unblocked,
+    flow_dependency_failed,
+    flow_sealed,
+    flow_finished,
+)
 ALL_HOOKS = (
     run_started,
     run_finished,
@@ -88,6 +144,7 @@ ALL_HOOKS = (
     gate_decided,
     gate_overridden,
     compensation_failed,
+    *FLOW_HOOKS,
 )
 
 # Event type → the hook it fires. ``step.waiting`` fires a hook only for some reasons.
@@ -98,8 +155,18 @@ _HOOK_OF_TYPE: dict[str, Signal] = {
     "gate.decided": gate_decided,
     "gate.overridden": gate_overridden,
     "compensation.failed": compensation_failed,
+    "flow.created": flow_created,
+    "flow.member_added": flow_member_added,
+    "flow.edge_added": flow_edge_added,
+    "flow.join_changed": flow_join_changed,
+    "flow.member_unblocked": flow_member_unblocked,
+    "flow.dependency_failed": flow_dependency_failed,
+    "flow.sealed": flow_sealed,
+    **{f"flow.{status}": flow_finished for status in FLOW_FINAL},
 }
 _HOOK_OF_WAITING_REASON: dict[str, Signal] = {Gate.kind: gate_waiting}
+# Hooks of an end, whose ``status`` argument is what follows the dot of the event type.
+_HOOKS_OF_AN_END = (run_finished, flow_finished)
 
 
 @dataclass
@@ -119,8 +186,10 @@ def hook_for(event: Event) -> tuple[Signal, dict[str, Any]] | None:
     if signal is None:
         return None
     arguments: dict[str, Any] = {"run_id": event.run_id, "step_id": event.step_id, "event": event}
-    if signal is run_finished:
-        arguments["status"] = event.type.removeprefix("run.")
+    if signal in FLOW_HOOKS:
+        arguments["flow_id"] = event.flow_id
+    if signal in _HOOKS_OF_AN_END:
+        arguments["status"] = event.type.partition(".")[2]
     return signal, arguments
 
 
@@ -160,7 +229,9 @@ def claim_events(limit: int) -> tuple[int, list[_NamedEvent]]:
     if not hooked:
         return len(ids), []
     events = Event.objects.filter(id__in=ids, type__in=hooked)
-    return len(ids), list(events.annotate(workflow=F("run__workflow_name")).order_by("id"))
+    # A flow's event names its flow (with or without a run); any other names its run.
+    sender = Coalesce(F("flow__name"), F("run__workflow_name"))
+    return len(ids), list(events.annotate(sender=sender).order_by("id"))
 
 
 def _hooked_types() -> set[str]:
@@ -178,15 +249,16 @@ def send_hook(event: _NamedEvent) -> int:
         return 0
     signal, arguments = hook
     errors = 0
-    for receiver, response in signal.send_robust(sender=event.workflow, **arguments):
+    for receiver, response in signal.send_robust(sender=event.sender, **arguments):
         if isinstance(response, Exception):
             errors += 1
             logger.error(
-                "hook receiver %r failed on event %s (%s of run %s); not retried",
+                "hook receiver %r failed on event %s (%s of %s %s); not retried",
                 receiver,
                 event.pk,
                 event.type,
-                event.run_id,
+                "flow" if event.run_id is None else "run",
+                event.flow_id if event.run_id is None else event.run_id,
                 exc_info=response,
             )
     return errors

@@ -528,9 +528,6 @@ class FlowMember(models.Model):
     join = models.CharField(max_length=16, choices=JoinKind.choices, default=JoinKind.ALL)
     # k of an ``at_least`` join: at least k upstream members completed.
     join_count = models.PositiveIntegerField(null=True, blank=True)
-    # Downstream members already settled after this member's run ended, by id: an
-    # upstream with many downstreams settles them in batches, resumed from here.
-    settled_through = models.BigIntegerField(null=True, blank=True)
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
 

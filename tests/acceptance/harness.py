@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from django.conf import settings
+from django.test import override_settings
 
 T = TypeVar("T")
 
@@ -287,3 +288,30 @@ def wait_for(
 def read_json_line(output: str) -> Any:
     """The JSON document a helper command printed as its last line."""
     return json.loads(output.strip().splitlines()[-1])
+
+
+@contextlib.contextmanager
+def dispatching_to(processes: Processes) -> Iterator[None]:
+    """Let verbs called in this process (pytest's) send ready work to ``processes``.
+
+    Pytest's settings use the inline executor, which sends nothing: a run started here
+    would wait for the redispatch scanner (30 s). Inside this block this process sends
+    work as a web process of the deployment would: the django-q2 executor, on the ORM
+    broker of the workflows database, with django-q2's name set to the processes'
+    ``FLOWSITE_Q_NAME`` (django-q2 reads it as the queue's list key and as the salt its
+    payloads are signed with, both fixed when django-q2 is imported, hence set here).
+    """
+    from django_q.conf import Conf
+
+    name = processes.env["FLOWSITE_Q_NAME"]
+    wanted = {"PREFIX": name, "CLUSTER_NAME": name, "ORM": "default"}
+    saved = {attribute: getattr(Conf, attribute) for attribute in wanted}
+    executor = override_settings(WORKFLOWS={**settings.WORKFLOWS, "EXECUTOR": "django_q"})
+    for attribute, value in wanted.items():
+        setattr(Conf, attribute, value)
+    try:
+        with executor:
+            yield
+    finally:
+        for attribute, value in saved.items():
+            setattr(Conf, attribute, value)

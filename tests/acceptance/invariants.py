@@ -16,8 +16,8 @@ from uuid import UUID
 from django_q.models import Task as QueueTask
 
 from tests.acceptance.flowapp.models import HandlerCall, SideEffect
-from workflows.models import Event, Run, Step
-from workflows.status import RUN_FINAL, STEP_FINAL, StepStatus
+from workflows.models import Event, Flow, FlowEdge, FlowMember, Run, Step
+from workflows.status import RUN_FINAL, STEP_FINAL, FlowStatus, JoinKind, RunStatus, StepStatus
 
 
 @dataclass(frozen=True)
@@ -168,3 +168,186 @@ def most_active_at_once(runs: Iterable[UUID] | None = None, *, workflow: str = "
             active.discard(run_id)
         most = max(most, len(active))
     return most
+
+
+# A member's upstream "ended otherwise" (than completed): its join may become impossible.
+_ENDED_OTHERWISE = tuple(f"run.{status}" for status in RUN_FINAL if status != RunStatus.COMPLETED)
+
+
+def _join_met(kind: str, count: int | None, completed: int, upstreams: int) -> bool:
+    """The join's rule as the contract states it, written apart from the engine's."""
+    if kind == JoinKind.ALL:
+        return completed == upstreams
+    if kind == JoinKind.ANY:
+        return completed >= 1 or upstreams == 0
+    return completed >= (count or 0)
+
+
+def _join_impossible(
+    kind: str, count: int | None, ended_otherwise: int, upstreams: int, *, sealed: bool
+) -> bool:
+    """No outcome of the upstreams still pending could meet the join; a k join only once
+    the flow is sealed (an open flow may give the member more upstreams)."""
+    if kind == JoinKind.ALL:
+        return ended_otherwise >= 1
+    if kind == JoinKind.ANY:
+        return upstreams > 0 and ended_otherwise == upstreams
+    return sealed and upstreams - ended_otherwise < (count or 0)
+
+
+@dataclass
+class _FlowHistory:
+    """The events of one flow that the flow checks compare, as event ids.
+
+    Event ids order the history on PostgreSQL too, although they are taken at insert: a
+    transition inserts its events at its end, after it read the upstream statuses it
+    acted on, so an upstream end it saw committed has the smaller id; an end in the
+    same transition is added to the history before the downstream decisions it causes.
+    """
+
+    completed: dict[UUID, int]  # run -> its run.completed
+    ended_otherwise: dict[UUID, int]  # run -> its run.failed, run.cancelled, ...
+    started: dict[UUID, list[int]]  # run -> its run.started events
+    dependency_failed: dict[UUID, list[int]]  # run -> its flow.dependency_failed events
+    ends: list[str]  # the flow's flow.completed / flow.failed events
+    sealed: int | None  # the flow's flow.sealed
+
+    @classmethod
+    def of(cls, flow: Flow) -> _FlowHistory:
+        history = cls({}, {}, defaultdict(list), defaultdict(list), [], None)
+        types = ("run.completed", "run.started", *_ENDED_OTHERWISE)
+        run_events = Event.objects.filter(run__flow=flow, type__in=types).order_by("id")
+        for run_id, kind, pk in run_events.values_list("run_id", "type", "id"):
+            if kind == "run.started":
+                history.started[run_id].append(pk)
+            elif kind == "run.completed":
+                history.completed.setdefault(run_id, pk)
+            else:
+                history.ended_otherwise.setdefault(run_id, pk)
+        flow_types = ("flow.sealed", "flow.completed", "flow.failed", "flow.dependency_failed")
+        flow_events = Event.objects.filter(flow=flow, type__in=flow_types).order_by("id")
+        for run_id, kind, pk in flow_events.values_list("run_id", "type", "id"):
+            if kind == "flow.dependency_failed":
+                history.dependency_failed[run_id].append(pk)
+            elif kind == "flow.sealed":
+                history.sealed = pk
+            else:
+                history.ends.append(kind)
+        return history
+
+    def completed_before(self, runs: Iterable[UUID], event: float) -> list[UUID]:
+        return [run for run in runs if self.completed.get(run, event) < event]
+
+    def ended_otherwise_before(self, runs: Iterable[UUID], event: float) -> list[UUID]:
+        return [run for run in runs if self.ended_otherwise.get(run, event) < event]
+
+
+def flow_problems(flow_ids: Iterable[UUID]) -> list[str]:
+    """What must hold of sealed flows once every member has ended, from rows and history.
+
+    - The flow ended as its members did: ``completed`` iff every member completed, else
+      ``failed`` naming the others in its summary; one end event.
+    - No member is still blocked; none started more than once.
+    - A member started only once its join was met: its ``run.started`` follows the
+      ``run.completed`` of enough upstream members (edges are added only while the
+      downstream is blocked, so every edge it has now it had when it started).
+    - A member whose join was never met did not start, ran no handler, and ended
+      ``cancelled`` with ``dependency_failed`` once the join had become impossible,
+      naming an upstream that ended otherwise than completed when there was one.
+    """
+    problems: list[str] = []
+    for flow in Flow.objects.filter(pk__in=list(flow_ids)).order_by("created_at"):
+        history = _FlowHistory.of(flow)
+        members = list(FlowMember.objects.filter(flow=flow).select_related("run").order_by("id"))
+        problems += _flow_end_problems(flow, members, history)
+        upstreams: dict[int, list[tuple[str, UUID]]] = defaultdict(list)
+        edges = FlowEdge.objects.filter(flow=flow).order_by("id")
+        for down, name, run_id in edges.values_list(
+            "downstream_id", "upstream__name", "upstream__run_id"
+        ):
+            upstreams[down].append((name, run_id))
+        called = set(
+            HandlerCall.objects.filter(run_id__in=[m.run_id for m in members]).values_list(
+                "run_id", flat=True
+            )
+        )
+        for member in members:
+            problems += _member_problems(member, upstreams[member.pk], history, called)
+    return problems
+
+
+def _flow_end_problems(flow: Flow, members: list[FlowMember], history: _FlowHistory) -> list[str]:
+    not_completed = {m.name: m.run.status for m in members if m.run.status != RunStatus.COMPLETED}
+    expected = FlowStatus.FAILED if not_completed else FlowStatus.COMPLETED
+    problems = []
+    if flow.status != expected:
+        problems.append(
+            f"flow {flow.name} is {flow.status}, not {expected}: members not completed "
+            f"{not_completed}"
+        )
+    elif flow.summary.get("not_completed") != not_completed:
+        problems.append(
+            f"flow {flow.name}'s summary names {flow.summary.get('not_completed')} as not "
+            f"completed, its members are {not_completed}"
+        )
+    if history.ends != [f"flow.{flow.status}"]:
+        problems.append(f"flow {flow.name} ({flow.status}) has end events {history.ends}")
+    return problems
+
+
+def _member_problems(
+    member: FlowMember,
+    upstreams: list[tuple[str, UUID]],
+    history: _FlowHistory,
+    called: set[UUID],
+) -> list[str]:
+    run = member.run
+    kind, count = member.join, member.join_count
+    join = f"{kind} {count}" if kind == JoinKind.AT_LEAST else kind
+    who = f"member {member.name} ({run.pk}, join {join}, {len(upstreams)} upstreams)"
+    names = {run_id: name for name, run_id in upstreams}
+    starts = history.started.get(run.pk, [])
+    problems = []
+    if run.status == RunStatus.BLOCKED:
+        problems.append(f"{who} is still blocked")
+    if len(starts) > 1:
+        problems.append(f"{who} started {len(starts)} times: events {starts}")
+    if starts:
+        done = history.completed_before(names, starts[0])
+        if not _join_met(kind, count, len(done), len(upstreams)):
+            problems.append(
+                f"{who} started (event {starts[0]}) when only "
+                f"{sorted(names[r] for r in done)} had completed"
+            )
+    done = history.completed_before(names, float("inf"))
+    if _join_met(kind, count, len(done), len(upstreams)):
+        if not starts:
+            problems.append(
+                f"{who} ended {run.status} without starting, although "
+                f"{sorted(names[r] for r in done)} completed"
+            )
+        return problems
+    if run.pk in called:
+        problems.append(f"{who} never had its join met, yet a handler of it ran")
+    error = run.error or {}
+    if (run.status, error.get("code")) != (RunStatus.CANCELLED, "dependency_failed"):
+        problems.append(
+            f"{who} never had its join met, yet ended {run.status} with {error.get('code')!r}"
+        )
+    cancellations = history.dependency_failed.get(run.pk, [])
+    if len(cancellations) != 1:
+        return [*problems, f"{who} has flow.dependency_failed events {cancellations}"]
+    [at] = cancellations
+    ended = sorted(names[r] for r in history.ended_otherwise_before(names, at))
+    sealed = history.sealed is not None and history.sealed < at
+    if not _join_impossible(kind, count, len(ended), len(upstreams), sealed=sealed):
+        problems.append(
+            f"{who} was cancelled (event {at}) while its join could still be met: "
+            f"ended otherwise {ended}, flow sealed before: {sealed}"
+        )
+    if ended and error.get("upstream") not in ended:
+        problems.append(
+            f"{who}'s dependency_failed (event {at}) names upstream {error.get('upstream')!r} "
+            f"({error.get('upstream_status')}), not one that had ended otherwise: {ended}"
+        )
+    return problems

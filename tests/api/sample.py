@@ -1,8 +1,8 @@
 """Small workflows that give every list and detail of the API something to show.
 
 :func:`populate` leaves two waiting gates (any signed-in user may decide them), a
-fan-out step with items, several events per run and two budget counters, so that each
-paginated list has a second page and each id in a URL can name a real object.
+fan-out step with items, several events per run, two budget counters and a flow, so
+that each paginated list has a second page and each id in a URL can name a real object.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from tests.handlers import NOOP
 from workflows import FanOut, Gate, Task, Workflow
 from workflows.definitions import Budget
 from workflows.engine.limits.budgets import record_usage
-from workflows.models import BudgetCounter, Run, Step
+from workflows.models import BudgetCounter, Flow, Run, Step
 from workflows.testing import run_pending
 
 HERE = "tests.api.sample"
@@ -47,6 +47,7 @@ class Sample:
     gate: Step
     fan_out: Step
     budget: BudgetCounter
+    flow: Flow
 
     def paginated_lists(self) -> list[str]:
         """Every paginated list of the API, each with more than one row."""
@@ -64,10 +65,13 @@ def populate() -> Sample:
     fanned = workflows.start_run(Fanned)
     budgeted = workflows.start_run(Budgeted, business_key="acme")
     record_usage(budgeted.pk, None, 1, Budgeted, "tokens", 5)
+    flow = workflows.create_flow("api sample")
+    workflows.add_to_flow(flow, Budgeted, {}, member="call")
     run_pending()
     return Sample(
         run=gated[0],
         gate=gated[0].steps.get(name="approve"),
         fan_out=fanned.steps.get(name="doubles"),
         budget=BudgetCounter.objects.filter(workflow_name=Budgeted.name).first(),
+        flow=flow,
     )

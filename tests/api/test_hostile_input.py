@@ -77,6 +77,7 @@ def real_values(sample: Sample, route: str) -> dict[str, str]:
         "steps": str(sample.gate.pk),
         "gates": str(sample.gate.pk),
         "budgets": str(sample.budget.pk),
+        "flows": str(sample.flow.pk),
     }.get(resource, "")
     return {"pk": pk, "name": "api_sample_gated", "verb": "cancel"}
 

@@ -276,3 +276,44 @@ def test_a_worker_chains_into_limited_work_at_a_fixed_price():
     assert len(statements(captured)) == (
         EVALUATED_STEP_QUERIES + SLOT_RELEASE_QUERIES + CLAIM_WITH_SLOT_QUERIES - CLAIM_QUERIES
     )
+
+
+# Adding a flow member after two upstream members still running, whatever the flow's
+# size: lock the flow, look the member up (idempotency), read both upstream members, lock
+# their runs (their statuses decide the new member), bump the revision, insert the run,
+# its steps, the member, its edges and the events.
+FLOW_MEMBER_QUERIES = 11
+# Staging an edge from a blocked member to another: lock the flow, read both members,
+# check the edge is new, walk the graph for a cycle (one recursive statement however
+# long the walk), lock both runs, bump the revision, insert the edge, read the
+# downstream's upstream statuses (still waiting), insert the event.
+FLOW_EDGE_QUERIES = 10
+
+
+def flow_of(size: int) -> workflows.Flow:
+    """A running root, then a chain of ``size - 1`` blocked members, each after the one
+    before and the root: an edge into the chain's head walks the whole chain for a cycle."""
+    flow = workflows.create_flow(f"budget_flow_{size}")
+    workflows.add_to_flow(flow, SHORT, {}, member="m0000")
+    workflows.add_to_flow(flow, SHORT, {}, member="m0001", after=["m0000"])
+    for i in range(2, size):
+        after = [f"m{i - 1:04d}", "m0000"]
+        workflows.add_to_flow(flow, SHORT, {}, member=f"m{i:04d}", after=after)
+    workflows.add_to_flow(flow, SHORT, {}, member="side", after=["m0000"])
+    return flow
+
+
+def flow_costs(size: int) -> tuple[int, int]:
+    flow = flow_of(size)
+    last = f"m{size - 1:04d}"
+    with CaptureQueriesContext(connection) as added:
+        run = workflows.add_to_flow(flow, SHORT, {}, member="new", after=[last, "m0000"])
+    assert run.status == "blocked"
+    with CaptureQueriesContext(connection) as staged:
+        workflows.add_dependency(flow, "side", "m0001")
+    return len(statements(added)), len(statements(staged))
+
+
+def test_a_flow_member_and_an_edge_cost_the_same_queries_whatever_the_flow_size():
+    assert flow_costs(10) == (FLOW_MEMBER_QUERIES, FLOW_EDGE_QUERIES)
+    assert flow_costs(200) == (FLOW_MEMBER_QUERIES, FLOW_EDGE_QUERIES)

@@ -1,35 +1,73 @@
-"""A run's step graph as inline SVG, laid out on the server: the run page's picture.
+"""A graph as inline SVG, laid out on the server: the run page's picture of its steps,
+and the flow page's of its members.
 
 Drawn here rather than in the browser so the admin needs no script and nothing from a
 CDN, and a host's content security policy has nothing to allow. The layout is the
-simple layered one: each step's column is the longest path from a root to it (so every
-edge points right), and within a column steps follow their upstreams' rows (one
+simple layered one: each node's column is the longest path from a root to it (so every
+edge points right), and within a column nodes follow their upstreams' rows (one
 barycentre pass) to keep edges short and crossings few. Graphs of workflows are small
-(tens of steps), so the quadratic bits do not matter.
+(tens of steps) and the flow page draws a bounded number of members, so the quadratic
+bits do not matter.
 
-Colours are CSS classes (``wf-node st-<status>``) styled by ``workflows/console.css``,
-so a host theme can restyle them; the step table below the picture says the same in
-text for screen readers and for printing.
+:func:`draw` lays out and draws any nodes that have a ``name`` and the names they come
+``after``; what a node shows is its caller's (:func:`step_graph_svg` here, the flow
+page's members in :mod:`workflows.admin.flow_graph`). Colours are CSS classes
+(``wf-node st-<status>``) styled by ``workflows/console.css``, so a host theme can
+restyle them; the table below each picture says the same in text for screen readers and
+for printing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-__all__ = ["GraphStep", "Placed", "graph_steps", "layout", "step_graph_svg"]
+__all__ = [
+    "STEP_GEOMETRY",
+    "Geometry",
+    "GraphStep",
+    "Placed",
+    "draw",
+    "graph_steps",
+    "label",
+    "layout",
+    "step_graph_svg",
+]
 
-NODE_WIDTH = 150
-NODE_HEIGHT = 54
-COLUMN_GAP = 44
-ROW_GAP = 18
-MARGIN = 8
 # Characters of a step name that fit in a node at the admin's font size; the full name
 # is the node's tooltip.
 LABEL_CHARS = 18
+
+
+class Vertex(Protocol):
+    """What the layout needs of a node: its name and its upstreams' names."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def after(self) -> tuple[str, ...]: ...
+
+
+V = TypeVar("V", bound=Vertex)
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """The size of a node and of the gaps between nodes, in pixels."""
+
+    node_width: int = 150
+    node_height: int = 54
+    column_gap: int = 44
+    row_gap: int = 18
+    margin: int = 8
+
+
+STEP_GEOMETRY = Geometry()
 
 
 @dataclass(frozen=True)
@@ -46,10 +84,11 @@ class GraphStep:
 
 
 @dataclass(frozen=True)
-class Placed:
-    """A step at its place: column (layer), row within the column, pixel origin."""
+class Placed(Generic[V]):
+    """A node (a step, or a flow's member) at its place: column (layer), row within the
+    column, pixel origin."""
 
-    step: GraphStep
+    step: V
     column: int
     row: int
     x: int
@@ -91,73 +130,93 @@ def graph_steps(
     return graph
 
 
-def layout(steps: Sequence[GraphStep]) -> list[Placed]:
-    """Place each step: column by longest path from a root, rows by upstream barycentre."""
-    known = {step.name for step in steps}
+def _columns(nodes: Sequence[V]) -> dict[str, int]:
+    """Each node's column: the length of the longest path from a root to it.
+
+    Walked with a stack of its own rather than by recursion, so a long chain (a flow
+    of hundreds of members one after another) cannot exhaust Python's stack. An
+    upstream that names no node, or that would close a cycle, is not followed.
+    """
+    by_name = {node.name: node for node in nodes}
     column: dict[str, int] = {}
+    for root in nodes:
+        stack, path = [root.name], set()
+        while stack:
+            name = stack[-1]
+            if name in column:
+                stack.pop()
+            elif name not in path:  # first visit: its upstreams go first
+                path.add(name)
+                stack.extend(
+                    up
+                    for up in by_name[name].after
+                    if up in by_name and up not in column and up not in path
+                )
+            else:  # its upstreams are placed
+                stack.pop()
+                path.remove(name)
+                ups = [column[up] for up in by_name[name].after if up in column]
+                column[name] = 1 + max(ups, default=-1)
+    return column
 
-    def depth(step: GraphStep, seen: frozenset[str] = frozenset()) -> int:
-        if step.name not in column:
-            ups = [by_name[up] for up in step.after if up in known and up not in seen]
-            inner = seen | {step.name}
-            column[step.name] = 1 + max((depth(up, inner) for up in ups), default=-1)
-        return column[step.name]
 
-    by_name = {step.name: step for step in steps}
-    for step in steps:
-        depth(step)
-    columns: dict[int, list[GraphStep]] = {}
-    for step in steps:
-        columns.setdefault(column[step.name], []).append(step)
+def layout(nodes: Sequence[V], geometry: Geometry = STEP_GEOMETRY) -> list[Placed[V]]:
+    """Place each node: column by longest path from a root, rows by upstream barycentre."""
+    column = _columns(nodes)
+    columns: dict[int, list[V]] = {}
+    for node in nodes:
+        columns.setdefault(column[node.name], []).append(node)
     row: dict[str, float] = {}
     for index in sorted(columns):
         members = columns[index]
-        declared = {step.name: position for position, step in enumerate(members)}
+        declared = {node.name: position for position, node in enumerate(members)}
 
-        def barycentre(step: GraphStep, declared: dict[str, int] = declared) -> tuple[float, int]:
-            ups = [row[up] for up in step.after if up in row]
-            return (sum(ups) / len(ups) if ups else declared[step.name], declared[step.name])
+        def barycentre(node: V, declared: dict[str, int] = declared) -> tuple[float, int]:
+            ups = [row[up] for up in node.after if up in row]
+            return (sum(ups) / len(ups) if ups else declared[node.name], declared[node.name])
 
-        for position, step in enumerate(sorted(members, key=barycentre)):
-            row[step.name] = position
+        for position, node in enumerate(sorted(members, key=barycentre)):
+            row[node.name] = position
     tallest = max((len(members) for members in columns.values()), default=0)
+    step_x = geometry.node_width + geometry.column_gap
+    step_y = geometry.node_height + geometry.row_gap
     placed = []
-    for step in steps:
-        height = len(columns[column[step.name]])
+    for node in nodes:
+        height = len(columns[column[node.name]])
         # Centre short columns against the tallest, so a join sits between its branches.
-        offset = (tallest - height) * (NODE_HEIGHT + ROW_GAP) / 2
+        offset = (tallest - height) * step_y / 2
         placed.append(
             Placed(
-                step=step,
-                column=column[step.name],
-                row=int(row[step.name]),
-                x=MARGIN + column[step.name] * (NODE_WIDTH + COLUMN_GAP),
-                y=int(MARGIN + offset + row[step.name] * (NODE_HEIGHT + ROW_GAP)),
+                step=node,
+                column=column[node.name],
+                row=int(row[node.name]),
+                x=geometry.margin + column[node.name] * step_x,
+                y=int(geometry.margin + offset + row[node.name] * step_y),
             )
         )
     return placed
 
 
-def _label(text: str, limit: int) -> str:
+def label(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, an ellipsis marking the cut."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _edge(source: Placed, target: Placed) -> SafeString:
+def _edge(source: Placed[V], target: Placed[V], geometry: Geometry, classes: str) -> SafeString:
     """A curve from the source's right side to the target's left side.
 
     An edge that skips columns runs straight along the source's row to the column
     before the target and bends only there, so it does not cut through (or hide
     behind) the nodes of the columns in between, which sit at other rows.
     """
-    x1, y1 = source.x + NODE_WIDTH, source.y + NODE_HEIGHT // 2
-    x2, y2 = target.x - 3, target.y + NODE_HEIGHT // 2
-    straight = x1 if target.column - source.column <= 1 else x2 - COLUMN_GAP
+    x1, y1 = source.x + geometry.node_width, source.y + geometry.node_height // 2
+    x2, y2 = target.x - 3, target.y + geometry.node_height // 2
+    straight = x1 if target.column - source.column <= 1 else x2 - geometry.column_gap
     bend = (x2 - straight) / 2
-    dashed = " conditional" if target.step.conditional else ""
     return format_html(
         '<path class="wf-edge{}" d="M{} {} L{} {} C{} {} {} {} {} {}" '
         'marker-end="url(#wf-arrow)"/>',
-        dashed,
+        classes,
         x1,
         y1,
         straight,
@@ -171,7 +230,53 @@ def _edge(source: Placed, target: Placed) -> SafeString:
     )
 
 
-def _node(place: Placed) -> SafeString:
+def draw(
+    nodes: Sequence[V],
+    *,
+    title: str,
+    node: Callable[[Placed[V]], SafeString],
+    edge_classes: Callable[[V, V], str],
+    geometry: Geometry = STEP_GEOMETRY,
+) -> SafeString:
+    """The SVG element for ``nodes``: an image with a title, each node drawn by ``node``
+    at its place, each edge (upstream, downstream) with the extra CSS classes
+    ``edge_classes`` gives it (``""`` for none, else starting with a space)."""
+    placed = layout(nodes, geometry)
+    if not placed:
+        return SafeString("")
+    by_name = {place.step.name: place for place in placed}
+    width = max(place.x for place in placed) + geometry.node_width + geometry.margin
+    height = max(place.y for place in placed) + geometry.node_height + geometry.margin
+    edges = format_html_join(
+        "",
+        "{}",
+        (
+            (_edge(by_name[up], place, geometry, edge_classes(by_name[up].step, place.step)),)
+            for place in placed
+            for up in place.step.after
+            if up in by_name
+        ),
+    )
+    drawn = format_html_join("", "{}", ((node(place),) for place in placed))
+    return format_html(
+        '<svg class="wf-graph" xmlns="http://www.w3.org/2000/svg" role="img" '
+        'aria-labelledby="wf-graph-title" width="{}" height="{}" viewBox="0 0 {} {}">'
+        '<title id="wf-graph-title">{}</title>'
+        '<defs><marker id="wf-arrow" viewBox="0 0 10 10" refX="9" refY="5" '
+        'markerWidth="7" markerHeight="7" orient="auto-start-reverse">'
+        '<path d="M0 0 L10 5 L0 10 z" class="wf-arrow"/></marker></defs>'
+        "{}{}</svg>",
+        width,
+        height,
+        width,
+        height,
+        title,
+        edges,
+        drawn,
+    )
+
+
+def _step_node(place: Placed[GraphStep]) -> SafeString:
     step = place.step
     mark = "?" if step.conditional else ""
     second = " · ".join(
@@ -190,49 +295,22 @@ def _node(place: Placed) -> SafeString:
         tooltip,
         place.x,
         place.y,
-        NODE_WIDTH,
-        NODE_HEIGHT,
+        STEP_GEOMETRY.node_width,
+        STEP_GEOMETRY.node_height,
         place.x + 10,
         place.y + 22,
-        _label(step.name + mark, LABEL_CHARS),
+        label(step.name + mark, LABEL_CHARS),
         place.x + 10,
         place.y + 41,
-        _label(second, LABEL_CHARS + 8),
+        label(second, LABEL_CHARS + 8),
     )
+
+
+def _conditional(upstream: GraphStep, step: GraphStep) -> str:
+    """A dashed edge leads to a step with a condition."""
+    return " conditional" if step.conditional else ""
 
 
 def step_graph_svg(steps: Sequence[GraphStep], *, title: str) -> SafeString:
     """The SVG element for ``steps``: an image with a title, nodes linking to their rows."""
-    placed = layout(steps)
-    if not placed:
-        return SafeString("")
-    by_name = {place.step.name: place for place in placed}
-    width = max(place.x for place in placed) + NODE_WIDTH + MARGIN
-    height = max(place.y for place in placed) + NODE_HEIGHT + MARGIN
-    edges = format_html_join(
-        "",
-        "{}",
-        (
-            (_edge(by_name[up], place),)
-            for place in placed
-            for up in place.step.after
-            if up in by_name
-        ),
-    )
-    nodes = format_html_join("", "{}", ((_node(place),) for place in placed))
-    return format_html(
-        '<svg class="wf-graph" xmlns="http://www.w3.org/2000/svg" role="img" '
-        'aria-labelledby="wf-graph-title" width="{}" height="{}" viewBox="0 0 {} {}">'
-        '<title id="wf-graph-title">{}</title>'
-        '<defs><marker id="wf-arrow" viewBox="0 0 10 10" refX="9" refY="5" '
-        'markerWidth="7" markerHeight="7" orient="auto-start-reverse">'
-        '<path d="M0 0 L10 5 L0 10 z" class="wf-arrow"/></marker></defs>'
-        "{}{}</svg>",
-        width,
-        height,
-        width,
-        height,
-        title,
-        edges,
-        nodes,
-    )
+    return draw(steps, title=title, node=_step_node, edge_classes=_conditional)

@@ -155,7 +155,9 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
     ) -> HttpResponse:
         """The run page (:mod:`workflows.admin.run_page`) instead of a form."""
         run = (
-            Run.objects.select_related("parent_run", "parent_step", "created_by")
+            Run.objects.select_related(
+                "parent_run", "parent_step", "created_by", "flow", "flow_member"
+            )
             # A malformed id is None, which Django reads as ``IS NULL``: no run, as for an
             # unknown id. The plugin types an exact lookup by its non-null field.
             .filter(pk=_uuid_or_none(object_id))  # type: ignore[misc]

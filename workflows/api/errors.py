@@ -36,12 +36,16 @@ _STATUS_OF: list[tuple[type[errors.WorkflowError], int]] = [
     (errors.RunNotFound, status.HTTP_404_NOT_FOUND),
     (errors.StepNotFound, status.HTTP_404_NOT_FOUND),
     (errors.DefinitionMissing, status.HTTP_404_NOT_FOUND),
+    (errors.FlowNotFound, status.HTTP_404_NOT_FOUND),
     (errors.CallbackExpired, status.HTTP_410_GONE),
     (errors.InvalidCallbackToken, status.HTTP_403_FORBIDDEN),
     (errors.IdempotencyConflict, status.HTTP_409_CONFLICT),
     (errors.InvalidTransition, status.HTTP_409_CONFLICT),
     (errors.GateClaimed, status.HTTP_409_CONFLICT),
-    (errors.StaleState, status.HTTP_409_CONFLICT),  # gate decided, lease lost, callback used
+    (errors.InvalidFlowChange, status.HTTP_409_CONFLICT),
+    # Gate decided, lease lost, callback used; a flow's graph moved past the revision
+    # an edge was staged against (stale_revision, with the current revision).
+    (errors.StaleState, status.HTTP_409_CONFLICT),
 ]
 # Django's refusals of a request it will not read, each as (status, code, message).
 _SUSPICIOUS: list[tuple[type[SuspiciousOperation], int, str, str]] = [

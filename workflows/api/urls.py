@@ -23,6 +23,7 @@ from workflows.api.budgets import BudgetViewSet
 from workflows.api.callbacks import CallbackViewSet
 from workflows.api.definitions import DefinitionViewSet
 from workflows.api.errors import handle_exception
+from workflows.api.flows import FlowViewSet
 from workflows.api.gates import GateViewSet
 from workflows.api.runs import RunViewSet
 from workflows.api.steps import StepViewSet
@@ -36,6 +37,7 @@ router.register("steps", StepViewSet, basename="step")
 router.register("gates", GateViewSet, basename="gate")
 router.register("callbacks", CallbackViewSet, basename="callback")
 router.register("budgets", BudgetViewSet, basename="budget")
+router.register("flows", FlowViewSet, basename="flow")
 resources: list[URLPattern | URLResolver] = [*router.urls]
 
 

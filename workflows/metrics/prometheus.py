@@ -44,9 +44,9 @@ from prometheus_client.core import (
 
 from workflows.conf import workflow_settings
 from workflows.definitions import Gate, Task
-from workflows.models import Event, Run, Step, Timer
+from workflows.models import Event, Flow, Run, Step, Timer
 from workflows.permissions import VIEW_METRICS
-from workflows.status import RUN_FINAL, StepStatus, TimerStatus
+from workflows.status import RUN_FINAL, FlowStatus, RunStatus, StepStatus, TimerStatus
 
 # Upper bounds (seconds) of the histogram buckets: from a chained claim's milliseconds
 # to a step that runs for an hour.
@@ -78,8 +78,9 @@ ATTEMPT_OUTCOMES: dict[str, str] = {
     "lease.expired": "lease_expired",
 }
 
-# Runs by status, attempts by outcome, expired leases, waiting gates, three histograms.
-SCRAPE_QUERIES = 7
+# Runs by status (blocked flow members among them), flows by status, attempts by
+# outcome, expired leases, waiting gates, three histograms.
+SCRAPE_QUERIES = 8
 
 
 class DatabaseCollector:
@@ -91,6 +92,7 @@ class DatabaseCollector:
 
     def collect(self) -> Iterator[Metric]:
         yield from self._runs()
+        yield self._flows()
         yield from self._attempts()
         yield self._leases_expired()
         yield self._gates_waiting()
@@ -135,14 +137,33 @@ class DatabaseCollector:
         active = GaugeMetricFamily(
             "flowsite_runs_active", "Runs not yet in a final status.", labels=["workflow", "status"]
         )
+        # Only a flow's members are ever blocked: read from the same rows, no query of its own.
+        blocked = GaugeMetricFamily(
+            "flowsite_flow_members_blocked",
+            "Flow members whose run waits blocked for its upstream members (its join).",
+            labels=["workflow"],
+        )
         per_workflow: dict[str, int] = {}
         rows = Run.objects.order_by().values_list("workflow_name", "status").annotate(n=Count("id"))
         for workflow, status, count in rows:
             per_workflow[workflow] = per_workflow.get(workflow, 0) + count
             (finished if status in RUN_FINAL else active).add_metric([workflow, status], count)
+            if status == RunStatus.BLOCKED:
+                blocked.add_metric([workflow], count)
         for workflow, count in sorted(per_workflow.items()):
             started.add_metric([workflow], count)
-        yield from (started, finished, active)
+        yield from (started, finished, active, blocked)
+
+    def _flows(self) -> Metric:
+        flows = GaugeMetricFamily(
+            "flowsite_flows",
+            "Flows by status (every status, 0 included: a flow moves from one to the next).",
+            labels=["status"],
+        )
+        counts = dict(Flow.objects.order_by().values_list("status").annotate(n=Count("id")))
+        for status in FlowStatus.values:
+            flows.add_metric([status], counts.get(status, 0))
+        return flows
 
     def _attempts(self) -> Iterator[Metric]:
         attempts = CounterMetricFamily(

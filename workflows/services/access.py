@@ -89,6 +89,13 @@ VERBS: dict[str, Access] = {
     "signal": OPERATE_RUNS,
     "bulk": OPERATE_RUNS,
     "start": START_RUNS,
+    # Building a flow starts runs (its members); cancelling it operates them.
+    "create_flow": START_RUNS,
+    "add_to_flow": START_RUNS,
+    "add_dependency": START_RUNS,
+    "set_join": START_RUNS,
+    "seal_flow": START_RUNS,
+    "cancel_flow": OPERATE_RUNS,
     "raise_budget": CHANGE_BUDGETS,
     "reset_budget": CHANGE_BUDGETS,
     "approve": DECIDE_GATES,

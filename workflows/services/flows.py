@@ -75,16 +75,19 @@ def add_dependency(
     downstream: str,
     *,
     expected_revision: int | None = None,
+    user: AnyUser | None = None,
 ) -> int:
     """Stage the edge ``upstream → downstream``; return the flow's new revision."""
     return edges.add_dependency(
-        flow_id_of(flow), upstream, downstream, expected_revision=expected_revision
+        flow_id_of(flow), upstream, downstream, expected_revision=expected_revision, user=user
     )
 
 
-def set_join(flow: Flow | UUID | str, member: str, join: JoinSpec) -> int:
+def set_join(
+    flow: Flow | UUID | str, member: str, join: JoinSpec, *, user: AnyUser | None = None
+) -> int:
     """Change a blocked member's join; return the flow's new revision."""
-    return edges.set_join(flow_id_of(flow), member, join)
+    return edges.set_join(flow_id_of(flow), member, join, user=user)
 
 
 def seal_flow(flow: Flow | UUID | str, *, user: AnyUser | None = None) -> FlowStatus:

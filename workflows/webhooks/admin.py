@@ -295,7 +295,9 @@ class WebhookDeliveryAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin)
         )
 
     @admin.display(description="run")
-    def run(self, delivery: WebhookDelivery) -> SafeString:
+    def run(self, delivery: WebhookDelivery) -> SafeString | str:
+        if delivery.run_id is None:  # an event of a flow as a whole
+            return "-"
         return format_html(
             '<a class="wf-id" href="{}">{}</a>',
             reverse(f"{self.admin_site.name}:workflows_run_change", args=[delivery.run_id]),

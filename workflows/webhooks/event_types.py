@@ -1,8 +1,10 @@
 """The event types an endpoint may subscribe to, and the history events they come from.
 
-A webhook type is a history event type (``run.completed``, ``step.failed``) except
-``gate.waiting``, which is the ``step.waiting`` event of a gate: the same choice as the
-hooks (:mod:`workflows.hooks`), so an integration sees the same moments either way.
+A webhook type is a history event type (``run.completed``, ``step.failed``,
+``flow.member_added``) except ``gate.waiting``, which is the ``step.waiting`` event of a
+gate: the same choice as the hooks (:mod:`workflows.hooks`), so an integration sees the
+same moments either way. Every event of a flow is a webhook type: a flow is built while
+it runs, and a system watching it wants each change to its graph as well as its end.
 """
 
 from __future__ import annotations
@@ -13,9 +15,22 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from workflows.definitions import Gate
-from workflows.status import RUN_FINAL
+from workflows.status import FLOW_FINAL, RUN_FINAL
 
 WILDCARD = "*"
+
+FLOW_EVENT_TYPES: tuple[str, ...] = (
+    "flow.created",
+    "flow.member_added",
+    "flow.edge_added",
+    "flow.join_changed",
+    "flow.member_unblocked",
+    "flow.dependency_failed",
+    "flow.sealed",
+    *sorted(f"flow.{status}" for status in FLOW_FINAL),
+)
+"""The history events of a flow (:meth:`~workflows.engine.events.EventLog.add_to_flow`):
+of the whole flow, or of one member (the event's run set)."""
 
 WEBHOOK_EVENT_TYPES: tuple[str, ...] = (
     "run.started",
@@ -26,6 +41,7 @@ WEBHOOK_EVENT_TYPES: tuple[str, ...] = (
     "gate.decided",
     "gate.overridden",
     "compensation.failed",
+    *FLOW_EVENT_TYPES,
 )
 
 # The history event types worth reading when recording deliveries.

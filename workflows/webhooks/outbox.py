@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from django.db.models import F
-from django.db.models.functions import Now
+from django.db.models.functions import Coalesce, Now
 
 from workflows.models import Event
 from workflows.webhooks.enqueue import nudge
@@ -36,7 +36,12 @@ def record_deliveries(event_ids: Sequence[int]) -> dict[int, int]:
         return {}
     events = (
         Event.objects.filter(id__in=event_ids, type__in=SOURCE_EVENT_TYPES)
-        .annotate(workflow=F("run__workflow_name"), step_name=F("step__name"))
+        .annotate(
+            workflow=F("run__workflow_name"),
+            step_name=F("step__name"),
+            # A flow's own event names it; any event of a member run is in its flow too.
+            in_flow=Coalesce(F("flow_id"), F("run__flow_id")),
+        )
         .order_by("id")
     )
     deliveries: list[WebhookDelivery] = []
@@ -53,6 +58,7 @@ def record_deliveries(event_ids: Sequence[int]) -> dict[int, int]:
             step=event.step_name,
             workflow=event.workflow,
             payload=event.payload,
+            flow_id=event.in_flow,
         )
         deliveries.extend(
             WebhookDelivery(

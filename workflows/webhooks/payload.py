@@ -2,9 +2,13 @@
 
 ``{"type": "run.completed", "timestamp": "<the event's ISO time>", "data": {...}}``,
 where ``data`` is the event's own payload plus ``run_id``, ``step_id``, ``step``,
-``workflow`` and ``event_id``. The body is computed once, when the delivery is
-recorded, and kept on the delivery: the purge may delete the run and its history, and
-the log and a replay still have what was (or would have been) sent.
+``workflow`` and ``event_id``, and ``flow_id`` when the event is about a flow: an event
+of the flow itself (``run_id``, ``workflow`` empty: ``flow.sealed``, ``flow.completed``)
+or of one of its members (a member's ``flow.edge_added`` and its ``run.completed``
+alike), so a receiver can tell a member's end from a lone run's. The body is computed
+once, when the delivery is recorded, and kept on the delivery: the purge may delete the
+run and its history, and the log and a replay still have what was (or would have been)
+sent.
 """
 
 from __future__ import annotations
@@ -25,22 +29,22 @@ def event_body(
     run_id: UUID | None,
     step_id: int | None,
     step: str | None,
-    workflow: str,
+    workflow: str | None,
     payload: dict[str, Any],
+    flow_id: UUID | None = None,
 ) -> dict[str, Any]:
     """The body of one event; the identifying fields win over same-named payload keys."""
-    return {
-        "type": webhook_type,
-        "timestamp": created_at.isoformat(),
-        "data": {
-            **payload,
-            "event_id": event_id,
-            "run_id": str(run_id) if run_id is not None else None,
-            "step_id": step_id,
-            "step": step,
-            "workflow": workflow,
-        },
+    data = {
+        **payload,
+        "event_id": event_id,
+        "run_id": str(run_id) if run_id is not None else None,
+        "step_id": step_id,
+        "step": step,
+        "workflow": workflow,
     }
+    if flow_id is not None:
+        data["flow_id"] = str(flow_id)
+    return {"type": webhook_type, "timestamp": created_at.isoformat(), "data": data}
 
 
 def encode(body: dict[str, Any]) -> bytes:

@@ -174,3 +174,22 @@ class LimitedRuns(Workflow):
 
     first = task()
     second = task("work", "first")
+
+
+class FlowMemberWork(Workflow):
+    """A flow member of the flow chaos test: two steps in sequence, each pausing inside
+    its handler (where the chaos loop kills workers)."""
+
+    name = "acceptance_flow_member"
+
+    first = task()
+    second = task()
+
+
+class FlowMemberFails(Workflow):
+    """A flow member that fails for good (``input["failures"]`` above its attempts), so
+    ``dependency_failed`` propagates to the members waiting for it."""
+
+    name = "acceptance_flow_member_fails"
+
+    fail = task("flaky", retry=Retry(max_attempts=2, initial_interval=timedelta(milliseconds=100)))

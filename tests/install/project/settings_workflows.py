@@ -77,5 +77,6 @@ SPECTACULAR_SETTINGS = {
         "DecisionEnum": "workflows.status.Decision",
         "DecisionViaEnum": "workflows.status.DecisionVia",
         "NodeKindEnum": "workflows.status.NodeKind",
+        "FlowStatusEnum": "workflows.status.FlowStatus",
     },
 }

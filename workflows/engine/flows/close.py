@@ -18,7 +18,7 @@ from workflows.engine.transaction import transition
 from workflows.engine.verbs.cancel import cancel_run
 from workflows.errors import InvalidInput, InvalidTransition, StaleState, WorkflowError
 from workflows.models import Flow, FlowMember, Run
-from workflows.status import RUN_FINAL, FlowStatus, RunStatus
+from workflows.status import RUN_FINAL, FlowStatus, JoinKind, RunStatus
 
 if TYPE_CHECKING:
     from workflows.permissions import AnyUser
@@ -54,8 +54,12 @@ def seal_flow(flow_id: UUID, *, user: AnyUser | None = None) -> FlowStatus:
     _close(flow, FlowStatus.SEALED)
     with unlocked_scope() as scope:
         scope.events.add_to_flow(flow.pk, "flow.sealed", flow=flow.name, by=actor(user))
-        # A join waiting for upstreams that can no longer come is decided now.
-        for member in FlowMember.objects.filter(flow=flow, run__status=RunStatus.BLOCKED):
+        # A k-of-n join waiting for upstreams that can no longer come is decided now
+        # (what all and any joins wait for does not depend on more members coming).
+        waiting = FlowMember.objects.filter(
+            flow=flow, join=JoinKind.AT_LEAST, run__status=RunStatus.BLOCKED
+        )
+        for member in waiting:
             decide(member, lock_run(member.run_id), scope.events, more_may_come=False)
         return end_if_done(flow, scope.events) or FlowStatus.SEALED
 

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 from uuid import UUID
 
+from workflows.engine.events import actor
 from workflows.engine.flows.graph import (
     bump_revision,
+    check_acyclic,
     check_name,
+    check_not_self,
     check_open,
     check_revision,
     lock_blocked,
     lock_flow,
-    member_named,
-    stage_edge,
+    members_named,
+    write_edges,
 )
 from workflows.engine.flows.joins import JoinRule, JoinSpec
 from workflows.engine.flows.settle import decide
@@ -23,10 +27,18 @@ from workflows.engine.transaction import transition
 from workflows.errors import StaleState
 from workflows.models import FlowEdge, FlowMember
 
+if TYPE_CHECKING:
+    from workflows.permissions import AnyUser
+
 
 @transition
 def add_dependency(
-    flow_id: UUID, upstream: str, downstream: str, *, expected_revision: int | None = None
+    flow_id: UUID,
+    upstream: str,
+    downstream: str,
+    *,
+    expected_revision: int | None = None,
+    user: AnyUser | None = None,
 ) -> int:
     """Stage ``upstream → downstream``; return the flow's new revision (its current one
     when the edge exists already).
@@ -36,32 +48,39 @@ def add_dependency(
     :class:`~workflows.errors.StaleRevision` when ``expected_revision`` is given and the
     graph has moved past it. The downstream is decided at once against the upstream's
     committed status: an upstream that has already completed counts.
+
+    Of two writers staging against one revision, the second to lock the flow finds the
+    revision moved. An upstream ending meanwhile is seen ended (its transition committed
+    before the upstream's run was locked here), or sees this edge when it ends (this
+    transition committed first): either way the downstream is decided on committed state.
     """
     check_name(upstream, field="upstream")
     check_name(downstream, field="downstream")
+    check_not_self(upstream, downstream)
     flow = lock_flow(flow_id)
-    up, down = member_named(flow, upstream), member_named(flow, downstream)
+    up, down = members_named(flow, [upstream, downstream])
     if FlowEdge.objects.filter(upstream=up, downstream=down).exists():
         return flow.revision
     check_open(flow, "new edges")
     check_revision(flow, expected_revision)
+    check_acyclic(up, down)
     lock_run(up.run_id)  # its end is either committed now, or will see this edge
     run = lock_blocked(down, "a new edge")
     revision = bump_revision(flow)
     with unlocked_scope() as scope:
-        stage_edge(flow, up, down, revision, scope.events)
+        write_edges(flow, [up], down, revision, scope.events, by=actor(user))
         decide(down, run, scope.events, more_may_come=True)
     return revision
 
 
 @transition
-def set_join(flow_id: UUID, member: str, join: JoinSpec) -> int:
+def set_join(flow_id: UUID, member: str, join: JoinSpec, *, user: AnyUser | None = None) -> int:
     """Change a blocked member's join; return the flow's new revision. The member is
     decided at once under its new join."""
     rule = JoinRule.parse(join)
     check_name(member, field="member")
     flow = lock_flow(flow_id)
-    target = member_named(flow, member)
+    [target] = members_named(flow, [member])
     check_open(flow, "join changes")
     run = lock_blocked(target, "a join change")
     revision = bump_revision(flow)
@@ -78,6 +97,7 @@ def set_join(flow_id: UUID, member: str, join: JoinSpec) -> int:
             member=member,
             join=rule.spec,
             revision=revision,
+            by=actor(user),
         )
         decide(target, run, scope.events, more_may_come=True)
     return revision

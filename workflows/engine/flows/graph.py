@@ -7,6 +7,7 @@ the flow's ``revision`` (:func:`bump_revision`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from uuid import UUID
 
 from workflows.engine.events import EventLog
@@ -34,10 +35,23 @@ def check_name(value: object, *, field: str) -> str:
     return text
 
 
+def check_not_self(upstream: str, downstream: str) -> None:
+    """Refuse a self edge before anything is locked or read: whatever the member's
+    state, that is the mistake to name."""
+    if upstream == downstream:
+        raise InvalidFlowChange(f"member {upstream!r} cannot depend on itself", member=upstream)
+
+
 def lock_flow(flow_id: UUID) -> Flow:
-    """The flow row, locked until commit (where the database locks rows)."""
+    """The flow row, locked until commit (where the database locks rows).
+
+    ``FOR NO KEY UPDATE``, as runs are locked (:func:`~workflows.engine.sql.locks.row_lock`):
+    a member's transition that writes a flow event checks the event's foreign key with
+    ``FOR KEY SHARE`` on this row, which ``FOR UPDATE`` would make wait for a verb that
+    holds the flow, while that verb waits for the member's run: a deadlock.
+    """
     try:
-        return Flow.objects.select_for_update().get(pk=flow_id)
+        return Flow.objects.select_for_update(no_key=True).get(pk=flow_id)
     except Flow.DoesNotExist:
         raise FlowNotFound(f"no flow has id {flow_id}", flow=str(flow_id)) from None
 
@@ -80,14 +94,16 @@ def bump_revision(flow: Flow) -> int:
     return flow.revision
 
 
-def member_named(flow: Flow, name: str) -> FlowMember:
-    """The member ``name`` of ``flow``, or :class:`InvalidFlowChange` naming it."""
-    try:
-        return FlowMember.objects.get(flow=flow, name=name)
-    except FlowMember.DoesNotExist:
-        raise InvalidFlowChange(
-            f"flow {flow.name!r} has no member {name!r}", flow=str(flow.pk), member=name
-        ) from None
+def members_named(flow: Flow, names: Sequence[str]) -> list[FlowMember]:
+    """The members of ``flow`` named in ``names``, in that order, read in one query
+    however many; :class:`InvalidFlowChange` naming the first that is not a member."""
+    found = {member.name: member for member in FlowMember.objects.filter(flow=flow, name__in=names)}
+    for name in names:
+        if name not in found:
+            raise InvalidFlowChange(
+                f"flow {flow.name!r} has no member {name!r}", flow=str(flow.pk), member=name
+            )
+    return [found[name] for name in names]
 
 
 def lock_blocked(member: FlowMember, change: str) -> Run:
@@ -103,20 +119,10 @@ def lock_blocked(member: FlowMember, change: str) -> Run:
     return run
 
 
-def stage_edge(
-    flow: Flow, upstream: FlowMember, downstream: FlowMember, revision: int, events: EventLog
-) -> bool:
-    """Write ``upstream → downstream`` at ``revision``; ``False`` if it exists already.
-
-    The caller holds the flow, has locked the upstream's run and checked the downstream
-    is blocked. Refused: a self edge and an edge closing a cycle.
-    """
-    if upstream.pk == downstream.pk:
-        raise InvalidFlowChange(
-            f"member {upstream.name!r} cannot depend on itself", member=upstream.name
-        )
-    if FlowEdge.objects.filter(upstream=upstream, downstream=downstream).exists():
-        return False
+def check_acyclic(upstream: FlowMember, downstream: FlowMember) -> None:
+    """Refuse ``upstream → downstream`` when it would close a cycle. The caller holds
+    the flow, so no edge is staged meanwhile; it checks before locking any run, so it
+    never waits for a run it would then refuse to wait on."""
     if reaches(downstream.pk, upstream.pk):
         raise InvalidFlowChange(
             f"an edge {upstream.name!r} → {downstream.name!r} would close a cycle: "
@@ -124,16 +130,38 @@ def stage_edge(
             upstream=upstream.name,
             downstream=downstream.name,
         )
-    FlowEdge.objects.create(flow=flow, upstream=upstream, downstream=downstream, revision=revision)
-    events.add_to_flow(
-        flow.pk,
-        "flow.edge_added",
-        run_id=downstream.run_id,
-        upstream=upstream.name,
-        downstream=downstream.name,
-        revision=revision,
+
+
+def write_edges(
+    flow: Flow,
+    upstreams: Sequence[FlowMember],
+    downstream: FlowMember,
+    revision: int,
+    events: EventLog,
+    *,
+    by: str | None,
+) -> None:
+    """Write ``upstream → downstream`` for each upstream, at ``revision``, in one insert;
+    ``by``: who staged them, as the history names them.
+
+    The caller holds the flow and the upstreams' runs, has checked the downstream is
+    blocked and that each edge is new, no self edge and closes no cycle (a member being
+    added has no edges yet: none can).
+    """
+    FlowEdge.objects.bulk_create(
+        FlowEdge(flow=flow, upstream=upstream, downstream=downstream, revision=revision)
+        for upstream in upstreams
     )
-    return True
+    for upstream in upstreams:
+        events.add_to_flow(
+            flow.pk,
+            "flow.edge_added",
+            run_id=downstream.run_id,
+            upstream=upstream.name,
+            downstream=downstream.name,
+            revision=revision,
+            by=by,
+        )
 
 
 def upstream_statuses(member_id: int) -> list[tuple[str, str]]:

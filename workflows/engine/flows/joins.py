@@ -9,6 +9,9 @@ from dataclasses import dataclass
 from workflows.errors import InvalidInput
 from workflows.status import RUN_FINAL, JoinKind, RunStatus
 
+# The largest k a join may name: what every database stores in FlowMember.join_count.
+_LARGEST_COUNT = 2**31 - 1
+
 JoinSpec = str | int
 """How a caller names a join: ``"all"``, ``"any"``, or an int k (at least k)."""
 
@@ -36,8 +39,10 @@ class JoinRule:
                 f'join must be "all", "any" or a positive int, not {join!r}', field="join"
             )
         if isinstance(join, int):
-            if join < 1:
-                raise InvalidInput(f"join must be at least 1, not {join}", field="join")
+            if not 1 <= join <= _LARGEST_COUNT:
+                raise InvalidInput(
+                    f"join must be from 1 to {_LARGEST_COUNT}, not {join}", field="join"
+                )
             return cls(JoinKind.AT_LEAST, join)
         if join not in (JoinKind.ALL, JoinKind.ANY):
             raise InvalidInput(

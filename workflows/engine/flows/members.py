@@ -15,10 +15,11 @@ from workflows.engine.fingerprint import fingerprint
 from workflows.engine.flows.graph import (
     bump_revision,
     check_name,
+    check_not_self,
     check_open,
     lock_flow,
-    member_named,
-    stage_edge,
+    members_named,
+    write_edges,
 )
 from workflows.engine.flows.joins import JoinRule, JoinSpec
 from workflows.engine.flows.settle import decide
@@ -28,7 +29,6 @@ from workflows.engine.start import create_run
 from workflows.engine.transaction import transition
 from workflows.errors import IdempotencyConflict, InvalidInput
 from workflows.models import Flow, FlowMember, Run
-from workflows.status import FlowStatus
 from workflows.validation import check_text, max_length
 
 if TYPE_CHECKING:
@@ -96,6 +96,8 @@ def add_to_flow(
     rule = JoinRule.parse(join)
     check_name(member, field="member")
     upstream_names = _upstream_names(after)
+    for upstream in upstream_names:
+        check_not_self(upstream, member)
     return _add(flow_id, definition, data, member, upstream_names, rule, user)
 
 
@@ -129,9 +131,10 @@ def _add(
             )
         return existing.run
     check_open(flow, "new members")
-    upstreams = sorted((member_named(flow, up) for up in upstream_names), key=lambda m: m.pk)
-    for upstream in upstreams:  # upstream before downstream; see the package docstring
-        lock_run(upstream.run_id)
+    upstreams = sorted(members_named(flow, upstream_names), key=lambda m: m.pk)
+    # Upstream before downstream (see the package docstring): each upstream's end is
+    # either committed now, or will see the new member's edges.
+    statuses = [(upstream.name, lock_run(upstream.run_id).status) for upstream in upstreams]
     revision = bump_revision(flow)
     scope = create_run(
         definition,
@@ -157,8 +160,7 @@ def _add(
         revision=revision,
         by=actor(user),
     )
-    for upstream in upstreams:
-        stage_edge(flow, upstream, member, revision, scope.events)
-    decide(member, run, scope.events, more_may_come=flow.status == FlowStatus.OPEN)
+    write_edges(flow, upstreams, member, revision, scope.events, by=actor(user))
+    decide(member, run, scope.events, more_may_come=True, upstreams=statuses)
     scope.close()
     return run

@@ -6,19 +6,22 @@ workflow's ``max_concurrent_runs``, or queued for one), cancelled with
 ``dependency_failed`` when the join can no longer be satisfied (which ends it, and so
 settles its own downstream in the same transition), else left blocked. A member whose
 run ends settles its downstream members in the same transition, at most
-``FLOW_SETTLE_BATCH`` of them; the rest, and the flow's own end, follow in transitions of
-their own right after its commit, and the ``repair_flows`` scanner (the sweeper's, and
-``run_pending``'s in tests) does both for whatever a process that died left undone.
+``FLOW_SETTLE_BATCH`` of them, without waiting for any (:func:`_decide_downstream`); the
+rest, those it could not lock or that need a place, and the flow's own end follow in
+transitions of their own right after its commit, and the ``repair_flows`` scanner (the
+sweeper's, and ``run_pending``'s in tests) does all of that for whatever a process that
+died left undone.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 from uuid import UUID
 
 from django.db import transaction
-from django.db.models import Count, Exists, OuterRef, Q
+from django.db.models import Count, Exists, F, OuterRef, Q
 
 from workflows.definitions import registry
 from workflows.engine.events import EventLog
@@ -32,28 +35,39 @@ from workflows.engine.sql.expressions import db_now
 from workflows.engine.sql.locks import lock_run
 from workflows.engine.sql.updates import cas_update
 from workflows.engine.transaction import transition
-from workflows.errors import DefinitionMissing
+from workflows.errors import DefinitionMissing, RunBusy
 from workflows.models import Flow, FlowEdge, FlowMember, Run
-from workflows.status import RUN_FINAL, FlowStatus, RunStatus
+from workflows.status import RUN_FINAL, FlowStatus, JoinKind, RunStatus
 
 FLOW_SETTLE_BATCH = 100
 """Downstream members one transition settles; more are settled by the next ones."""
 
 
 def decide(
-    member: FlowMember, run: Run, events: EventLog, *, more_may_come: bool
+    member: FlowMember,
+    run: Run,
+    events: EventLog,
+    *,
+    more_may_come: bool,
+    upstreams: list[tuple[str, str]] | None = None,
 ) -> Verdict | None:
     """Start, cancel or leave blocked the member whose run ``run`` this transition holds;
-    ``None`` when it is no longer blocked (decided before)."""
+    ``None`` when it is no longer blocked (decided before). ``upstreams``: the (name,
+    status) of every upstream member when the caller holds their runs (read otherwise)."""
     if run.status != RunStatus.BLOCKED:
         return None
-    upstreams = upstream_statuses(member.pk)
+    if upstreams is None:
+        upstreams = upstream_statuses(member.pk)
     rule = JoinRule.stored(member.join, member.join_count)
     verdict = rule.verdict((status for _, status in upstreams), more_may_come=more_may_come)
     if verdict is Verdict.SATISFIED:
         _unblock(member, run, rule, events)
     elif verdict is Verdict.IMPOSSIBLE:
-        failed = [(name, status) for name, status in upstreams if status in RUN_FINAL]
+        failed = [
+            (name, status)
+            for name, status in upstreams
+            if status in RUN_FINAL and status != RunStatus.COMPLETED
+        ]
         _cancel_for_dependency(member, run, rule, failed, events)
     return verdict
 
@@ -135,24 +149,61 @@ def _more_may_come(flow_id: UUID) -> bool:
 
 
 def _decide_downstream(downstream: list[tuple[int, UUID]], events: EventLog) -> None:
-    """Decide each downstream member (id, run id), locking its run (upstream first)."""
+    """Decide each blocked downstream member (id, run id) whose run is free now.
+
+    The transition settling them already holds their upstream's run (and maybe more
+    upstream of it), so it never waits for a downstream run: of two members failing at
+    once, each cancelling its own downstream members, one could hold what the other
+    waits for, and a verb holding a member it stages an edge from could wait for one
+    this transition holds. A member another transaction holds is decided right after
+    this one commits instead, by a transition that holds nothing else and waits for it
+    (:func:`decide_later`), and so reads this transition's end as committed; the
+    ``repair_flows`` scanner covers a process that dies before.
+
+    So is a member whose workflow has ``max_concurrent_runs``: taking a place may wait
+    for the slots of its workflow, which the transition ending an upstream of another
+    workflow's member may hold (its own place, freed) while waiting for this one's.
+    """
     if not downstream:
         return
     members = FlowMember.objects.in_bulk([member_id for member_id, _ in downstream])
-    open_flows: dict[UUID, bool] = {}
+    more_may_come: bool | None = None
+    later: list[int] = []
     for member_id, run_id in downstream:
-        run = lock_run(run_id)
+        try:
+            run = lock_run(run_id, wait=False)
+        except RunBusy:
+            later.append(member_id)
+            continue
         if run.status != RunStatus.BLOCKED:
             continue
+        if run_limits.limit_of(run.workflow_name) is not None:
+            later.append(member_id)
+            continue
         member = members[member_id]
-        if member.flow_id not in open_flows:
-            open_flows[member.flow_id] = _more_may_come(member.flow_id)
-        decide(member, run, events, more_may_come=open_flows[member.flow_id])
+        if more_may_come is None:
+            more_may_come = _more_may_come(member.flow_id)
+        decide(member, run, events, more_may_come=more_may_come)
+    if later:
+        after_commit(partial(decide_later, later))
+
+
+def decide_later(member_ids: list[int]) -> None:
+    """Decide members a settling transition left (held by another transaction, or
+    needing a place), each in a transition of its own that waits for the member's run."""
+    for member_id in member_ids:
+        repair_member(member_id, wait=True)
 
 
 def _downstream_of(member_id: int, after: int, limit: int) -> list[tuple[int, UUID]]:
+    """The blocked downstream members of ``member_id`` past ``after`` (by id): a member
+    no longer blocked has been decided, and never is blocked again."""
     return list(
-        FlowEdge.objects.filter(upstream_id=member_id, downstream_id__gt=after)
+        FlowEdge.objects.filter(
+            upstream_id=member_id,
+            downstream_id__gt=after,
+            downstream__run__status=RunStatus.BLOCKED,
+        )
         .order_by("downstream_id")
         .values_list("downstream_id", "downstream__run_id")[:limit]
     )
@@ -167,11 +218,16 @@ def settle_downstream(run: Run, events: EventLog) -> None:
     member_id = FlowMember.objects.values_list("id", flat=True).get(run_id=run.pk)
     batch = _downstream_of(member_id, 0, FLOW_SETTLE_BATCH + 1)
     _decide_downstream(batch[:FLOW_SETTLE_BATCH], events)
-    alias = engine_alias()
     if len(batch) > FLOW_SETTLE_BATCH:
-        after = batch[FLOW_SETTLE_BATCH - 1][0]
-        transaction.on_commit(partial(settle_rest, member_id, after), using=alias)
-    transaction.on_commit(partial(finish_flow, run.flow_id), using=alias)
+        after_commit(partial(settle_rest, member_id, after=batch[FLOW_SETTLE_BATCH - 1][0]))
+    after_commit(partial(finish_flow, run.flow_id))
+
+
+def after_commit(work: Callable[[], object]) -> None:
+    """Run ``work`` once this transition commits. What it raises is logged, not raised:
+    the caller's own transition has committed and must not be reported failed; the
+    ``repair_flows`` scanner does whatever ``work`` left undone."""
+    transaction.on_commit(work, using=engine_alias(), robust=True)
 
 
 def settle_rest(member_id: int, after: int) -> None:
@@ -197,7 +253,11 @@ def finish_flow(flow_id: UUID) -> FlowStatus | None:
     """End a sealed flow whose members have all ended: ``completed`` if every member
     completed, else ``failed`` with the members that did not in its summary. Returns
     the new status, ``None`` when the flow goes on."""
-    flow = Flow.objects.select_for_update().filter(pk=flow_id, status=FlowStatus.SEALED).first()
+    flow = (
+        Flow.objects.select_for_update(no_key=True)
+        .filter(pk=flow_id, status=FlowStatus.SEALED)
+        .first()
+    )
     if flow is None:
         return None
     with unlocked_scope() as scope:
@@ -232,26 +292,52 @@ def end_if_done(flow: Flow, events: EventLog) -> FlowStatus | None:
 
 
 @transition
-def repair_member(member_id: int) -> bool:
-    """The scanner's backstop for one blocked member: decide it now. ``True`` when it
-    started or was cancelled; a run another transaction holds raises ``RunBusy``."""
+def repair_member(member_id: int, *, wait: bool = False) -> bool:
+    """Decide one blocked member now. ``True`` when it started or was cancelled. The
+    scanner's backstop does not wait: a run another transaction holds raises
+    ``RunBusy``."""
     member = FlowMember.objects.get(pk=member_id)
     with unlocked_scope() as scope:
-        run = lock_run(member.run_id, wait=False)
+        run = lock_run(member.run_id, wait=wait)
         verdict = decide(member, run, scope.events, more_may_come=_more_may_come(member.flow_id))
         return verdict not in (None, Verdict.WAITING)
 
 
 def blocked_members_to_decide(limit: int) -> list[int]:
-    """Blocked members with an upstream that has ended, or with no upstream at all: the
-    only ones whose verdict can be other than waiting."""
-    ended = Count("upstream_edges", filter=Q(upstream_edges__upstream__run__status__in=RUN_FINAL))
+    """Blocked members whose join is decided by their upstreams' committed statuses: the
+    members the backstop must start or cancel, and only those, so that however many
+    members wait as they should, none left undecided is beyond ``limit``."""
+    through = "upstream_edges__upstream__run__status"
+    ended_otherwise = RUN_FINAL - {RunStatus.COMPLETED}
     return list(
         FlowMember.objects.filter(run__status=RunStatus.BLOCKED)
-        .annotate(ended=ended, edges=Count("upstream_edges"))
-        .filter(Q(ended__gt=0) | Q(edges=0))
+        .annotate(
+            edges=Count("upstream_edges"),
+            completed=Count("upstream_edges", filter=Q(**{through: RunStatus.COMPLETED})),
+            ended_otherwise=Count(
+                "upstream_edges", filter=Q(**{f"{through}__in": ended_otherwise})
+            ),
+        )
+        .filter(_decided())
         .order_by("id")
         .values_list("id", flat=True)[:limit]
+    )
+
+
+def _decided() -> Q:
+    """:meth:`JoinRule.verdict` other than waiting, over a member annotated with the
+    number of its upstream members (``edges``), of those ``completed`` and of those
+    ``ended_otherwise``; ``test_flows`` checks the two agree, join by join."""
+    all_of = Q(completed=F("edges")) | Q(ended_otherwise__gt=0)
+    any_of = Q(completed__gt=0) | Q(edges=0) | Q(ended_otherwise=F("edges"))
+    closed = ~Q(flow__status=FlowStatus.OPEN)
+    at_least = Q(completed__gte=F("join_count")) | (
+        closed & Q(edges__lt=F("join_count") + F("ended_otherwise"))
+    )
+    return (
+        (Q(join=JoinKind.ALL) & all_of)
+        | (Q(join=JoinKind.ANY) & any_of)
+        | (Q(join=JoinKind.AT_LEAST) & at_least)
     )
 
 

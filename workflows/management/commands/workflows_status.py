@@ -1,15 +1,18 @@
-"""List the newest runs, optionally of one workflow and in one status."""
+"""List the newest runs, optionally of one workflow and in one status; and how flows stand."""
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
+from django.db.models import Count
 
 from workflows.management.output import table, to_json
+from workflows.models import Flow, Run
 from workflows.queries import list_runs
-from workflows.status import RunStatus
+from workflows.status import FlowStatus, RunStatus
 
 COLUMNS = {
     "id": "ID",
@@ -20,6 +23,7 @@ COLUMNS = {
     "created_at": "CREATED",
     "updated_at": "UPDATED",
 }
+DEFAULT_LIMIT = 50
 
 
 def positive_int(value: str) -> int:
@@ -33,8 +37,36 @@ def positive_int(value: str) -> int:
     return number
 
 
+@dataclass(frozen=True)
+class FlowCounts:
+    """Flows by status (every status, 0 included) and the member runs blocked."""
+
+    flows: dict[str, int]
+    blocked_members: int
+
+    def line(self) -> str:
+        """``flows: 2 open, 1 failed; 3 members blocked``: the statuses some flow is in."""
+        statuses = ", ".join(f"{n} {status}" for status, n in self.flows.items() if n)
+        plural = "" if self.blocked_members == 1 else "s"
+        return f"flows: {statuses}; {self.blocked_members} member{plural} blocked"
+
+
+def flow_counts() -> FlowCounts | None:
+    """How flows stand, or None when there is none (one query then; two otherwise)."""
+    counts = dict(Flow.objects.order_by().values_list("status").annotate(n=Count("id")))
+    if not counts:
+        return None
+    # Only flow members are ever blocked.
+    blocked = Run.objects.filter(status=RunStatus.BLOCKED).count()
+    return FlowCounts({status: counts.get(status, 0) for status in FlowStatus.values}, blocked)
+
+
 class Command(BaseCommand):
-    help = "List runs, newest first: id, workflow, version, status, business key, times."
+    help = (
+        "List runs, newest first: id, workflow, version, status, business key, times; then, "
+        "when there are flows, one line with the flows by status and the members blocked. "
+        "--flows prints only that (as JSON with --json)."
+    )
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--workflow", metavar="NAME", help="only runs of this workflow")
@@ -47,21 +79,45 @@ class Command(BaseCommand):
         parser.add_argument(
             "--limit",
             type=positive_int,
-            default=50,
             metavar="N",
-            help="show at most N runs (default: %(default)s)",
+            help=f"show at most N runs (default: {DEFAULT_LIMIT})",
+        )
+        parser.add_argument(
+            "--flows",
+            action="store_true",
+            help="only the flows: how many are in each status, and how many members are blocked",
         )
         parser.add_argument("--json", action="store_true", help="print the runs as JSON")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["flows"]:
+            self._flows(options)
+            return
         runs = list_runs(
-            workflow=options["workflow"], status=options["status"], limit=options["limit"]
+            workflow=options["workflow"],
+            status=options["status"],
+            limit=options["limit"] or DEFAULT_LIMIT,
         )
         if options["json"]:
             self.stdout.write(to_json(runs))
-        elif runs:
+            return
+        if runs:
             self.stdout.write(
                 table(COLUMNS.values(), ([run[key] for key in COLUMNS] for run in runs))
             )
         else:
             self.stdout.write("no runs match")
+        counts = flow_counts()
+        if counts is not None:
+            self.stdout.write("")
+            self.stdout.write(counts.line())
+
+    def _flows(self, options: dict[str, Any]) -> None:
+        given = [f"--{name}" for name in ("workflow", "status", "limit") if options[name]]
+        if given:
+            raise CommandError(f"--flows counts flows, not runs: {', '.join(given)} do not apply")
+        counts = flow_counts() or FlowCounts(dict.fromkeys(FlowStatus.values, 0), 0)
+        if options["json"]:
+            self.stdout.write(to_json(counts))
+        else:
+            self.stdout.write(counts.line() if any(counts.flows.values()) else "no flows")

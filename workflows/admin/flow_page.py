@@ -1,0 +1,152 @@
+"""The flow page of the operator console: one flow's members, graph and history, in a
+fixed number of queries.
+
+The members and edges come from :func:`workflows.queries.flows.flow_graph` (three
+queries whatever the flow's size) and one page of the flow's history from one more. A
+flow of thousands of members is not drawn (a picture that size helps nobody) and its
+members table is paginated, so the page stays bounded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.safestring import SafeString
+
+from workflows.admin.flow_graph import join_label, member_graph_svg, member_nodes
+from workflows.admin.run_page import pretty
+from workflows.admin.runs import badge
+from workflows.models import Event, Flow
+from workflows.queries.flows import FlowGraph, MemberView, flow_graph
+from workflows.status import FLOW_FINAL, RUN_FINAL
+
+__all__ = ["EVENTS_PER_PAGE", "GRAPH_LIMIT", "MEMBERS_PER_PAGE", "flow_page_context"]
+
+# Members drawn at most; a larger flow is listed, not drawn.
+GRAPH_LIMIT = 200
+MEMBERS_PER_PAGE = 100
+EVENTS_PER_PAGE = 50
+
+
+@dataclass(frozen=True)
+class MemberRow:
+    """One line of the members table: the member, its join, its run's page, its error."""
+
+    member: MemberView
+    badge: SafeString
+    join: str
+    run_url: str
+    error_code: str
+    error_message: str
+
+
+def _page(request: HttpRequest, parameter: str) -> int:
+    """The page a query parameter asks for: 1 for anything that is not a number."""
+    try:
+        return max(int(request.GET.get(parameter, "1")), 1)
+    except ValueError:
+        return 1
+
+
+def _member_rows(
+    graph: FlowGraph, request: HttpRequest, run_url: Mapping[UUID, str]
+) -> dict[str, Any]:
+    page = _page(request, "members_page")
+    start = (page - 1) * MEMBERS_PER_PAGE
+    shown = graph.members[start : start + MEMBERS_PER_PAGE]
+    rows = []
+    for member in shown:
+        error = member.error if isinstance(member.error, dict) else {}
+        rows.append(
+            MemberRow(
+                member=member,
+                badge=badge(member.status),
+                join=join_label(member),
+                run_url=run_url[member.run_id],
+                error_code=str(error.get("code") or error.get("type") or ""),
+                error_message=str(error.get("message") or ""),
+            )
+        )
+    return {
+        "member_rows": rows,
+        "members_page": page,
+        "members_first": start + 1,
+        "members_newer": page - 1 if page > 1 else None,
+        "members_older": page + 1 if start + MEMBERS_PER_PAGE < len(graph.members) else None,
+    }
+
+
+def _history(flow: Flow, request: HttpRequest, names: Mapping[UUID, str]) -> dict[str, Any]:
+    """One page of the flow's events, newest first, without a count: it fetches one row
+    more than it shows to know whether an older page exists."""
+    page = _page(request, "events_page")
+    start = (page - 1) * EVENTS_PER_PAGE
+    rows = list(
+        Event.objects.filter(flow_id=flow.pk).order_by("-id")[start : start + EVENTS_PER_PAGE + 1]
+    )
+    return {
+        "events": [
+            (event, pretty(event.payload), names.get(event.run_id) if event.run_id else None)
+            for event in rows[:EVENTS_PER_PAGE]
+        ],
+        "events_page": page,
+        "events_newer": page - 1 if page > 1 else None,
+        "events_older": page + 1 if len(rows) > EVENTS_PER_PAGE else None,
+    }
+
+
+def _counts(graph: FlowGraph) -> list[SafeString]:
+    """Members by their run's status, most first, as badges: ``12 completed``, ..."""
+    ordered = sorted(graph.counts.items(), key=lambda entry: (-entry[1], entry[0]))
+    return [badge(status, f"{count} {status.replace('_', ' ')}") for status, count in ordered]
+
+
+def flow_page_context(
+    request: HttpRequest, flow: Flow, admin_name: str, may: Mapping[str, bool]
+) -> dict[str, Any]:
+    """Everything the flow page template shows about ``flow``.
+
+    ``may`` says which actions to offer: ``cancel`` (operate runs), ``seal`` (start runs).
+    """
+    graph = flow_graph(flow)
+    run_url = {
+        member.run_id: reverse(f"{admin_name}:workflows_run_change", args=[member.run_id])
+        for member in graph.members
+    }
+    drawn = len(graph.members) <= GRAPH_LIMIT
+    svg = (
+        member_graph_svg(
+            member_nodes(graph.members, run_url.__getitem__),
+            title=f"Members of flow {flow.name} and the states of their runs",
+        )
+        if drawn
+        else None
+    )
+    not_completed = (flow.summary or {}).get("not_completed")
+    return {
+        "flow": flow,
+        "badge": badge(flow.status),
+        "final": flow.status in FLOW_FINAL,
+        "graph": svg,
+        "graph_limit": GRAPH_LIMIT,
+        "member_count": len(graph.members),
+        "edge_count": len(graph.edges),
+        "unfinished": sum(member.status not in RUN_FINAL for member in graph.members),
+        "counts": _counts(graph),
+        "not_completed": [
+            (name, badge(str(status))) for name, status in sorted(not_completed.items())
+        ]
+        if isinstance(not_completed, dict)
+        else [],
+        "summary": pretty(flow.summary) if flow.summary else None,
+        "may": may,
+        "cancel_url": reverse(f"{admin_name}:workflows_flow_act", args=[flow.pk, "cancel"]),
+        "seal_url": reverse(f"{admin_name}:workflows_flow_act", args=[flow.pk, "seal"]),
+        **_member_rows(graph, request, run_url),
+        **_history(flow, request, {member.run_id: member.name for member in graph.members}),
+    }

@@ -1,0 +1,270 @@
+"""Flows from the command line: list them, show one's graph, seal one, cancel one."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from workflows.engine.flows.close import CancelPolicy
+from workflows.errors import FlowNotFound
+from workflows.management.arguments import acting_user, refusals_as_command_errors
+from workflows.management.commands.workflows_status import positive_int
+from workflows.management.output import table, to_json
+from workflows.models import Flow
+from workflows.queries.flows import FlowGraph, MemberView, flow_graph, get_flow, list_flows
+from workflows.services.flows import cancel_flow, seal_flow
+from workflows.status import FlowStatus
+
+LIST_COLUMNS = {
+    "id": "ID",
+    "name": "NAME",
+    "key": "KEY",
+    "status": "STATUS",
+    "revision": "REVISION",
+    "member_count": "MEMBERS",
+    "unfinished": "UNFINISHED",
+    "created_at": "CREATED",
+}
+# What seal, cancel and list --json print of a flow (list adds its member counts).
+SUMMARY_FIELDS = ("id", "name", "key", "status", "revision", "summary", "created_at", "finished_at")
+MEMBER_COLUMNS = ("MEMBER", "STATUS", "WORKFLOW", "JOIN", "UPSTREAM", "RUN", "ERROR")
+
+_MIN_PREFIX = 4
+_UUID_DIGITS = 32
+_SHOWN = 5
+_HEX = re.compile(r"[0-9a-f-]+")
+
+
+class Command(BaseCommand):
+    help = (
+        "Flows: graphs of runs built while they run. 'list [--status S]' lists flows, "
+        "newest first, with their members and how many are unfinished; 'show FLOW' prints "
+        "a flow's status, revision and summary and each member with its run's status, its "
+        "join and the members it waits on (its incoming edges); 'seal FLOW' takes no more "
+        "members, so the flow ends once they have; 'cancel FLOW [--policy P]' closes it "
+        "and cancels every unfinished member (cancel_all, the default), only the blocked "
+        "ones (cancel_pending), or none (flow_only). FLOW is the flow's id or a prefix of "
+        "it that only one flow has (at least 4 characters); --key KEY names it by its key "
+        "instead. Add --json for JSON. A refusal (an unknown flow, an ended flow, a bad "
+        "policy) exits with status 1 and changes nothing."
+    )
+
+    def add_arguments(self, parser: Any) -> None:
+        actions = parser.add_subparsers(
+            dest="action", metavar="{list,show,seal,cancel}", required=True
+        )
+        listing = actions.add_parser(
+            "list", help="flows, newest first: status, revision, members, unfinished members"
+        )
+        listing.add_argument(
+            "--status",
+            choices=FlowStatus.values,
+            metavar="STATUS",
+            help=f"only flows in this status: {', '.join(FlowStatus.values)}",
+        )
+        listing.add_argument(
+            "--limit",
+            type=positive_int,
+            default=50,
+            metavar="N",
+            help="show at most N flows (default: %(default)s)",
+        )
+        listing.add_argument("--json", action="store_true", help="print the flows as JSON")
+
+        show = actions.add_parser(
+            "show", help="a flow's graph: each member's status, join and upstream members"
+        )
+        _add_flow_arguments(show)
+        show.add_argument("--json", action="store_true", help="print the graph as JSON")
+
+        seal = actions.add_parser(
+            "seal", help="no more members or edges: the flow ends once its members have"
+        )
+        _add_flow_arguments(seal)
+        _add_acting_arguments(seal)
+
+        cancel = actions.add_parser(
+            "cancel", help="close the flow and cancel its members by a policy"
+        )
+        _add_flow_arguments(cancel)
+        # No argparse choices: the verb refuses an unknown policy, so the command exits 1
+        # with the verb's own message, as the API answers it.
+        cancel.add_argument(
+            "--policy",
+            default=CancelPolicy.CANCEL_ALL.value,
+            metavar="POLICY",
+            help="cancel_all: every member not ended, with compensation as workflows_cancel "
+            "(the default); cancel_pending: only the members still blocked; flow_only: close "
+            "the flow to new members and edges and leave every member alone",
+        )
+        cancel.add_argument("--reason", default="", metavar="TEXT", help="why, for the history")
+        _add_acting_arguments(cancel)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        action = options["action"]
+        if action == "list":
+            self._list(options)
+            return
+        with refusals_as_command_errors():
+            flow = flow_from_options(options)
+            if action == "show":
+                self._show(flow_graph(flow), options["json"])
+                return
+            if action == "seal":
+                seal_flow(flow, user=acting_user(options["user"], "seal_flow"))
+                cancelled = None
+            else:
+                cancelled = cancel_flow(
+                    flow,
+                    options["policy"],
+                    reason=options["reason"],
+                    user=acting_user(options["user"], "cancel_flow"),
+                )
+        self._changed(Flow.objects.values(*SUMMARY_FIELDS).get(pk=flow.pk), cancelled, options)
+
+    def _list(self, options: dict[str, Any]) -> None:
+        selected = list_flows(status=options["status"])
+        flows = list(
+            selected.values(*SUMMARY_FIELDS, "member_count", "unfinished")[: options["limit"]]
+        )
+        if options["json"]:
+            listed = [
+                {**flow_summary(f), "members": f["member_count"], "unfinished": f["unfinished"]}
+                for f in flows
+            ]
+            self.stdout.write(to_json(listed))
+        elif flows:
+            rows = ([flow[name] for name in LIST_COLUMNS] for flow in flows)
+            self.stdout.write(table(LIST_COLUMNS.values(), rows))
+        else:
+            self.stdout.write("no flows match")
+
+    def _show(self, graph: FlowGraph, as_json: bool) -> None:
+        shown = graph.as_dict()
+        if as_json:
+            self.stdout.write(to_json(shown))
+            return
+        self.stdout.write(flow_line(shown))
+        self.stdout.write(
+            f"{_many(len(graph.members), 'member')}, {_many(len(graph.edges), 'edge')}"
+            + (f": {_counted(graph.counts)}" if graph.counts else "")
+        )
+        not_completed = graph.flow.summary.get("not_completed") if graph.flow.summary else None
+        if not_completed:
+            self.stdout.write(f"not completed: {_counted_names(not_completed)}")
+        if not graph.members:
+            self.stdout.write("no members yet")
+            return
+        self.stdout.write("")
+        self.stdout.write(table(MEMBER_COLUMNS, (_member_row(m) for m in graph.members)))
+
+    def _changed(
+        self, flow: Mapping[str, Any], cancelled: int | None, options: dict[str, Any]
+    ) -> None:
+        if options["json"]:
+            summary = flow_summary(flow)
+            self.stdout.write(
+                to_json(summary if cancelled is None else {**summary, "cancelled": cancelled})
+            )
+            return
+        line = flow_line(flow)
+        if cancelled is not None:
+            line += f"; {_many(cancelled, 'member')} cancelled"
+        self.stdout.write(line)
+
+
+def _add_flow_arguments(parser: Any) -> None:
+    parser.add_argument(
+        "flow",
+        nargs="?",
+        metavar="FLOW",
+        help="the flow's id, or a prefix of it that only one flow has (at least 4 characters)",
+    )
+    parser.add_argument("--key", metavar="KEY", help="the flow with this key (create_flow's key)")
+
+
+def _add_acting_arguments(parser: Any) -> None:
+    parser.add_argument("--user", metavar="U", help="username recorded as who did it")
+    parser.add_argument("--json", action="store_true", help="print the flow as JSON")
+
+
+def flow_from_options(options: dict[str, Any]) -> Flow:
+    """The flow that ``FLOW`` (an id or a unique prefix of one) or ``--key`` names, or a
+    refusal naming what matched: none, or several (listed, newest first)."""
+    reference, key = options.get("flow"), options.get("key")
+    if (reference is None) == (key is None):
+        raise CommandError(
+            "name the flow by FLOW (its id or a prefix) or by --key: exactly one of them"
+        )
+    if reference is None:
+        keyed = Flow.objects.filter(key=key).first()
+        if keyed is None:
+            raise CommandError(f"no flow has key {key!r}")
+        return keyed
+    prefix = reference.strip().lower()
+    digits = len(prefix.replace("-", ""))
+    try:
+        return get_flow(prefix)
+    except FlowNotFound:
+        if digits == _UUID_DIGITS:
+            raise  # a whole id: "no flow has id ..."
+        if digits < _MIN_PREFIX or not _HEX.fullmatch(prefix):
+            raise CommandError(
+                f"{reference!r} is neither a flow id nor a prefix of one (at least "
+                f"{_MIN_PREFIX} hexadecimal characters)"
+            ) from None
+    matches = Flow.objects.filter(id__startswith=prefix).order_by("-created_at", "-id")
+    found = list(matches[: _SHOWN + 1])
+    if not found:
+        raise CommandError(f"no flow has id prefix {reference!r}")
+    if len(found) > 1:
+        listed = ", ".join(str(flow.pk) for flow in found[:_SHOWN])
+        more = ", ..." if len(found) > _SHOWN else ""
+        raise CommandError(
+            f"more than one flow has id prefix {reference!r} ({listed}{more}); name one by its id"
+        )
+    return found[0]
+
+
+def flow_summary(flow: Mapping[str, Any]) -> dict[str, Any]:
+    """A flow's :data:`SUMMARY_FIELDS` as JSON, its id as text."""
+    return {**{name: flow[name] for name in SUMMARY_FIELDS}, "id": str(flow["id"])}
+
+
+def flow_line(flow: Mapping[str, Any]) -> str:
+    """One line saying which flow and where it stands: ``flow <id> 'name': open, revision 3``."""
+    key = f" (key {flow['key']!r})" if flow["key"] else ""
+    return f"flow {flow['id']} {flow['name']!r}{key}: {flow['status']}, revision {flow['revision']}"
+
+
+def _many(count: int, thing: str) -> str:
+    return f"{count} {thing}{'' if count == 1 else 's'}"
+
+
+def _counted(counts: dict[str, int]) -> str:
+    return ", ".join(f"{count} {status}" for status, count in sorted(counts.items()))
+
+
+def _counted_names(statuses: dict[str, str]) -> str:
+    # Sorted here: PostgreSQL's jsonb keeps keys in an order of its own.
+    return ", ".join(f"{name} ({status})" for name, status in sorted(statuses.items()))
+
+
+def _member_row(member: MemberView) -> list[Any]:
+    return [
+        member.name,
+        member.status,
+        member.workflow,
+        member.join,
+        ", ".join(member.upstream),
+        member.run_id,
+        _error_text(member.error),
+    ]
+
+
+def _error_text(error: dict[str, Any] | None) -> str:
+    """``code: message`` of a member's error (``dependency_failed: ... 'extract' ...``)."""
+    return f"{error.get('code', 'error')}: {error.get('message', '')}" if error else ""
