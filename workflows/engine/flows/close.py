@@ -99,12 +99,23 @@ def cancel_flow(
     _cancel(flow_id, chosen, reason, user)
     if chosen == CancelPolicy.FLOW_ONLY:
         return 0
-    members = Run.objects.filter(flow_id=flow_id).exclude(status__in=RUN_FINAL)
-    if chosen == CancelPolicy.CANCEL_PENDING:
-        members = members.filter(status=RunStatus.BLOCKED)
+    unfinished = Run.objects.filter(flow_id=flow_id).exclude(status__in=RUN_FINAL)
+    # Blocked members first, newest first: each is cancelled for the flow's reason
+    # (and counted) before an upstream's cancellation could end it dependency_failed.
+    members = list(
+        unfinished.filter(status=RunStatus.BLOCKED)
+        .order_by("-created_at", "-id")
+        .values_list("id", flat=True)
+    )
+    if chosen == CancelPolicy.CANCEL_ALL:
+        members += (
+            unfinished.exclude(status=RunStatus.BLOCKED)
+            .order_by("created_at", "id")
+            .values_list("id", flat=True)
+        )
     cancelled = 0
     why = reason or "flow cancelled"
-    for run_id in members.order_by("created_at", "id").values_list("id", flat=True):
+    for run_id in members:
         try:
             if chosen == CancelPolicy.CANCEL_PENDING:
                 cancelled += _cancel_blocked(run_id, why, user)
