@@ -18,6 +18,13 @@ and workers run it), a limit holds it (``concurrency``, ``rate``, ``budget``, fr
 ``held_on`` the claim wrote; a concurrency hold adds one query per limit for its held
 slots, at most :data:`CONCURRENCY_KEYS_COUNTED`), else it waits for a worker to pick it
 up (``dispatch``). A ``queued`` run waits for a place under ``max_concurrent_runs``.
+
+A flow member's explanation says its place in the flow (``flow``: the flow, its join,
+its upstream members and their statuses, and for a member cancelled with
+``dependency_failed`` the upstream that failed), read with two more queries for flow
+members only (:data:`FLOW_QUERIES`). A ``blocked`` member waits on its upstream members
+under its join (a ``flow`` entry, in words); one whose join is already decided says the
+``repair_flows`` scanner will start or cancel it.
 """
 
 from __future__ import annotations
@@ -50,11 +57,21 @@ from workflows.conf import workflow_settings
 from workflows.definitions import FanOut, Gate, LeasedNode, Task, WaitForSignal, Workflow, registry
 from workflows.definitions.limits import Route
 from workflows.engine.executor import uses_django_q
+from workflows.engine.flows.joins import JoinRule, JoinSpec, Verdict
 from workflows.engine.guards import RUN_VERBS, STEP_VERBS
 from workflows.engine.limits import slots
 from workflows.engine.work_kinds import COMPENSATION, ITEM, STEP, WorkKind
 from workflows.errors import DefinitionMissing
-from workflows.models import CompensationRecord, Event, FanOutItem, Run, Step, Timer
+from workflows.models import (
+    CompensationRecord,
+    Event,
+    FanOutItem,
+    FlowEdge,
+    FlowMember,
+    Run,
+    Step,
+    Timer,
+)
 from workflows.queries import (
     attention_of,
     expired_lease,
@@ -67,6 +84,7 @@ from workflows.status import (
     RUN_FINAL,
     STEP_FINAL,
     CompensationStatus,
+    FlowStatus,
     RunStatus,
     StepStatus,
     TimerKind,
@@ -89,9 +107,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONCURRENCY_KEYS_COUNTED",
+    "FLOW_QUERIES",
     "QUERIES",
     "Action",
     "Explanation",
+    "FlowPlace",
     "WaitingOn",
     "explain",
 ]
@@ -103,6 +123,13 @@ __all__ = [
 # have their own key); the entries of the others leave out how many slots are held.
 QUERIES = 7
 CONCURRENCY_KEYS_COUNTED = 3
+# The queries a flow member's explanation adds: its member row with the flow's, and its
+# upstream members with their runs' statuses.
+FLOW_QUERIES = 2
+
+# The error code of a flow member cancelled because its join can no longer be satisfied
+# (written by ``workflows.engine.flows.settle``).
+DEPENDENCY_FAILED = "dependency_failed"
 
 # The history entry a pause writes: who paused the run, and when.
 PAUSE_EVENT = "run.pause_requested"
@@ -168,12 +195,44 @@ class Action:
 
 
 @dataclass(frozen=True)
+class FlowPlace:
+    """A flow member's place in its flow: the flow, the member's join, its upstream
+    members (``member``, ``run``, ``status``, in the order their edges were staged) and,
+    for a member cancelled with ``dependency_failed`` because of one, the upstream member
+    that failed (``member``, ``status``)."""
+
+    flow: UUID
+    flow_name: str
+    flow_status: str
+    revision: int
+    member: str
+    join: JoinSpec
+    join_words: str
+    upstream: tuple[Mapping[str, str], ...]
+    failed_upstream: Mapping[str, str] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "flow": str(self.flow),
+            "flow_name": self.flow_name,
+            "flow_status": self.flow_status,
+            "revision": self.revision,
+            "member": self.member,
+            "join": self.join,
+            "join_words": self.join_words,
+            "upstream": [dict(entry) for entry in self.upstream],
+            "failed_upstream": dict(self.failed_upstream) if self.failed_upstream else None,
+        }
+
+
+@dataclass(frozen=True)
 class Explanation:
     """Where a run stands, what holds it, what an operator may do, whether it needs one.
 
     ``version`` is the run row's compare-and-set version: a surface that acts on what
     it showed can tell whether the run moved since. ``as_of`` is the moment the flags
-    and the attention class were computed for.
+    and the attention class were computed for. ``flow`` is the run's place in its flow,
+    ``None`` for a run that is no flow's member.
     """
 
     run: UUID
@@ -186,6 +245,7 @@ class Explanation:
     waiting_on: tuple[WaitingOn, ...]
     allowed_actions: tuple[Action, ...]
     steps: tuple[Mapping[str, Any], ...]
+    flow: FlowPlace | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The explanation as JSON-ready data: times as ISO 8601 strings."""
@@ -200,6 +260,7 @@ class Explanation:
             "waiting_on": [entry.as_dict() for entry in self.waiting_on],
             "allowed_actions": [action.as_dict() for action in self.allowed_actions],
             "steps": [dict(step) for step in self.steps],
+            "flow": self.flow.as_dict() if self.flow else None,
         }
 
 
@@ -247,6 +308,7 @@ def explain(run: Run | UUID | str, *, now: datetime | None = None) -> Explanatio
     items = _items_in_hand(row.pk, now)
     compensations = _compensations_in_hand(row.pk, now)
     children = _live_children(row.pk)
+    place = _flow_place(row) if row.flow_id is not None else None
 
     reading = _Reading(row, steps, timers, item_counts)
     units = [
@@ -261,6 +323,7 @@ def explain(run: Run | UUID | str, *, now: datetime | None = None) -> Explanatio
     waiting_on = [
         *_paused(row),
         *_queued(row),
+        *_blocked(row, place),
         *(
             entry
             for step in steps
@@ -296,6 +359,7 @@ def explain(run: Run | UUID | str, *, now: datetime | None = None) -> Explanatio
             }
             for step in steps
         ),
+        flow=place,
     )
 
 
@@ -480,6 +544,51 @@ def _live_children(run_id: UUID) -> list[Mapping[str, Any]]:
     )
 
 
+def _flow_place(run: Run) -> FlowPlace:
+    """The member's place in its flow (:data:`FLOW_QUERIES`). Its member row commits
+    with the run, and goes with it."""
+    member = (
+        FlowMember.objects.filter(run_id=run.pk)
+        .values(
+            "id",
+            "name",
+            "join",
+            "join_count",
+            "flow_id",
+            "flow__name",
+            "flow__status",
+            "flow__revision",
+        )
+        .get()
+    )
+    rule = JoinRule.stored(member["join"], member["join_count"])
+    upstream = tuple(
+        {"member": name, "run": str(run_id), "status": status}
+        for name, run_id, status in FlowEdge.objects.filter(downstream_id=member["id"])
+        .order_by("id")
+        .values_list("upstream__name", "upstream__run_id", "upstream__run__status")
+    )
+    # A member cancelled when its flow closed on a join that can never be satisfied
+    # names no upstream member: its error's message says so.
+    error = run.error if isinstance(run.error, dict) else {}
+    failed = (
+        {"member": error["upstream"], "status": error.get("upstream_status", "")}
+        if error.get("code") == DEPENDENCY_FAILED and error.get("upstream")
+        else None
+    )
+    return FlowPlace(
+        flow=member["flow_id"],
+        flow_name=member["flow__name"],
+        flow_status=member["flow__status"],
+        revision=member["flow__revision"],
+        member=member["name"],
+        join=rule.spec,
+        join_words=rule.describe(),
+        upstream=upstream,
+        failed_upstream=failed,
+    )
+
+
 def _flag(condition: Q) -> Case:
     """``condition`` as a column that is never NULL (a NULL lease compares as unknown)."""
     return Case(
@@ -583,6 +692,56 @@ def _queued(run: _ExplainedRun) -> list[WaitingOn]:
             },
         )
     ]
+
+
+def _blocked(run: Run, place: FlowPlace | None) -> list[WaitingOn]:
+    """A flow member waiting for its upstream members under its join. One whose join is
+    decided already (an upstream's end not yet settled by a process that died) says so:
+    the ``repair_flows`` scanner starts or cancels it on its next pass."""
+    if run.status != RunStatus.BLOCKED or place is None:
+        return []
+    statuses = [entry["status"] for entry in place.upstream]
+    rule = JoinRule.parse(place.join)
+    verdict = rule.verdict(statuses, more_may_come=place.flow_status == FlowStatus.OPEN)
+    completed = statuses.count(RunStatus.COMPLETED)
+    pending = [entry for entry in place.upstream if entry["status"] not in RUN_FINAL]
+    message = (
+        f"member {place.member!r} of flow {place.flow_name!r} waits until "
+        f"{place.join_words}: {completed} of {len(statuses)} completed"
+    )
+    if pending:
+        waits = ", ".join(f"{entry['member']} ({entry['status']})" for entry in pending)
+        message += f"; waiting on {waits}"
+    if verdict is not Verdict.WAITING:
+        message += f"; its join is {_DECIDED[verdict]}"
+    return [
+        WaitingOn(
+            "flow",
+            None,
+            {
+                "flow": str(place.flow),
+                "flow_name": place.flow_name,
+                "member": place.member,
+                "join": place.join,
+                "join_words": place.join_words,
+                "upstream": [dict(entry) for entry in place.upstream],
+                "completed": completed,
+                "waiting_for": [entry["member"] for entry in pending],
+                "verdict": verdict.value,
+                "message": message,
+            },
+        )
+    ]
+
+
+# What a blocked member's explanation adds when its join is decided but it still waits.
+_DECIDED = {
+    Verdict.SATISFIED: "satisfied: the repair_flows scanner starts it on its next pass",
+    Verdict.IMPOSSIBLE: (
+        "no longer satisfiable: the repair_flows scanner cancels it (dependency_failed) on "
+        "its next pass"
+    ),
+}
 
 
 def _max_concurrent_runs(run: Run) -> int | None:

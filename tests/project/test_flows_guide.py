@@ -1,0 +1,97 @@
+"""docs/guide/flows.md runs: its example (a small build system) is executed here.
+
+The page's ```python blocks that start with ``# builds/flows.py`` or ``# builds/tests.py``
+are joined by file in page order, as a reader copying them would (the tutorial's rule,
+parsed by the tutorial's own test). ``builds/flows.py`` becomes the module
+``builds.flows``, so ``builds/tests.py`` imports from it as a reader's project would and
+the engine finds its handlers by dotted path; each ``test_*`` function of
+``builds/tests.py`` is run here with the pytest fixtures it names. Blocks naming no file
+(signatures, fragments) are not executed.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import sys
+import types
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.project.test_guide_tutorial import HEADER, code_blocks
+from workflows.definitions import Workflow, registry
+
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guide" / "flows.md"
+PACKAGE = "builds"
+FLOWS, TESTS = f"{PACKAGE}/flows.py", f"{PACKAGE}/tests.py"
+FLOWS_MODULE = f"{PACKAGE}.flows"
+
+
+def example_files(markdown: str) -> dict[str, str]:
+    """The example's files: Python blocks whose first line names one, joined in order."""
+    files: dict[str, list[str]] = {}
+    for language, code in code_blocks(markdown):
+        header = HEADER.fullmatch(code.splitlines()[0]) if language == "python" and code else None
+        if header:
+            files.setdefault(header[1], []).append(code)
+    return {name: "\n".join(blocks) for name, blocks in files.items()}
+
+
+FILES = example_files(GUIDE.read_text())
+
+
+def test_the_guide_has_the_example_files_this_test_runs():
+    assert set(FILES) == {FLOWS, TESTS}
+
+
+def guide_tests() -> list[str]:
+    tree = ast.parse(FILES[TESTS])
+    return [
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
+    ]
+
+
+def test_the_guide_has_tests():
+    assert len(guide_tests()) >= 5
+
+
+@pytest.fixture
+def example() -> Iterator[dict[str, Any]]:
+    """Import the guide's builds/flows.py as ``builds.flows`` and run builds/tests.py;
+    unregister its workflows and forget both modules afterwards."""
+    assert importlib.util.find_spec(PACKAGE) is None, f"a real module {PACKAGE!r} is importable"
+    package = types.ModuleType(PACKAGE)
+    package.__path__ = []
+    flows = types.ModuleType(FLOWS_MODULE)
+    flows.__file__ = str(GUIDE)
+    sys.modules[PACKAGE], sys.modules[FLOWS_MODULE] = package, flows
+    try:
+        exec(compile(FILES[FLOWS], f"{GUIDE}:{FLOWS}", "exec"), flows.__dict__)
+        namespace: dict[str, Any] = {"__name__": f"{PACKAGE}.tests"}
+        exec(compile(FILES[TESTS], f"{GUIDE}:{TESTS}", "exec"), namespace)
+        yield namespace
+    finally:
+        for workflow in [w for w in registry.all() if w.__module__ == FLOWS_MODULE]:
+            registry.unregister(workflow.name, workflow.version)
+        sys.modules.pop(FLOWS_MODULE, None)
+        sys.modules.pop(PACKAGE, None)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", guide_tests())
+def test_guide_example(name: str, example: dict[str, Any], request: pytest.FixtureRequest):
+    assert any(
+        isinstance(value, type) and issubclass(value, Workflow)
+        for value in vars(sys.modules[FLOWS_MODULE]).values()
+    )
+    test = example[name]
+    fixtures = {
+        parameter: request.getfixturevalue(parameter)
+        for parameter in test.__code__.co_varnames[: test.__code__.co_argcount]
+    }
+    test(**fixtures)
