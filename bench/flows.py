@@ -13,10 +13,10 @@ script migrates it and leaves its rows there: give it a scratch database):
 2. **build**: a random DAG of ``--members`` members and ``--edges`` edges (edges only
    from a lower to a higher index, so no cycle): each member is added with one upstream
    in ``after=`` (member 0 has none and starts; all others stay ``blocked``), then the
-   other edges are staged with ``add_dependency(expected_revision=...)``. Members/s and
-   edges/s over the whole build and over its first and last tenth, and the statements
-   of one add, counted over ``--sample`` adds at the start and at the end: a fixed
-   number, whatever the flow's size;
+   other edges are staged with ``add_dependency(expected_revision=...)``. The statements
+   of one add, counted over the first and the last ``--sample`` adds (a fixed number,
+   whatever the flow's size); members/s and edges/s over the adds between them, and
+   over their first and last tenth;
 3. **execute**: the flow is sealed (timed; ``--seal last``: after its members ran)
    and its members run, a ``run_pending`` round at a time, to completion or for at most
    ``--execute-seconds``: members executed/s; then one pass of the ``repair_flows``
@@ -79,8 +79,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--execute-seconds",
         type=float,
-        default=180.0,
-        help="run the big flow's members for at most this long (default 180)",
+        default=600.0,
+        help="run the big flow's members for at most this long (default 600)",
     )
     args = parser.parse_args(argv)
     if min(args.members, args.sample, args.fan, args.rounds, args.per_round) < 1:
