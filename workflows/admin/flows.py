@@ -25,7 +25,7 @@ from workflows.admin.changelist import SafeChangelistMixin
 from workflows.admin.flow_actions import FLOW_ACTIONS, flow_action
 from workflows.admin.flow_page import flow_page_context
 from workflows.admin.readonly import ReadOnlyMixin
-from workflows.admin.runs import badge, id_prefix_range
+from workflows.admin.runs import badge, search_with_id_prefix
 from workflows.errors import FlowNotFound
 from workflows.models import Flow
 from workflows.queries.flows import get_flow, list_flows
@@ -73,12 +73,9 @@ class FlowAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Flow], search_term: str
     ) -> tuple[QuerySet[Flow], bool]:
-        term = search_term.strip()
-        if not term:
-            return queryset, False
-        matches = Q(name__icontains=term) | Q(key__startswith=term)
-        by_id = id_prefix_range(term)
-        return queryset.filter(matches | by_id if by_id else matches), False
+        return search_with_id_prefix(
+            queryset, search_term, lambda term: Q(name__icontains=term) | Q(key__startswith=term)
+        )
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return super().has_view_permission(request, obj) or VIEW_RUNS.allows(request.user)

@@ -32,8 +32,8 @@ from workflows.admin.runs import (
     BoundedCountPaginator,
     WorkflowFilter,
     badge,
-    id_prefix_range,
     runs_with_progress,
+    search_with_id_prefix,
 )
 from workflows.admin.start import start_run
 from workflows.definitions import Gate
@@ -102,12 +102,11 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Run], search_term: str
     ) -> tuple[QuerySet[Run], bool]:
-        term = search_term.strip()
-        if not term:
-            return queryset, False
-        matches = Q(business_key=term) | Q(business_key__startswith=term)
-        by_id = id_prefix_range(term)
-        return queryset.filter(matches | by_id if by_id else matches), False
+        return search_with_id_prefix(
+            queryset,
+            search_term,
+            lambda term: Q(business_key=term) | Q(business_key__startswith=term),
+        )
 
     def lookup_allowed(self, lookup: str, value: str, request: HttpRequest | None = None) -> bool:
         # The run page links to a run's children.

@@ -14,6 +14,7 @@ few queries whatever the table's size:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import reduce
 from operator import or_
@@ -124,6 +125,18 @@ def runs_with_progress(runs: QuerySet[Run], now: datetime) -> QuerySet[RunWithPr
         steps_done=_count_of(per_run.filter(status__in=DONE_STEPS)),
         attention=attention_of(now),
     )
+
+
+def search_with_id_prefix(
+    queryset: QuerySet[Any], search_term: str, matches: Callable[[str], Q]
+) -> tuple[QuerySet[Any], bool]:
+    """A changelist search: rows ``matches(term)`` admits, or whose id starts with the
+    term (:func:`id_prefix_range`); no duplicates to remove."""
+    term = search_term.strip()
+    if not term:
+        return queryset, False
+    by_id = id_prefix_range(term)
+    return queryset.filter(matches(term) | by_id if by_id else matches(term)), False
 
 
 def id_prefix_range(term: str) -> Q | None:

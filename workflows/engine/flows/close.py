@@ -13,10 +13,10 @@ from workflows.engine.flows.settle import decide, end_if_done
 from workflows.engine.scope import unlocked_scope
 from workflows.engine.sql.expressions import db_now
 from workflows.engine.sql.locks import lock_run
-from workflows.engine.sql.updates import cas_update
+from workflows.engine.sql.updates import move_row
 from workflows.engine.transaction import transition
 from workflows.engine.verbs.cancel import cancel_run
-from workflows.errors import InvalidInput, InvalidTransition, StaleState, WorkflowError
+from workflows.errors import InvalidInput, InvalidTransition, WorkflowError
 from workflows.models import Flow, FlowMember, Run
 from workflows.status import RUN_FINAL, FlowStatus, JoinKind, RunStatus
 
@@ -65,18 +65,8 @@ def seal_flow(flow_id: UUID, *, user: AnyUser | None = None) -> FlowStatus:
 
 
 def _close(flow: Flow, status: FlowStatus) -> None:
-    if not cas_update(
-        Flow,
-        flow.pk,
-        version=flow.version,
-        where={"status": flow.status},
-        status=status,
-        updated_at=db_now(),
-        **({"finished_at": db_now()} if status == FlowStatus.CANCELLED else {}),
-    ):
-        raise StaleState(f"flow {flow.pk} changed while being closed")
-    flow.status = status
-    flow.version += 1
+    ended = {"finished_at": db_now()} if status == FlowStatus.CANCELLED else {}
+    move_row(Flow, flow, status, f"flow {flow.pk}", **ended)
 
 
 def cancel_flow(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from django.db import models
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -22,7 +22,7 @@ from workflows.engine.sql.execute import execute, fetch_all
 from workflows.engine.sql.expressions import SqlExpr, db_now
 from workflows.engine.sql.identifiers import column, table
 from workflows.engine.sql.locks import row_lock
-from workflows.engine.sql.rows import ITEM_ROW_COLUMNS, ItemRow, StepRow, item_row
+from workflows.engine.sql.rows import ITEM_ROW_COLUMNS, ItemRow, item_row
 from workflows.errors import StaleState
 from workflows.models import FanOutItem
 
@@ -120,10 +120,18 @@ def cas_update(
     return execute(connection, sql, params) == 1
 
 
+class StatusRow(Protocol):
+    """A row read with its status and version: a step or item row, a flow."""
+
+    pk: Any
+    status: str
+    version: int
+
+
 def move_row(
-    model: type[models.Model], row: StepRow, status: str, label: str, **changes: Any
+    model: type[models.Model], row: StatusRow, status: str, label: str, **changes: Any
 ) -> None:
-    """Compare-and-set a step or item ``row`` from its status to ``status``.
+    """Compare-and-set ``row`` (a step, an item, a flow) from its status to ``status``.
 
     Raises :class:`StaleState` naming ``label`` when the row moved meanwhile; on success
     ``row`` carries the new status and version.
