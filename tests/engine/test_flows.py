@@ -927,3 +927,40 @@ def test_the_scanners_query_agrees_with_the_join_rules(flow):
 
 def status_of(name: str, pool: dict[str, str]) -> str:
     return next(run_status for run_status, prefix in pool.items() if name.startswith(prefix))
+
+
+def test_the_contract_names_as_written(django_user_model):
+    """Every name of the issue's contract, called from ``workflows`` with its keywords."""
+    operator = django_user_model.objects.create_user("flow-operator")
+    flow = workflows.create_flow("contract", key="contract-1", user=operator)
+    assert workflows.create_flow("contract", key="contract-1", user=operator).pk == flow.pk
+    first = workflows.add_to_flow(
+        flow, Echo.name, {"value": 1}, member="first", after=(), join="all", user=operator
+    )
+    second = workflows.add_to_flow(flow, Echo.name, {"value": 2}, member="second", user=operator)
+    reader = workflows.add_to_flow(
+        flow, Reader.name, {}, member="reader", after=("first",), join=1, user=operator
+    )
+    revision = Flow.objects.get(pk=flow.pk).revision
+    assert (
+        workflows.add_dependency(flow, "second", "reader", expected_revision=revision)
+        == revision + 1
+    )
+    assert workflows.set_join(flow, "reader", "all") == revision + 2
+    assert Run.objects.get(pk=reader.pk).status == RunStatus.BLOCKED
+    waiting = workflows.explain(reader).as_dict()["waiting_on"]
+    assert any(entry["kind"] == "flow" for entry in waiting)
+    run_pending()
+    assert Run.objects.get(pk=reader.pk).output == {
+        "read": {
+            "first": {"output": {"answer": 1}, "status": "completed"},
+            "second": {"output": {"answer": 2}, "status": "completed"},
+        }
+    }
+    assert {Run.objects.get(pk=run.pk).status for run in (first, second)} == {"completed"}
+    assert workflows.seal_flow(flow) == FlowStatus.COMPLETED
+    other = workflows.create_flow("contract, cancelled")
+    workflows.add_to_flow(other, Echo.name, {}, member="only")
+    workflows.add_to_flow(other, Echo.name, {}, member="after", after=("only",))
+    assert workflows.cancel_flow(other, policy="cancel_all", user=operator) == 2
+    assert Flow.objects.get(pk=other.pk).status == FlowStatus.CANCELLED
