@@ -120,7 +120,7 @@ def small_flow(name: str, key: str, jobs: dict[str, type], *, fail: bool = False
 
 
 def build_demo() -> dict:
-    from django.contrib.auth.models import User
+    from django.contrib.auth.models import Permission, User
     from django.core.management import call_command
 
     import workflows
@@ -128,6 +128,8 @@ def build_demo() -> dict:
 
     call_command("migrate", verbosity=0)
     User.objects.create_superuser("operator", password=PASSWORD)
+    viewer = User.objects.create_user("viewer", password=PASSWORD, is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_run"))
     jobs = build_workflows()
 
     for day, fail in ((23, False), (24, True), (25, False)):
@@ -160,7 +162,16 @@ def shoot(base_url: str, ids: dict) -> list[Path]:
         camera.page.get_by_role("link", name="Cancel flow").click()
         camera.page.wait_for_load_state()
         camera.photo("flow-cancel")
-    return camera.taken
+        taken = camera.taken
+    # A user who may only look: no Seal or Cancel; an empty search; an unknown flow id.
+    with signed_in(base_url, "viewer") as camera:
+        camera.page.goto(f"/admin/workflows/flow/{ids['release']}/change/")
+        camera.photo("flow-page-viewer")
+        camera.page.goto("/admin/workflows/flow/?q=no-such-flow")
+        camera.photo("flows-list-empty")
+        camera.page.goto("/admin/workflows/flow/00000000-0000-0000-0000-000000000000/change/")
+        camera.photo("flow-unknown-id")
+    return taken + camera.taken
 
 
 def main() -> None:
