@@ -20,6 +20,7 @@ from workflows.status import (
     CompensationStatus,
     Decision,
     DecisionVia,
+    FailureClass,
     FlowStatus,
     JoinKind,
     NodeKind,
@@ -96,6 +97,9 @@ class Run(models.Model):
     paused_reason = models.TextField(blank=True, default="")
     # Ready work is claimed highest priority first (a step may declare its own).
     priority = models.IntegerField(default=0)
+    # When the run must have ended (``start_run(deadline=...)``, ``Workflow.deadline``):
+    # a ``deadline`` timer fails it with ``deadline_exceeded`` then. NULL: no deadline.
+    deadline = models.DateTimeField(null=True, blank=True)
     version = models.PositiveIntegerField(default=1)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -142,6 +146,12 @@ class Run(models.Model):
                 condition=Q(parent_run__isnull=False),
                 name="workflows_run_children",
             ),
+            # Runs with a deadline only: the runs list's "near their deadline" filter.
+            models.Index(
+                fields=["deadline"],
+                condition=Q(deadline__isnull=False),
+                name="workflows_run_deadline",
+            ),
             # Flow members only, the same way.
             models.Index(
                 fields=["flow", "status"],
@@ -169,6 +179,11 @@ class LeasedWork(models.Model):
     version = models.PositiveIntegerField(default=1)
     output = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
+    # The class of the last failed attempt (``workflows.status.FailureClass``); empty
+    # while no attempt has failed.
+    failure_class = models.CharField(
+        max_length=16, choices=FailureClass.choices, blank=True, default=""
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -63,6 +63,21 @@ class TimerKind(models.TextChoices):
     CALLBACK_TIMEOUT = "callback_timeout"
     # Ready work delayed by a rate limit: dispatched again when a start is allowed.
     RELEASE = "release"
+    DEADLINE = "deadline"
+
+
+class FailureClass(models.TextChoices):
+    """Why an attempt of leased work failed: recorded on every failed attempt (its row's
+    ``failure_class`` and ``error``, and the events that record it) and matched by
+    ``Retry(retry_on=...)``."""
+
+    TRANSIENT = "transient", "transient (an exception)"
+    PERMANENT = "permanent", "permanent (not retryable)"
+    TIMEOUT = "timeout", "timeout (ran past its timeout)"
+    LEASE_EXPIRED = "lease_expired", "lease expired (the worker vanished or stalled)"
+    REVOKED = "revoked", "revoked by an operator"
+    CANCELLED = "cancelled", "cancelled (its run stopped)"
+    BUDGET = "budget", "refused by a limit or budget"
 
 
 class CompensationStatus(models.TextChoices):
