@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from workflows import Budget, Gate, WaitForSignal, Workflow
+from tests.handlers import NOOP
+from workflows import Budget, Gate, Task, WaitForSignal, Workflow
 from workflows.services.access import Access
 
 
@@ -15,6 +16,13 @@ class Waiting(Workflow):
     name = "verb_access_waiting"
     budgets = [Budget("tokens", 100)]
     paid = WaitForSignal("paid")
+
+
+class Leased(Workflow):
+    """A task a test claims and leaves running, for the verbs on running work (revoke)."""
+
+    name = "verb_access_leased"
+    work = Task(NOOP)
 
 
 class Reviewed(Workflow):

@@ -102,6 +102,10 @@ def _no_heartbeat() -> None:
     raise WorkflowError("heartbeat() is only available inside a running handler")
 
 
+def _no_cancel_check() -> bool:
+    raise WorkflowError("cancel_requested is only available inside a running handler")
+
+
 def _no_callback(timeout: timedelta) -> Any:
     raise WorkflowError("await_callback() is only available inside a task's handler")
 
@@ -131,6 +135,7 @@ class Context:
         heartbeat: Callable[[], None] = _no_heartbeat,
         await_callback: Callable[[timedelta], Any] = _no_callback,
         report_usage: Callable[[str, int | float | Decimal], None] = _no_usage,
+        cancel_requested: Callable[[], bool] = _no_cancel_check,
     ) -> None:
         self.run_id = run_id
         self.input = input
@@ -147,10 +152,30 @@ class Context:
         self._heartbeat = heartbeat
         self._await_callback = await_callback
         self._report_usage = report_usage
+        self._cancel_requested = cancel_requested
 
     def heartbeat(self) -> None:
-        """Extend this attempt's lease; raises ``LeaseLost`` if another worker took over."""
+        """Extend this attempt's lease.
+
+        Raises ``LeaseLost`` when the attempt no longer holds it (it expired and another
+        worker took the work, or an operator revoked it): stop, the work is not yours
+        any more. Raises ``RunCancelled`` (a ``LeaseLost``) once the run is cancelling,
+        cancelled, terminated or past its deadline: stop, the attempt is recorded as
+        failed with class ``cancelled`` and not retried. Costs two statements.
+        """
         self._heartbeat()
+
+    @property
+    def cancel_requested(self) -> bool:
+        """Whether the run asks this attempt to stop: it is cancelling, cancelled,
+        terminated or past its deadline (for a compensation: terminated only, since
+        compensations are what a cancelled run runs next).
+
+        Read from the database on every access (one small query, never cached), so a
+        handler may poll it in its loop and stop at a good place, e.g. by raising
+        ``workflows.RunCancelled``; ``heartbeat()`` raises that for you.
+        """
+        return self._cancel_requested()
 
     def await_callback(self, timeout: timedelta) -> Any:
         """Return this (with its ``.token``) to park the step until a callback resolves it.

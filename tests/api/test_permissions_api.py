@@ -11,12 +11,14 @@ from rest_framework.test import APIClient
 import workflows
 from tests.api.conftest import user_with
 from tests.verb_access import (
+    Leased,
     Reviewed,
     Waiting,
     asked as asked,  # a fixture, requested by name
 )
+from workflows.engine import claim_step
 from workflows.engine.limits.budgets import record_usage
-from workflows.models import BudgetCounter, Run
+from workflows.models import BudgetCounter, Run, Step
 from workflows.services.access import OPERATE_RUNS
 from workflows.testing import run_pending
 
@@ -46,6 +48,20 @@ def test_a_run_verb_needs_operate_run(client, asked):
         as_user(client, "view_run", "operate_run").post(url, {}, format="json").status_code == 200
     )
     assert Run.objects.get(pk=run.pk).status == "paused"
+    assert asked.count(OPERATE_RUNS) == 2
+
+
+def test_a_step_verb_revoke_needs_operate_run(client, asked):
+    run = workflows.start_run(Leased, {})
+    step = run.steps.get(name="work")
+    claim_step(step.pk, "wedged-worker")
+    url = f"/api/steps/{step.pk}/revoke/"
+    refused = as_user(client, "view_run").post(url, {}, format="json")
+    assert (refused.status_code, refused.json()["error"]["code"]) == (403, "permission_denied")
+    assert Step.objects.get(pk=step.pk).status == "running"
+    allowed = as_user(client, "view_run", "operate_run").post(url, {}, format="json")
+    assert allowed.status_code == 200
+    assert Step.objects.get(pk=step.pk).status == "ready"
     assert asked.count(OPERATE_RUNS) == 2
 
 

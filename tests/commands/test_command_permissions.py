@@ -15,8 +15,9 @@ from django.core.management.base import CommandError
 
 import workflows
 from tests.conftest import staff
-from tests.verb_access import Reviewed, Waiting, recording
+from tests.verb_access import Leased, Reviewed, Waiting, recording
 from workflows import PermanentError, Retry, Task, Workflow
+from workflows.engine import claim_step
 from workflows.models import Run
 from workflows.services.access import (
     CHANGE_BUDGETS,
@@ -80,6 +81,15 @@ def test_a_run_verb_records_a_named_user_with_or_without_operate_run(asked):
         run_command("workflows_cancel", str(run.pk), "--user", username)
         assert run.events.get(type="run.cancel_requested").payload["by"] == username
     assert asked == [OPERATE_RUNS, OPERATE_RUNS]
+
+
+def test_revoke_records_a_named_user_as_the_run_verbs_do(asked):
+    staff("clerk")
+    run = workflows.start_run(Leased, {})
+    claim_step(run.steps.get(name="work").pk, "wedged-worker")
+    run_command("workflows_revoke", str(run.pk), "work", "--user", "clerk")
+    assert run.events.get(type="lease.revoked").payload["by"] == "clerk"
+    assert asked == [OPERATE_RUNS] and VERBS["revoke"] is OPERATE_RUNS
 
 
 def test_a_run_verb_follows_the_table_when_it_holds_named_users(monkeypatch):

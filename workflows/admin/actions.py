@@ -29,6 +29,7 @@ from django.urls import reverse
 from django.utils.translation import ngettext
 
 from workflows import services
+from workflows.admin.revoke import RevokeForm, revoke
 from workflows.engine.guards import RUN_VERBS, STEP_VERBS
 from workflows.errors import DefinitionMissing, WorkflowError
 from workflows.models import Run, Step
@@ -36,7 +37,7 @@ from workflows.permissions import OVERRIDE_GATE_RULE
 from workflows.queries import get_run
 from workflows.queries.explanation import explain
 from workflows.services.bulk import bulk
-from workflows.status import DecisionVia
+from workflows.status import DecisionVia, RunStatus
 
 if TYPE_CHECKING:
     from django.http import QueryDict
@@ -193,8 +194,13 @@ class RunAction:
 
 
 def _cancel(run: Run, data: dict[str, Any], user: AnyUser) -> str:
-    done = services.cancel_run(run, reason=data["reason"], compensate=data["compensate"], user=user)
-    return f"is now {done.status}" + ("" if data["compensate"] else " (without compensation)")
+    done = services.request_cancel(
+        run, reason=data["reason"], compensate=data["compensate"], user=user
+    )
+    if done.already:  # a second cancel: the run is left as it was
+        stopped = "terminated" if done.run.status == RunStatus.TERMINATED else "cancelled"
+        return f"was {stopped} already; nothing changed (it is {done.run.status})"
+    return f"is now {done.run.status}" + ("" if data["compensate"] else " (without compensation)")
 
 
 def _with_reason(service: Callable[..., Run]) -> Callable[[Run, dict[str, Any], AnyUser], str]:
@@ -312,6 +318,7 @@ RUN_ACTIONS: dict[str, RunAction] = {
         RunAction(
             "skip_step", "Skip a step", STEP_VERBS["skip_step"].summary, SkipStepForm, _skip_step
         ),
+        RunAction("revoke", "Revoke lease", STEP_VERBS["revoke"].summary, RevokeForm, revoke),
         RunAction(
             "signal",
             "Send a signal",

@@ -1,4 +1,5 @@
-"""``/steps/``: one step of a run, its fan-out items, and the operator verbs on a step.
+"""``/steps/``: one step of a run, its fan-out items, and the operator verbs on a step
+(retry, skip, and revoke: of the step's running attempt, an item's or a compensation's).
 
 A step is reached by the id a run's detail lists; the verbs go through
 :mod:`workflows.services` with the caller as the actor, and a refusal is a 409
@@ -6,6 +7,8 @@ A step is reached by the id a run's detail lists; the verbs go through
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import extend_schema
@@ -25,17 +28,20 @@ from workflows.api.runs import refused_as_invalid_state, validated
 from workflows.api.serializers_runs import (
     EmptySerializer,
     ItemSerializer,
+    RevokedSerializer,
+    RevokeSerializer,
     SkipStepSerializer,
     StepSerializer,
 )
 from workflows.models import FanOutItem, Step
 from workflows.queries import get_step
+from workflows.services.leases import LeasedUnit
 
 STEP_VERB_ERRORS = error_responses(400, 401, 403, 404, 409, 413)
 
 
 class StepViewSet(FlowsiteViewSet):
-    """Steps: one step, its fan-out items, retry and skip."""
+    """Steps: one step, its fan-out items, retry, skip and revoke."""
 
     permission_classes = [CanViewRuns]
     serializer_class = StepSerializer
@@ -93,3 +99,55 @@ class StepViewSet(FlowsiteViewSet):
             step.run_id, lambda: services.skip_step(step, user=request.user, output=output)
         )
         return Response(StepSerializer(skipped).data)
+
+    @extend_schema(
+        request=RevokeSerializer,
+        responses={200: RevokedSerializer, **STEP_VERB_ERRORS},
+        examples=examples.request_examples(
+            ("revoke a task step's running attempt", examples.REVOKE),
+            ("revoke a fan-out item's running attempt", examples.REVOKE_ITEM),
+        ),
+    )
+    @action(detail=True, methods=["post"], permission_classes=[CanOperateRuns])
+    def revoke(self, request: Request, pk: str) -> Response:
+        """Take the lease of the running attempt now: of the step (a task), of its item
+        ``item``, or of its compensation; the work runs again, without using up an attempt.
+
+        The worker that held it sees ``LeaseLost`` at its next heartbeat and its result
+        is refused. A unit that is not running is a 409 ``invalid_state``; an unknown
+        step, item or compensation a 404 ``step_not_found``.
+        """
+        step = get_step(step_pk(pk))
+        body = validated(request.data, RevokeSerializer)
+        unit = refused_as_invalid_state(
+            step.run_id,
+            lambda: services.revoke_lease(
+                step,
+                item=body.get("item"),
+                compensation=body["compensation"],
+                reason=body["reason"],
+                user=request.user,
+            ),
+        )
+        return Response(RevokedSerializer(revoked(unit, get_step(step.pk))).data)
+
+
+def revoked(unit: LeasedUnit, step: Step) -> dict[str, Any]:
+    """What :class:`RevokedSerializer` shows of the unit a revoke acted on."""
+    if isinstance(unit, Step):
+        kind, item = "step", None
+    elif isinstance(unit, FanOutItem):
+        kind, item = "item", unit.key
+    else:
+        kind, item = "compensation", unit.item.key if unit.item is not None else None
+    return {
+        "kind": kind,
+        "id": unit.pk,
+        "item": item,
+        "status": unit.status,
+        "attempt": unit.attempt,
+        "max_attempts": unit.max_attempts,
+        "failure_class": unit.failure_class,
+        "error": unit.error,
+        "step": step,
+    }

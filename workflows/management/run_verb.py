@@ -37,6 +37,11 @@ class RunVerbCommand(BaseCommand, ABC):
     def apply(self, run: Run, user: AnyUser | None, options: dict[str, Any]) -> Run:
         """Call the verb's service function for ``run`` as ``user``; return the run."""
 
+    def outcome(self) -> tuple[str, dict[str, Any]]:
+        """What :meth:`apply` found besides the run: words to add to the printed line,
+        and fields to add to the JSON (nothing, unless a verb says more)."""
+        return "", {}
+
     def add_arguments(self, parser: Any) -> None:
         add_run_arguments(parser)
         self.add_verb_arguments(parser)
@@ -48,4 +53,8 @@ class RunVerbCommand(BaseCommand, ABC):
             run = run_from_options(options)
             run = self.apply(run, acting_user(options["user"], self.verb), options)
         summary = run_summary(run)
-        self.stdout.write(to_json(summary) if options["json"] else run_line(summary))
+        remark, fields = self.outcome()
+        if options["json"]:
+            self.stdout.write(to_json({**summary, **fields}))
+        else:
+            self.stdout.write(run_line(summary) + remark)

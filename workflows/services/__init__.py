@@ -2,8 +2,8 @@
 
 Each verb validates its input (and who is asking) and delegates to one engine
 transition; none writes workflow state itself. What they read is in
-:mod:`workflows.queries`. One module per concept: runs, steps, gates, signals,
-budgets and bulk; the verbs are exported here.
+:mod:`workflows.queries`. One module per concept: runs, steps, leases, gates,
+signals, budgets and bulk; the verbs are exported here.
 """
 
 from __future__ import annotations
@@ -17,10 +17,13 @@ from workflows.services.gates import (
     reject_gate,
     unclaim_gate,
 )
+from workflows.services.leases import revoke_lease
 from workflows.services.runs import (
+    CancelRequest,
     cancel_run,
     change_priority,
     pause_run,
+    request_cancel,
     rerun_from,
     resume_run,
     retry_run,
@@ -36,6 +39,7 @@ from workflows.services.signals import (
 from workflows.services.steps import retry_step, skip_step
 
 __all__ = [
+    "CancelRequest",
     "approve_gate",
     "cancel_run",
     "change_priority",
@@ -47,10 +51,12 @@ __all__ = [
     "fail_callback",
     "pause_run",
     "reject_gate",
+    "request_cancel",
     "rerun_from",
     "resume_run",
     "retry_run",
     "retry_step",
+    "revoke_lease",
     "send_signal",
     "signals_waited_for",
     "skip_step",

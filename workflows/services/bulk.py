@@ -80,7 +80,9 @@ class _Service:
 # Looked up by name when a bulk starts, so that a verb whose service this version lacks
 # is refused with a clear message before anything is read or written.
 _SERVICES: dict[str, _Service] = {
-    "cancel": _Service("cancel_run", frozenset({"reason", "compensate"})),
+    # request_cancel, not cancel_run: a run cancelled by someone else since it was read
+    # is then skipped as cancelled already, not counted as done by this bulk.
+    "cancel": _Service("request_cancel", frozenset({"reason", "compensate"})),
     "terminate": _Service("terminate_run", frozenset({"reason"})),
     "pause": _Service("pause_run", frozenset({"reason"})),
     "resume": _Service("resume_run", frozenset()),
@@ -345,7 +347,7 @@ def _walk(
     guard: RunVerb,
     chunks: Iterator[list[tuple[str, str]]],
     from_step: str | None,
-    apply: Callable[[UUID], Run] | None,
+    apply: Callable[[UUID], Any] | None,
 ) -> Iterator[BulkItem]:
     """Judge (and with ``apply``, act on) each run of each chunk, in order."""
     for chunk in chunks:
@@ -381,14 +383,15 @@ def _refusal(
     return refusal
 
 
-def _apply_one(apply: Callable[[UUID], Run], run_id: str, status: str) -> BulkItem:
+def _apply_one(apply: Callable[[UUID], Any], run_id: str, status: str) -> BulkItem:
     """Apply the verb to one run; its refusal or error is this run's result, not the batch's.
 
     The verb checks its guard again under the run's lock: a run whose status changed
-    since it was read is refused with ``InvalidTransition`` and reported as skipped.
+    since it was read is refused with ``InvalidTransition`` and reported as skipped, and
+    so is a run someone else cancelled meanwhile, which a cancel leaves as it is.
     """
     try:
-        run = apply(UUID(run_id))
+        outcome = apply(UUID(run_id))
     except InvalidTransition as exc:
         return BulkItem(run_id, status, SKIPPED, exc.message)
     except WorkflowError as exc:
@@ -397,4 +400,9 @@ def _apply_one(apply: Callable[[UUID], Run], run_id: str, status: str) -> BulkIt
         return BulkItem(
             run_id, status, FAILED, str(exc) or "permission denied", "permission_denied"
         )
-    return BulkItem(run_id, run.status, DONE)
+    if isinstance(outcome, services.CancelRequest):
+        if outcome.already:
+            reason = f"run is {outcome.run.status} already; nothing to do"
+            return BulkItem(run_id, outcome.run.status, SKIPPED, reason)
+        outcome = outcome.run
+    return BulkItem(run_id, outcome.status, DONE)

@@ -110,8 +110,9 @@ def cancel_flow(
             if chosen == CancelPolicy.CANCEL_PENDING:
                 cancelled += _cancel_blocked(run_id, why, user)
             else:
-                cancel_run(run_id, reason=why, user=user)
-                cancelled += 1
+                # A member cancelled already (a cancelling one) is not counted again.
+                if cancel_run(run_id, reason=why, user=user):
+                    cancelled += 1
         except WorkflowError as exc:  # ended or moved on meanwhile
             logger.info("flow member %s not cancelled: %s", run_id, exc)
     return cancelled

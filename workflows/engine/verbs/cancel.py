@@ -18,18 +18,30 @@ if TYPE_CHECKING:
     from workflows.permissions import AnyUser
 
 
+# A run in one of these was cancelled (or stopped harder) already: cancelling it again
+# is a no-op, not an error, so a retried request or a second operator gets an answer.
+ALREADY_CANCELLED = frozenset({RunStatus.CANCELLING, RunStatus.CANCELLED, RunStatus.TERMINATED})
+
+
 @transition
 def cancel_run(
     run_id: UUID, *, reason: str = "", compensate: bool = True, user: AnyUser | None = None
-) -> None:
+) -> bool:
     """Stop a running or waiting run: cancel waiting work, compensate, end ``cancelled``.
 
-    Running attempts finish (their results are recorded) or lose their lease; then the
-    run's compensations run in reverse order unless ``compensate`` is false. Works on a
-    run whose definition is no longer registered.
+    Running attempts finish (their results are recorded), stop at their next heartbeat
+    (``RunCancelled``) or lose their lease; then the run's compensations run in reverse
+    order unless ``compensate`` is false. Works on a run whose definition is no longer
+    registered. Idempotent: a run already cancelling, cancelled or terminated is left as
+    it is, with nothing recorded (no event, no new version), and ``False`` is returned;
+    ``True`` when this call cancelled it. Other statuses the guard refuses raise
+    :class:`InvalidTransition`. Two cancels racing: the second waits for the run's lock,
+    then finds it cancelling and returns ``False``.
     """
     with run_scope(run_id, needs_definition=False) as scope:
         run, events = scope.run, scope.events
+        if run.status in ALREADY_CANCELLED:
+            return False
         CANCEL.check(run_id, run.status)
         stop_forward_work(run, events, reason="run cancelled")
         error = {"code": "cancelled", "message": reason or "cancelled", "by": actor(user)}
@@ -42,3 +54,4 @@ def cancel_run(
             run.pk, "run.cancel_requested", by=actor(user), reason=reason, compensate=compensate
         )
         unwind(run, events)
+    return True

@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from workflows.management.run_verb import RunVerbCommand
 from workflows.models import Run
-from workflows.services import cancel_run
+from workflows.services import request_cancel
+from workflows.status import RunStatus
 
 if TYPE_CHECKING:
     from workflows.permissions import AnyUser
@@ -16,8 +17,9 @@ class Command(RunVerbCommand):
     help = (
         "Cancel run RUN (its id, a unique id prefix, or --business-key) and its child runs: "
         "waiting work is cancelled, the compensations of completed steps run in reverse "
-        "order, and the run ends cancelled. Prints the run's new status. Refused (exit "
-        "status 1) unless the run is pending, running or waiting."
+        "order, and the run ends cancelled. Prints the run's new status. A run already "
+        "cancelling, cancelled or terminated is left as it is and the command says so "
+        "(exit status 0); any other ended run is refused (exit status 1)."
     )
 
     verb = "cancel"
@@ -34,7 +36,17 @@ class Command(RunVerbCommand):
             help="end the run without running its compensations",
         )
 
+    # Set by apply: the run had been cancelled (or terminated) already, so nothing changed.
+    already: str | None = None
+
     def apply(self, run: Run, user: AnyUser | None, options: dict[str, Any]) -> Run:
-        return cancel_run(
+        outcome = request_cancel(
             run, reason=options["reason"], compensate=options["compensate"], user=user
         )
+        stopped = "terminated" if outcome.run.status == RunStatus.TERMINATED else "cancelled"
+        self.already = stopped if outcome.already else None
+        return outcome.run
+
+    def outcome(self) -> tuple[str, dict[str, Any]]:
+        remark = f" ({self.already} already; nothing changed)" if self.already else ""
+        return remark, {"already": self.already is not None}

@@ -1,0 +1,158 @@
+"""The console's "Revoke lease": a button on a running step of the run page for those who
+may operate runs, a confirmation page naming the attempt and its worker, a POST that
+revokes as the signed-in user, and a second cancel that says it changed nothing."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+import workflows
+from tests.admin.admin_console import notes, staff
+from tests.handlers import BOOM, UNDO, WORK
+from workflows import FanOut, Retry, Task, Workflow
+from workflows.engine import COMPENSATION, ITEM, claim, claim_step
+from workflows.models import CompensationRecord, Event, FanOutItem, Run, Step
+from workflows.testing import run_pending
+
+pytestmark = pytest.mark.django_db
+
+
+class Wedged(Workflow):
+    name = "admin_revoke_wedged"
+    load = Task(WORK, retry=Retry(max_attempts=1))
+
+
+class Parcels(Workflow):
+    name = "admin_revoke_parcels"
+    ship = FanOut(WORK, items=lambda ctx: ["p1", "p2"], key=lambda item: item)
+
+
+class Undoing(Workflow):
+    name = "admin_revoke_undoing"
+    reserve = Task(WORK, compensate=UNDO)
+    charge = Task(BOOM)
+
+
+def page(run: Run) -> str:
+    return reverse("admin:workflows_run_change", args=[run.pk])
+
+
+def act(run: Run, verb: str = "revoke") -> str:
+    return reverse("admin:workflows_run_act", args=[run.pk, verb])
+
+
+def running_load() -> tuple[Run, Step]:
+    run = workflows.start_run(Wedged)
+    step = Step.objects.get(run=run, name="load")
+    claim_step(step.pk, "host-1:4242:77")
+    return run, Step.objects.get(pk=step.pk)
+
+
+@pytest.fixture
+def operator(client):
+    client.force_login(staff("operator"))
+    return client
+
+
+def test_the_button_is_on_a_running_step_for_operators_only(client):
+    run, step = running_load()
+    button = f'{act(run)}?step={step.pk}"'.encode()
+    client.force_login(staff("operator"))
+    shown = client.get(page(run))
+    assert button in shown.content and "Revoke lease “load”".encode() in shown.content
+    client.force_login(staff("viewer"))
+    assert button not in client.get(page(run)).content
+    assert client.get(act(run) + f"?step={step.pk}").status_code == 403
+    assert client.post(act(run), {"unit": f"step:{step.pk}"}).status_code == 403
+    assert Step.objects.get(pk=step.pk).status == "running"
+
+
+def test_no_button_on_a_step_that_is_not_running(operator):
+    run = workflows.start_run(Wedged)
+    assert b"Revoke lease" not in operator.get(page(run)).content
+    run_pending()
+    assert b"Revoke lease" not in operator.get(page(run)).content
+
+
+def test_the_confirmation_page_names_the_attempt_and_changes_nothing(operator):
+    run, step = running_load()
+    confirm = operator.get(act(run) + f"?step={step.pk}")
+    assert confirm.status_code == 200
+    text = confirm.content.decode()
+    assert "Revoke lease" in text
+    assert "take the lease from the running attempt now" in text
+    assert "step “load”: attempt 1 of 1, held by host-1:4242:77, lease until" in text
+    assert f'value="step:{step.pk}" required id="id_unit_0" checked>' in text  # preselected
+    assert 'name="reason"' in text
+    assert Step.objects.get(pk=step.pk).status == "running"  # a GET changes nothing
+
+
+def test_posting_revokes_as_the_user_and_says_what_happened(operator):
+    run, step = running_load()
+    response = operator.post(
+        act(run), {"unit": f"step:{step.pk}", "reason": "worker hung"}, follow=True
+    )
+    assert response.status_code == 200
+    assert any(
+        "revoked attempt 1 of step “load”, held by host-1:4242:77; it is ready and runs again"
+        in note
+        for note in notes(response)
+    ), notes(response)
+    revoked = Event.objects.get(run=run, type="lease.revoked").payload
+    assert (revoked["by"], revoked["reason"]) == ("operator", "worker hung")
+    assert Step.objects.get(pk=step.pk).status == "ready"
+
+
+def test_a_unit_that_stopped_running_meanwhile_is_refused_as_a_message(operator):
+    run, step = running_load()
+    workflows.revoke_lease(step)  # someone else was quicker
+    response = operator.post(act(run), {"unit": f"step:{step.pk}", "reason": ""}, follow=True)
+    assert any(
+        "Revoke lease refused: step 'load': step is ready; revoke needs running" in note
+        and "Nothing changed" in note
+        for note in notes(response)
+    ), notes(response)
+    assert Event.objects.filter(run=run, type="lease.revoked").count() == 1
+
+
+def test_a_unit_of_another_run_is_not_accepted(operator):
+    run, _ = running_load()
+    _, other = running_load()
+    response = operator.post(act(run), {"unit": f"step:{other.pk}", "reason": ""})
+    assert response.status_code == 200  # the form again, with its error
+    assert Step.objects.get(pk=other.pk).status == "running"
+
+
+def test_a_fan_out_steps_button_offers_its_running_items(operator):
+    run = workflows.start_run(Parcels)
+    item = FanOutItem.objects.get(step__run=run, key="p2")
+    claim(ITEM, item.pk, "host-2:1:1")
+    ship = Step.objects.get(run=run, name="ship")
+    assert f"{act(run)}?step={ship.pk}".encode() in operator.get(page(run)).content
+    confirm = operator.get(act(run) + f"?step={ship.pk}").content.decode()
+    assert "item “p2” of step “ship”: attempt 1 of 3, held by host-2:1:1" in confirm
+    operator.post(act(run), {"unit": f"item:{item.pk}", "reason": ""})
+    assert FanOutItem.objects.get(pk=item.pk).status == "ready"
+
+
+def test_a_running_compensation_has_its_link_and_is_revoked(operator):
+    run = workflows.start_run(Undoing)
+    run_pending(max_rounds=1)
+    record = CompensationRecord.objects.get(run=run)
+    claim(COMPENSATION, record.pk, "host-3:1:1")
+    shown = operator.get(page(run)).content.decode()
+    assert f"{act(run)}?step={record.step_id}" in shown
+    operator.post(act(run), {"unit": f"compensation:{record.pk}", "reason": ""})
+    assert CompensationRecord.objects.get(pk=record.pk).status == "ready"
+
+
+def test_cancelling_a_cancelled_run_says_nothing_changed(operator):
+    run = workflows.start_run(Wedged)
+    workflows.cancel_run(run)
+    before = Run.objects.get(pk=run.pk).version
+    response = operator.post(act(run, "cancel"), {"reason": "", "compensate": "on"}, follow=True)
+    assert any("was cancelled already; nothing changed" in note for note in notes(response)), notes(
+        response
+    )
+    assert Run.objects.get(pk=run.pk).version == before

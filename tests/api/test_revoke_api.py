@@ -1,0 +1,165 @@
+"""``POST /api/steps/{id}/revoke/`` (a step's, an item's or a compensation's running
+attempt) and the idempotent ``POST /api/runs/{id}/cancel/`` (``"already"``)."""
+
+from __future__ import annotations
+
+import pytest
+
+import workflows
+from tests.handlers import BOOM, UNDO, WORK
+from workflows import FanOut, Retry, Task, Workflow
+from workflows.engine import COMPENSATION, ITEM, claim, claim_step
+from workflows.models import CompensationRecord, Event, FanOutItem, Run, Step
+from workflows.testing import run_pending
+
+from .test_api_basics import assert_error
+from .test_run_operations import post
+
+pytestmark = pytest.mark.django_db
+
+
+class Wedged(Workflow):
+    name = "api_revoke_wedged"
+    load = Task(WORK, retry=Retry(max_attempts=1))
+
+
+class Parcels(Workflow):
+    name = "api_revoke_parcels"
+    ship = FanOut(WORK, items=lambda ctx: ["p1", "p2"], key=lambda item: item)
+
+
+class Undoing(Workflow):
+    name = "api_revoke_undoing"
+    reserve = Task(WORK, compensate=UNDO)
+    charge = Task(BOOM)
+
+
+def running_load(owner: str = "host-1:1:1") -> tuple[Run, Step]:
+    run = workflows.start_run(Wedged)
+    step = Step.objects.get(run=run, name="load")
+    claim_step(step.pk, owner)
+    return run, step
+
+
+def revoke_url(step: Step) -> str:
+    return f"/api/steps/{step.pk}/revoke/"
+
+
+def test_revoke_a_running_step(api):
+    run, step = running_load()
+    response = post(api, revoke_url(step), {"reason": "worker hung"})
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert {key: body[key] for key in ("kind", "id", "item", "status", "attempt")} == {
+        "kind": "step",
+        "id": step.pk,
+        "item": None,
+        "status": "ready",
+        "attempt": 1,
+    }
+    assert (body["max_attempts"], body["failure_class"]) == (2, "revoked")
+    assert body["error"]["by"] == "operator-user" and body["error"]["owner"] == "host-1:1:1"
+    assert body["step"]["id"] == step.pk and body["step"]["status"] == "ready"
+    payload = Event.objects.get(run=run, type="lease.revoked").payload
+    assert (payload["by"], payload["reason"]) == ("operator-user", "worker hung")
+    run_pending()
+    assert Run.objects.get(pk=run.pk).status == "completed"
+
+
+def test_revoke_an_item_by_its_key_and_a_compensation(api):
+    run = workflows.start_run(Parcels)
+    item = FanOutItem.objects.get(step__run=run, key="p2")
+    claim(ITEM, item.pk, "host-2:1:1")
+    ship = Step.objects.get(run=run, name="ship")
+    response = post(api, revoke_url(ship), {"item": "p2"})
+    assert response.status_code == 200, response.content
+    assert (response.json()["kind"], response.json()["item"]) == ("item", "p2")
+    assert response.json()["step"]["id"] == ship.pk
+
+    undoing = workflows.start_run(Undoing)
+    run_pending(max_rounds=1)
+    record = CompensationRecord.objects.get(run=undoing)
+    claim(COMPENSATION, record.pk, "host-3:1:1")
+    reserve = Step.objects.get(run=undoing, name="reserve")
+    response = post(api, revoke_url(reserve), {"compensation": True, "reason": "stuck"})
+    assert response.status_code == 200, response.content
+    assert (response.json()["kind"], response.json()["id"]) == ("compensation", record.pk)
+    assert CompensationRecord.objects.get(pk=record.pk).status == "ready"
+
+
+def test_a_unit_not_running_is_a_409_saying_what_is_allowed(api):
+    run = workflows.start_run(Wedged)
+    step = Step.objects.get(run=run, name="load")
+    error = assert_error(post(api, revoke_url(step)), 409, "invalid_state")
+    assert "step is ready; revoke needs running" in error["message"]
+    assert error["details"]["verb"] == "revoke"
+    assert any(action["verb"] == "cancel" for action in error["details"]["allowed_actions"])
+    ship = Step.objects.get(run=workflows.start_run(Parcels), name="ship")
+    error = assert_error(post(api, revoke_url(ship)), 409, "invalid_state")
+    assert "revoke one of its running items" in error["message"]
+
+
+def test_unknown_steps_items_and_bad_bodies(api):
+    _, step = running_load()
+    assert_error(post(api, "/api/steps/123456/revoke/"), 404, "step_not_found")
+    assert_error(post(api, "/api/steps/x/revoke/"), 404, "step_not_found")
+    ship = Step.objects.get(run=workflows.start_run(Parcels), name="ship")
+    error = assert_error(post(api, revoke_url(ship), {"item": "nope"}), 404, "step_not_found")
+    assert "has no item 'nope'" in error["message"]
+    for body, field in (
+        ({"reasn": "x"}, "reasn"),
+        ({"reason": 5}, "reason"),
+        ({"compensation": "yes"}, "compensation"),
+        ({"item": 3}, "item"),
+    ):
+        response = post(api, revoke_url(step), body)
+        assert field in assert_error(response, 400, "validation_error")["details"], body
+    assert Step.objects.get(pk=step.pk).status == "running"
+
+
+@pytest.mark.parametrize(
+    ("role", "status"),
+    [("anonymous", 401), ("nobody", 403), ("viewer", 403), ("starter", 403), ("operator", 200)],
+)
+def test_revoking_needs_the_operate_permission(api, role, status):
+    _, step = running_load()
+    response = post(api, revoke_url(step), {}, role=role)
+    assert response.status_code == status, response.content
+    assert Step.objects.get(pk=step.pk).status == ("ready" if status == 200 else "running")
+
+
+def test_the_schema_documents_the_revoke(api):
+    schema = api("viewer").get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    operation = schema.json()["paths"]["/api/steps/{id}/revoke/"]["post"]
+    assert {"200", "400", "401", "403", "404", "409"} <= set(operation["responses"])
+    components = schema.json()["components"]["schemas"]
+    assert {"item", "compensation", "reason"} == set(components["RevokeRequest"]["properties"])
+    assert "already" in components["CancelledRun"]["properties"]
+
+
+# -- a second cancel ---------------------------------------------------------------------
+
+
+def test_a_second_cancel_answers_200_already_and_records_nothing(api):
+    run = workflows.start_run(Wedged)
+    first = post(api, f"/api/runs/{run.pk}/cancel/", {"reason": "dup"})
+    assert first.status_code == 200, first.content
+    assert (first.json()["already"], first.json()["status"]) == (False, "cancelled")
+    events = Event.objects.filter(run=run).count()
+    version = Run.objects.get(pk=run.pk).version
+    again = post(api, f"/api/runs/{run.pk}/cancel/", {"reason": "dup again"})
+    assert again.status_code == 200, again.content
+    assert (again.json()["already"], again.json()["status"]) == (True, "cancelled")
+    assert set(first.json()) == set(again.json())  # the run detail, and "already"
+    assert Event.objects.filter(run=run).count() == events
+    assert Run.objects.get(pk=run.pk).version == version
+
+
+def test_a_cancel_of_a_terminated_run_is_already_and_of_a_completed_one_a_409(api):
+    terminated = workflows.start_run(Wedged)
+    workflows.terminate_run(terminated)
+    response = post(api, f"/api/runs/{terminated.pk}/cancel/")
+    assert (response.status_code, response.json()["already"]) == (200, True)
+    completed = workflows.start_run(Wedged)
+    run_pending()
+    assert_error(post(api, f"/api/runs/{completed.pk}/cancel/"), 409, "invalid_state")

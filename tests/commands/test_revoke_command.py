@@ -1,0 +1,155 @@
+"""``workflows_revoke RUN STEP [--item KEY | --compensation]``, and ``workflows_cancel`` on
+a run cancelled already (it says so and exits 0)."""
+
+from __future__ import annotations
+
+import json
+import re
+from io import StringIO
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+import workflows
+from tests.handlers import BOOM, UNDO, WORK
+from workflows import FanOut, Retry, Task, Workflow
+from workflows.engine import COMPENSATION, ITEM, claim, claim_step
+from workflows.models import CompensationRecord, Event, FanOutItem, Run, Step
+from workflows.testing import run_pending
+
+pytestmark = pytest.mark.django_db
+
+
+class Wedged(Workflow):
+    name = "cmd_revoke_wedged"
+    load = Task(WORK, retry=Retry(max_attempts=1))
+
+
+class Parcels(Workflow):
+    name = "cmd_revoke_parcels"
+    ship = FanOut(WORK, items=lambda ctx: ["p1", "p2"], key=lambda item: item)
+
+
+class Undoing(Workflow):
+    name = "cmd_revoke_undoing"
+    reserve = Task(WORK, compensate=UNDO)
+    charge = Task(BOOM)
+
+
+def run_command(*args: str) -> str:
+    out = StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue()
+
+
+def refused(*args: str, message: str) -> None:
+    """The command fails with ``message`` (a literal) and writes no history."""
+    events = Event.objects.count()
+    with pytest.raises(CommandError, match=re.escape(message)):
+        run_command("workflows_revoke", *args)
+    assert Event.objects.count() == events
+
+
+def running_load(business_key: str | None = None) -> tuple[Run, Step]:
+    run = workflows.start_run(Wedged, business_key=business_key)
+    step = Step.objects.get(run=run, name="load")
+    claim_step(step.pk, "host-1:7:7")
+    return run, step
+
+
+def test_revoke_a_step_by_run_and_name_and_say_what_happened():
+    run, _ = running_load()
+    User.objects.create_user("operator")
+    output = run_command(
+        "workflows_revoke", str(run.pk)[:8], "load", "--reason", "hung", "--user", "operator"
+    )
+    assert output == (
+        f"revoked attempt 1 of step 'load' of run {run.pk} (held by 'host-1:7:7'): now ready; "
+        "it runs again, 1 attempt(s) left\n"
+    )
+    payload = Event.objects.get(run=run, type="lease.revoked").payload
+    assert (payload["by"], payload["reason"]) == ("operator", "hung")
+    run_pending()
+    assert Run.objects.get(pk=run.pk).status == "completed"
+
+
+def test_revoke_by_business_key_and_step_id_as_json():
+    _, step = running_load("order-42")
+    summary = json.loads(
+        run_command("workflows_revoke", "--business-key", "order-42", str(step.pk), "--json")
+    )
+    assert {key: summary[key] for key in ("kind", "id", "status", "revoked_owner")} == {
+        "kind": "step",
+        "id": step.pk,
+        "status": "ready",
+        "revoked_owner": "host-1:7:7",
+    }
+    assert summary["failure_class"] == "revoked"
+
+
+def test_revoke_an_item_and_a_compensation():
+    run = workflows.start_run(Parcels)
+    item = FanOutItem.objects.get(step__run=run, key="p1")
+    claim(ITEM, item.pk, "host-2:1:1")
+    output = run_command("workflows_revoke", str(run.pk), "ship", "--item", "p1")
+    assert output.startswith("revoked attempt 1 of item 'p1' of step 'ship' of run ")
+    assert FanOutItem.objects.get(pk=item.pk).status == "ready"
+
+    undoing = workflows.start_run(Undoing)
+    run_pending(max_rounds=1)
+    record = CompensationRecord.objects.get(run=undoing)
+    claim(COMPENSATION, record.pk, "host-3:1:1")
+    output = run_command("workflows_revoke", str(undoing.pk), "reserve", "--compensation")
+    assert output.startswith("revoked attempt 1 of compensation of step 'reserve' of run ")
+    assert CompensationRecord.objects.get(pk=record.pk).status == "ready"
+
+
+def test_refusals_exit_non_zero_with_the_reason():
+    run, _ = running_load()
+    refused(str(run.pk), "nope", message=f"run {run.pk} has no step 'nope' (its steps: load)")
+    refused("load", message="name the run by RUN (its id or a prefix) or by --business-key")
+    refused(str(run.pk), "load", "--user", "ghost", message="no user named 'ghost'")
+    run_command("workflows_revoke", str(run.pk), "load")
+    refused(str(run.pk), "load", message="step 'load': step is ready; revoke needs running")
+    parcels = workflows.start_run(Parcels)
+    refused(str(parcels.pk), "ship", "--item", "zz", message="step 'ship' has no item 'zz'")
+    refused(str(parcels.pk), "ship", message="revoke one of its running items")
+    with pytest.raises(CommandError, match="not allowed with argument"):
+        run_command("workflows_revoke", str(parcels.pk), "ship", "--item", "p1", "--compensation")
+
+
+def test_the_help_says_what_a_revoke_does(capsys):
+    with pytest.raises(SystemExit):
+        call_command("workflows_revoke", "--help")
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "without using up an attempt" in shown
+    assert "--item KEY" in shown and "--compensation" in shown and "--business-key KEY" in shown
+
+
+# -- workflows_cancel, twice -------------------------------------------------------------
+
+
+def test_a_second_cancel_says_so_and_exits_zero():
+    run = workflows.start_run(Wedged)
+    first = run_command("workflows_cancel", str(run.pk))
+    assert first == f"run {run.pk} of cmd_revoke_wedged v1: cancelled\n"
+    version = Run.objects.get(pk=run.pk).version
+    again = run_command("workflows_cancel", str(run.pk), "--reason", "again")
+    assert again == (
+        f"run {run.pk} of cmd_revoke_wedged v1: cancelled (cancelled already; nothing changed)\n"
+    )
+    assert Run.objects.get(pk=run.pk).version == version
+    assert json.loads(run_command("workflows_cancel", str(run.pk), "--json"))["already"] is True
+
+
+def test_cancelling_a_terminated_run_says_it_was_terminated_and_a_completed_one_is_refused():
+    run = workflows.start_run(Wedged)
+    workflows.terminate_run(run)
+    output = run_command("workflows_cancel", str(run.pk))
+    assert output.endswith(": terminated (terminated already; nothing changed)\n")
+    done = workflows.start_run(Wedged)
+    run_pending()
+    with pytest.raises(CommandError, match="run is completed; cancel needs"):
+        run_command("workflows_cancel", str(done.pk))

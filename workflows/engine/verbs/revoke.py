@@ -1,0 +1,209 @@
+"""Revoke a lease: an operator takes a running attempt away from its worker, now.
+
+For a worker that is wedged but still heartbeating, so its lease never expires: the
+lease scanner would wait for ever, and terminating the run would throw the rest of the
+run away. The unit (a task step, a fan-out item or a compensation) goes back to
+``ready`` at once and is dispatched again; the revoked attempt's heartbeat, writes and
+result are then refused by the fence they already carry (``LeaseLost``, recorded as
+``lease.lost``).
+
+Fenced on the attempt, not on the owner: the operator does not hold the lease and
+should not have to copy the worker's name; (id, version, attempt, ``running``) names
+exactly the attempt they saw, so a revoke that arrives after that attempt ended, or
+after another attempt started, changes nothing. A revoke gives the attempt back
+(``max_attempts`` + 1): the operator stopped it, the work did not fail, so a step with
+one attempt left still has it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from workflows.definitions import FanOut
+from workflows.definitions.limits import Route
+from workflows.engine.events import actor
+from workflows.engine.guards import REVOKE
+from workflows.engine.limits.admission import attempt_ended
+from workflows.engine.limits.slots import Holder
+from workflows.engine.scope import RunScope, run_scope
+from workflows.engine.sql.expressions import db_now
+from workflows.engine.sql.updates import cas_update
+from workflows.engine.transaction import transition
+from workflows.engine.work_kinds import COMPENSATION, ITEM, STEP, FailedUnit, WorkKind
+from workflows.errors import InvalidTransition, StaleState
+from workflows.status import FailureClass, StepStatus
+
+if TYPE_CHECKING:
+    from uuid import UUID
+
+    from workflows.permissions import AnyUser
+
+# What a revoke reads of a unit's owners, by kind: run, step id, step name, generation,
+# the step's node kind, and the item's key (none for a step itself).
+_OWNERS: dict[str, tuple[str, ...]] = {
+    STEP.name: ("run_id", "id", "name", "generation", "kind"),
+    ITEM.name: ("step__run_id", "step_id", "step__name", "step__generation", "step__kind", "key"),
+    COMPENSATION.name: (
+        "run_id",
+        "step_id",
+        "step__name",
+        "step__generation",
+        "step__kind",
+        "item__key",
+    ),
+}
+_UNIT = ("status", "attempt", "max_attempts", "version", "lease_owner", "queue", "requires")
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """A unit of leased work as a revoke reads it, under its run's lock."""
+
+    run_id: UUID
+    step_id: int
+    step_name: str
+    generation: int
+    step_kind: str
+    item_key: str
+    status: str
+    attempt: int
+    max_attempts: int
+    version: int
+    lease_owner: str
+    queue: str
+    requires: str
+
+    def label(self, kind: WorkKind) -> str:
+        return kind.label(self.step_name, self.item_key)
+
+
+def _read(kind: WorkKind, unit_id: int, *, locked: bool = False) -> _Unit:
+    """The unit and its owners; ``locked``: its row only, until the transition commits
+    (PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` serialises every writer already)."""
+    owners = _OWNERS[kind.name]
+    rows = kind.model.objects.filter(pk=unit_id)
+    if locked:
+        rows = rows.select_for_update(no_key=True, of=("self",))
+    row = rows.values_list(*owners, *_UNIT).get()
+    if kind is STEP:  # a step has no item key
+        row = (*row[: len(owners)], "", *row[len(owners) :])
+    run_id, step_id, step_name, generation, step_kind, item_key, *unit = row
+    return _Unit(run_id, step_id, step_name, generation, step_kind, item_key or "", *unit)
+
+
+def run_of_unit(kind: WorkKind, unit_id: int) -> UUID:
+    """The run a unit of leased work belongs to (never changes: read before the lock)."""
+    return _read(kind, unit_id).run_id
+
+
+@transition
+def revoke_lease(
+    kind: WorkKind, unit_id: int, *, reason: str = "", user: AnyUser | None = None
+) -> str:
+    """Take the lease of the running attempt of unit ``unit_id`` of ``kind``; return the
+    unit's new status.
+
+    ``ready`` (dispatched again; a paused run's unit waits for the resume), or, when the
+    run has stopped meanwhile and can no longer start the unit (a cancelling or failing
+    run's forward work), the kind's stopped status, which lets the run's unwinding go on
+    instead of waiting for the wedged worker. The attempt is given back (``max_attempts``
+    + 1), recorded with class ``revoked`` in the row and its ``error``, and in a
+    ``lease.revoked`` event with who, why, the attempt and the worker that held it. Its
+    concurrency slot is freed as a finished attempt's is.
+
+    Refused with :class:`InvalidTransition` when the unit is not running, when its run is
+    not one that may have running work, and for a fan-out step (its items hold the
+    leases). How it loses a race: a completion or failure of the attempt takes the run's
+    lock as this does, so whichever commits first wins; the loser sees the other's
+    status (the revoke is refused; the worker's write is refused with ``LeaseLost`` and
+    recorded as ``lease.lost``). A heartbeat takes no run lock: the revoke locks the
+    unit's row before reading it, so a heartbeat in between waits and then finds its
+    fence gone (``LeaseLost``); on SQLite the write lock serialises them anyway.
+    """
+    with run_scope(run_of_unit(kind, unit_id)) as scope:
+        # Locked after the run, as every transition orders its locks: a heartbeat (which
+        # takes no run lock) waits for this commit, then finds its fence gone.
+        unit = _read(kind, unit_id, locked=True)
+        status = _target(scope, kind, unit)
+        error = _error(kind, unit, reason, user)
+        if not cas_update(
+            kind.model,
+            unit_id,
+            version=unit.version,
+            where={"status": StepStatus.RUNNING, "attempt": unit.attempt},
+            status=status,
+            error=error,
+            failure_class=FailureClass.REVOKED,
+            max_attempts=unit.max_attempts + 1,
+            lease_owner="",
+            lease_expires_at=None,
+            updated_at=db_now(),
+            **({} if status == StepStatus.READY else {"finished_at": db_now()}),
+        ):
+            raise StaleState(f"{unit.label(kind)} changed while being revoked; nothing changed")
+        _revoked(scope, kind, unit_id, unit, status, error)
+    return status
+
+
+def _target(scope: RunScope, kind: WorkKind, unit: _Unit) -> str:
+    """The status the revoked unit moves to, or :class:`InvalidTransition`."""
+    label = unit.label(kind)
+    refusal = REVOKE.refusal(unit.status, scope.run.status, noun=kind.name)
+    if refusal is None and kind is STEP and unit.step_kind == FanOut.kind:
+        refusal = "a fan-out step holds no lease itself; revoke one of its running items"
+    if refusal is not None:
+        raise InvalidTransition(f"{label}: {refusal}", status=unit.status, verb=REVOKE.name)
+    run_status = scope.run.status
+    if run_status in kind.runs_while or run_status in kind.held_while:
+        return StepStatus.READY
+    return kind.stopped_status
+
+
+def _error(kind: WorkKind, unit: _Unit, reason: str, user: AnyUser | None) -> dict[str, Any]:
+    by = actor(user)
+    message = (
+        f"attempt {unit.attempt} of {unit.label(kind)} by {unit.lease_owner!r} revoked"
+        + (f" by {by}" if by else "")
+        + (f": {reason}" if reason else "")
+    )
+    return {
+        "code": "revoked",
+        "message": message,
+        "by": by,
+        "reason": reason,
+        "attempt": unit.attempt,
+        "owner": unit.lease_owner,
+        "failure_class": FailureClass.REVOKED.value,
+    }
+
+
+def _revoked(
+    scope: RunScope, kind: WorkKind, unit_id: int, unit: _Unit, status: str, error: dict[str, Any]
+) -> None:
+    """After the compare-and-set: free the slot, record it, and start the work again."""
+    run = scope.run
+    attempt_ended(scope, Holder(kind.name, unit_id, unit.attempt))
+    scope.events.add(
+        run.pk,
+        "lease.revoked",
+        step_id=unit.step_id,
+        kind=kind.name,
+        unit=unit_id,
+        **({"item": unit.item_key} if unit.item_key else {}),
+        attempt=unit.attempt,
+        owner=unit.lease_owner,
+        by=error["by"],
+        reason=error["reason"],
+        failure_class=FailureClass.REVOKED.value,
+        status=status,
+    )
+    if status == StepStatus.READY:
+        scope.events.add(run.pk, f"{kind.name}.ready", step_id=unit.step_id)
+        if run.status in kind.runs_while:  # a paused run's unit waits for the resume
+            scope.dispatch(kind, unit_id, Route.of_row(unit.queue, unit.requires))
+        return
+    failed = FailedUnit(
+        kind, unit_id, unit.step_id, unit.step_name, unit.item_key, error, unit.generation
+    )
+    kind.settlement.stopped(scope.advancer, failed)
