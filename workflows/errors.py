@@ -77,6 +77,13 @@ class LeaseLost(StaleState):
     code = "lease_lost"
 
 
+class RunCancelled(LeaseLost):
+    """This attempt's run was cancelled, terminated or is past its deadline: stop the work
+    (the attempt is recorded as failed with class ``cancelled`` and is not retried)."""
+
+    code = "run_cancelled"
+
+
 class IdempotencyConflict(WorkflowError):
     """The idempotency key was used before with a different payload."""
 
@@ -194,3 +201,37 @@ class StaleRevision(StaleState):
     it again (``details["revision"]`` is the current one) and decide anew."""
 
     code = "stale_revision"
+
+
+class SignalTokenRefused(WorkflowError):
+    """The signal token was refused; nothing was written. Each refusal has its own
+    subclass and code: invalid, expired, foreign, wrong signal."""
+
+    code = "signal_token_refused"
+
+
+class SignalTokenInvalid(SignalTokenRefused):
+    """The signal token was not made by this site: malformed, truncated, tampered with,
+    or signed with a key that is neither ``SECRET_KEY`` nor one of its fallbacks."""
+
+    code = "signal_token_invalid"
+
+
+class SignalTokenExpired(SignalTokenRefused):
+    """The signal token is genuine but past its expiry (or older than
+    ``WORKFLOWS["SIGNAL_TOKEN_MAX_AGE"]``); ask for a new one."""
+
+    code = "signal_token_expired"
+
+
+class SignalTokenForeign(SignalTokenRefused):
+    """The token was not made for sending a signal here: a token of another kind (a
+    callback token, an approval link), or one naming a run this site does not have."""
+
+    code = "signal_token_foreign"
+
+
+class SignalTokenWrongSignal(SignalTokenRefused):
+    """The signal token allows another signal than the one named with it."""
+
+    code = "signal_token_wrong_signal"

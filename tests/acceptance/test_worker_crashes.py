@@ -68,7 +68,42 @@ def test_a_worker_killed_mid_step_is_reclaimed_after_its_lease_and_completes_onc
     assert {call.idempotency_key for call in calls} == {f"{run_id}/hold"}
     [expired] = events(run_id, "lease.expired")
     assert expired["attempt"] == 1 and f":{killed.pid}:" in expired["owner"]
+    # A worker that vanished: class lease_expired, retried by the default retry_on.
+    assert expired["failure_class"] == "lease_expired"
+    assert (step.failure_class, step.error["failure_class"]) == ("lease_expired",) * 2
     assert SideEffect.objects.get(idempotency_key=f"{run_id}/hold").attempt == 2
+    assert_run_invariants(stack, run_id)
+
+
+def test_a_live_worker_past_its_timeout_is_failed_by_its_watchdog_and_its_result_refused(stack):
+    """The handler blocks past its 1 s timeout while its worker lives: that worker's
+    watchdog records the attempt as ``timeout`` (the sweeper, which runs too, never
+    reclaims it), attempt 2 completes the step on another worker, and attempt 1's late
+    result is refused."""
+    stack.qcluster(workers=2)
+    stack.sweeper()
+    [run_id] = stack.start_runs("acceptance_overrun", [{"hold_attempts": [1]}])
+    slow = first_call(stack, run_id, "slow")
+
+    [run] = stack.wait_finished([run_id], timeout=RUN_TIMEOUT).values()
+    stack.release(run_id)
+    [lost] = stack.wait_for(
+        "the overrun attempt's late result to be refused",
+        lambda: events(run_id, "lease.lost"),
+        timeout=RUN_TIMEOUT,
+        run_ids=[run_id],
+    )
+
+    assert run.status == "completed"
+    step = Step.objects.get(run_id=run_id, name="slow")
+    assert (step.status, step.attempt, step.output["attempt"]) == ("completed", 2, 2)
+    assert (step.failure_class, step.error["failure_class"]) == ("timeout", "timeout")
+    [scheduled] = events(run_id, "step.retry_scheduled")
+    assert (scheduled["attempt"], scheduled["failure_class"]) == (1, "timeout")
+    assert events(run_id, "lease.expired") == []
+    assert (lost["action"], lost["attempt"]) == ("completion", 1)
+    assert f":{slow.pid}:" in lost["owner"]
+    assert SideEffect.objects.get(idempotency_key=f"{run_id}/slow").attempt == 2
     assert_run_invariants(stack, run_id)
 
 

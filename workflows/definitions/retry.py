@@ -1,7 +1,8 @@
-"""Retry policy of a task: how many attempts, how long to wait between them."""
+"""Retry policy of a task: how many attempts, which failures, how long to wait between them."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -9,6 +10,13 @@ from typing import Any
 from django.utils.module_loading import import_string
 
 from workflows.errors import PermanentError
+from workflows.status import FailureClass
+
+# The failure classes a policy may retry, and those it retries unless told otherwise.
+RETRYABLE_CLASSES: frozenset[str] = frozenset(
+    {FailureClass.TRANSIENT, FailureClass.TIMEOUT, FailureClass.LEASE_EXPIRED}
+)
+DEFAULT_RETRY_ON: frozenset[str] = RETRYABLE_CLASSES
 
 
 @dataclass(frozen=True)
@@ -18,7 +26,18 @@ class Retry:
     ``max_attempts`` counts every attempt, the first included, and is enforced by the
     engine's own attempt counter, so an attempt whose worker was killed still counts.
     ``non_retryable`` lists exception classes (or their dotted paths) that fail the step
-    at once, as :class:`~workflows.PermanentError` always does.
+    at once, as :class:`~workflows.PermanentError` always does: their failures are of
+    class ``permanent``.
+
+    ``retry_on`` names the failure classes (:class:`~workflows.FailureClass` values or
+    their names) this policy retries while attempts remain; by default ``transient``
+    (a handler's exception), ``timeout`` (it ran past its node's timeout) and
+    ``lease_expired`` (its worker vanished or stalled). Only those three may be named:
+    ``permanent``, ``cancelled`` and ``budget`` failures are never retried (the handler,
+    the run or the limit said no, and would say it again), and a ``revoked`` attempt
+    goes back to ``ready`` without using up an attempt, outside any policy. So
+    ``retry_on={"transient"}`` fails a step for good the first time it times out or its
+    worker dies, and ``retry_on=set()`` never retries.
     """
 
     max_attempts: int = 3
@@ -26,6 +45,17 @@ class Retry:
     backoff: float = 2.0
     max_interval: timedelta = timedelta(minutes=5)
     non_retryable: tuple[type[BaseException] | str, ...] = field(default=())
+    retry_on: Collection[FailureClass | str] = DEFAULT_RETRY_ON
+
+    def __post_init__(self) -> None:
+        # Held as a frozenset of plain names, so that the policy stays hashable and
+        # compares equal however the classes were spelled; anything else is left as
+        # given for problems() to name.
+        entries = self.retry_on
+        if isinstance(entries, set | frozenset | list | tuple) and all(
+            isinstance(entry, str) for entry in entries
+        ):
+            object.__setattr__(self, "retry_on", frozenset(str(entry) for entry in entries))
 
     def problems(self) -> list[str]:
         """Return what is wrong with these numbers, one sentence each."""
@@ -48,7 +78,12 @@ class Retry:
                 found.append(
                     f"retry non_retryable entries must be exception classes, got {entry!r}"
                 )
+        found.extend(_retry_on_problems(self.retry_on))
         return found
+
+    def retries(self, failure_class: str) -> bool:
+        """Tell whether a failure of ``failure_class`` is retried (while attempts remain)."""
+        return failure_class in self.retry_on
 
     def delay_after(self, attempt: int) -> timedelta:
         """Return how long to wait after attempt number ``attempt`` (1-based) failed."""
@@ -56,7 +91,10 @@ class Retry:
         return min(timedelta(seconds=seconds), self.max_interval)
 
     def is_retryable(self, exc: BaseException) -> bool:
-        """Tell whether ``exc`` may be retried under this policy."""
+        """Tell whether ``exc`` is retryable by nature: neither a
+        :class:`~workflows.PermanentError` nor one of ``non_retryable``. (Whether its
+        failure is retried also depends on ``retry_on``: see
+        :func:`workflows.engine.failures.classify`.)"""
         if isinstance(exc, PermanentError):
             return False
         classes = tuple(
@@ -76,4 +114,29 @@ class Retry:
                 entry if isinstance(entry, str) else f"{entry.__module__}.{entry.__qualname__}"
                 for entry in self.non_retryable
             ],
+            "retry_on": sorted(self.retry_on),
         }
+
+
+def _retry_on_problems(retry_on: Any) -> list[str]:
+    """What is wrong with a ``retry_on``, one sentence each."""
+    if not isinstance(retry_on, set | frozenset | list | tuple):
+        return [
+            "retry retry_on must be a set of failure classes (e.g. "
+            f'{{"transient", "timeout"}}), got {retry_on!r}'
+        ]
+    found = []
+    for entry in retry_on:
+        if not isinstance(entry, str) or entry not in FailureClass.values:
+            found.append(
+                f"retry retry_on names an unknown failure class {entry!r}; the classes are "
+                + ", ".join(FailureClass.values)
+            )
+        elif entry not in RETRYABLE_CLASSES:
+            found.append(
+                f"retry retry_on cannot name {entry!r}: only "
+                + ", ".join(sorted(RETRYABLE_CLASSES))
+                + " failures may be retried (permanent, cancelled and budget failures are "
+                "never retried, and a revoked attempt is run again without using up one)"
+            )
+    return found

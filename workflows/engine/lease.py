@@ -23,6 +23,10 @@ class Lease:
     ``max_attempts`` is the unit's budget when it was claimed: a manual retry raises it
     by a whole policy, so attempts 4, 5 and 6 of a three-attempt policy follow the
     policy's backoff again.
+
+    ``renewed_at``: when this process last set the lease to last a whole timeout
+    (``time.monotonic()``: at the claim, then at each heartbeat), for the worker's
+    watchdog, which fails an attempt that runs past its timeout.
     """
 
     kind: WorkKind
@@ -43,6 +47,7 @@ class Lease:
     generation: int = 0
     # Set when a limit lets the unit start only to fail at once (engine.admission).
     refusal: Exception | None = None
+    renewed_at: float = field(default_factory=time.monotonic)
 
     @property
     def node(self) -> LeasedNode:
@@ -101,12 +106,24 @@ class LeaseBatch:
         return any(held is lease for held in self.leases)
 
     def renewal_due(self) -> bool:
-        """Half the lease has passed since the last renewal: extend before the next item."""
+        """Extend the leases before the next item: half the lease has passed since the
+        last renewal, or :data:`RENEWAL_SLACK`, whichever is shorter.
+
+        Each item's handler is timed alone, from its own start (the worker's watchdog),
+        so its lease must last a whole timeout from that start, give or take the
+        slack: else the reclaim could take an item that overran for ``lease_expired``
+        before the watchdog records it as ``timeout``. A batch of quick items is still
+        renewed at most once per slack.
+        """
         if not self.leases:
             return False
         timeout = self.first.node.effective_timeout.total_seconds()
-        return time.monotonic() - self.renewed_at > timeout / 2
+        return time.monotonic() - self.renewed_at > min(timeout / 2, RENEWAL_SLACK)
 
+
+# How long a batch's leases may go unrenewed before an item starts (seconds): less than
+# the reclaim's grace (``workflows.engine.recovery.RECLAIM_GRACE``).
+RENEWAL_SLACK = 1.0
 
 # What a worker holds after a claim: one unit of work, or a batch of fan-out items.
 Held = Lease | LeaseBatch

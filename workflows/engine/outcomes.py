@@ -23,7 +23,9 @@ from typing import Any, TypeVar
 from django.utils import timezone
 
 from workflows.engine.advance import Advancer, error_from_exception
+from workflows.engine.cancellation import stop_reason
 from workflows.engine.events import EventLog
+from workflows.engine.failures import classify, retried
 from workflows.engine.lease import Held, Lease, LeaseBatch
 from workflows.engine.limits.admission import attempt_ended, attempt_holder
 from workflows.engine.scope import RunScope, run_scope, unlocked_scope
@@ -31,7 +33,7 @@ from workflows.engine.sql.expressions import db_now, db_now_plus
 from workflows.engine.sql.updates import cas_update, fenced_update_many
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import FailedUnit
-from workflows.errors import LeaseLost
+from workflows.errors import LeaseLost, RunCancelled
 from workflows.models import Timer
 from workflows.status import StepStatus, TimerKind
 
@@ -59,9 +61,15 @@ def _fenced_update(lease: Lease, **changes: Any) -> bool:
     return updated
 
 
-def _retryable(lease: Lease, exc: BaseException) -> bool:
-    """A refused start (``engine.admission``) is never retried: the limit refuses again."""
-    return lease.refusal is None and lease.retry.is_retryable(exc)
+def _failure(lease: Lease, exc: BaseException) -> tuple[dict[str, Any], timedelta | None]:
+    """The ``error`` to record for an attempt that failed with ``exc``, carrying its
+    failure class (:func:`~workflows.engine.failures.classify`), and the wait before the
+    next attempt: ``None`` when its policy's ``retry_on`` leaves the class out or no
+    attempt is left. A refused start (``engine.admission``) is never retried: the limit
+    would refuse again."""
+    failure_class = classify(exc, lease)
+    error = error_from_exception(exc, attempt=lease.attempt, failure_class=failure_class.value)
+    return error, lease.retry_delay() if retried(lease.retry, failure_class) else None
 
 
 def _free_slot(scope: RunScope, lease: Lease) -> None:
@@ -108,16 +116,40 @@ def heartbeat(lease: Lease) -> None:
     """Extend the lease by the node's timeout, or raise :class:`LeaseLost`.
 
     A heartbeat after the lease expired still succeeds as long as no other worker has
-    reclaimed the work: the fence is (attempt, owner, version), not the clock.
+    reclaimed the work: the fence is (attempt, owner, version), not the clock. A
+    heartbeat also moves on the deadline the worker's watchdog holds the attempt to
+    (``lease.renewed_at``).
+
+    Cooperative cancel: once the run asks its attempts to stop (cancelling, cancelled,
+    terminated, past its deadline: :mod:`workflows.engine.cancellation`), raises
+    :class:`RunCancelled` (a ``LeaseLost``) instead, whether the lease is still held (a
+    cancelled run leaves its attempts running) or a terminate took it. One read of the
+    run after the fenced update, outside its transaction.
     """
-    _unless_rejected(_heartbeat(lease), lease)
+    outcome = _heartbeat(lease)
+    stop_if_cancelled(lease)
+    _unless_rejected(outcome, lease)
+
+
+def stop_if_cancelled(lease: Lease) -> None:
+    """Raise :class:`RunCancelled` if ``lease``'s run asks its attempts to stop (one read)."""
+    reason = stop_reason(lease.kind, lease.run_id)
+    if reason is not None:
+        raise RunCancelled(
+            f"{lease.label} attempt {lease.attempt} asked to stop: {reason}",
+            step=lease.step_name,
+            attempt=lease.attempt,
+            reason=reason,
+        )
 
 
 @transition
 def _heartbeat(lease: Lease) -> _Rejected | None:
+    renewed_at = time.monotonic()
     if _fenced_update(
         lease, lease_expires_at=db_now_plus(lease.node.effective_timeout), updated_at=db_now()
     ):
+        lease.renewed_at = renewed_at
         return None
     return _record_rejection(lease, "heartbeat")
 
@@ -130,9 +162,11 @@ def heartbeat_batch(batch: LeaseBatch, caller: Lease | None = None) -> None:
     was lost meanwhile (reclaimed after it expired, cancelled, terminated) does not
     match the fenced update: it is recorded as ``lease.lost`` and dropped from the
     batch, so this worker neither runs nor records it. Raises :class:`LeaseLost` when
-    ``caller`` (the item whose handler heartbeats) was one of them.
+    ``caller`` (the item whose handler heartbeats) was one of them, and
+    :class:`RunCancelled` to a ``caller`` whose run asks it to stop, as :func:`heartbeat`.
     """
     if caller is not None and not batch.holds(caller):
+        stop_if_cancelled(caller)
         raise LeaseLost(
             f"heartbeat of {caller.label} attempt {caller.attempt} rejected: its lease was "
             "lost before",
@@ -144,6 +178,10 @@ def heartbeat_batch(batch: LeaseBatch, caller: Lease | None = None) -> None:
     renewed_at = time.monotonic()
     rejected = _heartbeat_batch(batch)
     batch.renewed_at = renewed_at
+    for lease in batch.leases:
+        lease.renewed_at = renewed_at
+    if caller is not None:
+        stop_if_cancelled(caller)
     for lease, rejection in rejected:
         if lease is caller:
             raise _lost(rejection, lease)
@@ -225,23 +263,29 @@ def _complete(lease: Lease, output: Any, claim_next: bool) -> Held | _Rejected |
     return scope.claimed
 
 
-def fail_attempt(lease: Lease, exc: BaseException) -> str:
+def fail_attempt(lease: Lease, exc: BaseException, *, quiet: bool = False) -> str:
     """Record a failed attempt: schedule a retry per policy, or fail the work for good.
 
-    Returns the new status (``retry_scheduled`` or ``failed``). A step failing for good
-    fails its run; an item counts against its fan-out's tolerance; a compensation
-    leaves its run ``compensation_failed``. Fenced like :func:`complete_work`.
+    The attempt's failure class (:func:`~workflows.engine.failures.classify`) goes into
+    the row's ``failure_class`` and ``error`` and into the event that records the
+    failure, and decides with the policy's ``retry_on`` whether it is retried. Returns
+    the new status (``retry_scheduled`` or ``failed``). A step failing for good fails
+    its run; an item counts against its fan-out's tolerance; a compensation leaves its
+    run ``compensation_failed``. Fenced like :func:`complete_work`; ``quiet``: a
+    rejected write records no ``lease.lost`` either, for a caller that is not the
+    handler's worker thread (the watchdog, which loses to the handler's own outcome,
+    a reclaim or a revoke, each of which said so already).
     """
-    delay = lease.retry_delay() if _retryable(lease, exc) else None
-    return _unless_rejected(
-        _fail(lease, error_from_exception(exc, attempt=lease.attempt), delay), lease
-    )
+    error, delay = _failure(lease, exc)
+    return _unless_rejected(_fail(lease, error, delay, quiet), lease)
 
 
 @transition
-def _fail(lease: Lease, error: dict[str, Any], delay: timedelta | None) -> str | _Rejected:
+def _fail(
+    lease: Lease, error: dict[str, Any], delay: timedelta | None, quiet: bool = False
+) -> str | _Rejected:
     with run_scope(lease.run_id, workflow=lease.workflow) as scope:
-        outcome = _fail_row(scope, lease, error, delay)
+        outcome = _fail_row(scope, lease, error, delay, quiet=quiet)
         if isinstance(outcome, _Rejected):
             return outcome
         unit, delay = outcome
@@ -250,10 +294,16 @@ def _fail(lease: Lease, error: dict[str, Any], delay: timedelta | None) -> str |
 
 
 def _fail_row(
-    scope: RunScope, lease: Lease, error: dict[str, Any], delay: timedelta | None
+    scope: RunScope,
+    lease: Lease,
+    error: dict[str, Any],
+    delay: timedelta | None,
+    *,
+    quiet: bool = False,
 ) -> tuple[FailedUnit, timedelta | None] | _Rejected:
     """Move a failed attempt's row to ``retry_scheduled`` (``delay`` given, and the run
-    may still start it) or ``failed``, fenced by the lease; say which by the delay."""
+    may still start it) or ``failed``, fenced by the lease; say which by the delay.
+    ``quiet``: a rejected write records no ``lease.lost``."""
     kind = lease.kind
     if scope.run.status not in kind.runs_while | kind.held_while:
         delay = None  # the run stopped meanwhile: no further attempt
@@ -262,10 +312,13 @@ def _fail_row(
         lease,
         status=status,
         error=error,
+        failure_class=error["failure_class"],
         lease_expires_at=None,
         updated_at=db_now(),
         **({} if delay is not None else {"finished_at": db_now()}),
     ):
+        if quiet:
+            return _Rejected(f"failure of {lease.label} attempt {lease.attempt} rejected")
         return _reject(lease, "failure", scope.events)
     _free_slot(scope, lease)
     unit = FailedUnit(
@@ -303,14 +356,7 @@ def record_batch(
     leases' versions are put back. With ``claim_next`` the items the batch releases are
     claimed for the same worker in the same transaction and returned.
     """
-    failures = [
-        (
-            lease,
-            error_from_exception(exc, attempt=lease.attempt),
-            lease.retry_delay() if _retryable(lease, exc) else None,
-        )
-        for lease, exc in failed
-    ]
+    failures = [(lease, *_failure(lease, exc)) for lease, exc in failed]
     versions = [(lease, lease.version) for lease in batch.leases]
     try:
         following, rejected = _record_batch(completed, failures, claim_next)
@@ -385,4 +431,5 @@ def schedule_retry(advancer: Advancer, unit: FailedUnit, *, attempt: int, delay:
         attempt=attempt,
         due_at=due_at.isoformat(),
         error=unit.error["message"],
+        failure_class=unit.error.get("failure_class", ""),
     )

@@ -7,22 +7,32 @@ whether it acted; the scanners in :mod:`workflows.workers.scanners` find the can
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from uuid import UUID
 
 from django.db.models.functions import Now
 
+from workflows.definitions import LeasedNode
 from workflows.definitions.limits import Route
+from workflows.engine.failures import retried
 from workflows.engine.limits.admission import attempt_ended
 from workflows.engine.limits.slots import Holder
 from workflows.engine.runs import unwind
-from workflows.engine.scope import run_scope, unlocked_scope
+from workflows.engine.scope import RunScope, run_scope, unlocked_scope
 from workflows.engine.sql.expressions import db_now
 from workflows.engine.sql.updates import cas_update
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import FailedUnit, WorkKind
+from workflows.errors import DefinitionMissing
 from workflows.models import Run, Step
-from workflows.status import RUN_ACTIVE, RUN_UNWINDING, StepStatus
+from workflows.status import RUN_ACTIVE, RUN_UNWINDING, FailureClass, StepStatus
+
+# How long after its lease ran out the lease scanner leaves a unit to the worker that
+# holds it: the worker's watchdog records an attempt that overran its timeout as
+# ``timeout`` at the moment the lease runs out (both are a whole timeout from the last
+# renewal), and should not lose that race to the scanner by a few milliseconds. A
+# crashed worker's work is taken back this much later.
+RECLAIM_GRACE = timedelta(seconds=2)
 
 
 @dataclass(frozen=True)
@@ -51,12 +61,15 @@ def _owners(kind: WorkKind, unit_id: int) -> _Owners:
 def reclaim(
     kind: WorkKind, unit_id: int, *, now: datetime | None = None, wait: bool = True
 ) -> str | None:
-    """Take back running work whose lease expired before ``now`` (default: DB clock).
+    """Take back running work whose lease expired before ``now`` (default: the database
+    clock less :data:`RECLAIM_GRACE`).
 
-    The expired attempt counts: the work goes back to ``ready`` for another attempt, or
-    fails for good when it has used its attempts. Work of a run that stopped meanwhile
-    ends in its kind's ``stopped_status`` instead. Returns the new status, or ``None``
-    when the work was not reclaimable (its worker finished or heartbeat first).
+    The expired attempt counts, with failure class ``lease_expired``: the work goes back
+    to ``ready`` for another attempt, or fails for good when it has used its attempts or
+    its retry policy's ``retry_on`` leaves ``lease_expired`` out. Work of a run that
+    stopped meanwhile ends in its kind's ``stopped_status`` instead. Returns the new
+    status, or ``None`` when the work was not reclaimable (its worker finished or
+    heartbeat first).
     """
     return _reclaim(kind, unit_id, now, wait)
 
@@ -66,7 +79,7 @@ def _reclaim(kind: WorkKind, unit_id: int, now: datetime | None, wait: bool) -> 
     expired = kind.model.objects.filter(
         pk=unit_id,
         status=StepStatus.RUNNING,
-        lease_expires_at__lt=now if now is not None else Now(),
+        lease_expires_at__lt=now if now is not None else Now() - RECLAIM_GRACE,
     ).first()
     if expired is None:
         return None
@@ -76,7 +89,9 @@ def _reclaim(kind: WorkKind, unit_id: int, now: datetime | None, wait: bool) -> 
         active = scope.run.status in kind.runs_while
         if not active and scope.run.status not in kind.held_while:
             status = kind.stopped_status
-        elif expired.attempt >= expired.max_attempts:
+        elif expired.attempt >= expired.max_attempts or not _retries_expiry(
+            scope, kind, owners.step_name
+        ):
             status = StepStatus.FAILED
         else:
             status = StepStatus.READY  # a paused run's unit waits for the resume
@@ -86,6 +101,7 @@ def _reclaim(kind: WorkKind, unit_id: int, now: datetime | None, wait: bool) -> 
             f"{kind.label(owners.step_name, owners.item_key)} by "
             f"{expired.lease_owner!r} did not finish within its lease",
             "attempt": expired.attempt,
+            "failure_class": FailureClass.LEASE_EXPIRED.value,
         }
         # The version guard also catches a heartbeat that extended the lease since the read.
         if not cas_update(
@@ -95,6 +111,7 @@ def _reclaim(kind: WorkKind, unit_id: int, now: datetime | None, wait: bool) -> 
             where={"status": StepStatus.RUNNING},
             status=status,
             error=error,
+            failure_class=FailureClass.LEASE_EXPIRED,
             lease_owner="",
             lease_expires_at=None,
             updated_at=db_now(),
@@ -109,6 +126,7 @@ def _reclaim(kind: WorkKind, unit_id: int, now: datetime | None, wait: bool) -> 
             kind=kind.name,
             attempt=expired.attempt,
             owner=expired.lease_owner,
+            failure_class=FailureClass.LEASE_EXPIRED.value,
         )
         advancer = scope.advancer
         unit = FailedUnit(
@@ -123,6 +141,19 @@ def _reclaim(kind: WorkKind, unit_id: int, now: datetime | None, wait: bool) -> 
         else:
             kind.settlement.stopped(advancer, unit)
     return status
+
+
+def _retries_expiry(scope: RunScope, kind: WorkKind, step_name: str) -> bool:
+    """Whether the unit's retry policy retries a ``lease_expired`` attempt: its node's
+    ``retry_on`` (a compensation's is the default). A run whose definition is gone keeps
+    today's rule: retried while attempts remain."""
+    try:
+        node = scope.workflow.nodes.get(step_name)
+    except DefinitionMissing:
+        return True
+    if not isinstance(node, LeasedNode):
+        return True
+    return retried(kind.retry_of(node), FailureClass.LEASE_EXPIRED)
 
 
 @transition

@@ -15,6 +15,7 @@ history. Labels are ``workflow``, ``step`` and small enumerations, never a run i
 from __future__ import annotations
 
 import hmac
+from collections import Counter
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -31,6 +32,7 @@ from django.db.models import (
     Subquery,
     Sum,
 )
+from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce
 from django.http import Http404, HttpRequest, HttpResponse
 from django.utils import timezone
@@ -46,7 +48,14 @@ from workflows.conf import workflow_settings
 from workflows.definitions import Gate, Task
 from workflows.models import Event, Flow, Run, Step, Timer
 from workflows.permissions import VIEW_METRICS
-from workflows.status import RUN_FINAL, FlowStatus, RunStatus, StepStatus, TimerStatus
+from workflows.status import (
+    RUN_FINAL,
+    FailureClass,
+    FlowStatus,
+    RunStatus,
+    StepStatus,
+    TimerStatus,
+)
 
 # Upper bounds (seconds) of the histogram buckets: from a chained claim's milliseconds
 # to a step that runs for an hour.
@@ -78,9 +87,22 @@ ATTEMPT_OUTCOMES: dict[str, str] = {
     "lease.expired": "lease_expired",
 }
 
+# The events that record a failed attempt of leased work, each attempt once: its retry
+# or its final failure (a step, an item, a compensation), its reclaim or its revoke. A
+# final failure after a reclaim or a revoke is counted by its ``lease.*`` event.
+FAILED_ATTEMPT_EVENTS: frozenset[str] = frozenset(
+    {
+        f"{kind}.{outcome}"
+        for kind in ("step", "item", "compensation")
+        for outcome in ("retry_scheduled", "failed")
+    }
+    | {"lease.expired", "lease.revoked"}
+)
+_COUNTED_BY_LEASE_EVENT = (FailureClass.LEASE_EXPIRED, FailureClass.REVOKED)
+
 # Runs by status (blocked flow members among them), flows by status, attempts by
-# outcome, expired leases, waiting gates, three histograms.
-SCRAPE_QUERIES = 8
+# outcome, failed attempts by class, expired leases, waiting gates, three histograms.
+SCRAPE_QUERIES = 9
 
 
 class DatabaseCollector:
@@ -94,6 +116,7 @@ class DatabaseCollector:
         yield from self._runs()
         yield self._flows()
         yield from self._attempts()
+        yield self._failed_attempts()
         yield self._leases_expired()
         yield self._gates_waiting()
         since = timezone.now() - workflow_settings.METRICS_WINDOW
@@ -183,6 +206,37 @@ class DatabaseCollector:
         for workflow, step, event_type, count in rows:
             attempts.add_metric([workflow, step, ATTEMPT_OUTCOMES[event_type]], count)
         yield attempts
+
+    def _failed_attempts(self) -> Metric:
+        failed = CounterMetricFamily(
+            "flowsite_attempts_failed_total",
+            "Failed attempts of steps, fan-out items and compensations, by the kind of "
+            "work and the failure class (transient, permanent, timeout, lease_expired, "
+            "revoked, cancelled, budget).",
+            labels=["workflow", "step", "kind", "failure_class"],
+        )
+        rows = (
+            Event.objects.filter(type__in=FAILED_ATTEMPT_EVENTS, payload__has_key="failure_class")
+            .exclude(type__endswith=".failed", payload__failure_class__in=_COUNTED_BY_LEASE_EVENT)
+            .annotate(
+                kind=KeyTextTransform("kind", "payload"),
+                failure_class=KeyTextTransform("failure_class", "payload"),
+            )
+            .order_by()
+            .values_list("run__workflow_name", "step__name", "type", "kind", "failure_class")
+            .annotate(n=Count("id"))
+        )
+        counts: Counter[tuple[str, str, str, str]] = Counter()
+        for workflow, step, event_type, kind, failure_class, count in rows:
+            if failure_class not in FailureClass.values:
+                continue  # an event written before failure classes (no class): not counted
+            prefix = event_type.partition(".")[0]
+            counts[workflow, step or "", kind if prefix == "lease" else prefix, failure_class] += (
+                count
+            )
+        for labels, count in sorted(counts.items()):
+            failed.add_metric(list(labels), count)
+        return failed
 
     def _leases_expired(self) -> Metric:
         expired = CounterMetricFamily(

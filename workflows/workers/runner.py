@@ -19,15 +19,18 @@ from django.utils.module_loading import import_string
 from workflows.conf import workflow_settings
 from workflows.context import Context
 from workflows.engine import Lease, claim, complete_work, fail_attempt, heartbeat
+from workflows.engine.cancellation import cancel_requested
 from workflows.engine.claims import claimable
+from workflows.engine.failures import AttemptTimedOut
 from workflows.engine.lease import Held, LeaseBatch
 from workflows.engine.limits.budgets import record_usage
 from workflows.engine.nodes.callback import AwaitCallback, make_token, park_for_callback
 from workflows.engine.outcomes import heartbeat_batch, record_batch, record_lost_lease
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import STEP, WorkKind
-from workflows.errors import DefinitionMissing, LeaseLost, PermanentError, StaleState
+from workflows.errors import DefinitionMissing, LeaseLost, PermanentError, RunCancelled, StaleState
 from workflows.validation import check_json
+from workflows.workers.watchdog import overran, timed_out, watchdog
 
 logger = logging.getLogger("workflows.runner")
 
@@ -148,6 +151,7 @@ def _context(lease: Lease, batch: LeaseBatch | None = None) -> Context:
         report_usage=partial(
             record_usage, lease.run_id, lease.step_id, lease.attempt, lease.workflow
         ),
+        cancel_requested=partial(cancel_requested, lease.kind, lease.run_id),
     )
 
 
@@ -170,6 +174,12 @@ def run_attempt(held: Held, *, chain: bool = True) -> Held | None:
         return _run_in_transaction(lease, chain=chain)
     try:
         result = _call_handler(lease)
+    except RunCancelled as cancelled:  # a LeaseLost, but the lease may still be held
+        _record_stopped(lease, cancelled)
+        return None
+    except AttemptTimedOut as late:
+        _record_stopped(lease, late, lost_action="completion")
+        return None
     except LeaseLost as lost:
         logger.warning("%s", lost, extra=log_fields(lease))
         return None
@@ -204,16 +214,22 @@ def _run_batch(batch: LeaseBatch, *, chain: bool) -> Held | None:
     """
     completed: list[tuple[Lease, Any]] = []
     failed: list[tuple[Lease, BaseException]] = []
+    cancelled: RunCancelled | None = None
     for lease in list(batch.leases):
         if batch.renewal_due():
             heartbeat_batch(batch)
         if not batch.holds(lease):
             continue  # lost to a reclaim or a cancel: another worker's now
-        if lease.refusal is not None:
-            failed.append((lease, lease.refusal))
+        # A refused start fails; once the run asks to stop, the rest are not started.
+        unstarted = lease.refusal or cancelled
+        if unstarted is not None:
+            failed.append((lease, unstarted))
             continue
         try:
             completed.append((lease, _call_handler(lease, batch)))
+        except RunCancelled as stop:  # recorded as class cancelled, as are the items after it
+            cancelled = stop
+            failed.append((lease, stop))
         except LeaseLost as lost:
             logger.warning("%s", lost, extra=log_fields(lease))
         except Exception as exc:
@@ -234,8 +250,23 @@ def _run_batch(batch: LeaseBatch, *, chain: bool) -> Held | None:
 
 
 def _call_handler(lease: Lease, batch: LeaseBatch | None = None) -> Any:
-    """Run the handler: its output checked for storage, or its request to wait for a callback."""
-    result = import_string(lease.handler_path)(_context(lease, batch))
+    """Run the handler: its output checked for storage, or its request to wait for a callback.
+
+    The process's watchdog times it (:mod:`workflows.workers.watchdog`); a handler run
+    inside a transaction, which the watchdog does not watch, is judged when it returns:
+    past its deadline, it raises :class:`AttemptTimedOut` instead of returning.
+    """
+    handler = import_string(lease.handler_path)
+    context = _context(lease, batch)
+    watched = watchdog().watch(lease)
+    started = time.monotonic()
+    try:
+        result = handler(context)
+    finally:
+        if watched:
+            watchdog().unwatch(lease)
+    if not watched and overran(lease, started):
+        raise timed_out(lease)
     return result if isinstance(result, AwaitCallback) else checked_output(result)
 
 
@@ -285,7 +316,9 @@ def _run_in_transaction(lease: Lease, *, chain: bool) -> Held | None:
         # lease's version in memory only.
         lease.version = version_at_start
         rolled_back = undone
-    if isinstance(rolled_back.error, LeaseLost):
+    if isinstance(rolled_back.error, RunCancelled | AttemptTimedOut):
+        _record_stopped(lease, rolled_back.error, lost_action=rolled_back.action)
+    elif isinstance(rolled_back.error, LeaseLost):
         logger.warning("%s", rolled_back.error, extra=log_fields(lease))
         record_lost_lease(lease, rolled_back.action)
     else:
@@ -297,6 +330,8 @@ def _run_in_transaction(lease: Lease, *, chain: bool) -> Held | None:
 def _attempt_in_transaction(lease: Lease, chain: bool) -> Held | None:
     try:
         result = _call_handler(lease)
+    except AttemptTimedOut as late:  # it returned past its deadline: its result is refused
+        raise _RolledBack(late, "completion") from late
     except Exception as exc:  # a LeaseLost here comes from the handler's heartbeat
         raise _RolledBack(exc, "heartbeat") from exc
     action = "parking" if isinstance(result, AwaitCallback) else "completion"
@@ -313,6 +348,24 @@ def _record_failure(lease: Lease, exc: BaseException) -> None:
         fail_attempt(lease, exc)
     except LeaseLost as lost:
         logger.warning("%s", lost, extra=log_fields(lease))
+
+
+def _record_stopped(lease: Lease, exc: Exception, *, lost_action: str | None = None) -> None:
+    """Record an attempt stopped by its run (:class:`RunCancelled`, class ``cancelled``) or
+    by its deadline (:class:`AttemptTimedOut`, class ``timeout``) as failed, if it still
+    holds its lease; never retried when cancelled.
+
+    Quietly fenced: a lease lost meanwhile is only logged here, since the heartbeat that
+    found it lost recorded ``lease.lost`` already, unless that record was rolled back
+    with a transactional attempt or the loss is first seen here (``lost_action``: the
+    action to record it for).
+    """
+    try:
+        fail_attempt(lease, exc, quiet=True)
+    except LeaseLost as lost:
+        logger.warning("%s", lost, extra=log_fields(lease))
+        if lost_action is not None:
+            record_lost_lease(lease, lost_action)
 
 
 def checked_output(output: Any) -> Any:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -31,7 +31,12 @@ from workflows.engine.flows.settle import (
 from workflows.engine.limits import slots
 from workflows.engine.limits.admission import nudge_held
 from workflows.engine.limits.run_limits import limit_of, slot_key, start_queued
-from workflows.engine.recovery import delete_finished_runs, redispatch, repair_run
+from workflows.engine.recovery import (
+    RECLAIM_GRACE,
+    delete_finished_runs,
+    redispatch,
+    repair_run,
+)
 from workflows.engine.verbs.cancel import cancel_run
 from workflows.errors import DefinitionMissing, RunBusy
 from workflows.hooks import deliver_events
@@ -45,6 +50,7 @@ from workflows.status import (
     CompensationStatus,
     RunStatus,
     StepStatus,
+    TimerKind,
     TimerStatus,
 )
 from workflows.webhooks.enqueue import endpoints_due, nudge
@@ -99,10 +105,11 @@ def _clock(now: datetime | None) -> Any:
 def fire_due_timers(
     *, now: datetime | None = None, limit: int = 1000, dry_run: bool = False
 ) -> ScanResult:
-    """Fire timers due at ``now`` (default: the database clock); a paused run's wait."""
+    """Fire timers due at ``now`` (default: the database clock); a paused run's wait,
+    but for its deadline, which fails it paused or not."""
     ids = list(
         Timer.objects.filter(due_at__lte=_clock(now), status=TimerStatus.SCHEDULED)
-        .exclude(run__status__in=RUN_HELD)
+        .exclude(Q(run__status__in=RUN_HELD) & ~Q(kind=TimerKind.DEADLINE))
         .order_by("due_at")
         .values_list("id", flat=True)[:limit]
     )
@@ -123,12 +130,18 @@ def reclaim_expired_leases(
 ) -> ScanResult:
     """Put back steps, items and compensations whose worker's lease expired.
 
-    The expired attempt counts: the work is retried, or fails when its attempts are used.
+    The expired attempt counts (class ``lease_expired``): the work is retried, or fails
+    when its attempts are used or its policy's ``retry_on`` leaves the class out. On the
+    database clock (``now`` not given), a lease is taken back ``RECLAIM_GRACE`` after it
+    ran out: the watchdog of a live worker records its overrun as ``timeout`` first.
     """
+    expired_before = now if now is not None else Now() - RECLAIM_GRACE
     results = []
     for kind in WORK_KINDS:
         ids = list(
-            kind.model.objects.filter(lease_expires_at__lt=_clock(now), status=StepStatus.RUNNING)
+            kind.model.objects.filter(
+                lease_expires_at__lt=expired_before, status=StepStatus.RUNNING
+            )
             .order_by("lease_expires_at")
             .values_list("id", flat=True)[:limit]
         )

@@ -16,6 +16,7 @@ from workflows.context import Context
 
 HANDLERS = "tests.acceptance.flowapp.handlers"
 LEASE = timedelta(seconds=2)
+HOLD_TIMEOUT = timedelta(seconds=5)
 # Enough attempts that a step does not run out of them under the chaos test's kills.
 PATIENT = Retry(max_attempts=6, initial_interval=timedelta(milliseconds=200), backoff=1.5)
 # One attempt: under concurrency any error (a lock error included) fails the run visibly
@@ -39,12 +40,29 @@ def wake_at(ctx: Context) -> datetime:
 
 
 class Hold(Workflow):
-    """A step whose first attempt blocks until released (or its worker is killed)."""
+    """A step whose first attempt blocks until released (or its worker is killed).
+
+    Its timeout is longer than the others' lease: a held attempt whose worker lives past
+    the timeout is failed by that worker's watchdog (class ``timeout``), so the tests
+    that kill or freeze the worker must do it within the timeout, from another process.
+    """
 
     name = "acceptance_hold"
 
-    hold = task("hold", retry=Retry(max_attempts=3))
+    hold = task("hold", retry=Retry(max_attempts=3), timeout=HOLD_TIMEOUT)
     then = task()
+
+
+class Overrun(Workflow):
+    """A step whose first attempt blocks past its timeout while its worker lives."""
+
+    name = "acceptance_overrun"
+
+    slow = task(
+        "hold",
+        timeout=timedelta(seconds=1),
+        retry=Retry(max_attempts=2, initial_interval=timedelta(milliseconds=100)),
+    )
 
 
 class Die(Workflow):

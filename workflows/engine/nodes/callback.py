@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from workflows.definitions import LeasedNode
 from workflows.engine.advance import Advancer
+from workflows.engine.failures import retried
 from workflows.engine.lease import Lease, retry_delay
 from workflows.engine.limits.admission import attempt_ended, attempt_holder
 from workflows.engine.nodes.compensation import record_compensation
@@ -38,7 +39,7 @@ from workflows.errors import (
     LeaseLost,
 )
 from workflows.models import Timer
-from workflows.status import RUN_ALIVE, StepStatus, TimerKind
+from workflows.status import RUN_ALIVE, FailureClass, StepStatus, TimerKind
 
 SALT = "workflows.callback"
 
@@ -131,7 +132,12 @@ def _resolve(step_id: int, attempt: int, output: Any, error: str | None) -> None
         assert isinstance(node, LeasedNode)
         cancel_timers(row.pk, TimerKind.CALLBACK_TIMEOUT)
         if error is not None:
-            failure = {"code": "callback_failed", "message": error, "attempt": attempt}
+            failure = {
+                "code": "callback_failed",
+                "message": error,
+                "attempt": attempt,
+                "failure_class": FailureClass.TRANSIENT.value,
+            }
             _fail_attempt_in_place(scope.advancer, row, failure)
             return
         scope.advancer.move(
@@ -163,20 +169,29 @@ def callback_timed_out(advancer: Advancer, row: StepRow) -> None:
         "code": "callback_timeout",
         "message": f"no callback for step {row.name!r} attempt {row.attempt} in time",
         "attempt": row.attempt,
+        "failure_class": FailureClass.TIMEOUT.value,
     }
     _fail_attempt_in_place(advancer, row, failure)
 
 
 def _fail_attempt_in_place(advancer: Advancer, row: StepRow, failure: dict[str, Any]) -> None:
-    """A parked attempt failed: retry per the task's policy, or fail the step for good."""
+    """A parked attempt failed (class ``transient`` when the callback said so, ``timeout``
+    when none came in time): retry per the task's policy and its ``retry_on``, or fail
+    the step for good."""
     node = advancer.workflow.nodes[row.name]
     assert isinstance(node, LeasedNode)
-    delay = retry_delay(node.effective_retry, row.attempt, row.max_attempts)
+    retry = node.effective_retry
+    delay = (
+        retry_delay(retry, row.attempt, row.max_attempts)
+        if retried(retry, failure["failure_class"])
+        else None
+    )
     status = StepStatus.RETRY_SCHEDULED if delay is not None else StepStatus.FAILED
     advancer.move(
         row,
         status,
         error=failure,
+        failure_class=failure["failure_class"],
         lease_owner="",
         lease_expires_at=None,
         **({} if delay is not None else {"finished_at": db_now()}),

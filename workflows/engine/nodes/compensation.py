@@ -76,6 +76,8 @@ class CompensationSettlement:
             "compensation.failed",
             step_id=unit.step_id,
             error=unit.error["message"],
+            attempt=unit.error.get("attempt"),
+            failure_class=unit.error.get("failure_class", ""),
         )
 
     # A compensation reclaimed after its run stopped unwinding has failed.

@@ -221,6 +221,8 @@ def items_ended(
             step_id=step_id,
             item=unit.item_key,
             error=unit.error.get("message"),
+            attempt=unit.error.get("attempt"),
+            failure_class=unit.error.get("failure_class", ""),
         )
     if completed:
         counts = bump_item_counter(step_id, "items_completed", len(completed))

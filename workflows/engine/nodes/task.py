@@ -76,6 +76,7 @@ class TaskSettlement:
             step_id=unit.step_id,
             error=unit.error["message"],
             attempt=unit.error.get("attempt"),
+            failure_class=unit.error.get("failure_class", ""),
         )
         if advancer.run.status in RUN_ACTIVE:
             advancer.fail(unit.step_name, unit.error)
