@@ -224,6 +224,7 @@ def test_runs_are_listed_newest_first_and_filtered(api):
         "updated_at",
         "started_at",
         "finished_at",
+        "deadline",
     }
 
 

@@ -400,11 +400,11 @@ def test_cancel_refuses_finished_unknown_runs_and_unknown_users():
     run = waiting_payment()
     refused("workflows_cancel", str(run.pk), "--user", "ghost", message="no user named 'ghost'")
     run_command("workflows_cancel", str(run.pk), "--no-compensate")
-    refused(
-        "workflows_cancel",
-        str(run.pk),
-        message=f"run {run.pk}: run is cancelled; cancel needs ",
-    )
+    # A second cancel is no refusal: it says so, records nothing and exits 0.
+    events = Event.objects.count()
+    again = run_command("workflows_cancel", str(run.pk))
+    assert again.endswith(": cancelled (cancelled already; nothing changed)\n")
+    assert Event.objects.count() == events
     refused("workflows_cancel", "nope", message="'nope' is neither a run id nor a prefix of one")
 
 
@@ -456,7 +456,8 @@ def test_retry_refuses_runs_and_steps_that_did_not_fail():
     refused(
         "workflows_retry",
         str(run.pk),
-        message=f"run {run.pk}: run is completed; retry needs compensation_failed, failed",
+        message=f"run {run.pk}: run is completed; retry needs cancelled, compensated, "
+        "compensation_failed, failed, terminated",
     )
 
 

@@ -130,6 +130,8 @@ def test_retry_run_retries_failed_fanout_items_only(operator):
 def test_retry_run_refuses_runs_that_did_not_fail(operator):
     run = workflows.start_run(Pipeline)
     with pytest.raises(
-        InvalidTransition, match="run is running; retry needs compensation_failed, failed"
+        InvalidTransition,
+        match="run is running; retry needs cancelled, compensated, compensation_failed, "
+        "failed, terminated",
     ):
         workflows.retry_run(run, user=operator)

@@ -177,7 +177,8 @@ def test_a_list_of_ids_keeps_its_order_and_reports_ids_of_no_run(mixed):
             str(waiting.pk),
             "waiting",
             "skipped",
-            "run is waiting; retry needs compensation_failed, failed",
+            "run is waiting; retry needs cancelled, compensated, compensation_failed, failed, "
+            "terminated",
         ),
     ]
 
@@ -260,20 +261,21 @@ def test_a_run_the_verb_refuses_after_the_read_is_skipped_with_the_verbs_reason(
     # Cancelled by someone else between the bulk's read and its turn:
     services.cancel_run(mixed["waiting"][1].pk)
     second = next(runs)
-    assert (second.outcome, second.status) == ("skipped", "waiting")
-    assert "cancel needs" in second.reason
+    # A cancel leaves a cancelled run as it is: skipped, not counted as done.
+    assert (second.outcome, second.status) == ("skipped", "cancelled")
+    assert second.reason == "run is cancelled already; nothing to do"
 
 
 def test_permission_denied_is_recorded_per_run(monkeypatch, mixed):
     refused_run = mixed["waiting"][0]
-    cancel = services.cancel_run
+    cancel = services.request_cancel  # what a bulk cancel calls
 
-    def guarded(run: Any, **options: Any) -> Run:
+    def guarded(run: Any, **options: Any) -> services.CancelRequest:
         if run == refused_run.pk:
             raise PermissionDenied("operators may not cancel this run")
         return cancel(run, **options)
 
-    monkeypatch.setattr(services, "cancel_run", guarded)
+    monkeypatch.setattr(services, "request_cancel", guarded)
     result = bulk("cancel", [run.pk for run in mixed["waiting"]], dry_run=False)
     assert [(item.outcome, item.code) for item in result.items] == [
         ("failed", "permission_denied"),
@@ -375,7 +377,7 @@ def test_command_exits_non_zero_when_a_run_failed(monkeypatch, mixed):
     def broken(run: Any, **options: Any) -> Run:
         raise workflows.StaleState()
 
-    monkeypatch.setattr(services, "cancel_run", broken)
+    monkeypatch.setattr(services, "request_cancel", broken)
     out = StringIO()
     with pytest.raises(CommandError, match=r"^2 of 2 run\(s\) failed$"):
         call_command("workflows_bulk", "cancel", "--status", "waiting", stdout=out)

@@ -47,7 +47,14 @@ def test_public_names_are_importable_from_the_package():
 
 def test_start_run_signature():
     parameters = inspect.signature(workflows.start_run).parameters
-    keywords = ["idempotency_key", "business_key", "user", "subject", "priority"]
+    keywords = [
+        "idempotency_key",
+        "business_key",
+        "user",
+        "subject",
+        "priority",
+        "deadline",
+    ]
     assert list(parameters) == ["workflow", "input", *keywords]
     assert all(parameters[name].kind is inspect.Parameter.KEYWORD_ONLY for name in keywords)
 

@@ -25,6 +25,7 @@ from workflows.admin.actions import bulk_actions, run_action
 from workflows.admin.approvals import ApprovalsViews
 from workflows.admin.changelist import SafeChangelistMixin
 from workflows.admin.dashboard import dashboard
+from workflows.admin.deadlines import DeadlineFilter
 from workflows.admin.readonly import ReadOnlyMixin
 from workflows.admin.run_page import run_page_context
 from workflows.admin.runs import (
@@ -36,6 +37,7 @@ from workflows.admin.runs import (
     search_with_id_prefix,
 )
 from workflows.admin.start import start_run
+from workflows.admin.waits import waits
 from workflows.definitions import Gate
 from workflows.models import CompensationRecord, FanOutItem, Run, Signal, Step, Timer
 from workflows.permissions import VIEW_FANOUTITEM
@@ -79,6 +81,7 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
         "status",
         WorkflowFilter,
         AttentionFilter,
+        DeadlineFilter,
         ("created_at", admin.DateFieldListFilter),
     )
     search_fields = ("business_key",)
@@ -127,6 +130,7 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
                 name="workflows_dashboard",
             ),
             path("start/", wrap(partial(start_run, self)), name="workflows_run_start"),
+            path("waits/", wrap(partial(waits, self)), name="workflows_waits"),
             path(
                 "<str:run_id>/act/<str:verb>/",
                 wrap(partial(run_action, self)),

@@ -60,6 +60,19 @@ def _when(moment: datetime | None, now: datetime) -> str:
     return f"{timesince(moment, now, depth=2)} ago"
 
 
+def _deadline_when(run: Run, explanation: Explanation, now: datetime) -> str:
+    """The deadline in words beside its moment: how long is left, or that it passed; for
+    a run that ended, whether the deadline ended it."""
+    if explanation.deadline is None:
+        return ""
+    if run.status in RUN_FINAL:
+        exceeded = (run.error or {}).get("code") == "deadline_exceeded"
+        return "exceeded: the run failed by it" if exceeded else "the run ended before it"
+    if explanation.deadline > now:
+        return f"in {timeuntil(explanation.deadline, now, depth=2)}"
+    return f"passed {timesince(explanation.deadline, now, depth=2)} ago"
+
+
 def _unit(details: Mapping[str, Any], step: str | None) -> str:
     noun = {"step": "step", "item": "item", "compensation": "compensation of"}.get(
         str(details.get("unit")), "work of"
@@ -191,7 +204,11 @@ def pretty(value: Any) -> str:
 
 @dataclass(frozen=True)
 class StepRow:
-    """One line of the steps table: the step, its duration and its bar on the timeline."""
+    """One line of the steps table: the step, its duration and its bar on the timeline.
+
+    ``last_failure``: the failure class of its last attempt when that attempt failed
+    (the step failed, or waits for its retry), shown as a badge beside its status.
+    """
 
     step: Step
     duration: str
@@ -199,6 +216,7 @@ class StepRow:
     bar_width: float
     output: str | None
     items_url: str | None
+    last_failure: str | None = None
 
 
 def _bar(step: Step, origin: datetime, span: float, now: datetime) -> tuple[float, float]:
@@ -228,6 +246,9 @@ def _step_rows(
                 bar_width=width,
                 output=pretty(step.output) if step.output is not None else None,
                 items_url=items_url(step) if step.items_total else None,
+                last_failure=step.failure_class
+                if step.status in (StepStatus.FAILED, StepStatus.RETRY_SCHEDULED)
+                else None,
             )
         )
     return rows
@@ -390,6 +411,8 @@ def run_page_context(
         "alarming": run.status in ALARMING,
         "final": run.status in RUN_FINAL,
         "duration": duration(run.started_at, run.finished_at, now),
+        "deadline": explanation.deadline,
+        "deadline_when": _deadline_when(run, explanation, now),
         "explanation": explanation,
         "attention": explanation.attention,
         "holds": [hold_text(entry, now) for entry in explanation.waiting_on],

@@ -14,6 +14,7 @@ may say 201: the engine, not this check, makes the key unique.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
 from uuid import UUID
 
@@ -37,12 +38,14 @@ from workflows.api.serializers_runs import (
     ActionSerializer,
     BulkResultSerializer,
     BulkSerializer,
+    CancelledRunSerializer,
     CancelSerializer,
     EmptySerializer,
     EventSerializer,
     PrioritySerializer,
     ReasonSerializer,
     RerunSerializer,
+    RetrySerializer,
     RunDetailSerializer,
     RunSerializer,
     SendSignalSerializer,
@@ -85,6 +88,7 @@ RUN_LIST_FIELDS = (
     "updated_at",
     "started_at",
     "finished_at",
+    "deadline",
 )
 
 IDEMPOTENCY_HEADER = OpenApiParameter(
@@ -138,16 +142,27 @@ def refused_as_invalid_state(run_id: UUID, verb: Callable[[], T]) -> T:
         ) from exc
 
 
-def run_detail(run_id: UUID, *, status: int = 200) -> Response:
-    """The run with ``explain``'s reading of it: what every run endpoint answers."""
+def run_detail(run_id: UUID, *, status: int = 200, already: bool | None = None) -> Response:
+    """The run with ``explain``'s reading of it: what every run endpoint answers; after
+    a cancel (``already`` given), also whether it had been cancelled already."""
     # Typed with the attribute the serializer reads, which the next line sets.
     run = cast("WithAnnotations[Run, _Explained]", get_run(run_id))
     run.explained = explain(run)
-    return Response(RunDetailSerializer(run).data, status=status)
+    if already is None:
+        return Response(RunDetailSerializer(run).data, status=status)
+    run.already = already  # type: ignore[attr-defined]  # read by CancelledRunSerializer
+    return Response(CancelledRunSerializer(run).data, status=status)
 
 
-def _rerun(run_id: UUID, *, from_step: str, reason: str, user: AnyUser) -> Run:
-    return services.rerun_from(run_id, from_step, reason=reason, user=user)
+def _rerun(
+    run_id: UUID,
+    *,
+    from_step: str,
+    reason: str,
+    user: AnyUser,
+    deadline: timedelta | datetime | None = None,
+) -> Run:
+    return services.rerun_from(run_id, from_step, reason=reason, user=user, deadline=deadline)
 
 
 def run_verb(
@@ -231,6 +246,7 @@ class RunViewSet(mixins.ListModelMixin, FlowsiteViewSet):
             business_key=start.get("business_key"),
             user=request.user,
             priority=start.get("priority"),
+            deadline=start.get("deadline"),
         )
         return run_detail(run.pk, status=200 if repeat else 201)
 
@@ -283,11 +299,30 @@ class RunViewSet(mixins.ListModelMixin, FlowsiteViewSet):
             SignalSerializer(signal_summary(signal)).data, status=200 if repeat else 201
         )
 
-    cancel = run_verb("cancel", CancelSerializer, services.cancel_run, examples.CANCEL)
+    @extend_schema(
+        request=CancelSerializer,
+        responses={200: CancelledRunSerializer, **error_responses(400, 401, 403, 404, 409, 413)},
+        examples=examples.request_examples(("cancel a run", examples.CANCEL)),
+    )
+    @action(detail=True, methods=["post"], permission_classes=[CanOperateRuns])
+    def cancel(self, request: Request, pk: str) -> Response:
+        """Stop the run and compensate what it completed.
+
+        Idempotent: a run already cancelling, cancelled or terminated is answered as it
+        is, 200 with ``"already": true``, and nothing is recorded; ``"already": false``
+        when this request cancelled it. A run that ended otherwise is a 409.
+        """
+        run = get_run(run_pk(pk))
+        options = validated(request.data, CancelSerializer)
+        outcome = refused_as_invalid_state(
+            run.pk, lambda: services.request_cancel(run.pk, user=request.user, **options)
+        )
+        return run_detail(run.pk, already=outcome.already)
+
     terminate = run_verb("terminate", ReasonSerializer, services.terminate_run, examples.REASON)
     pause = run_verb("pause", ReasonSerializer, services.pause_run, examples.REASON)
     resume = run_verb("resume", EmptySerializer, services.resume_run)
-    retry = run_verb("retry", EmptySerializer, services.retry_run)
+    retry = run_verb("retry", RetrySerializer, services.retry_run)
     rerun = run_verb("rerun", RerunSerializer, _rerun, examples.RERUN)
     priority = run_verb("priority", PrioritySerializer, services.change_priority, examples.PRIORITY)
 

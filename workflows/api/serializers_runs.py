@@ -10,7 +10,7 @@ so that the OpenAPI schema describes the bodies.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.contenttypes.models import ContentType
@@ -18,10 +18,12 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from workflows.api.strict import StrictCharField, StrictSerializer, StrictUUIDField
+from workflows.definitions.deadline import deadline_problems, parse_deadline
 from workflows.models import Event, FanOutItem, Run, Step
 from workflows.queries import Attention
 from workflows.services.bulk import MAX_IDS
-from workflows.status import Decision, DecisionVia, RunStatus
+from workflows.status import Decision, DecisionVia, FailureClass, RunStatus
+from workflows.validation import max_length
 
 # The longest ``older_than`` a bulk filter takes: beyond it ``now - older_than`` would
 # leave the calendar, and no run is that old anyway.
@@ -56,6 +58,49 @@ def priority_field(**kwargs: Any) -> StrictInteger:
     )
 
 
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "number", "description": "seconds from now, more than 0"},
+            {
+                "type": "string",
+                "description": "an ISO 8601 date and time with its offset "
+                "(2026-12-24T18:00:00+01:00), or an ISO 8601 duration from now (PT30M)",
+            },
+        ]
+    }
+)
+class DeadlineField(serializers.Field):
+    """When the run must have ended: seconds from now (a JSON number), an ISO 8601
+    duration, or an ISO 8601 moment with its offset. A value that is none of these, not
+    positive, without a timezone or too far is a 400 naming the field; a moment already
+    past is refused by the engine (400 ``invalid_input``), on the database clock."""
+
+    default_error_messages = {"invalid": "{problem}"}
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault(
+            "help_text",
+            "when the run must have ended, or it fails with deadline_exceeded and "
+            "compensates: seconds from now, an ISO 8601 duration (PT30M) or an ISO 8601 "
+            "date and time with its offset; default the workflow's deadline",
+        )
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> timedelta | datetime:
+        try:
+            deadline = parse_deadline(data)
+        except ValueError as exc:
+            self.fail("invalid", problem=str(exc))
+        problems = deadline_problems(deadline)
+        if problems:
+            self.fail("invalid", problem=problems[0])
+        return deadline
+
+    def to_representation(self, value: Any) -> Any:
+        return value.isoformat() if isinstance(value, datetime) else value.total_seconds()
+
+
 # Requests.
 
 
@@ -84,6 +129,7 @@ class StartRunSerializer(StrictSerializer):
         help_text="instead of the Idempotency-Key header (both given must be equal)",
     )
     priority = priority_field(required=False)
+    deadline = DeadlineField(required=False)
 
 
 class ReasonSerializer(StrictSerializer):
@@ -102,6 +148,21 @@ class RerunSerializer(ReasonSerializer):
     from_step = StrictCharField(
         max_length=200, help_text="the name of the step to run again, with all after it"
     )
+    deadline = DeadlineField(
+        required=False,
+        help_text="a new deadline for the rerun run (its old one is cleared): seconds from "
+        "now, an ISO 8601 duration or an ISO 8601 date and time with its offset",
+    )
+
+
+class RetrySerializer(StrictSerializer):
+    """Replay an ended run; its old deadline is cleared unless a new one is given."""
+
+    deadline = DeadlineField(
+        required=False,
+        help_text="a new deadline for the retried run (its old one is cleared): seconds "
+        "from now, an ISO 8601 duration or an ISO 8601 date and time with its offset",
+    )
 
 
 class PrioritySerializer(StrictSerializer):
@@ -117,6 +178,22 @@ class EmptySerializer(StrictSerializer):
 class SkipStepSerializer(StrictSerializer):
     output = serializers.JSONField(
         required=False, default=None, allow_null=True, help_text="recorded as the step's output"
+    )
+
+
+class RevokeSerializer(ReasonSerializer):
+    """Revoke the lease of a running attempt: the step's own (a task), one of its fan-out
+    items' (``item``), or its compensation's (``compensation``)."""
+
+    item = StrictCharField(
+        required=False,
+        max_length=max_length(FanOutItem, "key"),
+        help_text="the key of the fan-out item whose running attempt to revoke",
+    )
+    compensation = Flag(
+        required=False,
+        default=False,
+        help_text="revoke the step's running compensation (that of item, if given)",
     )
 
 
@@ -204,6 +281,7 @@ class RunSerializer(serializers.ModelSerializer):
             "updated_at",
             "started_at",
             "finished_at",
+            "deadline",
         ]
         read_only_fields = fields
 
@@ -241,6 +319,16 @@ class RunStepSerializer(serializers.Serializer):
     status = serializers.CharField()
     attempt = serializers.IntegerField()
     max_attempts = serializers.IntegerField()
+    failure_class = serializers.ChoiceField(
+        choices=FailureClass.choices,
+        allow_null=True,
+        help_text="why its last failed attempt failed; null if none failed",
+    )
+    last_failure = serializers.CharField(
+        allow_null=True,
+        help_text='"last attempt failed: <class>" while its last attempt is a failed one '
+        "(the step failed, or waits for a retry); else null",
+    )
 
 
 class RunDetailSerializer(RunSerializer):
@@ -257,6 +345,8 @@ class RunDetailSerializer(RunSerializer):
     waiting_on = WaitingOnSerializer(many=True, source="explained.waiting_on")
     allowed_actions = ActionSerializer(many=True, source="explained.allowed_actions")
     steps = RunStepSerializer(many=True, source="explained.steps")
+    time_left = serializers.SerializerMethodField()
+    deadline_passed = serializers.BooleanField(source="explained.deadline_passed")
 
     class Meta(RunSerializer.Meta):
         fields = [
@@ -272,14 +362,44 @@ class RunDetailSerializer(RunSerializer):
             "waiting_on",
             "allowed_actions",
             "steps",
+            "time_left",
+            "deadline_passed",
         ]
+        read_only_fields = fields
+
+    @extend_schema_field(
+        serializers.FloatField(
+            allow_null=True,
+            help_text="seconds until the deadline as of as_of, negative once it passed; "
+            "null without a deadline",
+        )
+    )
+    def get_time_left(self, run: Any) -> float | None:
+        left = run.explained.time_left
+        return left.total_seconds() if left is not None else None
+
+
+class CancelledRunSerializer(RunDetailSerializer):
+    """A run after a cancel, and whether it had been cancelled already.
+
+    The instance is what :class:`RunDetailSerializer` takes, with ``already`` set too.
+    """
+
+    already = serializers.BooleanField(
+        help_text="true: the run was cancelling, cancelled or terminated already, and "
+        "nothing changed; false: this request cancelled it"
+    )
+
+    class Meta(RunDetailSerializer.Meta):
+        fields = [*RunDetailSerializer.Meta.fields, "already"]
         read_only_fields = fields
 
 
 class DecisionValue(serializers.ChoiceField):
-    """A gate's decision (or how it was made, with ``choices=DecisionVia.choices``),
-    ``null`` until it has one: the model stores "none yet" as ``""``, which is not a
-    decision and which the schema's enum of decisions does not hold."""
+    """A gate's decision (or how it was made, with ``choices=DecisionVia.choices``, or a
+    unit's failure class with ``choices=FailureClass.choices``), ``null`` until it has
+    one: the model stores "none yet" as ``""``, which is not a decision and which the
+    schema's enum of decisions does not hold."""
 
     def __init__(self, choices: Any = Decision.choices, **kwargs: Any) -> None:
         super().__init__(choices=choices, allow_null=True, read_only=True, **kwargs)
@@ -289,8 +409,17 @@ class DecisionValue(serializers.ChoiceField):
         return value or None
 
 
+# The failure class of a unit's last failed attempt, null when none failed.
+FAILURE_CLASS_HELP = (
+    "why its last failed attempt failed: transient, permanent, timeout, lease_expired, "
+    "revoked, cancelled or budget; null if no attempt failed"
+)
+
+
 class StepSerializer(serializers.ModelSerializer):
     """A step: its attempts and outcome, its gate's fields, its fan-out's counters."""
+
+    failure_class = DecisionValue(choices=FailureClass.choices, help_text=FAILURE_CLASS_HELP)
 
     decision = DecisionValue(help_text="approved or rejected; null until the gate is decided")
     decided_via = DecisionValue(
@@ -322,6 +451,7 @@ class StepSerializer(serializers.ModelSerializer):
             "lease_expires_at",
             "output",
             "error",
+            "failure_class",
             "created_at",
             "updated_at",
             "started_at",
@@ -350,6 +480,8 @@ class StepSerializer(serializers.ModelSerializer):
 
 
 class ItemSerializer(serializers.ModelSerializer):
+    failure_class = DecisionValue(choices=FailureClass.choices, help_text=FAILURE_CLASS_HELP)
+
     class Meta:
         model = FanOutItem
         fields = [
@@ -364,11 +496,30 @@ class ItemSerializer(serializers.ModelSerializer):
             "lease_expires_at",
             "output",
             "error",
+            "failure_class",
             "updated_at",
             "started_at",
             "finished_at",
         ]
         read_only_fields = fields
+
+
+class RevokedSerializer(serializers.Serializer):
+    """What a revoke did: the unit whose attempt lost its lease, as it is now, and its step."""
+
+    kind = serializers.ChoiceField(choices=["step", "item", "compensation"])
+    id = serializers.IntegerField(help_text="the step's, the item's or the compensation's id")
+    item = serializers.CharField(
+        allow_null=True, help_text="the item's key, for an item or an item's compensation"
+    )
+    status = serializers.CharField(
+        help_text="ready: it runs again; cancelled or skipped when its run had stopped"
+    )
+    attempt = serializers.IntegerField(help_text="the attempt that was revoked")
+    max_attempts = serializers.IntegerField(help_text="raised by one: the attempt is given back")
+    failure_class = serializers.CharField(help_text="revoked")
+    error = serializers.JSONField(help_text="code revoked, by, reason, attempt, owner")
+    step = StepSerializer()
 
 
 class EventSerializer(serializers.ModelSerializer):

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any, ClassVar
 
+from workflows.definitions.deadline import deadline_problems
 from workflows.definitions.graph import Graph
 from workflows.definitions.limits import (
     DEFAULT_QUEUE,
@@ -43,6 +45,10 @@ class Workflow:
     ``default_priority`` is a run's priority unless ``start_run(priority=)`` says;
     ``max_concurrent_runs`` caps its active runs (the rest wait ``queued``, oldest
     first); ``budgets`` limit the usage its handlers report.
+
+    ``deadline`` (a positive ``timedelta``, or ``None``): each run must have ended that
+    long after its start, or it fails with ``deadline_exceeded`` and compensates;
+    ``start_run(deadline=...)`` gives one run another (``docs/guide/concepts.md``).
     """
 
     name: ClassVar[str] = ""
@@ -51,6 +57,7 @@ class Workflow:
     default_requires: ClassVar[frozenset[str] | set[str]] = frozenset()
     default_priority: ClassVar[int] = 0
     max_concurrent_runs: ClassVar[int | None] = None
+    deadline: ClassVar[timedelta | None] = None
     budgets: ClassVar[Sequence[Budget]] = ()
     input_example: ClassVar[dict[str, Any] | None] = None
     nodes: ClassVar[dict[str, Node]] = {}
@@ -114,6 +121,8 @@ class Workflow:
             isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
         ):
             found.append(f"max_concurrent_runs must be an integer >= 1 or None, got {limit!r}")
+        if cls.deadline is not None:
+            found.extend(deadline_problems(cls.deadline, moment_allowed=False))
         dimensions: set[tuple[str, str]] = set()
         for budget in cls.budgets:
             if not isinstance(budget, Budget):
@@ -195,6 +204,7 @@ class Workflow:
             "default_queue": cls.default_queue,
             "default_requires": sorted(cls.default_requires),
             "max_concurrent_runs": cls.max_concurrent_runs,
+            **({"deadline": cls.deadline.total_seconds()} if cls.deadline is not None else {}),
             "budgets": [budget.describe() for budget in cls.budgets],
             "steps": [
                 {"name": name, "after": list(cls.graph.upstream[name]), **node.describe()}

@@ -8,12 +8,14 @@ The rule: every state-changing UPDATE states the state it expects in its WHERE c
 and bumps ``version`` — one row (``sql.updates.cas_update``) or a set
 (``sql.updates.cas_update_many``, which returns the rows it changed; only those get
 events). Never read ids, then update by id. Importing the package loads every node
-module, which registers how its steps are entered, settled and timed out, and the
-settling of flows, which registers what a member's end does to its downstream members.
+module, which registers how its steps are entered, settled and timed out, the
+settling of flows, which registers what a member's end does to its downstream members,
+and run deadlines, which register what a deadline timer does to its run.
 """
 
 from __future__ import annotations
 
+from workflows.engine import deadlines  # noqa: F401 - registers the deadline timer's effect
 from workflows.engine.claims import claim, claim_step
 from workflows.engine.flows import settle  # noqa: F401 - registers the run-end hook of flows
 from workflows.engine.lease import Lease

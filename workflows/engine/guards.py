@@ -15,6 +15,7 @@ from workflows.status import (
     RUN_ACTIVE,
     RUN_ALIVE,
     RUN_FINAL,
+    RUN_HELD,
     RUN_UNWINDING,
     RunStatus,
     StepStatus,
@@ -64,9 +65,11 @@ class StepVerb:
     run_accepts: frozenset[str]
     summary: str
 
-    def refusal(self, step_status: str, run_status: str) -> str | None:
+    def refusal(self, step_status: str, run_status: str, *, noun: str = "step") -> str | None:
+        """``None`` when a step (or the ``noun``: an item, a compensation) in
+        ``step_status`` of a run in ``run_status`` accepts this verb, else the reason."""
         if step_status not in self.accepts:
-            return f"step is {step_status}; {self.name} needs {_listed(self.accepts)}"
+            return f"{noun} is {step_status}; {self.name} needs {_listed(self.accepts)}"
         if run_status not in self.run_accepts:
             state = _NOT_STARTED.get(RunStatus(run_status), f"run is {run_status}")
             return f"{state}; {self.name} needs a run {_listed(self.run_accepts)}"
@@ -96,14 +99,17 @@ TERMINATE = RunVerb(
 )
 PAUSE = RunVerb("pause", RUN_ACTIVE, "start nothing new until resumed; running work finishes")
 RESUME = RunVerb("resume", frozenset({RunStatus.PAUSED}), "start work again after a pause")
+# Replays take every ended run (a retry: every one that did not complete); what became
+# of the run's completed work may still refuse one (workflows.engine.replay).
 RETRY = RunVerb(
     "retry",
-    frozenset({RunStatus.FAILED, RunStatus.COMPENSATION_FAILED}),
-    "run the failed steps (or failed compensations) again with fresh attempts",
+    RUN_FINAL - {RunStatus.COMPLETED},
+    "finish what the run did not (fresh attempts), redo what was compensated, or run "
+    "failed compensations again",
 )
 RERUN = RunVerb(
     "rerun",
-    frozenset({RunStatus.FAILED, RunStatus.COMPLETED, RunStatus.CANCELLED}),
+    RUN_FINAL,
     "run a step and everything downstream of it again",
 )
 # Any run not over: a queued run moves in its queue, a started one's unstarted work
@@ -138,7 +144,15 @@ SKIP_STEP = StepVerb(
     RUN_ACTIVE | {RunStatus.FAILED},
     "record the step as done with an operator's output, without running it",
 )
-STEP_VERBS: dict[str, StepVerb] = {verb.name: verb for verb in (RETRY_STEP, SKIP_STEP)}
+# A running attempt (of a step, a fan-out item or a compensation) in any run that may
+# still have one: an unwinding run's too, whose cancel or compensation waits for it.
+REVOKE = StepVerb(
+    "revoke",
+    frozenset({StepStatus.RUNNING}),
+    RUN_ACTIVE | RUN_HELD | RUN_UNWINDING,
+    "take the lease from the running attempt now; the work runs again, without using up an attempt",
+)
+STEP_VERBS: dict[str, StepVerb] = {verb.name: verb for verb in (RETRY_STEP, SKIP_STEP, REVOKE)}
 
 assert RERUN.accepts <= RUN_FINAL
 assert not PRIORITY.accepts & RUN_FINAL

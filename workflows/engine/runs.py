@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from workflows.definitions import FanOut
@@ -29,9 +30,11 @@ from workflows.models import CompensationRecord, FanOutItem, Run, Step, Timer
 from workflows.status import (
     RUN_ACTIVE,
     RUN_FINAL,
+    RUN_HELD,
     RUN_UNWINDING,
     STEP_IN_HAND,
     CompensationStatus,
+    FailureClass,
     RunStatus,
     StepStatus,
     TimerStatus,
@@ -128,8 +131,17 @@ def step_failure(step_name: str, error: dict[str, Any]) -> dict[str, Any]:
 
 
 def fail_run(run: Run, error: dict[str, Any], events: EventLog) -> None:
-    """Fail the run with ``error``: stop forward work, then compensate what completed."""
+    """Fail the run with ``error``: stop forward work, then compensate what completed.
+
+    A step failing with class ``cancelled`` in an active run with a deadline stopped
+    because its run is past its deadline (``ctx.heartbeat()`` raised ``RunCancelled``
+    before the deadline's timer fired): the run fails by its deadline, as the timer
+    would have failed it (:func:`fail_at_deadline`), with the step's failure as cause.
+    """
     if run.status not in RUN_ACTIVE:
+        return
+    if run.deadline is not None and error.get("failure_class") == FailureClass.CANCELLED:
+        fail_at_deadline(run, events, run.deadline, cause=error)
         return
     stop_forward_work(run, events, reason="run failed")
     if work_in_flight(run) or pending_compensations(run):
@@ -137,6 +149,109 @@ def fail_run(run: Run, error: dict[str, Any], events: EventLog) -> None:
         unwind(run, events)
     else:
         set_run_status(run, RunStatus.FAILED, events, error=error)
+
+
+# The error code of a run that did not end by its deadline.
+DEADLINE_EXCEEDED = "deadline_exceeded"
+# Runs a deadline fails: every run not yet over, not yet unwinding.
+FAILS_AT_DEADLINE = RUN_ACTIVE | RUN_HELD | {RunStatus.QUEUED, RunStatus.BLOCKED}
+_LEASE_RELEASED: dict[str, Any] = {"lease_owner": "", "lease_expires_at": None}
+
+
+def deadline_error(deadline: datetime) -> dict[str, Any]:
+    """The run's error when its deadline passed: the code, and the deadline in words."""
+    return {
+        "code": DEADLINE_EXCEEDED,
+        "message": f"the run did not end by its deadline, {deadline.isoformat()}",
+        "deadline": deadline.isoformat(),
+    }
+
+
+def fail_at_deadline(
+    run: Run, events: EventLog, deadline: datetime, *, cause: dict[str, Any] | None = None
+) -> None:
+    """Fail a run that did not end by its deadline (:mod:`workflows.engine.deadlines`).
+
+    Like :func:`fail_run`, but work in flight does not get to finish: the run was to be
+    over by now. Forward work stops, running steps and items lose their lease (recorded
+    cancelled, class ``cancelled``: a worker's late result or heartbeat is fenced out),
+    then what completed is compensated (``failed`` when there is nothing to undo). A
+    paused, queued or blocked run fails too. A run over or unwinding is left alone.
+    """
+    if run.status not in FAILS_AT_DEADLINE:
+        return
+    error = deadline_error(deadline)
+    if cause is not None:
+        error["cause"] = cause
+    was = run.status
+    stop_forward_work(run, events, reason="deadline exceeded")
+    take_running_leases(run, events, error, reason="deadline exceeded")
+    changes: dict[str, Any] = {"error": error}
+    if was in RUN_HELD:
+        changes["paused_reason"] = ""
+    events.add(run.pk, "run.deadline_exceeded", deadline=error["deadline"], status=was)
+    if work_in_flight(run) or pending_compensations(run):
+        set_run_status(run, RunStatus.COMPENSATING, events, **changes)
+        unwind(run, events)
+    else:
+        set_run_status(run, RunStatus.FAILED, events, **changes)
+
+
+def take_running_leases(run: Run, events: EventLog, error: dict[str, Any], *, reason: str) -> None:
+    """Running steps and items lose their lease, recorded cancelled with class ``cancelled``.
+
+    Each update restates ``running``: a unit whose worker committed its result a moment
+    before is no longer running and keeps its outcome. Fan-out steps are not leased
+    (:func:`stop_forward_work` cancels them); their running items are, and are skipped
+    with their attempt's error, as a terminate skips them.
+    """
+    failed = {**error, "failure_class": FailureClass.CANCELLED.value}
+    changes = {
+        "error": failed,
+        "failure_class": FailureClass.CANCELLED,
+        "finished_at": db_now(),
+        "updated_at": db_now(),
+        **_LEASE_RELEASED,
+    }
+    stopped = cas_update_many(
+        Step,
+        where={"run_id": run.pk, "status": StepStatus.RUNNING},
+        returning=("id", "name", "attempt"),
+        status=StepStatus.CANCELLED,
+        **changes,
+    )
+    for step_id, name, attempt in sorted(stopped):
+        events.add(
+            run.pk,
+            "step.cancelled",
+            step_id=step_id,
+            step=name,
+            reason=reason,
+            attempt=attempt,
+            failure_class=FailureClass.CANCELLED.value,
+        )
+    fanouts = list(
+        Step.objects.filter(run_id=run.pk, kind=FanOut.kind).values_list("id", flat=True)
+    )
+    if not fanouts:
+        return
+    items = cas_update_many(
+        FanOutItem,
+        where={"step_id": fanouts, "status": StepStatus.RUNNING},
+        returning=("step_id",),
+        status=StepStatus.SKIPPED,
+        **changes,
+    )
+    for step_id, count in sorted(Counter(step_id for (step_id,) in items).items()):
+        bump_item_counter(step_id, "items_skipped", count)
+        events.add(
+            run.pk,
+            "items.skipped",
+            step_id=step_id,
+            count=count,
+            reason=reason,
+            failure_class=FailureClass.CANCELLED.value,
+        )
 
 
 def stop_forward_work(run: Run, events: EventLog, *, reason: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID, uuid4
 
@@ -10,8 +11,10 @@ from django.db import IntegrityError, models
 from django.utils import timezone
 
 from workflows.definitions import LeasedNode, Workflow, registry
+from workflows.definitions.deadline import deadline_problems
 from workflows.definitions.limits import priority_problems
 from workflows.engine.advance import Advancer
+from workflows.engine.deadlines import deadline_of
 from workflows.engine.events import EventLog
 from workflows.engine.fingerprint import fingerprint
 from workflows.engine.limits import run_limits
@@ -19,8 +22,8 @@ from workflows.engine.scope import RunScope, held_scope
 from workflows.engine.sql.inserts import insert_rows
 from workflows.engine.transaction import transition
 from workflows.errors import IdempotencyConflict, InvalidInput
-from workflows.models import Run, Step, subject_of
-from workflows.status import RunStatus
+from workflows.models import Run, Step, Timer, subject_of
+from workflows.status import RunStatus, TimerKind
 
 if TYPE_CHECKING:
     from workflows.permissions import AnyUser
@@ -35,6 +38,7 @@ def start_run(
     user: AnyUser | None = None,
     subject: models.Model | None = None,
     priority: int | None = None,
+    deadline: timedelta | datetime | None = None,
 ) -> Run:
     """Start a run of ``workflow`` (a registered name, latest version, or a class).
 
@@ -44,11 +48,15 @@ def start_run(
     other returns it. ``subject`` (a saved model instance) is not part of the input's
     fingerprint: a repeat naming another subject returns the first run unchanged.
     ``priority`` (-1000 to 1000, default the workflow's ``default_priority``): its ready
-    work is claimed before that of runs with a lower one.
+    work is claimed before that of runs with a lower one. ``deadline`` (default the
+    workflow's ``deadline``): see :func:`create_run`; a repeat returns the first run
+    with its own deadline.
     """
     definition = registry.resolve(workflow)
     if priority is not None and priority_problems(priority):
         raise InvalidInput(priority_problems(priority)[0], field="priority")
+    if deadline is not None and deadline_problems(deadline):
+        raise InvalidInput(deadline_problems(deadline)[0], field="deadline")
     data = definition.check_input(input)
     input_hash = fingerprint(data)
     if idempotency_key is not None:
@@ -65,6 +73,7 @@ def start_run(
             user,
             subject,
             definition.default_priority if priority is None else priority,
+            deadline,
         )
     except IntegrityError:
         if idempotency_key is None:
@@ -97,6 +106,7 @@ def _create(
     user: AnyUser | None,
     subject: models.Model | None,
     priority: int,
+    deadline: timedelta | datetime | None,
 ) -> Run:
     scope = create_run(
         definition,
@@ -107,6 +117,7 @@ def _create(
         user=user,
         subject=subject,
         priority=priority,
+        deadline=deadline,
     )
     scope.close()
     return scope.run
@@ -128,6 +139,7 @@ def create_run(
     priority: int = 0,
     flow_id: UUID | None = None,
     blocked: bool = False,
+    deadline: timedelta | datetime | None = None,
 ) -> RunScope:
     """Create a run with its steps and enter its roots, inside the caller's transaction.
 
@@ -145,7 +157,13 @@ def create_run(
     A member of a flow (``flow_id``) waiting for its upstream members is created
     ``blocked``: its steps are written, nothing is entered, no place is taken; it starts
     when its join is satisfied (:mod:`workflows.engine.flows.settle`).
+
+    ``deadline`` (default the workflow's ``Workflow.deadline``; a child's is its own
+    workflow's, never its parent's): the run, queued, blocked or started, gets
+    ``Run.deadline`` and a ``deadline`` timer in this transaction
+    (:mod:`workflows.engine.deadlines`).
     """
+    due = deadline_of(deadline if deadline is not None else definition.deadline)
     run_id = uuid4()
     admitted = not blocked and (parent is not None or run_limits.admit(definition, run_id))
     run = Run.objects.create(
@@ -170,7 +188,10 @@ def create_run(
         parent_item_id=parent_item_id,
         priority=priority,
         flow_id=flow_id,
+        deadline=due,
     )
+    if due is not None:
+        Timer.objects.create(run_id=run.pk, kind=TimerKind.DEADLINE, due_at=due)
     insert_rows(
         Step,
         [
@@ -198,6 +219,8 @@ def create_run(
     else:
         kind = "run.queued"
         about = {"priority": priority, "max_concurrent_runs": run_limits.limit_of(definition.name)}
+    if due is not None:
+        about["deadline"] = due.isoformat()
     scope.events.add(
         run.pk,
         kind,

@@ -1,9 +1,10 @@
 """Durable timers: firing one is ``scheduled → fired`` plus its effect, in one transaction.
 
 A timer either releases a retry (any kind of leased work, looked up in the work-kind
-table) or acts on a waiting step. What it does to a waiting step is registered by the
-node module that armed it, with :func:`fires` (a sleep wakes, a gate or signal times
-out, a callback's attempt fails), so this module imports none of them.
+table), acts on a waiting step, or acts on its whole run. What it does to a waiting step
+is registered by the node module that armed it, with :func:`fires` (a sleep wakes, a
+gate or signal times out, a callback's attempt fails); what a run-level timer does, with
+:func:`fires_on_run` (a deadline fails the run), so this module imports none of them.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ if TYPE_CHECKING:
 # What a timer does to the waiting step it was armed for: (advancer, the step's row).
 TimerEffect = Callable[["Advancer", StepRow], None]
 TIMER_EFFECTS: dict[str, TimerEffect] = {}
+# What a run-level timer does to its run: (the run's scope, the timer). Unlike a step's
+# timer, it fires on a paused run too: a run's deadline does not wait for a resume.
+RunTimerEffect = Callable[[RunScope, Timer], None]
+RUN_TIMER_EFFECTS: dict[str, RunTimerEffect] = {}
 
 
 def fires(kind: str) -> Callable[[TimerEffect], TimerEffect]:
@@ -35,6 +40,16 @@ def fires(kind: str) -> Callable[[TimerEffect], TimerEffect]:
 
     def register(effect: TimerEffect) -> TimerEffect:
         TIMER_EFFECTS[kind] = effect
+        return effect
+
+    return register
+
+
+def fires_on_run(kind: str) -> Callable[[RunTimerEffect], RunTimerEffect]:
+    """Register what a run-level timer of ``kind`` does to its run (paused or not)."""
+
+    def register(effect: RunTimerEffect) -> RunTimerEffect:
+        RUN_TIMER_EFFECTS[kind] = effect
         return effect
 
     return register
@@ -51,7 +66,8 @@ def cancel_timers(step_id: int, kind: str | None = None) -> None:
 @transition
 def fire_timer(timer_id: int, *, wait: bool = True) -> bool:
     """Fire one due timer; return ``False`` if it was already fired or cancelled, or its
-    run is paused (the timer stays scheduled and fires after the resume).
+    run is paused (the timer stays scheduled and fires after the resume; a run-level
+    timer, :func:`fires_on_run`, fires on a paused run too).
 
     Two scanners firing the same timer race on the timer's compare-and-set: exactly one
     fires it and applies its effect, the other sees ``False``. With ``wait=False`` a run
@@ -61,8 +77,9 @@ def fire_timer(timer_id: int, *, wait: bool = True) -> bool:
     timer = Timer.objects.filter(pk=timer_id, status=TimerStatus.SCHEDULED).first()
     if timer is None:
         return False
+    on_run = RUN_TIMER_EFFECTS.get(timer.kind)
     with run_scope(timer.run_id, wait=wait) as scope:
-        if scope.run.status in RUN_HELD:
+        if scope.run.status in RUN_HELD and on_run is None:
             return False  # a paused run's timers wait, scheduled, for its resume
         if not cas_update(
             Timer,
@@ -80,6 +97,8 @@ def fire_timer(timer_id: int, *, wait: bool = True) -> bool:
             _release_retry(timer, scope.advancer)
         elif timer.kind == TimerKind.RELEASE:
             _release_delayed(timer, scope)
+        elif on_run is not None:
+            on_run(scope, timer)
         elif scope.run.status in RUN_ACTIVE and timer.step_id is not None:
             row = step_row(timer.step_id)
             if row.status == StepStatus.WAITING:  # else it moved on (decided, signalled...)

@@ -19,6 +19,7 @@ from django.core.exceptions import PermissionDenied
 from django.core.management.base import CommandError
 from django.utils import timezone
 
+from workflows.definitions.deadline import parse_deadline
 from workflows.errors import RunNotFound, WorkflowError
 from workflows.models import Run
 from workflows.queries import get_run
@@ -75,6 +76,23 @@ def priority_number(text: str) -> int:
         return int(text)
     except ValueError:
         raise CommandError(f"PRIORITY must be a whole number, got {text!r}") from None
+
+
+# What a --deadline option says it takes, in every command that has one.
+DEADLINE_HELP = (
+    "when the run must have ended, or it fails with deadline_exceeded and compensates: "
+    "seconds from now (3600), an ISO 8601 duration (PT30M, P2D) or an ISO 8601 date and "
+    "time with its offset (2026-12-24T18:00:00+01:00)"
+)
+
+
+def deadline_value(text: str) -> timedelta | datetime:
+    """argparse type of a DEADLINE (:func:`~workflows.definitions.deadline.parse_deadline`).
+    Whether it is a good one (positive, aware, in the future) is the service's to say."""
+    try:
+        return parse_deadline(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def user_named(username: str) -> AnyUser:

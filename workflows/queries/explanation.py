@@ -25,6 +25,18 @@ its upstream members and their statuses, and for a member cancelled with
 members only (:data:`FLOW_QUERIES`). A ``blocked`` member waits on its upstream members
 under its join (a ``flow`` entry, in words); one whose join is already decided says the
 ``repair_flows`` scanner will start or cancel it.
+
+A run with a deadline says when it falls and how long is left (``deadline``,
+``time_left``: negative once it passed). An ended run's replay verbs say why not where
+what became of its completed work refuses them (:mod:`workflows.engine.replay`): the
+run's ``retry``, and a ``rerun`` entry per step a rerun may not start from, read with one
+more query for ended runs of workflows that declare compensations
+(:data:`REPLAY_QUERIES`).
+
+Each step says the failure class of its last failed attempt (``failure_class``) and,
+while that attempt is its last one (the step failed, waits for its retry, or is ready
+again after a reclaim or a revoke), says so in words: ``last_failure``, ``"last attempt
+failed: timeout"``.
 """
 
 from __future__ import annotations
@@ -32,7 +44,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 from uuid import UUID
 
@@ -58,8 +70,14 @@ from workflows.definitions import FanOut, Gate, LeasedNode, Task, WaitForSignal,
 from workflows.definitions.limits import Route
 from workflows.engine.executor import uses_django_q
 from workflows.engine.flows.joins import JoinRule, JoinSpec, Verdict
-from workflows.engine.guards import RUN_VERBS, STEP_VERBS
+from workflows.engine.guards import RERUN, RETRY, RUN_VERBS, STEP_VERBS
 from workflows.engine.limits import slots
+from workflows.engine.replay import (
+    downstream_of,
+    facts_of,
+    rerun_compensation_refusal,
+    retry_plan,
+)
 from workflows.engine.work_kinds import COMPENSATION, ITEM, STEP, WorkKind
 from workflows.errors import DefinitionMissing
 from workflows.models import (
@@ -109,6 +127,7 @@ __all__ = [
     "CONCURRENCY_KEYS_COUNTED",
     "FLOW_QUERIES",
     "QUERIES",
+    "REPLAY_QUERIES",
     "Action",
     "Explanation",
     "FlowPlace",
@@ -126,6 +145,9 @@ CONCURRENCY_KEYS_COUNTED = 3
 # The queries a flow member's explanation adds: its member row with the flow's, and its
 # upstream members with their runs' statuses.
 FLOW_QUERIES = 2
+# The query an ended run's explanation adds when its workflow declares compensations:
+# what became of the work its steps completed (the replay verbs' refusals).
+REPLAY_QUERIES = 1
 
 # The error code of a flow member cancelled because its join can no longer be satisfied
 # (written by ``workflows.engine.flows.settle``).
@@ -232,7 +254,8 @@ class Explanation:
     ``version`` is the run row's compare-and-set version: a surface that acts on what
     it showed can tell whether the run moved since. ``as_of`` is the moment the flags
     and the attention class were computed for. ``flow`` is the run's place in its flow,
-    ``None`` for a run that is no flow's member.
+    ``None`` for a run that is no flow's member. ``deadline``: when the run must have
+    ended (``None``: no deadline); :attr:`time_left` is counted from ``as_of``.
     """
 
     run: UUID
@@ -246,9 +269,21 @@ class Explanation:
     allowed_actions: tuple[Action, ...]
     steps: tuple[Mapping[str, Any], ...]
     flow: FlowPlace | None = None
+    deadline: datetime | None = None
+
+    @property
+    def time_left(self) -> timedelta | None:
+        """How long until the deadline, as of ``as_of``: negative once it passed."""
+        return self.deadline - self.as_of if self.deadline is not None else None
+
+    @property
+    def deadline_passed(self) -> bool:
+        return self.deadline is not None and self.deadline <= self.as_of
 
     def as_dict(self) -> dict[str, Any]:
-        """The explanation as JSON-ready data: times as ISO 8601 strings."""
+        """The explanation as JSON-ready data: times as ISO 8601 strings, the time left
+        in seconds."""
+        left = self.time_left
         return {
             "run": str(self.run),
             "workflow": self.workflow,
@@ -261,6 +296,9 @@ class Explanation:
             "allowed_actions": [action.as_dict() for action in self.allowed_actions],
             "steps": [dict(step) for step in self.steps],
             "flow": self.flow.as_dict() if self.flow else None,
+            "deadline": self.deadline.isoformat() if self.deadline is not None else None,
+            "time_left": left.total_seconds() if left is not None else None,
+            "deadline_passed": self.deadline_passed,
         }
 
 
@@ -347,7 +385,7 @@ def explain(run: Run | UUID | str, *, now: datetime | None = None) -> Explanatio
         attention=row.attention,
         as_of=now,
         waiting_on=tuple(waiting_on),
-        allowed_actions=tuple(_allowed_actions(row.status, steps)),
+        allowed_actions=tuple(_allowed_actions(row.status, steps, _replay_refusals(row, steps))),
         steps=tuple(
             {
                 "id": step["id"],
@@ -356,10 +394,13 @@ def explain(run: Run | UUID | str, *, now: datetime | None = None) -> Explanatio
                 "status": step["status"],
                 "attempt": step["attempt"],
                 "max_attempts": step["max_attempts"],
+                "failure_class": step["failure_class"] or None,
+                "last_failure": _last_failure(step),
             }
             for step in steps
         ),
         flow=place,
+        deadline=row.deadline,
     )
 
 
@@ -465,9 +506,23 @@ def _steps(run_id: UUID, now: datetime) -> list[dict[str, Any]]:
             "items_skipped",
             "lease_expired",
             "undispatched",
+            "generation",
+            "failure_class",
             *_UNIT_FIELDS,
         )
     )
+
+
+# A step in one of these statuses with a failure class: its last attempt failed (it
+# waits for a retry or an operator, or failed for good).
+_AFTER_A_FAILED_ATTEMPT = (StepStatus.FAILED, StepStatus.RETRY_SCHEDULED, StepStatus.READY)
+
+
+def _last_failure(step: dict[str, Any]) -> str | None:
+    """``"last attempt failed: timeout"`` when the step's last attempt failed, in words."""
+    if step["failure_class"] and step["status"] in _AFTER_A_FAILED_ATTEMPT:
+        return f"last attempt failed: {step['failure_class']}"
+    return None
 
 
 def _scheduled_timers(run_id: UUID, now: datetime) -> list[dict[str, Any]]:
@@ -1010,17 +1065,61 @@ def _dispatch(reading: _Reading, unit: _Unit) -> WaitingOn:
     )
 
 
-def _allowed_actions(run_status: str, steps: list[dict[str, Any]]) -> list[Action]:
-    """Every run verb; each step verb for the steps in a status it accepts; the
-    decisions of waiting gates. In that order, steps in their order."""
+@dataclass(frozen=True)
+class _ReplayRefusals:
+    """Why the replay verbs of an ended run may not, beyond its status: the retry's
+    reason, and each step a rerun may not start from with its reason."""
+
+    retry: str | None
+    rerun: Mapping[str, str]
+
+
+def _replay_refusals(run: Run, steps: list[dict[str, Any]]) -> _ReplayRefusals | None:
+    """What became of an ended run's completed work says about replaying it: one query,
+    for a workflow that declares compensations (else nothing can refuse)."""
+    workflow = _registered(run) if run.status in RETRY.accepts | RERUN.accepts else None
+    if workflow is None or not any(
+        getattr(node, "compensate_path", "") for node in workflow.nodes.values()
+    ):
+        return None
+    facts = facts_of(run.pk, ((s["id"], s["name"], s["status"], s["generation"]) for s in steps))
+    if set(facts) != set(workflow.nodes):
+        return None  # steps out of line with the definition: the verbs will say
+    retry = None
+    if run.status in RETRY.accepts and run.status != RunStatus.COMPENSATION_FAILED:
+        attempts = {step["name"]: step["attempt"] for step in steps}
+        retry = retry_plan(workflow.graph, facts, attempts).refusal
+    rerun: dict[str, str] = {}
+    if run.status in RERUN.accepts:
+        for name in workflow.nodes:
+            reason = rerun_compensation_refusal(name, downstream_of(workflow.graph, [name]), facts)
+            if reason is not None:
+                rerun[name] = reason
+    return _ReplayRefusals(retry, rerun)
+
+
+def _allowed_actions(
+    run_status: str, steps: list[dict[str, Any]], replay: _ReplayRefusals | None = None
+) -> list[Action]:
+    """Every run verb; each step verb for the steps in a status it accepts; a ``rerun``
+    refused from a step for what became of the run's work; the decisions of waiting
+    gates. In that order, steps in their order."""
     actions = [
-        _action(verb.name, verb.summary, verb.refusal(run_status)) for verb in RUN_VERBS.values()
+        _action(
+            verb.name,
+            verb.summary,
+            verb.refusal(run_status)
+            or (replay.retry if replay is not None and verb is RETRY else None),
+        )
+        for verb in RUN_VERBS.values()
     ]
     for step in steps:
         for verb in STEP_VERBS.values():
             if step["status"] in verb.accepts:
                 reason = verb.refusal(step["status"], run_status)
                 actions.append(_action(verb.name, verb.summary, reason, step))
+        if replay is not None and step["name"] in replay.rerun:
+            actions.append(_action(RERUN.name, RERUN.summary, replay.rerun[step["name"]], step))
         if step["kind"] == Gate.kind and step["status"] == StepStatus.WAITING:
             actions.append(_action("approve", "approve the gate", None, step))
             actions.append(_action("reject", "reject the gate", None, step))

@@ -102,6 +102,7 @@ def describe_run(run_id: UUID | str) -> dict[str, Any]:
         "parent_run": str(run.parent_run_id) if run.parent_run_id else None,
         "started_at": run.started_at,
         "finished_at": run.finished_at,
+        "deadline": run.deadline,
         "input": run.input,
         "output": run.output,
         "error": run.error,

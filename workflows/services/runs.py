@@ -3,7 +3,8 @@ terminate, rerun from a step, change its priority."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, NamedTuple
 from uuid import UUID
 
 from django.db import models
@@ -38,6 +39,7 @@ def start_run(
     user: AnyUser | None = None,
     subject: models.Model | None = None,
     priority: int | None = None,
+    deadline: timedelta | datetime | None = None,
 ) -> Run:
     """Start a run of ``workflow`` (a registered name, latest version, or a class).
 
@@ -56,6 +58,12 @@ def start_run(
     ``priority`` (-1000 to 1000; default the workflow's ``default_priority``) orders
     the run's ready work, and the run in its workflow's queue while it waits for a
     place under ``max_concurrent_runs``; anything else is :class:`InvalidInput`.
+
+    ``deadline`` (default the workflow's ``Workflow.deadline``): a positive ``timedelta``
+    from now, or a timezone-aware ``datetime`` in the future, both on the database
+    clock. A run not ended by then fails with ``deadline_exceeded``, its running
+    attempts lose their lease and what it completed is compensated
+    (:mod:`workflows.engine.deadlines`). Anything else is :class:`InvalidInput`.
     """
     definition = registry.resolve(workflow)
     if priority is not None:
@@ -84,6 +92,7 @@ def start_run(
         user=user,
         subject=subject,
         priority=priority,
+        deadline=deadline,
     )
 
 
@@ -111,18 +120,49 @@ def _check_subject(subject: Any) -> None:
 def cancel_run(
     run: Run | UUID | str, *, reason: str = "", compensate: bool = True, user: AnyUser | None = None
 ) -> Run:
-    """Cancel a running or waiting run (and its children); compensate unless told not to."""
+    """Cancel a running or waiting run (and its children); compensate unless told not to.
+
+    Idempotent: a run already cancelling, cancelled or terminated is returned unchanged,
+    with nothing recorded (:func:`request_cancel` also says which happened).
+    """
+    return request_cancel(run, reason=reason, compensate=compensate, user=user).run
+
+
+class CancelRequest(NamedTuple):
+    """What a cancel did: the run after it, and whether it had been cancelled already
+    (cancelling, cancelled or terminated), in which case nothing changed."""
+
+    run: Run
+    already: bool
+
+
+def request_cancel(
+    run: Run | UUID | str, *, reason: str = "", compensate: bool = True, user: AnyUser | None = None
+) -> CancelRequest:
+    """:func:`cancel_run`, saying whether the run had been cancelled already: what the
+    surfaces call, so that a second cancel answers "already cancelled", not an error."""
     check_text(reason, field="cancel reason")
     run_id = run_id_of(run)
-    cancel.cancel_run(run_id, reason=reason, compensate=compensate, user=user)
+    cancelled = cancel.cancel_run(run_id, reason=reason, compensate=compensate, user=user)
+    # Also after a cancel that found the run cancelled already: a child left alive by an
+    # earlier cancel that stopped between the parent and its children is cancelled now.
     cancel_children(run_id)
-    return Run.objects.get(pk=run_id)
+    return CancelRequest(Run.objects.get(pk=run_id), already=not cancelled)
 
 
-def retry_run(run: Run | UUID | str, *, user: AnyUser | None = None) -> Run:
-    """Retry every failed step of a failed run, or resume its failed compensations."""
+def retry_run(
+    run: Run | UUID | str,
+    *,
+    user: AnyUser | None = None,
+    deadline: timedelta | datetime | None = None,
+) -> Run:
+    """Replay an ended run that did not complete: failed, timed-out and cut-short steps
+    get fresh attempts, compensated work is done again in a new generation, a run whose
+    compensation failed runs it again. Its old error and deadline are cleared; give
+    ``deadline`` for a new one. See :func:`workflows.engine.verbs.retry.retry_run` for
+    when it is refused."""
     run_id = run_id_of(run)
-    retry.retry_run(run_id, user=user)
+    retry.retry_run(run_id, user=user, deadline=deadline)
     return Run.objects.get(pk=run_id)
 
 
@@ -153,13 +193,18 @@ def terminate_run(run: Run | UUID | str, *, reason: str = "", user: AnyUser | No
 
 
 def rerun_from(
-    run: Run | UUID | str, step: Step | int | str, *, reason: str = "", user: AnyUser | None = None
+    run: Run | UUID | str,
+    step: Step | int | str,
+    *,
+    reason: str = "",
+    user: AnyUser | None = None,
+    deadline: timedelta | datetime | None = None,
 ) -> Run:
     """Run ``step`` (a step, its id, or its name) and everything downstream of it again.
 
-    For failed, completed and cancelled runs; upstream outputs are kept, the reset steps
-    get new idempotency keys and fresh attempts. See
-    :func:`workflows.engine.verbs.rerun.rerun_from` for when it is refused.
+    For every ended run; upstream outputs are kept, the reset steps get new idempotency
+    keys and fresh attempts, the old error and deadline are cleared (``deadline``: a new
+    one). See :func:`workflows.engine.verbs.rerun.rerun_from` for when it is refused.
     """
     check_text(reason, field="rerun reason")
     run_id = run_id_of(run)
@@ -170,7 +215,7 @@ def rerun_from(
         if target.run_id != run_id:
             raise InvalidInput(f"step {target.pk} belongs to run {target.run_id}, not {run_id}")
         name = target.name
-    rerun.rerun_from(run_id, name, reason=reason, user=user)
+    rerun.rerun_from(run_id, name, reason=reason, user=user, deadline=deadline)
     return Run.objects.get(pk=run_id)
 
 

@@ -12,6 +12,6 @@ class FlowAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # The limit and routing tests' workflows live in modules of their own; register
-        # them too.
-        from tests.acceptance.flowapp import limits, routed  # noqa: F401
+        # The limit, routing, deadline, revoke and cancel tests' workflows live in modules
+        # of their own; register them too.
+        from tests.acceptance.flowapp import control, deadlines, limits, routed  # noqa: F401

@@ -18,6 +18,7 @@ The modules, lowest first:
 - :mod:`.adapters`: per-field value adapters (what the database stores for a value).
 - :mod:`.identifiers`: the only way a table or column name enters SQL text.
 - :mod:`.expressions`: SQL new values of a column (the database clock, ``attempt + n``).
+- :mod:`.clock`: reading the database clock (``database_now``).
 - :mod:`.rows`: reading step and item rows (``StepRow``, ``ItemRow``).
 - :mod:`.locks`: the row-lock clause and locking the run (``lock_run``).
 - :mod:`.updates`: compare-and-set updates (``cas_update``, ``cas_update_many``,

@@ -8,6 +8,7 @@ from uuid import UUID
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from workflows.engine.sql.adapters import from_db_json, stored_run_id
+from workflows.engine.sql.clock import from_db_datetime
 from workflows.engine.sql.connection import engine_connection
 from workflows.engine.sql.execute import fetch_one
 from workflows.engine.sql.identifiers import column, table
@@ -64,6 +65,7 @@ _LOCKED_RUN_COLUMNS = tuple(
         "error",
         "priority",
         "business_key",
+        "deadline",
     }
 )
 assert _LOCKED_RUN_COLUMNS[0] == "id"
@@ -97,6 +99,8 @@ def lock_run(run_id: UUID, *, wait: bool = True) -> Run:
     values["input"] = from_db_json(Run, "input", values["input"], connection)
     values["error"] = from_db_json(Run, "error", values["error"], connection)
     values["skip_compensation"] = bool(values["skip_compensation"])
+    if values["deadline"] is not None:
+        values["deadline"] = from_db_datetime(values["deadline"])
     if values["parent_run_id"] is not None:
         values["parent_run_id"] = Run._meta.pk.to_python(values["parent_run_id"])
     # As the ORM builds a model it read: the columns not read are deferred, so reading

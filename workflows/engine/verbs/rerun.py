@@ -1,79 +1,66 @@
-"""Rerunning a finished run from one of its steps.
+"""Rerunning an ended run from one of its steps.
 
 The step and everything downstream of it are reset and run again; the outputs of its
 upstream steps are kept. Each reset step starts a new *generation*: its idempotency
 key (and its items' and compensations') changes, so external systems see the rerun as
 new work, and it gets a fresh set of attempts. Steps the run's end cancelled before
-they ran are reopened, so parallel branches that never ran run now.
+they ran are reopened, so parallel branches that never ran run now. When a rerun is
+refused for what became of the run's completed work is :mod:`workflows.engine.replay`'s
+to say.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 from uuid import UUID
 
-from workflows.definitions import LeasedNode, Workflow
+from workflows.definitions import Workflow
+from workflows.engine.deadlines import arm_deadline
 from workflows.engine.events import actor
 from workflows.engine.guards import RERUN
+from workflows.engine.replay import (
+    downstream_of,
+    facts_of,
+    forget_work_of,
+    rearm_skipped_compensations,
+    rerun_compensation_refusal,
+    rerun_order_refusal,
+    reset_generation,
+)
 from workflows.engine.runs import set_run_status
 from workflows.engine.scope import run_scope
 from workflows.engine.sql.expressions import db_now
 from workflows.engine.sql.rows import STEP_ROW_FIELDS, StepRow
-from workflows.engine.sql.updates import cas_update, cas_update_many
+from workflows.engine.sql.updates import cas_update_many
 from workflows.engine.transaction import transition
-from workflows.errors import InvalidTransition, StaleState, StepNotFound
-from workflows.models import CompensationRecord, FanOutItem, Step, Timer
-from workflows.status import CompensationStatus, RunStatus, StepStatus, TimerStatus
+from workflows.errors import InvalidTransition, StepNotFound
+from workflows.models import Step
+from workflows.status import RunStatus, StepStatus
 
 if TYPE_CHECKING:
     from workflows.permissions import AnyUser
 
-# What a reset step forgets: everything a previous run of it wrote.
-_FORGOTTEN: dict[str, Any] = {
-    "output": None,
-    "error": None,
-    "started_at": None,
-    "finished_at": None,
-    "lease_owner": "",
-    "lease_expires_at": None,
-    "decision": "",
-    "decided_via": "",
-    "decided_by": None,
-    "decided_at": None,
-    "feedback": "",
-    "selections": [],
-    "signal_name": "",
-    "items_total": 0,
-    "items_completed": 0,
-    "items_failed": 0,
-    "items_skipped": 0,
-}
-_SETTLED = (StepStatus.COMPLETED, StepStatus.SKIPPED)
-_FAILED = (StepStatus.FAILED, StepStatus.TIMED_OUT)
-
-
-def downstream_of(workflow: type[Workflow], name: str) -> list[str]:
-    """``name`` and every step that depends on it, directly or not, in declaration order."""
-    found, frontier = {name}, [name]
-    while frontier:
-        for down in workflow.graph.downstream[frontier.pop()]:
-            if down not in found:
-                found.add(down)
-                frontier.append(down)
-    return [step for step in workflow.nodes if step in found]
-
 
 @transition
 def rerun_from(
-    run_id: UUID, step_name: str, *, reason: str = "", user: AnyUser | None = None
+    run_id: UUID,
+    step_name: str,
+    *,
+    reason: str = "",
+    user: AnyUser | None = None,
+    deadline: timedelta | datetime | None = None,
 ) -> list[str]:
-    """Reset ``step_name`` and its downstream steps of a finished run and run them again.
+    """Reset ``step_name`` and its downstream steps of an ended run and run them again.
 
-    Accepts failed, completed and cancelled runs. Refused, saying why, when an upstream
-    of the step did not complete, when another step outside the reset failed too, or
-    when a reset step completed work whose compensation never ran (rerunning it would
-    do that work twice). Of two operators rerunning at once, the second finds the run
-    running and is refused. Returns the names of the reset steps.
+    Accepts every ended run: completed, failed, cancelled, terminated, compensated,
+    compensation_failed. Refused, saying why, when an upstream of the step did not
+    complete, when another step outside the reset failed too, or when what the run's
+    completed work became forbids it (:mod:`workflows.engine.replay`: a reset step's
+    work whose compensation never ran, an undone step the reset leaves out, a failed
+    compensation). Of two operators rerunning at once, the second finds the run
+    running and is refused. The run's old error is cleared, and its deadline too
+    unless ``deadline`` gives a new one. Returns the names of the reset steps.
     """
     with run_scope(run_id) as scope:
         run, workflow = scope.run, scope.workflow
@@ -89,17 +76,11 @@ def rerun_from(
                 for values in Step.objects.filter(run_id=run.pk).values_list(*STEP_ROW_FIELDS)
             )
         }
-        reset = downstream_of(workflow, step_name)
+        reset = downstream_of(workflow.graph, [step_name])
         _check_rerunnable(run_id, workflow, step_name, reset, rows)
         for name in reset:
-            _reset(rows[name], workflow)
-        reset_ids = [rows[name].pk for name in reset]
-        FanOutItem.objects.filter(step_id__in=reset_ids).delete()  # computed again on entry
-        cas_update_many(
-            Timer,
-            where={"step_id": reset_ids, "status": TimerStatus.SCHEDULED},
-            status=TimerStatus.CANCELLED,
-        )
+            reset_generation(rows[name], workflow)
+        forget_work_of([rows[name].pk for name in reset])
         reopened = cas_update_many(
             Step,
             where={"run_id": run.pk, "status": StepStatus.CANCELLED},
@@ -109,6 +90,7 @@ def rerun_from(
             finished_at=None,
             updated_at=db_now(),
         )
+        rearmed = rearm_skipped_compensations(run.pk)
         set_run_status(
             run,
             RunStatus.RUNNING,
@@ -117,6 +99,8 @@ def rerun_from(
             output=None,
             finished_at=None,
             skip_compensation=False,
+            paused_reason="",
+            deadline=arm_deadline(run, deadline),
         )
         scope.events.add(
             run.pk,
@@ -126,6 +110,7 @@ def rerun_from(
             from_step=step_name,
             reset=reset,
             reopened=sorted(name for (name,) in reopened),
+            **({"compensations_rearmed": rearmed} if rearmed else {}),
         )
         scope.advancer.release_stranded()
     return reset
@@ -138,50 +123,15 @@ def _check_rerunnable(
     reset: list[str],
     rows: dict[str, StepRow],
 ) -> None:
-    for upstream in workflow.graph.upstream[step_name]:
-        if rows[upstream].status not in _SETTLED:
-            raise InvalidTransition(
-                f"run {run_id}: rerun from {step_name!r} needs its upstream steps completed "
-                f"or skipped; {upstream!r} is {rows[upstream].status}",
-                step=step_name,
-            )
-    other_failures = [
-        name for name, row in rows.items() if row.status in _FAILED and name not in reset
-    ]
-    if other_failures:
-        raise InvalidTransition(
-            f"run {run_id}: step {other_failures[0]!r} failed too and is not downstream of "
-            f"{step_name!r}; rerun from it, or retry the run",
-            step=step_name,
-        )
-    uncompensated = sorted(
-        CompensationRecord.objects.filter(
-            step_id__in=[rows[name].pk for name in reset],
-            status=CompensationStatus.PENDING,
-        ).values_list("step__name", flat=True)
+    facts = facts_of(
+        run_id, ((row.pk, name, row.status, row.generation) for name, row in rows.items())
     )
-    if uncompensated:
+    refusal = rerun_order_refusal(workflow.graph, step_name, reset, facts)
+    refusal = refusal or rerun_compensation_refusal(step_name, reset, facts)
+    if refusal is not None:
+        uncompensated = sorted(name for name in reset if facts[name].standing_uncompensated)
         raise InvalidTransition(
-            f"run {run_id}: step {uncompensated[0]!r} completed work whose compensation "
-            "never ran; rerunning it would do that work twice",
+            f"run {run_id}: {refusal}",
             step=step_name,
-            uncompensated=sorted(set(uncompensated)),
+            **({"uncompensated": uncompensated} if uncompensated else {}),
         )
-
-
-def _reset(row: StepRow, workflow: type[Workflow]) -> None:
-    """A new generation of the step: pending, with a fresh set of attempts."""
-    node = workflow.nodes[row.name]
-    attempts = node.effective_retry.max_attempts if isinstance(node, LeasedNode) else 1
-    if not cas_update(
-        Step,
-        row.pk,
-        version=row.version,
-        where={"status": row.status},
-        status=StepStatus.PENDING,
-        max_attempts=row.attempt + attempts,
-        generation=row.generation + 1,
-        updated_at=db_now(),
-        **_FORGOTTEN,
-    ):
-        raise StaleState(f"step {row.name!r} changed while being reset")

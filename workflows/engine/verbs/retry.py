@@ -1,24 +1,39 @@
-"""Retry a failed step, or every failed step (or failed compensation) of a run: fresh
-attempts, and the failed run resumes. :func:`revive` is the resumption, shared with a
-skip that unblocks a failed run."""
+"""Retry a failed step, or replay a whole ended run: fresh attempts, and the run resumes.
+:func:`revive` is the resumption, shared with a skip that unblocks a failed run.
+
+``retry_run`` takes every ended run but a completed one: failed, cancelled, terminated,
+compensated, and compensation_failed (whose failed compensations run again). What it
+does again, and when it refuses, is :mod:`workflows.engine.replay`'s to say: the work
+that never completed is finished with fresh attempts under the same idempotency key,
+undone work and everything after it is done again in a new generation.
+"""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from workflows.definitions import FanOut, LeasedNode, Node
 from workflows.definitions.nodes import default_retry
+from workflows.engine.deadlines import arm_deadline
 from workflows.engine.events import actor
 from workflows.engine.guards import RETRY, RETRY_STEP
 from workflows.engine.nodes.fanout import resume_fanout
+from workflows.engine.replay import (
+    facts_of,
+    forget_work_of,
+    rearm_skipped_compensations,
+    reset_generation,
+    retry_plan,
+)
 from workflows.engine.runs import set_run_status, unwind
 from workflows.engine.scope import RunScope, run_of_step, run_scope
 from workflows.engine.sql.expressions import attempts_plus, db_now
-from workflows.engine.sql.rows import StepRow, step_row
+from workflows.engine.sql.rows import STEP_ROW_FIELDS, StepRow, step_row
 from workflows.engine.sql.updates import cas_update, cas_update_many
 from workflows.engine.transaction import transition
-from workflows.errors import InvalidTransition
+from workflows.errors import InvalidInput, InvalidTransition
 from workflows.models import CompensationRecord, FanOutItem, Step
 from workflows.status import CompensationStatus, RunStatus, StepStatus
 
@@ -26,9 +41,10 @@ if TYPE_CHECKING:
     from workflows.permissions import AnyUser
 
 
-def revive(scope: RunScope, user: AnyUser | None) -> None:
-    """Bring a failed run back to ``running`` and release what can run again: steps
-    cancelled by the failure become pending, fan-outs keep their completed items."""
+def revive(scope: RunScope, user: AnyUser | None, **changes: Any) -> None:
+    """Bring an ended run back to ``running`` and release what can run again: steps
+    cancelled by its end become pending, fan-outs keep their completed items. The old
+    error is cleared; ``changes``: more columns of the run to set with its status."""
     run = scope.run
     reopened = cas_update_many(
         Step,
@@ -38,7 +54,7 @@ def revive(scope: RunScope, user: AnyUser | None) -> None:
         error=None,
         updated_at=db_now(),
     )
-    set_run_status(run, RunStatus.RUNNING, scope.events, error=None, finished_at=None)
+    set_run_status(run, RunStatus.RUNNING, scope.events, error=None, finished_at=None, **changes)
     scope.events.add(run.pk, "run.resumed", by=actor(user), reopened=len(reopened))
     for step_id, name in Step.objects.filter(
         run_id=run.pk, kind=FanOut.kind, status=StepStatus.PENDING, items_total__gt=0
@@ -101,28 +117,75 @@ def retry_step(step_id: int, *, user: AnyUser | None = None) -> None:
 
 
 @transition
-def retry_run(run_id: UUID, *, user: AnyUser | None = None) -> int:
-    """Retry every failed step of a failed run, or resume a run whose compensation failed.
+def retry_run(
+    run_id: UUID,
+    *,
+    user: AnyUser | None = None,
+    deadline: timedelta | datetime | None = None,
+) -> int:
+    """Replay an ended run: finish what did not complete, redo what was undone.
 
-    Returns how many steps or compensations were retried.
+    Failed, timed-out and cut-short steps get fresh attempts (same idempotency key);
+    steps cancelled before they started reopen; compensated steps and everything
+    downstream of them start a new generation; skipped compensations are re-armed. A
+    run whose compensation failed runs its failed compensations again instead. Refused,
+    saying why, for a completed run (rerun it from a step) and where redoing undone work
+    would do work whose compensation never ran a second time
+    (:func:`workflows.engine.replay.retry_plan`). The run's error is cleared, and its
+    deadline too unless ``deadline`` gives a new one (refused for a run whose
+    compensation failed: no deadline stops a compensation). Returns how many steps (or
+    compensations) it retried or redid.
     """
     with run_scope(run_id) as scope:
         run = scope.run
         RETRY.check(run_id, run.status)
         if run.status == RunStatus.COMPENSATION_FAILED:
+            if deadline is not None:
+                raise InvalidInput(
+                    f"run {run_id}: its retry runs its failed compensations again, which no "
+                    "deadline stops; retry it without one",
+                    field="deadline",
+                )
             return _retry_compensations(scope, user)
-        failed = [
-            StepRow(*values)
-            for values in Step.objects.filter(
-                run_id=run.pk, status__in=RETRY_STEP.accepts
-            ).values_list(
-                "id", "name", "status", "version", "attempt", "max_attempts", "generation"
+        rows = {
+            row.name: row
+            for row in (
+                StepRow(*values)
+                for values in Step.objects.filter(run_id=run.pk).values_list(*STEP_ROW_FIELDS)
             )
-        ]
-        for row in failed:
-            _reset_for_retry(scope, row, scope.workflow.nodes[row.name], user)
-        revive(scope, user)
-        return len(failed)
+        }
+        facts = facts_of(
+            run.pk, ((row.pk, name, row.status, row.generation) for name, row in rows.items())
+        )
+        plan = retry_plan(
+            scope.workflow.graph, facts, {name: row.attempt for name, row in rows.items()}
+        )
+        if plan.refusal is not None:
+            raise InvalidTransition(f"run {run_id}: {plan.refusal}", verb=RETRY.name)
+        source = run.status
+        for name in plan.redo:
+            reset_generation(rows[name], scope.workflow)
+        forget_work_of([rows[name].pk for name in plan.redo])
+        for name in plan.retry:
+            _reset_for_retry(scope, rows[name], scope.workflow.nodes[name], user)
+        rearmed = rearm_skipped_compensations(run.pk)
+        scope.events.add(
+            run.pk,
+            "run.retry_requested",
+            by=actor(user),
+            status=source,
+            redo=list(plan.redo),
+            retried=list(plan.retry),
+            **({"compensations_rearmed": rearmed} if rearmed else {}),
+        )
+        revive(
+            scope,
+            user,
+            skip_compensation=False,
+            paused_reason="",
+            deadline=arm_deadline(run, deadline),
+        )
+        return len(plan.redo) + len(plan.retry)
 
 
 def _retry_compensations(scope: RunScope, user: AnyUser | None) -> int:

@@ -1,9 +1,10 @@
-"""Rerun a finished run from one of its steps."""
+"""Rerun an ended run from one of its steps."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from workflows.management.arguments import DEADLINE_HELP, deadline_value
 from workflows.management.run_verb import RunVerbCommand
 from workflows.models import Run
 from workflows.services import rerun_from
@@ -16,9 +17,11 @@ class Command(RunVerbCommand):
     help = (
         "Rerun run RUN (its id, a unique id prefix, or --business-key) from step --from: "
         "that step and everything downstream of it run again with new idempotency keys "
-        "and fresh attempts; upstream outputs are kept. For failed, completed and "
-        "cancelled runs. Refused (exit status 1), with the reason, when an upstream did not "
-        "complete, another step failed too, or a reset step's work was never compensated."
+        "and fresh attempts; upstream outputs are kept, the old error and deadline cleared "
+        "(--deadline: a new one). For every ended run. Refused (exit status 1), with the "
+        "reason, when an upstream did not complete, another step failed too, a reset step's "
+        "work was never compensated, a step left out of the reset was compensated, or a "
+        "compensation failed (retry the run first)."
     )
 
     verb = "rerun"
@@ -29,6 +32,18 @@ class Command(RunVerbCommand):
             "--from", dest="from_step", required=True, metavar="STEP", help="the step's name or id"
         )
         parser.add_argument("--reason", default="", metavar="TEXT", help="why, kept in history")
+        parser.add_argument(
+            "--deadline",
+            type=deadline_value,
+            metavar="DEADLINE",
+            help="a new deadline for the rerun run: " + DEADLINE_HELP,
+        )
 
     def apply(self, run: Run, user: AnyUser | None, options: dict[str, Any]) -> Run:
-        return rerun_from(run, options["from_step"], reason=options["reason"], user=user)
+        return rerun_from(
+            run,
+            options["from_step"],
+            reason=options["reason"],
+            user=user,
+            deadline=options["deadline"],
+        )

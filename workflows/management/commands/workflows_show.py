@@ -25,6 +25,7 @@ RUN_FIELDS = {
     "created_at": "created",
     "started_at": "started",
     "finished_at": "finished",
+    "deadline": "deadline",
     "updated_at": "updated",
     "input": "input",
     "output": "output",
@@ -81,6 +82,10 @@ class Command(BaseCommand):
         for key, label in RUN_FIELDS.items():
             self.stdout.write(f"{label:<{width}}  {cell(run[key])}")
         self.stdout.write(f"{'attention':<{width}}  {explanation.attention}")
+        if explanation.time_left is not None:
+            left = explanation.time_left
+            words = "deadline passed" if explanation.deadline_passed else str(left).split(".")[0]
+            self.stdout.write(f"{'time left':<{width}}  {words}")
         self.write_explanation(explanation)
         self.stdout.write("\nsteps")
         self.stdout.write(

@@ -8,6 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from workflows.errors import WorkflowError
+from workflows.management.arguments import DEADLINE_HELP, deadline_value
 from workflows.management.output import to_json
 from workflows.queries import run_summary
 from workflows.services import start_run
@@ -16,7 +17,8 @@ from workflows.services import start_run
 class Command(BaseCommand):
     help = (
         "Start a run of the latest registered version of workflow NAME and print the run's "
-        "id and status. Its steps then run in the workers."
+        "id and status. Its steps then run in the workers. --deadline gives the run a "
+        "deadline (default: the workflow's)."
     )
 
     def add_arguments(self, parser: Any) -> None:
@@ -45,6 +47,9 @@ class Command(BaseCommand):
             help="-1000 to 1000, higher is claimed first (default: the workflow's "
             "default_priority); also the run's place in its workflow's queue",
         )
+        parser.add_argument(
+            "--deadline", type=deadline_value, metavar="DEADLINE", help=DEADLINE_HELP
+        )
         parser.add_argument("--json", action="store_true", help="print the run as JSON")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -59,6 +64,7 @@ class Command(BaseCommand):
                 idempotency_key=options["idempotency_key"],
                 business_key=options["business_key"],
                 priority=options["priority"],
+                deadline=options["deadline"],
             )
         except WorkflowError as exc:
             raise CommandError(exc.message) from exc
