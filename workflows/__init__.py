@@ -43,7 +43,13 @@ from workflows.errors import (
     InvalidTransition,
     LeaseLost,
     PermanentError,
+    RunCancelled,
     RunNotFound,
+    SignalTokenExpired,
+    SignalTokenForeign,
+    SignalTokenInvalid,
+    SignalTokenRefused,
+    SignalTokenWrongSignal,
     StaleRevision,
     StaleState,
     StaleVersion,
@@ -51,6 +57,7 @@ from workflows.errors import (
     UnknownSignal,
     WorkflowError,
 )
+from workflows.status import FailureClass
 
 if TYPE_CHECKING:
     from workflows.approvals import (
@@ -68,6 +75,9 @@ if TYPE_CHECKING:
     from workflows.queries.explanation import (
         explain as explain,
     )
+    from workflows.queries.waits import (
+        pending_waits as pending_waits,
+    )
     from workflows.services import (
         approve_gate as approve_gate,
         cancel_run as cancel_run,
@@ -81,6 +91,7 @@ if TYPE_CHECKING:
         resume_run as resume_run,
         retry_run as retry_run,
         retry_step as retry_step,
+        revoke_lease as revoke_lease,
         send_signal as send_signal,
         skip_step as skip_step,
         start_run as start_run,
@@ -103,6 +114,10 @@ if TYPE_CHECKING:
         seal_flow as seal_flow,
         set_join as set_join,
     )
+    from workflows.services.signal_tokens import (
+        send_signal_with_token as send_signal_with_token,
+        signal_token as signal_token,
+    )
 
 # The verbs and reads that touch the database, loaded on first access (after apps are
 # ready): name -> the module that defines it. The TYPE_CHECKING imports above give
@@ -120,6 +135,7 @@ _LAZY: dict[str, str] = {
     "resume_run": "workflows.services",
     "retry_run": "workflows.services",
     "retry_step": "workflows.services",
+    "revoke_lease": "workflows.services",
     "send_signal": "workflows.services",
     "skip_step": "workflows.services",
     "start_run": "workflows.services",
@@ -135,6 +151,8 @@ _LAZY: dict[str, str] = {
     "set_join": "workflows.services.flows",
     "seal_flow": "workflows.services.flows",
     "cancel_flow": "workflows.services.flows",
+    "signal_token": "workflows.services.signal_tokens",
+    "send_signal_with_token": "workflows.services.signal_tokens",
     "gates_for": "workflows.approvals",
     "approval_link": "workflows.approvals.links",
     "get_run": "workflows.queries",
@@ -142,6 +160,7 @@ _LAZY: dict[str, str] = {
     "list_runs": "workflows.queries",
     "runs_needing_attention": "workflows.queries",
     "explain": "workflows.queries.explanation",
+    "pending_waits": "workflows.queries.waits",
 }
 
 __all__ = [
@@ -151,6 +170,7 @@ __all__ = [
     "DatabaseBusy",
     "DefinitionError",
     "DefinitionMissing",
+    "FailureClass",
     "FanOut",
     "FlowNotFound",
     "Gate",
@@ -168,7 +188,13 @@ __all__ = [
     "RateLimit",
     "Retry",
     "Route",
+    "RunCancelled",
     "RunNotFound",
+    "SignalTokenExpired",
+    "SignalTokenForeign",
+    "SignalTokenInvalid",
+    "SignalTokenRefused",
+    "SignalTokenWrongSignal",
     "Sleep",
     "StaleRevision",
     "StaleState",

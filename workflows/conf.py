@@ -59,6 +59,10 @@ DEFAULTS: dict[str, Any] = {
     # How long a signed approval link (``workflows.approval_link``) stays valid: long
     # enough for a mail read after a weekend, short enough that an old mail is harmless.
     "APPROVAL_LINK_MAX_AGE": timedelta(days=3),
+    # The longest a signal token (``workflows.signal_token``) may live: a longer
+    # ``expires_in`` is refused when the token is made, and a token issued longer ago
+    # than this is refused when it is used, so lowering it shortens every token out there.
+    "SIGNAL_TOKEN_MAX_AGE": timedelta(days=90),
     # ``explain`` and ``runs_needing_attention``: a scheduled timer this long past its
     # due time is "overdue" (the sweeper fires timers within a fraction of a second, the
     # fallback schedule within about a minute)...
@@ -97,6 +101,7 @@ _GRACES = ("ATTENTION_OVERDUE_GRACE", "ATTENTION_UNDISPATCHED_GRACE")
 # Settings that must hold a timedelta of more than zero.
 _POSITIVE = (
     "APPROVAL_LINK_MAX_AGE",
+    "SIGNAL_TOKEN_MAX_AGE",
     "METRICS_WINDOW",
     "WEBHOOK_TIMEOUT",
     "WORKER_PRESENCE_INTERVAL",

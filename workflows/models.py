@@ -283,6 +283,13 @@ class Step(LeasedWork):
                 condition=Q(status=StepStatus.WAITING, kind=NodeKind.GATE),
                 name="workflows_step_waiting_gate",
             ),
+            # pending_waits: every waiting step (gate, signal, callback, sleep, child),
+            # oldest first, among every step ever run.
+            models.Index(
+                fields=["started_at", "id"],
+                condition=Q(status=StepStatus.WAITING),
+                name="workflows_step_waiting",
+            ),
         ]
         permissions = [
             ("override_gate_claim", "Can decide or release a gate claimed by someone else"),

@@ -39,6 +39,9 @@ _STATUS_OF: list[tuple[type[errors.WorkflowError], int]] = [
     (errors.FlowNotFound, status.HTTP_404_NOT_FOUND),
     (errors.CallbackExpired, status.HTTP_410_GONE),
     (errors.InvalidCallbackToken, status.HTTP_403_FORBIDDEN),
+    # A signal token: expired is gone for good; the others do not allow this request.
+    (errors.SignalTokenExpired, status.HTTP_410_GONE),
+    (errors.SignalTokenRefused, status.HTTP_403_FORBIDDEN),
     (errors.IdempotencyConflict, status.HTTP_409_CONFLICT),
     (errors.InvalidTransition, status.HTTP_409_CONFLICT),
     (errors.GateClaimed, status.HTTP_409_CONFLICT),

@@ -1,7 +1,8 @@
-"""Rate limits of the endpoints that need no account: the callbacks.
+"""Rate limits of the endpoints that need no account: the callbacks and signals by token.
 
-A callback is authorised by its signed token alone, so anyone can call it; the limit
-per client address keeps token guessing and runaway retry loops cheap to absorb.
+Each is authorised by its signed token alone, so anyone can call it; the limit per
+client address keeps token guessing and runaway retry loops cheap to absorb. Both share
+one budget (one scope): a client cannot double its calls by spreading them over the two.
 """
 
 from __future__ import annotations

@@ -26,7 +26,9 @@ from workflows.api.errors import handle_exception
 from workflows.api.flows import FlowViewSet
 from workflows.api.gates import GateViewSet
 from workflows.api.runs import RunViewSet
+from workflows.api.signal_tokens import SignalTokenViewSet
 from workflows.api.steps import StepViewSet
+from workflows.api.waits import WaitsView
 
 app_name = "workflows_api"
 
@@ -38,7 +40,11 @@ router.register("gates", GateViewSet, basename="gate")
 router.register("callbacks", CallbackViewSet, basename="callback")
 router.register("budgets", BudgetViewSet, basename="budget")
 router.register("flows", FlowViewSet, basename="flow")
-resources: list[URLPattern | URLResolver] = [*router.urls]
+router.register("signals", SignalTokenViewSet, basename="signal")
+resources: list[URLPattern | URLResolver] = [
+    *router.urls,
+    path("waits/", WaitsView.as_view(), name="waits"),
+]
 
 
 class ServedLikeTheAPI(APIView):

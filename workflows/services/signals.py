@@ -38,6 +38,19 @@ def send_signal(
     and a name, key or payload the database cannot store (:class:`InvalidInput`).
     """
     target = run if isinstance(run, Run) else get_run(run)
+    check_signal(target, name, payload, idempotency_key)
+    return deliver_signal(
+        target.pk,
+        name,
+        payload,
+        idempotency_key=idempotency_key,
+        sent_by=user.get_username() if user is not None else None,
+    )
+
+
+def check_signal(run: Run, name: str, payload: Any, idempotency_key: str | None) -> None:
+    """Refuse, before anything is written, a signal ``run`` would never consume or the
+    database cannot store: what ``send_signal`` and ``send_signal_with_token`` check."""
     check_text(name, field="signal name", limit=max_length(Signal, "name"))
     if idempotency_key is not None:
         check_text(
@@ -46,27 +59,20 @@ def send_signal(
             limit=max_length(Signal, "idempotency_key"),
         )
     check_json(payload, field="signal payload")
-    waited_for = signals_waited_for(target)
+    waited_for = signals_waited_for(run)
     if name not in waited_for:
         raise UnknownSignal(
-            f"run {target.pk} of {target.workflow_name!r} v{target.workflow_version} never "
+            f"run {run.pk} of {run.workflow_name!r} v{run.workflow_version} never "
             f"waits for signal {name!r}; "
             + (
                 f"it waits for {', '.join(repr(known) for known in waited_for)}"
                 if waited_for
                 else "it waits for no signal"
             ),
-            run=str(target.pk),
+            run=str(run.pk),
             signal=name,
             waits_for=waited_for,
         )
-    return deliver_signal(
-        target.pk,
-        name,
-        payload,
-        idempotency_key=idempotency_key,
-        sent_by=user.get_username() if user is not None else None,
-    )
 
 
 def signals_waited_for(run: Run) -> list[str]:

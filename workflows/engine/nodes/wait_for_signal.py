@@ -81,12 +81,14 @@ def send_signal(
     *,
     idempotency_key: str | None = None,
     sent_by: str | None = None,
+    via: str | None = None,
 ) -> Signal:
     """Deliver signal ``name`` to a run; a waiting step consumes it at once.
 
     The same ``idempotency_key`` with the same payload returns the first signal and has
     no further effect; with a different payload it raises :class:`IdempotencyConflict`
-    and changes nothing. ``sent_by`` (a user's name) goes into the run's history.
+    and changes nothing. ``sent_by`` (a user's name) and ``via`` (how it came, e.g.
+    ``"token"`` for a signal token) go into the run's history.
     """
     payload_hash = fingerprint({"name": name, "payload": payload}, field="signal")
     if idempotency_key is not None:
@@ -94,7 +96,7 @@ def send_signal(
         if existing is not None:
             return existing
     try:
-        return _deliver(run_id, name, payload, payload_hash, idempotency_key, sent_by)
+        return _deliver(run_id, name, payload, payload_hash, idempotency_key, sent_by, via)
     except IntegrityError:
         existing = _existing(run_id, idempotency_key, payload_hash) if idempotency_key else None
         if existing is None:
@@ -122,6 +124,7 @@ def _deliver(
     payload_hash: str,
     idempotency_key: str | None,
     sent_by: str | None,
+    via: str | None,
 ) -> Signal:
     with run_scope(run_id) as scope:
         run = scope.run
@@ -139,7 +142,10 @@ def _deliver(
             idempotency_key=idempotency_key,
             payload_hash=payload_hash,
         )
-        scope.events.add(run.pk, "signal.received", name=name, signal=signal.pk, by=sent_by)
+        details: dict[str, Any] = {"by": sent_by}
+        if via is not None:
+            details["via"] = via
+        scope.events.add(run.pk, "signal.received", name=name, signal=signal.pk, **details)
         waiting = (
             Step.objects.filter(run_id=run_id, status=StepStatus.WAITING, signal_name=name)
             .order_by("id")
