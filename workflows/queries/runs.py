@@ -119,6 +119,7 @@ def describe_run(run_id: UUID | str) -> dict[str, Any]:
                 "started_at": step.started_at,
                 "finished_at": step.finished_at,
                 "error": step.error,
+                "failure_class": step.failure_class or None,
             }
             for step in steps
         ],

@@ -56,7 +56,9 @@ class Command(BaseCommand):
     help = (
         "Show run RUN: its status, input, output and error; whether it needs attention, "
         "what it waits on and which operator actions are allowed (and why not); each "
-        "step's status, attempts, lease owner and error; and its history of events, "
+        "step's status, attempts, lease owner, the failure class of its last failed attempt "
+        "(transient, permanent, timeout, lease_expired, revoked, cancelled, budget) and "
+        "error; and its history of events, "
         "oldest first."
     )
 
@@ -90,7 +92,7 @@ class Command(BaseCommand):
         self.stdout.write("\nsteps")
         self.stdout.write(
             table(
-                ["ID", "NAME", "KIND", "STATUS", "ATTEMPT", "LEASE OWNER", "ERROR"],
+                ["ID", "NAME", "KIND", "STATUS", "ATTEMPT", "LEASE OWNER", "FAILED AS", "ERROR"],
                 (
                     [
                         step["id"],
@@ -99,6 +101,7 @@ class Command(BaseCommand):
                         step["status"],
                         f"{step['attempt']}/{step['max_attempts']}",
                         step["lease_owner"],
+                        step["failure_class"],
                         error_message(step["error"]),
                     ]
                     for step in run["steps"]
