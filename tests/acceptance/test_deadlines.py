@@ -30,7 +30,7 @@ def test_a_run_past_its_deadline_stops_its_worker_fails_and_compensates(stack: S
 
     assert run.status == "compensated", run.error
     assert run.error["code"] == "deadline_exceeded"
-    assert run.deadline.isoformat() in run.error["message"]
+    assert run.deadline.isoformat(sep=" ", timespec="seconds") in run.error["message"]
     assert Timer.objects.get(run_id=run_id, kind="deadline").status in {"fired", "cancelled"}
     steps = dict(Step.objects.filter(run_id=run_id).values_list("name", "status"))
     # Whichever came first: the timer took the lease (cancelled), or the handler's

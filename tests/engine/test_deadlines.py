@@ -198,7 +198,7 @@ def test_at_its_deadline_a_run_fails_and_compensates_in_reverse_order():
     run = refreshed(run)
     assert run.status == "compensated"
     assert run.error["code"] == "deadline_exceeded"
-    assert run.deadline.isoformat() in run.error["message"]
+    assert run.deadline.isoformat(sep=" ", timespec="seconds") in run.error["message"]
     assert UNDONE == ["charge", "reserve"]
     steps = dict(Step.objects.filter(run=run).values_list("name", "status"))
     assert steps == {
@@ -371,6 +371,8 @@ def test_explain_shows_the_deadline_and_the_time_left():
     assert explained.deadline == refreshed(run).deadline
     assert explained.time_left == run.deadline - now
     assert not explained.deadline_passed
+    # The deadline holds nothing: it is told by deadline and time_left, not waiting_on.
+    assert [entry.kind for entry in explained.waiting_on] == ["dispatch"]
     as_dict = explained.as_dict()
     assert as_dict["deadline"] == run.deadline.isoformat()
     assert as_dict["time_left"] == pytest.approx((run.deadline - now).total_seconds())

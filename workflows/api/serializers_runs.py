@@ -60,6 +60,8 @@ def priority_field(**kwargs: Any) -> StrictInteger:
 
 @extend_schema_field(
     {
+        "description": "when the run must have ended, or it fails with deadline_exceeded "
+        "and compensates",
         "oneOf": [
             {"type": "number", "description": "seconds from now, more than 0"},
             {
@@ -67,7 +69,7 @@ def priority_field(**kwargs: Any) -> StrictInteger:
                 "description": "an ISO 8601 date and time with its offset "
                 "(2026-12-24T18:00:00+01:00), or an ISO 8601 duration from now (PT30M)",
             },
-        ]
+        ],
     }
 )
 class DeadlineField(serializers.Field):

@@ -162,7 +162,8 @@ def deadline_error(deadline: datetime) -> dict[str, Any]:
     """The run's error when its deadline passed: the code, and the deadline in words."""
     return {
         "code": DEADLINE_EXCEEDED,
-        "message": f"the run did not end by its deadline, {deadline.isoformat()}",
+        "message": "the run did not end by its deadline, "
+        f"{deadline.isoformat(sep=' ', timespec='seconds')}",
         "deadline": deadline.isoformat(),
     }
 

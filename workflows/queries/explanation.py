@@ -165,6 +165,8 @@ _COMPENSATIONS_IN_HAND = (
     CompensationStatus.RUNNING,
     CompensationStatus.RETRY_SCHEDULED,
 )
+# Scheduled timers that are no entry of ``waiting_on``: told otherwise.
+_UNTOLD_TIMERS = frozenset({TimerKind.RELEASE, TimerKind.DEADLINE})
 _UNIT_FIELDS = (
     "status",
     "attempt",
@@ -371,8 +373,9 @@ def explain(run: Run | UUID | str, *, now: datetime | None = None) -> Explanatio
         ),
         *(_child(reading, child) for child in children),
         *(_compensation(reading, record) for record in compensations),
-        # A release timer is told by its unit's rate hold, with its due time.
-        *(_timer(reading, timer) for timer in timers if timer["kind"] != TimerKind.RELEASE),
+        # A release timer is told by its unit's rate hold, with its due time; a deadline
+        # holds nothing (it ends the run): ``deadline`` and ``time_left`` tell it.
+        *(_timer(reading, timer) for timer in timers if timer["kind"] not in _UNTOLD_TIMERS),
         *(_lease(reading, unit) for unit in units if unit.holds_lease),
         *(_ready(reading, unit) for unit in ready),
     ]
