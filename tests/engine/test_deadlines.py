@@ -74,6 +74,12 @@ class Limited(Workflow):
     wait = WaitForSignal("go")
 
 
+class Hourly(Workflow):
+    name = "deadline_hourly"
+    deadline = HOUR
+    wait = WaitForSignal("go")
+
+
 class ChildFlow(Workflow):
     name = "deadline_child"
     deadline = timedelta(hours=5)
@@ -89,6 +95,11 @@ class ParentFlow(Workflow):
 class Heartbeating(Workflow):
     name = "deadline_heartbeating"
     reserve = Task(WORK, compensate=UNDO)
+    long = Task(f"{HERE}.heartbeats")
+
+
+class Pulse(Workflow):
+    name = "deadline_pulse"
     long = Task(f"{HERE}.heartbeats")
 
 
@@ -302,6 +313,22 @@ def test_a_queued_run_past_its_deadline_fails_and_never_starts():
     assert refreshed(queued).status == "failed"  # its place went to no one
 
 
+def test_a_blocked_flow_member_past_its_deadline_fails_and_never_starts():
+    flow = workflows.create_flow("deadline_flow")
+    upstream = workflows.add_to_flow(flow, Waiting, member="first")
+    blocked = workflows.add_to_flow(flow, Hourly, member="second", after=["first"])
+    assert refreshed(blocked).status == "blocked"
+    assert blocked.deadline is not None  # the workflow's, from the member's creation
+    run_pending(until=later(timedelta(minutes=90)))
+    blocked = refreshed(blocked)
+    assert (blocked.status, blocked.error["code"], blocked.started_at) == (
+        "failed",
+        "deadline_exceeded",
+        None,
+    )
+    assert refreshed(upstream).status == "waiting"  # no deadline of its own
+
+
 def test_a_parent_past_its_deadline_cancels_its_child_and_then_compensates():
     parent = workflows.start_run(ParentFlow, deadline=HOUR)
     run_pending()
@@ -408,3 +435,17 @@ def test_a_retry_keeps_no_deadline_unless_given_a_new_one():
     assert Timer.objects.get(run=run, kind="deadline", status="scheduled").due_at == run.deadline
     run_pending(until=later(timedelta(hours=4)))
     assert refreshed(run).error["code"] == "deadline_exceeded"
+
+
+def test_any_revival_of_a_run_its_deadline_failed_clears_the_deadline():
+    """retry_step (and skip_step) bring a failed run back too: without a deadline, or its
+    handlers would be stopped at their first heartbeat for a deadline long gone."""
+    run = workflows.start_run(Pulse, deadline=HOUR)
+    Run.objects.filter(pk=run.pk).update(deadline=timezone.now() - timedelta(seconds=1))
+    run_pending()
+    run = refreshed(run)
+    assert (run.status, run.error["code"]) == ("failed", "deadline_exceeded")
+    workflows.retry_step(Step.objects.get(run=run, name="long"))
+    assert refreshed(run).deadline is None
+    run_pending()
+    assert refreshed(run).status == "completed"

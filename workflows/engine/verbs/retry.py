@@ -44,8 +44,13 @@ if TYPE_CHECKING:
 def revive(scope: RunScope, user: AnyUser | None, **changes: Any) -> None:
     """Bring an ended run back to ``running`` and release what can run again: steps
     cancelled by its end become pending, fan-outs keep their completed items. The old
-    error is cleared; ``changes``: more columns of the run to set with its status."""
+    error is cleared, and so is the deadline (its timer went with the run's end) unless
+    ``changes`` gives one: ``changes`` are more columns of the run to set with its
+    status. A revived run past its old deadline would otherwise be stopped at its
+    handlers' first heartbeat (:mod:`workflows.engine.cancellation`)."""
     run = scope.run
+    changes.setdefault("deadline", None)
+    run.deadline = changes["deadline"]
     reopened = cas_update_many(
         Step,
         where={"run_id": run.pk, "status": StepStatus.CANCELLED},
