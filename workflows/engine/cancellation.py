@@ -24,15 +24,13 @@ from typing import TYPE_CHECKING
 from django.db.models import Q
 from django.db.models.functions import Now
 
+from workflows.engine.runs import DEADLINE_EXCEEDED
 from workflows.engine.work_kinds import COMPENSATION, ITEM, STEP, WorkKind
 from workflows.models import Run
 from workflows.status import RunStatus
 
 if TYPE_CHECKING:
     from uuid import UUID
-
-# The error code of a run failed by its deadline (``engine.deadlines``).
-DEADLINE_EXCEEDED = "deadline_exceeded"
 
 # Run statuses that ask forward work to stop.
 STOPPING = frozenset({RunStatus.CANCELLING, RunStatus.CANCELLED, RunStatus.TERMINATED})
