@@ -342,6 +342,19 @@ def test_a_parent_past_its_deadline_cancels_its_child_and_then_compensates():
     assert UNDONE == ["book"]
 
 
+def test_a_paused_child_of_a_parent_past_its_deadline_is_cancelled_too():
+    # The orphaned-children scanner takes every child a cancel accepts: a paused child
+    # left alone would hold its parent in compensating until someone resumed it.
+    parent = workflows.start_run(ParentFlow, deadline=HOUR)
+    run_pending()
+    child = Run.objects.get(parent_run=parent)
+    workflows.pause_run(child, reason="inspecting")
+    run_pending(until=later())
+    assert refreshed(child).status == "cancelled"
+    parent = refreshed(parent)
+    assert (parent.status, parent.error["code"]) == ("compensated", "deadline_exceeded")
+
+
 def test_a_child_s_own_deadline_fails_the_child_and_so_its_parent_step():
     parent = workflows.start_run(ParentFlow)
     run_pending(until=later(timedelta(hours=6)))

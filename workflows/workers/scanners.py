@@ -28,6 +28,7 @@ from workflows.engine.flows.settle import (
     repair_member,
     sealed_flows_to_end,
 )
+from workflows.engine.guards import CANCEL
 from workflows.engine.limits import slots
 from workflows.engine.limits.admission import nudge_held
 from workflows.engine.limits.run_limits import limit_of, slot_key, start_queued
@@ -230,9 +231,11 @@ def repair_stuck_runs(*, limit: int = 1000, dry_run: bool = False) -> ScanResult
 
 
 def cancel_orphaned_children(*, limit: int = 1000, dry_run: bool = False) -> ScanResult:
-    """Cancel active child runs whose parent stopped (failed, cancelled, unwinding)."""
+    """Cancel child runs whose parent stopped (failed, cancelled, unwinding): every child
+    a cancel accepts, a paused or queued one too, or its parent would wait for it in
+    ``compensating`` until an operator resumed it."""
     ids = list(
-        Run.objects.filter(status__in=RUN_ACTIVE, parent_run__isnull=False)
+        Run.objects.filter(status__in=CANCEL.accepts, parent_run__isnull=False)
         .exclude(parent_run__status__in=RUN_ALIVE)
         # No order: ordered (the model's newest first), the planner walks every run by
         # creation date instead of the few children through workflows_run_children.

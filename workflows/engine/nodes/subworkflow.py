@@ -14,6 +14,7 @@ from uuid import UUID
 from workflows.definitions import SubWorkflow
 from workflows.engine.advance import Advancer, enters
 from workflows.engine.events import EventLog
+from workflows.engine.guards import CANCEL
 from workflows.engine.nodes.fanout import settle_child_item
 from workflows.engine.runs import when_run_ends
 from workflows.engine.scope import nested_scope
@@ -69,9 +70,10 @@ def _settle_step(advancer: Advancer, row: StepRow, child: Run) -> str:
 
 
 def cancel_children(run_id: UUID) -> int:
-    """Cancel the live children of a run that stopped; each in its own transition."""
+    """Cancel the children of a run that stopped (each a cancel accepts: running, waiting,
+    paused, queued), each in its own transition."""
     return _stop_children(
-        run_id, RUN_ALIVE, lambda child_id: cancel_run(child_id, reason="parent run stopped")
+        run_id, CANCEL.accepts, lambda child_id: cancel_run(child_id, reason="parent run stopped")
     )
 
 
