@@ -38,6 +38,12 @@ def test_public_names_are_importable_from_the_package():
         "resume_run",
         "terminate_run",
         "rerun_from",
+        "revoke_lease",
+        "RunCancelled",
+        "FailureClass",
+        "signal_token",
+        "send_signal_with_token",
+        "pending_waits",
     ]:
         assert getattr(workflows, name) is not None, name
     from workflows.testing import run_pending
