@@ -57,3 +57,14 @@ def test_a_step_that_failed_for_good_keeps_the_badge(client):
     row = section(page(client, run), 'id="step-fetch"', "</tr>")
     assert "st-failed" in row
     assert f"{BADGE}" in row and ">transient</span>" in row
+
+
+def test_the_history_shows_the_class_of_each_failed_attempt(client):
+    run = workflows.start_run(Flaky)
+    run_pending(until=timezone.now() + timedelta(hours=1))
+    history = section(page(client, run), 'id="events"', "</table>")
+    for entry in ("step.retry_scheduled", "step.failed"):
+        row = section(history, f"<code>{entry}</code>", "</tr>")
+        assert f'{BADGE} title="failure class of attempt' in row and ">transient</span>" in row
+    started = section(history, "<code>step.started</code>", "</tr>")
+    assert BADGE not in started
