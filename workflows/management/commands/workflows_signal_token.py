@@ -1,0 +1,72 @@
+"""Make a signal token: what an outside system posts to send one signal to one run."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import timedelta
+from typing import Any
+
+from django.core.management.base import BaseCommand
+from django.utils.dateparse import parse_duration
+
+from workflows.management.arguments import refusals_as_command_errors
+from workflows.management.output import to_json
+from workflows.queries import get_run
+from workflows.services.signal_tokens import DEFAULT_EXPIRES_IN, signal_token
+
+
+def duration_value(text: str) -> timedelta:
+    """argparse type of a DURATION: seconds (``3600``), an ISO 8601 duration (``P3D``,
+    ``PT12H``) or Django's ``"3 days, 0:00:00"``. Whether it is short enough is the
+    service's to say (``WORKFLOWS["SIGNAL_TOKEN_MAX_AGE"]``)."""
+    duration = parse_duration(text.strip())
+    if duration is None:
+        raise argparse.ArgumentTypeError(
+            f"a duration is seconds (3600) or an ISO 8601 duration (P3D, PT12H), got {text!r}"
+        )
+    return duration
+
+
+class Command(BaseCommand):
+    help = (
+        "Print a signed token that allows exactly one thing: sending signal NAME to run "
+        "RUN, until it expires. Hand it to the outside system, which posts it with its "
+        "payload to POST /api/signals/by-token/ without a login. Nothing is stored: a "
+        "token cannot be withdrawn one by one (rotating SECRET_KEY withdraws them all). "
+        "Refused (exit status 1) for an unknown run, a signal no step of the run's "
+        "workflow waits for, or an expiry longer than WORKFLOWS['SIGNAL_TOKEN_MAX_AGE']."
+    )
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("run_id", metavar="RUN", help="the run's id (a UUID)")
+        parser.add_argument("name", metavar="NAME", help="the signal the token allows")
+        parser.add_argument(
+            "--expires-in",
+            type=duration_value,
+            default=DEFAULT_EXPIRES_IN,
+            metavar="DURATION",
+            help="how long the token works: seconds or an ISO 8601 duration such as P3D "
+            "(default: 7 days)",
+        )
+        parser.add_argument(
+            "--json", action="store_true", help="print the token, run, signal and expiry as JSON"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        with refusals_as_command_errors():
+            run = get_run(options["run_id"])
+            token = signal_token(run, options["name"], expires_in=options["expires_in"])
+        if options["json"]:
+            expires_in = options["expires_in"].total_seconds()
+            self.stdout.write(
+                to_json(
+                    {
+                        "token": token,
+                        "run": str(run.pk),
+                        "signal": options["name"],
+                        "expires_in": expires_in,
+                    }
+                )
+            )
+            return
+        self.stdout.write(token)
