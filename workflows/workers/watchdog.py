@@ -57,6 +57,9 @@ from workflows.errors import LeaseLost
 
 logger = logging.getLogger("workflows.watchdog")
 
+# The longest the thread sleeps without looking at its table again (seconds).
+IDLE_WAKE = 1.0
+
 
 def deadline_of(lease: Lease, started: float) -> float:
     """When an attempt whose handler started at ``started`` (``time.monotonic()``) has
@@ -96,8 +99,8 @@ class Watchdog:
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._watched: dict[int, _Watched] = {}
-        # The deadline the thread sleeps until (inf: until woken; -inf: awake, it looks
-        # at the table again before it sleeps).
+        # When the thread looks at its table next (-inf: awake, it looks again before
+        # it sleeps); a watch with an earlier deadline wakes it.
         self._sleeps_until = -math.inf
         self._thread: threading.Thread | None = None
 
@@ -155,8 +158,11 @@ class Watchdog:
                 if due:
                     self._sleeps_until = -math.inf
                     return due
-                self._sleeps_until = next_deadline
-                self._wake.wait(None if next_deadline == math.inf else next_deadline - now)
+                # Never asleep for longer than IDLE_WAKE: an attempt watched meanwhile
+                # whose deadline lies beyond that (the usual case: minutes away) needs
+                # no wake-up, so a busy worker does not wake this thread per attempt.
+                self._sleeps_until = min(next_deadline, now + IDLE_WAKE)
+                self._wake.wait(self._sleeps_until - now)
 
     def _expire(self, entry: _Watched) -> None:
         """Fail the attempt of ``entry`` with class ``timeout``, unless something came first."""
