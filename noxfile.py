@@ -12,6 +12,9 @@ drf-spectacular and django-filter are those a new project on that combination ge
     make test-matrix                                # every combination but the default
 
 Extra arguments after ``--`` go to pytest: ``nox -s "tests(...)" -- -x tests/engine``.
+CI (``.ci/run``) passes ``-- -m "not acceptance and not slow"``: the default combination
+has run the real-process and scale tests on both databases by then, and with them the
+matrix alone would outlast CI's 90 minutes on a 2-core machine.
 """
 
 from __future__ import annotations
