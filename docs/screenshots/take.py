@@ -111,10 +111,25 @@ class Camera:
         self.page = page
         self.taken: list[Path] = []
 
-    def photo(self, name: str) -> None:
+    def photo(self, name: str, clip: dict | None = None) -> None:
         path = HERE / f"{name}.png"
-        self.page.screenshot(path=str(path), full_page=True)
+        self.page.screenshot(path=str(path), full_page=True, clip=clip)
         self.taken.append(path)
+
+    def photo_until(self, name: str, element: Any, stop: str) -> None:
+        """Photograph ``element`` from its top down to its first descendant matching the
+        CSS selector ``stop``, measured in the page in one go (a deep link may still be
+        scrolling)."""
+        box = element.evaluate(
+            """(element, stop) => {
+                const top = element.getBoundingClientRect();
+                const end = element.querySelector(stop);
+                return {x: top.left + window.scrollX, y: top.top + window.scrollY,
+                        width: top.width, height: end.getBoundingClientRect().top - top.top};
+            }""",
+            stop,
+        )
+        self.photo(name, clip=box)
 
 
 @contextmanager

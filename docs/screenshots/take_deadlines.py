@@ -84,18 +84,7 @@ def shoot(base_url: str, ids: dict) -> list[Path]:
         for _ in range(2):  # the two forms it takes: seconds, or text
             if collapsed.count():
                 collapsed.first.click()
-        box = operation.evaluate(
-            """(element) => {
-                const top = element.getBoundingClientRect();
-                const answers = element.querySelector(".responses-wrapper");
-                return {x: top.left + window.scrollX, y: top.top + window.scrollY,
-                        width: top.width,
-                        height: answers.getBoundingClientRect().top - top.top};
-            }"""
-        )
-        path = HERE / "api-start-deadline.png"
-        page.screenshot(path=str(path), full_page=True, clip=box)
-        camera.taken.append(path)
+        camera.photo_until("api-start-deadline", operation, ".responses-wrapper")
     return camera.taken
 
 

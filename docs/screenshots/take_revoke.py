@@ -81,19 +81,7 @@ def shoot(base_url: str, ids: dict) -> list[Path]:
         operation = page.locator("#operations-steps-steps_revoke_create")
         operation.locator(".opblock-body").wait_for()
         # From its title to its 200 answer: the error answers below are the envelope's.
-        # Measured in the page in one go (the deep link may still be scrolling).
-        box = operation.evaluate(
-            """(element) => {
-                const top = element.getBoundingClientRect();
-                const errors = element.querySelector("tr.response[data-code='400']");
-                return {x: top.left + window.scrollX, y: top.top + window.scrollY,
-                        width: top.width,
-                        height: errors.getBoundingClientRect().top - top.top};
-            }"""
-        )
-        path = HERE / "api-revoke.png"
-        page.screenshot(path=str(path), full_page=True, clip=box)
-        camera.taken.append(path)
+        camera.photo_until("api-revoke", operation, "tr.response[data-code='400']")
     return camera.taken
 
 
