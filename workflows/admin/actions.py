@@ -37,7 +37,7 @@ from workflows.permissions import OVERRIDE_GATE_RULE
 from workflows.queries import get_run
 from workflows.queries.explanation import explain
 from workflows.services.bulk import bulk
-from workflows.status import DecisionVia, RunStatus
+from workflows.status import DecisionVia
 
 if TYPE_CHECKING:
     from django.http import QueryDict
@@ -198,8 +198,7 @@ def _cancel(run: Run, data: dict[str, Any], user: AnyUser) -> str:
         run, reason=data["reason"], compensate=data["compensate"], user=user
     )
     if done.already:  # a second cancel: the run is left as it was
-        stopped = "terminated" if done.run.status == RunStatus.TERMINATED else "cancelled"
-        return f"was {stopped} already; nothing changed (it is {done.run.status})"
+        return f"was {done.stopped_as} already; nothing changed (it is {done.run.status})"
     return f"is now {done.run.status}" + ("" if data["compensate"] else " (without compensation)")
 
 

@@ -135,6 +135,11 @@ class CancelRequest(NamedTuple):
     run: Run
     already: bool
 
+    @property
+    def stopped_as(self) -> str:
+        """How the run was stopped, in a word: ``terminated`` or ``cancelled``."""
+        return "terminated" if self.run.status == RunStatus.TERMINATED else "cancelled"
+
 
 def request_cancel(
     run: Run | UUID | str, *, reason: str = "", compensate: bool = True, user: AnyUser | None = None

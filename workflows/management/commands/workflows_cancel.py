@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 from workflows.management.run_verb import RunVerbCommand
 from workflows.models import Run
 from workflows.services import request_cancel
-from workflows.status import RunStatus
 
 if TYPE_CHECKING:
     from workflows.permissions import AnyUser
@@ -43,8 +42,7 @@ class Command(RunVerbCommand):
         outcome = request_cancel(
             run, reason=options["reason"], compensate=options["compensate"], user=user
         )
-        stopped = "terminated" if outcome.run.status == RunStatus.TERMINATED else "cancelled"
-        self.already = stopped if outcome.already else None
+        self.already = outcome.stopped_as if outcome.already else None
         return outcome.run
 
     def outcome(self) -> tuple[str, dict[str, Any]]:
