@@ -4,10 +4,11 @@ take it back as if the worker had died.
 
 One daemon thread per process, started with the first attempt it watches, whatever the
 number of worker threads: a lock-protected table of the attempts whose handlers are
-running, each with its deadline, and a condition variable that wakes the thread at the
-earliest one. Watching and unwatching cost a dictionary insert and delete under the lock
-on the per-step path, no query and no thread; the thread only touches the database when
-an attempt is due.
+running, each with its deadline, and a condition variable on which the thread sleeps
+until the earliest one, or ``IDLE_WAKE`` at most; a watch wakes it only when its
+deadline falls before that. Watching and unwatching cost a dictionary insert and
+delete under the lock on the per-step path, no query and no thread; the thread only
+touches the database when an attempt is due.
 
 A deadline is a whole timeout (``node.effective_timeout``, the lease's length) after the
 later of the handler's start and the lease's last renewal (``lease.renewed_at``, moved
