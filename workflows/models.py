@@ -22,6 +22,7 @@ from workflows.status import (
     DecisionVia,
     FailureClass,
     FlowStatus,
+    FrameStream,
     JoinKind,
     NodeKind,
     RunStatus,
@@ -247,6 +248,20 @@ class Step(LeasedWork):
     items_completed = models.PositiveIntegerField(default=0)
     items_failed = models.PositiveIntegerField(default=0)
     items_skipped = models.PositiveIntegerField(default=0)
+    # Live telemetry of the running attempt (``ctx.progress``, ``ctx.summary``,
+    # ``ctx.log``), written fenced by its lease. Progress: the last value wins.
+    progress_done = models.FloatField(null=True, blank=True)
+    progress_total = models.FloatField(null=True, blank=True)
+    progress_message = models.CharField(max_length=500, blank=True, default="")
+    progress_at = models.DateTimeField(null=True, blank=True)
+    # The step's summary document, changed by JSON merge patches (RFC 7386);
+    # ``summary_version`` counts the patches applied.
+    summary = models.JSONField(default=dict, blank=True)
+    summary_version = models.PositiveIntegerField(default=0)
+    # The log frames' numbering (the last ``Frame.seq`` given) and how many frames were
+    # trimmed away, oldest first, to keep each attempt within its bound.
+    frames_written = models.PositiveBigIntegerField(default=0)
+    frames_dropped = models.PositiveBigIntegerField(default=0)
 
     class Meta:
         ordering = ["id"]
@@ -489,11 +504,19 @@ class Event(models.Model):
     payload = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     published = models.BooleanField(default=False)
+    # The writing transaction's id on PostgreSQL (``pg_current_xact_id()``, the column's
+    # default there, set by migration 0018); 0 on SQLite, whose writers commit one at a
+    # time in id order. Cursors order events by (xid, id) and read only below the
+    # visibility horizon, so an event that commits after one with a higher id is never
+    # skipped (``workflows.queries.event_cursor``). Never written by the application.
+    xid = models.BigIntegerField(db_default=0, editable=False)
 
     class Meta:
         ordering = ["id"]
         indexes = [
             models.Index(fields=["run", "id"], name="workflows_event_run"),
+            # The commit order every cursor reads in (consumers across runs).
+            models.Index(fields=["xid", "id"], name="workflows_event_commit_order"),
             models.Index(
                 fields=["id"], condition=Q(published=False), name="workflows_event_unpublished"
             ),
@@ -507,6 +530,50 @@ class Event(models.Model):
 
     def __str__(self) -> str:
         return f"{self.type} @ {self.created_at:%Y-%m-%d %H:%M:%S}"
+
+
+class Frame(models.Model):
+    """One log frame a running attempt wrote with ``ctx.log``: numbered per step (``seq``,
+    the tail cursor), on across attempts, and kept within a bound per attempt."""
+
+    id = models.BigAutoField(primary_key=True)
+    # No index of its own: the unique (step, seq) leads with it.
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="frames", db_index=False)
+    seq = models.PositiveBigIntegerField()
+    attempt = models.PositiveIntegerField()
+    stream = models.CharField(max_length=8, choices=FrameStream.choices)
+    text = models.TextField()
+    at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["step", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["step", "seq"], name="workflows_frame_step_seq")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.stream} #{self.seq}"
+
+
+class EventConsumer(models.Model):
+    """A named reader of the event history across runs, and how far it acknowledged.
+
+    ``position_xid``/``position_id`` is the last acknowledged event in commit order
+    (``Event.xid``, ``Event.id``); ``workflows.consume`` hands out what follows it.
+    """
+
+    name = models.CharField(max_length=200, primary_key=True)
+    position_xid = models.BigIntegerField(default=0)
+    position_id = models.BigIntegerField(default=0)
+    version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    acked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class Flow(models.Model):

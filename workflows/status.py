@@ -80,6 +80,14 @@ class FailureClass(models.TextChoices):
     BUDGET = "budget", "refused by a limit or budget"
 
 
+class FrameStream(models.TextChoices):
+    """Where a log frame of a running attempt came from (``ctx.log(text, stream=...)``)."""
+
+    STDOUT = "stdout"
+    STDERR = "stderr"
+    EVENT = "event"
+
+
 class CompensationStatus(models.TextChoices):
     PENDING = "pending"
     READY = "ready"

@@ -48,7 +48,12 @@ _NOW_PLACEHOLDER = object()
 def _inserted_fields(model: type[models.Model]) -> tuple[models.Field, ...]:
     if not isinstance(model._meta.pk, models.AutoField | models.BigAutoField):
         raise TypeError(f"insert_rows needs an automatic primary key; {model.__name__} has none")
-    return tuple(field for field in model._meta.concrete_fields if field is not model._meta.pk)
+    # A column with a database default (``Event.xid``) is the database's to fill.
+    return tuple(
+        field
+        for field in model._meta.concrete_fields
+        if field is not model._meta.pk and field.db_default is models.NOT_PROVIDED
+    )
 
 
 @functools.cache
