@@ -75,6 +75,9 @@ if TYPE_CHECKING:
     from workflows.queries.explanation import (
         explain as explain,
     )
+    from workflows.queries.frames import (
+        frames as frames,
+    )
     from workflows.queries.waits import (
         pending_waits as pending_waits,
     )
@@ -160,6 +163,7 @@ _LAZY: dict[str, str] = {
     "list_runs": "workflows.queries",
     "runs_needing_attention": "workflows.queries",
     "explain": "workflows.queries.explanation",
+    "frames": "workflows.queries.frames",
     "pending_waits": "workflows.queries.waits",
 }
 

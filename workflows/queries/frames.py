@@ -1,0 +1,85 @@
+"""Read side of live telemetry: the log frames a step's attempts wrote (``ctx.log``).
+
+A frame's ``seq`` is the tail cursor: numbered per step, on across attempts, never
+reused. Frames trimmed by the per-attempt bound leave gaps in the numbering (counted in
+``Step.frames_dropped``), so a reader asks for what comes after the last ``seq`` it saw,
+never for "the next n numbers". Nothing here opens a transaction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from workflows.errors import InvalidInput
+from workflows.models import Frame, Step
+from workflows.status import FrameStream
+
+# The most frames one call returns, and how many it returns unless asked.
+MAX_FRAMES_LIMIT = 1000
+DEFAULT_FRAMES_LIMIT = 200
+
+
+@dataclass(frozen=True)
+class LogFrame:
+    """One frame as a reader sees it: ``seq`` is the cursor to pass as ``after``."""
+
+    seq: int
+    attempt: int
+    stream: str
+    text: str
+    at: datetime
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "attempt": self.attempt,
+            "stream": self.stream,
+            "text": self.text,
+            "at": self.at,
+        }
+
+
+def frames(
+    step: Step | int,
+    after: int | None = None,
+    limit: int = DEFAULT_FRAMES_LIMIT,
+    stream: str | None = None,
+) -> list[LogFrame]:
+    """Return the step's frames with ``seq`` greater than ``after`` (all from the first
+    when ``None``), oldest first, at most ``limit`` (1 to :data:`MAX_FRAMES_LIMIT`), of
+    one ``stream`` when given (``stdout``, ``stderr``, ``event``).
+
+    One indexed query (the unique ``(step, seq)``). Bad arguments raise
+    :class:`~workflows.InvalidInput` naming the field (``after``, ``limit``, ``stream``).
+    """
+    after, limit, stream = checked_cursor(after, limit, stream)
+    step_id = step.pk if isinstance(step, Step) else step
+    rows = Frame.objects.filter(step_id=step_id, seq__gt=after or 0)
+    if stream is not None:
+        rows = rows.filter(stream=stream)
+    return [
+        LogFrame(*row)
+        for row in rows.order_by("seq").values_list("seq", "attempt", "stream", "text", "at")[
+            :limit
+        ]
+    ]
+
+
+def checked_cursor(after: Any, limit: Any, stream: Any) -> tuple[int | None, int, str | None]:
+    """``after``, ``limit`` and ``stream`` checked (see :func:`frames`), or
+    :class:`~workflows.InvalidInput` naming the first that is wrong."""
+    if after is not None and (not _whole(after) or after < 0):
+        raise InvalidInput("after must be a whole number of 0 or more (a frame seq)", field="after")
+    if not _whole(limit) or not 1 <= limit <= MAX_FRAMES_LIMIT:
+        raise InvalidInput(
+            f"limit must be a whole number from 1 to {MAX_FRAMES_LIMIT}", field="limit"
+        )
+    if stream is not None and stream not in FrameStream.values:
+        raise InvalidInput(f"stream must be one of {', '.join(FrameStream.values)}", field="stream")
+    return after, limit, stream
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
