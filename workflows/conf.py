@@ -82,6 +82,9 @@ DEFAULTS: dict[str, Any] = {
     # ...and the histograms count only what finished within this window, so a scrape
     # stays cheap on a long history.
     "METRICS_WINDOW": timedelta(hours=1),
+    # A running step that reported no progress (``ctx.progress``) for this long since
+    # its last report, or since it started, counts as stale in the metrics.
+    "PROGRESS_STALE_AFTER": timedelta(minutes=5),
     # Webhooks (``workflows.webhooks``): how long one POST may take (connect, send, each
     # read), and the waits before each retry of a delivery that failed; after the last
     # one it has failed for good. Standard Webhooks' suggested schedule.
@@ -103,6 +106,7 @@ _POSITIVE = (
     "APPROVAL_LINK_MAX_AGE",
     "SIGNAL_TOKEN_MAX_AGE",
     "METRICS_WINDOW",
+    "PROGRESS_STALE_AFTER",
     "WEBHOOK_TIMEOUT",
     "WORKER_PRESENCE_INTERVAL",
 )

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hmac
 from collections import Counter
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import (
@@ -101,8 +101,9 @@ FAILED_ATTEMPT_EVENTS: frozenset[str] = frozenset(
 _COUNTED_BY_LEASE_EVENT = (FailureClass.LEASE_EXPIRED, FailureClass.REVOKED)
 
 # Runs by status (blocked flow members among them), flows by status, attempts by
-# outcome, failed attempts by class, expired leases, waiting gates, three histograms.
-SCRAPE_QUERIES = 9
+# outcome, failed attempts by class, expired leases, waiting gates, stale progress, three
+# histograms.
+SCRAPE_QUERIES = 10
 
 
 class DatabaseCollector:
@@ -119,6 +120,7 @@ class DatabaseCollector:
         yield self._failed_attempts()
         yield self._leases_expired()
         yield self._gates_waiting()
+        yield _progress_stale(timezone.now() - workflow_settings.PROGRESS_STALE_AFTER)
         since = timezone.now() - workflow_settings.METRICS_WINDOW
         yield _histogram(
             "flowsite_step_duration_seconds",
@@ -267,6 +269,29 @@ class DatabaseCollector:
         for workflow, count in rows:
             waiting.add_metric([workflow], count)
         return waiting
+
+
+def _progress_stale(before: datetime) -> Metric:
+    """Running steps whose last progress report (or start, if they never reported) is
+    older than ``before``: a handler that stopped moving while its lease is still renewed
+    by heartbeats shows here before its timeout does."""
+    stale = GaugeMetricFamily(
+        "flowsite_steps_progress_stale",
+        "Running steps with no progress reported for PROGRESS_STALE_AFTER (since their "
+        "last ctx.progress, or since they started).",
+        labels=["workflow", "step"],
+    )
+    rows = (
+        Step.objects.filter(status=StepStatus.RUNNING)
+        .annotate(last_moved=Coalesce("progress_at", "started_at"))
+        .filter(last_moved__lt=before)
+        .order_by()
+        .values_list("run__workflow_name", "name")
+        .annotate(n=Count("id"))
+    )
+    for workflow, step, count in rows:
+        stale.add_metric([workflow, step], count)
+    return stale
 
 
 def _latest_ready_before() -> Subquery:
