@@ -1,0 +1,102 @@
+"""What consumers read: events after a position, as they are handed out, and how far
+behind each consumer is.
+
+An event handed to a consumer carries its ``cursor``, the opaque string of its position
+in commit order (:func:`workflows.queries.event_cursor.encode_cursor`): acknowledging it
+moves the consumer past this event and every one before it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from django.db import router
+
+from workflows.models import Event, EventConsumer
+from workflows.queries.event_cursor import Position, encode_cursor, events_after
+
+__all__ = ["ConsumedEvent", "ConsumerLag", "consumer_lags", "consumer_position", "next_events"]
+
+
+@dataclass(frozen=True)
+class ConsumedEvent:
+    """One event as a consumer receives it."""
+
+    id: int
+    cursor: str
+    run_id: UUID | None
+    step: str | None
+    type: str
+    payload: dict[str, Any]
+    created_at: datetime
+
+    @classmethod
+    def of(cls, event: Event) -> ConsumedEvent:
+        return cls(
+            id=event.pk,
+            cursor=encode_cursor(Position(event.xid, event.pk)),
+            run_id=event.run_id,
+            step=getattr(event, "step_name", None),
+            type=event.type,
+            payload=event.payload,
+            created_at=event.created_at,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """The event for JSON (the API), its run id a string."""
+        return {
+            "id": self.id,
+            "cursor": self.cursor,
+            "run": str(self.run_id) if self.run_id else None,
+            "step": self.step,
+            "type": self.type,
+            "payload": self.payload,
+            "created_at": self.created_at,
+        }
+
+
+def consumer_position(name: str) -> Position | None:
+    """Consumer ``name``'s acknowledged position; ``None`` if it was never used."""
+    row = (
+        EventConsumer.objects.using(router.db_for_read(EventConsumer))
+        .filter(name=name)
+        .values_list("position_xid", "position_id")
+        .first()
+    )
+    return None if row is None else Position(*row)
+
+
+def next_events(position: Position, limit: int) -> list[ConsumedEvent]:
+    """Up to ``limit`` events after ``position`` in commit order, as consumers get them."""
+    return [ConsumedEvent.of(event) for event in events_after(position, limit)]
+
+
+@dataclass(frozen=True)
+class ConsumerLag:
+    """A consumer, its position, and how many events wait for its acknowledgement."""
+
+    name: str
+    position: Position
+    lag: int
+    acked_at: datetime | None
+    created_at: datetime
+
+
+def consumer_lags() -> list[ConsumerLag]:
+    """Every consumer by name, with its lag: the events after its position, committed
+    or not yet below the horizon (one indexed count per consumer)."""
+    alias = router.db_for_read(EventConsumer)
+    events = Event.objects.using(alias)
+    return [
+        ConsumerLag(
+            name=row.name,
+            position=(position := Position(row.position_xid, row.position_id)),
+            lag=events.filter(position.follows()).count(),
+            acked_at=row.acked_at,
+            created_at=row.created_at,
+        )
+        for row in EventConsumer.objects.using(alias).order_by("name")
+    ]
