@@ -23,6 +23,7 @@ from workflows.api.budgets import BudgetViewSet
 from workflows.api.callbacks import CallbackViewSet
 from workflows.api.definitions import DefinitionViewSet
 from workflows.api.errors import handle_exception
+from workflows.api.events import EventAckView, EventsView
 from workflows.api.flows import FlowViewSet
 from workflows.api.gates import GateViewSet
 from workflows.api.runs import RunViewSet
@@ -44,6 +45,8 @@ router.register("signals", SignalTokenViewSet, basename="signal")
 resources: list[URLPattern | URLResolver] = [
     *router.urls,
     path("waits/", WaitsView.as_view(), name="waits"),
+    path("events/", EventsView.as_view(), name="events"),
+    path("events/ack/", EventAckView.as_view(), name="events-ack"),
 ]
 
 
