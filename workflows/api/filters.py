@@ -15,7 +15,7 @@ from django.core.validators import RegexValidator
 from django.db.models import QuerySet
 from django_filters import rest_framework as filters
 
-from workflows.models import Event, FanOutItem, Run
+from workflows.models import FanOutItem, Run
 from workflows.queries import Attention, runs_needing_attention
 from workflows.queries.deadlines import near_deadline
 from workflows.status import RunStatus, StepStatus
@@ -84,25 +84,6 @@ class RunFilter(filters.FilterSet):
         refused by the field's validator); an unknown model matches no run."""
         app_label, _, model = value.partition(".")
         return runs.filter(subject_type__app_label=app_label, subject_type__model=model.lower())
-
-
-class SequenceFilter(filters.NumberFilter):
-    """A whole number (NumberFilter alone would take ``1.5``)."""
-
-    field_class = forms.IntegerField
-
-
-class EventFilter(filters.FilterSet):
-    after_seq = SequenceFilter(
-        field_name="id",
-        lookup_expr="gt",
-        min_value=0,
-        help_text="only events after this seq (the last one a client has seen)",
-    )
-
-    class Meta:
-        model = Event
-        fields = ["after_seq"]
 
 
 class ItemFilter(filters.FilterSet):
