@@ -18,7 +18,6 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
 from uuid import UUID
 
-from django.db.models import F
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers
@@ -30,9 +29,11 @@ from workflows import services
 from workflows.api import examples
 from workflows.api.base import FlowsiteViewSet
 from workflows.api.errors import APIError, error_responses
-from workflows.api.filters import EventFilter, RunFilter
+from workflows.api.events import RUN_EVENT_PARAMETERS, EventPageSerializer, run_events_page
+from workflows.api.filters import RunFilter
 from workflows.api.ids import run_pk
-from workflows.api.pagination import InSequence, NewestFirst
+from workflows.api.long_poll import WAIT_PARAMETER, LongPollViews, wait_seconds
+from workflows.api.pagination import NewestFirst
 from workflows.api.permissions import CanOperateRuns, CanStartRuns, CanViewRuns
 from workflows.api.serializers_runs import (
     ActionSerializer,
@@ -41,7 +42,6 @@ from workflows.api.serializers_runs import (
     CancelledRunSerializer,
     CancelSerializer,
     EmptySerializer,
-    EventSerializer,
     PrioritySerializer,
     ReasonSerializer,
     RerunSerializer,
@@ -55,9 +55,10 @@ from workflows.api.serializers_runs import (
 from workflows.definitions import registry
 from workflows.engine.guards import RUN_VERBS
 from workflows.errors import DefinitionMissing, InvalidTransition
-from workflows.models import Event, Run, Signal
+from workflows.models import Run, Signal
 from workflows.queries import get_run, signal_summary
 from workflows.queries.explanation import explain
+from workflows.queries.results import wait_for_run
 from workflows.services import bulk as bulk_verbs
 
 if TYPE_CHECKING:
@@ -196,9 +197,10 @@ def run_verb(
         responses={200: RunSerializer(many=True), **error_responses(400, 401, 403, 404)}
     )
 )
-class RunViewSet(mixins.ListModelMixin, FlowsiteViewSet):
+class RunViewSet(LongPollViews, mixins.ListModelMixin, FlowsiteViewSet):
     """Runs: start, list, inspect, history, signals and operator verbs."""
 
+    long_poll_actions = frozenset({"retrieve", "events"})
     permission_classes = [CanViewRuns]
     serializer_class = RunSerializer
     pagination_class = NewestFirst
@@ -250,28 +252,30 @@ class RunViewSet(mixins.ListModelMixin, FlowsiteViewSet):
         )
         return run_detail(run.pk, status=200 if repeat else 201)
 
-    @extend_schema(responses={200: RunDetailSerializer, **error_responses(401, 403, 404)})
+    @extend_schema(
+        parameters=[WAIT_PARAMETER],
+        responses={200: RunDetailSerializer, **error_responses(400, 401, 403, 404)},
+    )
     def retrieve(self, request: Request, pk: str) -> Response:
-        """A run with its steps, what it waits on and what may be done about it."""
-        return run_detail(run_pk(pk))
+        """A run with its steps, what it waits on and what may be done about it.
+
+        With ``wait=S``, a long poll: answers as soon as the run is in a final status, or
+        after ``S`` seconds with its current state."""
+        run_id = run_pk(pk)
+        seconds = wait_seconds(request)
+        if seconds:
+            wait_for_run(run_id, seconds)
+        return run_detail(run_id)
 
     @extend_schema(
-        responses={200: EventSerializer(many=True), **error_responses(400, 401, 403, 404)}
+        parameters=RUN_EVENT_PARAMETERS,
+        responses={200: EventPageSerializer, **error_responses(400, 401, 403, 404)},
     )
-    @action(
-        detail=True,
-        methods=["get"],
-        serializer_class=EventSerializer,
-        queryset=Event.objects.annotate(step_name=F("step__name")),
-        pagination_class=InSequence,
-        filterset_class=EventFilter,
-    )
+    @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
     def events(self, request: Request, pk: str) -> Response:
-        """The run's history in order; ``after_seq`` starts after the last event seen."""
-        run = get_run(run_pk(pk))
-        events = self.get_queryset().filter(run_id=run.pk)
-        page = self.paginate_queryset(self.filter_queryset(events))
-        return self.get_paginated_response(EventSerializer(page, many=True).data)
+        """The run's history in commit order; ``after_seq`` starts after the last event
+        received, ``wait`` long-polls for the next (:mod:`workflows.api.events`)."""
+        return run_events_page(request, get_run(run_pk(pk)).pk)
 
     @extend_schema(
         parameters=[IDEMPOTENCY_HEADER],
