@@ -42,6 +42,16 @@ def run_concurrently(*calls: Callable[[], Any]) -> list[Any]:
         return [future.result(timeout=THREAD_TIMEOUT_SECONDS) for future in futures]
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None) -> Iterator[None]:
+    """pytest-django's, and then: the wake-up listeners (PostgreSQL) stop before the test
+    database is dropped, which their sessions would prevent."""
+    from workflows.engine.wakeups.postgresql import stop_listeners
+
+    yield
+    stop_listeners()
+
+
 @pytest.fixture
 def concurrently() -> Callable[..., list[Any]]:
     return run_concurrently

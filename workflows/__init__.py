@@ -55,6 +55,7 @@ from workflows.errors import (
     StaleVersion,
     StepNotFound,
     UnknownSignal,
+    WaitTimeout,
     WorkflowError,
 )
 from workflows.status import FailureClass
@@ -72,11 +73,17 @@ if TYPE_CHECKING:
         list_runs as list_runs,
         runs_needing_attention as runs_needing_attention,
     )
+    from workflows.queries.event_waits import (
+        wait_for_events as wait_for_events,
+    )
     from workflows.queries.explanation import (
         explain as explain,
     )
     from workflows.queries.frames import (
         frames as frames,
+    )
+    from workflows.queries.results import (
+        wait_for as wait_for,
     )
     from workflows.queries.waits import (
         pending_waits as pending_waits,
@@ -108,6 +115,10 @@ if TYPE_CHECKING:
     )
     from workflows.services.bulk import (
         bulk as bulk,
+    )
+    from workflows.services.consumers import (
+        ack as ack,
+        consume as consume,
     )
     from workflows.services.flows import (
         add_dependency as add_dependency,
@@ -164,6 +175,10 @@ _LAZY: dict[str, str] = {
     "runs_needing_attention": "workflows.queries",
     "explain": "workflows.queries.explanation",
     "frames": "workflows.queries.frames",
+    "wait_for_events": "workflows.queries.event_waits",
+    "consume": "workflows.services.consumers",
+    "ack": "workflows.services.consumers",
+    "wait_for": "workflows.queries.results",
     "pending_waits": "workflows.queries.waits",
 }
 
@@ -208,6 +223,7 @@ __all__ = [
     "Task",
     "UnknownSignal",
     "WaitForSignal",
+    "WaitTimeout",
     "Workflow",
     "WorkflowError",
     *_LAZY,

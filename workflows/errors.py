@@ -102,6 +102,13 @@ class RunNotFound(WorkflowError):
     code = "run_not_found"
 
 
+class WaitTimeout(WorkflowError):
+    """The run did not reach a final status within the time waited for it
+    (``workflows.wait_for``); ``details`` name the run and its status when the wait ended."""
+
+    code = "wait_timeout"
+
+
 class PermanentError(Exception):
     """Raised by a handler to fail its step at once, without further retries."""
 

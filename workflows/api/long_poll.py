@@ -24,6 +24,7 @@ from django.db import connections
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework.request import Request
+from rest_framework.viewsets import ViewSetMixin
 
 from workflows.api.errors import APIError
 
@@ -69,7 +70,7 @@ def without_request_transaction(view: V) -> V:
     return view
 
 
-class LongPollViews:
+class LongPollViews(ViewSetMixin):
     """A viewset mixin (listed before the viewset's base): the actions named in
     ``long_poll_actions`` hold no request transaction (:func:`without_request_transaction`).
 
@@ -80,8 +81,8 @@ class LongPollViews:
     long_poll_actions: frozenset[str] = frozenset()
 
     @classmethod
-    def as_view(cls, actions: dict[str, str] | None = None, **initkwargs: Any) -> Any:
-        view = super().as_view(actions, **initkwargs)  # type: ignore[misc]
+    def as_view(cls, actions: dict[str, Any] | None = None, **initkwargs: Any) -> Any:
+        view = super().as_view(actions, **initkwargs)
         if actions and cls.long_poll_actions & set(actions.values()):
             without_request_transaction(view)
         return view

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from workflows.engine.sql.inserts import EventRow, insert_events
+from workflows.engine.wakeups import events_written
 
 if TYPE_CHECKING:
     from workflows.permissions import AnyUser
@@ -37,6 +38,9 @@ class EventLog:
         return len(self._rows)
 
     def flush(self) -> None:
+        """Insert the rows; their commit wakes ``events`` and each run's ``run:<id>``
+        (by the event table's trigger on PostgreSQL, in-process elsewhere)."""
         if self._rows:
             insert_events(self._rows)
+            events_written(row.run for row in self._rows)
             self._rows = []

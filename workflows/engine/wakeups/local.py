@@ -9,34 +9,50 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import defaultdict
+import weakref
+from collections import Counter
 from collections.abc import Iterable
 
-from django.db import transaction
-
-from workflows.engine.sql.connection import engine_alias
-
 _changed = threading.Condition()
-# How many times each topic was woken in this process; a waiter compares before and after.
-_woken: defaultdict[str, int] = defaultdict(int)
-
-
-def wake(topic: str) -> None:
-    """Wake the waiters of ``topic`` once the current transaction commits (at once
-    outside one)."""
-    transaction.on_commit(lambda: woken(topic), using=engine_alias())
+# How many times each watched topic was woken in this process; a waiter compares before
+# and after. Only topics some live watch holds are counted (``_watchers``), so a
+# process that commits events of a million runs keeps no counter for each.
+_woken: dict[str, int] = {}
+_watchers: Counter[str] = Counter()
+# Bumped when wake-ups may have been lost (the listener reconnected): wakes every waiter.
+_everything = 0
 
 
 def woken(*topics: str) -> None:
     """Record that ``topics`` happened (committed) and wake this process's waiters."""
     with _changed:
         for topic in topics:
-            _woken[topic] += 1
+            if topic in _woken:
+                _woken[topic] += 1
         _changed.notify_all()
 
 
-class Watch:
-    """A waiter's view of some topics, taken before it reads the database.
+def woken_everything() -> None:
+    """Wake every waiter of every topic: wake-ups may have been lost, so each waiter
+    reads the database again (the listener calls it after a reconnection)."""
+    global _everything
+    with _changed:
+        _everything += 1
+        _changed.notify_all()
+
+
+def _unwatch(topics: tuple[str, ...]) -> None:
+    """Forget the counters of topics no live watch holds any more."""
+    with _changed:
+        for topic in topics:
+            _watchers[topic] -= 1
+            if _watchers[topic] <= 0:
+                del _watchers[topic]
+                del _woken[topic]
+
+
+class LocalWatch:
+    """A waiter's view of some topics in this process, taken before it reads the database.
 
     ``wait`` returns as soon as a topic was woken since the watch was made (or since the
     previous ``wait`` returned), so a wake-up that lands between the waiter's read and
@@ -46,10 +62,14 @@ class Watch:
     def __init__(self, topics: Iterable[str]) -> None:
         self.topics = tuple(topics)
         with _changed:
-            self._seen = [_woken[topic] for topic in self.topics]
+            for topic in self.topics:
+                _watchers[topic] += 1
+                _woken.setdefault(topic, 0)
+            self._seen = self._counts()
+        weakref.finalize(self, _unwatch, self.topics)
 
     def _counts(self) -> list[int]:
-        return [_woken[topic] for topic in self.topics]
+        return [_everything, *(_woken[topic] for topic in self.topics)]
 
     def wait(self, timeout: float) -> bool:
         """Block until one of the topics is woken, or ``timeout`` seconds pass; returns
@@ -65,9 +85,3 @@ class Watch:
                 if left <= 0:
                     return False
                 _changed.wait(left)
-
-
-def wait_for_wakeup(topics: Iterable[str], timeout: float) -> bool:
-    """Block until one of ``topics`` is woken after this call, or ``timeout`` seconds
-    pass (a :class:`Watch` made now); returns whether it was woken."""
-    return Watch(topics).wait(timeout)

@@ -1,0 +1,61 @@
+"""The wake-up interface the engine and waiters use, on any database.
+
+:func:`wake` is called inside a transition's transaction: its waiters in this process
+are woken when the transaction commits (``on_commit``), and on PostgreSQL a ``NOTIFY``
+in the same transaction wakes every other process's listener at the same moment. A
+:class:`Watch` made in a process on PostgreSQL starts that process's listener first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from uuid import UUID
+
+from django.db import transaction
+
+from workflows.engine.sql.connection import engine_alias, engine_connection
+from workflows.engine.wakeups.local import LocalWatch, woken
+from workflows.engine.wakeups.postgresql import listener, notify
+
+
+def wake(*topics: str) -> None:
+    """Wake the waiters of ``topics`` once the current transaction commits (at once
+    outside one); a rollback wakes nobody."""
+    connection = engine_connection()
+    if connection.vendor == "postgresql":
+        notify(connection, topics)
+    transaction.on_commit(lambda: woken(*topics), using=connection.alias)
+
+
+def events_written(run_ids: Iterable[UUID | None]) -> None:
+    """Wake ``events`` and ``run:<id>`` of each run for the events a transition wrote.
+
+    On PostgreSQL the trigger on the event table sends them (no statement here, no
+    callback on the per-step path); elsewhere the waiters of this process are woken on
+    commit.
+    """
+    connection = engine_connection()
+    if connection.vendor != "postgresql":
+        topics = {"events", *(f"run:{run_id}" for run_id in run_ids if run_id is not None)}
+        transaction.on_commit(lambda: woken(*topics), using=connection.alias)
+
+
+class Watch(LocalWatch):
+    """A waiter's view of some topics, taken before it reads the database.
+
+    Make it BEFORE reading, then ``wait(timeout) -> bool`` (see
+    :class:`~workflows.engine.wakeups.local.LocalWatch`). On PostgreSQL it also makes
+    sure this process listens, so commits of other processes wake it.
+    """
+
+    def __init__(self, topics: Iterable[str]) -> None:
+        alias = engine_alias()
+        if engine_connection().vendor == "postgresql":
+            listener(alias)
+        super().__init__(topics)
+
+
+def wait_for_wakeup(topics: Iterable[str], timeout: float) -> bool:
+    """Block until one of ``topics`` is woken after this call, or ``timeout`` seconds
+    pass (a :class:`Watch` made now); returns whether it was woken."""
+    return Watch(topics).wait(timeout)
