@@ -85,6 +85,14 @@ DEFAULTS: dict[str, Any] = {
     # A running step that reported no progress (``ctx.progress``) for this long since
     # its last report, or since it started, counts as stale in the metrics.
     "PROGRESS_STALE_AFTER": timedelta(minutes=5),
+    # Live telemetry of a running task step (``ctx.progress``, ``ctx.log``,
+    # ``ctx.summary``): the worker writes it at most this often (and at a heartbeat and
+    # the attempt's end), so the last progress wins and log lines go in batches...
+    "PROGRESS_INTERVAL": timedelta(milliseconds=250),
+    # ...and keeps at most this many log frames, and bytes of their text, per attempt,
+    # dropping the oldest (counted in the step's ``frames_dropped``).
+    "FRAMES_PER_ATTEMPT": 10_000,
+    "FRAME_BYTES_PER_ATTEMPT": 1024 * 1024,
     # Webhooks (``workflows.webhooks``): how long one POST may take (connect, send, each
     # read), and the waits before each retry of a delivery that failed; after the last
     # one it has failed for good. Standard Webhooks' suggested schedule.
@@ -106,10 +114,13 @@ _POSITIVE = (
     "APPROVAL_LINK_MAX_AGE",
     "SIGNAL_TOKEN_MAX_AGE",
     "METRICS_WINDOW",
+    "PROGRESS_INTERVAL",
     "PROGRESS_STALE_AFTER",
     "WEBHOOK_TIMEOUT",
     "WORKER_PRESENCE_INTERVAL",
 )
+# Settings that must hold a whole number of one or more.
+_COUNTS = ("FRAMES_PER_ATTEMPT", "FRAME_BYTES_PER_ATTEMPT")
 # What ATTENTION_UNDISPATCHED_GRACE adds to REDISPATCH_AFTER when it is not set.
 UNDISPATCHED_MARGIN = timedelta(seconds=30)
 
@@ -165,6 +176,12 @@ class WorkflowSettings:
             if not isinstance(value, timedelta) or value <= timedelta(0):
                 raise ImproperlyConfigured(
                     f"WORKFLOWS[{name!r}] must be a positive timedelta, got {value!r}."
+                )
+        for name in _COUNTS:
+            value = merged[name]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ImproperlyConfigured(
+                    f"WORKFLOWS[{name!r}] must be a whole number of 1 or more, got {value!r}."
                 )
         delays = merged["WEBHOOK_RETRY_DELAYS"]
         if not isinstance(delays, list | tuple) or not all(

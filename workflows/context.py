@@ -114,6 +114,18 @@ def _no_usage(dimension: str, amount: int | float | Decimal) -> None:
     raise WorkflowError("report_usage() is only available inside a running handler")
 
 
+def _no_progress(done: float, total: float | None = None, message: str = "") -> None:
+    raise WorkflowError("progress() is only available inside a running task's handler")
+
+
+def _no_log(text: str, stream: str = "stdout") -> None:
+    raise WorkflowError("log() is only available inside a running task's handler")
+
+
+def _no_summary(patch: dict[str, Any]) -> None:
+    raise WorkflowError("summary() is only available inside a running task's handler")
+
+
 class Context:
     """Everything a handler (or a ``when=`` condition) may know about its run.
 
@@ -136,6 +148,9 @@ class Context:
         await_callback: Callable[[timedelta], Any] = _no_callback,
         report_usage: Callable[[str, int | float | Decimal], None] = _no_usage,
         cancel_requested: Callable[[], bool] = _no_cancel_check,
+        progress: Callable[..., None] = _no_progress,
+        log: Callable[..., None] = _no_log,
+        summary: Callable[[dict[str, Any]], None] = _no_summary,
     ) -> None:
         self.run_id = run_id
         self.input = input
@@ -153,6 +168,9 @@ class Context:
         self._await_callback = await_callback
         self._report_usage = report_usage
         self._cancel_requested = cancel_requested
+        self._progress = progress
+        self._log = log
+        self._summary = summary
 
     def heartbeat(self) -> None:
         """Extend this attempt's lease.
@@ -196,3 +214,37 @@ class Context:
         running handler; it holds (or fails) the run's next steps.
         """
         self._report_usage(dimension, amount)
+
+    def progress(self, done: float, total: float | None = None, message: str = "") -> None:
+        """Report this attempt's progress: ``done`` of ``total`` (numbers of 0 or more;
+        ``total`` may be unknown), with a short ``message``.
+
+        The last value wins: calls are kept in memory and written at most every
+        ``PROGRESS_INTERVAL`` (and at a heartbeat and the attempt's end), so calling it
+        on every turn of a tight loop costs almost nothing. Shown on the step as
+        ``progress_done``, ``progress_total``, ``progress_message``. Task steps only:
+        a fan-out item's or a compensation's handler gets a ``WorkflowError``. Raises
+        ``LeaseLost`` once a write found the attempt's lease lost.
+        """
+        self._progress(done, total, message)
+
+    def log(self, text: str, stream: str = "stdout") -> None:
+        """Append ``text`` to this attempt's log as one frame of ``stream`` (``stdout``,
+        ``stderr`` or ``event``).
+
+        Frames are numbered per step, on across attempts (``workflows.frames(step,
+        after=seq)`` reads them), written in batches, and bounded per attempt
+        (``FRAMES_PER_ATTEMPT``, ``FRAME_BYTES_PER_ATTEMPT``): past the bound the oldest
+        are dropped and counted in ``frames_dropped``. Fenced as :meth:`progress` is.
+        """
+        self._log(text, stream)
+
+    def summary(self, patch: dict[str, Any]) -> None:
+        """Change the step's summary document with ``patch``, a JSON merge patch (RFC
+        7386): members set, ``None`` removes a member, dicts merge recursively.
+
+        ``patch`` is copied at the call and written with the next flush, in call order;
+        ``summary_version`` counts the patches applied. A patch that is not a dict of
+        storable JSON raises ``ValueError``. Fenced as :meth:`progress` is.
+        """
+        self._summary(patch)

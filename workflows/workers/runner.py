@@ -9,6 +9,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from functools import partial
 from typing import Any, Protocol
@@ -30,6 +31,7 @@ from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import STEP, WorkKind
 from workflows.errors import DefinitionMissing, LeaseLost, PermanentError, RunCancelled, StaleState
 from workflows.validation import check_json
+from workflows.workers.telemetry import AttemptTelemetry, refusal
 from workflows.workers.watchdog import overran, timed_out, watchdog
 
 logger = logging.getLogger("workflows.runner")
@@ -127,7 +129,12 @@ def log_fields(lease: Lease) -> dict[str, Any]:
     return {"run_id": str(lease.run_id), "step": lease.step_name, "attempt": lease.attempt}
 
 
-def _context(lease: Lease, batch: LeaseBatch | None = None) -> Context:
+def _context(
+    lease: Lease, batch: LeaseBatch | None = None, telemetry: AttemptTelemetry | None = None
+) -> Context:
+    """The handler's context; ``telemetry``: a task step's buffer (its heartbeat flushes
+    it first), else ``ctx.progress``, ``log`` and ``summary`` refuse."""
+
     def await_callback(timeout: timedelta) -> AwaitCallback:
         if lease.kind is not STEP:
             raise PermanentError("only a task's handler can wait for a callback")
@@ -135,6 +142,18 @@ def _context(lease: Lease, batch: LeaseBatch | None = None) -> Context:
             make_token(lease.run_id, lease.step_id, lease.attempt, timeout), timeout
         )
 
+    if telemetry is not None:
+        beat: Callable[[], None] = telemetry.heartbeat
+        progress, log, summary = telemetry.progress, telemetry.log, telemetry.summary
+    else:
+        beat = (
+            partial(heartbeat, lease)
+            if batch is None
+            else partial(heartbeat_batch, batch, caller=lease)
+        )
+        progress, log, summary = (
+            refusal(lease.kind.name, verb) for verb in ("progress", "log", "summary")
+        )
     return Context(
         run_id=lease.run_id,
         input=lease.run_input,
@@ -144,14 +163,15 @@ def _context(lease: Lease, batch: LeaseBatch | None = None) -> Context:
         idempotency_key=lease.idempotency_key,
         item=lease.item,
         compensated_output=lease.compensated_output,
-        heartbeat=(lambda: heartbeat(lease))
-        if batch is None
-        else (lambda: heartbeat_batch(batch, caller=lease)),
+        heartbeat=beat,
         await_callback=await_callback,
         report_usage=partial(
             record_usage, lease.run_id, lease.step_id, lease.attempt, lease.workflow
         ),
         cancel_requested=partial(cancel_requested, lease.kind, lease.run_id),
+        progress=progress,
+        log=log,
+        summary=summary,
     )
 
 
@@ -257,12 +277,15 @@ def _call_handler(lease: Lease, batch: LeaseBatch | None = None) -> Any:
     past its deadline, it raises :class:`AttemptTimedOut` instead of returning.
     """
     handler = import_string(lease.handler_path)
-    context = _context(lease, batch)
+    telemetry = AttemptTelemetry(lease) if lease.kind is STEP else None
+    context = _context(lease, batch, telemetry)
     watched = watchdog().watch(lease)
     started = time.monotonic()
     try:
         result = handler(context)
     finally:
+        if telemetry is not None:  # before the outcome is recorded, success or failure
+            telemetry.close()
         if watched:
             watchdog().unwatch(lease)
     if not watched and overran(lease, started):

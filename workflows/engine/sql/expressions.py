@@ -63,3 +63,15 @@ def attempts_plus(count: int) -> SqlExpr:
     For the models with an ``attempt`` column (steps, items, compensations, webhook
     deliveries)."""
     return SqlExpr('"attempt" + %s', (count,))
+
+
+# The step counters a telemetry flush moves on: the closed set :func:`counter_plus` formats.
+TELEMETRY_COUNTERS = frozenset({"frames_written", "frames_dropped", "summary_version"})
+
+
+def counter_plus(name: str, count: int) -> SqlExpr:
+    """``<name> + count`` for one of :data:`TELEMETRY_COUNTERS`, computed by the row's
+    update: frames are numbered from the count the database holds, not a copy in memory."""
+    if name not in TELEMETRY_COUNTERS:
+        raise ValueError(f"{name!r} is not a telemetry counter")
+    return SqlExpr(f'"{name}" + %s', (count,))

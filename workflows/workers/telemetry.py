@@ -1,0 +1,190 @@
+"""The worker's buffer for a task step attempt's telemetry (``ctx.progress``, ``ctx.log``,
+``ctx.summary``): calls are checked and kept in memory, and written together by one
+fenced flush (:func:`workflows.engine.telemetry.flush_telemetry`).
+
+When a flush happens: when a call finds the last one (or the attempt's start) at least
+``PROGRESS_INTERVAL`` ago, at ``ctx.heartbeat()`` (before the lease is extended), and
+at the attempt's end, before its outcome is recorded, whether it succeeded or failed.
+So progress is coalesced (the last value before a flush wins, at most one write per
+interval) and log lines are written in batches: a loop calling ``ctx.progress`` ten
+thousand times costs a clock read per call and a write per interval. An attempt that
+never calls them has nothing pending and writes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+import math
+import numbers
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+from workflows.conf import workflow_settings
+from workflows.engine import Lease, heartbeat
+from workflows.engine.telemetry import (
+    FrameBudget,
+    PendingFrame,
+    PendingTelemetry,
+    Progress,
+    flush_telemetry,
+)
+from workflows.errors import LeaseLost, WorkflowError
+from workflows.models import Step
+from workflows.status import FrameStream
+from workflows.validation import check_json
+
+logger = logging.getLogger("workflows.runner")
+
+_STREAMS = frozenset(FrameStream.values)
+_MESSAGE_LENGTH = Step._meta.get_field("progress_message").max_length or 500
+_REPLACEMENT = "\ufffd"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class AttemptTelemetry:
+    """The telemetry of one attempt of a task step, buffered between flushes.
+
+    Once a flush found the lease lost, every later call raises that ``LeaseLost`` and
+    writes nothing: the work belongs to another attempt now.
+    """
+
+    def __init__(self, lease: Lease) -> None:
+        self._lease = lease
+        self._interval = workflow_settings.PROGRESS_INTERVAL.total_seconds()
+        self._budget = FrameBudget(
+            workflow_settings.FRAMES_PER_ATTEMPT, workflow_settings.FRAME_BYTES_PER_ATTEMPT
+        )
+        self._pending = PendingTelemetry()
+        self._written_at = time.monotonic()
+        self._lost: LeaseLost | None = None
+
+    def progress(self, done: float, total: float | None = None, message: str = "") -> None:
+        """Keep ``done`` of ``total`` with ``message`` as the attempt's progress (the last
+        value before a flush is written). Numbers must be finite and 0 or more; a message
+        longer than the column is cut."""
+        done = _amount(done, "done")
+        if total is not None:
+            total = _amount(total, "total")
+        if message.__class__ is not str:
+            raise ValueError(f"progress message must be a str, got {type(message).__name__}")
+        self._pending.progress = Progress(done, total, _storable(message[:_MESSAGE_LENGTH]))
+        self._after_call()
+
+    def log(self, text: str, stream: str = FrameStream.STDOUT) -> None:
+        """Append ``text`` as one frame of ``stream`` (stdout, stderr, event).
+
+        A NUL character or a lone surrogate, which no database stores, is replaced by
+        U+FFFD rather than refused: a log line is evidence, not data to validate.
+        """
+        if text.__class__ is not str:
+            raise ValueError(f"log text must be a str, got {type(text).__name__}")
+        if stream not in _STREAMS:
+            raise ValueError(f"log stream must be one of {', '.join(FrameStream.values)}")
+        text = _storable(text)
+        size = len(text) if text.isascii() else len(text.encode())
+        self._pending.frames.append(PendingFrame(str(stream), text, time.time(), size))
+        self._after_call()
+
+    def summary(self, patch: dict[str, Any]) -> None:
+        """Apply ``patch`` (a JSON merge patch, RFC 7386, given as a dict) to the step's
+        summary at the next flush; ``summary_version`` counts the patches applied."""
+        if not isinstance(patch, dict):
+            raise ValueError(
+                f"summary patch must be a dict (a JSON object), got {type(patch).__name__}"
+            )
+        check_json(patch, field="summary patch", error=ValueError)
+        self._pending.patches.append(copy.deepcopy(patch))
+        self._after_call()
+
+    def heartbeat(self) -> None:
+        """Flush, then extend the lease (:func:`workflows.engine.heartbeat`).
+
+        A flush refused for a lost lease is left for the heartbeat to report: it finds
+        the same fence broken, records ``lease.lost`` and raises ``LeaseLost``, or
+        ``RunCancelled`` when the run asks its attempts to stop.
+        """
+        with contextlib.suppress(LeaseLost):
+            self.flush()
+        heartbeat(self._lease)
+
+    def flush(self) -> None:
+        """Write what is pending now (nothing pending: no statement); raises ``LeaseLost``."""
+        if self._lost is not None:
+            raise self._lost
+        if not self._pending:
+            return
+        pending = self._pending.take()
+        try:
+            flush_telemetry(self._lease, pending, self._budget)
+        except LeaseLost as lost:
+            self._lost = lost
+            raise
+        finally:
+            self._written_at = time.monotonic()
+
+    def close(self) -> None:
+        """The attempt's last flush, before its outcome is recorded; never raises.
+
+        A lost lease is left for the outcome's own fenced write to find and record; a
+        database that refuses the write is logged: telemetry never decides an outcome.
+        """
+        try:
+            self.flush()
+        except LeaseLost:
+            pass
+        except Exception:
+            logger.exception("telemetry of %s not written", self._lease.label)
+
+    def _after_call(self) -> None:
+        if self._lost is not None:
+            raise self._lost
+        if time.monotonic() - self._written_at >= self._interval:
+            self.flush()
+
+
+def _amount(value: Any, name: str) -> float:
+    if value.__class__ is float or value.__class__ is int or _real(value):
+        try:
+            number = float(value)
+        except OverflowError:
+            number = math.inf
+        if math.isfinite(number) and number >= 0:
+            return number
+    raise ValueError(f"progress {name} must be a finite number of 0 or more, got {value!r}")
+
+
+def _real(value: Any) -> bool:
+    """A number of another type than ``int`` or ``float`` (numpy's, ``Fraction``), not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _storable(text: str) -> str:
+    """``text`` without what no database stores (NUL, lone surrogates), as U+FFFD."""
+    if "\x00" in text:
+        text = text.replace("\x00", _REPLACEMENT)
+    if not text.isascii():
+        text = _SURROGATE.sub(_REPLACEMENT, text)
+    return text
+
+
+# Why a fan-out item's or a compensation's handler has no telemetry, by work kind name.
+_NOT_THEIRS = {
+    "item": "a fan-out item's handler has none of its own (its step counts the items)",
+    "compensation": "a compensation's handler has none of its own (its step's attempt ended)",
+}
+
+
+def refusal(kind_name: str, verb: str) -> Callable[..., None]:
+    """``ctx.<verb>`` for a handler that is not a task step's: raises a ``WorkflowError``
+    saying that telemetry belongs to a task step's attempt."""
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise WorkflowError(
+            f"ctx.{verb}() belongs to a task step's attempt: {_NOT_THEIRS[kind_name]}"
+        )
+
+    return refuse
