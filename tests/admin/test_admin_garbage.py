@@ -73,6 +73,9 @@ GARBAGE_PARAMETERS: tuple[dict[str, str], ...] = (
     {"decision": "approve", "version": "abc"},
     {"input": "{not json", "workflow": "order_fulfilment"},
     {"_changelist_filters": "\x00"},
+    {"stream": "\x00"},
+    {"after": "zz"},
+    {"after": "99999999999999999999999"},
 )
 
 

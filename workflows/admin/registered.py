@@ -24,8 +24,10 @@ from workflows.admin import runs as admin_runs
 from workflows.admin.actions import bulk_actions, run_action
 from workflows.admin.approvals import ApprovalsViews
 from workflows.admin.changelist import SafeChangelistMixin
+from workflows.admin.consumers import consumers
 from workflows.admin.dashboard import dashboard
 from workflows.admin.deadlines import DeadlineFilter
+from workflows.admin.live.log import step_log
 from workflows.admin.readonly import ReadOnlyMixin
 from workflows.admin.run_page import run_page_context
 from workflows.admin.runs import (
@@ -131,10 +133,16 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
             ),
             path("start/", wrap(partial(start_run, self)), name="workflows_run_start"),
             path("waits/", wrap(partial(waits, self)), name="workflows_waits"),
+            path("consumers/", wrap(partial(consumers, self)), name="workflows_consumers"),
             path(
                 "<str:run_id>/act/<str:verb>/",
                 wrap(partial(run_action, self)),
                 name="workflows_run_act",
+            ),
+            path(
+                "<str:run_id>/steps/<str:step_id>/log/",
+                wrap(partial(step_log, self)),
+                name="workflows_step_log",
             ),
             *super().get_urls(),
         ]

@@ -25,6 +25,7 @@ from django.utils import timezone
 from django.utils.timesince import timesince, timeuntil
 
 from workflows.admin.graph_svg import graph_steps, step_graph_svg
+from workflows.admin.live.progress import live_steps
 from workflows.admin.runs import badge, duration, items
 from workflows.definitions import WaitForSignal
 from workflows.models import CompensationRecord, Event, Run, Signal, Step, Timer
@@ -208,6 +209,8 @@ class StepRow:
 
     ``last_failure``: the failure class of its last attempt when that attempt failed
     (the step failed, or waits for its retry), shown as a badge beside its status.
+    ``summary``: its summary document (``ctx.summary``) as JSON, when it has one;
+    ``log_url``: its Log page, once it has written frames or while it runs.
     """
 
     step: Step
@@ -217,6 +220,8 @@ class StepRow:
     output: str | None
     items_url: str | None
     last_failure: str | None = None
+    summary: str | None = None
+    log_url: str | None = None
 
 
 def _bar(step: Step, origin: datetime, span: float, now: datetime) -> tuple[float, float]:
@@ -230,7 +235,11 @@ def _bar(step: Step, origin: datetime, span: float, now: datetime) -> tuple[floa
 
 
 def _step_rows(
-    run: Run, steps: list[Step], now: datetime, items_url: Callable[[Step], str | None]
+    run: Run,
+    steps: list[Step],
+    now: datetime,
+    items_url: Callable[[Step], str | None],
+    log_url: Callable[[Step], str | None],
 ) -> list[StepRow]:
     origin = run.started_at or run.created_at
     end = run.finished_at or now
@@ -249,6 +258,8 @@ def _step_rows(
                 last_failure=step.failure_class
                 if step.status in (StepStatus.FAILED, StepStatus.RETRY_SCHEDULED)
                 else None,
+                summary=pretty(step.summary) if step.summary else None,
+                log_url=log_url(step),
             )
         )
     return rows
@@ -396,6 +407,11 @@ def run_page_context(
         base = reverse(f"{admin_name}:workflows_fanoutitem_changelist")
         return f"{base}?step__id__exact={step.pk}"
 
+    def log_url(step: Step) -> str | None:
+        if not step.frames_written and step.status != StepStatus.RUNNING:
+            return None
+        return reverse(f"{admin_name}:workflows_step_log", args=[run.pk, step.pk])
+
     allowed, refused = _actions(explanation)
     fanouts = [
         {"step": step, "done": step.items_completed + step.items_skipped, "url": items_url(step)}
@@ -423,7 +439,8 @@ def run_page_context(
             graph_steps(run.snapshot, _graph_states(steps)),
             title=f"Steps of {run.workflow_name} v{run.workflow_version} and their states",
         ),
-        "step_rows": _step_rows(run, steps, now, items_url),
+        "step_rows": _step_rows(run, steps, now, items_url, log_url),
+        "live": live_steps(steps, log_url),
         "errors": step_errors(steps),
         "run_error": pretty(run.error) if run.error else None,
         "input": pretty(run.input),
