@@ -51,6 +51,8 @@ HOSTILE_QUERIES = [
     "page_size=100000",
     "status=%00",
     "workflow=%ED%A0%80",
+    "after_seq=99999999999999999999",
+    "consumer=%00",
     "%00=%00",
     "&".join(f"p{index}=1" for index in range(settings.DATA_UPLOAD_MAX_NUMBER_FIELDS + 1)),
 ]
@@ -64,7 +66,9 @@ def operations() -> Iterator[tuple[str, str]]:
         callback: Any = pattern.callback
         route = re.sub(r"\(\?P<(\w+)>[^)]*\)", r"{\1}", str(pattern.pattern)).strip("^$")
         actions = getattr(callback, "actions", None)
-        methods = list(actions) if actions else ["get"]  # the schema and docs views
+        # A plain view (waits, events, the schema and docs) answers the methods it defines.
+        view = getattr(callback, "view_class", None)
+        methods = list(actions) if actions else [m for m in ("get", "post") if hasattr(view, m)]
         for method in methods:
             yield method, "/api/" + route
 

@@ -60,7 +60,9 @@ RUN_EVENT_PARAMETERS = [
 class RunEventsQuerySerializer(serializers.Serializer):
     """The query string of ``GET /runs/{id}/events/``."""
 
-    after_seq = serializers.IntegerField(required=False, min_value=0, default=0)
+    after_seq = serializers.IntegerField(
+        required=False, min_value=0, max_value=2**63 - 1, default=0
+    )
     page_size = serializers.IntegerField(
         required=False, min_value=1, max_value=MAX_LIMIT, default=DEFAULT_LIMIT
     )

@@ -45,7 +45,11 @@ def wait_for_events(
     (see :func:`~workflows.queries.long_poll.long_poll`).
     """
     run_id = run.pk if isinstance(run, Run) else get_run(run).pk
-    if isinstance(after, bool) or not isinstance(after, int | None) or (after or 0) < 0:
+    if (
+        isinstance(after, bool)
+        or not isinstance(after, int | None)
+        or not 0 <= (after or 0) < 2**63
+    ):
         raise InvalidInput(
             f"after must be the id (seq) of an event of the run, or None; got {after!r}",
             field="after_seq",
