@@ -21,6 +21,7 @@ from workflows.engine.runs import fail_run, settle_run, step_failure, unwind
 from workflows.engine.sql.expressions import db_now
 from workflows.engine.sql.rows import StepRow, step_rows
 from workflows.engine.sql.updates import move_row
+from workflows.engine.wakeups import timer_armed
 from workflows.engine.work_kinds import WorkKind
 from workflows.models import Run, Step, Timer
 from workflows.status import RUN_ACTIVE, STEP_FINAL, RunStatus, StepStatus
@@ -187,6 +188,7 @@ class Advancer:
         self.move(row, StepStatus.WAITING, started_at=db_now(), **changes)
         if due_at is not None:
             Timer.objects.create(run_id=self.run.pk, step_id=row.pk, kind=kind, due_at=due_at)
+            timer_armed(due_at)
         self.events.add(self.run.pk, "step.waiting", step_id=row.pk, **payload)
 
     def complete(self, row: StepRow, output: Any, **payload: Any) -> str:

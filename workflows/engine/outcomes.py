@@ -32,6 +32,7 @@ from workflows.engine.scope import RunScope, run_scope, unlocked_scope
 from workflows.engine.sql.expressions import db_now, db_now_plus
 from workflows.engine.sql.updates import cas_update, fenced_update_many
 from workflows.engine.transaction import transition
+from workflows.engine.wakeups import timer_armed
 from workflows.engine.work_kinds import FailedUnit
 from workflows.errors import LeaseLost, RunCancelled
 from workflows.models import Timer
@@ -424,6 +425,7 @@ def schedule_retry(advancer: Advancer, unit: FailedUnit, *, attempt: int, delay:
     due_at = timezone.now() + delay
     names_unit = {"step_id": unit.step_id, f"{unit.kind.timer_field}_id": unit.unit_id}
     Timer.objects.create(run_id=run.pk, kind=TimerKind.RETRY, due_at=due_at, **names_unit)
+    timer_armed(due_at)
     advancer.events.add(
         run.pk,
         f"{unit.kind.name}.retry_scheduled",

@@ -17,6 +17,7 @@ from django.db.models import Exists, OuterRef, Q, Subquery
 from django.db.models.functions import Now
 
 from workflows.engine.executor import uses_django_q
+from workflows.engine.wakeups import wake
 from workflows.status import DELIVERY_OPEN, DELIVERY_WAITING, DeliveryStatus
 from workflows.webhooks.models import WebhookDelivery, WebhookEndpoint
 from workflows.workers.executors import queue_tasks
@@ -53,9 +54,13 @@ def endpoints_due(*, now: datetime | None = None, limit: int = 1000) -> list[int
 
 
 def nudge(endpoint_ids: Iterable[int]) -> None:
-    """Ask django-q2 to send these endpoints' deliveries (nothing with another executor:
-    ``workflows.testing.run_pending`` and the scanner send in-process)."""
+    """Ask django-q2 to send these endpoints' deliveries; with another executor, wake
+    ``webhooks`` on commit so a sweeper sends them in-process at once, rather than at its
+    next recovery pass (``workflows.testing.run_pending`` sends them itself)."""
+    ids = sorted(endpoint_ids)
+    if not ids:
+        return
     if uses_django_q():
-        queue_tasks(
-            [(SEND_TASK, pk, f"workflows webhooks {pk}", None) for pk in sorted(endpoint_ids)]
-        )
+        queue_tasks([(SEND_TASK, pk, f"workflows webhooks {pk}", None) for pk in ids])
+    else:
+        wake("webhooks")

@@ -4,6 +4,12 @@ django-q2's scheduler cannot fire a timer within a second of its due time (it ti
 about every 30 s), so a deployment runs one or more sweepers beside its workers. Every
 scanner is safe to run concurrently with itself, so several sweepers only add
 redundancy.
+
+Between passes the sweeper waits on a watch of ``events``, ``timers`` and ``webhooks``
+(:mod:`workflows.engine.wakeups`): a committed event, a timer armed due now or a webhook
+delivery recorded wakes it, so hooks, such timers and webhooks go out right after the
+commit; ``TIMER_POLL_INTERVAL`` stays the backstop for what no wake-up announced (a
+timer coming due, a lost notification, a commit in another process on SQLite).
 """
 
 from __future__ import annotations
@@ -16,11 +22,16 @@ from dataclasses import asdict, dataclass
 from django.db import close_old_connections
 
 from workflows.conf import workflow_settings
-from workflows.workers.scanners import deliver_hooks, fire_due_timers, recover
+from workflows.engine.wakeups import Watch
+from workflows.workers.scanners import deliver_hooks, fire_due_timers, recover, send_webhooks
 
 logger = logging.getLogger("workflows.sweeper")
 
 REPAIR = "repair_stuck_runs"
+# What wakes the sweeper between polls (see the module).
+TOPICS = ("events", "timers", "webhooks")
+# How often a sweeper waiting for a wake-up looks whether it is asked to stop (seconds).
+STOP_CHECK = 0.1
 
 
 @dataclass
@@ -48,14 +59,28 @@ class RecoveryClock:
         return ()
 
 
+def wait_for_work(watch: Watch, stop: threading.Event, timeout: float) -> None:
+    """Return when one of the watch's topics is woken, ``stop`` is set, or ``timeout``
+    seconds pass; ``stop`` is looked at every :data:`STOP_CHECK` seconds."""
+    end = time.monotonic() + timeout
+    while not stop.is_set():
+        left = end - time.monotonic()
+        if left <= 0 or watch.wait(min(left, STOP_CHECK)):
+            return
+
+
 def sweep_forever(stop: threading.Event) -> None:
-    """Fire timers and deliver hooks every ``TIMER_POLL_INTERVAL``, recover every
+    """Fire timers and deliver hooks (and send webhooks recorded for them) when woken by a
+    commit and at least every ``TIMER_POLL_INTERVAL``, recover every
     ``RECOVERY_INTERVAL``, and repair stuck runs every ``REPAIR_INTERVAL``."""
     timer_interval = workflow_settings.TIMER_POLL_INTERVAL.total_seconds()
     clock = RecoveryClock(
         recovery_interval=workflow_settings.RECOVERY_INTERVAL.total_seconds(),
         repair_interval=workflow_settings.REPAIR_INTERVAL.total_seconds(),
     )
+    # Made before the first pass reads anything: a commit during a pass wakes the next.
+    watch = Watch(TOPICS)
+    webhooks = Watch(("webhooks",))
     while not stop.is_set():
         close_old_connections()
         try:
@@ -65,6 +90,10 @@ def sweep_forever(stop: threading.Event) -> None:
             delivered = deliver_hooks()
             if delivered.found:
                 logger.info("hooks: %s", asdict(delivered))
+            if webhooks.wait(0):
+                sent = send_webhooks()
+                if sent.found:
+                    logger.info("webhooks: %s", asdict(sent))
             skip = clock.scanners_to_skip(time.monotonic())
             if skip is not None:
                 for name, result in recover(skip=skip).items():
@@ -72,4 +101,4 @@ def sweep_forever(stop: threading.Event) -> None:
                         logger.info("%s: %s", name, asdict(result))
         except Exception:
             logger.exception("sweep failed; retrying after the next interval")
-        stop.wait(timer_interval)
+        wait_for_work(watch, stop, timer_interval)

@@ -37,6 +37,7 @@ from workflows.engine.sql.claim_reads import ClaimRow
 from workflows.engine.sql.held_units import best_held
 from workflows.engine.sql.updates import cas_update
 from workflows.engine.transaction import transition
+from workflows.engine.wakeups import timer_armed
 from workflows.engine.work_kinds import ITEM, STEP, WorkKind
 from workflows.errors import PermanentError
 from workflows.models import Timer
@@ -197,13 +198,15 @@ def hold(kind: WorkKind, row: ClaimRow, held: Hold) -> None:
     unit = {f"{kind.timer_field}_id": row.pk}
     if Timer.objects.filter(kind=TimerKind.RELEASE, status=TimerStatus.SCHEDULED, **unit).exists():
         return
+    due_at = _due_in(held.retry_after)
     Timer.objects.create(
         run_id=row.run_id,
         step_id=row.step_id,
         kind=TimerKind.RELEASE,
-        due_at=_due_in(held.retry_after),
+        due_at=due_at,
         **({} if kind.timer_field == "step" else unit),
     )
+    timer_armed(due_at)
 
 
 def _due_in(seconds: float) -> datetime:

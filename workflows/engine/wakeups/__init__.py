@@ -20,7 +20,13 @@ finds the work at its next backstop read. See "Wake-ups on commit" in
 ``docs/architecture.md``.
 """
 
-from workflows.engine.wakeups.hub import Watch, events_written, wait_for_wakeup, wake
+from workflows.engine.wakeups.hub import (
+    Watch,
+    events_written,
+    timer_armed,
+    wait_for_wakeup,
+    wake,
+)
 from workflows.engine.wakeups.local import woken
 
-__all__ = ["Watch", "events_written", "wait_for_wakeup", "wake", "woken"]
+__all__ = ["Watch", "events_written", "timer_armed", "wait_for_wakeup", "wake", "woken"]

@@ -9,9 +9,11 @@ in the same transaction wakes every other process's listener at the same moment.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 from uuid import UUID
 
 from django.db import transaction
+from django.utils import timezone
 
 from workflows.engine.sql.connection import engine_alias, engine_connection
 from workflows.engine.wakeups.local import LocalWatch, woken
@@ -38,6 +40,13 @@ def events_written(run_ids: Iterable[UUID | None]) -> None:
     if connection.vendor != "postgresql":
         topics = {"events", *(f"run:{run_id}" for run_id in run_ids if run_id is not None)}
         transaction.on_commit(lambda: woken(*topics), using=connection.alias)
+
+
+def timer_armed(due_at: datetime) -> None:
+    """Wake ``timers`` on commit when a timer was just armed due already (a retry without
+    backoff, a sleep of zero), so a sweeper fires it then rather than at its next poll."""
+    if due_at <= timezone.now():
+        wake("timers")
 
 
 class Watch(LocalWatch):

@@ -111,16 +111,20 @@ def _conninfo(alias: str) -> dict[str, Any]:
 def listener(alias: str) -> Listener:
     """The running listener of database ``alias`` in this process, started if need be.
 
-    The first call waits until it listens (at most :data:`START_TIMEOUT`).
+    The call that starts it waits until it listens (at most :data:`START_TIMEOUT`); later
+    calls do not wait, even while it reconnects (its waiters are all woken once it has).
     """
     key = (alias, str(connections[alias].settings_dict["NAME"]))
     with _starting:
         running = _listeners.get(key)
-        if running is None or not running.is_alive():
+        started = running is None or not running.is_alive()
+        if started:
             database = getattr(connections[alias], "Database")  # noqa: B009  # not typed on the base class
             running = _listeners[key] = Listener(database, _conninfo(alias))
             running.start()
-    running.listening.wait(START_TIMEOUT)
+    assert running is not None
+    if started:
+        running.listening.wait(START_TIMEOUT)
     return running
 
 
