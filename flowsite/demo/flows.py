@@ -67,7 +67,9 @@ class OrderFulfilment(Workflow):
 
 
 class FlakyImport(Workflow):
-    """A task that fails twice before it succeeds: retries with exponential backoff."""
+    """A task that fails twice before it succeeds: retries with exponential backoff; the
+    attempt that succeeds imports its rows slowly, reporting progress and logging (watch
+    it on the run page or with ``manage.py workflows_tail RUN --follow``)."""
 
     name = "flaky_import"
     version = 1

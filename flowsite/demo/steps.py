@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from decimal import Decimal
 from typing import Any
 
@@ -72,11 +73,26 @@ def send_receipt(ctx: Context) -> dict[str, Any]:
     )
 
 
+# The import goes one row at a time at a pace a person can watch: its progress bar and
+# log lines move on the run page (and in ``manage.py workflows_tail RUN --follow``).
+SECONDS_PER_ROW = 0.25
+
+
 def import_batch(ctx: Context) -> dict[str, Any]:
-    """Fails on its first two attempts (a flaky upstream), then imports the batch."""
-    if ctx.attempt < 3:
-        raise ConnectionError(f"upstream feed unavailable (attempt {ctx.attempt})")
+    """Fails on its first two attempts (a flaky upstream), then imports the batch row by
+    row, reporting its progress, logging every fifth row and keeping a summary."""
     rows = ctx.input.get("rows", 10)
+    ctx.log(f"attempt {ctx.attempt}: connecting to the upstream feed")
+    if ctx.attempt < 3:
+        ctx.log("upstream feed unavailable", stream="stderr")
+        raise ConnectionError(f"upstream feed unavailable (attempt {ctx.attempt})")
+    ctx.summary({"rows": rows, "imported": 0})
+    for row in range(1, rows + 1):
+        time.sleep(SECONDS_PER_ROW)
+        ctx.progress(row, rows, f"importing row {row} of {rows}")
+        if row % 5 == 0 or row == rows:
+            ctx.log(f"imported rows 1-{row}")
+            ctx.summary({"imported": row})
     return _record(ctx, "import", {"rows": rows, "attempts": ctx.attempt})
 
 

@@ -51,13 +51,35 @@ def test_order_input_is_validated():
         workflows.start_run("order_fulfilment", {"lines": []})
 
 
-def test_flaky_import_retries_then_succeeds_with_one_record():
-    run = workflows.start_run("flaky_import", {"rows": 3})
+def test_flaky_import_retries_then_succeeds_with_one_record(monkeypatch):
+    monkeypatch.setattr("flowsite.demo.steps.SECONDS_PER_ROW", 0)
+    run = workflows.start_run("flaky_import", {"rows": 7})
     run_pending(until=timezone.now() + timedelta(minutes=5))
     run.refresh_from_db()
     assert run.status == "completed"
     record = DemoRecord.objects.get(run_id=run.pk)
-    assert record.data == {"rows": 3, "attempts": 3}
+    assert record.data == {"rows": 7, "attempts": 3}
+
+
+def test_flaky_import_reports_progress_logs_and_a_summary(monkeypatch):
+    """The demo's long step moves where a new user looks: its progress bar, its log."""
+    monkeypatch.setattr("flowsite.demo.steps.SECONDS_PER_ROW", 0)
+    run = workflows.start_run("flaky_import", {"rows": 7})
+    run_pending(until=timezone.now() + timedelta(minutes=5))
+    step = run.steps.get(name="import_batch")
+    assert (step.progress_done, step.progress_total) == (7, 7)
+    assert step.progress_message == "importing row 7 of 7"
+    assert step.summary == {"rows": 7, "imported": 7}
+    lines = [(frame.attempt, frame.stream, frame.text) for frame in workflows.frames(step)]
+    assert lines == [
+        (1, "stdout", "attempt 1: connecting to the upstream feed"),
+        (1, "stderr", "upstream feed unavailable"),
+        (2, "stdout", "attempt 2: connecting to the upstream feed"),
+        (2, "stderr", "upstream feed unavailable"),
+        (3, "stdout", "attempt 3: connecting to the upstream feed"),
+        (3, "stdout", "imported rows 1-5"),
+        (3, "stdout", "imported rows 1-7"),
+    ]
 
 
 def test_demo_setup_is_idempotent_and_checks_pass():
