@@ -52,7 +52,15 @@ HOSTILE_QUERIES = [
     "status=%00",
     "workflow=%ED%A0%80",
     "after_seq=99999999999999999999",
+    "after=99999999999999999999",
+    "after=-1",
+    "limit=0",
+    "stream=%00",
     "consumer=%00",
+    "wait=-1",
+    "wait=61",
+    "wait=nan",
+    "wait=%00",
     "%00=%00",
     "&".join(f"p{index}=1" for index in range(settings.DATA_UPLOAD_MAX_NUMBER_FIELDS + 1)),
 ]
@@ -83,7 +91,7 @@ def real_values(sample: Sample, route: str) -> dict[str, str]:
         "budgets": str(sample.budget.pk),
         "flows": str(sample.flow.pk),
     }.get(resource, "")
-    return {"pk": pk, "name": "api_sample_gated", "verb": "cancel"}
+    return {"pk": pk, "name": "api_sample_gated", "verb": "cancel", "step": "approve"}
 
 
 @pytest.fixture

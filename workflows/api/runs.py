@@ -31,6 +31,7 @@ from workflows.api.base import FlowsiteViewSet
 from workflows.api.errors import APIError, error_responses
 from workflows.api.events import RUN_EVENT_PARAMETERS, EventPageSerializer, run_events_page
 from workflows.api.filters import RunFilter
+from workflows.api.frames import FRAME_PARAMETERS, FramePageSerializer, step_frames_page
 from workflows.api.ids import run_pk
 from workflows.api.long_poll import WAIT_PARAMETER, LongPollViews, wait_seconds
 from workflows.api.pagination import NewestFirst
@@ -276,6 +277,21 @@ class RunViewSet(LongPollViews, mixins.ListModelMixin, FlowsiteViewSet):
         """The run's history in commit order; ``after_seq`` starts after the last event
         received, ``wait`` long-polls for the next (:mod:`workflows.api.events`)."""
         return run_events_page(request, get_run(run_pk(pk)).pk)
+
+    @extend_schema(
+        parameters=FRAME_PARAMETERS,
+        responses={200: FramePageSerializer, **error_responses(400, 401, 403, 404)},
+    )
+    @action(
+        detail=True,
+        methods=["get"],
+        url_path=r"steps/(?P<step>[^/]+)/frames",
+        filter_backends=[],
+        pagination_class=None,
+    )
+    def frames(self, request: Request, pk: str, step: str) -> Response:
+        """A step's log frames after the ``after`` cursor (:mod:`workflows.api.frames`)."""
+        return step_frames_page(request, get_run(run_pk(pk)), step)
 
     @extend_schema(
         parameters=[IDEMPOTENCY_HEADER],

@@ -314,6 +314,12 @@ class ActionSerializer(serializers.Serializer):
     summary = serializers.CharField()
 
 
+PROGRESS_HELP = "the last ctx.progress of its running or last attempt; null: none reported"
+SUMMARY_HELP = "the summary document its attempts built with ctx.summary (JSON merge patches)"
+FRAMES_WRITTEN_HELP = "the seq of its last log frame (ctx.log); frames are read at .../frames/"
+FRAMES_DROPPED_HELP = "log frames trimmed by the per-attempt bound, oldest first"
+
+
 class RunStepSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     name = serializers.CharField()
@@ -331,6 +337,14 @@ class RunStepSerializer(serializers.Serializer):
         help_text='"last attempt failed: <class>" while its last attempt is a failed one '
         "(the step failed, or waits for a retry); else null",
     )
+    progress_done = serializers.FloatField(allow_null=True, help_text=PROGRESS_HELP)
+    progress_total = serializers.FloatField(allow_null=True, help_text="null: unknown")
+    progress_message = serializers.CharField(allow_blank=True)
+    progress_at = serializers.DateTimeField(allow_null=True, help_text="when it was written")
+    summary = serializers.DictField(help_text=SUMMARY_HELP)
+    summary_version = serializers.IntegerField(help_text="how many patches made the summary")
+    frames_written = serializers.IntegerField(help_text=FRAMES_WRITTEN_HELP)
+    frames_dropped = serializers.IntegerField(help_text=FRAMES_DROPPED_HELP)
 
 
 class RunDetailSerializer(RunSerializer):
@@ -477,8 +491,22 @@ class StepSerializer(serializers.ModelSerializer):
             "items_completed",
             "items_failed",
             "items_skipped",
+            "progress_done",
+            "progress_total",
+            "progress_message",
+            "progress_at",
+            "summary",
+            "summary_version",
+            "frames_written",
+            "frames_dropped",
         ]
         read_only_fields = fields
+        extra_kwargs = {
+            "progress_done": {"help_text": PROGRESS_HELP},
+            "summary": {"help_text": SUMMARY_HELP},
+            "frames_written": {"help_text": FRAMES_WRITTEN_HELP},
+            "frames_dropped": {"help_text": FRAMES_DROPPED_HELP},
+        }
 
 
 class ItemSerializer(serializers.ModelSerializer):

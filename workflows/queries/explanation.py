@@ -399,6 +399,7 @@ def explain(run: Run | UUID | str, *, now: datetime | None = None) -> Explanatio
                 "max_attempts": step["max_attempts"],
                 "failure_class": step["failure_class"] or None,
                 "last_failure": _last_failure(step),
+                **_telemetry(step),
             }
             for step in steps
         ),
@@ -512,8 +513,31 @@ def _steps(run_id: UUID, now: datetime) -> list[dict[str, Any]]:
             "generation",
             "failure_class",
             *_UNIT_FIELDS,
+            *_TELEMETRY_FIELDS,
         )
     )
+
+
+# What a running task step reported of itself (``ctx.progress``, ``ctx.summary``,
+# ``ctx.log``): shown with every step, read with the step's row at no extra query.
+_TELEMETRY_FIELDS = (
+    "progress_done",
+    "progress_total",
+    "progress_message",
+    "progress_at",
+    "summary",
+    "summary_version",
+    "frames_written",
+    "frames_dropped",
+)
+
+
+def _telemetry(step: Mapping[str, Any]) -> dict[str, Any]:
+    """A step's telemetry as JSON-ready data (the time as ISO 8601)."""
+    reported = {name: step[name] for name in _TELEMETRY_FIELDS}
+    if reported["progress_at"] is not None:
+        reported["progress_at"] = reported["progress_at"].isoformat()
+    return reported
 
 
 # A step in one of these statuses with a failure class: its last attempt failed (it

@@ -16,6 +16,8 @@ from workflows.errors import InvalidInput
 from workflows.models import Frame, Step
 from workflows.status import FrameStream
 
+# The largest seq a cursor may name: the column is a 64-bit integer.
+MAX_SEQ = 2**63 - 1
 # The most frames one call returns, and how many it returns unless asked.
 MAX_FRAMES_LIMIT = 1000
 DEFAULT_FRAMES_LIMIT = 200
@@ -70,7 +72,7 @@ def frames(
 def checked_cursor(after: Any, limit: Any, stream: Any) -> tuple[int | None, int, str | None]:
     """``after``, ``limit`` and ``stream`` checked (see :func:`frames`), or
     :class:`~workflows.InvalidInput` naming the first that is wrong."""
-    if after is not None and (not _whole(after) or after < 0):
+    if after is not None and (not _whole(after) or not 0 <= after <= MAX_SEQ):
         raise InvalidInput("after must be a whole number of 0 or more (a frame seq)", field="after")
     if not _whole(limit) or not 1 <= limit <= MAX_FRAMES_LIMIT:
         raise InvalidInput(

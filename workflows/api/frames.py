@@ -1,0 +1,97 @@
+"""A step's log frames over HTTP: ``GET /runs/{id}/steps/{step}/frames/``.
+
+``{step}`` is the step's name (or its id). ``after=C`` answers the frames after the
+frame ``C`` (the ``seq`` of the last one the client received; absent: from the first),
+oldest first, at most ``limit``, of one ``stream`` when given. ``next_after`` is the
+cursor to send next (the last frame's ``seq``, or ``after`` again when there was none),
+and ``dropped`` how many frames the per-attempt bound has trimmed so far, so a client
+can say that the log it shows is not whole. Bad values are a 400 naming the parameter;
+an unknown run or step a 404. Reading needs ``workflows.view_run``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from workflows.errors import StepNotFound
+from workflows.models import Run
+from workflows.queries.frames import DEFAULT_FRAMES_LIMIT, MAX_FRAMES_LIMIT, MAX_SEQ, frames
+from workflows.services.targets import step_in_run
+from workflows.status import FrameStream
+
+FRAME_PARAMETERS = [
+    OpenApiParameter(
+        "after",
+        OpenApiTypes.INT,
+        description="only frames after this seq (the last one the client received; "
+        "absent: from the first)",
+    ),
+    OpenApiParameter(
+        "limit",
+        OpenApiTypes.INT,
+        description=f"frames at most, 1 to {MAX_FRAMES_LIMIT} (default {DEFAULT_FRAMES_LIMIT})",
+    ),
+    OpenApiParameter(
+        "stream", OpenApiTypes.STR, enum=FrameStream.values, description="only this stream"
+    ),
+]
+
+
+class FramesQuerySerializer(serializers.Serializer):
+    """The query string of ``GET /runs/{id}/steps/{step}/frames/``."""
+
+    after = serializers.IntegerField(required=False, min_value=0, max_value=MAX_SEQ, default=None)
+    limit = serializers.IntegerField(
+        required=False, min_value=1, max_value=MAX_FRAMES_LIMIT, default=DEFAULT_FRAMES_LIMIT
+    )
+    stream = serializers.ChoiceField(choices=FrameStream.choices, required=False, default=None)
+
+
+class FrameSerializer(serializers.Serializer):
+    seq = serializers.IntegerField(help_text="the frame's number in its step: the cursor")
+    attempt = serializers.IntegerField(help_text="the attempt that wrote it")
+    stream = serializers.ChoiceField(choices=FrameStream.choices)
+    text = serializers.CharField(allow_blank=True)
+    at = serializers.DateTimeField(help_text="when the handler logged it")
+
+
+class FramePageSerializer(serializers.Serializer):
+    frames = FrameSerializer(many=True)
+    next_after = serializers.IntegerField(
+        allow_null=True, help_text="send as after= next; null: no frame yet and no after given"
+    )
+    dropped = serializers.IntegerField(help_text="frames trimmed by the per-attempt bound so far")
+
+
+def frames_query(request: Request) -> dict[str, Any]:
+    """The query string checked; a 400 ``validation_error`` naming the bad parameter."""
+    fields = FramesQuerySerializer().fields
+    query = FramesQuerySerializer(
+        data={name: value for name, value in request.query_params.items() if name in fields}
+    )
+    query.is_valid(raise_exception=True)
+    return dict(query.validated_data)
+
+
+def step_frames_page(request: Request, run: Run, step: str) -> Response:
+    """The answer of ``GET /runs/{id}/steps/{step}/frames/`` (see the module)."""
+    query = frames_query(request)
+    if not (step.isascii() and (step.isidentifier() or step.isdigit())):
+        # Step names are identifiers and ids digits: anything else (a NUL, which
+        # PostgreSQL refuses in a parameter) names no step.
+        raise StepNotFound(f"run {run.pk} has no step {step!r}", step=step)
+    found = step_in_run(run, step)
+    page = frames(found, after=query["after"], limit=query["limit"], stream=query["stream"])
+    return Response(
+        {
+            "frames": FrameSerializer([frame.as_dict() for frame in page], many=True).data,
+            "next_after": page[-1].seq if page else query["after"],
+            "dropped": found.frames_dropped,
+        }
+    )
