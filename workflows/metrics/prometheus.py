@@ -48,6 +48,7 @@ from workflows.conf import workflow_settings
 from workflows.definitions import Gate, Task
 from workflows.models import Event, Flow, Run, Step, Timer
 from workflows.permissions import VIEW_METRICS
+from workflows.queries.consumers import consumer_lags
 from workflows.status import (
     RUN_FINAL,
     FailureClass,
@@ -101,9 +102,9 @@ FAILED_ATTEMPT_EVENTS: frozenset[str] = frozenset(
 _COUNTED_BY_LEASE_EVENT = (FailureClass.LEASE_EXPIRED, FailureClass.REVOKED)
 
 # Runs by status (blocked flow members among them), flows by status, attempts by
-# outcome, failed attempts by class, expired leases, waiting gates, stale progress, three
-# histograms.
-SCRAPE_QUERIES = 10
+# outcome, failed attempts by class, expired leases, waiting gates, stale progress,
+# consumer lag, three histograms.
+SCRAPE_QUERIES = 11
 
 
 class DatabaseCollector:
@@ -121,6 +122,7 @@ class DatabaseCollector:
         yield self._leases_expired()
         yield self._gates_waiting()
         yield _progress_stale(timezone.now() - workflow_settings.PROGRESS_STALE_AFTER)
+        yield _consumer_lag()
         since = timezone.now() - workflow_settings.METRICS_WINDOW
         yield _histogram(
             "flowsite_step_duration_seconds",
@@ -292,6 +294,19 @@ def _progress_stale(before: datetime) -> Metric:
     for workflow, step, count in rows:
         stale.add_metric([workflow, step], count)
     return stale
+
+
+def _consumer_lag() -> Metric:
+    """Events each consumer has yet to acknowledge: a consumer that stopped (or cannot
+    keep up) shows a lag that keeps growing."""
+    lag = GaugeMetricFamily(
+        "flowsite_event_consumer_lag",
+        "Events after the consumer's acknowledged position (workflows.consume/ack).",
+        labels=["consumer"],
+    )
+    for consumer in consumer_lags():
+        lag.add_metric([consumer.name], consumer.lag)
+    return lag
 
 
 def _latest_ready_before() -> Subquery:

@@ -14,6 +14,7 @@ from typing import Any
 from uuid import UUID
 
 from django.db import router
+from django.db.models import F, Func, OuterRef, Q, Subquery
 
 from workflows.models import Event, EventConsumer
 from workflows.queries.event_cursor import Position, encode_cursor, events_after
@@ -87,16 +88,26 @@ class ConsumerLag:
 
 def consumer_lags() -> list[ConsumerLag]:
     """Every consumer by name, with its lag: the events after its position, committed
-    or not yet below the horizon (one indexed count per consumer)."""
+    or not yet below the horizon. One statement (a correlated count per consumer over
+    the ``(xid, id)`` index)."""
     alias = router.db_for_read(EventConsumer)
-    events = Event.objects.using(alias)
-    return [
-        ConsumerLag(
-            name=row.name,
-            position=(position := Position(row.position_xid, row.position_id)),
-            lag=events.filter(position.follows()).count(),
-            acked_at=row.acked_at,
-            created_at=row.created_at,
+    behind = (
+        Event.objects.using(alias)
+        .filter(
+            Q(xid__gt=OuterRef("position_xid"))
+            | Q(xid=OuterRef("position_xid"), id__gt=OuterRef("position_id"))
         )
-        for row in EventConsumer.objects.using(alias).order_by("name")
+        .order_by()
+        .annotate(count=Func(F("id"), function="COUNT"))
+        .values("count")
+    )
+    rows = (
+        EventConsumer.objects.using(alias)
+        .annotate(lag=Subquery(behind))
+        .order_by("name")
+        .values_list("name", "position_xid", "position_id", "lag", "acked_at", "created_at")
+    )
+    return [
+        ConsumerLag(name, Position(xid, event_id), lag or 0, acked_at, created_at)
+        for name, xid, event_id, lag, acked_at, created_at in rows
     ]

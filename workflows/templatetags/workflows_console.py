@@ -30,8 +30,8 @@ register = template.Library()
 
 @register.simple_tag(takes_context=True)
 def workflows_console(context: dict[str, Any]) -> dict[str, Any]:
-    """Links to the dashboard, runs and waits for viewers, and to the start page for
-    starters."""
+    """Links to the dashboard, runs, waits and event consumers for viewers, and to the
+    start page for starters."""
     request = context.get("request")
     user: AnyUser | None = getattr(request, "user", None)
     if user is None or not user.is_active or not user.is_staff:
@@ -43,6 +43,7 @@ def workflows_console(context: dict[str, Any]) -> dict[str, Any]:
         "dashboard_url": reverse("admin:workflows_dashboard") if views else None,
         "runs_url": reverse("admin:workflows_run_changelist") if views else None,
         "waits_url": reverse("admin:workflows_waits") if views else None,
+        "consumers_url": reverse("admin:workflows_consumers") if views else None,
         "start_url": reverse("admin:workflows_run_start") if starts else None,
     }
 

@@ -1,0 +1,83 @@
+"""The console's Event consumers page and the consumer-lag metric: each consumer with
+its position, its lag (events it has yet to acknowledge) and its last ack."""
+
+from __future__ import annotations
+
+from html import unescape
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+import workflows
+from tests.admin.admin_console import staff
+from tests.metrics.test_metrics import ENABLED, scrape
+from workflows.models import Event, Run
+
+pytestmark = pytest.mark.django_db
+
+CONSUMERS = "admin:workflows_consumers"
+
+
+def _events(count: int) -> list[int]:
+    run = Run.objects.create(workflow_name="consumer_page", workflow_version=1, snapshot={})
+    return [Event.objects.create(run=run, type=f"e{n}").pk for n in range(count)]
+
+
+def _consumers() -> None:
+    """``billing`` acknowledged two of five events, ``audit`` none."""
+    _events(5)
+    events = workflows.consume("billing")
+    workflows.ack("billing", events[1].cursor)
+    workflows.consume("audit")
+    workflows.consume("<b>odd</b>")
+
+
+def test_the_page_lists_each_consumer_with_its_lag_and_last_ack(client):
+    _consumers()
+    client.force_login(staff("viewer"))
+    response = client.get(reverse(CONSUMERS))
+    assert response.status_code == 200
+    page = unescape(response.content.decode())
+    assert "audit" in page and "5 events" in page and "never" in page
+    assert "billing" in page and "3 events" in page and " ago" in page
+    assert "<b>odd</b>" not in response.content.decode()  # escaped
+
+
+def test_the_page_without_consumers_says_how_one_starts(client):
+    client.force_login(staff("viewer"))
+    response = client.get(reverse(CONSUMERS))
+    assert "No consumer yet" in response.content.decode()
+
+
+def test_the_page_costs_the_same_whatever_the_number_of_consumers(client):
+    client.force_login(staff("viewer"))
+    _events(3)
+    workflows.consume("one")
+    with CaptureQueriesContext(connection) as few:
+        client.get(reverse(CONSUMERS))
+    for name in ("two", "three", "four"):
+        workflows.consume(name)
+    with CaptureQueriesContext(connection) as more:
+        client.get(reverse(CONSUMERS))
+    assert len(more) == len(few)
+
+
+def test_viewing_needs_the_view_permission_and_the_index_links_it(client):
+    client.force_login(staff("nobody"))
+    assert client.get(reverse(CONSUMERS)).status_code == 403
+    client.force_login(staff("viewer"))
+    assert reverse(CONSUMERS) in client.get(reverse("admin:index")).content.decode()
+
+
+@override_settings(WORKFLOWS=ENABLED)
+def test_the_metric_gives_each_consumers_lag(client):
+    _consumers()
+    lags = {
+        dict(labels)["consumer"]: value
+        for (name, labels), value in scrape(client).items()
+        if name == "flowsite_event_consumer_lag"
+    }
+    assert lags == {"billing": 3, "audit": 5, "<b>odd</b>": 5}
