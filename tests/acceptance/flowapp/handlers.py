@@ -132,6 +132,19 @@ def hold(ctx: Context) -> dict[str, Any]:
     return output(ctx)
 
 
+def reports_then_holds(ctx: Context) -> dict[str, Any]:
+    """Log three lines, report progress and patch the summary, flush them with a
+    heartbeat, then record the call and block when the attempt is in
+    ``input["hold_attempts"]`` (the test kills the worker there): whatever the record
+    shows, the attempt's telemetry committed before it."""
+    for line in range(3):
+        ctx.log(f"attempt {ctx.attempt} line {line}")
+    ctx.progress(ctx.attempt, 2, f"attempt {ctx.attempt}")
+    ctx.summary({f"attempt_{ctx.attempt}": True})
+    ctx.heartbeat()
+    return hold(ctx)
+
+
 def wait_for_release(ctx: Context) -> None:
     """Block until the test creates the run's release file, or ``input["hold_seconds"]``."""
     deadline = time.monotonic() + ctx.input.get("hold_seconds", DEFAULT_HOLD_SECONDS)
