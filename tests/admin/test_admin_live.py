@@ -76,6 +76,7 @@ def test_a_step_that_reported_nothing_says_so(client):
     block = live_block(run_page(client, step), step)
 
     assert "no progress reported yet" in block
+    assert '<details class="live-summary" open hidden>' in block
     assert 'data-after="0"' in block
 
 
@@ -88,7 +89,9 @@ def test_log_text_message_and_summary_are_escaped(client):
     html = run_page(client, step)
 
     assert HOSTILE not in html
-    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in live_block(html, step)
+    block = live_block(html, step)
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in block
+    assert '<details class="live-summary" open><summary>Summary</summary><pre>{' in block
     summary = re.search(
         r'<details class="step-summary"><summary>Summary</summary><pre>(.*?)</pre>', html, re.S
     )

@@ -19,8 +19,7 @@ from django.urls import reverse
 from django.utils.safestring import SafeString
 
 from workflows.admin.flow_graph import join_label, member_graph_svg, member_nodes
-from workflows.admin.run_page import pretty
-from workflows.admin.runs import badge
+from workflows.admin.runs import badge, pretty
 from workflows.models import Event, Flow
 from workflows.queries.flows import FlowGraph, MemberView, flow_graph
 from workflows.status import FLOW_FINAL, RUN_FINAL

@@ -26,7 +26,7 @@ from django.utils.timesince import timesince, timeuntil
 
 from workflows.admin.graph_svg import graph_steps, step_graph_svg
 from workflows.admin.live.progress import live_steps
-from workflows.admin.runs import badge, duration, items
+from workflows.admin.runs import badge, duration, items, pretty
 from workflows.definitions import WaitForSignal
 from workflows.models import CompensationRecord, Event, Run, Signal, Step, Timer
 from workflows.queries.explanation import Action, Explanation, WaitingOn, explain
@@ -196,11 +196,6 @@ def _worded(entry: WaitingOn, now: datetime) -> str:
     if d.get("due_at"):
         text += f"; next start {_when(d['due_at'], now)}"
     return text[:1].upper() + text[1:]
-
-
-def pretty(value: Any) -> str:
-    """JSON as a person reads it: indented, keys in their order, non-ASCII as is."""
-    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ few queries whatever the table's size:
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -66,6 +67,7 @@ __all__ = [
     "badge",
     "duration",
     "id_prefix_range",
+    "pretty",
     "runs_in_class",
     "runs_with_progress",
     "short_id",
@@ -163,6 +165,11 @@ def badge(status: str, label: str | None = None) -> SafeString:
     return format_html(
         '<span class="wf-badge st-{}">{}</span>', status, label or status.replace("_", " ")
     )
+
+
+def pretty(value: Any) -> str:
+    """JSON as a person reads it: indented, keys in their order, non-ASCII as is."""
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
 def items(count: int) -> str:

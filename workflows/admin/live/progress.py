@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 from django.urls import NoReverseMatch, reverse
 
+from workflows.admin.runs import pretty
 from workflows.definitions import FanOut
 from workflows.models import Step
 from workflows.queries.frames import LogFrame
@@ -53,12 +54,14 @@ def progress_text(done: float | None, total: float | None) -> str:
 
 @dataclass(frozen=True)
 class LiveStep:
-    """A running step's block: its progress, its last log lines and where the script
-    reads the next ones (``None`` when the project serves no API)."""
+    """A running step's block: its progress, its summary document (as indented JSON,
+    ``""`` while it has none), its last log lines and where the script reads the next
+    ones (``None`` when the project serves no API)."""
 
     step: Step
     percent: float | None
     progress: str
+    summary: str
     tail: list[LogFrame]
     log_url: str | None
     step_api_url: str | None
@@ -101,6 +104,7 @@ def live_steps(steps: list[Step], log_url: Callable[[Step], str | None]) -> list
             step=step,
             percent=percent_done(step.progress_done, step.progress_total),
             progress=progress_text(step.progress_done, step.progress_total),
+            summary=pretty(step.summary) if step.summary else "",
             tail=tails[step.pk],
             log_url=log_url(step),
             step_api_url=_api_url("step-detail", step.pk),

@@ -68,6 +68,11 @@
     block.querySelector(".live-count").textContent =
       progressText(step.progress_done, step.progress_total);
     block.querySelector(".live-message").textContent = step.progress_message || "";
+    var summary = block.querySelector(".live-summary");
+    var empty = !step.summary || Object.keys(step.summary).length === 0;
+    summary.hidden = empty;
+    // Indented as the page writes JSON (json.dumps(indent=2)); text, never markup.
+    summary.querySelector("pre").textContent = empty ? "" : JSON.stringify(step.summary, null, 2);
   }
 
   function appendLines(block, frames) {
