@@ -136,7 +136,7 @@ def test_a_long_poll_returns_when_an_event_commits(api, endpoint):
         else "/api/events/?consumer=poller&wait=60"
     )
     if endpoint == "consumer":
-        events = _consume(api, "poller")
+        events = _consume(api, "poller", wait=60)
         api("operator").post(
             "/api/events/ack/",
             {"consumer": "poller", "cursor": events[-1]["cursor"]},
