@@ -83,6 +83,27 @@ def sweeper_until(done: Callable[[], bool], *, timeout: float = THREAD_TIMEOUT_S
     assert not sweeper.is_alive(), "the sweeper did not stop"
 
 
+@pytest.fixture
+def no_backstop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Long polls read again only when woken, within any wait a test makes: one that
+    returns what it waited for was woken by the commit."""
+    from workflows.queries import long_poll
+
+    monkeypatch.setattr(long_poll, "BACKSTOP_SQLITE", 600.0)
+    monkeypatch.setattr(long_poll, "BACKSTOP_POSTGRESQL", 600.0)
+
+
+def once_watched(topic: str, verb: Callable[[], Any]) -> Any:
+    """Call ``verb`` once a waiter of this process watches ``topic`` (a long poll
+    watches before its first read, then waits)."""
+    from workflows.engine.wakeups.local import watchers
+
+    give_up_at = time.monotonic() + THREAD_TIMEOUT_SECONDS
+    while not watchers(topic) and time.monotonic() < give_up_at:
+        time.sleep(0.01)
+    return verb()
+
+
 def is_sqlite() -> bool:
     return connection.vendor == "sqlite"
 

@@ -41,6 +41,12 @@ def woken_everything() -> None:
         _changed.notify_all()
 
 
+def watchers(topic: str) -> int:
+    """How many live watches of this process hold ``topic`` (for a test or a metric)."""
+    with _changed:
+        return _watchers[topic]
+
+
 def _unwatch(topics: tuple[str, ...]) -> None:
     """Forget the counters of topics no live watch holds any more."""
     with _changed:

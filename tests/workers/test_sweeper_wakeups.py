@@ -1,0 +1,113 @@
+"""The sweeper is woken by commits: with its poll and recovery intervals at a minute, a
+hook and a webhook still go out after the commit that made them due.
+
+The sweeper runs in a thread; the waits below end as soon as what is awaited arrived and
+are bounded below the sweeper's intervals, so an arrival proves the wake-up (no timing
+is asserted).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+from uuid import UUID
+
+import pytest
+from django.db import connections
+
+import workflows
+from tests.webhook_receiver import Receiver
+from workflows import Gate, Workflow, hooks
+from workflows.webhooks import services as webhook_services
+from workflows.workers.sweeper import sweep_forever
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+INTERVAL = timedelta(seconds=60)
+# Less than INTERVAL: what arrives within it was not found by a poll.
+ARRIVAL_BOUND = 30
+
+
+class Held(Workflow):
+    name = "sweeper_wakeups_held"
+    review = Gate(prompt="go?")
+
+
+@pytest.fixture
+def slow_polls(settings: Any) -> None:
+    settings.WORKFLOWS = {
+        **settings.WORKFLOWS,
+        "TIMER_POLL_INTERVAL": INTERVAL,
+        "RECOVERY_INTERVAL": INTERVAL,
+        "REPAIR_INTERVAL": INTERVAL,
+    }
+
+
+@contextmanager
+def sweeper() -> Iterator[None]:
+    stop = threading.Event()
+
+    def sweep() -> None:
+        try:
+            sweep_forever(stop)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=sweep)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=ARRIVAL_BOUND)
+    assert not thread.is_alive(), "the sweeper did not stop"
+
+
+def arrives(found: Callable[[], bool]) -> bool:
+    give_up_at = time.monotonic() + ARRIVAL_BOUND
+    while not found():
+        if time.monotonic() > give_up_at:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def sent_for(receiver: Receiver) -> set[str]:
+    """The runs ``receiver`` was sent an event of."""
+    return {request.json["data"]["run_id"] for request in receiver.requests}
+
+
+@pytest.fixture
+def started() -> Iterator[set[UUID]]:
+    """The runs whose run_started hook was sent."""
+    runs: set[UUID] = set()
+
+    def receive(sender: Any, run_id: UUID, **arguments: Any) -> None:
+        runs.add(run_id)
+
+    hooks.run_started.connect(receive)
+    yield runs
+    hooks.run_started.disconnect(receive)
+
+
+def test_a_hook_goes_out_right_after_its_commit(slow_polls, started):
+    with sweeper():
+        # The first pass, which runs at once, delivers this one: the sweeper now waits.
+        first = workflows.start_run(Held)
+        assert arrives(lambda: first.pk in started)
+        second = workflows.start_run(Held)
+        assert arrives(lambda: second.pk in started)
+
+
+def test_a_webhook_is_sent_right_after_its_delivery_is_recorded(slow_polls, started):
+    with Receiver() as receiver, sweeper():
+        first = workflows.start_run(Held)
+        assert arrives(lambda: first.pk in started)
+        endpoint = webhook_services.create_endpoint(url=receiver.url, event_types=["run.started"])
+        receiver.secret = endpoint.secret
+        run = workflows.start_run(Held)
+        assert arrives(lambda: str(run.pk) in sent_for(receiver))
