@@ -16,6 +16,7 @@ import importlib.util
 import sys
 import types
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +48,9 @@ def test_the_guide_has_the_example_files_this_test_runs():
     assert set(FILES) == {FLOWS, TESTS}
 
 
-def guide_tests() -> list[str]:
-    tree = ast.parse(FILES[TESTS])
+def guide_test_names(source: str) -> list[str]:
+    """The ``test_*`` functions a guide's tests file defines, in order."""
+    tree = ast.parse(source)
     return [
         node.name
         for node in tree.body
@@ -57,41 +59,56 @@ def guide_tests() -> list[str]:
 
 
 def test_the_guide_has_tests():
-    assert len(guide_tests()) >= 5
+    assert len(guide_test_names(FILES[TESTS])) >= 5
 
 
-@pytest.fixture
-def example() -> Iterator[dict[str, Any]]:
-    """Import the guide's builds/flows.py as ``builds.flows`` and run builds/tests.py;
-    unregister its workflows and forget both modules afterwards."""
-    assert importlib.util.find_spec(PACKAGE) is None, f"a real module {PACKAGE!r} is importable"
-    package = types.ModuleType(PACKAGE)
-    package.__path__ = []
-    flows = types.ModuleType(FLOWS_MODULE)
-    flows.__file__ = str(GUIDE)
-    sys.modules[PACKAGE], sys.modules[FLOWS_MODULE] = package, flows
+@contextmanager
+def imported_example(guide: Path, files: dict[str, str], package: str) -> Iterator[dict[str, Any]]:
+    """Import the guide's ``<package>/flows.py`` as ``<package>.flows`` and run its
+    ``<package>/tests.py``, whose namespace is given; unregister its workflows and forget
+    both modules afterwards. Shared with the other guides whose examples run."""
+    flows_module = f"{package}.flows"
+    assert importlib.util.find_spec(package) is None, f"a real module {package!r} is importable"
+    module = types.ModuleType(package)
+    module.__path__ = []
+    flows = types.ModuleType(flows_module)
+    flows.__file__ = str(guide)
+    sys.modules[package], sys.modules[flows_module] = module, flows
     try:
-        exec(compile(FILES[FLOWS], f"{GUIDE}:{FLOWS}", "exec"), flows.__dict__)
-        namespace: dict[str, Any] = {"__name__": f"{PACKAGE}.tests"}
-        exec(compile(FILES[TESTS], f"{GUIDE}:{TESTS}", "exec"), namespace)
+        source = files[f"{package}/flows.py"]
+        exec(compile(source, f"{guide}:{package}/flows.py", "exec"), flows.__dict__)
+        namespace: dict[str, Any] = {"__name__": f"{package}.tests"}
+        tests = files[f"{package}/tests.py"]
+        exec(compile(tests, f"{guide}:{package}/tests.py", "exec"), namespace)
         yield namespace
     finally:
-        for workflow in [w for w in registry.all() if w.__module__ == FLOWS_MODULE]:
+        for workflow in [w for w in registry.all() if w.__module__ == flows_module]:
             registry.unregister(workflow.name, workflow.version)
-        sys.modules.pop(FLOWS_MODULE, None)
-        sys.modules.pop(PACKAGE, None)
+        sys.modules.pop(flows_module, None)
+        sys.modules.pop(package, None)
 
 
-@pytest.mark.django_db
-@pytest.mark.parametrize("name", guide_tests())
-def test_guide_example(name: str, example: dict[str, Any], request: pytest.FixtureRequest):
-    assert any(
-        isinstance(value, type) and issubclass(value, Workflow)
-        for value in vars(sys.modules[FLOWS_MODULE]).values()
-    )
-    test = example[name]
+def run_guide_test(test: Any, request: pytest.FixtureRequest) -> None:
+    """Call one ``test_*`` function of a guide with the pytest fixtures it names."""
     fixtures = {
         parameter: request.getfixturevalue(parameter)
         for parameter in test.__code__.co_varnames[: test.__code__.co_argcount]
     }
     test(**fixtures)
+
+
+@pytest.fixture
+def example() -> Iterator[dict[str, Any]]:
+    """The guide's example, imported (see :func:`imported_example`)."""
+    with imported_example(GUIDE, FILES, PACKAGE) as namespace:
+        yield namespace
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", guide_test_names(FILES[TESTS]))
+def test_guide_example(name: str, example: dict[str, Any], request: pytest.FixtureRequest):
+    assert any(
+        isinstance(value, type) and issubclass(value, Workflow)
+        for value in vars(sys.modules[FLOWS_MODULE]).values()
+    )
+    run_guide_test(example[name], request)
