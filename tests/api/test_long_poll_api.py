@@ -1,4 +1,5 @@
-"""GET /api/runs/{id}/?wait=S: a long poll that answers when the run ends or at S.
+"""Long polls of the API: GET /api/runs/{id}/?wait=S answers when the run ends or at S;
+GET /api/runs/{id}/steps/{step}/frames/?after=C&wait=S when the step's next frames commit.
 
 The waits are bounded far beyond what a passing test needs and the backstop read is
 pushed past them, so an answer showing the ended run proves the request was woken by
@@ -8,13 +9,14 @@ the commit; no assertion is about time.
 from __future__ import annotations
 
 import pytest
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 
 import workflows
+from tests import live_rows
 from tests.conftest import once_watched, run_concurrently
 from workflows import Gate, Workflow
 from workflows.engine.sql.connection import engine_alias
-from workflows.engine.wakeups import Watch
+from workflows.engine.wakeups import Watch, wake
 from workflows.queries import long_poll
 from workflows.status import RUN_FINAL
 
@@ -89,3 +91,42 @@ def test_a_bad_wait_is_a_400_naming_it(api, wait):
 def test_an_unknown_run_is_a_404_without_waiting(api):
     response = api("viewer").get("/api/runs/00000000-0000-0000-0000-000000000000/?wait=60")
     assert response.status_code == 404
+
+
+def frames_committed(step, *texts: str) -> None:
+    """Frames of the step committed with their wake-up, as the engine's flush does."""
+    with transaction.atomic():
+        live_rows.log(step, *texts)
+        wake(f"frames:{step.pk}")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_frames_long_poll_returns_when_the_next_frames_commit(api, no_backstop):
+    step = live_rows.running_step()
+    live_rows.log(step, "first")
+    path = f"/api/runs/{step.run_id}/steps/export/frames/?after=1&wait=60"
+    response, _ = run_concurrently(
+        lambda: api("viewer").get(path),
+        lambda: once_watched(f"frames:{step.pk}", lambda: frames_committed(step, "second")),
+    )
+    assert response.status_code == 200, response.content
+    assert [frame["text"] for frame in response.json()["frames"]] == ["second"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_frames_long_poll_answers_at_its_bound_with_none(api):
+    step = live_rows.running_step()
+    live_rows.log(step, "first")
+    response = api("viewer").get(f"/api/runs/{step.run_id}/steps/export/frames/?after=1&wait=1")
+    assert response.status_code == 200
+    assert response.json()["frames"] == []
+    assert response.json()["next_after"] == 1
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("wait", ["-1", "61", "abc"])
+def test_a_bad_frames_wait_is_a_400_naming_it(api, wait):
+    step = live_rows.running_step()
+    response = api("viewer").get(f"/api/runs/{step.run_id}/steps/export/frames/?wait={wait}")
+    assert response.status_code == 400
+    assert "wait" in response.json()["error"]["details"]

@@ -7,6 +7,10 @@ cursor to send next (the last frame's ``seq``, or ``after`` again when there was
 and ``dropped`` how many frames the per-attempt bound has trimmed so far, so a client
 can say that the log it shows is not whole. Bad values are a 400 naming the parameter;
 an unknown run or step a 404. Reading needs ``workflows.view_run``.
+
+``wait=S`` makes it a long poll (:mod:`workflows.api.long_poll`): with no frame after
+the cursor yet, it answers as soon as the step's next frames commit (topic
+``frames:<step id>``), or after ``S`` seconds with none.
 """
 
 from __future__ import annotations
@@ -19,9 +23,11 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from workflows.api.long_poll import WAIT_PARAMETER, wait_seconds
 from workflows.errors import StepNotFound
 from workflows.models import Run
 from workflows.queries.frames import DEFAULT_FRAMES_LIMIT, MAX_FRAMES_LIMIT, MAX_SEQ, frames
+from workflows.queries.long_poll import long_poll
 from workflows.services.targets import step_in_run
 from workflows.status import FrameStream
 
@@ -40,6 +46,7 @@ FRAME_PARAMETERS = [
     OpenApiParameter(
         "stream", OpenApiTypes.STR, enum=FrameStream.values, description="only this stream"
     ),
+    WAIT_PARAMETER,
 ]
 
 
@@ -82,12 +89,20 @@ def frames_query(request: Request) -> dict[str, Any]:
 def step_frames_page(request: Request, run: Run, step: str) -> Response:
     """The answer of ``GET /runs/{id}/steps/{step}/frames/`` (see the module)."""
     query = frames_query(request)
+    seconds = wait_seconds(request)
     if not (step.isascii() and (step.isidentifier() or step.isdigit())):
         # Step names are identifiers and ids digits: anything else (a NUL, which
         # PostgreSQL refuses in a parameter) names no step.
         raise StepNotFound(f"run {run.pk} has no step {step!r}", step=step)
     found = step_in_run(run, step)
-    page = frames(found, after=query["after"], limit=query["limit"], stream=query["stream"])
+    page = long_poll(
+        [f"frames:{found.pk}"],
+        lambda: frames(found, after=query["after"], limit=query["limit"], stream=query["stream"]),
+        until=bool,
+        timeout=seconds,
+    )
+    if seconds:
+        found.refresh_from_db(fields=["frames_dropped"])  # trimmed meanwhile, maybe
     return Response(
         {
             "frames": FrameSerializer([frame.as_dict() for frame in page], many=True).data,

@@ -201,7 +201,7 @@ def run_verb(
 class RunViewSet(LongPollViews, mixins.ListModelMixin, FlowsiteViewSet):
     """Runs: start, list, inspect, history, signals and operator verbs."""
 
-    long_poll_actions = frozenset({"retrieve", "events"})
+    long_poll_actions = frozenset({"retrieve", "events", "frames"})
     permission_classes = [CanViewRuns]
     serializer_class = RunSerializer
     pagination_class = NewestFirst
@@ -290,7 +290,8 @@ class RunViewSet(LongPollViews, mixins.ListModelMixin, FlowsiteViewSet):
         pagination_class=None,
     )
     def frames(self, request: Request, pk: str, step: str) -> Response:
-        """A step's log frames after the ``after`` cursor (:mod:`workflows.api.frames`)."""
+        """A step's log frames after the ``after`` cursor; ``wait`` long-polls for the
+        next (:mod:`workflows.api.frames`)."""
         return step_frames_page(request, get_run(run_pk(pk)), step)
 
     @extend_schema(
