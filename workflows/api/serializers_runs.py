@@ -553,7 +553,9 @@ class RevokedSerializer(serializers.Serializer):
 
 
 class EventSerializer(serializers.ModelSerializer):
-    seq = serializers.IntegerField(source="id", help_text="increasing within the run")
+    seq = serializers.IntegerField(
+        source="id", help_text="the event's id: give the last one received as after_seq"
+    )
     step = serializers.CharField(
         source="step_name", allow_null=True, help_text="the step's name, if about a step"
     )
