@@ -3,14 +3,10 @@ per-run cursor's refusals and long poll."""
 
 from __future__ import annotations
 
-import threading
-import time
-
 import pytest
-from django.db import connections
 
 from tests.api.test_api_basics import assert_error
-from tests.conftest import THREAD_TIMEOUT_SECONDS
+from tests.services.test_consumers import an_event_committed_meanwhile
 from workflows.models import Event, EventConsumer, Run
 
 pytestmark = pytest.mark.django_db
@@ -143,19 +139,8 @@ def test_a_long_poll_returns_when_an_event_commits(api, endpoint):
             format="json",
         )
 
-    def commit_later() -> None:
-        try:
-            time.sleep(0.3)
-            Event.objects.create(run=run, type="late")
-        finally:
-            connections.close_all()
-
-    writer = threading.Thread(target=commit_later)
-    writer.start()
-    try:
+    with an_event_committed_meanwhile(run):
         response = api("operator").get(path)
-    finally:
-        writer.join(THREAD_TIMEOUT_SECONDS)
     assert response.status_code == 200
     body = response.json()
     events = body["results"] if endpoint == "run" else body["events"]

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from django.db import connections
@@ -155,44 +157,40 @@ class TestWaitForEvents:
             workflows.wait_for_events("not-a-run", timeout=0)
 
 
+@contextmanager
+def an_event_committed_meanwhile(run: Run) -> Iterator[None]:
+    """A thread commits a ``late`` event of ``run`` a moment after the block begins
+    waiting; the block ends only once the thread has."""
+
+    def commit_later() -> None:
+        try:
+            time.sleep(0.3)
+            Event.objects.create(run=run, type="late")
+        finally:
+            connections.close_all()
+
+    writer = threading.Thread(target=commit_later)
+    writer.start()
+    try:
+        yield
+    finally:
+        writer.join(THREAD_TIMEOUT_SECONDS)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_wait_for_events_returns_when_an_event_commits():
     """The waiter waits up to a minute; a thread commits an event: the test ending at
     all shows it returned on the commit (woken, or at its backstop poll)."""
     run = _run()
     started = _events(run, 1)[0]
-
-    def commit_later() -> None:
-        try:
-            time.sleep(0.3)
-            Event.objects.create(run=run, type="late")
-        finally:
-            connections.close_all()
-
-    writer = threading.Thread(target=commit_later)
-    writer.start()
-    try:
+    with an_event_committed_meanwhile(run):
         events = workflows.wait_for_events(run, after=started, timeout=THREAD_TIMEOUT_SECONDS)
-    finally:
-        writer.join(THREAD_TIMEOUT_SECONDS)
     assert [event.type for event in events] == ["late"]
 
 
 @pytest.mark.django_db(transaction=True)
 def test_consume_with_wait_returns_when_an_event_commits():
     run = _run()
-
-    def commit_later() -> None:
-        try:
-            time.sleep(0.3)
-            Event.objects.create(run=run, type="late")
-        finally:
-            connections.close_all()
-
-    writer = threading.Thread(target=commit_later)
-    writer.start()
-    try:
+    with an_event_committed_meanwhile(run):
         events = workflows.consume("waiter", wait=THREAD_TIMEOUT_SECONDS)
-    finally:
-        writer.join(THREAD_TIMEOUT_SECONDS)
     assert [event.type for event in events] == ["late"]
