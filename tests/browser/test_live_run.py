@@ -34,10 +34,9 @@ def test_the_progress_bar_and_log_lines_update_in_place(new_page):
     expect(block.locator(".live-line")).to_have_count(3)
 
     expect(block.locator(".live-summary")).to_be_hidden()
-    Step.objects.filter(pk=step.pk).update(summary={"exported": 70, "note": "<i>ok</i>"})
-    expect(block.locator(".live-summary pre")).to_have_text(
-        '{\n  "exported": 70,\n  "note": "<i>ok</i>"\n}'
-    )
+    # One member: jsonb (PostgreSQL) keeps keys in its own order.
+    Step.objects.filter(pk=step.pk).update(summary={"note": "<i>ok</i>"})
+    expect(block.locator(".live-summary pre")).to_have_text('{\n  "note": "<i>ok</i>"\n}')
 
     report(step, 12, None, "")  # the total turned out unknown: an indeterminate bar
     expect(block.locator(".live-count")).to_have_text("12 done")
