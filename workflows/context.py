@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 from workflows.errors import WorkflowError
@@ -114,6 +114,24 @@ def _no_usage(dimension: str, amount: int | float | Decimal) -> None:
     raise WorkflowError("report_usage() is only available inside a running handler")
 
 
+class ReportsProgress(Protocol):
+    """``ctx.progress(done, total=None, message="")``."""
+
+    def __call__(self, done: float, total: float | None = None, message: str = "") -> None: ...
+
+
+class Logs(Protocol):
+    """``ctx.log(text, stream="stdout")``."""
+
+    def __call__(self, text: str, stream: str = "stdout") -> None: ...
+
+
+class PatchesSummary(Protocol):
+    """``ctx.summary(patch)``."""
+
+    def __call__(self, patch: dict[str, Any]) -> None: ...
+
+
 def _no_progress(done: float, total: float | None = None, message: str = "") -> None:
     raise WorkflowError("progress() is only available inside a running task's handler")
 
@@ -148,9 +166,9 @@ class Context:
         await_callback: Callable[[timedelta], Any] = _no_callback,
         report_usage: Callable[[str, int | float | Decimal], None] = _no_usage,
         cancel_requested: Callable[[], bool] = _no_cancel_check,
-        progress: Callable[..., None] = _no_progress,
-        log: Callable[..., None] = _no_log,
-        summary: Callable[[dict[str, Any]], None] = _no_summary,
+        progress: ReportsProgress = _no_progress,
+        log: Logs = _no_log,
+        summary: PatchesSummary = _no_summary,
     ) -> None:
         self.run_id = run_id
         self.input = input
@@ -168,9 +186,29 @@ class Context:
         self._await_callback = await_callback
         self._report_usage = report_usage
         self._cancel_requested = cancel_requested
-        self._progress = progress
-        self._log = log
-        self._summary = summary
+        # Attributes, not forwarding methods: a handler may call them on every turn of a
+        # tight loop, and a forwarding call doubled their cost (docs/benchmarks.md).
+        self.progress: ReportsProgress = progress
+        """Report this attempt's progress: ``done`` of ``total`` (finite numbers of 0 or
+        more; ``total`` may be unknown), with a short ``message``. The last value wins:
+        calls are kept in memory and written at most every ``PROGRESS_INTERVAL`` (and
+        at a heartbeat and the attempt's end), so a tight loop may call it on every
+        turn. Shown on the step as ``progress_done``, ``progress_total``,
+        ``progress_message``. Task steps only: a fan-out item's or a compensation's
+        handler gets a ``WorkflowError``. Raises ``LeaseLost`` once a write found the
+        attempt's lease lost, and writes nothing more."""
+        self.log: Logs = log
+        """Append ``text`` to this attempt's log as one frame of ``stream`` (``stdout``,
+        ``stderr`` or ``event``). Frames are numbered per step, on across attempts
+        (``workflows.frames(step, after=seq)`` reads them), written in batches, and
+        bounded per attempt (``FRAMES_PER_ATTEMPT``, ``FRAME_BYTES_PER_ATTEMPT``): past
+        the bound the oldest are dropped and counted in ``frames_dropped``. Fenced as
+        ``progress`` is."""
+        self.summary: PatchesSummary = summary
+        """Change the step's summary document with ``patch``, a JSON merge patch (RFC
+        7386) given as a dict: members set, ``None`` removes one, dicts merge
+        recursively. Copied at the call, applied at the next flush in call order;
+        ``summary_version`` counts the patches. Fenced as ``progress`` is."""
 
     def heartbeat(self) -> None:
         """Extend this attempt's lease.
@@ -214,37 +252,3 @@ class Context:
         running handler; it holds (or fails) the run's next steps.
         """
         self._report_usage(dimension, amount)
-
-    def progress(self, done: float, total: float | None = None, message: str = "") -> None:
-        """Report this attempt's progress: ``done`` of ``total`` (numbers of 0 or more;
-        ``total`` may be unknown), with a short ``message``.
-
-        The last value wins: calls are kept in memory and written at most every
-        ``PROGRESS_INTERVAL`` (and at a heartbeat and the attempt's end), so calling it
-        on every turn of a tight loop costs almost nothing. Shown on the step as
-        ``progress_done``, ``progress_total``, ``progress_message``. Task steps only:
-        a fan-out item's or a compensation's handler gets a ``WorkflowError``. Raises
-        ``LeaseLost`` once a write found the attempt's lease lost.
-        """
-        self._progress(done, total, message)
-
-    def log(self, text: str, stream: str = "stdout") -> None:
-        """Append ``text`` to this attempt's log as one frame of ``stream`` (``stdout``,
-        ``stderr`` or ``event``).
-
-        Frames are numbered per step, on across attempts (``workflows.frames(step,
-        after=seq)`` reads them), written in batches, and bounded per attempt
-        (``FRAMES_PER_ATTEMPT``, ``FRAME_BYTES_PER_ATTEMPT``): past the bound the oldest
-        are dropped and counted in ``frames_dropped``. Fenced as :meth:`progress` is.
-        """
-        self._log(text, stream)
-
-    def summary(self, patch: dict[str, Any]) -> None:
-        """Change the step's summary document with ``patch``, a JSON merge patch (RFC
-        7386): members set, ``None`` removes a member, dicts merge recursively.
-
-        ``patch`` is copied at the call and written with the next flush, in call order;
-        ``summary_version`` counts the patches applied. A patch that is not a dict of
-        storable JSON raises ``ValueError``. Fenced as :meth:`progress` is.
-        """
-        self._summary(patch)

@@ -331,3 +331,43 @@ def test_a_step_that_reports_nothing_writes_nothing_for_telemetry():
         AttemptTelemetry(lease).close()
     assert captured.captured_queries == []
     assert_nothing_written(step_of(run))
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("round_", range(5))
+def test_a_flush_racing_a_revoke_is_all_or_nothing(concurrently, round_):
+    """Real connections, one thread each: the flush commits whole before the revoke, or
+    finds the fence broken and writes nothing; never frames without their count."""
+    run, lease = held()
+    telemetry = AttemptTelemetry(lease)
+    for line in range(50):
+        telemetry.log(f"line {line}")
+    telemetry.progress(1, 2)
+    flushed, revoked = concurrently(telemetry.flush, lambda: workflows.revoke_lease(lease.step_id))
+    assert not isinstance(revoked, Exception), revoked
+    step = step_of(run)
+    frames = Frame.objects.filter(step=step).count()
+    if isinstance(flushed, LeaseLost):
+        assert (frames, step.frames_written, step.progress_done) == (0, 0, None)
+    else:
+        assert flushed is None
+        assert (frames, step.frames_written, step.progress_done) == (50, 50, 1)
+    assert step.status == "ready"  # the revoke always wins the lease in the end
+
+
+def test_one_flush_writes_ten_thousand_frames_in_order_with_their_times(settings):
+    settings.WORKFLOWS = {**settings.WORKFLOWS, "PROGRESS_INTERVAL": timedelta(hours=1)}
+    run, lease = held()
+    telemetry = AttemptTelemetry(lease)
+    before = timezone.now() - timedelta(seconds=1)
+    for line in range(10_000):
+        telemetry.log(f"line {line}", stream="event" if line % 2 else "stdout")
+    telemetry.log("one too many")  # past FRAMES_PER_ATTEMPT: the first line goes
+    telemetry.flush()
+    step = step_of(run)
+    assert (step.frames_written, step.frames_dropped) == (10_001, 1)
+    first, *_, last = workflows.frames(step, limit=1000) + workflows.frames(step, after=10_000)
+    assert (first.seq, first.text, first.stream) == (2, "line 1", "event")
+    assert (last.seq, last.text) == (10_001, "one too many")
+    assert before <= first.at <= last.at <= timezone.now() + timedelta(seconds=1)
+    assert Frame.objects.filter(step=step).count() == 10_000

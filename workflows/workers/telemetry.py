@@ -19,6 +19,7 @@ import logging
 import math
 import numbers
 import re
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -27,7 +28,6 @@ from workflows.conf import workflow_settings
 from workflows.engine import Lease, heartbeat
 from workflows.engine.telemetry import (
     FrameBudget,
-    PendingFrame,
     PendingTelemetry,
     Progress,
     flush_telemetry,
@@ -42,6 +42,11 @@ logger = logging.getLogger("workflows.runner")
 _STREAMS = frozenset(FrameStream.values)
 _MESSAGE_LENGTH = Step._meta.get_field("progress_message").max_length or 500
 _REPLACEMENT = "\ufffd"
+# The largest float: an int above it has no float value to store.
+_LARGEST = sys.float_info.max
+# Bound once: read on every call of a handler's loop.
+_monotonic = time.monotonic
+_wall_clock = time.time
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -59,22 +64,38 @@ class AttemptTelemetry:
             workflow_settings.FRAMES_PER_ATTEMPT, workflow_settings.FRAME_BYTES_PER_ATTEMPT
         )
         self._pending = PendingTelemetry()
-        self._written_at = time.monotonic()
+        # The last progress as given (done, total, message checked); made a Progress of
+        # floats at the flush, so that a call costs no conversion.
+        self._progress: tuple[float, float | None, str] | None = None
+        # The last message given, and as stored: a loop passes the same one on every
+        # turn, and it is checked once.
+        self._message_given = ""
+        self._message = ""
+        self._written_at = _monotonic()
         self._lost: LeaseLost | None = None
 
     def progress(self, done: float, total: float | None = None, message: str = "") -> None:
         """Keep ``done`` of ``total`` with ``message`` as the attempt's progress (the last
         value before a flush is written). Numbers must be finite and 0 or more; a message
-        longer than the column is cut."""
-        done = _amount(done, "done")
-        if total is not None:
-            total = _amount(total, "total")
-        if message.__class__ is not str:
-            raise ValueError(f"progress message must be a str, got {type(message).__name__}")
-        self._pending.progress = Progress(done, total, _storable(message[:_MESSAGE_LENGTH]))
-        self._after_call()
+        longer than the column is cut.
 
-    def log(self, text: str, stream: str = FrameStream.STDOUT) -> None:
+        The common case (an int or float in range, the message of the previous call)
+        takes a few comparisons: this runs on every turn of a handler's loop.
+        """
+        if message is not self._message_given:
+            self._message = _checked_message(message)
+            self._message_given = message
+        if not ((done.__class__ is int or done.__class__ is float) and 0 <= done <= _LARGEST):
+            done = _amount(done, "done")
+        if total is not None and not (
+            (total.__class__ is int or total.__class__ is float) and 0 <= total <= _LARGEST
+        ):
+            total = _amount(total, "total")
+        self._progress = (done, total, self._message)
+        if _monotonic() - self._written_at >= self._interval:
+            self.flush()
+
+    def log(self, text: str, stream: str = "stdout") -> None:
         """Append ``text`` as one frame of ``stream`` (stdout, stderr, event).
 
         A NUL character or a lone surrogate, which no database stores, is replaced by
@@ -84,10 +105,14 @@ class AttemptTelemetry:
             raise ValueError(f"log text must be a str, got {type(text).__name__}")
         if stream not in _STREAMS:
             raise ValueError(f"log stream must be one of {', '.join(FrameStream.values)}")
-        text = _storable(text)
-        size = len(text) if text.isascii() else len(text.encode())
-        self._pending.frames.append(PendingFrame(str(stream), text, time.time(), size))
-        self._after_call()
+        if text.isascii() and "\x00" not in text:
+            size = len(text)
+        else:
+            text = _storable(text)
+            size = len(text.encode())
+        self._pending.frames.append((stream, text, _wall_clock(), size))
+        if _monotonic() - self._written_at >= self._interval:
+            self.flush()
 
     def summary(self, patch: dict[str, Any]) -> None:
         """Apply ``patch`` (a JSON merge patch, RFC 7386, given as a dict) to the step's
@@ -98,7 +123,8 @@ class AttemptTelemetry:
             )
         check_json(patch, field="summary patch", error=ValueError)
         self._pending.patches.append(copy.deepcopy(patch))
-        self._after_call()
+        if _monotonic() - self._written_at >= self._interval:
+            self.flush()
 
     def heartbeat(self) -> None:
         """Flush, then extend the lease (:func:`workflows.engine.heartbeat`).
@@ -115,6 +141,12 @@ class AttemptTelemetry:
         """Write what is pending now (nothing pending: no statement); raises ``LeaseLost``."""
         if self._lost is not None:
             raise self._lost
+        if self._progress is not None:
+            done, total, message = self._progress
+            self._pending.progress = Progress(
+                float(done), None if total is None else float(total), message
+            )
+            self._progress = None
         if not self._pending:
             return
         pending = self._pending.take()
@@ -124,7 +156,8 @@ class AttemptTelemetry:
             self._lost = lost
             raise
         finally:
-            self._written_at = time.monotonic()
+            # Once lost, the next call's clock check always flushes, and the flush raises.
+            self._written_at = -math.inf if self._lost is not None else _monotonic()
 
     def close(self) -> None:
         """The attempt's last flush, before its outcome is recorded; never raises.
@@ -139,12 +172,6 @@ class AttemptTelemetry:
         except Exception:
             logger.exception("telemetry of %s not written", self._lease.label)
 
-    def _after_call(self) -> None:
-        if self._lost is not None:
-            raise self._lost
-        if time.monotonic() - self._written_at >= self._interval:
-            self.flush()
-
 
 def _amount(value: Any, name: str) -> float:
     if value.__class__ is float or value.__class__ is int or _real(value):
@@ -155,6 +182,13 @@ def _amount(value: Any, name: str) -> float:
         if math.isfinite(number) and number >= 0:
             return number
     raise ValueError(f"progress {name} must be a finite number of 0 or more, got {value!r}")
+
+
+def _checked_message(message: Any) -> str:
+    """A progress message as stored: a str, cut to the column, without NUL or surrogates."""
+    if message.__class__ is not str:
+        raise ValueError(f"progress message must be a str, got {type(message).__name__}")
+    return _storable(message[:_MESSAGE_LENGTH])
 
 
 def _real(value: Any) -> bool:

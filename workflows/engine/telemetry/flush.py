@@ -5,8 +5,8 @@ One transition: a compare-and-set of the step row fenced like the attempt's resu
 the summary and moves ``frames_written`` on by the number of new frames, returning it:
 the new frames are numbered up to it, so numbering goes on across attempts and never
 repeats (an attempt that crashed after a flush leaves its frames and its count). Then
-one multi-row insert of the frames, and one delete of the oldest frames past the
-attempt's bound (:mod:`.trimming`). A fence that matches no row raises
+one insert of the frames (:mod:`workflows.engine.sql.frames`), and one delete of the
+oldest frames past the attempt's bound (:mod:`.trimming`). A fence that matches no row raises
 :class:`~workflows.LeaseLost` and the transaction writes nothing: a worker stopped and
 resumed after its work was reclaimed cannot add to the new attempt's log.
 
@@ -17,12 +17,11 @@ extends the lease in its own transition.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from workflows.engine.lease import Lease
 from workflows.engine.sql.expressions import counter_plus, db_now
-from workflows.engine.sql.inserts import insert_rows
+from workflows.engine.sql.frames import insert_frames
 from workflows.engine.sql.updates import cas_update_many
 from workflows.engine.telemetry.merge_patch import merge_patch
 from workflows.engine.telemetry.pending import PendingTelemetry
@@ -40,7 +39,7 @@ def flush_telemetry(lease: Lease, pending: PendingTelemetry, budget: FrameBudget
     On success ``lease.version`` moves on (as a heartbeat's does) and ``budget``
     accounts for the frames kept. Wakes ``frames:<step id>`` once committed.
     """
-    sizes = [frame.size for frame in pending.frames]
+    sizes = [size for _, _, _, size in pending.frames]
     trim = budget.plan(sizes)
     first_seq = _flush(lease, pending, trim)
     lease.version += 1
@@ -86,22 +85,12 @@ def _flush(lease: Lease, pending: PendingTelemetry, trim: Trim) -> int:
             attempt=lease.attempt,
         )
     first_seq = updated[0][0] - count + 1
-    kept = pending.frames[trim.new :]
-    if kept:
-        insert_rows(
-            Frame,
-            [
-                {
-                    "step": lease.step_id,
-                    "seq": first_seq + trim.new + offset,
-                    "attempt": lease.attempt,
-                    "stream": frame.stream,
-                    "text": frame.text,
-                    "at": datetime.fromtimestamp(frame.at, UTC),
-                }
-                for offset, frame in enumerate(kept)
-            ],
-        )
+    insert_frames(
+        lease.step_id,
+        lease.attempt,
+        first_seq + trim.new,
+        [(stream, text, at) for stream, text, at, _ in pending.frames[trim.new :]],
+    )
     if trim.old:
         Frame.objects.filter(
             step_id=lease.step_id, attempt=lease.attempt, seq__lte=trim.old_through

@@ -5,14 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-
-class PendingFrame(NamedTuple):
-    """A ``ctx.log`` call waiting for the next flush; ``at`` is its ``time.time()``."""
-
-    stream: str
-    text: str
-    at: float
-    size: int  # bytes of ``text`` in UTF-8, what the per-attempt byte bound counts
+# A ``ctx.log`` call waiting for the next flush: (stream, text, at, size), ``at`` its
+# ``time.time()`` and ``size`` the bytes of ``text`` in UTF-8 (what the per-attempt bound
+# counts). A plain tuple: one is made per call, and a named tuple's constructor costs
+# several times more.
+PendingFrame = tuple[str, str, float, int]
 
 
 class Progress(NamedTuple):
