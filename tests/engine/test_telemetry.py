@@ -14,7 +14,7 @@ from django.utils import timezone
 
 import workflows
 from tests.handlers import CALLS
-from workflows import FanOut, LeaseLost, Retry, Task, Workflow, WorkflowError
+from workflows import FanOut, LeaseLost, PermanentError, Retry, Task, Workflow, WorkflowError
 from workflows.context import Context
 from workflows.engine import claim_step, reclaim
 from workflows.engine.work_kinds import STEP
@@ -55,6 +55,18 @@ def tries_telemetry(ctx: Any) -> None:
             getattr(ctx, verb)(*args)
         except WorkflowError as refused:
             CALLS.append(refused.message)
+
+
+def logs_in_transaction(ctx: Any) -> None:
+    ctx.log("inside the attempt's transaction")
+    ctx.progress(1, 1)
+    if ctx.input.get("fail"):
+        raise PermanentError("rolled back, telemetry included")
+
+
+class Transactional(Workflow):
+    name = "telemetry_transactional"
+    work = Task(f"{HERE}.logs_in_transaction", transactional=True, retry=Retry(max_attempts=1))
 
 
 class Reporting(Workflow):
@@ -371,3 +383,16 @@ def test_one_flush_writes_ten_thousand_frames_in_order_with_their_times(settings
     assert (last.seq, last.text) == (10_001, "one too many")
     assert before <= first.at <= last.at <= timezone.now() + timedelta(seconds=1)
     assert Frame.objects.filter(step=step).count() == 10_000
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_a_transactional_step_writes_its_telemetry_with_its_outcome_or_not_at_all(fail):
+    run = workflows.start_run(Transactional, {"fail": fail})
+    run_pending()
+    step = step_of(run)
+    assert step.status == ("failed" if fail else "completed")
+    if fail:
+        assert_nothing_written(step)
+    else:
+        assert texts(step) == [(1, 1, "stdout", "inside the attempt's transaction")]
+        assert step.progress_done == 1
