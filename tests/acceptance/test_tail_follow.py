@@ -20,24 +20,18 @@ def test_a_following_tail_prints_what_commits_and_stops_quietly_on_ctrl_c(proces
     Event.objects.create(run=run, type="run.started")
     tail = processes.start("tail", "workflows_tail", str(run.pk), "--follow")
 
-    def printed(event_type: str) -> bool:
-        return f" {event_type}" in tail.log_tail()
+    def wait_printed(event_type: str) -> None:
+        wait_for(
+            f"the tail to print {event_type}",
+            lambda: f" {event_type}" in tail.log_tail(),
+            timeout=COMMAND_TIMEOUT_SECONDS,
+            on_poll=processes.check_watched,
+            describe=tail.log_tail,
+        )
 
-    wait_for(
-        "the tail to print the run's first event",
-        lambda: printed("run.started"),
-        timeout=COMMAND_TIMEOUT_SECONDS,
-        on_poll=processes.check_watched,
-        describe=tail.log_tail,
-    )
+    wait_printed("run.started")
     Event.objects.create(run=run, type="step.ready")  # commits while the tail waits
-    wait_for(
-        "the tail to print the event committed while it followed",
-        lambda: printed("step.ready"),
-        timeout=COMMAND_TIMEOUT_SECONDS,
-        on_poll=processes.check_watched,
-        describe=tail.log_tail,
-    )
+    wait_printed("step.ready")
 
     os.kill(tail.pid, signal.SIGINT)
 
