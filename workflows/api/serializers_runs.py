@@ -21,6 +21,7 @@ from workflows.api.strict import StrictCharField, StrictSerializer, StrictUUIDFi
 from workflows.definitions.deadline import deadline_problems, parse_deadline
 from workflows.models import Event, FanOutItem, Run, Step
 from workflows.queries import Attention
+from workflows.queries.frames import STEP_TELEMETRY_FIELDS
 from workflows.services.bulk import MAX_IDS
 from workflows.status import Decision, DecisionVia, FailureClass, RunStatus
 from workflows.validation import max_length
@@ -491,14 +492,7 @@ class StepSerializer(serializers.ModelSerializer):
             "items_completed",
             "items_failed",
             "items_skipped",
-            "progress_done",
-            "progress_total",
-            "progress_message",
-            "progress_at",
-            "summary",
-            "summary_version",
-            "frames_written",
-            "frames_dropped",
+            *STEP_TELEMETRY_FIELDS,
         ]
         read_only_fields = fields
         extra_kwargs = {

@@ -97,6 +97,7 @@ from workflows.queries import (
     overdue_timer,
     undispatched_unit,
 )
+from workflows.queries.frames import STEP_TELEMETRY_FIELDS
 from workflows.queries.workers import live_workers
 from workflows.status import (
     RUN_FINAL,
@@ -513,28 +514,15 @@ def _steps(run_id: UUID, now: datetime) -> list[dict[str, Any]]:
             "generation",
             "failure_class",
             *_UNIT_FIELDS,
-            *_TELEMETRY_FIELDS,
+            *STEP_TELEMETRY_FIELDS,
         )
     )
 
 
-# What a running task step reported of itself (``ctx.progress``, ``ctx.summary``,
-# ``ctx.log``): shown with every step, read with the step's row at no extra query.
-_TELEMETRY_FIELDS = (
-    "progress_done",
-    "progress_total",
-    "progress_message",
-    "progress_at",
-    "summary",
-    "summary_version",
-    "frames_written",
-    "frames_dropped",
-)
-
-
 def _telemetry(step: Mapping[str, Any]) -> dict[str, Any]:
-    """A step's telemetry as JSON-ready data (the time as ISO 8601)."""
-    reported = {name: step[name] for name in _TELEMETRY_FIELDS}
+    """A step's telemetry as JSON-ready data (the time as ISO 8601), read with the step's
+    row at no extra query."""
+    reported = {name: step[name] for name in STEP_TELEMETRY_FIELDS}
     if reported["progress_at"] is not None:
         reported["progress_at"] = reported["progress_at"].isoformat()
     return reported

@@ -8,13 +8,27 @@ never for "the next n numbers". Nothing here opens a transaction.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
 from workflows.errors import InvalidInput
 from workflows.models import Frame, Step
 from workflows.status import FrameStream
+
+# What a task step's attempts reported of themselves, as columns of the step: the last
+# ``ctx.progress``, the ``ctx.summary`` document, and the counts of ``ctx.log``'s frames.
+# Shown wherever a step is (``explain``'s steps, the API's step representations).
+STEP_TELEMETRY_FIELDS = (
+    "progress_done",
+    "progress_total",
+    "progress_message",
+    "progress_at",
+    "summary",
+    "summary_version",
+    "frames_written",
+    "frames_dropped",
+)
 
 # The largest seq a cursor may name: the column is a 64-bit integer.
 MAX_SEQ = 2**63 - 1
@@ -34,13 +48,7 @@ class LogFrame:
     at: datetime
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "seq": self.seq,
-            "attempt": self.attempt,
-            "stream": self.stream,
-            "text": self.text,
-            "at": self.at,
-        }
+        return asdict(self)
 
 
 def frames(
