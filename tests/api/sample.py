@@ -53,7 +53,6 @@ class Sample:
         """Every paginated list of the API, each with more than one row."""
         return [
             "/api/runs/",
-            f"/api/runs/{self.run.pk}/events/",
             f"/api/steps/{self.fan_out.pk}/items/",
             "/api/gates/",
             "/api/budgets/",

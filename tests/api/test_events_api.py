@@ -152,3 +152,22 @@ def test_a_long_poll_answers_empty_at_its_bound(api):
     first = Event.objects.create(run=run, type="only").pk
     response = api("viewer").get(f"/api/runs/{run.pk}/events/?after_seq={first}&wait=0.2")
     assert response.json()["results"] == []
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("page_size=0", "page_size"),
+        ("page_size=1001", "page_size"),
+        ("page_size=+1", "page_size"),
+        ("page_size=1.5", "page_size"),
+        ("after_seq=+1", "after_seq"),
+        ("after_seq=1_0", "after_seq"),
+        ("after_seq=-1", "after_seq"),
+        ("after_seq=%EF%BC%91", "after_seq"),
+        ("wait=61", "wait"),
+    ],
+)
+def test_a_bad_run_events_query_is_a_400_naming_the_field(api, query, field):
+    response = api("viewer").get(f"/api/runs/{_run().pk}/events/?{query}")
+    assert field in assert_error(response, 400, "validation_error")["details"]

@@ -32,12 +32,14 @@ from rest_framework.utils.urls import replace_query_param
 
 from workflows.api.base import FlowsiteAPIView
 from workflows.api.errors import APIError, error_responses
+from workflows.api.ids import integer_id
 from workflows.api.long_poll import WAIT_PARAMETER, wait_seconds, without_request_transaction
+from workflows.api.pagination import InSequence
 from workflows.api.permissions import CanOperateRuns, CanViewRuns
 from workflows.api.serializers_runs import EventSerializer
-from workflows.api.strict import StrictCharField
+from workflows.api.strict import StrictCharField, StrictSerializer
 from workflows.errors import InvalidInput
-from workflows.queries.event_waits import DEFAULT_LIMIT, MAX_LIMIT, wait_for_events
+from workflows.queries.event_waits import wait_for_events
 from workflows.services.consumers import MAX_CONSUME_LIMIT, ack, consume
 
 RUN_EVENT_PARAMETERS = [
@@ -50,22 +52,11 @@ RUN_EVENT_PARAMETERS = [
     OpenApiParameter(
         "page_size",
         OpenApiTypes.INT,
-        description=f"events per page, 1 to {MAX_LIMIT} (default {DEFAULT_LIMIT}); "
-        "another value is a 400",
+        description=f"events per page, 1 to {InSequence.max_page_size} "
+        f"(default {InSequence.page_size}); another value is a 400",
     ),
     WAIT_PARAMETER,
 ]
-
-
-class RunEventsQuerySerializer(serializers.Serializer):
-    """The query string of ``GET /runs/{id}/events/``."""
-
-    after_seq = serializers.IntegerField(
-        required=False, min_value=0, max_value=2**63 - 1, default=0
-    )
-    page_size = serializers.IntegerField(
-        required=False, min_value=1, max_value=MAX_LIMIT, default=DEFAULT_LIMIT
-    )
 
 
 class EventPageSerializer(serializers.Serializer):
@@ -90,18 +81,32 @@ def _as_validation_error(exc: InvalidInput) -> APIError:
     return APIError(400, "validation_error", exc.message, {field: [exc.message]})
 
 
+def _after_seq(request: Request) -> int:
+    """``after_seq``: a seq as the API hands them out (ASCII digits), or 0 when absent."""
+    raw = request.query_params.get("after_seq")
+    seq = 0 if raw is None else integer_id(raw)
+    if seq is None:
+        raise APIError(
+            400,
+            "validation_error",
+            "the request is not valid; see details",
+            {"after_seq": ["the seq of the last event received (a whole number), or 0"]},
+        )
+    return seq
+
+
 def run_events_page(request: Request, run_id: UUID) -> Response:
     """The answer of ``GET /runs/{id}/events/`` (see the module)."""
-    query = _query(request, RunEventsQuerySerializer)
+    after = _after_seq(request)
+    # The paged lists' own check: a whole number in range, or a 400 naming page_size.
+    page_size = InSequence().get_page_size(request)
     timeout = wait_seconds(request)
     try:
-        events = wait_for_events(
-            run_id, after=query["after_seq"], timeout=timeout, limit=query["page_size"]
-        )
+        events = wait_for_events(run_id, after=after, timeout=timeout, limit=page_size)
     except InvalidInput as exc:
         raise _as_validation_error(exc) from None
     next_url = None
-    if len(events) == query["page_size"]:
+    if len(events) == page_size:
         next_url = replace_query_param(request.build_absolute_uri(), "after_seq", events[-1].pk)
     return Response(
         {
@@ -134,7 +139,7 @@ class ConsumedSerializer(serializers.Serializer):
     events = ConsumedEventSerializer(many=True)
 
 
-class AckSerializer(serializers.Serializer):
+class AckSerializer(StrictSerializer):
     consumer = StrictCharField(max_length=200)
     cursor = StrictCharField(max_length=200)
 
