@@ -396,3 +396,34 @@ def test_a_transactional_step_writes_its_telemetry_with_its_outcome_or_not_at_al
     else:
         assert texts(step) == [(1, 1, "stdout", "inside the attempt's transaction")]
         assert step.progress_done == 1
+
+
+def test_a_heartbeat_writes_what_is_pending_first():
+    run, lease = held()
+    telemetry = AttemptTelemetry(lease)
+    telemetry.log("before the heartbeat")
+    telemetry.summary({"phase": 1})
+    telemetry.heartbeat()
+    step = step_of(run)
+    assert texts(step) == [(1, 1, "stdout", "before the heartbeat")]
+    assert step.summary == {"phase": 1}
+    assert step.version == lease.version  # the flush's and the heartbeat's bumps
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("FRAMES_PER_ATTEMPT", 0),
+        ("FRAME_BYTES_PER_ATTEMPT", True),
+        ("FRAMES_PER_ATTEMPT", 1.5),
+        ("PROGRESS_INTERVAL", timedelta(0)),
+    ],
+)
+def test_telemetry_settings_refuse_bad_values(settings, name, value):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from workflows.conf import workflow_settings
+
+    settings.WORKFLOWS = {**settings.WORKFLOWS, name: value}
+    with pytest.raises(ImproperlyConfigured, match=name):
+        getattr(workflow_settings, name)
