@@ -33,6 +33,12 @@ and as its ratio. A worker chains into limited work through the claim's own chec
 the steps sent through the queue should be as many as for the plain chain: printed, to
 show it.
 
+With ``--event-notify`` (PostgreSQL) the cost of the event table's ``NOTIFY`` trigger
+(migration 0019, wake-ups on commit) is measured the same way: rounds interleaved with
+the trigger dropped and created again, each figure printed beside the other as a ratio.
+``NOTIFY`` takes a lock at commit that serialises notifying transactions database-wide,
+so this is the figure that says whether the per-step path pays for it.
+
 With ``--workers 1,2,4`` the throughput rounds are repeated with a cluster of each size
 (every other phase runs with the first). With ``--peers`` the peers the goals name are
 measured in the same invocation once the cluster is stopped (``bench/peers.py``), and
@@ -53,6 +59,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import itertools
 import json
 import logging
@@ -89,6 +96,8 @@ LIMITED_WORKFLOWS = {
     "rate limit": "bench_workers_rated_10",
 }
 UNLIMITED = "unlimited"
+# ``--event-notify``: the variants, the first the baseline.
+WITHOUT_NOTIFY, WITH_NOTIFY = "without trigger", "with NOTIFY trigger"
 SLEEP_WORKFLOW = "bench_workers_sleep_until"
 
 POSTGRES = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
@@ -184,6 +193,8 @@ class Figures:
     large_by_workers: dict[int, list[ThroughputRound]] = field(default_factory=dict)
     # --limits: interleaved rounds by variant (UNLIMITED, then LIMITED_WORKFLOWS' labels).
     limits: dict[str, list[ThroughputRound]] = field(default_factory=dict)
+    # --event-notify: interleaved rounds without and with the event table's trigger.
+    event_notify: dict[str, list[ThroughputRound]] = field(default_factory=dict)
     peers: list[Peer] = field(default_factory=list)
     step_gap: Spread | None = None
     pickup: Spread | None = None
@@ -276,6 +287,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="also measure the cost of limits: --rounds rounds of --runs runs, each round "
         "the plain chain, the chain under a concurrency key and under a rate limit "
         "(neither binding), printed side by side with their ratios",
+    )
+    parser.add_argument(
+        "--event-notify",
+        action="store_true",
+        help="also measure the cost of the event table's NOTIFY trigger (PostgreSQL): "
+        "--rounds rounds of --runs runs, each without then with the trigger",
     )
     parser.add_argument("--keep-logs", action="store_true", help="keep the processes' logs")
     parser.add_argument("--results-file", type=Path, help=argparse.SUPPRESS)
@@ -913,6 +930,9 @@ def run_phases(args: argparse.Namespace, processes: Processes, env: dict[str, st
     if args.limits:
         figures.limits = measure_limits(processes, args, figures.workers)
 
+    if args.event_notify and args.database == "postgres":
+        figures.event_notify = measure_event_notify(processes, args, figures.workers)
+
     if args.timers:
         print(f"  timers: {args.timers} runs due over the next {args.timer_window:g}s ...")
         figures.timers = measure_timers(processes, args.timers, args.timer_window)
@@ -980,6 +1000,39 @@ def measure_limits(
             print(
                 f"  limits, round {index + 1}, {variant}: {measured.steps_per_second:,.0f} steps/s"
             )
+    return rounds
+
+
+def set_event_trigger(present: bool) -> None:
+    """Create or drop the event table's NOTIFY trigger, with migration 0019's statements."""
+    from django.db import connection
+
+    migration = importlib.import_module("workflows.migrations.0019_event_notify_trigger")
+    with connection.cursor() as cursor:
+        cursor.execute(migration.DROP)
+        if present:
+            cursor.execute(migration.CREATE)
+
+
+def measure_event_notify(
+    processes: Processes, args: argparse.Namespace, workers: int
+) -> dict[str, list[ThroughputRound]]:
+    """``--rounds`` rounds, each without then with the NOTIFY trigger; by variant. The
+    trigger is left in place, as migrated."""
+    rounds: dict[str, list[ThroughputRound]] = {WITHOUT_NOTIFY: [], WITH_NOTIFY: []}
+    try:
+        for index in range(args.rounds):
+            for variant in rounds:
+                set_event_trigger(variant == WITH_NOTIFY)
+                label = f"{workers}w-notify-{index}-{variant.split()[0]}"
+                measured = measure_throughput(processes, args.runs, label)
+                rounds[variant].append(measured)
+                print(
+                    f"  event NOTIFY, round {index + 1}, {variant}: "
+                    f"{measured.steps_per_second:,.0f} steps/s"
+                )
+    finally:
+        set_event_trigger(True)
     return rounds
 
 
@@ -1103,6 +1156,7 @@ def report(figures: Figures, args: argparse.Namespace) -> None:
     print(f"  (over the {facts['seconds']} s of this database's benchmark)")
     report_by_workers(figures, args)
     report_limits(figures, args)
+    report_event_notify(figures, args)
     if args.peers:
         report_goals(figures, args)
 
@@ -1179,6 +1233,30 @@ def report_limits(figures: Figures, args: argparse.Namespace) -> None:
     print(
         f"  via queue: steps sent through the queue of {args.runs * STEPS_PER_RUN} (the "
         "rest were chained); held: step.held events over all rounds (0: no limit bound)"
+    )
+
+
+def report_event_notify(figures: Figures, args: argparse.Namespace) -> None:
+    """Steps/s with the event table's NOTIFY trigger beside without, interleaved rounds."""
+    if not figures.event_notify:
+        return
+    baseline = median_of(figures.event_notify[WITHOUT_NOTIFY])
+    print()
+    print(
+        f"Cost of the event NOTIFY trigger, steps/s (median of {args.rounds} interleaved "
+        f"rounds of {args.runs} runs x {STEPS_PER_RUN} steps, {figures.workers} workers)"
+    )
+    print_table(
+        ("variant", "steps/s", "/ without", "rounds"),
+        [
+            (
+                variant,
+                f"{median_of(rounds):,.0f}",
+                f"{median_of(rounds) / baseline:.3f}",
+                ", ".join(f"{r.steps_per_second:,.0f}" for r in rounds),
+            )
+            for variant, rounds in figures.event_notify.items()
+        ],
     )
 
 
@@ -1341,6 +1419,7 @@ def child_argv(args: argparse.Namespace, database: str, results_file: Path) -> l
         f"--large-runs={args.large_runs}",
         *(["--peers"] if args.peers else []),
         *(["--limits"] if args.limits else []),
+        *(["--event-notify"] if args.event_notify else []),
         f"--runs={args.runs}",
         f"--rounds={args.rounds}",
         f"--latency-runs={args.latency_runs}",

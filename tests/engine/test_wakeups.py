@@ -15,6 +15,7 @@ from django.db import connection, transaction
 import workflows
 from tests.conftest import is_sqlite, run_concurrently
 from workflows import Gate, Sleep, Workflow
+from workflows.engine.events import EventLog
 from workflows.engine.wakeups import Watch, wake
 from workflows.engine.wakeups.postgresql import listener
 
@@ -117,4 +118,30 @@ def test_the_listener_reconnects_after_its_connection_is_killed():
     assert running.backend_pid not in (None, killed)
     # And it hears commits again.
     in_another_thread(lambda: committed_wake("after the cut"))
+    assert watch.wait(WAIT_SECONDS)
+
+
+def events_committed(run_id, *types: str) -> None:
+    with transaction.atomic():
+        log = EventLog()
+        for type in types:
+            log.add(run_id, type)
+        log.flush()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_routine_progress_notifies_nobody_on_postgresql():
+    """A step becoming ready, starting, completing: the per-step path sends no NOTIFY
+    (its commit lock would serialise the workers' commits); a notable event does."""
+    if is_sqlite():
+        pytest.skip("in-process wake-ups cost nothing: SQLite wakes for every event")
+    run = workflows.start_run(Held)
+    watch = Watch([f"run:{run.pk}", "events"])
+    settled()
+    watch.wait(0)
+    routine = ["step.ready", "step.started", "step.completed", "item.completed"]
+    in_another_thread(lambda: events_committed(run.pk, *routine, "step.retry_scheduled"))
+    settled()
+    assert not watch.wait(0)
+    in_another_thread(lambda: events_committed(run.pk, "step.started", "step.failed"))
     assert watch.wait(WAIT_SECONDS)

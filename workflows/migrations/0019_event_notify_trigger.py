@@ -1,23 +1,34 @@
-"""PostgreSQL only: a committed event wakes its waiters (``NOTIFY``), with no statement
-of the engine's own.
+"""PostgreSQL only: a committed notable event wakes its waiters (``NOTIFY``), with no
+statement of the engine's own.
 
 An ``AFTER INSERT ... FOR EACH STATEMENT`` trigger reads the rows the statement inserted
-(a transition table) and sends ``pg_notify('flowsite', 'events')`` and one
-``pg_notify('flowsite', 'run:<id>')`` per run among them. ``NOTIFY`` is transactional: the
-notifications are delivered when the transaction commits, and identical ones of one
-transaction are merged. The channel is ``workflows.engine.wakeups.postgresql.CHANNEL``,
-written out here so that this migration keeps its meaning if that module changes.
-SQLite has no such trigger: ``EventLog.flush`` wakes the process's waiters on commit.
+(a transition table) and, for those that are not routine progress of a unit of work,
+sends ``pg_notify('flowsite', 'events')`` and one ``pg_notify('flowsite', 'run:<id>')``
+per run among them. Routine progress is a step, item or compensation becoming ready,
+starting, completing or having its retry scheduled (``ROUTINE``): the per-step path,
+which does not pay for a ``NOTIFY`` (its commit-time lock serialises every notifying
+commit of the database; measured in ``docs/benchmarks.md``). ``NOTIFY`` is
+transactional: delivered when the transaction commits, identical ones of a transaction
+merged. The channel is ``workflows.engine.wakeups.postgresql.CHANNEL``, written out here
+so that this migration keeps its meaning if that module changes. SQLite has no such
+trigger: ``EventLog.flush`` wakes the process's waiters on commit.
 """
 
 from django.db import migrations
 
-CREATE = """
+# The event types of routine progress (a POSIX regular expression): they wake nobody.
+ROUTINE = r"^(step|item|compensation)\.(ready|started|completed|retry_scheduled)$"
+
+CREATE = f"""
 CREATE FUNCTION workflows_event_notify() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_notify('flowsite', 'events');
+    PERFORM pg_notify('flowsite', 'events')
+        WHERE EXISTS (SELECT FROM inserted WHERE type !~ '{ROUTINE}');
     PERFORM pg_notify('flowsite', 'run:' || run_id::text)
-        FROM (SELECT DISTINCT run_id FROM inserted WHERE run_id IS NOT NULL) AS runs;
+        FROM (
+            SELECT DISTINCT run_id FROM inserted
+            WHERE run_id IS NOT NULL AND type !~ '{ROUTINE}'
+        ) AS runs;
     RETURN NULL;
 END
 $$;

@@ -33,6 +33,7 @@ The modules, lowest first:
   ``release_workflow_holds``).
 - :mod:`.flow_graph`: whether a flow member reaches another along its edges
   (``reaches``, the cycle check of a new edge).
+- :mod:`.notify`: ``NOTIFY`` in the transaction, for wake-ups on commit (``notify``).
 
 **The rule for SQL text.** No value is ever formatted into a statement: every value,
 a status constant included, is a ``%s`` parameter. The text is built only from

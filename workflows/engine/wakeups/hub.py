@@ -16,8 +16,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from workflows.engine.sql.connection import engine_alias, engine_connection
+from workflows.engine.sql.notify import notify
 from workflows.engine.wakeups.local import LocalWatch, woken
-from workflows.engine.wakeups.postgresql import listener, notify
+from workflows.engine.wakeups.postgresql import CHANNEL, listener
 
 
 def wake(*topics: str) -> None:
@@ -25,7 +26,7 @@ def wake(*topics: str) -> None:
     outside one); a rollback wakes nobody."""
     connection = engine_connection()
     if connection.vendor == "postgresql":
-        notify(connection, topics)
+        notify(connection, CHANNEL, topics)
     transaction.on_commit(lambda: woken(*topics), using=connection.alias)
 
 

@@ -20,13 +20,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
 from typing import Any
 
 from django.db import connections
-from django.db.backends.base.base import BaseDatabaseWrapper
 
-from workflows.engine.sql.execute import execute
 from workflows.engine.wakeups.local import woken, woken_everything
 
 logger = logging.getLogger("workflows.wakeups")
@@ -40,15 +37,6 @@ STOP_CHECK = 0.5
 # Pauses between reconnection attempts, growing to the longest (seconds).
 RECONNECT_FIRST = 0.05
 RECONNECT_LONGEST = 5.0
-
-
-def notify(connection: BaseDatabaseWrapper, topics: Sequence[str]) -> None:
-    """Send ``topics`` on the channel in the connection's transaction (one statement)."""
-    execute(
-        connection,
-        "SELECT pg_notify(%s, topic) FROM unnest(%s::text[]) AS topic",
-        [CHANNEL, list(topics)],
-    )
 
 
 class Listener(threading.Thread):
