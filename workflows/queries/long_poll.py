@@ -39,10 +39,12 @@ from workflows.engine.wakeups import Watch
 
 T = TypeVar("T")
 
-# Seconds between reads when nobody woke the waiter. On PostgreSQL every commit that
-# matters reaches the waiter by NOTIFY, so the backstop only covers a lost notification;
-# on SQLite a commit in another process wakes nobody here, so it bounds that delay.
-BACKSTOP_POSTGRESQL = 2.0
+# Seconds between reads when nobody woke the waiter. On PostgreSQL a notable commit
+# (a run's end, a wait, a failure) reaches the waiter by NOTIFY, so the backstop covers a
+# lost notification and routine step progress, which notifies nobody (its NOTIFY would
+# cost the per-step path; see "Wake-ups on commit" in docs/architecture.md); on SQLite a
+# commit in another process wakes nobody here, so it bounds that delay.
+BACKSTOP_POSTGRESQL = 1.0
 BACKSTOP_SQLITE = 0.2
 
 
