@@ -18,7 +18,14 @@ pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
 def test_a_following_tail_prints_what_commits_and_stops_quietly_on_ctrl_c(processes: Processes):
     run = Run.objects.create(workflow_name="tailed", workflow_version=1, snapshot={})
     Event.objects.create(run=run, type="run.started")
-    tail = processes.start("tail", "workflows_tail", str(run.pk), "--follow")
+    # A shell starts background jobs with SIGINT ignored, and an ignored signal stays
+    # ignored across exec: the tail would never see Ctrl-C. A handler of ours is reset
+    # to the default on exec, so the tail starts as it does from a terminal.
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        tail = processes.start("tail", "workflows_tail", str(run.pk), "--follow")
+    finally:
+        signal.signal(signal.SIGINT, inherited)
 
     def wait_printed(event_type: str) -> None:
         wait_for(
