@@ -18,7 +18,7 @@ from workflows import FanOut, LeaseLost, PermanentError, Retry, Task, Workflow, 
 from workflows.context import Context
 from workflows.engine import claim_step, reclaim
 from workflows.engine.work_kinds import STEP
-from workflows.models import Frame, Step
+from workflows.models import Event, Frame, Step
 from workflows.testing import run_pending
 from workflows.workers.telemetry import AttemptTelemetry
 
@@ -438,3 +438,33 @@ def test_purging_a_finished_run_deletes_its_frames():
     deleted = delete_finished_runs([run.pk], finished_before=timezone.now() + timedelta(1))
     assert deleted == 1
     assert not Frame.objects.filter(step__run_id=run.pk).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_threads_of_one_handler_report_together_without_fencing_each_other_out(
+    settings, concurrently
+):
+    """Flushes from several threads are serialised: two with one lease version would
+    fence each other out as if the lease were lost."""
+    settings.WORKFLOWS = {**settings.WORKFLOWS, "PROGRESS_INTERVAL": timedelta(microseconds=1)}
+    run, lease = held()
+    telemetry = AttemptTelemetry(lease)
+
+    def reports(thread: int) -> None:
+        for line in range(100):
+            telemetry.log(f"thread {thread} line {line}")
+            telemetry.progress(line, 100)
+            if line % 25 == 0:
+                telemetry.heartbeat()
+
+    results = concurrently(*(lambda thread=thread: reports(thread) for thread in range(4)))
+    telemetry.close()
+    assert results == [None] * 4
+    step = step_of(run)
+    assert step.frames_written == 400
+    assert [row[0] for row in texts(step)] == list(range(1, 401))
+    assert not lease_lost_recorded(run)
+
+
+def lease_lost_recorded(run: Any) -> bool:
+    return Event.objects.filter(run=run, type="lease.lost").exists()

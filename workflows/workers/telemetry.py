@@ -20,6 +20,7 @@ import math
 import numbers
 import re
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -73,6 +74,13 @@ class AttemptTelemetry:
         self._message = ""
         self._written_at = _monotonic()
         self._lost: LeaseLost | None = None
+        # The progress last written: another one given since is pending. Compared, never
+        # reset, so a call racing a flush from another thread is never lost.
+        self._progress_written: tuple[float, float | None, str] | None = None
+        # Held by a flush (and a heartbeat, which flushes first) and by the appends it
+        # takes over: a handler may report from several threads, and two flushes with
+        # one lease version would fence each other out as if the lease were lost.
+        self._lock = threading.RLock()
 
     def progress(self, done: float, total: float | None = None, message: str = "") -> None:
         """Keep ``done`` of ``total`` with ``message`` as the attempt's progress (the last
@@ -110,7 +118,8 @@ class AttemptTelemetry:
         else:
             text = _storable(text)
             size = len(text.encode())
-        self._pending.frames.append((stream, text, _wall_clock(), size))
+        with self._lock:
+            self._pending.frames.append((stream, text, _wall_clock(), size))
         if _monotonic() - self._written_at >= self._interval:
             self.flush()
 
@@ -122,7 +131,9 @@ class AttemptTelemetry:
                 f"summary patch must be a dict (a JSON object), got {type(patch).__name__}"
             )
         check_json(patch, field="summary patch", error=ValueError)
-        self._pending.patches.append(copy.deepcopy(patch))
+        patch = copy.deepcopy(patch)
+        with self._lock:
+            self._pending.patches.append(patch)
         if _monotonic() - self._written_at >= self._interval:
             self.flush()
 
@@ -133,31 +144,34 @@ class AttemptTelemetry:
         the same fence broken, records ``lease.lost`` and raises ``LeaseLost``, or
         ``RunCancelled`` when the run asks its attempts to stop.
         """
-        with contextlib.suppress(LeaseLost):
-            self.flush()
-        heartbeat(self._lease)
+        with self._lock:
+            with contextlib.suppress(LeaseLost):
+                self.flush()
+            heartbeat(self._lease)
 
     def flush(self) -> None:
         """Write what is pending now (nothing pending: no statement); raises ``LeaseLost``."""
-        if self._lost is not None:
-            raise self._lost
-        if self._progress is not None:
-            done, total, message = self._progress
-            self._pending.progress = Progress(
-                float(done), None if total is None else float(total), message
-            )
-            self._progress = None
-        if not self._pending:
-            return
-        pending = self._pending.take()
-        try:
-            flush_telemetry(self._lease, pending, self._budget)
-        except LeaseLost as lost:
-            self._lost = lost
-            raise
-        finally:
-            # Once lost, the next call's clock check always flushes, and the flush raises.
-            self._written_at = -math.inf if self._lost is not None else _monotonic()
+        with self._lock:
+            if self._lost is not None:
+                raise self._lost
+            progress = self._progress
+            if progress is not self._progress_written and progress is not None:
+                done, total, message = progress
+                self._pending.progress = Progress(
+                    float(done), None if total is None else float(total), message
+                )
+            if not self._pending:
+                return
+            pending = self._pending.take()
+            try:
+                flush_telemetry(self._lease, pending, self._budget)
+                self._progress_written = progress
+            except LeaseLost as lost:
+                self._lost = lost
+                raise
+            finally:
+                # Once lost, every later call's clock check flushes, and the flush raises.
+                self._written_at = -math.inf if self._lost is not None else _monotonic()
 
     def close(self) -> None:
         """The attempt's last flush, before its outcome is recorded; never raises.

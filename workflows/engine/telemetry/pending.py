@@ -33,8 +33,8 @@ class PendingTelemetry:
         return self.progress is not None or bool(self.frames) or bool(self.patches)
 
     def take(self) -> PendingTelemetry:
-        """Hand over what is pending and start empty: calls made during the write (none,
-        today: a handler's thread makes them all) go to the next flush."""
+        """Hand over what is pending and start empty: what is reported during the write
+        goes to the next flush (the caller holds the lock the appends take)."""
         taken = PendingTelemetry(self.progress, self.frames, self.patches)
         self.progress, self.frames, self.patches = None, [], []
         return taken
