@@ -132,3 +132,23 @@ def test_retry_and_rerun_take_a_new_deadline_and_clear_the_old(api):
         "validation_error",
     )
     assert "deadline" in error["details"]
+
+
+@pytest.mark.parametrize(
+    ("query", "matches"),
+    [
+        ("deadline_before=5184-08-25T00%3A49%3A31.847%2B19%3A47", True),
+        ("created_after=0257-06-29T12%3A44%3A31.5-15%3A30", True),
+        ("deadline_after=9999-12-31T23%3A00-05%3A00", False),
+        ("created_before=0001-01-01T00%3A30%2B01%3A00", False),
+    ],
+)
+def test_a_moment_with_any_utc_offset_is_a_filter_or_a_400_never_a_500(api, query, matches):
+    """PostgreSQL refuses offsets past ±15:59 that Python parses; moments go in UTC,
+    and one whose UTC form leaves the calendar is a 400 naming its parameter."""
+    response = api("viewer").get(f"/api/runs/?{query}")
+    if matches:
+        assert response.status_code == 200, response.content
+    else:
+        field = query.split("=")[0]
+        assert field in assert_error(response, 400, "validation_error")["details"]

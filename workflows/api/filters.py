@@ -8,12 +8,14 @@ filter any ``Run`` queryset, the admin's list included.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django import forms
 from django.core.validators import RegexValidator
 from django.db.models import QuerySet
 from django_filters import rest_framework as filters
+from django_filters.fields import IsoDateTimeField
 
 from workflows.models import FanOutItem, Run
 from workflows.queries import Attention, runs_needing_attention
@@ -28,6 +30,27 @@ class WholeSeconds(filters.NumberFilter):
     """A whole number of seconds (NumberFilter alone would take ``1.5``)."""
 
     field_class = forms.IntegerField
+
+
+class UtcDateTimeField(IsoDateTimeField):
+    """An ISO 8601 moment, handed on in UTC: PostgreSQL refuses a UTC offset past ±15:59
+    (``+19:47`` parses in Python), and a moment whose UTC form leaves the calendar
+    (``9999-12-31T23:00-05:00``) is refused here, naming the parameter."""
+
+    def to_python(self, value: Any) -> datetime | None:
+        moment = super().to_python(value)
+        if moment is None:
+            return None
+        try:
+            return moment.astimezone(UTC)
+        except OverflowError:
+            raise forms.ValidationError(
+                "this moment is out of the range of dates in UTC", code="invalid"
+            ) from None
+
+
+class UtcDateTimeFilter(filters.IsoDateTimeFilter):
+    field_class = UtcDateTimeField
 
 
 class RunFilter(filters.FilterSet):
@@ -47,14 +70,14 @@ class RunFilter(filters.FilterSet):
         method="filter_attention",
         help_text="runs whose attention class (as explain gives it) is this one",
     )
-    created_after = filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
-    created_before = filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
-    deadline_before = filters.IsoDateTimeFilter(
+    created_after = UtcDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    created_before = UtcDateTimeFilter(field_name="created_at", lookup_expr="lt")
+    deadline_before = UtcDateTimeFilter(
         field_name="deadline",
         lookup_expr="lt",
         help_text="runs whose deadline falls before this moment (ISO 8601)",
     )
-    deadline_after = filters.IsoDateTimeFilter(
+    deadline_after = UtcDateTimeFilter(
         field_name="deadline",
         lookup_expr="gte",
         help_text="runs whose deadline falls at or after this moment (ISO 8601)",
