@@ -1258,6 +1258,13 @@ def report_event_notify(figures: Figures, args: argparse.Namespace) -> None:
             for variant, rounds in figures.event_notify.items()
         ],
     )
+    paired = statistics.median(
+        with_.steps_per_second / without.steps_per_second
+        for without, with_ in zip(
+            figures.event_notify[WITHOUT_NOTIFY], figures.event_notify[WITH_NOTIFY], strict=True
+        )
+    )
+    print(f"  median of the rounds' own ratios (with / without, same round): {paired:.3f}")
 
 
 def report_goals(figures: Figures, args: argparse.Namespace) -> None:
