@@ -58,29 +58,15 @@ def concurrently() -> Callable[..., list[Any]]:
 
 
 def sweeper_until(done: Callable[[], bool], *, timeout: float = THREAD_TIMEOUT_SECONDS) -> None:
-    """Run ``workflows.workers.sweeper.sweep_forever`` in a thread until ``done()`` (or ``timeout``
-    seconds), then stop it; fail if it does not stop. The thread closes its database
-    connection so the test database can be dropped."""
-    from workflows.workers.sweeper import sweep_forever
+    """Run the sweeper in a thread (``workflows.testing.sweeper_running``) until
+    ``done()`` (or ``timeout`` seconds), then stop it; fail if it does not stop. The
+    thread closes its database connection so the test database can be dropped."""
+    from workflows.testing import sweeper_running
 
-    stop = threading.Event()
-
-    def sweep() -> None:
-        try:
-            sweep_forever(stop)
-        finally:
-            connections.close_all()
-
-    sweeper = threading.Thread(target=sweep)
-    sweeper.start()
-    try:
+    with sweeper_running():
         give_up_at = time.monotonic() + timeout
         while not done() and time.monotonic() < give_up_at:
             time.sleep(0.05)
-    finally:
-        stop.set()
-        sweeper.join(timeout=timeout)
-    assert not sweeper.is_alive(), "the sweeper did not stop"
 
 
 @pytest.fixture

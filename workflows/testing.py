@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db import connections
 from django.utils import timezone
 
 from workflows.engine.work_kinds import WORK_KINDS
@@ -17,6 +21,37 @@ from workflows.workers.scanners import (
     fire_due_timers,
     repair_flows,
 )
+from workflows.workers.sweeper import sweep_forever
+
+# How long a stopping sweeper thread may take (seconds) before it counts as stuck.
+SWEEPER_STOP_TIMEOUT = 60.0
+
+
+@contextmanager
+def sweeper_running() -> Iterator[None]:
+    """Run the sweeper's loop (``workflows_sweeper``) in a thread of this process while
+    the block runs: hooks, webhooks and timers handled as in a deployment, after real
+    commits (a test using it needs them, e.g. ``django_db(transaction=True)``). The
+    thread closes its database connections when it stops; a sweeper that does not stop
+    within :data:`SWEEPER_STOP_TIMEOUT` raises ``RuntimeError``.
+    """
+    stop = threading.Event()
+
+    def sweep() -> None:
+        try:
+            sweep_forever(stop)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=sweep, name="workflows-sweeper")
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=SWEEPER_STOP_TIMEOUT)
+    if thread.is_alive():
+        raise RuntimeError("the sweeper did not stop")
 
 
 @dataclass

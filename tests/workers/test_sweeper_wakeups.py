@@ -8,22 +8,19 @@ is asserted).
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
 import pytest
-from django.db import connections
 
 import workflows
 from tests.webhook_receiver import Receiver
 from workflows import Gate, Workflow, hooks
+from workflows.testing import sweeper_running
 from workflows.webhooks import services as webhook_services
-from workflows.workers.sweeper import sweep_forever
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -45,26 +42,6 @@ def slow_polls(settings: Any) -> None:
         "RECOVERY_INTERVAL": INTERVAL,
         "REPAIR_INTERVAL": INTERVAL,
     }
-
-
-@contextmanager
-def sweeper() -> Iterator[None]:
-    stop = threading.Event()
-
-    def sweep() -> None:
-        try:
-            sweep_forever(stop)
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=sweep)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join(timeout=ARRIVAL_BOUND)
-    assert not thread.is_alive(), "the sweeper did not stop"
 
 
 def arrives(found: Callable[[], bool]) -> bool:
@@ -95,7 +72,7 @@ def started() -> Iterator[set[UUID]]:
 
 
 def test_a_hook_goes_out_right_after_its_commit(slow_polls, started):
-    with sweeper():
+    with sweeper_running():
         # The first pass, which runs at once, delivers this one: the sweeper now waits.
         first = workflows.start_run(Held)
         assert arrives(lambda: first.pk in started)
@@ -104,7 +81,7 @@ def test_a_hook_goes_out_right_after_its_commit(slow_polls, started):
 
 
 def test_a_webhook_is_sent_right_after_its_delivery_is_recorded(slow_polls, started):
-    with Receiver() as receiver, sweeper():
+    with Receiver() as receiver, sweeper_running():
         first = workflows.start_run(Held)
         assert arrives(lambda: first.pk in started)
         endpoint = webhook_services.create_endpoint(url=receiver.url, event_types=["run.started"])
