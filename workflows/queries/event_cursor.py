@@ -59,9 +59,8 @@ class Position:
     id: int
 
     def follows(self) -> Q:
-        """The events after this position (``xid >= self.xid`` first, so that the
-        ``(xid, id)`` index bounds the scan)."""
-        return Q(xid__gte=self.xid) & (Q(xid__gt=self.xid) | Q(id__gt=self.id))
+        """The events after this position."""
+        return Q(xid__gt=self.xid) | Q(xid=self.xid, id__gt=self.id)
 
 
 # Before every event.
@@ -119,8 +118,11 @@ def run_events_after(run_id: UUID, after: Position, limit: int) -> list[Event]:
 
 def events_after(after: Position, limit: int) -> list[Event]:
     """Up to ``limit`` events of any run after ``after``, in commit order, each with
-    its step's name (``step_name``)."""
-    events = _events().filter(after.follows()).annotate(step_name=F("step__name"))
+    its step's name (``step_name``). ``xid >= after.xid`` bounds the scan of the
+    ``(xid, id)`` index (a run's read leaves it out: the run's own index is the one)."""
+    events = (
+        _events().filter(after.follows(), xid__gte=after.xid).annotate(step_name=F("step__name"))
+    )
     return list(readable(events).order_by("xid", "id")[:limit])
 
 
