@@ -64,9 +64,17 @@ def sweeper_until(done: Callable[[], bool], *, timeout: float = THREAD_TIMEOUT_S
     from workflows.testing import sweeper_running
 
     with sweeper_running():
-        give_up_at = time.monotonic() + timeout
-        while not done() and time.monotonic() < give_up_at:
-            time.sleep(0.05)
+        eventually(done, timeout=timeout)
+
+
+def eventually(done: Callable[[], bool], *, timeout: float = THREAD_TIMEOUT_SECONDS) -> bool:
+    """Whether ``done()`` became true within ``timeout`` seconds (looked at every 10 ms)."""
+    give_up_at = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > give_up_at:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 @pytest.fixture
@@ -84,9 +92,7 @@ def once_watched(topic: str, verb: Callable[[], Any]) -> Any:
     watches before its first read, then waits)."""
     from workflows.engine.wakeups.local import watchers
 
-    give_up_at = time.monotonic() + THREAD_TIMEOUT_SECONDS
-    while not watchers(topic) and time.monotonic() < give_up_at:
-        time.sleep(0.01)
+    eventually(lambda: watchers(topic) > 0)
     return verb()
 
 

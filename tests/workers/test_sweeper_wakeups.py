@@ -8,7 +8,6 @@ is asserted).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
@@ -17,6 +16,7 @@ from uuid import UUID
 import pytest
 
 import workflows
+from tests.conftest import eventually
 from tests.webhook_receiver import Receiver
 from workflows import Gate, Workflow, hooks
 from workflows.testing import sweeper_running
@@ -45,12 +45,7 @@ def slow_polls(settings: Any) -> None:
 
 
 def arrives(found: Callable[[], bool]) -> bool:
-    give_up_at = time.monotonic() + ARRIVAL_BOUND
-    while not found():
-        if time.monotonic() > give_up_at:
-            return False
-        time.sleep(0.01)
-    return True
+    return eventually(found, timeout=ARRIVAL_BOUND)
 
 
 def sent_for(receiver: Receiver) -> set[str]:
