@@ -214,6 +214,7 @@ def run_database(database: str, samples: int) -> None:
 
 
 def measure_modes(samples: int, env: dict[str, str]) -> dict[str, dict[str, Spread]]:
+    from workflows.engine.wakeups.postgresql import stop_listeners
     from workflows.testing import sweeper_running
     from workflows.webhooks import services
 
@@ -237,6 +238,7 @@ def measure_modes(samples: int, env: dict[str, str]) -> dict[str, dict[str, Spre
         assert committer.stdin is not None
         committer.stdin.close()
         committer.wait(timeout=SAMPLE_BOUND)
+        stop_listeners()  # before the database is dropped
     return figures
 
 
