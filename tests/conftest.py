@@ -46,10 +46,10 @@ def run_concurrently(*calls: Callable[[], Any]) -> list[Any]:
 def django_db_setup(django_db_setup: None) -> Iterator[None]:
     """pytest-django's, and then: the wake-up listeners (PostgreSQL) stop before the test
     database is dropped, which their sessions would prevent."""
-    from workflows.engine.wakeups.postgresql import stop_listeners
+    from workflows.testing import stop_wakeup_listeners
 
     yield
-    stop_listeners()
+    stop_wakeup_listeners()
 
 
 @pytest.fixture

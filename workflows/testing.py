@@ -11,6 +11,7 @@ from datetime import datetime
 from django.db import connections
 from django.utils import timezone
 
+from workflows.engine.wakeups.postgresql import stop_listeners
 from workflows.engine.work_kinds import WORK_KINDS
 from workflows.status import RUN_HELD, StepStatus
 from workflows.webhooks.sender import send_due
@@ -25,6 +26,14 @@ from workflows.workers.sweeper import sweep_forever
 
 # How long a stopping sweeper thread may take (seconds) before it counts as stuck.
 SWEEPER_STOP_TIMEOUT = 60.0
+
+
+def stop_wakeup_listeners() -> None:
+    """Stop this process's wake-up listeners (PostgreSQL): call it before the test
+    database is dropped, which a listening session would prevent ("database is being
+    accessed by other users"). A later ``wait_for``, long poll or sweeper starts one
+    again."""
+    stop_listeners()
 
 
 @contextmanager
