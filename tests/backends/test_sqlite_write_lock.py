@@ -69,7 +69,12 @@ def test_a_write_outside_a_transaction_waits_for_the_holder_then_proceeds():
     try:
         with connection.cursor() as cursor:
             cursor.execute("UPDATE workflows_event SET published = published WHERE id = -1")
-        assert not other.held
+        # Should it not wait, say why: an open transaction, or a lock the connection
+        # believes it holds.
+        assert not other.held, (
+            connection.connection.in_transaction,
+            connection.write_lock is not None and connection.write_lock.held,
+        )
     finally:
         released.join()
         other.close()
