@@ -6,8 +6,10 @@ Like ``take.py`` (whose database setup, server and signed-in browser it reuses):
 catalogue export whose long step is running, claimed by a worker, and has reported
 through the engine's own telemetry write (the one ``ctx.progress``, ``ctx.log`` and
 ``ctx.summary`` end in): its progress, a summary, and more log lines than its attempt
-keeps, so the oldest were dropped. Photographed: the run page with the step's progress
-bar and last log lines, and the step's Log page with the trim note.
+keeps, so the oldest were dropped; two event consumers, one behind. Photographed: the
+run page with the step's progress bar and last log lines, the step's Log page with the
+trim note, the Log page of a step that wrote nothing yet and of a parameter it did not
+issue, the Event consumers page, and the Log page as a user without permission.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def build_demo() -> dict:
     from workflows import Task, Workflow
     from workflows.engine import claim_step, complete_work
     from workflows.engine.telemetry.flush import flush_telemetry
-    from workflows.engine.telemetry.pending import PendingFrame, PendingTelemetry, Progress
+    from workflows.engine.telemetry.pending import PendingTelemetry, Progress
     from workflows.engine.telemetry.trimming import FrameBudget
 
     call_command("migrate", verbosity=0)
@@ -67,7 +69,7 @@ def build_demo() -> dict:
     pending = PendingTelemetry(
         progress=Progress(DONE, ROWS, f"exporting products: row {DONE} of {ROWS}"),
         frames=[
-            PendingFrame(stream, text, now - (len(lines) - n) * 0.4, len(text.encode()))
+            (stream, text, now - (len(lines) - n) * 0.4, len(text.encode()))
             for n, (stream, text) in enumerate(lines)
         ],
         patches=[
@@ -76,7 +78,12 @@ def build_demo() -> dict:
         ],
     )
     flush_telemetry(lease, pending, budget)
-    return {"run": str(run.pk), "step": step.pk}
+    User.objects.create_user("visitor", password=PASSWORD, is_staff=True)
+    billing = workflows.consume("billing-sync", limit=100)
+    workflows.ack("billing-sync", billing[-1].cursor)
+    workflows.consume("audit-export", limit=100)
+    silent = run.steps.get(name="publish_feed")
+    return {"run": str(run.pk), "step": step.pk, "silent": silent.pk}
 
 
 def shoot(base_url: str, ids: dict) -> list[Path]:
@@ -87,7 +94,16 @@ def shoot(base_url: str, ids: dict) -> list[Path]:
         camera.photo("run-page-live")
         page.goto(f"/admin/workflows/run/{ids['run']}/steps/{ids['step']}/log/")
         camera.photo("step-log")
-    return camera.taken
+        page.goto(f"/admin/workflows/run/{ids['run']}/steps/{ids['silent']}/log/")
+        camera.photo("step-log-empty")
+        page.goto(f"/admin/workflows/run/{ids['run']}/steps/{ids['step']}/log/?after=abc")
+        camera.photo("step-log-bad-parameter")
+        page.goto("/admin/workflows/run/consumers/")
+        camera.photo("event-consumers")
+    with signed_in(base_url, "visitor") as visitor:
+        visitor.page.goto(f"/admin/workflows/run/{ids['run']}/steps/{ids['step']}/log/")
+        visitor.photo("step-log-no-permission")
+    return camera.taken + visitor.taken
 
 
 def main() -> None:
