@@ -18,6 +18,7 @@ from workflows.errors import InvalidInput
 from workflows.models import Event, Run
 from workflows.queries.event_cursor import position_of, run_events_after
 from workflows.queries.long_poll import long_poll
+from workflows.queries.results import run_topic
 from workflows.queries.runs import get_run
 
 __all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "wait_for_events"]
@@ -58,7 +59,7 @@ def wait_for_events(
         raise InvalidInput(f"limit must be a whole number from 1 to {MAX_LIMIT}", field="limit")
     position = position_of(run_id, after or 0)
     return long_poll(
-        [f"run:{run_id}"],
+        [run_topic(run_id)],
         lambda: run_events_after(run_id, position, limit),
         until=bool,
         timeout=timeout,
