@@ -32,9 +32,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-from django.db import connections
-
-from workflows.engine.sql.connection import engine_alias
+from workflows.engine.sql.connection import engine_connection
 from workflows.engine.wakeups import Watch
 
 T = TypeVar("T")
@@ -50,8 +48,7 @@ BACKSTOP_SQLITE = 0.2
 
 def backstop_interval() -> float:
     """Seconds between two reads of a long poll that nobody woke (see the module)."""
-    vendor = connections[engine_alias()].vendor
-    return BACKSTOP_POSTGRESQL if vendor == "postgresql" else BACKSTOP_SQLITE
+    return BACKSTOP_POSTGRESQL if engine_connection().vendor == "postgresql" else BACKSTOP_SQLITE
 
 
 def long_poll(
@@ -72,7 +69,7 @@ def long_poll(
     watch = Watch(topics)
     end = time.monotonic() + max(timeout, 0.0)
     value = read()
-    if connections[engine_alias()].in_atomic_block:
+    if engine_connection().in_atomic_block:
         return value
     interval = backstop if backstop is not None else backstop_interval()
     while not until(value):
