@@ -15,7 +15,7 @@ from uuid import UUID
 from django.db import transaction
 from django.utils import timezone
 
-from workflows.engine.sql.connection import engine_alias, engine_connection
+from workflows.engine.sql.connection import engine_connection
 from workflows.engine.sql.notify import notify
 from workflows.engine.wakeups.local import LocalWatch, woken
 from workflows.engine.wakeups.postgresql import CHANNEL, listener
@@ -59,9 +59,9 @@ class Watch(LocalWatch):
     """
 
     def __init__(self, topics: Iterable[str]) -> None:
-        alias = engine_alias()
-        if engine_connection().vendor == "postgresql":
-            listener(alias)
+        connection = engine_connection()
+        if connection.vendor == "postgresql":
+            listener(connection.alias)
         super().__init__(topics)
 
 
