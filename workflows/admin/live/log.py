@@ -31,16 +31,14 @@ from workflows.status import FrameStream
 __all__ = ["PAGE_SIZE", "step_log"]
 
 PAGE_SIZE = 200
-# The largest ``seq`` a frame can have (a 64-bit column): a larger cursor is refused
-# before it reaches the database.
-MAX_SEQ = 2**63 - 1
 
 
 def _cursor(raw: str | None) -> int | None:
-    """The ``after`` parameter as a frame number, or :class:`InvalidInput` naming it."""
+    """The ``after`` parameter as a number, or :class:`InvalidInput` naming it; its range
+    (a 64-bit ``seq``) is :func:`~workflows.queries.frames.checked_cursor`'s to check."""
     if raw is None or raw == "":
         return None
-    if not raw.isascii() or not raw.isdigit() or int(raw) > MAX_SEQ:
+    if not raw.isascii() or not raw.isdigit():
         raise InvalidInput("after must be a whole number of 0 or more (a frame seq)", field="after")
     return int(raw)
 
