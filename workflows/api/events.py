@@ -33,7 +33,12 @@ from rest_framework.utils.urls import replace_query_param
 from workflows.api.base import FlowsiteAPIView
 from workflows.api.errors import APIError, error_responses
 from workflows.api.ids import integer_id
-from workflows.api.long_poll import WAIT_PARAMETER, wait_seconds, without_request_transaction
+from workflows.api.long_poll import (
+    WAIT_PARAMETER,
+    checked_query,
+    wait_seconds,
+    without_request_transaction,
+)
 from workflows.api.pagination import InSequence
 from workflows.api.permissions import CanOperateRuns, CanViewRuns
 from workflows.api.serializers_runs import EventSerializer
@@ -65,15 +70,6 @@ class EventPageSerializer(serializers.Serializer):
     )
     previous = serializers.URLField(allow_null=True, help_text="always null: pages go forward")
     results = EventSerializer(many=True)
-
-
-def _query(request: Request, serializer_class: type[serializers.Serializer]) -> dict[str, Any]:
-    fields = serializer_class().fields
-    body = serializer_class(
-        data={name: value for name, value in request.query_params.items() if name in fields}
-    )
-    body.is_valid(raise_exception=True)
-    return dict(body.validated_data)
 
 
 def _as_validation_error(exc: InvalidInput) -> APIError:
@@ -184,7 +180,7 @@ class EventsView(FlowsiteAPIView):
     def get(self, request: Request) -> Response:
         """The events after the consumer's acknowledged position: the same ones again
         until it acknowledges them."""
-        query = _query(request, ConsumeQuerySerializer)
+        query = checked_query(request, ConsumeQuerySerializer)
         timeout = wait_seconds(request)
         try:
             events = consume(query["consumer"], query["limit"], wait=timeout)

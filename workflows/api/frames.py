@@ -15,15 +15,13 @@ the cursor yet, it answers as soon as the step's next frames commit (topic
 
 from __future__ import annotations
 
-from typing import Any
-
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from workflows.api.long_poll import WAIT_PARAMETER, wait_seconds
+from workflows.api.long_poll import WAIT_PARAMETER, checked_query, wait_seconds
 from workflows.errors import StepNotFound
 from workflows.models import Run
 from workflows.queries.frames import DEFAULT_FRAMES_LIMIT, MAX_FRAMES_LIMIT, MAX_SEQ, frames
@@ -76,19 +74,9 @@ class FramePageSerializer(serializers.Serializer):
     dropped = serializers.IntegerField(help_text="frames trimmed by the per-attempt bound so far")
 
 
-def frames_query(request: Request) -> dict[str, Any]:
-    """The query string checked; a 400 ``validation_error`` naming the bad parameter."""
-    fields = FramesQuerySerializer().fields
-    query = FramesQuerySerializer(
-        data={name: value for name, value in request.query_params.items() if name in fields}
-    )
-    query.is_valid(raise_exception=True)
-    return dict(query.validated_data)
-
-
 def step_frames_page(request: Request, run: Run, step: str) -> Response:
     """The answer of ``GET /runs/{id}/steps/{step}/frames/`` (see the module)."""
-    query = frames_query(request)
+    query = checked_query(request, FramesQuerySerializer)
     seconds = wait_seconds(request)
     if not (step.isascii() and (step.isidentifier() or step.isdigit())):
         # Step names are identifiers and ids digits: anything else (a NUL, which

@@ -7,6 +7,8 @@ side every such endpoint shares:
 
 - :func:`wait_seconds` reads ``wait``: a number of seconds from 0 to :data:`MAX_WAIT`;
   anything else is a 400 ``validation_error`` naming ``wait``. Absent, 0: no waiting.
+- :func:`checked_query` reads the rest of such an endpoint's query string through a
+  serializer: a 400 ``validation_error`` naming the bad parameter.
 - :func:`without_request_transaction` marks a view so that ``ATOMIC_REQUESTS`` does not
   wrap it in a transaction: a long poll must not hold one (its snapshot on SQLite would
   never see the commit it waits for; on PostgreSQL it would pin a connection
@@ -23,6 +25,7 @@ from typing import Any, TypeVar
 from django.db import connections
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.viewsets import ViewSetMixin
 
@@ -62,6 +65,19 @@ def wait_seconds(request: Request) -> float:
             {"wait": [f"a number of seconds from 0 to {MAX_WAIT:g}"]},
         )
     return seconds
+
+
+def checked_query(
+    request: Request, serializer_class: type[serializers.Serializer]
+) -> dict[str, Any]:
+    """The query parameters ``serializer_class`` declares, validated (others ignored);
+    a 400 ``validation_error`` naming the first bad one."""
+    fields = serializer_class().fields
+    query = serializer_class(
+        data={name: value for name, value in request.query_params.items() if name in fields}
+    )
+    query.is_valid(raise_exception=True)
+    return dict(query.validated_data)
 
 
 def without_request_transaction(view: V) -> V:
