@@ -188,6 +188,7 @@ def test_the_sweep_covers_every_custom_view():
         "workflows_run_start",
         "workflows_waits",
         "workflows_consumers",
+        "workflows_step_log",
         "workflows_run_act",
         "workflows_approvals",
         "workflows_approval",
