@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.db.models import Subquery
+from django.db.models.functions import Now
 from django.utils import timezone
 
 import workflows
@@ -222,9 +224,22 @@ def test_filters_by_kind_workflow_and_age(everything):
     ]
 
 
-def test_pages_follow_the_cursor_without_gaps_or_repeats_even_at_equal_moments(everything):
-    # Every source at one and the same moment: the order falls back to source, then id.
+def moment_written(stamp: str) -> Any:
+    """One moment, written as ``stamp`` says: by Django (to the microsecond, or on a
+    whole second, which Django writes with no fraction on SQLite), or as one reading of
+    the database's clock, as the engine's transitions stamp rows (to the millisecond on
+    SQLite), copied from the first waiting step."""
+    if stamp == "database clock":
+        Step.objects.filter(status="waiting").update(started_at=Now())
+        return Subquery(Step.objects.filter(status="waiting").values("started_at")[:1])
     moment = timezone.now() - timedelta(minutes=5)
+    return moment.replace(microsecond=0) if stamp == "whole second" else moment
+
+
+@pytest.mark.parametrize("stamp", ["microseconds", "whole second", "database clock"])
+def test_pages_follow_the_cursor_without_gaps_or_repeats_even_at_equal_moments(everything, stamp):
+    # Every source at one and the same moment: the order falls back to source, then id.
+    moment = moment_written(stamp)
     Step.objects.filter(status="waiting").update(started_at=moment)
     Step.objects.filter(status="ready").update(updated_at=moment)
     FanOutItem.objects.update(updated_at=moment)

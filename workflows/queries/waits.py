@@ -40,7 +40,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from itertools import islice
 from typing import Any
 from uuid import UUID
@@ -291,12 +291,40 @@ def _window(
     after = filters.after
     if after is None:
         return rows
+    later, same = _moment_after(rows, since, after.since)
     if rank < after.source:
-        return rows.filter(**{f"{since}__gt": after.since})
+        return rows.filter(later)
     if rank > after.source:
-        return rows.filter(**{f"{since}__gte": after.since})
-    return rows.filter(
-        Q(**{f"{since}__gt": after.since}) | Q(**{since: after.since, "pk__gt": pk(after.id)})
+        return rows.filter(later | same)
+    return rows.filter(later | (same & Q(pk__gt=pk(after.id))))
+
+
+def _moment_after(rows: QuerySet[Any, Any], since: str, moment: datetime) -> tuple[Q, Q]:
+    """The conditions "``since`` is later than ``moment``" and "is ``moment``".
+
+    SQLite stores a datetime as text, in the format of whoever wrote it: Django writes
+    microseconds (and no fraction at all on a whole second), the database clock
+    (``Now()``, the engine's ``db_now()``) milliseconds. One statement stamps many rows
+    with one clock reading, so rows at the very moment a page ended are common, and the
+    instant as Django renders it (``...42.123000``) equals no row written as
+    ``...42.123``: the next page lost them. So on SQLite the moment is compared as text
+    the index still serves: "later" against all six digits, which orders correctly
+    against each format (a shorter text that is its prefix is not later, and is not
+    later in time either); "is" against each way the instant may be written.
+    """
+    if connections[router.db_for_read(rows.model)].vendor != "sqlite":
+        return Q(**{f"{since}__gt": moment}), Q(**{since: moment})
+    naive = timezone.make_naive(moment, UTC) if timezone.is_aware(moment) else moment
+    written = naive.strftime("%Y-%m-%d %H:%M:%S.%f")
+    forms = [written]
+    if naive.microsecond % 1000 == 0:
+        forms.append(written[:-3])
+    if naive.microsecond == 0:
+        forms.append(written[:-7])
+    text: models.CharField[str, str] = models.CharField()
+    return (
+        Q(**{f"{since}__gt": Value(written, output_field=text)}),
+        Q(**{f"{since}__in": [Value(form, output_field=text) for form in forms]}),
     )
 
 
