@@ -4,7 +4,7 @@ attempt, coalesced so that a tight loop costs one write per interval."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -20,6 +20,7 @@ from workflows.engine import claim_step, reclaim
 from workflows.engine.work_kinds import STEP
 from workflows.models import Event, Frame, Step
 from workflows.testing import run_pending
+from workflows.workers import telemetry as telemetry_buffer
 from workflows.workers.telemetry import AttemptTelemetry
 
 pytestmark = pytest.mark.django_db
@@ -383,6 +384,19 @@ def test_one_flush_writes_ten_thousand_frames_in_order_with_their_times(settings
     assert (last.seq, last.text) == (10_001, "one too many")
     assert before <= first.at <= last.at <= timezone.now() + timedelta(seconds=1)
     assert Frame.objects.filter(step=step).count() == 10_000
+
+
+def test_a_frame_keeps_the_microsecond_it_was_logged_at(monkeypatch):
+    # As an event's created_at does: a line logged just before a step completed must not
+    # be dated after the completion (SQLite's own clock functions keep milliseconds).
+    run, lease = held()
+    telemetry = AttemptTelemetry(lease)
+    logged_at = datetime(2026, 11, 27, 7, 48, 42, 123_987, tzinfo=UTC)
+    monkeypatch.setattr(telemetry_buffer, "_wall_clock", logged_at.timestamp)
+    telemetry.log("at the microsecond")
+    telemetry.flush()
+    [frame] = workflows.frames(step_of(run))
+    assert frame.at == logged_at
 
 
 @pytest.mark.parametrize("fail", [False, True])

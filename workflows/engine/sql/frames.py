@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from workflows.engine.sql.connection import engine_connection
 from workflows.engine.sql.execute import execute
@@ -36,7 +37,8 @@ def insert_frames(
         streams, texts, times = (list(values) for values in zip(*frames, strict=True))
         params = [step_id, first_seq, attempt, streams, texts, times]
     else:
-        params = [step_id, first_seq, attempt, json.dumps(frames)]
+        stored = [(stream, text, _sqlite_datetime(at)) for stream, text, at in frames]
+        params = [step_id, first_seq, attempt, json.dumps(stored)]
     execute(connection, _insert_text(connection.vendor), params)
 
 
@@ -52,10 +54,17 @@ def _insert_text(vendor: str) -> str:
             "WITH ORDINALITY AS frame (stream, text, at, n)"
         )
     else:
-        # The engine's own clock format on SQLite (``expressions.DbClock``): UTC, ms.
         source = (
             "SELECT %s, %s + frame.key, %s, json_extract(frame.value, '$[0]'), "
-            "json_extract(frame.value, '$[1]'), STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', "
-            "json_extract(frame.value, '$[2]'), 'unixepoch') FROM json_each(%s) AS frame"
+            "json_extract(frame.value, '$[1]'), json_extract(frame.value, '$[2]') "
+            "FROM json_each(%s) AS frame"
         )
     return f"INSERT INTO {table(Frame)} ({columns}) {source}"
+
+
+def _sqlite_datetime(at: float) -> str:
+    """``at`` (seconds since the epoch) as Django stores a datetime on SQLite: UTC, to the
+    microsecond, as events' ``created_at`` is. SQLite's own ``STRFTIME(..., 'unixepoch')``
+    rounds to the millisecond, which could date a line logged just before a step
+    completed after the completion's event, and a tail would print them out of order."""
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
