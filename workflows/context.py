@@ -14,18 +14,27 @@ from workflows.errors import WorkflowError
 
 @dataclass(frozen=True)
 class StepResult:
-    """What a handler may read of another step of the same run."""
+    """What a handler may read of another step of the same run.
+
+    In a loop, ``output`` is the output of the step's latest completed iteration (the
+    current one once it completed, else the one before), ``iteration`` the iteration
+    the step is in, and ``iterations`` the output of every finished iteration, oldest
+    first (``None`` for one that was skipped or failed).
+    """
 
     name: str
     status: str
     output: Any
+    iteration: int = 1
+    iterations: tuple[Any, ...] = ()
 
 
 class StepResults(Mapping[str, StepResult]):
     """Outputs of the run's steps, loaded from the database one step at a time on access.
 
     Lazy on purpose: a handler that reads nothing costs no query, so the price of a step
-    does not grow with the size of its run.
+    does not grow with the size of its run. A step a loop ran more than once costs one
+    query more, for its earlier iterations.
     """
 
     def __init__(self, run_id: UUID, names: tuple[str, ...]) -> None:
@@ -39,9 +48,14 @@ class StepResults(Mapping[str, StepResult]):
         if name not in self._loaded:
             from workflows.models import Step
 
-            row = Step.objects.filter(run_id=self._run_id, name=name).values("status", "output")
-            found = row.first() or {"status": "pending", "output": None}
-            self._loaded[name] = StepResult(name, found["status"], found["output"])
+            row = Step.objects.filter(run_id=self._run_id, name=name).values(
+                "id", "status", "output", "iteration"
+            )
+            found = row.first()
+            if found is None:
+                self._loaded[name] = StepResult(name, "pending", None)
+            else:
+                self._loaded[name] = _with_iterations(name, found)
         return self._loaded[name]
 
     def __iter__(self) -> Iterator[str]:
@@ -49,6 +63,27 @@ class StepResults(Mapping[str, StepResult]):
 
     def __len__(self) -> int:
         return len(self._names)
+
+
+def _with_iterations(name: str, row: Mapping[str, Any]) -> StepResult:
+    """The result of a step row, with its earlier iterations when a loop ran it again."""
+    status, output, iteration = row["status"], row["output"], row["iteration"]
+    if iteration == 1:
+        return StepResult(name, status, output, 1, (output,) if status == "completed" else ())
+    from workflows.models import StepIteration
+
+    earlier = list(
+        StepIteration.objects.filter(step_id=row["id"])
+        .order_by("generation", "iteration")
+        .values_list("status", "output")
+    )
+    finished = [out if done == "completed" else None for done, out in earlier]
+    completed = [out for done, out in earlier if done == "completed"]
+    if status == "completed":
+        finished.append(output)
+        completed.append(output)
+    latest = completed[-1] if completed else None
+    return StepResult(name, status, latest, iteration, tuple(finished))
 
 
 @dataclass(frozen=True)
@@ -159,6 +194,7 @@ class Context:
         step_names: tuple[str, ...],
         step_name: str = "",
         attempt: int = 0,
+        iteration: int | Callable[[], int] = 1,
         idempotency_key: str = "",
         item: Any = None,
         compensated_output: Any = None,
@@ -177,6 +213,7 @@ class Context:
         self.upstream = UpstreamResults(run_id)
         self.step_name = step_name
         self.attempt = attempt
+        self._iteration = iteration
         self.idempotency_key = idempotency_key or f"{run_id}/{step_name}"
         # The fan-out item this handler works on (None outside fan-out items).
         self.item = item
@@ -209,6 +246,15 @@ class Context:
         7386) given as a dict: members set, ``None`` removes one, dicts merge
         recursively. Copied at the call, applied at the next flush in call order;
         ``summary_version`` counts the patches. Fenced as ``progress`` is."""
+
+    @property
+    def iteration(self) -> int:
+        """The iteration of this step a loop is running, 1-based (1 outside loops): in a
+        ``Loop`` body, the body's round; in a polling task, the poll's number; in a
+        loop's ``while_``, the round that just ended. Read once, on first access."""
+        if callable(self._iteration):
+            self._iteration = self._iteration()
+        return self._iteration
 
     def heartbeat(self) -> None:
         """Extend this attempt's lease.

@@ -243,6 +243,11 @@ class Step(LeasedWork):
     # Bumped by each rerun of the step: part of its idempotency key, so external systems
     # see the rerun as new work.
     generation = models.PositiveIntegerField(default=0)
+    # Loops (``Loop``, ``Task(repeat_until=...)``): the iteration the row holds, 1-based.
+    # A step in a loop body counts on across the run (each iteration is also a new
+    # generation); a loop node counts the rounds of its body since it was last entered
+    # afresh. Finished iterations are kept as StepIteration rows.
+    iteration = models.PositiveIntegerField(default=1)
     # Fan-out: counters changed in the same transaction as each item.
     items_total = models.PositiveIntegerField(default=0)
     items_completed = models.PositiveIntegerField(default=0)
@@ -316,6 +321,51 @@ class Step(LeasedWork):
 
     def __str__(self) -> str:
         return f"{self.name} [{self.status}]"
+
+
+class StepIteration(models.Model):
+    """A finished iteration of a step that a loop ran again (a body step of a ``Loop``,
+    or a ``Task(repeat_until=...)``): what the step row held when the next iteration
+    reset it. The step row holds the current iteration; these rows hold the ones
+    before, so outputs and gate decisions of every round stay readable."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+", db_index=False)
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="iterations")
+    iteration = models.PositiveIntegerField()
+    generation = models.PositiveIntegerField(default=0)
+    status = models.CharField(max_length=32, choices=StepStatus.choices)
+    attempt = models.PositiveIntegerField(default=0)
+    output = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    failure_class = models.CharField(
+        max_length=16, choices=FailureClass.choices, blank=True, default=""
+    )
+    decision = models.CharField(max_length=16, choices=Decision.choices, blank=True, default="")
+    decided_via = models.CharField(
+        max_length=16, choices=DecisionVia.choices, blank=True, default=""
+    )
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    feedback = models.TextField(blank=True, default="")
+    selections = models.JSONField(default=list, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # When the next iteration began.
+    archived_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["step", "generation", "iteration"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["step", "generation", "iteration"],
+                name="workflows_step_iteration_unique",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.step_id} iteration {self.iteration} [{self.status}]"
 
 
 class FanOutItem(LeasedWork):

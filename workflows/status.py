@@ -47,6 +47,7 @@ class NodeKind(models.TextChoices):
     FANOUT = "fanout", "fanout"
     SIGNAL = "signal", "signal"
     SUBWORKFLOW = "subworkflow", "subworkflow"
+    LOOP = "loop", "loop"
 
 
 class TimerStatus(models.TextChoices):
@@ -64,6 +65,8 @@ class TimerKind(models.TextChoices):
     # Ready work delayed by a rate limit: dispatched again when a start is allowed.
     RELEASE = "release"
     DEADLINE = "deadline"
+    # A polling task's sleep between iterations (``Task(repeat_until=, every=)``).
+    REPEAT = "repeat"
 
 
 class FailureClass(models.TextChoices):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from workflows.definitions.fanout import FanOut
 from workflows.definitions.gate import Gate, Option
 from workflows.definitions.limits import Budget, RateLimit, Route
+from workflows.definitions.loop import Loop
 from workflows.definitions.nodes import LeasedNode, Node, Sleep, Task
 from workflows.definitions.registry import registry
 from workflows.definitions.retry import Retry
@@ -16,6 +17,7 @@ __all__ = [
     "FanOut",
     "Gate",
     "LeasedNode",
+    "Loop",
     "Node",
     "Option",
     "RateLimit",

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
+from workflows.definitions.loop import Loop
 from workflows.definitions.nodes import Node
 
 
@@ -63,6 +65,85 @@ class Graph:
         cycle = self._cycle()
         if cycle:
             found.setdefault(cycle[0], []).append("is part of a cycle: " + " -> ".join(cycle))
+        elif not found:
+            for name, message in self._loop_problems():
+                found.setdefault(name, []).append(message)
+        return found
+
+    # -- loops ----------------------------------------------------------------------------
+
+    @cached_property
+    def loop_bodies(self) -> dict[str, tuple[str, ...]]:
+        """Each loop node's body: the steps on a path from its ``back_to`` to it
+        (``back_to`` included), in declaration order. Empty for a loop whose ``back_to``
+        is not upstream of it (a definition problem)."""
+        bodies = {}
+        for name, node in self.nodes.items():
+            if isinstance(node, Loop):
+                before = self.ancestors(name)
+                after = {node.back_to, *self.descendants(node.back_to)}
+                bodies[name] = tuple(step for step in self.nodes if step in before & after)
+        return bodies
+
+    def loops_around(self, step: str) -> tuple[str, ...]:
+        """The loop nodes whose body holds ``step``, innermost first."""
+        around = [loop for loop, body in self.loop_bodies.items() if step in body]
+        return tuple(sorted(around, key=lambda loop: len(self.loop_bodies[loop])))
+
+    def ancestors(self, name: str) -> set[str]:
+        """Every step upstream of ``name``, however far."""
+        return self._reach(name, self.upstream)
+
+    def descendants(self, name: str) -> set[str]:
+        """Every step downstream of ``name``, however far."""
+        return self._reach(name, self.downstream)
+
+    @staticmethod
+    def _reach(name: str, edges: Mapping[str, tuple[str, ...]]) -> set[str]:
+        seen: set[str] = set()
+        stack = list(edges.get(name, ()))
+        while stack:
+            step = stack.pop()
+            if step not in seen:
+                seen.add(step)
+                stack.extend(edges.get(step, ()))
+        return seen
+
+    def _loop_problems(self) -> list[tuple[str, str]]:
+        """Each loop's ``back_to`` must be upstream of it; two loops' bodies are apart, or
+        one holds the other whole (its loop node included)."""
+        found = []
+        loops = {name: node for name, node in self.nodes.items() if isinstance(node, Loop)}
+        for name, node in loops.items():
+            if node.back_to == name:
+                found.append((name, "back_to names the loop itself; name a step before it"))
+            elif node.back_to not in self.nodes:
+                known = ", ".join(self.nodes)
+                found.append((name, f"back_to {node.back_to!r} is not a step (steps: {known})"))
+            elif node.back_to not in self.ancestors(name):
+                found.append(
+                    (
+                        name,
+                        f"back_to {node.back_to!r} is not upstream of the loop: a loop goes "
+                        "back to a step that leads to it",
+                    )
+                )
+        if found:
+            return found
+        spans = {name: {*self.loop_bodies[name], name} for name in loops}
+        names = list(loops)
+        for index, outer in enumerate(names):
+            for inner in names[index + 1 :]:
+                first, second = spans[outer], spans[inner]
+                if first & second and not (first < second or second < first):
+                    found.append(
+                        (
+                            inner,
+                            f"its body crosses the boundary of loop {outer!r}: loops may "
+                            "nest only when one body holds the other whole, loop node "
+                            "included",
+                        )
+                    )
         return found
 
     def _cycle(self) -> list[str]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from django.utils.module_loading import import_string
 
 from workflows.conf import workflow_settings
+from workflows.definitions.iterations import repeat_problems
 from workflows.definitions.limits import (
     RateLimit,
     name_problems,
@@ -247,14 +248,79 @@ def default_retry() -> Retry:
 
 
 class Task(LeasedNode):
-    """Run a handler ``handler(ctx) -> JSON`` in a worker, leased and retried."""
+    """Run a handler ``handler(ctx) -> JSON`` in a worker, leased and retried.
+
+    A poll: with ``repeat_until(ctx)``, each completed iteration asks it (the iteration's
+    output is ``ctx.steps[name].output``); false runs the task again after a durable
+    sleep of ``every`` (a timer row, not a sleeping worker), as a new iteration with
+    fresh attempts and a new idempotency key, at most ``max_iterations`` times; then
+    ``on_exhausted="fail"`` fails the run with ``max_iterations_exceeded`` and
+    ``"continue"`` lets the step complete. It is the short form of a one-step
+    :class:`~workflows.definitions.loop.Loop` with a sleep in it.
+    """
 
     kind = NodeKind.TASK
 
+    def __init__(
+        self,
+        handler: str | Handler | None,
+        *,
+        repeat_until: Condition | None = None,
+        every: timedelta | None = None,
+        max_iterations: int | None = None,
+        on_exhausted: str = "fail",
+        retry: Retry | None = None,
+        timeout: timedelta | None = None,
+        compensate: str | Handler | None = None,
+        transactional: bool = False,
+        queue: str | None = None,
+        requires: Iterable[str] | None = None,
+        priority: int | None = None,
+        concurrency_key: Callable[[Context], str] | None = None,
+        max_concurrent: int | None = None,
+        rate_limit: str | None = None,
+        after: Sequence[str] | str | None = None,
+        when: Condition | None = None,
+    ) -> None:
+        super().__init__(
+            handler,
+            retry=retry,
+            timeout=timeout,
+            compensate=compensate,
+            transactional=transactional,
+            queue=queue,
+            requires=requires,
+            priority=priority,
+            concurrency_key=concurrency_key,
+            max_concurrent=max_concurrent,
+            rate_limit=rate_limit,
+            after=after,
+            when=when,
+        )
+        self.repeat_until = repeat_until
+        self.every = every
+        self.max_iterations = max_iterations
+        self.on_exhausted = on_exhausted
+
     def problems(self) -> list[str]:
+        found = super().problems()
+        found += repeat_problems(
+            self.repeat_until, self.every, self.max_iterations, self.on_exhausted
+        )
         if self.handler is None:
-            return ["Task needs a handler", *super().problems()]
-        return super().problems()
+            return ["Task needs a handler", *found]
+        return found
+
+    def describe(self) -> dict[str, Any]:
+        if self.repeat_until is None:
+            return super().describe()
+        return {
+            **super().describe(),
+            "repeat_until": True,
+            "every": self.every.total_seconds() if self.every is not None else 0,
+            "max_iterations": self.max_iterations,
+            "on_exhausted": self.on_exhausted,
+        }
 
 
 class Sleep(Node):

@@ -19,11 +19,13 @@ from workflows.engine import deadlines  # noqa: F401 - registers the deadline ti
 from workflows.engine.claims import claim, claim_step
 from workflows.engine.flows import settle  # noqa: F401 - registers the run-end hook of flows
 from workflows.engine.lease import Lease
+from workflows.engine.loops import polling  # noqa: F401 - registers the poll's timer effect
 from workflows.engine.nodes import (  # noqa: F401 - node modules register themselves
     callback,
     compensation,
     fanout,
     gate,
+    loop,
     sleep,
     subworkflow,
     task,

@@ -10,7 +10,7 @@ imports none of them, so a new kind of node is a new module, not an edit here.
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -88,6 +88,21 @@ class Advancer:
             )
         return self._context
 
+    def context_for(self, row: StepRow) -> Context:
+        """A context for a condition asked about ``row`` itself (a loop's ``while_``, a
+        poll's ``repeat_until``): ``ctx.iteration`` is the row's."""
+        return Context(
+            run_id=self.run.pk,
+            input=self.run.input,
+            step_names=tuple(self.workflow.nodes),
+            step_name=row.name,
+            iteration=row.iteration,
+        )
+
+    def forget_context(self) -> None:
+        """Read step outputs afresh: a loop just reset the steps they came from."""
+        self._context = None
+
     def start(self) -> None:
         """Enter the root steps of a new run."""
         roots = self.workflow.graph.roots
@@ -118,9 +133,17 @@ class Advancer:
 
     def release_stranded(self) -> None:
         """Enter pending steps whose upstreams are all final (repair after a crash)."""
+        self.release(self.workflow.nodes)
+
+    def release(self, names: Iterable[str]) -> None:
+        """Enter those of ``names`` that are pending with every upstream final (a loop's
+        ``back_to`` once its body was reset)."""
         upstream = self.workflow.graph.upstream
-        rows = {row.name: row for row in step_rows(self.run.pk, self.workflow.nodes)}
-        for name, row in rows.items():
+        names = list(names)
+        needed = set(names).union(*(upstream[name] for name in names))
+        rows = {row.name: row for row in step_rows(self.run.pk, needed)}
+        for name in names:
+            row = rows[name]
             if self.run.status not in RUN_ACTIVE or row.status != StepStatus.PENDING:
                 continue
             statuses = [rows[up].status for up in upstream[name]]
@@ -149,7 +172,11 @@ class Advancer:
 
     def fail(self, step_name: str, error: dict[str, Any]) -> None:
         """Fail the run because ``step_name`` failed for good (this also unwinds it)."""
-        fail_run(self.run, step_failure(step_name, error), self.events)
+        self.fail_run(step_failure(step_name, error))
+
+    def fail_run(self, error: dict[str, Any]) -> None:
+        """Fail the run with ``error`` as its own (a loop that ran out of iterations)."""
+        fail_run(self.run, error, self.events)
         self._finished = True
 
     # -- entering one step ------------------------------------------------------------

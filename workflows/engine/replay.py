@@ -241,9 +241,12 @@ def rerun_compensation_refusal(
     return None
 
 
-def reset_generation(row: StepRow, workflow: type[Workflow]) -> None:
+def reset_generation(row: StepRow, workflow: type[Workflow], **changes: Any) -> None:
     """A new generation of the step: pending, with a fresh set of attempts, and a new
-    idempotency key (``<run>/<step>#<generation>``) for it, its items and compensations."""
+    idempotency key (``<run>/<step>#<generation>``) for it, its items and compensations.
+
+    ``changes`` are written with it (a loop's next ``iteration``); ``row`` carries the
+    new status, version and generation afterwards."""
     node = workflow.nodes[row.name]
     attempts = node.effective_retry.max_attempts if isinstance(node, LeasedNode) else 1
     if not cas_update(
@@ -255,9 +258,12 @@ def reset_generation(row: StepRow, workflow: type[Workflow]) -> None:
         max_attempts=row.attempt + attempts,
         generation=row.generation + 1,
         updated_at=db_now(),
-        **FORGOTTEN,
+        **{**FORGOTTEN, **changes},
     ):
         raise StaleState(f"step {row.name!r} changed while being reset")
+    row.status, row.version = StepStatus.PENDING, row.version + 1
+    row.max_attempts, row.generation = row.attempt + attempts, row.generation + 1
+    row.iteration = changes.get("iteration", row.iteration)
 
 
 def forget_work_of(step_ids: Sequence[int]) -> None:

@@ -9,6 +9,7 @@ from workflows.definitions import Task
 from workflows.engine.advance import Advancer, enters
 from workflows.engine.claims import claim_in_scope, claim_pending_in_scope
 from workflows.engine.lease import Lease
+from workflows.engine.loops.polling import poll_again
 from workflows.engine.nodes.compensation import record_compensation
 from workflows.engine.sql.rows import StepRow
 from workflows.engine.work_kinds import STEP, FailedUnit, settles
@@ -66,7 +67,12 @@ class TaskSettlement:
                 workflow=lease.workflow,
                 generation=lease.generation,
             )
-        if run.status in RUN_ACTIVE and not _continue_chain(advancer, lease.step_name):
+        if run.status not in RUN_ACTIVE:
+            return
+        polling = isinstance(lease.node, Task) and lease.node.repeat_until is not None
+        if polling and poll_again(advancer, lease):
+            return
+        if not _continue_chain(advancer, lease.step_name):
             advancer.settled(lease.step_name)
 
     def failed(self, advancer: Advancer, unit: FailedUnit) -> None:

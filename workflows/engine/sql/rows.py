@@ -26,10 +26,20 @@ class StepRow:
     attempt: int
     max_attempts: int
     generation: int = 0
+    iteration: int = 1
 
 
 # The columns of a StepRow, in order: for hand-written SELECTs and ORM values_list().
-STEP_ROW_FIELDS = ("id", "name", "status", "version", "attempt", "max_attempts", "generation")
+STEP_ROW_FIELDS = (
+    "id",
+    "name",
+    "status",
+    "version",
+    "attempt",
+    "max_attempts",
+    "generation",
+    "iteration",
+)
 _STEP_ROW_COLUMNS = ", ".join(column(Step, name) for name in STEP_ROW_FIELDS)
 
 
