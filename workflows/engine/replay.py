@@ -78,6 +78,8 @@ FORGOTTEN: dict[str, Any] = {
     "decided_at": None,
     "feedback": "",
     "selections": [],
+    "claimed_by": None,
+    "claimed_at": None,
     "signal_name": "",
     "items_total": 0,
     "items_completed": 0,
