@@ -89,15 +89,19 @@ class Advancer:
         return self._context
 
     def context_for(self, row: StepRow) -> Context:
-        """A context for a condition asked about ``row`` itself (a loop's ``while_``, a
-        poll's ``repeat_until``): ``ctx.iteration`` is the row's."""
-        return Context(
+        """A context for a condition asked about ``row`` (its ``when=``, a loop's
+        ``while_``, a poll's ``repeat_until``): ``ctx.iteration`` is the row's; the step
+        outputs read are shared with every other condition of this transition."""
+        shared = self.context
+        context = Context(
             run_id=self.run.pk,
             input=self.run.input,
-            step_names=tuple(self.workflow.nodes),
+            step_names=(),
             step_name=row.name,
             iteration=row.iteration,
         )
+        context.steps, context.upstream = shared.steps, shared.upstream
+        return context
 
     def forget_context(self) -> None:
         """Read step outputs afresh: a loop just reset the steps they came from."""
@@ -192,7 +196,7 @@ class Advancer:
             return self._skip(row, "every upstream step was skipped")
         if node.when is not None:
             try:
-                wanted = bool(node.when(self.context))
+                wanted = bool(node.when(self.context_for(row)))
             except Exception as exc:
                 return self.fail_entering(row, exc, "condition_error")
             if not wanted:

@@ -45,7 +45,7 @@ class DuplicateItemKey(ValueError):
 def enter_fanout(advancer: Advancer, row: StepRow, node: FanOut) -> str:
     """Compute the items once, store them, release the first ``max_parallel``."""
     try:
-        values = list(node.items(advancer.context))
+        values = list(node.items(advancer.context_for(row)))
         keys = [str(node.key(value)) if node.key else str(i) for i, value in enumerate(values)]
         _check(values, keys)
     except Exception as exc:

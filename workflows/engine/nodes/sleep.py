@@ -16,7 +16,7 @@ from workflows.status import StepStatus, TimerKind
 @enters(Sleep)
 def enter_sleep(advancer: Advancer, row: StepRow, node: Sleep) -> str:
     try:
-        wake_at: datetime = node.wake_at(advancer.context, timezone.now())
+        wake_at: datetime = node.wake_at(advancer.context_for(row), timezone.now())
     except Exception as exc:
         return advancer.fail_entering(row, exc, "sleep_error")
     advancer.park(row, TimerKind.SLEEP, wake_at, reason=Sleep.kind, until=wake_at.isoformat())

@@ -33,7 +33,9 @@ logger = logging.getLogger("workflows.engine")
 def enter_subworkflow(advancer: Advancer, row: StepRow, node: SubWorkflow) -> str:
     """Start the child run and wait for it (or settle at once if it already ended)."""
     try:
-        data = node.input(advancer.context) if node.input is not None else advancer.run.input
+        data = (
+            node.input(advancer.context_for(row)) if node.input is not None else advancer.run.input
+        )
         child = start_child(advancer, node.workflow, data, step_id=row.pk)
     except (DefinitionMissing, InvalidInput, TypeError, ValueError, KeyError) as exc:
         return advancer.fail_entering(row, exc, "child_error")
