@@ -9,6 +9,7 @@ from workflows import (
     FanOut,
     Gate,
     InvalidInput,
+    Loop,
     Option,
     Retry,
     Sleep,
@@ -154,4 +155,65 @@ class ArticleSummary(Workflow):
         words = data.get("words")
         if not data.get("title") or not isinstance(words, int) or words < 1:
             raise InvalidInput("article_summary needs a 'title' and a positive number of 'words'")
+        return data
+
+
+class DocumentReview(Workflow):
+    """Draft a document, have it reviewed, revise it while the reviewer asks for changes,
+    publish. Shows a ``Loop``: a rejection in the approvals inbox ("Request changes")
+    sends the run back to ``draft`` for another round, whose draft answers the review's
+    feedback; after four rounds without approval the run fails with
+    ``max_iterations_exceeded``.
+    """
+
+    name = "document_review"
+    version = 1
+    input_example = {"title": "Expense policy", "author": "ada"}
+
+    draft = Task("flowsite.demo.steps.draft_document")
+    review = Gate(
+        prompt="Review {input[title]}, draft of round {steps[draft][round]}: publish it?",
+        on_reject="continue",
+        timeout=timedelta(days=3),
+    )
+    revise = Loop(
+        back_to="draft",
+        while_=lambda ctx: ctx.steps["review"].output["decision"] == "rejected",
+        max_iterations=4,
+    )
+    publish = Task("flowsite.demo.steps.publish_document")
+
+    @classmethod
+    def clean_input(cls, data: dict) -> dict:
+        if not data.get("title"):
+            raise InvalidInput("document_review needs a 'title'")
+        return data
+
+
+class ReportExport(Workflow):
+    """Ask an outside system for a report export, then poll it every ten seconds until it
+    is ready, at most twelve times, and deliver it. Shows a polling ``Task``: between two
+    polls the step waits on a durable timer, not in a sleeping worker.
+    """
+
+    name = "report_export"
+    version = 1
+    input_example = {"report": "monthly-sales", "polls_until_ready": 3}
+
+    request_export = Task("flowsite.demo.steps.request_export")
+    wait_until_ready = Task(
+        "flowsite.demo.steps.check_export",
+        repeat_until=lambda ctx: ctx.steps["wait_until_ready"].output["ready"],
+        every=timedelta(seconds=10),
+        max_iterations=12,
+    )
+    deliver = Task("flowsite.demo.steps.deliver_export")
+
+    @classmethod
+    def clean_input(cls, data: dict) -> dict:
+        polls = data.get("polls_until_ready")
+        if not data.get("report") or not isinstance(polls, int) or polls < 1:
+            raise InvalidInput(
+                "report_export needs a 'report' and a positive number of 'polls_until_ready'"
+            )
         return data

@@ -146,3 +146,39 @@ def publish_summary(ctx: Context) -> dict[str, Any]:
     return _record(
         ctx, "published", {"title": ctx.input["title"], "editor": review.get("editor", "?")}
     )
+
+
+def draft_document(ctx: Context) -> dict[str, Any]:
+    """Write this round's draft; from round 2 on, it answers the last review's feedback."""
+    last_review = ctx.steps["review"].output
+    answers = last_review["feedback"] if last_review else ""
+    return _record(
+        ctx,
+        "draft",
+        {"title": ctx.input["title"], "round": ctx.iteration, "answers": answers},
+    )
+
+
+def publish_document(ctx: Context) -> dict[str, Any]:
+    draft = ctx.steps["draft"].output
+    return _record(
+        ctx,
+        "document_published",
+        {"title": draft["title"], "rounds": draft["round"], "by": ctx.steps["review"].output["by"]},
+    )
+
+
+def request_export(ctx: Context) -> dict[str, Any]:
+    """Pretend to ask an outside reporting system for an export: it answers with a job id."""
+    return _record(ctx, "export_requested", {"report": ctx.input["report"], "job": ctx.run_id.hex})
+
+
+def check_export(ctx: Context) -> dict[str, Any]:
+    """One poll of the pretend export job: ready once it was asked ``polls_until_ready``
+    times (``ctx.iteration`` is the poll's number)."""
+    return {"poll": ctx.iteration, "ready": ctx.iteration >= ctx.input["polls_until_ready"]}
+
+
+def deliver_export(ctx: Context) -> dict[str, Any]:
+    polls = ctx.steps["wait_until_ready"].output["poll"]
+    return _record(ctx, "export_delivered", {"report": ctx.input["report"], "polls": polls})

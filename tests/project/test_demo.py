@@ -14,7 +14,7 @@ from django.utils import timezone
 import workflows
 from flowsite.demo.models import DemoRecord
 from tests.conftest import staff
-from workflows.models import Run
+from workflows.models import Run, Step
 from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
@@ -89,7 +89,9 @@ def test_demo_setup_is_idempotent_and_checks_pass():
     call_command("demo_setup", stdout=second)
     assert "created demo user admin / admin" in first.getvalue()
     assert "created demo user" not in second.getvalue()
-    assert Run.objects.count() == 7
+    assert Run.objects.count() == 9
+    review = Run.objects.get(workflow_name="document_review")
+    assert review.idempotency_key == "demo-review"
 
 
 DISPATCH = {
@@ -196,7 +198,69 @@ def test_every_demo_workflow_accepts_its_own_input_example():
     from workflows.definitions import registry
 
     demo = [w for w in registry.all() if w.__module__ == "flowsite.demo.flows"]
-    assert {w.name for w in demo} >= {"order_fulfilment", "article_summary"}
+    assert {w.name for w in demo} >= {
+        "order_fulfilment",
+        "article_summary",
+        "document_review",
+        "report_export",
+    }
     for workflow in demo:
         assert workflow.input_example is not None, workflow.name
         assert workflow.check_input(workflow.input_example) == workflow.input_example
+
+
+def review_waiting(run: Run) -> Step:
+    """The review gate of ``run``, once the run has gone as far as it can."""
+    run_pending()
+    gate = run.steps.get(name="review")
+    assert gate.status == "waiting"
+    return gate
+
+
+def test_document_review_rejected_goes_round_once_then_publishes():
+    """A rejection sends the run back to its draft, which answers the review's feedback."""
+    reviewer = User.objects.create_user("reviewer")
+    run = workflows.start_run("document_review", {"title": "Leave policy"})
+    gate = review_waiting(run)
+    assert gate.prompt == "Review Leave policy, draft of round 1: publish it?"
+    answers = "Say who approves leave"
+    workflows.reject_gate(gate, user=reviewer, feedback=answers)
+    gate = review_waiting(run)
+    assert gate.iteration == 2
+    assert gate.prompt == "Review Leave policy, draft of round 2: publish it?"
+    draft = run.steps.get(name="draft")
+    assert draft.iteration == 2
+    assert draft.output == {"title": "Leave policy", "round": 2, "answers": answers}
+    assert [i.output["round"] for i in draft.iterations.all()] == [1]
+    workflows.approve_gate(gate, user=reviewer)
+    run_pending()
+    run.refresh_from_db()
+    assert run.status == "completed"
+    assert run.steps.get(name="revise").output == {"iterations": 2, "exhausted": False}
+    published = DemoRecord.objects.get(run_id=run.pk, kind="document_published")
+    assert published.data == {"title": "Leave policy", "rounds": 2, "by": "reviewer"}
+    assert DemoRecord.objects.filter(run_id=run.pk, kind="draft").count() == 2
+
+
+def test_document_review_gives_up_after_four_rounds():
+    reviewer = User.objects.create_user("reviewer")
+    run = workflows.start_run("document_review", {"title": "Leave policy"})
+    for _ in range(4):
+        workflows.reject_gate(review_waiting(run), user=reviewer, feedback="not yet")
+    run_pending()
+    run.refresh_from_db()
+    assert run.status == "failed"
+    assert (run.error["code"], run.error["iterations"]) == ("max_iterations_exceeded", 4)
+
+
+def test_report_export_polls_on_a_timer_until_ready():
+    run = workflows.start_run("report_export", {"report": "sales", "polls_until_ready": 3})
+    run_pending()
+    poll = run.steps.get(name="wait_until_ready")
+    assert (poll.status, poll.iteration) == ("waiting", 2)  # asleep on its repeat timer
+    run_pending(until=timezone.now() + timedelta(minutes=1))
+    run.refresh_from_db()
+    assert run.status == "completed"
+    assert run.output == {"deliver": {"report": "sales", "polls": 3}}
+    earlier = run.steps.get(name="wait_until_ready").iterations.order_by("iteration")
+    assert [i.output for i in earlier] == [{"poll": 1, "ready": False}, {"poll": 2, "ready": False}]

@@ -91,3 +91,24 @@ class Command(BaseCommand):
                 '\'{"editor": "admin"}\'`; the token budget of '
                 f"{ARTICLE_CUSTOMER!r} (Budgets page) may hold it"
             )
+        run = workflows.start_run(
+            "document_review",
+            {"title": "Expense policy", "author": "admin"},
+            idempotency_key="demo-review",
+            user=user,
+        )
+        self.stdout.write(
+            f"document_review run {run.pk} [{run.status}]: once its review waits in the "
+            "approvals inbox, reject it with feedback to send it round again (at most 4 "
+            "rounds), or approve it to publish"
+        )
+        run = workflows.start_run(
+            "report_export",
+            {"report": "monthly-sales", "polls_until_ready": 3},
+            idempotency_key="demo-export",
+            user=user,
+        )
+        self.stdout.write(
+            f"report_export run {run.pk} [{run.status}]: polls its export every 10 seconds "
+            "until it is ready (the third poll)"
+        )
