@@ -7,6 +7,14 @@ new work, and it gets a fresh set of attempts. Steps the run's end cancelled bef
 they ran are reopened, so parallel branches that never ran run now. When a rerun is
 refused for what became of the run's completed work is :mod:`workflows.engine.replay`'s
 to say.
+
+Inside a loop a rerun starts a new iteration rather than rewriting the current one: each
+reset step of a loop's body keeps what it did as a finished iteration (a
+``StepIteration`` row, as when the loop goes round) and moves on to the next iteration,
+so the history keeps the round the operator reran. Each reset loop node counts its
+rounds from 1 again: an operator's rerun is a fresh try, so a run that failed with
+``max_iterations_exceeded`` can be rerun for another ``max_iterations`` rounds. Steps
+outside every loop body are reset as before, in the iteration they are in.
 """
 
 from __future__ import annotations
@@ -15,10 +23,11 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from workflows.definitions import Workflow
+from workflows.definitions import Loop, Workflow
 from workflows.engine.deadlines import arm_deadline
 from workflows.engine.events import actor
 from workflows.engine.guards import RERUN
+from workflows.engine.loops.iterations import start_next_iteration
 from workflows.engine.replay import (
     downstream_of,
     facts_of,
@@ -60,7 +69,9 @@ def rerun_from(
     work whose compensation never ran, an undone step the reset leaves out, a failed
     compensation). Of two operators rerunning at once, the second finds the run
     running and is refused. The run's old error is cleared, and its deadline too
-    unless ``deadline`` gives a new one. Returns the names of the reset steps.
+    unless ``deadline`` gives a new one. Steps of a loop's body start their next
+    iteration and loop nodes their first round (the module docstring says why).
+    Returns the names of the reset steps.
     """
     with run_scope(run_id) as scope:
         run, workflow = scope.run, scope.workflow
@@ -78,9 +89,12 @@ def rerun_from(
         }
         reset = downstream_of(workflow.graph, [step_name])
         _check_rerunnable(run_id, workflow, step_name, reset, rows)
-        for name in reset:
-            reset_generation(rows[name], workflow)
-        forget_work_of([rows[name].pk for name in reset])
+        looped = [name for name in reset if _in_a_loop(workflow, name)]
+        start_next_iteration([rows[name] for name in looped], workflow)
+        others = [rows[name] for name in reset if name not in looped]
+        for row in others:
+            reset_generation(row, workflow)
+        forget_work_of([row.pk for row in others])
         reopened = cas_update_many(
             Step,
             where={"run_id": run.pk, "status": StepStatus.CANCELLED},
@@ -114,6 +128,12 @@ def rerun_from(
         )
         scope.advancer.release_stranded()
     return reset
+
+
+def _in_a_loop(workflow: type[Workflow], name: str) -> bool:
+    """Whether a rerun resetting ``name`` starts a new iteration: a loop node, or a
+    step of a loop's body."""
+    return isinstance(workflow.nodes[name], Loop) or bool(workflow.graph.loops_around(name))
 
 
 def _check_rerunnable(
