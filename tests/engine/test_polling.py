@@ -1,0 +1,150 @@
+"""Polling tasks: ``Task(repeat_until=, every=, max_iterations=)`` runs again after a
+durable sleep (a ``repeat`` timer row) until its condition says done, with time travel
+through ``run_pending(until=...)`` instead of real sleeping."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+import workflows
+from tests.handlers import CALLS
+from workflows import Task, Workflow
+from workflows.models import Run, Step, StepIteration, Timer
+from workflows.testing import run_pending
+
+pytestmark = pytest.mark.django_db
+
+HERE = "tests.engine.test_polling"
+EVERY = timedelta(minutes=5)
+
+
+def check(ctx):
+    """The outside system answers ``done`` on the third poll."""
+    CALLS.append(ctx.idempotency_key)
+    return {"poll": ctx.iteration, "state": "done" if ctx.iteration == 3 else "busy"}
+
+
+def done(ctx) -> bool:
+    return ctx.steps["wait"].output["state"] == "done"
+
+
+def never(ctx) -> bool:
+    return False
+
+
+def broken(ctx) -> bool:
+    raise ValueError("status page unreadable")
+
+
+def report(ctx):
+    wait = ctx.steps["wait"]
+    return {"last": wait.output, "polls": [poll and poll["poll"] for poll in wait.iterations]}
+
+
+class Polled(Workflow):
+    name = "poll_until_done"
+    wait = Task(f"{HERE}.check", repeat_until=done, every=EVERY, max_iterations=5)
+    report = Task(f"{HERE}.report")
+
+
+class PollsOutFailing(Workflow):
+    name = "poll_exhausted_fail"
+    wait = Task(f"{HERE}.check", repeat_until=never, every=EVERY, max_iterations=2)
+    report = Task(f"{HERE}.report")
+
+
+class PollsOutContinuing(Workflow):
+    name = "poll_exhausted_continue"
+    wait = Task(
+        f"{HERE}.check",
+        repeat_until=never,
+        every=EVERY,
+        max_iterations=2,
+        on_exhausted="continue",
+    )
+    report = Task(f"{HERE}.report")
+
+
+class PollsBroken(Workflow):
+    name = "poll_condition_error"
+    wait = Task(f"{HERE}.check", repeat_until=broken, every=EVERY, max_iterations=5)
+    report = Task(f"{HERE}.report")
+
+
+def sleeping_poll(run: Run) -> Timer:
+    """The ``repeat`` timer the poll of ``run`` sleeps on; its step waits on it."""
+    step = Step.objects.get(run=run, name="wait")
+    assert step.status == "waiting"
+    return Timer.objects.get(step=step, kind="repeat", status="scheduled")
+
+
+def test_a_poll_sleeps_on_a_timer_between_polls_and_finishes_when_done():
+    started = timezone.now()
+    run = workflows.start_run(Polled)
+    run_pending()
+    assert len(CALLS) == 1
+    timer = sleeping_poll(run)
+    assert started + EVERY <= timer.due_at <= timezone.now() + EVERY
+
+    # Not before its due time.
+    run_pending(until=timer.due_at - timedelta(seconds=1))
+    assert len(CALLS) == 1
+    assert sleeping_poll(run) == timer
+
+    run_pending(until=timer.due_at)
+    assert len(CALLS) == 2
+    second = sleeping_poll(run)
+    assert second.due_at >= timer.due_at
+    run_pending(until=second.due_at + timedelta(seconds=1))
+
+    run.refresh_from_db()
+    assert run.status == "completed"
+    assert len(CALLS) == 3 and len(set(CALLS)) == 3
+    wait = Step.objects.get(run=run, name="wait")
+    assert wait.iteration == 3
+    assert wait.output == {"poll": 3, "state": "done"}
+    assert [row.iteration for row in StepIteration.objects.filter(step=wait)] == [1, 2]
+    assert not Timer.objects.filter(run=run, status="scheduled").exists()
+    assert Step.objects.get(run=run, name="report").output == {
+        "last": {"poll": 3, "state": "done"},
+        "polls": [1, 2, 3],
+    }
+
+
+def test_an_exhausted_poll_fails_the_run():
+    run = workflows.start_run(PollsOutFailing)
+    run_pending(until=timezone.now() + 3 * EVERY)
+    run.refresh_from_db()
+    assert run.status == "failed"
+    assert run.error["code"] == "max_iterations_exceeded"
+    assert run.error["step"] == "wait"
+    assert run.error["iterations"] == 2
+    assert len(CALLS) == 2
+    assert Step.objects.get(run=run, name="report").status == "cancelled"
+
+
+def test_an_exhausted_poll_that_continues_lets_the_run_go_on():
+    run = workflows.start_run(PollsOutContinuing)
+    run_pending(until=timezone.now() + 3 * EVERY)
+    run.refresh_from_db()
+    assert run.status == "completed"
+    assert len(CALLS) == 2
+    wait = Step.objects.get(run=run, name="wait")
+    assert (wait.status, wait.iteration) == ("completed", 2)
+    assert Step.objects.get(run=run, name="report").output["polls"] == [1, 2]
+
+
+def test_a_condition_that_raises_fails_the_step_with_condition_error():
+    run = workflows.start_run(PollsBroken)
+    run_pending(until=timezone.now() + 3 * EVERY)
+    run.refresh_from_db()
+    assert run.status == "failed"
+    wait = Step.objects.get(run=run, name="wait")
+    assert wait.status == "failed"
+    assert wait.error["code"] == "condition_error"
+    assert "status page unreadable" in wait.error["message"]
+    assert len(CALLS) == 1
+    assert not Timer.objects.filter(run=run, kind="repeat").exists()
