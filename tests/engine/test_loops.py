@@ -6,10 +6,15 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 import workflows
-from tests.handlers import CALLS
+from tests.engine.test_query_budget import CHAINED_STEP_QUERIES, UNCHAINED_STEP_QUERIES, statements
+from tests.handlers import CALLS, NOOP
 from workflows import FanOut, Gate, Loop, PermanentError, Retry, Task, Workflow
+from workflows.engine import claim_step, complete_work
+from workflows.engine.lease import Lease
 from workflows.models import CompensationRecord, Event, FanOutItem, Run, Step, StepIteration
 from workflows.testing import run_pending
 
@@ -312,3 +317,45 @@ def test_a_nested_loop_counts_its_rounds_afresh_in_each_outer_round():
     assert StepIteration.objects.filter(step=steps["edit"]).count() == 5
     assert not StepIteration.objects.filter(step=steps["inner"]).exists()
     assert StepIteration.objects.filter(step=steps["prepare"]).count() == 2
+
+
+def first_round(ctx) -> bool:
+    return ctx.iteration == 1
+
+
+class Budgeted(Workflow):
+    name = "loop_budget"
+    draft = Task(NOOP)
+    edit = Task(NOOP)
+    check = Task(NOOP)
+    again = Loop(back_to="draft", while_=first_round, max_iterations=2)
+    publish = Task(NOOP)
+
+
+def second_round_lease(run: Run) -> Lease:
+    """The lease of ``draft`` in the second round, the first round done step by step."""
+    for name in ("draft", "edit", "check"):
+        complete_work(claim_step(Step.objects.get(run=run, name=name).pk, "w"), None)
+    draft = Step.objects.get(run=run, name="draft")
+    assert (draft.status, draft.iteration) == ("ready", 2)
+    return claim_step(draft.pk, "w")
+
+
+def test_a_step_in_its_second_round_costs_what_a_plain_step_costs():
+    run = workflows.start_run(Budgeted)
+    complete_work(second_round_lease(run), None)
+    edit = Step.objects.get(run=run, name="edit")
+    with CaptureQueriesContext(connection) as captured:
+        complete_work(claim_step(edit.pk, "w"), None)
+    assert Step.objects.get(run=run, name="check").status == "ready"
+    assert len(statements(captured)) == UNCHAINED_STEP_QUERIES
+
+
+def test_a_chained_step_in_its_second_round_costs_what_a_plain_one_costs():
+    run = workflows.start_run(Budgeted)
+    lease = complete_work(second_round_lease(run), None, claim_next=True)
+    assert lease is not None and lease.step_name == "edit"
+    with CaptureQueriesContext(connection) as captured:
+        lease = complete_work(lease, None, claim_next=True)
+    assert lease is not None and lease.step_name == "check"
+    assert len(statements(captured)) == CHAINED_STEP_QUERIES
