@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from workflows.definitions import FanOut, LeasedNode, Node
+from workflows.definitions import FanOut, LeasedNode, Loop, Node
 from workflows.definitions.nodes import default_retry
 from workflows.engine.deadlines import arm_deadline
 from workflows.engine.events import actor
@@ -72,10 +72,12 @@ def _reset_for_retry(scope: RunScope, row: StepRow, node: Node, user: AnyUser | 
     """Give a failed step a fresh set of attempts (a fan-out: its failed items).
 
     The budget grows by a whole policy beyond the attempts already made, so attempts
-    4, 5 and 6 of a three-attempt policy run with the policy's backoff again.
+    4, 5 and 6 of a three-attempt policy run with the policy's backoff again. A loop
+    that ran out of iterations gets a fresh count of rounds the same way: its
+    ``while_`` is asked again, and its body may go round ``max_iterations`` more times.
     """
     run = scope.run
-    changes: dict[str, Any] = {}
+    changes: dict[str, Any] = {"iteration": 1} if isinstance(node, Loop) else {}
     if isinstance(node, FanOut):
         reset = cas_update_many(
             FanOutItem,
