@@ -33,8 +33,8 @@ class StepResults(Mapping[str, StepResult]):
     """Outputs of the run's steps, loaded from the database one step at a time on access.
 
     Lazy on purpose: a handler that reads nothing costs no query, so the price of a step
-    does not grow with the size of its run. A step a loop ran more than once costs one
-    query more, for its earlier iterations.
+    does not grow with the size of its run. A step run more than once (a loop's
+    iterations, a rerun) costs one query more, for its earlier iterations.
     """
 
     def __init__(self, run_id: UUID, names: tuple[str, ...]) -> None:
@@ -49,7 +49,7 @@ class StepResults(Mapping[str, StepResult]):
             from workflows.models import Step
 
             row = Step.objects.filter(run_id=self._run_id, name=name).values(
-                "id", "status", "output", "iteration"
+                "id", "status", "output", "iteration", "generation"
             )
             found = row.first()
             if found is None:
@@ -66,9 +66,12 @@ class StepResults(Mapping[str, StepResult]):
 
 
 def _with_iterations(name: str, row: Mapping[str, Any]) -> StepResult:
-    """The result of a step row, with its earlier iterations when a loop ran it again."""
+    """The result of a step row, with its earlier iterations when a loop ran it again.
+
+    Only a step in its first generation surely has none: a poll in a loop's body starts
+    again at iteration 1 in each round, with the polls of the rounds before archived."""
     status, output, iteration = row["status"], row["output"], row["iteration"]
-    if iteration == 1:
+    if row["generation"] == 0:
         return StepResult(name, status, output, 1, (output,) if status == "completed" else ())
     from workflows.models import StepIteration
 

@@ -10,8 +10,8 @@ import pytest
 from django.utils import timezone
 
 import workflows
-from tests.handlers import CALLS
-from workflows import Task, Workflow
+from tests.handlers import CALLS, NOOP
+from workflows import Loop, Task, Workflow
 from workflows.models import Run, Step, StepIteration, Timer
 from workflows.testing import run_pending
 
@@ -148,3 +148,38 @@ def test_a_condition_that_raises_fails_the_step_with_condition_error():
     assert "status page unreadable" in wait.error["message"]
     assert len(CALLS) == 1
     assert not Timer.objects.filter(run=run, kind="repeat").exists()
+
+
+def second_poll_done(ctx) -> bool:
+    return ctx.steps["wait"].output["poll"] == 2
+
+
+def counted(ctx):
+    CALLS.append(ctx.idempotency_key)
+    return {"poll": ctx.iteration}
+
+
+def two_rounds(ctx) -> bool:
+    return ctx.iteration < 2
+
+
+class PolledInALoop(Workflow):
+    name = "poll_in_a_loop"
+    order = Task(NOOP)
+    wait = Task(f"{HERE}.counted", repeat_until=second_poll_done, every=EVERY, max_iterations=2)
+    again = Loop(back_to="order", while_=two_rounds, max_iterations=2)
+    report = Task(f"{HERE}.report")
+
+
+def test_a_poll_inside_a_loop_counts_its_polls_afresh_in_each_round():
+    """The poll is a loop of its own: its bound holds for each round of the loop around
+    it, as a nested loop node's does."""
+    run = workflows.start_run(PolledInALoop)
+    for _ in range(4):
+        run_pending(until=timezone.now() + 10 * EVERY)
+    run.refresh_from_db()
+    assert run.status == "completed", run.error
+    assert len(CALLS) == 4 and len(set(CALLS)) == 4
+    wait = Step.objects.get(run=run, name="wait")
+    assert (wait.iteration, wait.output) == (2, {"poll": 2})
+    assert Step.objects.get(run=run, name="report").output["polls"] == [1, 2, 1, 2]

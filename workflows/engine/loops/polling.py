@@ -19,7 +19,7 @@ from django.utils import timezone
 from workflows.definitions import Task
 from workflows.engine.advance import Advancer, error_from_exception
 from workflows.engine.lease import Lease
-from workflows.engine.loops.iterations import start_next_iteration
+from workflows.engine.loops.iterations import start_next_poll
 from workflows.engine.nodes.loop import exhausted_error
 from workflows.engine.sql.expressions import db_now
 from workflows.engine.sql.rows import StepRow, step_row
@@ -59,7 +59,7 @@ def poll_again(advancer: Advancer, lease: Lease) -> bool:
         _fail(advancer, row, error)
         advancer.fail_run(error)
         return True
-    start_next_iteration([row], advancer.workflow)
+    start_next_poll(row, advancer.workflow)
     due = timezone.now() + (node.every or timedelta(0))
     advancer.park(row, TimerKind.REPEAT, due, reason="repeat", iteration=row.iteration)
     advancer.forget_context()
