@@ -33,6 +33,12 @@ run's ``retry``, and a ``rerun`` entry per step a rerun may not start from, read
 more query for ended runs of workflows that declare compensations
 (:data:`REPLAY_QUERIES`).
 
+A run whose workflow declares loops says where each stands (``loops``, one entry per
+``Loop`` node and per polling task, read from the definition and the rows already
+read: no query): the round it is in, its bound, and in words what ends it. A polling
+task between two iterations waits on its ``repeat`` timer (a ``poll`` entry of
+``waiting_on``, with the time of its next poll), not on a callback.
+
 Each step says the failure class of its last failed attempt (``failure_class``) and,
 while that attempt is its last one (the step failed, waits for its retry, or is ready
 again after a reclaim or a revoke), says so in words: ``last_failure``, ``"last attempt
@@ -66,7 +72,16 @@ from django.db.models.query import QuerySet
 from django.utils import timezone
 
 from workflows.conf import workflow_settings
-from workflows.definitions import FanOut, Gate, LeasedNode, Task, WaitForSignal, Workflow, registry
+from workflows.definitions import (
+    FanOut,
+    Gate,
+    LeasedNode,
+    Loop,
+    Task,
+    WaitForSignal,
+    Workflow,
+    registry,
+)
 from workflows.definitions.limits import Route
 from workflows.engine.executor import uses_django_q
 from workflows.engine.flows.joins import JoinRule, JoinSpec, Verdict
@@ -167,7 +182,7 @@ _COMPENSATIONS_IN_HAND = (
     CompensationStatus.RETRY_SCHEDULED,
 )
 # Scheduled timers that are no entry of ``waiting_on``: told otherwise.
-_UNTOLD_TIMERS = frozenset({TimerKind.RELEASE, TimerKind.DEADLINE})
+_UNTOLD_TIMERS = frozenset({TimerKind.RELEASE, TimerKind.DEADLINE, TimerKind.REPEAT})
 _UNIT_FIELDS = (
     "status",
     "attempt",
@@ -259,6 +274,8 @@ class Explanation:
     and the attention class were computed for. ``flow`` is the run's place in its flow,
     ``None`` for a run that is no flow's member. ``deadline``: when the run must have
     ended (``None``: no deadline); :attr:`time_left` is counted from ``as_of``.
+    ``loops``: where each loop and polling task of the run stands, in declaration order
+    (see :func:`_loops` for an entry's keys).
     """
 
     run: UUID
@@ -273,6 +290,7 @@ class Explanation:
     steps: tuple[Mapping[str, Any], ...]
     flow: FlowPlace | None = None
     deadline: datetime | None = None
+    loops: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def time_left(self) -> timedelta | None:
@@ -302,6 +320,7 @@ class Explanation:
             "deadline": self.deadline.isoformat() if self.deadline is not None else None,
             "time_left": left.total_seconds() if left is not None else None,
             "deadline_passed": self.deadline_passed,
+            "loops": [_json_ready(dict(entry)) for entry in self.loops],
         }
 
 
@@ -398,6 +417,7 @@ def explain(run: Run | UUID | str, *, now: datetime | None = None) -> Explanatio
                 "status": step["status"],
                 "attempt": step["attempt"],
                 "max_attempts": step["max_attempts"],
+                "iteration": step["iteration"],
                 "failure_class": step["failure_class"] or None,
                 "last_failure": _last_failure(step),
                 **_telemetry(step),
@@ -406,6 +426,7 @@ def explain(run: Run | UUID | str, *, now: datetime | None = None) -> Explanatio
         ),
         flow=place,
         deadline=row.deadline,
+        loops=tuple(_loops(reading, steps)),
     )
 
 
@@ -512,6 +533,7 @@ def _steps(run_id: UUID, now: datetime) -> list[dict[str, Any]]:
             "lease_expired",
             "undispatched",
             "generation",
+            "iteration",
             "failure_class",
             *_UNIT_FIELDS,
             *STEP_TELEMETRY_FIELDS,
@@ -858,15 +880,34 @@ def _signal(reading: _Reading, step: dict[str, Any]) -> WaitingOn | None:
 
 
 def _callback(reading: _Reading, step: dict[str, Any]) -> WaitingOn | None:
-    """A task waits only for a callback: its handler returned ``ctx.await_callback()``."""
+    """A waiting task waits for a callback (its handler returned
+    ``ctx.await_callback()``), or, a poll between two iterations, for its next poll."""
     if step["status"] != StepStatus.WAITING:
         return None
+    next_poll = reading.timeouts.get((step["id"], TimerKind.REPEAT))
+    if next_poll is not None:
+        return _poll(reading, step, next_poll)
     return WaitingOn(
         "callback",
         step["name"],
         {
             "attempt": step["attempt"],
             "expires_at": reading.timeouts.get((step["id"], TimerKind.CALLBACK_TIMEOUT)),
+        },
+    )
+
+
+def _poll(reading: _Reading, step: dict[str, Any], due_at: datetime) -> WaitingOn:
+    most = reading.described(step["name"]).get("max_iterations")
+    bound = f" of at most {most}" if most is not None else ""
+    return WaitingOn(
+        "poll",
+        step["name"],
+        {
+            "iteration": step["iteration"],
+            "max_iterations": most,
+            "due_at": due_at,
+            "message": f"waiting for its next poll (iteration {step['iteration']}{bound})",
         },
     )
 
@@ -1078,6 +1119,77 @@ def _dispatch(reading: _Reading, unit: _Unit) -> WaitingOn:
             "undispatched": unit.undispatched,
         },
     )
+
+
+def _loops(reading: _Reading, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Where each loop node and polling task stands, from the registered definition
+    (none without one) and the step rows: ``kind`` (``loop`` or ``poll``), ``loop``
+    (its step), ``status``, ``back_to`` and ``body`` (a poll's are itself),
+    ``iteration`` (a loop node's: the round its body is in; a poll's: its iteration),
+    ``max_iterations``, ``on_exhausted``, ``every_seconds`` and ``next_poll_at`` (a
+    poll's pause and its scheduled ``repeat`` timer; ``None`` for a loop node), and
+    ``ends_when``, in words."""
+    workflow = reading.workflow
+    if workflow is None:
+        return []
+    rows = {step["name"]: step for step in steps}
+    entries = []
+    for name, node in workflow.nodes.items():
+        row = rows.get(name)
+        if row is None:
+            continue
+        if isinstance(node, Loop):
+            reached_after = " and ".join(workflow.graph.upstream[name]) or name
+            entries.append(
+                _loop_entry(
+                    "loop",
+                    row,
+                    node.back_to,
+                    workflow.graph.loop_bodies[name],
+                    node.max_iterations,
+                    node.on_exhausted,
+                    f"while_ is false after {reached_after}",
+                )
+            )
+        elif isinstance(node, Task) and node.repeat_until is not None:
+            entry = _loop_entry(
+                "poll",
+                row,
+                name,
+                (name,),
+                node.max_iterations,
+                node.on_exhausted,
+                "repeat_until is true after an iteration",
+            )
+            entry["every_seconds"] = node.every.total_seconds() if node.every else 0.0
+            entry["next_poll_at"] = reading.timeouts.get((row["id"], TimerKind.REPEAT))
+            entries.append(entry)
+    return entries
+
+
+def _loop_entry(
+    kind: str,
+    row: dict[str, Any],
+    back_to: str,
+    body: Iterable[str],
+    max_iterations: int | None,
+    on_exhausted: str,
+    condition: str,
+) -> dict[str, Any]:
+    bound = f", or after {max_iterations} iterations (then {on_exhausted})"
+    return {
+        "kind": kind,
+        "loop": row["name"],
+        "status": row["status"],
+        "back_to": back_to,
+        "body": list(body),
+        "iteration": row["iteration"],
+        "max_iterations": max_iterations,
+        "on_exhausted": on_exhausted,
+        "every_seconds": None,
+        "next_poll_at": None,
+        "ends_when": condition + (bound if max_iterations is not None else ""),
+    }
 
 
 @dataclass(frozen=True)

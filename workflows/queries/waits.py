@@ -9,6 +9,9 @@ one of:
 - ``signal``: a ``WaitForSignal`` step (the signal's name);
 - ``callback``: a task parked on ``ctx.await_callback()`` (``"callback"``);
 - ``sleep``: a ``Sleep`` step (``"timer"``, its due time is the wake-up);
+- ``poll``: a polling task (``Task(repeat_until=...)``) between two iterations
+  (``"next poll"``, its ``repeat`` timer's due time is the next one; ``details``: the
+  iteration it will run);
 - ``child``: a ``SubWorkflow`` step waiting for its child run (the child's id);
 - ``held``: ready work (a step or a fan-out item) that a worker found held by a limit
   (its ``held_on``: ``concurrency:<key>``, ``rate:<key>``, ``budget:<dimension>``);
@@ -48,7 +51,7 @@ from uuid import UUID
 from django.contrib.auth import get_user_model
 from django.core import signing
 from django.db import connections, models, router
-from django.db.models import F, OuterRef, Q, QuerySet, Subquery, Value
+from django.db.models import Exists, F, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -72,13 +75,15 @@ class WaitKind(models.TextChoices):
     SIGNAL = "signal", "a step waiting for a signal"
     CALLBACK = "callback", "a task parked on a callback"
     SLEEP = "sleep", "a sleep waiting for its time"
+    POLL = "poll", "a polling task waiting for its next poll"
     CHILD = "child", "a step waiting for its child run"
     HELD = "held", "ready work held by a limit"
     BLOCKED = "blocked", "a flow member waiting for its upstream members"
     QUEUED = "queued", "a run waiting for a place under max_concurrent_runs"
 
 
-# The wait of a waiting step, by the step's kind, and the timers that end each.
+# The wait of a waiting step, by the step's kind, and the timers that end each. A
+# waiting task is a poll when its ``repeat`` timer is scheduled, else a callback.
 _STEP_WAITS: dict[str, WaitKind] = {
     NodeKind.GATE: WaitKind.GATE,
     NodeKind.SIGNAL: WaitKind.SIGNAL,
@@ -86,11 +91,13 @@ _STEP_WAITS: dict[str, WaitKind] = {
     NodeKind.SLEEP: WaitKind.SLEEP,
     NodeKind.SUBWORKFLOW: WaitKind.CHILD,
 }
+_TASK_WAITS = frozenset({WaitKind.CALLBACK, WaitKind.POLL})
 _STEP_TIMERS = (
     TimerKind.GATE_TIMEOUT,
     TimerKind.SIGNAL_TIMEOUT,
     TimerKind.CALLBACK_TIMEOUT,
     TimerKind.SLEEP,
+    TimerKind.REPEAT,
 )
 _RUN_WAITS = {RunStatus.BLOCKED: WaitKind.BLOCKED, RunStatus.QUEUED: WaitKind.QUEUED}
 
@@ -390,15 +397,29 @@ def _wait(
 
 
 def _waiting_steps(filters: _Filters, rank: int, now: datetime) -> Iterator[_Entry]:
-    """Gates, signals, callbacks, sleeps and children: steps ``waiting``, one query."""
-    step_kinds = [step for step, wait in _STEP_WAITS.items() if wait in filters.kinds]
+    """Gates, signals, callbacks, polls, sleeps and children: steps ``waiting``, one
+    query."""
+    step_kinds = [
+        step
+        for step, wait in _STEP_WAITS.items()
+        if wait in filters.kinds or (step == NodeKind.TASK and filters.kinds & _TASK_WAITS)
+    ]
     due = Timer.objects.filter(
         step_id=OuterRef("pk"), status=TimerStatus.SCHEDULED, kind__in=_STEP_TIMERS
     ).order_by("due_at")
     child = Run.objects.filter(parent_step_id=OuterRef("pk")).order_by("-created_at")
-    rows = Step.objects.filter(status=StepStatus.WAITING)
+    rows = Step.objects.filter(status=StepStatus.WAITING).alias(
+        polling=Exists(
+            Timer.objects.filter(
+                step_id=OuterRef("pk"), kind=TimerKind.REPEAT, status=TimerStatus.SCHEDULED
+            )
+        )
+    )
     if len(step_kinds) < len(_STEP_WAITS):
         rows = rows.filter(kind__in=step_kinds)
+    if len(filters.kinds & _TASK_WAITS) == 1:
+        # One of a task's two waits: leave out the tasks waiting the other way.
+        rows = rows.exclude(kind=NodeKind.TASK, polling=WaitKind.CALLBACK in filters.kinds)
     rows = _of_workflow(rows, "run__workflow_name", filters.workflow)
     rows = _window(rows, filters, rank, "started_at", int)
     values = (
@@ -410,6 +431,7 @@ def _waiting_steps(filters: _Filters, rank: int, now: datetime) -> Iterator[_Ent
             run_status=models.F("run__status"),
             deadline=models.F("run__deadline"),
             claimer=models.F(f"claimed_by__{get_user_model().USERNAME_FIELD}"),
+            poll=F("polling"),
         )
         .order_by("started_at", "id")
         .values(
@@ -420,6 +442,8 @@ def _waiting_steps(filters: _Filters, rank: int, now: datetime) -> Iterator[_Ent
             "prompt",
             "signal_name",
             "attempt",
+            "iteration",
+            "poll",
             "claimer",
             "run_id",
             "workflow",
@@ -431,7 +455,7 @@ def _waiting_steps(filters: _Filters, rank: int, now: datetime) -> Iterator[_Ent
         )[: filters.limit + 1]
     )
     for row in values:
-        kind = _STEP_WAITS[row["kind"]]
+        kind = WaitKind.POLL if row["poll"] else _STEP_WAITS[row["kind"]]
         waits_for, details = _step_wait(kind, row)
         yield _wait(
             rank,
@@ -455,6 +479,8 @@ def _step_wait(kind: WaitKind, row: dict[str, Any]) -> tuple[str, dict[str, Any]
         return row["signal_name"], {"signal": row["signal_name"]}
     if kind == WaitKind.CALLBACK:
         return "callback", {"attempt": row["attempt"]}
+    if kind == WaitKind.POLL:
+        return "next poll", {"iteration": row["iteration"]}
     if kind == WaitKind.CHILD:
         child = str(row["child"]) if row["child"] is not None else ""
         return child, {"child_run": child or None}
@@ -600,7 +626,7 @@ def _runs(rows: QuerySet[Run], filters: _Filters, rank: int, now: datetime) -> I
 # The sources in their order among waits that began at the same moment: each the kinds
 # it yields and the function reading them.
 _SOURCES: list[tuple[frozenset[WaitKind], _Source]] = [
-    (frozenset(_STEP_WAITS.values()), _waiting_steps),
+    (frozenset(_STEP_WAITS.values()) | _TASK_WAITS, _waiting_steps),
     (frozenset({WaitKind.HELD}), _held(Step, "run")),
     (frozenset({WaitKind.HELD}), _held(FanOutItem, "step__run")),
     (frozenset({WaitKind.QUEUED}), _waiting_runs(RunStatus.QUEUED)),
