@@ -4,6 +4,8 @@ body, nested loops, and a run cancelled mid-iteration."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.contrib.auth.models import User
 from django.db import connection
@@ -15,7 +17,7 @@ from tests.handlers import CALLS, NOOP
 from workflows import FanOut, Gate, Loop, PermanentError, Retry, Task, Workflow
 from workflows.engine import claim_step, complete_work
 from workflows.engine.lease import Lease
-from workflows.models import CompensationRecord, Event, FanOutItem, Run, Step, StepIteration
+from workflows.models import CompensationRecord, Event, FanOutItem, Run, Step, StepIteration, Timer
 from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
@@ -359,3 +361,54 @@ def test_a_chained_step_in_its_second_round_costs_what_a_plain_one_costs():
         lease = complete_work(lease, None, claim_next=True)
     assert lease is not None and lease.step_name == "check"
     assert len(statements(captured)) == CHAINED_STEP_QUERIES
+
+
+def unreadable(ctx) -> bool:
+    raise ValueError("review unreadable")
+
+
+class ConditionRaises(Workflow):
+    name = "loop_condition_raises"
+    draft = Task(NOOP)
+    again = Loop(back_to="draft", while_=unreadable, max_iterations=3)
+    publish = Task(NOOP)
+
+
+def test_a_while_that_raises_fails_the_loop_with_condition_error():
+    run = workflows.start_run(ConditionRaises)
+    run_pending()
+    run.refresh_from_db()
+    assert run.status == "failed"
+    loop = Step.objects.get(run=run, name="again")
+    assert (loop.status, loop.error["code"]) == ("failed", "condition_error")
+    assert "review unreadable" in loop.error["message"]
+    assert Step.objects.get(run=run, name="publish").status == "cancelled"
+
+
+class TimedReview(Workflow):
+    name = "loop_timed_review"
+    draft = Task(NOOP)
+    review = Gate(
+        prompt="ok?", timeout=timedelta(hours=1), on_timeout="reject", on_reject="continue"
+    )
+    again = Loop(back_to="draft", while_=rejected, max_iterations=3, on_exhausted="continue")
+
+
+def test_a_gate_in_a_body_is_claimed_and_timed_afresh_each_round(reviewer):
+    run = workflows.start_run(TimedReview)
+    run_pending()
+    workflows.claim_gate(Step.objects.get(run=run, name="review"), reviewer)
+    for round_ in range(1, 4):
+        gate = Step.objects.get(run=run, name="review")
+        assert (gate.status, gate.iteration) == ("waiting", round_)
+        timeout = Timer.objects.get(step=gate, status="scheduled")
+        assert timeout.kind == "gate_timeout"
+        # The next round's timeout is due an hour after this one fires, so later.
+        run_pending(until=timeout.due_at)
+        if round_ == 1:
+            assert Step.objects.get(run=run, name="review").claimed_by is None
+    run.refresh_from_db()
+    assert run.status == "completed"
+    archived = StepIteration.objects.filter(run=run, step__name="review")
+    assert [(row.decision, row.decided_via) for row in archived] == [("rejected", "timeout")] * 2
+    assert Timer.objects.filter(run=run, kind="gate_timeout", status="fired").count() == 3

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 import workflows
 from tests.handlers import CALLS, NOOP
-from workflows import Loop, Task, Workflow
+from workflows import Loop, Retry, Task, Workflow
 from workflows.models import Run, Step, StepIteration, Timer
 from workflows.testing import run_pending
 
@@ -183,3 +183,67 @@ def test_a_poll_inside_a_loop_counts_its_polls_afresh_in_each_round():
     wait = Step.objects.get(run=run, name="wait")
     assert (wait.iteration, wait.output) == (2, {"poll": 2})
     assert Step.objects.get(run=run, name="report").output["polls"] == [1, 2, 1, 2]
+
+
+def busy_at_first(ctx):
+    """Fails the first attempt of each poll; the retry answers."""
+    CALLS.append(ctx.idempotency_key)
+    if len(CALLS) % 2:
+        raise RuntimeError("status page busy")
+    return {"poll": ctx.iteration}
+
+
+class PollsFlaky(Workflow):
+    name = "poll_flaky"
+    wait = Task(
+        f"{HERE}.busy_at_first",
+        repeat_until=second_poll_done,
+        every=EVERY,
+        max_iterations=3,
+        retry=Retry(max_attempts=2),
+    )
+
+
+def test_a_retried_poll_keeps_its_key_and_the_next_poll_has_a_new_one():
+    run = workflows.start_run(PollsFlaky)
+    for _ in range(3):
+        run_pending(until=timezone.now() + 10 * EVERY)
+    run.refresh_from_db()
+    assert run.status == "completed"
+    first, retried, second, retried_second = CALLS
+    assert first == retried != second == retried_second
+    assert Step.objects.get(run=run, name="wait").output == {"poll": 2}
+
+
+def test_a_run_cancelled_while_its_poll_sleeps_polls_no_more():
+    run = workflows.start_run(PollsOutFailing)
+    run_pending()
+    timer = sleeping_poll(run)
+    workflows.cancel_run(run, reason="not needed")
+    run_pending(until=timer.due_at + EVERY)
+    run.refresh_from_db()
+    assert run.status == "cancelled"
+    assert len(CALLS) == 1
+    timer.refresh_from_db()
+    assert timer.status == "cancelled"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="retry_run and rerun_from give a Loop node a fresh count of rounds, not a poll: "
+    "the poll keeps its iteration and is exhausted again after one poll",
+)
+@pytest.mark.parametrize("verb", ["retry_run", "rerun_from"])
+def test_a_poll_that_ran_out_gets_a_fresh_count_when_retried_or_rerun(verb: str):
+    run = workflows.start_run(PollsOutFailing)
+    run_pending(until=timezone.now() + 3 * EVERY)
+    run.refresh_from_db()
+    assert run.error["code"] == "max_iterations_exceeded"
+    if verb == "retry_run":
+        workflows.retry_run(run)
+    else:
+        workflows.rerun_from(run, "wait")
+    run_pending(until=timezone.now() + 3 * EVERY)
+    run_pending(until=timezone.now() + 6 * EVERY)
+    assert len(CALLS) == 4
