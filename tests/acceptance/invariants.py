@@ -22,18 +22,20 @@ from workflows.status import RUN_FINAL, STEP_FINAL, FlowStatus, JoinKind, RunSta
 
 @dataclass(frozen=True)
 class Seen:
-    """A row as one sample saw it."""
+    """A row as one sample saw it (a run's generation is always 0)."""
 
     status: str
     version: int
     output: Any
+    generation: int = 0
 
 
 class StateMonitor:
     """Samples every run and step again and again, and notes anything that went backwards.
 
     A version must never decrease; a row must not change without its version going up;
-    a row in a final state must never change again. Sampling while processes are being
+    a row in a final state must never change again, but for a step starting a new
+    generation (a loop's next iteration, a rerun). Sampling while processes are being
     killed is what catches a stale worker overwriting newer state.
     """
 
@@ -44,10 +46,10 @@ class StateMonitor:
 
     def sample(self) -> None:
         runs = Run.objects.values_list("pk", "status", "version", "output")
-        steps = Step.objects.values_list("pk", "status", "version", "output")
+        steps = Step.objects.values_list("pk", "status", "version", "output", "generation")
         for kind, rows, final in (("run", runs, RUN_FINAL), ("step", steps, STEP_FINAL)):
-            for pk, status, version, output in rows:
-                self._compare(kind, pk, Seen(status, version, output), final)
+            for pk, *values in rows:
+                self._compare(kind, pk, Seen(*values), final)
         self.samples += 1
 
     def _compare(self, kind: str, pk: Any, now: Seen, final: frozenset[str]) -> None:
@@ -59,7 +61,7 @@ class StateMonitor:
                 return  # keep the newer sample, so the rollback is reported once
             if now.version == before.version:
                 self.problems.append(f"changed without a new version, {where}")
-            if before.status in final:
+            if before.status in final and now.generation == before.generation:
                 self.problems.append(f"changed after reaching a final state, {where}")
         self.seen[(kind, pk)] = now
 

@@ -12,6 +12,6 @@ class FlowAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # The limit, routing, deadline, revoke and cancel tests' workflows live in modules
+        # The limit, routing, deadline, loop, revoke and cancel tests' workflows live in modules
         # of their own; register them too.
-        from tests.acceptance.flowapp import control, deadlines, limits, routed  # noqa: F401
+        from tests.acceptance.flowapp import control, deadlines, limits, loops, routed  # noqa: F401
