@@ -412,3 +412,33 @@ def test_a_gate_in_a_body_is_claimed_and_timed_afresh_each_round(reviewer):
     archived = StepIteration.objects.filter(run=run, step__name="review")
     assert [(row.decision, row.decided_via) for row in archived] == [("rejected", "timeout")] * 2
     assert Timer.objects.filter(run=run, kind="gate_timeout", status="fired").count() == 3
+
+
+def shipped(ctx):
+    return f"{ctx.item} {ctx.iteration}"
+
+
+def two_rounds(ctx) -> bool:
+    return ctx.iteration < 2
+
+
+class ShippedTwice(Workflow):
+    name = "loop_fanout_compensated"
+    ship = FanOut(f"{HERE}.shipped", items=lambda ctx: ["a", "b"], compensate=f"{HERE}.undo")
+    again = Loop(back_to="ship", while_=two_rounds, max_iterations=3)
+    pay = Task(f"{HERE}.refuse", retry=Retry(max_attempts=1))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="a new iteration deletes the body's fan-out items (replay.forget_work_of) and "
+    "with them, by CompensationRecord.item's CASCADE, the compensations of the round before",
+)
+def test_every_round_of_a_compensable_fan_out_is_compensated():
+    run = workflows.start_run(ShippedTwice)
+    run_pending()
+    run.refresh_from_db()
+    assert run.status == "compensated"
+    assert sorted(output for _, output, _ in UNDONE) == ["a 1", "a 2", "b 1", "b 2"]
+    assert len({key for _, _, key in UNDONE}) == 4
