@@ -4,9 +4,11 @@ step outside every loop is rerun as before."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 import workflows
 from workflows import Loop, Task, Workflow
@@ -180,3 +182,37 @@ def test_rerun_inside_a_nested_loop_restarts_the_rounds_of_both_loops():
     run.refresh_from_db()
     assert run.status == "completed"
     assert [(step, iteration) for step, iteration, _ in CALLS] == [("inner_work", 2)]
+
+
+def enough_calls(ctx: Any) -> bool:
+    return len(CALLS) >= WANTED["rounds"]
+
+
+class Polled(Workflow):
+    name = "loop_rerun_polled"
+    wait = Task(f"{HERE}.work", repeat_until=enough_calls, max_iterations=2)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="engine: a poll counts its bound on its iteration, which a rerun cannot start "
+    "again at 1 without hiding its history (context reads none at iteration 1); the "
+    "rerun polls once and fails again with max_iterations_exceeded",
+)
+def test_a_poll_that_ran_out_of_iterations_can_be_rerun_for_a_fresh_set_of_polls():
+    """A poll is a loop of one step: its rerun should be a fresh set of polls too, and
+    keep the iteration that ran out in the history."""
+    WANTED["rounds"] = 10
+    run = workflows.start_run(Polled)
+    run_pending(until=timezone.now() + timedelta(minutes=1))
+    run.refresh_from_db()
+    assert run.error["code"] == "max_iterations_exceeded"
+    WANTED["rounds"] = 2
+    CALLS.clear()
+
+    workflows.rerun_from(run, "wait")
+    run_pending(until=timezone.now() + timedelta(minutes=1))
+    run.refresh_from_db()
+    assert run.status == "completed", run.error
+    assert len(CALLS) == 2
+    assert StepIteration.objects.filter(run=run, step__name="wait").count() == 3
