@@ -10,6 +10,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 import workflows
 from tests.engine.test_query_budget import CHAINED_STEP_QUERIES, UNCHAINED_STEP_QUERIES, statements
@@ -19,13 +20,15 @@ from workflows.engine import claim_step, complete_work
 from workflows.engine.lease import Lease
 from workflows.models import CompensationRecord, Event, FanOutItem, Run, Step, StepIteration, Timer
 from workflows.testing import run_pending
+from workflows.workers.scanners import reclaim_expired_leases
 
 pytestmark = pytest.mark.django_db
 
 HERE = "tests.engine.test_loops"
 # What ``draft`` saw of each round: (iteration, idempotency key, the previous review).
 DRAFTS: list[tuple[int, str, object]] = []
-# What ``undo`` compensated: (step, compensated output, idempotency key), in order.
+# What ``undo`` compensated: ("<step> <iteration>", compensated output, idempotency key),
+# in order.
 UNDONE: list[tuple[str, object, str]] = []
 
 
@@ -170,7 +173,7 @@ def book(ctx):
 
 
 def undo(ctx):
-    UNDONE.append((ctx.step_name, ctx.compensated_output, ctx.idempotency_key))
+    UNDONE.append((f"{ctx.step_name} {ctx.iteration}", ctx.compensated_output, ctx.idempotency_key))
 
 
 def fewer_than_three(ctx) -> bool:
@@ -194,9 +197,9 @@ def test_every_completed_iteration_is_compensated_newest_first_once():
     run.refresh_from_db()
     assert run.status == "compensated"
     assert [(step, output) for step, output, _ in UNDONE] == [
-        ("book", "booking 3"),
-        ("book", "booking 2"),
-        ("book", "booking 1"),
+        ("book 3", "booking 3"),
+        ("book 2", "booking 2"),
+        ("book 1", "booking 1"),
     ]
     assert len({key for _, _, key in UNDONE}) == 3
     records = CompensationRecord.objects.filter(run=run)
@@ -351,6 +354,30 @@ def test_a_step_in_its_second_round_costs_what_a_plain_step_costs():
         complete_work(claim_step(edit.pk, "w"), None)
     assert Step.objects.get(run=run, name="check").status == "ready"
     assert len(statements(captured)) == UNCHAINED_STEP_QUERIES
+
+
+def keyed(ctx):
+    CALLS.append(f"{ctx.step_name} {ctx.iteration} {ctx.idempotency_key}")
+
+
+class Reclaimed(Workflow):
+    name = "loop_reclaimed"
+    draft = Task(f"{HERE}.keyed")
+    edit = Task(f"{HERE}.keyed")
+    check = Task(f"{HERE}.keyed")
+    again = Loop(back_to="draft", while_=first_round, max_iterations=2)
+
+
+def test_a_lost_worker_in_the_second_round_reruns_only_its_step_under_the_same_key():
+    run = workflows.start_run(Reclaimed)
+    complete_work(second_round_lease(run), None)
+    lost = claim_step(Step.objects.get(run=run, name="edit").pk, "vanished")
+    assert reclaim_expired_leases(now=timezone.now() + timedelta(days=1)).done == 1
+    run_pending()
+    run.refresh_from_db()
+    assert run.status == "completed"
+    assert [f"edit 2 {lost.idempotency_key}", f"check 2 {run.pk}/check#1"] == CALLS
+    assert lost.idempotency_key == f"{run.pk}/edit#1"
 
 
 def test_a_chained_step_in_its_second_round_costs_what_a_plain_one_costs():
