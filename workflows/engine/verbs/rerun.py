@@ -11,10 +11,11 @@ to say.
 Inside a loop a rerun starts a new iteration rather than rewriting the current one: each
 reset step of a loop's body keeps what it did as a finished iteration (a
 ``StepIteration`` row, as when the loop goes round) and moves on to the next iteration,
-so the history keeps the round the operator reran. Each reset loop node counts its
-rounds from 1 again: an operator's rerun is a fresh try, so a run that failed with
-``max_iterations_exceeded`` can be rerun for another ``max_iterations`` rounds. Steps
-outside every loop body are reset as before, in the iteration they are in.
+so the history keeps the round the operator reran. Each reset loop of its own (a loop
+node, a poll) counts its rounds from 1 again: an operator's rerun is a fresh try, so a
+run that failed with ``max_iterations_exceeded`` can be rerun for another
+``max_iterations`` rounds (a poll's iteration that ran out is archived first). Steps
+outside every loop are reset as before, in the iteration they are in.
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from workflows.definitions import Loop, Workflow
+from workflows.definitions import Workflow
 from workflows.engine.deadlines import arm_deadline
 from workflows.engine.events import actor
 from workflows.engine.guards import RERUN
-from workflows.engine.loops.iterations import start_next_iteration
+from workflows.engine.loops.iterations import counts_its_rounds, start_next_iteration
 from workflows.engine.replay import (
     downstream_of,
     facts_of,
@@ -70,7 +71,7 @@ def rerun_from(
     compensation). Of two operators rerunning at once, the second finds the run
     running and is refused. The run's old error is cleared, and its deadline too
     unless ``deadline`` gives a new one. Steps of a loop's body start their next
-    iteration and loop nodes their first round (the module docstring says why).
+    iteration, loop nodes and polls their first round (the module docstring says why).
     Returns the names of the reset steps.
     """
     with run_scope(run_id) as scope:
@@ -131,9 +132,9 @@ def rerun_from(
 
 
 def _in_a_loop(workflow: type[Workflow], name: str) -> bool:
-    """Whether a rerun resetting ``name`` starts a new iteration: a loop node, or a
-    step of a loop's body."""
-    return isinstance(workflow.nodes[name], Loop) or bool(workflow.graph.loops_around(name))
+    """Whether a rerun resetting ``name`` starts a new iteration: a loop of its own (a
+    loop node, a poll), or a step of a loop's body."""
+    return counts_its_rounds(workflow.nodes[name]) or bool(workflow.graph.loops_around(name))
 
 
 def _check_rerunnable(
