@@ -33,8 +33,9 @@ from workflows.api.events import RUN_EVENT_PARAMETERS, EventPageSerializer, run_
 from workflows.api.filters import RunFilter
 from workflows.api.frames import FRAME_PARAMETERS, FramePageSerializer, step_frames_page
 from workflows.api.ids import run_pk
+from workflows.api.iterations import IterationSerializer, step_iterations_page
 from workflows.api.long_poll import WAIT_PARAMETER, LongPollViews, wait_seconds
-from workflows.api.pagination import NewestFirst
+from workflows.api.pagination import InSequence, NewestFirst
 from workflows.api.permissions import CanOperateRuns, CanStartRuns, CanViewRuns
 from workflows.api.serializers_runs import (
     ActionSerializer,
@@ -293,6 +294,21 @@ class RunViewSet(LongPollViews, mixins.ListModelMixin, FlowsiteViewSet):
         """A step's log frames after the ``after`` cursor; ``wait`` long-polls for the
         next (:mod:`workflows.api.frames`)."""
         return step_frames_page(request, get_run(run_pk(pk)), step)
+
+    @extend_schema(
+        responses={200: IterationSerializer(many=True), **error_responses(400, 401, 403, 404)}
+    )
+    @action(
+        detail=True,
+        methods=["get"],
+        url_path=r"steps/(?P<step>[^/]+)/iterations",
+        filter_backends=[],
+        pagination_class=InSequence,
+    )
+    def iterations(self, request: Request, pk: str, step: str) -> Response:
+        """Every iteration of a step a loop ran again, oldest first, its current one last
+        (:mod:`workflows.api.iterations`)."""
+        return step_iterations_page(request, self, get_run(run_pk(pk)), step)
 
     @extend_schema(
         parameters=[IDEMPOTENCY_HEADER],

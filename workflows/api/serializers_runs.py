@@ -319,6 +319,10 @@ PROGRESS_HELP = "the last ctx.progress of its running or last attempt; null: non
 SUMMARY_HELP = "the summary document its attempts built with ctx.summary (JSON merge patches)"
 FRAMES_WRITTEN_HELP = "the seq of its last log frame (ctx.log); frames are read at .../frames/"
 FRAMES_DROPPED_HELP = "log frames trimmed by the per-attempt bound, oldest first"
+ITERATION_HELP = (
+    "the iteration the step holds, 1-based (a loop ran it again when above 1); every "
+    "iteration at /runs/{id}/steps/{name}/iterations/"
+)
 
 
 class RunStepSerializer(serializers.Serializer):
@@ -328,6 +332,7 @@ class RunStepSerializer(serializers.Serializer):
     status = serializers.CharField()
     attempt = serializers.IntegerField()
     max_attempts = serializers.IntegerField()
+    iteration = serializers.IntegerField(help_text=ITERATION_HELP)
     failure_class = serializers.ChoiceField(
         choices=FailureClass.choices,
         allow_null=True,
@@ -463,6 +468,7 @@ class StepSerializer(serializers.ModelSerializer):
             "attempt",
             "max_attempts",
             "generation",
+            "iteration",
             "version",
             "lease_owner",
             "lease_expires_at",
@@ -500,6 +506,7 @@ class StepSerializer(serializers.ModelSerializer):
             "summary": {"help_text": SUMMARY_HELP},
             "frames_written": {"help_text": FRAMES_WRITTEN_HELP},
             "frames_dropped": {"help_text": FRAMES_DROPPED_HELP},
+            "iteration": {"help_text": ITERATION_HELP},
         }
 
 
