@@ -231,19 +231,16 @@ def test_a_run_cancelled_while_its_poll_sleeps_polls_no_more():
 @pytest.mark.xfail(
     strict=True,
     raises=AssertionError,
-    reason="retry_run and rerun_from give a Loop node a fresh count of rounds, not a poll: "
-    "the poll keeps its iteration and is exhausted again after one poll",
+    reason="retry_run gives a Loop node a fresh count of rounds, not a poll "
+    "(engine/verbs/retry.py): the poll keeps its iteration and runs out again after one poll",
 )
-@pytest.mark.parametrize("verb", ["retry_run", "rerun_from"])
-def test_a_poll_that_ran_out_gets_a_fresh_count_when_retried_or_rerun(verb: str):
+def test_a_poll_that_ran_out_gets_a_fresh_count_when_retried():
+    """As a rerun does (tests/engine/test_loop_rerun.py)."""
     run = workflows.start_run(PollsOutFailing)
     run_pending(until=timezone.now() + 3 * EVERY)
     run.refresh_from_db()
     assert run.error["code"] == "max_iterations_exceeded"
-    if verb == "retry_run":
-        workflows.retry_run(run)
-    else:
-        workflows.rerun_from(run, "wait")
+    workflows.retry_run(run)
     run_pending(until=timezone.now() + 3 * EVERY)
     run_pending(until=timezone.now() + 6 * EVERY)
     assert len(CALLS) == 4
