@@ -28,6 +28,7 @@ from django.utils.safestring import SafeString
 
 __all__ = [
     "STEP_GEOMETRY",
+    "BackEdge",
     "Geometry",
     "GraphStep",
     "Placed",
@@ -35,6 +36,7 @@ __all__ = [
     "graph_steps",
     "label",
     "layout",
+    "loop_back_edges",
     "step_graph_svg",
 ]
 
@@ -81,6 +83,11 @@ class GraphStep:
     conditional: bool
     status: str = "pending"
     detail: str = ""
+    # The round a loop runs the step in (1: its first, or no loop).
+    iteration: int = 1
+    # A loop node's: the step it goes back to, and at most how many rounds.
+    back_to: str | None = None
+    max_iterations: int | None = None
 
 
 @dataclass(frozen=True)
@@ -98,9 +105,10 @@ class Placed(Generic[V]):
 def graph_steps(
     snapshot: Mapping[str, object] | None,
     states: Mapping[str, tuple[str, str]],
+    iterations: Mapping[str, int] | None = None,
 ) -> list[GraphStep]:
     """The run's graph as its snapshot recorded it, with ``states`` (name → (status,
-    detail)) laid over it.
+    detail)) and ``iterations`` (name → the round a loop runs it in) laid over it.
 
     The snapshot is the graph the run was started with, so the picture is right even
     after a deploy changed or dropped the definition. A snapshot step without ``after``
@@ -116,6 +124,7 @@ def graph_steps(
         after = entry.get("after")
         upstream = tuple(after) if isinstance(after, list) else ((previous,) if previous else ())
         status, detail = states.get(name, ("pending", ""))
+        back_to, rounds = entry.get("back_to"), entry.get("max_iterations")
         graph.append(
             GraphStep(
                 name=name,
@@ -124,6 +133,9 @@ def graph_steps(
                 conditional=bool(entry.get("has_condition")),
                 status=status,
                 detail=detail,
+                iteration=(iterations or {}).get(name, 1),
+                back_to=back_to if isinstance(back_to, str) else None,
+                max_iterations=rounds if isinstance(rounds, int) else None,
             )
         )
         previous = name
@@ -230,6 +242,62 @@ def _edge(source: Placed[V], target: Placed[V], geometry: Geometry, classes: str
     )
 
 
+@dataclass(frozen=True)
+class BackEdge:
+    """A jump against the graph's direction (a loop going back to an earlier step),
+    drawn below the nodes from ``source`` to ``target`` with ``text`` under it."""
+
+    source: str
+    target: str
+    text: str
+
+
+# How far below the nodes the first back edge runs (room for its arrow going up), and
+# the vertical room each back edge takes there: its line and its label.
+BACK_EDGE_DROP = 24
+BACK_EDGE_ROOM = 34
+
+
+def _back_edge(
+    edge: BackEdge, source: Placed[V], target: Placed[V], depth: int, geometry: Geometry
+) -> SafeString:
+    """A dashed line from the bottom of ``source`` down to ``depth``, along it leftwards
+    and up into the bottom of ``target``, rounded at the corners, its label beneath.
+
+    Below every node, so it crosses none of the steps it skips back over."""
+    bend = 8
+    x1 = source.x + geometry.node_width // 2
+    x2 = target.x + geometry.node_width // 2
+    y1 = source.y + geometry.node_height
+    y2 = target.y + geometry.node_height + 3
+    return format_html(
+        '<g class="wf-back-edge"><title>{}</title>'
+        '<path class="wf-edge back" d="M{} {} L{} {} Q{} {} {} {} L{} {} Q{} {} {} {} L{} {}" '
+        'marker-end="url(#wf-arrow)"/>'
+        '<text x="{}" y="{}" class="back-label" text-anchor="middle">{}</text></g>',
+        f"{edge.source} goes back to {edge.target}: {edge.text}",
+        x1,
+        y1,
+        x1,
+        depth - bend,
+        x1,
+        depth,
+        x1 - bend,
+        depth,
+        x2 + bend,
+        depth,
+        x2,
+        depth,
+        x2,
+        depth - bend,
+        x2,
+        y2,
+        (x1 + x2) // 2,
+        depth + 14,
+        edge.text,
+    )
+
+
 def draw(
     nodes: Sequence[V],
     *,
@@ -237,16 +305,36 @@ def draw(
     node: Callable[[Placed[V]], SafeString],
     edge_classes: Callable[[V, V], str],
     geometry: Geometry = STEP_GEOMETRY,
+    back_edges: Sequence[BackEdge] = (),
 ) -> SafeString:
     """The SVG element for ``nodes``: an image with a title, each node drawn by ``node``
     at its place, each edge (upstream, downstream) with the extra CSS classes
-    ``edge_classes`` gives it (``""`` for none, else starting with a space)."""
+    ``edge_classes`` gives it (``""`` for none, else starting with a space), and each
+    of ``back_edges`` between two of the nodes below them all."""
     placed = layout(nodes, geometry)
     if not placed:
         return SafeString("")
     by_name = {place.step.name: place for place in placed}
     width = max(place.x for place in placed) + geometry.node_width + geometry.margin
-    height = max(place.y for place in placed) + geometry.node_height + geometry.margin
+    bottom = max(place.y for place in placed) + geometry.node_height
+    drawable = [e for e in back_edges if e.source in by_name and e.target in by_name]
+    backs = format_html_join(
+        "",
+        "{}",
+        (
+            (
+                _back_edge(
+                    edge,
+                    by_name[edge.source],
+                    by_name[edge.target],
+                    bottom + BACK_EDGE_DROP + index * BACK_EDGE_ROOM,
+                    geometry,
+                ),
+            )
+            for index, edge in enumerate(drawable)
+        ),
+    )
+    height = bottom + (len(drawable) * BACK_EDGE_ROOM + 14 if drawable else 0) + geometry.margin
     edges = format_html_join(
         "",
         "{}",
@@ -265,13 +353,14 @@ def draw(
         '<defs><marker id="wf-arrow" viewBox="0 0 10 10" refX="9" refY="5" '
         'markerWidth="7" markerHeight="7" orient="auto-start-reverse">'
         '<path d="M0 0 L10 5 L0 10 z" class="wf-arrow"/></marker></defs>'
-        "{}{}</svg>",
+        "{}{}{}</svg>",
         width,
         height,
         width,
         height,
         title,
         edges,
+        backs,
         drawn,
     )
 
@@ -279,12 +368,16 @@ def draw(
 def _step_node(place: Placed[GraphStep]) -> SafeString:
     step = place.step
     mark = "?" if step.conditional else ""
+    # "x3" with a multiplication sign: the node's line is short, the tooltip says it in words.
+    rounds = f"\N{MULTIPLICATION SIGN}{step.iteration}" if step.iteration > 1 else ""
     second = " · ".join(
-        part for part in (step.kind, step.status.replace("_", " "), step.detail) if part
+        part for part in (step.kind, step.status.replace("_", " "), step.detail, rounds) if part
     )
     tooltip = f"{step.name}{mark} ({step.kind}): {step.status}"
     if step.detail:
         tooltip += f", {step.detail}"
+    if rounds:
+        tooltip += f", round {step.iteration}"
     return format_html(
         '<a href="#step-{}" class="wf-node st-{}"><title>{}</title>'
         '<rect x="{}" y="{}" width="{}" height="{}" rx="6"/>'
@@ -311,6 +404,28 @@ def _conditional(upstream: GraphStep, step: GraphStep) -> str:
     return " conditional" if step.conditional else ""
 
 
+def loop_back_edges(steps: Sequence[GraphStep]) -> list[BackEdge]:
+    """Each loop node's jump back to its ``back_to``, labelled with its bound."""
+    return [
+        BackEdge(
+            source=step.name,
+            target=step.back_to,
+            text=f"↻ while its condition holds, max {step.max_iterations}"
+            if step.max_iterations
+            else "↻ while its condition holds",
+        )
+        for step in steps
+        if step.back_to
+    ]
+
+
 def step_graph_svg(steps: Sequence[GraphStep], *, title: str) -> SafeString:
-    """The SVG element for ``steps``: an image with a title, nodes linking to their rows."""
-    return draw(steps, title=title, node=_step_node, edge_classes=_conditional)
+    """The SVG element for ``steps``: an image with a title, nodes linking to their rows,
+    each loop's back edge beneath them."""
+    return draw(
+        steps,
+        title=title,
+        node=_step_node,
+        edge_classes=_conditional,
+        back_edges=loop_back_edges(steps),
+    )

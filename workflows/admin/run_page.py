@@ -24,12 +24,13 @@ from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.utils.timesince import timesince, timeuntil
 
-from workflows.admin.graph_svg import graph_steps, step_graph_svg
+from workflows.admin.graph_svg import graph_steps, label, step_graph_svg
 from workflows.admin.live.progress import live_steps
 from workflows.admin.runs import badge, duration, items, pretty
 from workflows.definitions import WaitForSignal
 from workflows.models import CompensationRecord, Event, Run, Signal, Step, Timer
 from workflows.queries.explanation import Action, Explanation, WaitingOn, explain
+from workflows.queries.iterations import Iteration, earlier_iterations
 from workflows.status import RUN_FINAL, STEP_FINAL, DecisionVia, RunStatus, StepStatus
 
 __all__ = ["EVENTS_PER_PAGE", "FAILURE_EVENTS", "LIST_LIMIT", "hold_text", "run_page_context"]
@@ -106,6 +107,15 @@ def _signal(entry: WaitingOn, now: datetime) -> str:
     return text
 
 
+def _poll(entry: WaitingOn, now: datetime) -> str:
+    d = entry.details
+    bound = f" of at most {d['max_iterations']}" if d.get("max_iterations") else ""
+    return (
+        f"Task “{entry.step}” polls again {_when(d.get('due_at'), now)}: round "
+        f"{d.get('iteration')}{bound}"
+    )
+
+
 def _callback(entry: WaitingOn, now: datetime) -> str:
     text = f"Task “{entry.step}” waits for a callback"
     if entry.details.get("expires_at"):
@@ -169,6 +179,7 @@ _HOLDS: dict[str, Callable[[WaitingOn, datetime], str]] = {
     "gate": _gate,
     "signal": _signal,
     "callback": _callback,
+    "poll": _poll,
     "fanout": _fanout,
     "child": _child,
     "compensation": _compensation,
@@ -198,6 +209,28 @@ def _worded(entry: WaitingOn, now: datetime) -> str:
     return text[:1].upper() + text[1:]
 
 
+# Characters of an earlier iteration's output the steps table shows.
+OUTPUT_CHARS = 300
+
+
+@dataclass(frozen=True)
+class EarlierIteration:
+    """A finished iteration as the steps table shows it: its output cut short."""
+
+    iteration: Iteration
+    output: str | None
+
+
+def _earlier(found: list[Iteration]) -> tuple[EarlierIteration, ...]:
+    return tuple(
+        EarlierIteration(
+            iteration=i,
+            output=label(pretty(i.output), OUTPUT_CHARS) if i.output is not None else None,
+        )
+        for i in found
+    )
+
+
 @dataclass(frozen=True)
 class StepRow:
     """One line of the steps table: the step, its duration and its bar on the timeline.
@@ -205,7 +238,8 @@ class StepRow:
     ``last_failure``: the failure class of its last attempt when that attempt failed
     (the step failed, or waits for its retry), shown as a badge beside its status.
     ``summary``: its summary document (``ctx.summary``) as JSON, when it has one;
-    ``log_url``: its Log page, once it has written frames or while it runs.
+    ``log_url``: its Log page, once it has written frames or while it runs;
+    ``earlier``: the iterations before its current one, when a loop ran it again.
     """
 
     step: Step
@@ -217,6 +251,7 @@ class StepRow:
     last_failure: str | None = None
     summary: str | None = None
     log_url: str | None = None
+    earlier: tuple[EarlierIteration, ...] = ()
 
 
 def _bar(step: Step, origin: datetime, span: float, now: datetime) -> tuple[float, float]:
@@ -236,6 +271,7 @@ def _step_rows(
     items_url: Callable[[Step], str | None],
     log_url: Callable[[Step], str | None],
 ) -> list[StepRow]:
+    iterations = earlier_iterations(steps)
     origin = run.started_at or run.created_at
     end = run.finished_at or now
     span = (end - origin).total_seconds()
@@ -255,6 +291,7 @@ def _step_rows(
                 else None,
                 summary=pretty(step.summary) if step.summary else None,
                 log_url=log_url(step),
+                earlier=_earlier(iterations.get(step.pk, [])),
             )
         )
     return rows
@@ -288,7 +325,8 @@ def step_errors(steps: list[Step]) -> list[StepError]:
 
 
 def _graph_states(steps: list[Step]) -> dict[str, tuple[str, str]]:
-    """Each step's status and the short detail its node shows (items, or the attempt).
+    """Each step's status and the short detail its node shows (items, or the attempt
+    of a step no loop ran again).
 
     A gate skipped outside its rule is drawn as ``override``, never as an ordinary
     completion."""
@@ -299,7 +337,8 @@ def _graph_states(steps: list[Step]) -> dict[str, tuple[str, str]]:
             continue
         if step.items_total:
             detail = f"{step.items_completed + step.items_skipped}/{step.items_total}"
-        elif step.attempt > 1:
+        elif step.attempt > 1 and step.iteration == 1:
+            # Attempts count on across a loop's iterations: there it would read as retries.
             detail = f"try {step.attempt}/{step.max_attempts}"
         else:
             detail = ""
@@ -431,7 +470,9 @@ def run_page_context(
         "refused_actions": refused,
         "may_signal": bool(signal_steps) and run.status not in RUN_FINAL,
         "graph": step_graph_svg(
-            graph_steps(run.snapshot, _graph_states(steps)),
+            graph_steps(
+                run.snapshot, _graph_states(steps), {step.name: step.iteration for step in steps}
+            ),
             title=f"Steps of {run.workflow_name} v{run.workflow_version} and their states",
         ),
         "step_rows": _step_rows(run, steps, now, items_url, log_url),

@@ -139,7 +139,8 @@ class WaitingGate:
 
     ``waiting_since`` is when the gate started waiting; ``due_at`` when its timeout
     fires (``None``: it waits for ever); ``claimed_by`` the username of whoever claimed
-    it (``None``: nobody).
+    it (``None``: nobody); ``iteration`` the round of the loop the gate is in (1: its
+    first, or no loop).
     """
 
     step: int
@@ -152,6 +153,7 @@ class WaitingGate:
     due_at: datetime | None
     claimed_by: str | None
     claimed_at: datetime | None
+    iteration: int
 
 
 def _waiting(steps: QuerySet[Step]) -> list[WaitingGate]:
@@ -180,11 +182,12 @@ def _waiting(steps: QuerySet[Step]) -> list[WaitingGate]:
             "due_at",
             claimer,
             "claimed_at",
+            "iteration",
         )
     )
     return [
-        WaitingGate(pk, name, str(run), workflow, key, prompt, since, due_at, by, at)
-        for pk, name, run, workflow, key, prompt, since, due_at, by, at in rows
+        WaitingGate(pk, name, str(run), workflow, key, prompt, since, due_at, by, at, iteration)
+        for pk, name, run, workflow, key, prompt, since, due_at, by, at, iteration in rows
     ]
 
 
