@@ -456,12 +456,6 @@ class ShippedTwice(Workflow):
     pay = Task(f"{HERE}.refuse", retry=Retry(max_attempts=1))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="a new iteration deletes the body's fan-out items (replay.forget_work_of) and "
-    "with them, by CompensationRecord.item's CASCADE, the compensations of the round before",
-)
 def test_every_round_of_a_compensable_fan_out_is_compensated():
     run = workflows.start_run(ShippedTwice)
     run_pending()

@@ -228,12 +228,6 @@ def test_a_run_cancelled_while_its_poll_sleeps_polls_no_more():
     assert timer.status == "cancelled"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="retry_run gives a Loop node a fresh count of rounds, not a poll "
-    "(engine/verbs/retry.py): the poll keeps its iteration and runs out again after one poll",
-)
 def test_a_poll_that_ran_out_gets_a_fresh_count_when_retried():
     """As a rerun does (tests/engine/test_loop_rerun.py)."""
     run = workflows.start_run(PollsOutFailing)

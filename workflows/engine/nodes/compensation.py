@@ -35,6 +35,7 @@ def record_compensation(
     generation: int,
     item: Any = None,
     item_id: int | None = None,
+    item_key: str = "",
 ) -> None:
     """Write the record that would undo this completion (caller holds the run lock).
 
@@ -48,7 +49,13 @@ def record_compensation(
         step_id=step_id,
         item_id=item_id,
         handler=node.compensate_path,
-        payload={"step": node.name, "output": output, "item": item, "generation": generation},
+        payload={
+            "step": node.name,
+            "output": output,
+            "item": item,
+            "item_key": item_key,
+            "generation": generation,
+        },
         sequence=sequence,
         max_attempts=default_retry().max_attempts,
         **workflow.unit_columns(node.name, run.priority),

@@ -210,6 +210,7 @@ def items_ended(
                 generation=generation,
                 item=lease.item,
                 item_id=lease.unit_id,
+                item_key=lease.item_key,
             )
         advancer.events.add(
             run.pk, "item.completed", step_id=step_id, item=lease.item_key, attempt=lease.attempt

@@ -22,11 +22,14 @@ from workflows.errors import StaleState
 from workflows.models import Step
 from workflows.status import StepStatus
 
+# The error code of a run whose loop (or poll) ran out of iterations.
+MAX_ITERATIONS_EXCEEDED = "max_iterations_exceeded"
+
 
 def exhausted_error(step: str, iterations: int, what: str) -> dict[str, Any]:
     """The run's error when a loop (or a poll) ran ``iterations`` times and would go on."""
     return {
-        "code": "max_iterations_exceeded",
+        "code": MAX_ITERATIONS_EXCEEDED,
         "message": f"{what} {step!r} ran {iterations} iterations (its max_iterations) "
         "and its condition still asks for another",
         "step": step,

@@ -169,5 +169,7 @@ def claim_compensation_row(
         return None
     claim, (key, payload, handler) = found
     claim.payload = from_db_json(CompensationRecord, "payload", payload, engine_connection()) or {}
-    claim.item_key, claim.item, claim.handler = key or "", claim.payload.get("item"), handler
+    # The item row of an earlier loop iteration is gone: its key is in the payload.
+    claim.item_key = key or claim.payload.get("item_key", "")
+    claim.item, claim.handler = claim.payload.get("item"), handler
     return claim

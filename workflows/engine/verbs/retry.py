@@ -19,7 +19,9 @@ from workflows.definitions.nodes import default_retry
 from workflows.engine.deadlines import arm_deadline
 from workflows.engine.events import actor
 from workflows.engine.guards import RETRY, RETRY_STEP
+from workflows.engine.loops.iterations import counts_its_rounds, start_next_iteration
 from workflows.engine.nodes.fanout import resume_fanout
+from workflows.engine.nodes.loop import MAX_ITERATIONS_EXCEEDED
 from workflows.engine.replay import (
     facts_of,
     forget_work_of,
@@ -68,16 +70,32 @@ def revive(scope: RunScope, user: AnyUser | None, **changes: Any) -> None:
     scope.advancer.release_stranded()
 
 
+def _ran_out(row: StepRow) -> bool:
+    """Whether ``row`` (a loop node or a poll) failed for having run out of iterations:
+    one small read, for those steps only."""
+    error = Step.objects.filter(pk=row.pk).values_list("error", flat=True).first() or {}
+    return error.get("code") == MAX_ITERATIONS_EXCEEDED
+
+
 def _reset_for_retry(scope: RunScope, row: StepRow, node: Node, user: AnyUser | None) -> None:
     """Give a failed step a fresh set of attempts (a fan-out: its failed items).
 
     The budget grows by a whole policy beyond the attempts already made, so attempts
     4, 5 and 6 of a three-attempt policy run with the policy's backoff again. A loop
     that ran out of iterations gets a fresh count of rounds the same way: its
-    ``while_`` is asked again, and its body may go round ``max_iterations`` more times.
+    ``while_`` is asked again, and its body may go round ``max_iterations`` more times;
+    a poll that ran out keeps its last poll as an iteration and polls afresh (a new
+    generation, so a new key: the last poll completed, this is new work).
     """
     run = scope.run
-    changes: dict[str, Any] = {"iteration": 1} if isinstance(node, Loop) else {}
+    changes: dict[str, Any] = {}
+    if counts_its_rounds(node) and _ran_out(row):
+        if isinstance(node, Loop):
+            changes["iteration"] = 1
+        else:  # a poll: its last poll kept, a fresh set of polls under a new key
+            start_next_iteration([row], scope.workflow)
+            scope.events.add(run.pk, "step.retried", step_id=row.pk, by=actor(user))
+            return
     if isinstance(node, FanOut):
         reset = cas_update_many(
             FanOutItem,
