@@ -5,8 +5,10 @@
 Like ``take.py`` (whose database setup, server and signed-in browser it reuses): a
 review loop in its third round (its review rejected twice, each time with feedback),
 photographed as its run page shows it (the loop's back edge beneath the graph, each
-step's round), its steps table with the review's earlier iterations expanded, and the
-approvals inbox naming the round the review waits in.
+step's round, where each loop stands), its steps table with the earlier iterations
+expanded, the approvals inbox and the decision page naming the round the review waits
+in with the earlier rounds' feedback, and a polling task between two polls on the Waits
+page.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ def build_demo() -> dict:
     from django.test import override_settings
 
     import workflows
-    from tests.loop_review import rejected
+    from tests.loop_review import ExportPoll, rejected
     from workflows import Gate, Loop, Task, Workflow
     from workflows.testing import run_pending
 
@@ -50,7 +52,9 @@ def build_demo() -> dict:
             gate = run.steps.get(name="review")
             workflows.reject_gate(gate, user=deciders, feedback=note)
         run_pending()
-    return {"run": str(run.pk)}
+        workflows.start_run(ExportPoll, {}, business_key="export-7")
+        run_pending()
+    return {"run": str(run.pk), "gate": run.steps.get(name="review").pk}
 
 
 def shoot(base_url: str, ids: dict) -> list[Path]:
@@ -65,6 +69,10 @@ def shoot(base_url: str, ids: dict) -> list[Path]:
         page.goto("/admin/")
         page.get_by_role("link", name="Approvals inbox").click()
         camera.photo("approvals-inbox-loop")
+        page.get_by_role("link", name=f"Decide gate {ids['gate']}").click()
+        camera.photo("approval-decision-loop")
+        page.goto("/admin/workflows/run/waits/")
+        camera.photo("waits-poll")
     return camera.taken
 
 

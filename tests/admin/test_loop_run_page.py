@@ -13,6 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 import workflows
+from tests.admin.admin_console import checkout
 from tests.conftest import staff
 from tests.loop_review import ExportPoll, review_in_round
 from workflows.models import Run, Step, StepIteration
@@ -118,10 +119,16 @@ def test_the_inbox_and_the_decision_page_name_the_gates_round(client, reviewer, 
     assert f"step review, round 3 · #{gate.pk}" in inbox
     decide = client.get(reverse("admin:workflows_approval", args=[gate.pk])).content.decode()
     assert f"review, round 3 · #{gate.pk}" in decide
+    earlier = decide[decide.index('<tr id="earlier-rounds">') :]
+    earlier = earlier[: earlier.index("</tr>")]
+    assert earlier.index("Round 1:") < earlier.index("Round 2:")
+    assert "rejected by reviewer — “not yet (2)”" in earlier
     first = review_in_round(1, reviewer)
     first_gate = Step.objects.get(run=first, name="review")
     inbox = client.get(reverse("admin:workflows_approvals")).content.decode()
     assert f"step review · #{first_gate.pk}" in inbox
+    decide = client.get(reverse("admin:workflows_approval", args=[first_gate.pk]))
+    assert b"earlier-rounds" not in decide.content
 
 
 def test_without_the_view_permission_the_run_page_shows_no_history(client, run):
@@ -143,3 +150,23 @@ def test_a_polling_task_between_polls_says_when_it_polls_again(client, reviewer)
     row = waits[waits.index('<tr class="wait-poll">') :]
     row = row[: row.index("</tr>")]
     assert "next poll" in row and "round 2" in row and "polls in" in row
+
+
+def test_the_loops_section_says_where_each_loop_stands(client, reviewer, run):
+    html = run_page(client, reviewer, run)
+    row = html[html.index('<tr id="loop-again">') :]
+    row = row[: row.index("</tr>")]
+    assert "3 of at most 5" in row
+    assert "draft, review" in row
+    assert "while_ is false after review" in row
+
+
+def test_a_polling_task_is_listed_and_a_run_without_loops_has_no_section(client, reviewer):
+    client.force_login(reviewer)
+    html = client.get(
+        reverse("admin:workflows_run_change", args=[workflows.start_run(ExportPoll).pk])
+    ).content.decode()
+    assert 'id="loop-check"' in html  # a polling task is a loop of one step
+    plain = checkout(order="P-1")
+    html = client.get(reverse("admin:workflows_run_change", args=[plain.pk])).content.decode()
+    assert 'id="loops-title"' not in html

@@ -53,6 +53,7 @@ from workflows.errors import (
 from workflows.models import Run, Step
 from workflows.permissions import VIEW_RUN, VIEW_STEP
 from workflows.queries import get_step
+from workflows.queries.iterations import earlier_iterations
 from workflows.status import StepStatus
 
 if TYPE_CHECKING:
@@ -383,7 +384,9 @@ class ApprovalsViews:
     def gate_facts(self, request: HttpRequest, gate: Step) -> dict[str, Any]:
         """What the decision and link pages show about a gate and its run.
 
-        A gate someone else has claimed is shown with its holder, and its decision
+        A gate in a loop shows its earlier rounds' decisions with their feedback (one
+        query more, only past the first round). A gate someone else has claimed is
+        shown with its holder, and its decision
         buttons are disabled unless the user may override claims (then they may decide
         it anyway, or take it over): the refusal comes before submitting, not after.
         """
@@ -403,6 +406,8 @@ class ApprovalsViews:
             "input_summary": summarise_input(run.input),
             "due_at": due,
             "time_left": time_left(due, timezone.now()),
+            # A gate in a loop: how its earlier rounds were decided, and why.
+            "earlier_rounds": earlier_iterations([gate]).get(gate.pk, []),
             "claimed_by": holder,
             "claimed_by_other": holder is not None and holder != request.user.get_username(),
             "may_override": may_override_claim(request.user),
