@@ -17,14 +17,13 @@ from datetime import timedelta
 from django.utils import timezone
 
 from workflows.definitions import Task
-from workflows.engine.advance import Advancer, error_from_exception
+from workflows.engine.advance import Advancer
 from workflows.engine.lease import Lease
 from workflows.engine.loops.iterations import start_next_poll
-from workflows.engine.nodes.loop import exhausted_error
-from workflows.engine.sql.expressions import db_now
+from workflows.engine.nodes.loop import ran_out
 from workflows.engine.sql.rows import StepRow, step_row
 from workflows.engine.timers import fires
-from workflows.status import StepStatus, TimerKind
+from workflows.status import TimerKind
 
 
 def poll_again(advancer: Advancer, lease: Lease) -> bool:
@@ -35,40 +34,20 @@ def poll_again(advancer: Advancer, lease: Lease) -> bool:
     assert isinstance(node, Task) and node.repeat_until is not None
     assert node.max_iterations is not None, "a poll declares its bound (repeat_problems)"
     row = step_row(lease.step_id)
-    run = advancer.run
     try:
         done = bool(node.repeat_until(advancer.context_for(row)))
     except Exception as exc:
-        error = error_from_exception(exc, code="condition_error")
-        _fail(advancer, row, error)
-        advancer.fail(row.name, error)
+        advancer.fail_entering(row, exc, "condition_error")
         return True
     if done:
         return False
     if row.iteration >= node.max_iterations:
-        advancer.events.add(
-            run.pk,
-            "loop.exhausted",
-            step_id=row.pk,
-            iterations=row.iteration,
-            on_exhausted=node.on_exhausted,
-        )
-        if node.on_exhausted == "continue":
-            return False
-        error = exhausted_error(row.name, row.iteration, "poll")
-        _fail(advancer, row, error)
-        advancer.fail_run(error)
-        return True
+        return ran_out(advancer, row, node.on_exhausted, "poll")
     start_next_poll(row, advancer.workflow)
     due = timezone.now() + (node.every or timedelta(0))
     advancer.park(row, TimerKind.REPEAT, due, reason="repeat", iteration=row.iteration)
     advancer.forget_context()
     return True
-
-
-def _fail(advancer: Advancer, row: StepRow, error: dict[str, object]) -> None:
-    advancer.move(row, StepStatus.FAILED, error=error, finished_at=db_now())
-    advancer.events.add(advancer.run.pk, "step.failed", step_id=row.pk, code=error["code"])
 
 
 @fires(TimerKind.REPEAT)

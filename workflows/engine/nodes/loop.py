@@ -37,6 +37,28 @@ def exhausted_error(step: str, iterations: int, what: str) -> dict[str, Any]:
     }
 
 
+def ran_out(advancer: Advancer, row: StepRow, on_exhausted: str, what: str) -> bool:
+    """Record that the loop (or poll, ``what``) of ``row`` ran out of iterations with
+    its condition asking for another. ``on_exhausted="fail"`` fails the step and its run
+    with ``max_iterations_exceeded`` (``True``); ``"continue"`` leaves the step for the
+    caller to complete (``False``)."""
+    run = advancer.run
+    advancer.events.add(
+        run.pk,
+        "loop.exhausted",
+        step_id=row.pk,
+        iterations=row.iteration,
+        on_exhausted=on_exhausted,
+    )
+    if on_exhausted == "continue":
+        return False
+    error = exhausted_error(row.name, row.iteration, what)
+    advancer.move(row, StepStatus.FAILED, error=error, finished_at=db_now())
+    advancer.events.add(run.pk, "step.failed", step_id=row.pk, code=error["code"])
+    advancer.fail_run(error)
+    return True
+
+
 @enters(Loop)
 def enter_loop(advancer: Advancer, row: StepRow, node: Loop) -> str:
     try:
@@ -49,22 +71,11 @@ def enter_loop(advancer: Advancer, row: StepRow, node: Loop) -> str:
             row, {"iterations": row.iteration, "exhausted": False}, iterations=row.iteration
         )
     if row.iteration >= node.max_iterations:
-        advancer.events.add(
-            run.pk,
-            "loop.exhausted",
-            step_id=row.pk,
-            iterations=row.iteration,
-            on_exhausted=node.on_exhausted,
+        if ran_out(advancer, row, node.on_exhausted, "loop"):
+            return StepStatus.FAILED
+        return advancer.complete(
+            row, {"iterations": row.iteration, "exhausted": True}, iterations=row.iteration
         )
-        if node.on_exhausted == "continue":
-            return advancer.complete(
-                row, {"iterations": row.iteration, "exhausted": True}, iterations=row.iteration
-            )
-        error = exhausted_error(row.name, row.iteration, "loop")
-        advancer.move(row, StepStatus.FAILED, error=error, finished_at=db_now())
-        advancer.events.add(run.pk, "step.failed", step_id=row.pk, code=error["code"])
-        advancer.fail_run(error)
-        return StepStatus.FAILED
     body = advancer.workflow.graph.loop_bodies[row.name]
     start_next_iteration(step_rows(run.pk, body), advancer.workflow)
     if not cas_update(
