@@ -197,7 +197,7 @@ class Context:
         step_names: tuple[str, ...],
         step_name: str = "",
         attempt: int = 0,
-        iteration: int | Callable[[], int] = 1,
+        iteration: int = 1,
         idempotency_key: str = "",
         item: Any = None,
         compensated_output: Any = None,
@@ -216,7 +216,11 @@ class Context:
         self.upstream = UpstreamResults(run_id)
         self.step_name = step_name
         self.attempt = attempt
-        self._iteration = iteration
+        # The iteration of this step a loop is running, 1-based (1 outside loops): in a
+        # ``Loop`` body, the body's round; in a polling task, the poll's number; in a
+        # compensation, the iteration whose work it undoes; in a loop's ``while_``, the
+        # round that just ended.
+        self.iteration = iteration
         self.idempotency_key = idempotency_key or f"{run_id}/{step_name}"
         # The fan-out item this handler works on (None outside fan-out items).
         self.item = item
@@ -249,15 +253,6 @@ class Context:
         7386) given as a dict: members set, ``None`` removes one, dicts merge
         recursively. Copied at the call, applied at the next flush in call order;
         ``summary_version`` counts the patches. Fenced as ``progress`` is."""
-
-    @property
-    def iteration(self) -> int:
-        """The iteration of this step a loop is running, 1-based (1 outside loops): in a
-        ``Loop`` body, the body's round; in a polling task, the poll's number; in a
-        loop's ``while_``, the round that just ended. Read once, on first access."""
-        if callable(self._iteration):
-            self._iteration = self._iteration()
-        return self._iteration
 
     def heartbeat(self) -> None:
         """Extend this attempt's lease.

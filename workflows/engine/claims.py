@@ -129,6 +129,7 @@ def _lease_in_scope(
     step_id: int,
     step_name: str,
     generation: int,
+    iteration: int,
     item_key: str = "",
     item: object = None,
 ) -> Lease:
@@ -149,6 +150,7 @@ def _lease_in_scope(
         item_key=item_key,
         item=item,
         generation=generation,
+        iteration=iteration,
     )
 
 
@@ -209,6 +211,7 @@ def claim_in_scope(
     *,
     step_id: int,
     generation: int,
+    iteration: int,
     item_key: str = "",
     item: object = None,
 ) -> bool:
@@ -231,6 +234,7 @@ def claim_in_scope(
         step_id=step_id,
         step_name=row.name,
         generation=generation,
+        iteration=iteration,
         item_key=item_key,
         item=item,
     )
@@ -253,7 +257,9 @@ def claim_pending_in_scope(scope: RunScope, kind: WorkKind, step_name: str) -> b
     """
     if not _may_chain(scope, step_name):
         return False
-    template = _lease_in_scope(scope, kind, unit_id=0, step_id=0, step_name=step_name, generation=0)
+    template = _lease_in_scope(
+        scope, kind, unit_id=0, step_id=0, step_name=step_name, generation=0, iteration=1
+    )
     rows = cas_update_many(
         kind.model,
         where={"run": scope.run.pk, "name": step_name, "status": StepStatus.PENDING},
@@ -264,13 +270,26 @@ def claim_pending_in_scope(scope: RunScope, kind: WorkKind, step_name: str) -> b
         return False
     row = StepRow(*rows[0])
     scope.claimed = _started(
-        template, row, scope.events, unit_id=row.pk, step_id=row.pk, generation=row.generation
+        template,
+        row,
+        scope.events,
+        unit_id=row.pk,
+        step_id=row.pk,
+        generation=row.generation,
+        iteration=row.iteration,
     )
     return True
 
 
 def claim_batch_in_scope(
-    scope: RunScope, kind: WorkKind, *, step_id: int, step_name: str, generation: int, limit: int
+    scope: RunScope,
+    kind: WorkKind,
+    *,
+    step_id: int,
+    step_name: str,
+    generation: int,
+    iteration: int,
+    limit: int,
 ) -> int:
     """Claim up to ``limit`` pending units of a step as one batch for the chaining worker.
 
@@ -282,7 +301,13 @@ def claim_batch_in_scope(
     if not _may_chain(scope, step_name):
         return 0
     lease = _lease_in_scope(
-        scope, kind, unit_id=0, step_id=step_id, step_name=step_name, generation=generation
+        scope,
+        kind,
+        unit_id=0,
+        step_id=step_id,
+        step_name=step_name,
+        generation=generation,
+        iteration=iteration,
     )
     batch = begin_batch(lease, from_status=StepStatus.PENDING, limit=limit, events=scope.events)
     scope.claimed = batch
@@ -376,6 +401,7 @@ def _claim(kind: WorkKind, unit_id: int, owner: str) -> Held | Hold:
             item=row.item,
             compensated_output=(row.payload or {}).get("output"),
             generation=(row.payload or {}).get("generation", row.generation),
+            iteration=(row.payload or {}).get("iteration", row.iteration),
             refusal=admitted.refusal,
         )
         size = kind.batch_size_of(node)

@@ -45,6 +45,9 @@ class Lease:
     item: Any = None
     compensated_output: Any = None
     generation: int = 0
+    # The iteration of the step a loop is running (1 outside loops); for a compensation,
+    # the iteration whose work it undoes.
+    iteration: int = 1
     # Set when a limit lets the unit start only to fail at once (engine.admission).
     refusal: Exception | None = None
     renewed_at: float = field(default_factory=time.monotonic)
@@ -65,10 +68,13 @@ class Lease:
 
     @property
     def idempotency_key(self) -> str:
-        """Stable across every attempt of one unit of work; new when its step is rerun."""
+        """Stable across every attempt of one unit of work; new when its step is rerun
+        (``#<generation>``) and in each iteration a loop runs it (``@<iteration>``)."""
         key = f"{self.run_id}/{self.step_name}"
         if self.generation:
             key += f"#{self.generation}"
+        if self.iteration > 1:
+            key += f"@{self.iteration}"
         if self.item_key:
             key += f"/{self.item_key}"
         return key + self.kind.key_suffix

@@ -330,6 +330,7 @@ def _fail_row(
         lease.item_key,
         error,
         lease.generation,
+        lease.iteration,
     )
     return unit, delay
 

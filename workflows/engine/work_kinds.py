@@ -46,6 +46,7 @@ class FailedUnit:
     item_key: str
     error: dict[str, Any]
     generation: int = 0
+    iteration: int = 1
 
 
 class Settlement(Protocol):

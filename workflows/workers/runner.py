@@ -25,7 +25,6 @@ from workflows.engine.claims import claimable
 from workflows.engine.failures import AttemptTimedOut
 from workflows.engine.lease import Held, LeaseBatch
 from workflows.engine.limits.budgets import record_usage
-from workflows.engine.loops.iterations import iteration_of
 from workflows.engine.nodes.callback import AwaitCallback, make_token, park_for_callback
 from workflows.engine.outcomes import heartbeat_batch, record_batch, record_lost_lease
 from workflows.engine.transaction import transition
@@ -161,7 +160,7 @@ def _context(
         step_names=tuple(lease.workflow.nodes),
         step_name=lease.step_name,
         attempt=lease.attempt,
-        iteration=partial(iteration_of, lease.step_id, lease.generation),
+        iteration=lease.iteration,
         idempotency_key=lease.idempotency_key,
         item=lease.item,
         compensated_output=lease.compensated_output,

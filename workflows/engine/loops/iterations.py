@@ -24,7 +24,7 @@ from workflows.engine.replay import forget_work_of, reset_generation
 from workflows.engine.sql.iterations import archive_iterations
 from workflows.engine.sql.rows import StepRow
 from workflows.engine.sql.updates import cas_update_many
-from workflows.models import CompensationRecord, Step, StepIteration
+from workflows.models import CompensationRecord
 from workflows.status import CompensationStatus
 
 
@@ -68,14 +68,3 @@ def _go_round(
     for row in rows:
         reset_generation(row, workflow, iteration=next_iteration(row))
     forget_work_of([row.pk for row in rows])
-
-
-def iteration_of(step_id: int, generation: int) -> int:
-    """The iteration of ``step_id`` that its ``generation`` ran (each iteration is a
-    generation): the step's current one, or an archived one; 1 for a generation no loop
-    made (a rerun's). One query, or two for a compensation of an earlier iteration."""
-    current = Step.objects.filter(pk=step_id).values_list("generation", "iteration").first()
-    if current is None or current[0] == generation:
-        return current[1] if current is not None else 1
-    earlier = StepIteration.objects.filter(step_id=step_id, generation=generation)
-    return earlier.values_list("iteration", flat=True).first() or 1

@@ -158,6 +158,7 @@ def _resolve(step_id: int, attempt: int, output: Any, error: str | None) -> None
                 scope.events,
                 workflow=scope.workflow,
                 generation=row.generation,
+                iteration=row.iteration,
             )
         scope.advancer.settled(row.name)
 
@@ -196,5 +197,5 @@ def _fail_attempt_in_place(advancer: Advancer, row: StepRow, failure: dict[str, 
         lease_expires_at=None,
         **({} if delay is not None else {"finished_at": db_now()}),
     )
-    unit = FailedUnit(STEP, row.pk, row.pk, row.name, "", failure, row.generation)
+    unit = FailedUnit(STEP, row.pk, row.pk, row.name, "", failure, row.generation, row.iteration)
     settle_failure(advancer, unit, attempt=row.attempt, delay=delay)

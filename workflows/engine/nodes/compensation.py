@@ -33,14 +33,17 @@ def record_compensation(
     *,
     workflow: type[Workflow],
     generation: int,
+    iteration: int,
     item: Any = None,
     item_id: int | None = None,
     item_key: str = "",
 ) -> None:
     """Write the record that would undo this completion (caller holds the run lock).
 
-    ``generation`` (the step's, bumped by each rerun) keeps the compensation's
-    idempotency key that of the work it undoes, even after the step was rerun.
+    ``generation`` (the step's, bumped by each rerun) and ``iteration`` (moved on by a
+    loop) keep the compensation's idempotency key that of the work it undoes, even after
+    the step was rerun or went round again; ``item_key`` names the item it undoes when
+    the item's row is gone (a loop's next round deletes them).
     """
     last = CompensationRecord.objects.filter(run_id=run.pk).aggregate(last=Max("sequence"))
     sequence = (last["last"] or 0) + 1
@@ -55,6 +58,7 @@ def record_compensation(
             "item": item,
             "item_key": item_key,
             "generation": generation,
+            "iteration": iteration,
         },
         sequence=sequence,
         max_attempts=default_retry().max_attempts,

@@ -68,7 +68,7 @@ def enter_fanout(advancer: Advancer, row: StepRow, node: FanOut) -> str:
         )
     advancer.move(row, StepStatus.RUNNING, items_total=len(values), started_at=db_now())
     advancer.events.add(advancer.run.pk, "fanout.started", step_id=row.pk, items=len(values))
-    _release(advancer, node, row.pk, row.name, row.generation, node.max_parallel)
+    _release(advancer, node, row.pk, row.name, (row.generation, row.iteration), node.max_parallel)
     return StepStatus.RUNNING
 
 
@@ -91,22 +91,27 @@ def _check(values: list[Any], keys: list[str]) -> None:
     json.dumps(values, allow_nan=False)  # items are stored as JSON: fail early, clearly
 
 
+# A fan-out step's (generation, iteration): part of its claimed items' idempotency keys.
+Round = tuple[int, int]
+
+
 def _release(
-    advancer: Advancer, node: FanOut, step_id: int, step_name: str, generation: int, count: int
+    advancer: Advancer, node: FanOut, step_id: int, step_name: str, step_round: Round, count: int
 ) -> None:
     """Put the next ``count`` pending items in hand, in item order."""
     if count <= 0:
         return
     if node.batch_size == 1:
         for item in next_pending_items(step_id, step_name, count):
-            _release_item(advancer, node, step_id, item, generation)
+            _release_item(advancer, node, step_id, item, step_round)
         return
     claimed = claim_batch_in_scope(
         advancer.scope,
         ITEM,
         step_id=step_id,
         step_name=step_name,
-        generation=generation,
+        generation=step_round[0],
+        iteration=step_round[1],
         limit=min(count, node.batch_size),
     )
     ready = (
@@ -129,12 +134,12 @@ def _release(
 
 
 def _release_item(
-    advancer: Advancer, node: FanOut, step_id: int, item: ItemRow, generation: int
+    advancer: Advancer, node: FanOut, step_id: int, item: ItemRow, step_round: Round
 ) -> None:
     """Put one pending item in hand: claimed for the caller, ready for a worker, or a child.
 
-    ``generation``: the fan-out step's (bumped by each rerun), part of a claimed item's
-    idempotency key.
+    ``step_round``: the fan-out step's generation (bumped by each rerun) and iteration
+    (moved on by a loop), part of a claimed item's idempotency key.
     """
     advancer.mark_in_hand()
     if node.workflow is not None:
@@ -146,8 +151,16 @@ def _release_item(
             settle_child_item(advancer, child, item.pk)
         return
     scope = advancer.scope
+    generation, iteration = step_round
     if claim_in_scope(
-        scope, ITEM, item, step_id=step_id, generation=generation, item_key=item.key, item=item.item
+        scope,
+        ITEM,
+        item,
+        step_id=step_id,
+        generation=generation,
+        iteration=iteration,
+        item_key=item.key,
+        item=item.item,
     ):
         return
     _move_item(item, StepStatus.READY)
@@ -194,7 +207,8 @@ def items_ended(
     one pending item per item that ended (completes the step when none is left).
     """
     first = completed[0][0] if completed else failed[0]
-    step_id, step_name, generation = first.step_id, first.step_name, first.generation
+    step_id, step_name = first.step_id, first.step_name
+    step_round = (first.generation, first.iteration)
     node = advancer.workflow.nodes[step_name]
     assert isinstance(node, FanOut)
     run = advancer.run
@@ -207,7 +221,8 @@ def items_ended(
                 output,
                 advancer.events,
                 workflow=advancer.workflow,
-                generation=generation,
+                generation=lease.generation,
+                iteration=lease.iteration,
                 item=lease.item,
                 item_id=lease.unit_id,
                 item_key=lease.item_key,
@@ -235,7 +250,7 @@ def items_ended(
         last = failed[-1]
         _fail_fanout(advancer, step_id, step_name, counts, last.item_key, last.error)
         return
-    _move_on(advancer, node, step_id, step_name, counts, generation, len(completed) + len(failed))
+    _move_on(advancer, node, step_id, step_name, counts, step_round, len(completed) + len(failed))
 
 
 def _fail_fanout(
@@ -273,7 +288,7 @@ def _move_on(
     step_id: int,
     step_name: str,
     counts: FanOutCounts,
-    generation: int,
+    step_round: Round,
     released: int = 1,
 ) -> None:
     """Release the next ``released`` items, or complete the step when every item is final."""
@@ -291,7 +306,7 @@ def _move_on(
         )
         advancer.settled(step_name)
     else:
-        _release(advancer, node, step_id, step_name, generation, released)
+        _release(advancer, node, step_id, step_name, step_round, released)
 
 
 def resume_fanout(advancer: Advancer, step_id: int, step_name: str) -> None:
@@ -333,9 +348,10 @@ def _refill(advancer: Advancer, node: FanOut, row: StepRow, counts: FanOutCounts
         step_id=row.pk, status__in=(StepStatus.READY, StepStatus.RUNNING, StepStatus.WAITING)
     ).count()
     if counts.finished >= counts.total:
-        _move_on(advancer, node, row.pk, row.name, counts, row.generation)
+        _move_on(advancer, node, row.pk, row.name, counts, (row.generation, row.iteration))
         return
-    _release(advancer, node, row.pk, row.name, row.generation, max(node.max_parallel - in_hand, 0))
+    free = max(node.max_parallel - in_hand, 0)
+    _release(advancer, node, row.pk, row.name, (row.generation, row.iteration), free)
 
 
 def settle_child_item(advancer: Advancer, child: Run, item_id: int) -> None:
@@ -365,11 +381,19 @@ def settle_child_item(advancer: Advancer, child: Run, item_id: int) -> None:
             item=item.key,
             child=str(child.pk),
         )
-        _move_on(advancer, node, item.step_id, item.step.name, counts, item.step.generation)
+        step_round = (item.step.generation, item.step.iteration)
+        _move_on(advancer, node, item.step_id, item.step.name, counts, step_round)
     else:
         failure = ChildRunFailed.of(child).as_dict()
         _move_item(row, StepStatus.FAILED, error=failure, finished_at=db_now())
         unit = FailedUnit(
-            ITEM, item.pk, item.step_id, item.step.name, item.key, failure, item.step.generation
+            ITEM,
+            item.pk,
+            item.step_id,
+            item.step.name,
+            item.key,
+            failure,
+            item.step.generation,
+            item.step.iteration,
         )
         items_ended(advancer, [], [unit])

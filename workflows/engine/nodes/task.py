@@ -20,7 +20,14 @@ from workflows.status import RUN_ACTIVE, StepStatus
 def enter_task(advancer: Advancer, row: StepRow, node: Task) -> str:
     """Claim the task for the chaining worker, or make it ready for any worker."""
     advancer.mark_in_hand()
-    if claim_in_scope(advancer.scope, STEP, row, step_id=row.pk, generation=row.generation):
+    if claim_in_scope(
+        advancer.scope,
+        STEP,
+        row,
+        step_id=row.pk,
+        generation=row.generation,
+        iteration=row.iteration,
+    ):
         return StepStatus.RUNNING
     advancer.move(row, StepStatus.READY)
     advancer.events.add(advancer.run.pk, "step.ready", step_id=row.pk)
@@ -66,6 +73,7 @@ class TaskSettlement:
                 advancer.events,
                 workflow=lease.workflow,
                 generation=lease.generation,
+                iteration=lease.iteration,
             )
         if run.status not in RUN_ACTIVE:
             return

@@ -47,20 +47,21 @@ class ClaimRow:
     requires: str
     held_on: str
     business_key: str
+    iteration: int = 1
     item_key: str = ""
     item: Any = None
     handler: str = ""
     payload: Any = None
 
 
-_CLAIM_COMMON = 17
+_CLAIM_COMMON = 18
 
 
 def _claim_columns(step: Literal["u", "s"]) -> str:
     return (
         f"u.id, u.status, u.version, u.attempt, u.max_attempts, {step}.id, {step}.name, "
         f"{step}.generation, r.id, r.status, r.input, r.workflow_name, r.workflow_version, "
-        "u.queue, u.requires, u.held_on, r.business_key"
+        f"u.queue, u.requires, u.held_on, r.business_key, {step}.iteration"
     )
 
 
