@@ -15,6 +15,7 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 
 import workflows
+from tests.loop_review import review_in_round
 from workflows import InvalidInput, PermanentError, Retry, Sleep, Task, Workflow
 from workflows.models import Event, Run, Step
 from workflows.queries import describe_run
@@ -214,12 +215,25 @@ def test_show_prints_the_run_its_steps_and_history():
     steps, history = output.split("\nsteps\n")[1].split("\nhistory\n")
     charge = steps.splitlines()[1]
     step_id = run.steps.get(name="charge").pk
-    assert charge.split()[:6] == [str(step_id), "charge", "task", "failed", "1/1", "inline"]
+    assert charge.split()[:7] == [str(step_id), "charge", "task", "failed", "1", "1/1", "inline"]
     assert charge.endswith("  card declined")
     types = [line.split()[2] for line in history.splitlines()[1:]]
     assert types == list(run.events.values_list("type", flat=True))
     assert types[0] == "run.started"
     assert "run.failed" in types
+
+
+def test_show_says_which_round_a_loop_is_in_and_what_ends_it(django_user_model):
+    reviewer = django_user_model.objects.create_user("reviewer")
+    run = review_in_round(3, reviewer)
+    output = run_command("workflows_show", str(run.pk))
+    loops = output.split("\nloops\n")[1].split("\nallowed actions\n")[0].splitlines()
+    assert loops[0].split() == ["LOOP", "KIND", "ROUND", "OF", "AT", "MOST", "ENDS", "WHEN"]
+    assert loops[1].split()[:4] == ["again", "loop", "3", "5"]
+    assert "after 5 iterations (then fail)" in loops[1]
+    steps = output.split("\nsteps\n")[1].split("\nhistory\n")[0].splitlines()
+    review = next(line for line in steps if " review " in line)
+    assert review.split()[1:5] == ["review", "gate", "waiting", "3"]
 
 
 def test_show_json_has_the_run_steps_and_events_in_order():
@@ -306,6 +320,15 @@ def test_graph_of_an_older_version_as_dot_marks_conditional_steps():
     assert '    "nap" [label="nap (sleep)"];\n' in output
     assert '    "start" -> "wrap" [style=dashed];\n' in output
     assert '    "nap" -> "end";\n' in output
+
+
+def test_graph_draws_a_loop_going_back_to_its_back_to_step_in_both_notations():
+    mermaid = run_command("workflows_graph", "loop_review_pages")
+    assert "    step_draft --> step_review\n" in mermaid
+    assert '    step_again -. "while, max 5" .-> step_draft' in mermaid
+    dot = run_command("workflows_graph", "loop_review_pages", "--format=dot")
+    assert '    "again" [label="again (loop)"];\n' in dot
+    assert '    "again" -> "draft" [style=dotted, constraint=false, label="while, max 5"];\n' in dot
 
 
 @pytest.mark.parametrize(

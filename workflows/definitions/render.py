@@ -3,13 +3,16 @@
 Pure functions of the definition (no database), so a picture can be drawn for any
 registered version, in docs or from ``manage.py workflows_graph``. Each node is labelled
 with its step name and kind. A step with ``when=`` may be skipped at run time, so its
-name gets a ``?`` and the edges into it are dashed.
+name gets a ``?`` and the edges into it are dashed. A loop goes back from its loop node
+to its ``back_to`` step: a dotted edge labelled with its bound, drawn apart from the
+graph's own edges (it is a jump the engine makes, not an edge of the acyclic graph).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from workflows.definitions.loop import Loop
 from workflows.definitions.workflow import Workflow
 
 
@@ -28,6 +31,15 @@ def _edges(workflow: type[Workflow]) -> list[tuple[str, str, bool]]:
     ]
 
 
+def _back_edges(workflow: type[Workflow]) -> list[tuple[str, str, str]]:
+    """Return (loop node, its back_to, label) for every loop, in declaration order."""
+    return [
+        (name, node.back_to, f"while, max {node.max_iterations}")
+        for name, node in workflow.nodes.items()
+        if isinstance(node, Loop)
+    ]
+
+
 def to_mermaid(workflow: type[Workflow]) -> str:
     """Return a Mermaid ``flowchart`` of the workflow's steps, top to bottom.
 
@@ -39,6 +51,10 @@ def to_mermaid(workflow: type[Workflow]) -> str:
     lines += [
         f"    step_{upstream} {'-.->' if conditional else '-->'} step_{name}"
         for upstream, name, conditional in _edges(workflow)
+    ]
+    lines += [
+        f'    step_{loop} -. "{label}" .-> step_{back_to}'
+        for loop, back_to, label in _back_edges(workflow)
     ]
     return "\n".join(lines)
 
@@ -61,6 +77,11 @@ def to_dot(workflow: type[Workflow]) -> str:
     for upstream, name, conditional in _edges(workflow):
         style = " [style=dashed]" if conditional else ""
         lines.append(f"    {_dot_string(upstream)} -> {_dot_string(name)}{style};")
+    for loop, back_to, label in _back_edges(workflow):
+        lines.append(
+            f"    {_dot_string(loop)} -> {_dot_string(back_to)} "
+            f"[style=dotted, constraint=false, label={_dot_string(label)}];"
+        )
     lines.append("}")
     return "\n".join(lines)
 

@@ -112,6 +112,7 @@ def describe_run(run_id: UUID | str) -> dict[str, Any]:
                 "name": step.name,
                 "kind": step.kind,
                 "status": step.status,
+                "iteration": step.iteration,
                 "attempt": step.attempt,
                 "max_attempts": step.max_attempts,
                 "lease_owner": step.lease_owner,

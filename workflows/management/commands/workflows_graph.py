@@ -14,7 +14,8 @@ from workflows.queries import render_definition
 class Command(BaseCommand):
     help = (
         "Print the step graph of workflow NAME: one node per step labelled with its kind, "
-        "edges from after=, and steps with when= marked '?' behind dashed edges. Paste "
+        "edges from after=, steps with when= marked '?' behind dashed edges, and each "
+        "loop's way back to its back_to step as a dotted edge labelled with its bound. Paste "
         "Mermaid into Markdown, or pipe DOT into `dot -Tsvg`."
     )
 

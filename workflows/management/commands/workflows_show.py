@@ -56,9 +56,10 @@ class Command(BaseCommand):
     help = (
         "Show run RUN: its status, input, output and error; whether it needs attention, "
         "what it waits on and which operator actions are allowed (and why not); each "
-        "step's status, attempts, lease owner, the failure class of its last failed attempt "
+        "step's status, iteration (the round a loop runs it in), attempts, lease owner, the "
+        "failure class of its last failed attempt "
         "(transient, permanent, timeout, lease_expired, revoked, cancelled, budget) and "
-        "error; and its history of events, "
+        "error; where each loop and poll stands; and its history of events, "
         "oldest first."
     )
 
@@ -92,13 +93,24 @@ class Command(BaseCommand):
         self.stdout.write("\nsteps")
         self.stdout.write(
             table(
-                ["ID", "NAME", "KIND", "STATUS", "ATTEMPT", "LEASE OWNER", "FAILED AS", "ERROR"],
+                [
+                    "ID",
+                    "NAME",
+                    "KIND",
+                    "STATUS",
+                    "ITER",
+                    "ATTEMPT",
+                    "LEASE OWNER",
+                    "FAILED AS",
+                    "ERROR",
+                ],
                 (
                     [
                         step["id"],
                         step["name"],
                         step["kind"],
                         step["status"],
+                        step["iteration"],
                         f"{step['attempt']}/{step['max_attempts']}",
                         step["lease_owner"],
                         step["failure_class"],
@@ -139,6 +151,23 @@ class Command(BaseCommand):
             )
         else:
             self.stdout.write(f"nothing: the run is {explanation.status}")
+        if explanation.loops:
+            self.stdout.write("\nloops")
+            self.stdout.write(
+                table(
+                    ["LOOP", "KIND", "ROUND", "OF AT MOST", "ENDS WHEN"],
+                    (
+                        [
+                            loop["loop"],
+                            loop["kind"],
+                            loop["iteration"],
+                            loop["max_iterations"],
+                            loop["ends_when"],
+                        ]
+                        for loop in explanation.loops
+                    ),
+                )
+            )
         self.stdout.write("\nallowed actions")
         self.stdout.write(
             table(
