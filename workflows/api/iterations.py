@@ -20,7 +20,6 @@ from workflows.models import Run
 from workflows.queries.iterations import (
     archived_iterations,
     as_iteration,
-    current_iteration,
     named_step,
 )
 from workflows.status import Decision, DecisionVia, FailureClass, StepStatus
@@ -59,7 +58,7 @@ def step_iterations_page(request: Request, view: APIView, run: Run, step: str) -
     page = paginator.paginate_queryset(archived_iterations([found.pk]), request, view=view)
     rows = [as_iteration(row, current=False) for row in page or ()]
     if not paginator.has_next:
-        rows.append(current_iteration(found))
+        rows.append(as_iteration(found, current=True))
     return paginator.get_paginated_response(
         IterationSerializer([row.as_dict() for row in rows], many=True).data
     )

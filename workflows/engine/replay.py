@@ -270,9 +270,19 @@ def reset_generation(row: StepRow, workflow: type[Workflow], **changes: Any) -> 
 
 def forget_work_of(step_ids: Sequence[int]) -> None:
     """Reset steps lose their fan-out items (computed again on entry; their history stays
-    in the events) and their scheduled timers."""
+    in the events) and their scheduled timers.
+
+    Compensation records of completed items that may still run (``pending``: a loop's
+    earlier rounds, in an active run) stay: they let go of their item rows first, and
+    their payload keeps the item's key. (A rerun or a retry never resets a step with
+    such records: replaying work whose compensation never ran is refused.)"""
     if not step_ids:
         return
+    cas_update_many(
+        CompensationRecord,
+        where={"step_id": list(step_ids), "status": CompensationStatus.PENDING},
+        item=None,
+    )
     FanOutItem.objects.filter(step_id__in=step_ids).delete()
     cas_update_many(
         Timer,

@@ -26,7 +26,6 @@ __all__ = [
     "Iteration",
     "archived_iterations",
     "as_iteration",
-    "current_iteration",
     "earlier_iterations",
     "named_step",
     "step_iterations",
@@ -100,7 +99,7 @@ def step_iterations(run: Run | UUID | str, step: str) -> list[Iteration]:
     found_run = run if isinstance(run, Run) else get_run(run)
     found = named_step(found_run, step)
     earlier = [as_iteration(row, current=False) for row in archived_iterations([found.pk])]
-    return [*earlier, current_iteration(found)]
+    return [*earlier, as_iteration(found, current=True)]
 
 
 def named_step(run: Run, step: str) -> Step:
@@ -114,11 +113,6 @@ def named_step(run: Run, step: str) -> Step:
     if found is None:
         raise StepNotFound(f"run {run.pk} has no step {step!r}", step=step)
     return found
-
-
-def current_iteration(step: Step) -> Iteration:
-    """The iteration the step row holds now."""
-    return as_iteration(step, current=True)
 
 
 def earlier_iterations(steps: Iterable[Step]) -> dict[int, list[Iteration]]:

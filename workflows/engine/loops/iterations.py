@@ -23,9 +23,6 @@ from workflows.definitions import Loop, Node, Task, Workflow
 from workflows.engine.replay import forget_work_of, reset_generation
 from workflows.engine.sql.iterations import archive_iterations
 from workflows.engine.sql.rows import StepRow
-from workflows.engine.sql.updates import cas_update_many
-from workflows.models import CompensationRecord
-from workflows.status import CompensationStatus
 
 
 def start_next_iteration(rows: Sequence[StepRow], workflow: type[Workflow]) -> None:
@@ -58,13 +55,6 @@ def _go_round(
     if not rows:
         return
     archive_iterations([row.pk for row in rows if not isinstance(workflow.nodes[row.name], Loop)])
-    # The items go; the compensations of the completed ones stay (pending: the run is
-    # active), let go of their item rows first and keyed by their payload's item_key.
-    cas_update_many(
-        CompensationRecord,
-        where={"step_id": [row.pk for row in rows], "status": CompensationStatus.PENDING},
-        item=None,
-    )
     for row in rows:
         reset_generation(row, workflow, iteration=next_iteration(row))
     forget_work_of([row.pk for row in rows])
