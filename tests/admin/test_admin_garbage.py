@@ -25,6 +25,7 @@ from django.urls.resolvers import RoutePattern
 import workflows
 from tests.admin.admin_console import checkout, failed_checkout
 from tests.conftest import staff
+from tests.loop_review import ExportPoll, review_in_round
 from workflows.admin.actions import RUN_ACTIONS
 from workflows.models import Run, Step
 from workflows.testing import run_pending
@@ -152,9 +153,15 @@ def engine_rows() -> dict[str, list[str]]:
     )
     run_pending()
     gate = Step.objects.get(run=dispatch, name="approval")
+    # A review in its second round (earlier iterations, a Loops table, a gate's earlier
+    # decisions) and a poll between two polls (on the Waits page).
+    looped = review_in_round(2, User.objects.create_user("reviewer"))
+    workflows.start_run(ExportPoll)
+    run_pending()
+    looped_gate = Step.objects.get(run=looped, name="review")
     real = {
-        "run_id": [str(run.pk) for run in (waiting, failed, dispatch)],
-        "step_id": [str(gate.pk)],
+        "run_id": [str(run.pk) for run in (waiting, failed, dispatch, looped)],
+        "step_id": [str(gate.pk), str(looped_gate.pk)],
         "verb": sorted(RUN_ACTIONS),
         "token": ["not-a-token"],
     }
@@ -221,6 +228,7 @@ def test_no_admin_url_answers_garbage_with_a_server_error(client, engine_rows, r
 
 def test_bulk_confirmation_pages_answer_garbage_selections_with_a_message(client, engine_rows):
     client.force_login(User.objects.create_superuser("root"))
+    runs = Run.objects.count()
     requests = [
         ("post", f"/admin/{APP}/run/", {"action": action, "_selected_action": selected, **extra})
         for action in ("bulk_cancel", "bulk_rerun", "bulk_retry", "no_such_action")
@@ -229,4 +237,4 @@ def test_bulk_confirmation_pages_answer_garbage_selections_with_a_message(client
     ]
     failures = request_each(client, requests)
     assert not failures, "\n".join(failures)
-    assert Run.objects.count() == 3
+    assert Run.objects.count() == runs
