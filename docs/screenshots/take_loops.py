@@ -8,7 +8,8 @@ photographed as its run page shows it (the loop's back edge beneath the graph, e
 step's round, where each loop stands), its steps table with the earlier iterations
 expanded, the approvals inbox and the decision page naming the round the review waits
 in with the earlier rounds' feedback, and a polling task between two polls on the Waits
-page.
+page; and a loop that ran out of its 25 rounds (the run failed with
+max_iterations_exceeded), its check's 24 earlier iterations expanded.
 """
 
 from __future__ import annotations
@@ -44,6 +45,18 @@ def build_demo() -> dict:
         revise = Loop(back_to="draft", while_=rejected, max_iterations=5)
         publish = Task("tests.loop_review.draft")
 
+    class Stubborn(Workflow):
+        """A check that never passes: its loop runs out after 25 rounds."""
+
+        name = "article_check"
+        draft = Task("tests.loop_review.draft")
+        check = Task("tests.loop_review.check_export")
+        recheck = Loop(
+            back_to="draft",
+            while_=lambda ctx: not ctx.steps["check"].output["ready"],
+            max_iterations=25,
+        )
+
     feedback = ["The intro is too long; cut it to two sentences.", "Cite the 2025 figures."]
     with override_settings(WORKFLOWS={"EXECUTOR": "inline"}):
         run = workflows.start_run(ArticleReview, {"slug": "loops"}, business_key="article-42")
@@ -54,7 +67,13 @@ def build_demo() -> dict:
         run_pending()
         workflows.start_run(ExportPoll, {}, business_key="export-7")
         run_pending()
-    return {"run": str(run.pk), "gate": run.steps.get(name="review").pk}
+        stubborn = workflows.start_run(Stubborn, {"slug": "never"}, business_key="article-43")
+        run_pending()
+    return {
+        "run": str(run.pk),
+        "gate": run.steps.get(name="review").pk,
+        "exhausted": str(stubborn.pk),
+    }
 
 
 def shoot(base_url: str, ids: dict) -> list[Path]:
@@ -65,6 +84,7 @@ def shoot(base_url: str, ids: dict) -> list[Path]:
         row = page.locator("#step-review")
         row.locator("details.wf-iterations summary").click()
         page.locator("#step-draft details.wf-iterations summary").click()
+        page.evaluate("window.scrollTo(0, 0)")
         camera.photo("run-page-loop-iterations", clip=page.locator("#steps").bounding_box())
         page.goto("/admin/")
         page.get_by_role("link", name="Approvals inbox").click()
@@ -73,6 +93,9 @@ def shoot(base_url: str, ids: dict) -> list[Path]:
         camera.photo("approval-decision-loop")
         page.goto("/admin/workflows/run/waits/")
         camera.photo("waits-poll")
+        page.goto(f"/admin/workflows/run/{ids['exhausted']}/change/")
+        page.locator("#step-check details.wf-iterations summary").click()
+        camera.photo("run-page-loop-exhausted")
     return camera.taken
 
 

@@ -92,6 +92,17 @@ def test_the_steps_table_lists_the_earlier_iterations_with_their_decisions(clien
     assert "Earlier iterations" not in step_row(html, "publish")
 
 
+def test_a_looped_step_counts_the_attempts_of_its_current_round(client, reviewer, run):
+    # draft ran once in each of three rounds: 3 attempts in all, each round a fresh budget.
+    draft = Step.objects.get(run=run, name="draft")
+    assert (draft.iteration, draft.attempt) == (3, 3)
+    html = run_page(client, reviewer, run)
+    budget = draft.max_attempts - 2
+    title = f"in this round; 3 of {draft.max_attempts} over every round"
+    assert f'<td class="num" title="{title}">1 of {budget}</td>' in step_row(html, "draft")
+    assert '<td class="num">\u2013</td>' in step_row(html, "publish")  # no attempt yet
+
+
 def test_a_long_output_of_an_earlier_iteration_is_cut_short(client, reviewer, run):
     StepIteration.objects.filter(step__run=run, step__name="draft", iteration=1).update(
         output={"text": "x" * 1000}

@@ -239,7 +239,10 @@ class StepRow:
     (the step failed, or waits for its retry), shown as a badge beside its status.
     ``summary``: its summary document (``ctx.summary``) as JSON, when it has one;
     ``log_url``: its Log page, once it has written frames or while it runs;
-    ``earlier``: the iterations before its current one, when a loop ran it again.
+    ``earlier``: the iterations before its current one, when a loop ran it again;
+    ``attempts``: its attempts as the table shows them (``None``: none made), of its
+    current iteration only when a loop ran it again (attempts count on across
+    iterations, each with a fresh budget).
     """
 
     step: Step
@@ -252,6 +255,17 @@ class StepRow:
     summary: str | None = None
     log_url: str | None = None
     earlier: tuple[EarlierIteration, ...] = ()
+    attempts: str | None = None
+
+
+def _attempts(step: Step, earlier: list[Iteration]) -> str | None:
+    """``made of allowed`` for the step's current iteration: the attempts since its
+    last archived iteration, against the budget its reset gave it."""
+    before = earlier[-1].attempt if earlier else 0
+    made = step.attempt - before
+    if made <= 0:
+        return None
+    return f"{made} of {step.max_attempts - before}"
 
 
 def _bar(step: Step, origin: datetime, span: float, now: datetime) -> tuple[float, float]:
@@ -292,6 +306,7 @@ def _step_rows(
                 summary=pretty(step.summary) if step.summary else None,
                 log_url=log_url(step),
                 earlier=_earlier(iterations.get(step.pk, [])),
+                attempts=_attempts(step, iterations.get(step.pk, [])),
             )
         )
     return rows
