@@ -104,6 +104,11 @@ def test_a_review_goes_round_twice_then_publishes_with_every_round_kept(client):
     api_steps = client.get(f"/api/runs/{run.pk}/").json()["steps"]
     assert {step["name"]: step["iteration"] for step in api_steps}["review"] == 3
 
+    # rerun_from a step inside the body starts a new iteration of it; the old one stays.
+    workflows.rerun_from(run, "review")
+    assert Step.objects.get(run=run, name="review").iteration == 4
+    assert StepIteration.objects.filter(step=steps["review"]).count() == 3
+
 
 def test_a_poll_sleeps_on_a_timer_between_iterations_until_done():
     run = workflows.start_run(Export)
