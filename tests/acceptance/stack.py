@@ -34,6 +34,10 @@ from workflows.status import RUN_FINAL, StepStatus, TimerStatus
 
 T = TypeVar("T")
 
+# The chaos loops kill a step's first two attempts at most: with PATIENT's six, every step
+# keeps attempts to spare however the kills fall.
+KILLED_ATTEMPTS = 2
+
 # What django-q2's children log when they start, by role.
 _STARTED = {
     "worker": re.compile(r"ready for work at (\d+)"),
@@ -96,9 +100,17 @@ class Stack:
         monitor keeps up (see ``save_limit`` in the acceptance settings). The marker is
         checked again just before the kill; a worker that left its handler meanwhile is
         still recording the outcome, not back on the queue.
+
+        A worker running a step's ``KILLED_ATTEMPTS + 1``-th attempt or a later one is
+        spared: near a test's end a single step may be all that runs, and killing every
+        attempt of it would fail it for want of attempts, which no engine can prevent.
         """
         markers = self.var_dir / BUSY_DIR
-        busy = [pid for pid in cluster.descendants() if (markers / str(pid)).exists()]
+        busy = [
+            pid
+            for pid in cluster.descendants()
+            if _attempt_in(markers / str(pid)) in range(1, KILLED_ATTEMPTS + 1)
+        ]
         if not busy:
             return None
         pid = random.choice(busy)
@@ -178,6 +190,14 @@ class Stack:
             run_ids=run_ids,
             on_poll=on_poll,
         )
+
+
+def _attempt_in(marker: Path) -> int:
+    """The attempt a busy worker's marker names; 0 once the worker has left its handler."""
+    try:
+        return int(marker.read_text() or 0)
+    except (FileNotFoundError, ValueError):
+        return 0
 
 
 def state_report(run_ids: Sequence[UUID] | None = None) -> str:

@@ -261,9 +261,10 @@ def not_completed(flow: Flow) -> dict[str, tuple[str, Any]]:
     }
 
 
-def unexpected_endings(flows: list[Flow], plans: list[list[Planned]]) -> dict[str, str]:
-    """Members that started yet did not end as planned: failing ones ``failed``, the
-    others ``completed`` (those that never started are ``flow_problems``' concern)."""
+def unexpected_endings(flows: list[Flow], plans: list[list[Planned]]) -> dict[str, tuple[str, Any]]:
+    """Members that started yet did not end as planned, with their status and error:
+    failing ones ``failed``, the others ``completed`` (those that never started are
+    ``flow_problems``' concern)."""
     started = set(
         Event.objects.filter(run__flow__in=flows, type="run.started").values_list(
             "run_id", flat=True
@@ -271,15 +272,15 @@ def unexpected_endings(flows: list[Flow], plans: list[list[Planned]]) -> dict[st
     )
     found = {}
     for flow, plan in zip(flows, plans, strict=True):
-        rows: dict[str, tuple[UUID, str]] = {
-            name: (pk, status)
-            for pk, name, status in Run.objects.filter(flow=flow).values_list(
-                "pk", "flow_member__name", "status"
+        rows: dict[str, tuple[UUID, str, Any]] = {
+            name: (pk, status, error)
+            for pk, name, status, error in Run.objects.filter(flow=flow).values_list(
+                "pk", "flow_member__name", "status", "error"
             )
         }
         for member in plan:
-            pk, status = rows[member.name]
+            pk, status, error = rows[member.name]
             expected = RunStatus.FAILED if member.fails else RunStatus.COMPLETED
             if pk in started and status != expected:
-                found[f"{flow.name}/{member.name}"] = status
+                found[f"{flow.name}/{member.name}"] = (status, error)
     return found

@@ -47,12 +47,13 @@ def var_path(*parts: Any) -> Path:
 def handling(ctx: Context) -> Iterator[None]:
     """Record the call, and mark this process as inside a handler until the block ends.
 
-    The chaos test kills only marked workers (``Stack.kill_random_worker`` says why).
+    The chaos test kills only marked workers (``Stack.kill_random_worker`` says why); the
+    marker holds the attempt, so that the kills spare a step's later attempts.
     """
     record_call(ctx)
     marker = var_path(BUSY_DIR, os.getpid())
     marker.parent.mkdir(parents=True, exist_ok=True)
-    marker.touch()
+    marker.write_text(str(ctx.attempt))
     try:
         yield
     finally:
