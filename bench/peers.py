@@ -10,7 +10,10 @@ worker cluster is running:
 * the shared peer scripts of ``../shared/peers/`` (``README.md`` there): **DBOS**
   (``dbos/run.sh``, SQLite in WAL or a PostgreSQL database of its own), **django-q2
   alone** (``django_q2/run.sh``, 2 workers, SQLite in WAL) and the **ORM ceiling**
-  (``sqlite_limit/run.sh``, one Django CAS+insert transaction at a time).
+  (``sqlite_limit/run.sh``, one Django CAS+insert transaction at a time);
+* on PostgreSQL, the **ORM ceiling** of issue #26 (``pg_limit/run.sh``, ``django_2proc``:
+  the same transaction from 2 processes) as a rate and as CPU per transaction, the
+  clients' and PostgreSQL's together.
 
 Each returns one number; a peer that fails is reported as missing with its reason,
 never guessed.
@@ -52,6 +55,7 @@ class Peer:
     what: str
     value: float | None
     error: str = ""
+    decimals: int = 0  # how many the report prints: 0 for rates, more for milliseconds
 
 
 def run_script(argv: list[str], env: dict[str, str] | None = None) -> str:
@@ -79,11 +83,11 @@ def json_field(out: str, *path: str) -> float:
     return float(data)
 
 
-def measured(name: str, what: str, measure: Callable[[], float]) -> Peer:
+def measured(name: str, what: str, measure: Callable[[], float], decimals: int = 0) -> Peer:
     try:
-        return Peer(name, what, measure())
+        return Peer(name, what, measure(), decimals=decimals)
     except (OSError, RuntimeError, ValueError, KeyError, subprocess.TimeoutExpired) as exc:
-        return Peer(name, what, None, error=str(exc)[:300])
+        return Peer(name, what, None, error=str(exc)[:300], decimals=decimals)
 
 
 @functools.cache
@@ -133,6 +137,42 @@ def orm_ceiling() -> float:
     return json_field(out, "django_wal_normal", "tx_per_sec")
 
 
+@functools.cache
+def _pg_limit_django_2proc() -> dict[str, float]:
+    """``pg_limit``'s ``django_2proc`` figures: one run gives both the rate and the CPU."""
+    out = run_script([str(PEERS_DIR / "pg_limit" / "run.sh")])
+    return dict(json.loads(out.strip().splitlines()[-1])["django_2proc"])
+
+
+def pg_orm_ceiling() -> float:
+    """Django ORM CAS+insert transactions/s from 2 processes on PostgreSQL."""
+    return float(_pg_limit_django_2proc()["tx_per_sec"])
+
+
+def pg_orm_ceiling_cpu_ms() -> float:
+    """CPU ms per ORM transaction, the clients' plus all of PostgreSQL's processes'."""
+    figures = _pg_limit_django_2proc()
+    return float(figures["client_cpu_ms_per_tx"]) + float(figures["postgres_cpu_ms_per_tx"])
+
+
+def measure_ceilings(database: str) -> list[Peer]:
+    """Issue #26's ceilings of ``database``: on PostgreSQL ``pg_limit``'s ORM transaction
+    from 2 processes, its rate and its CPU; none on SQLite here."""
+    if database != "postgres":
+        return []
+    return [
+        measured(
+            "PG ORM ceiling", "ORM CAS+insert ceiling, 2 processes (pg_limit), tx/s", pg_orm_ceiling
+        ),
+        measured(
+            "PG ORM ceiling CPU",
+            "ORM ceiling's CPU per tx, client + PostgreSQL (pg_limit), ms",
+            pg_orm_ceiling_cpu_ms,
+            decimals=3,
+        ),
+    ]
+
+
 def measure_peers(
     database: str, postgres: Callable[[str], AbstractContextManager[str]]
 ) -> list[Peer]:
@@ -142,7 +182,8 @@ def measure_peers(
     if database == "postgres":
         with postgres(DBOS_POSTGRES_DB) as url:
             sysdb = url.replace("postgres://", "postgresql://", 1)
-            return [measured("DBOS", "DBOS on PostgreSQL, steps/s", lambda: dbos(sysdb))]
+            dbos_peer = measured("DBOS", "DBOS on PostgreSQL, steps/s", lambda: dbos(sysdb))
+        return [*measure_ceilings(database), dbos_peer]
     return [
         measured("inline", "inline (bench/throughput.py), steps/s", inline),
         measured(

@@ -82,7 +82,8 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: import bench.peers from the repository
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.peers import Peer, measure_peers
+from bench import cpu
+from bench.peers import Peer, measure_ceilings, measure_peers
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MANAGE = REPO_ROOT / "manage.py"
@@ -174,6 +175,8 @@ class ThroughputRound:
     # the workers pulled before its message came, each read and dropped. Outside the
     # window; the next round starts on an empty queue.
     drain_seconds: float = 0.0
+    # CPU seconds by role (bench/cpu.py) from before the starts until the queue was empty.
+    cpu: dict[str, float] = field(default_factory=dict)
 
     @property
     def steps_per_second(self) -> float:
@@ -245,6 +248,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "with (bench/peers.py: inline bench/throughput.py, ../shared/peers/ DBOS, "
         "django-q2 alone and the ORM ceiling; FLOWSITE_PEERS_DIR names another "
         "peers directory) and print each ratio",
+    )
+    parser.add_argument(
+        "--ceilings",
+        action="store_true",
+        help="afterwards, with the cluster stopped, measure only issue #26's ceilings "
+        "(on PostgreSQL ../shared/peers/pg_limit, django_2proc: tx/s and CPU per tx; "
+        "--peers includes them) and print the goals' ratios",
     )
     parser.add_argument(
         "--latency-runs",
@@ -360,7 +370,8 @@ class Processes:
             proc = subprocess.Popen(
                 [sys.executable, str(MANAGE), *args],
                 cwd=REPO_ROOT,
-                env={**self.env, **(env or {})},
+                # PGAPPNAME names the process's PostgreSQL backends (bench/cpu.py).
+                env={**self.env, "PGAPPNAME": f"bench-{name}", **(env or {})},
                 stdin=subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,
@@ -376,6 +387,16 @@ class Processes:
                 continue
             if proc.poll() is not None:
                 raise BenchError(f"{name} exited with {proc.returncode}:\n{tail(log)}")
+
+    def pids(self, prefix: str) -> list[int]:
+        """Every live process of the background commands whose name starts ``prefix``
+        (a worker cluster's sentinel, pusher, monitor and workers)."""
+        return [
+            pid
+            for name, proc, _ in self.started
+            if name.startswith(prefix)
+            for pid in self._group_members(proc.pid)
+        ]
 
     def logs(self) -> list[Path]:
         return list(dict.fromkeys([*self.stopped, *(log for _, _, log in self.started)]))
@@ -675,6 +696,7 @@ def measure_throughput(
     from workflows.models import Event, Run, Step
 
     key = f"throughput-{label}"
+    cpu_before = cpu.snapshot(cpu_groups(processes))
     began = timezone.now()
     start_noop_runs(runs, key, workflow)
     start_seconds = (timezone.now() - began).total_seconds()
@@ -683,6 +705,7 @@ def measure_throughput(
     finished = time.monotonic()
     wait_for(f"the queue to empty after round {label}", queue_empty, 600, processes)
     drain_seconds = time.monotonic() - finished
+    cpu_after = cpu.snapshot(cpu_groups(processes))
     last_finished = Run.objects.filter(business_key=key).aggregate(last=Max("finished_at"))["last"]
     via_queue = Event.objects.filter(run__business_key=key, type="step.ready").count()
     owners = Step.objects.filter(run__business_key=key).values_list("lease_owner", flat=True)
@@ -695,7 +718,37 @@ def measure_throughput(
         worker_processes=len({owner.rsplit(":", 1)[0] for owner in owners}),
         held=Event.objects.filter(run__business_key=key, type="step.held").count(),
         drain_seconds=drain_seconds,
+        cpu=cpu.cpu_by_role(
+            cpu_before, cpu_after, {int(owner.split(":")[1]) for owner in owners if owner}
+        ),
     )
+
+
+def cpu_groups(processes: Processes) -> dict[str, list[int]]:
+    """The processes a round's CPU is counted over (``bench/cpu.py``), by group: the
+    cluster, the sweeper, this script, and on PostgreSQL the backends of this database
+    (this script's apart) and the server's own processes."""
+    from django.db import connection
+
+    groups = {
+        "cluster": processes.pids("worker-"),
+        "sweeper": processes.pids("sweeper"),
+        "script": [os.getpid()],
+    }
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pid, application_name, pid = pg_backend_pid() FROM pg_stat_activity"
+                " WHERE datname = current_database() AND backend_type = 'client backend'"
+            )
+            backends = cursor.fetchall()
+        groups["script backend"] = [pid for pid, _, own in backends if own]
+        groups["sweeper backends"] = [pid for pid, app, _ in backends if app == "bench-sweeper"]
+        groups["backends"] = [
+            pid for pid, app, own in backends if not own and app != "bench-sweeper"
+        ]
+        groups["server"] = cpu.server_processes()
+    return groups
 
 
 def queue_empty() -> bool:
@@ -888,6 +941,9 @@ def run_one(args: argparse.Namespace) -> Figures:
             if args.peers:
                 print("  peers: measuring (bench/peers.py) ...")
                 figures.peers = measure_peers(database, postgres_database)
+            elif args.ceilings:
+                print("  ceilings: measuring (bench/peers.py) ...")
+                figures.peers = measure_ceilings(database)
     return figures
 
 
@@ -1157,7 +1213,8 @@ def report(figures: Figures, args: argparse.Namespace) -> None:
     report_by_workers(figures, args)
     report_limits(figures, args)
     report_event_notify(figures, args)
-    if args.peers:
+    report_cpu(figures, args)
+    if args.peers or args.ceilings:
         report_goals(figures, args)
 
 
@@ -1274,7 +1331,11 @@ def report_goals(figures: Figures, args: argparse.Namespace) -> None:
     print()
     print(f"Peers, measured in this invocation after the cluster stopped: {args.database}")
     for peer in figures.peers:
-        value = f"{peer.value:,.0f}" if peer.value is not None else f"missing ({peer.error})"
+        value = (
+            f"{peer.value:,.{peer.decimals}f}"
+            if peer.value is not None
+            else f"missing ({peer.error})"
+        )
         print(f"  {peer.what}: {value}")
     if two is None:
         print("  (the goals compare 2 workers: add 2 to --workers for their ratios)")
@@ -1301,6 +1362,7 @@ def report_goals(figures: Figures, args: argparse.Namespace) -> None:
         ]
     else:
         targets = [("2 workers / DBOS on PostgreSQL", peers.get("DBOS"), 3.0)]
+        report_postgres_ceilings(figures, peers)
     for label, peer_value, goal in targets:
         ratio = f"{flowsite / peer_value:.2f}" if peer_value else "-"
         rows.append(
@@ -1324,6 +1386,65 @@ def report_goals(figures: Figures, args: argparse.Namespace) -> None:
     if args.database == "postgres" and len(by_workers) > 1:
         growth = ", ".join(f"{w}: {median_of(r):,.0f}" for w, r in sorted(by_workers.items()))
         print(f"  steps/s by workers on PostgreSQL (goal: grows with workers): {growth}")
+
+
+def cpu_rounds(figures: Figures, workers: int) -> list[ThroughputRound]:
+    """The rounds CPU per step is quoted from: the larger batch when there is one (the
+    cluster's own cost dominates it), else the regular rounds."""
+    return figures.large_by_workers.get(workers) or rates_by_workers(figures).get(workers, [])
+
+
+def cpu_per_step(rounds: Sequence[ThroughputRound]) -> dict[str, float]:
+    """Median over ``rounds`` of each role's CPU ms per step (``bench/cpu.py``)."""
+    shares = [cpu.per_step_ms(r.cpu, r.steps_completed) for r in rounds if r.cpu]
+    return {key: statistics.median(s[key] for s in shares) for key in shares[0]} if shares else {}
+
+
+def report_cpu(figures: Figures, args: argparse.Namespace) -> None:
+    """CPU ms per completed step by process role, for each cluster size (from ``/proc``,
+    from before the starts until the queue was empty)."""
+    sizes = sorted(rates_by_workers(figures))
+    columns = {w: cpu_per_step(cpu_rounds(figures, w)) for w in sizes}
+    if not any(columns.values()):
+        return
+    runs = args.large_runs or args.runs
+    print()
+    print(f"CPU ms per completed step by process ({runs} runs, median of rounds): {args.database}")
+    keys = [*cpu.ROLES, "per step"]
+    labels = {"per step": "per step: the steps' processes (all but the script's)"}
+    rows = [
+        (labels.get(key, key), *(f"{columns[w].get(key, 0.0):.3f}" for w in sizes), "")
+        for key in keys
+    ]
+    print_table(("process", *(f"{w} workers" for w in sizes), ""), rows)
+
+
+def report_postgres_ceilings(figures: Figures, peers: dict[str, float | None]) -> None:
+    """Issue #26 goal 1 beside ``pg_limit``'s ``django_2proc`` of this invocation: 2 workers'
+    steps/s (the larger batch when there is one) ÷ its tx/s, and CPU per step ÷ its CPU
+    per transaction."""
+    rounds = cpu_rounds(figures, 2)
+    rate, ceiling = median_of(rounds), peers.get("PG ORM ceiling")
+    step_ms, ceiling_ms = cpu_per_step(rounds).get("per step"), peers.get("PG ORM ceiling CPU")
+    print()
+    print("Issue #26 goal 1, PostgreSQL, against pg_limit's django_2proc (same invocation):")
+    rows = [
+        (
+            "2 workers steps/s / ORM ceiling tx/s",
+            f"{rate:,.0f}",
+            f"{ceiling:,.0f}" if ceiling else "-",
+            f"{rate / ceiling:.2f}" if ceiling else "-",
+            ">= 0.8",
+        ),
+        (
+            "CPU ms per step / ORM ceiling CPU ms per tx",
+            f"{step_ms:.3f}" if step_ms else "-",
+            f"{ceiling_ms:.3f}" if ceiling_ms else "-",
+            f"{step_ms / ceiling_ms:.2f}" if step_ms and ceiling_ms else "-",
+            "<= 1.0",
+        ),
+    ]
+    print_table(("goal", "Flowsite", "ceiling", "ratio", "goal"), rows)
 
 
 def summary(results: dict[str, dict[str, Any]]) -> None:
@@ -1425,6 +1546,7 @@ def child_argv(args: argparse.Namespace, database: str, results_file: Path) -> l
         f"--workers={','.join(map(str, args.workers))}",
         f"--large-runs={args.large_runs}",
         *(["--peers"] if args.peers else []),
+        *(["--ceilings"] if args.ceilings else []),
         *(["--limits"] if args.limits else []),
         *(["--event-notify"] if args.event_notify else []),
         f"--runs={args.runs}",
