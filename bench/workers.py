@@ -1360,6 +1360,7 @@ def report_goals(figures: Figures, args: argparse.Namespace) -> None:
             ("2 workers / ORM ceiling (no goal)", peers.get("ORM ceiling"), None),
             ("2 workers / DBOS on SQLite (no goal)", peers.get("DBOS"), None),
         ]
+        report_sqlite_second_worker(by_workers, peers.get("inline with starts"))
     else:
         targets = [("2 workers / DBOS on PostgreSQL", peers.get("DBOS"), 3.0)]
         report_postgres_ceilings(figures, peers)
@@ -1386,6 +1387,38 @@ def report_goals(figures: Figures, args: argparse.Namespace) -> None:
     if args.database == "postgres" and len(by_workers) > 1:
         growth = ", ".join(f"{w}: {median_of(r):,.0f}" for w, r in sorted(by_workers.items()))
         print(f"  steps/s by workers on PostgreSQL (goal: grows with workers): {growth}")
+
+
+def report_sqlite_second_worker(
+    by_workers: dict[int, list[ThroughputRound]], with_starts: float | None
+) -> None:
+    """Issue #26 goal 2 on SQLite: a second worker never lowers throughput, and the
+    better cluster keeps up with one process writing the same rows back to back."""
+    one, two = by_workers.get(1), by_workers.get(2)
+    if one is None or two is None:
+        print("  (issue #26 goal 2 compares 1 and 2 workers: run --workers 1,2)")
+        return
+    one_rate, two_rate = median_of(one), median_of(two)
+    better = max(one_rate, two_rate)
+    rows = [("2 workers / 1 worker", f"{two_rate:,.0f}", f"{one_rate:,.0f}", two_rate / one_rate)]
+    if with_starts:
+        rows.append(
+            (
+                "better of 1 and 2 workers / inline with starts",
+                f"{better:,.0f}",
+                f"{with_starts:,.0f}",
+                better / with_starts,
+            )
+        )
+    print()
+    print("Issue #26 goal 2 (SQLite: a second worker never lowers throughput)")
+    print_table(
+        ("goal", "steps/s", "ceiling", "ratio", "goal"),
+        [
+            (label, rate, ceiling, f"{ratio:.2f}", f">= {goal:g}")
+            for (label, rate, ceiling, ratio), goal in zip(rows, (0.95, 0.9), strict=False)
+        ],
+    )
 
 
 def cpu_rounds(figures: Figures, workers: int) -> list[ThroughputRound]:
