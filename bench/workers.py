@@ -1362,8 +1362,10 @@ def report_goals(figures: Figures, args: argparse.Namespace) -> None:
         ]
         report_sqlite_second_worker(by_workers, peers.get("inline with starts"))
     else:
-        targets = [("2 workers / DBOS on PostgreSQL", peers.get("DBOS"), 3.0)]
         report_postgres_ceilings(figures, peers)
+        if not args.peers:  # --ceilings alone measures no DBOS
+            return
+        targets = [("2 workers / DBOS on PostgreSQL", peers.get("DBOS"), 3.0)]
     for label, peer_value, goal in targets:
         ratio = f"{flowsite / peer_value:.2f}" if peer_value else "-"
         rows.append(
