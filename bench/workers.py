@@ -39,8 +39,9 @@ the trigger dropped and created again, each figure printed beside the other as a
 ``NOTIFY`` takes a lock at commit that serialises notifying transactions database-wide,
 so this is the figure that says whether the per-step path pays for it.
 
-With ``--workers 1,2,4`` the throughput rounds are repeated with a cluster of each size
-(every other phase runs with the first). With ``--peers`` the peers the goals name are
+With ``--workers 1,2,4`` the throughput rounds are repeated with a cluster of each size,
+interleaved (each round runs every size in turn, after every other phase, which runs
+with the first). With ``--peers`` the peers the goals name are
 measured in the same invocation once the cluster is stopped (``bench/peers.py``), and
 each goal's ratio is printed beside them: on SQLite the workers' steps/s over the inline
 rate (``bench/throughput.py``) and over django-q2 alone; on PostgreSQL over DBOS.
@@ -227,8 +228,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=worker_counts,
         default=[2],
         help="cluster workers, or a comma-separated list such as 1,2,4: the throughput "
-        "rounds run with a cluster of each size, every other phase with the first "
-        "(default 2)",
+        "rounds run with a cluster of each size, interleaved round by round, every other "
+        "phase with the first (default 2)",
     )
     parser.add_argument(
         "--runs", type=int, default=50, help="concurrent runs per throughput round (default 50)"
@@ -644,10 +645,13 @@ def check_completed(business_key: str, runs: int, steps_per_run: int) -> int:
     return completed_steps
 
 
-def warm_up(processes: Processes, workers: int, workflow: str = NOOP_WORKFLOW) -> float:
-    """Start a few runs and wait until the cluster has run them (imports, connections)."""
+def warm_up(
+    processes: Processes, workers: int, workflow: str = NOOP_WORKFLOW, label: str = ""
+) -> float:
+    """Start a few runs and wait until the cluster has run them (imports, connections).
+    ``label`` tells apart the warm-ups of a cluster size started more than once."""
     began = time.monotonic()
-    runs, key = 2 * workers, f"warm-up-{workers}-{workflow}"
+    runs, key = 2 * workers, f"warm-up-{workers}-{workflow}{label}"
     start_noop_runs(runs, key, workflow)
     wait_for(
         "the worker cluster to run the warm-up runs (is it starting? see its log)",
@@ -981,7 +985,8 @@ def run_phases(args: argparse.Namespace, processes: Processes, env: dict[str, st
         )
         print(f"  latency: {args.latency_runs} single runs done")
 
-    figures.throughput = measure_rounds(processes, args, figures, figures.workers)
+    if len(args.workers) == 1:
+        figures.throughput = measure_rounds(processes, args, figures, figures.workers)
 
     if args.limits:
         figures.limits = measure_limits(processes, args, figures.workers)
@@ -998,16 +1003,10 @@ def run_phases(args: argparse.Namespace, processes: Processes, env: dict[str, st
             processes, args.queue_tasks, chains=QUEUE_CHAINS, hops=STEPS_PER_RUN
         )
         print(f"  django-q2 alone: {args.queue_tasks} no-op tasks and {QUEUE_CHAINS} chains done")
-    running = figures.workers
-    for workers in args.workers[1:]:
-        processes.stop(f"worker-{running}")
-        processes.start(
-            f"worker-{workers}", "workflows_worker", env={"BENCH_WORKERS": str(workers)}
-        )
-        running = workers
-        warm_up(processes, workers)
-        print(f"  cluster of {workers} workers ready")
-        figures.throughput_by_workers[workers] = measure_rounds(processes, args, figures, workers)
+    if len(args.workers) > 1:
+        by_workers = measure_sizes_interleaved(processes, args, figures)
+        figures.throughput = by_workers.pop(figures.workers)
+        figures.throughput_by_workers = by_workers
     processes.check_alive()
     figures.diagnostics = diagnostics(processes.logs())
     figures.facts["load_after"] = load_average()
@@ -1018,25 +1017,56 @@ def run_phases(args: argparse.Namespace, processes: Processes, env: dict[str, st
 def measure_rounds(
     processes: Processes, args: argparse.Namespace, figures: Figures, workers: int
 ) -> list[ThroughputRound]:
-    """``--rounds`` throughput rounds of ``--runs`` runs with the running cluster; with
-    ``--large-runs``, each round also times a batch of that many runs (stored in
-    ``figures.large_by_workers``)."""
-    rounds = []
+    """``--rounds`` throughput rounds of ``--runs`` runs with the running cluster."""
+    return [measure_round(processes, args, figures, workers, index) for index in range(args.rounds)]
+
+
+def measure_sizes_interleaved(
+    processes: Processes, args: argparse.Namespace, figures: Figures
+) -> dict[int, list[ThroughputRound]]:
+    """``--rounds`` rounds, each running every cluster size of ``--workers`` in turn (the
+    cluster restarted with the next size between), by size.
+
+    Measured one size after the other, the later size ran on a database holding every
+    earlier round's runs and at another moment of a shared machine: on SQLite the order
+    alone moved "2 workers / 1 worker" by more than the goal's margin. Interleaved, every
+    size sees the same database and the same stretch of time.
+    """
+    running = figures.workers
+    rounds: dict[int, list[ThroughputRound]] = {workers: [] for workers in args.workers}
     for index in range(args.rounds):
-        measured = measure_throughput(processes, args.runs, f"{workers}w-{index}")
-        rounds.append(measured)
-        print(
-            f"  {workers} workers, round {index + 1}: {measured.steps_completed} steps in "
-            f"{measured.seconds:.2f}s = {measured.steps_per_second:,.0f} steps/s"
-        )
-        if args.large_runs:
-            large = measure_throughput(processes, args.large_runs, f"{workers}w-{index}-large")
-            figures.large_by_workers.setdefault(workers, []).append(large)
-            print(
-                f"  {workers} workers, round {index + 1}, {args.large_runs} runs: "
-                f"{large.steps_per_second:,.0f} steps/s"
-            )
+        for workers in args.workers:
+            if workers != running:
+                processes.stop(f"worker-{running}")
+                processes.start(
+                    f"worker-{workers}", "workflows_worker", env={"BENCH_WORKERS": str(workers)}
+                )
+                running = workers
+                warm_up(processes, workers, label=f"-round-{index}")
+                print(f"  cluster of {workers} workers ready")
+            rounds[workers].append(measure_round(processes, args, figures, workers, index))
     return rounds
+
+
+def measure_round(
+    processes: Processes, args: argparse.Namespace, figures: Figures, workers: int, index: int
+) -> ThroughputRound:
+    """One throughput round of ``--runs`` runs with the running cluster; with
+    ``--large-runs``, also a batch of that many runs (stored in
+    ``figures.large_by_workers``)."""
+    measured = measure_throughput(processes, args.runs, f"{workers}w-{index}")
+    print(
+        f"  {workers} workers, round {index + 1}: {measured.steps_completed} steps in "
+        f"{measured.seconds:.2f}s = {measured.steps_per_second:,.0f} steps/s"
+    )
+    if args.large_runs:
+        large = measure_throughput(processes, args.large_runs, f"{workers}w-{index}-large")
+        figures.large_by_workers.setdefault(workers, []).append(large)
+        print(
+            f"  {workers} workers, round {index + 1}, {args.large_runs} runs: "
+            f"{large.steps_per_second:,.0f} steps/s"
+        )
+    return measured
 
 
 def measure_limits(
