@@ -135,6 +135,10 @@ class Run(models.Model):
                 name="workflows_run_workflow",
             ),
             models.Index(fields=["created_at"], name="workflows_run_created"),
+            # The dashboard's runs by workflow and status: read from the index alone.
+            models.Index(fields=["workflow_name", "status"], name="workflows_run_by_workflow"),
+            # The dashboard's runs finished per hour over the last day.
+            models.Index(fields=["finished_at"], name="workflows_run_finished"),
             models.Index(fields=["business_key"], name="workflows_run_business_key"),
             # for_object and GenericRelation: one object's runs, newest first.
             models.Index(

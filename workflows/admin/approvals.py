@@ -34,7 +34,7 @@ from django.views.decorators.http import require_POST
 from workflows import services
 from workflows.admin.runs import items
 from workflows.approvals import (
-    WaitingGate,
+    count_waiting_gates,
     decidable_by,
     gates_for,
     may_override_claim,
@@ -66,6 +66,11 @@ __all__ = ["ApprovalsViews", "DecisionForm", "decide", "inbox_visible"]
 
 # How much of a run's input the inbox shows on one line.
 INPUT_SUMMARY_CHARS = 120
+# The inbox lists the oldest waiting gates, this many: a person decides the oldest
+# first, and thousands of rows are seconds to build and render.
+INBOX_ROWS = 100
+# Waiting gates counted before a page says "more than" (the inbox, the sidebar).
+GATE_COUNT_CAP = 1_000
 SHORT_ID_CHARS = 8
 
 # Why a signed link cannot be used: the page's title and what the person may do.
@@ -103,18 +108,20 @@ LINK_REFUSALS: dict[str, tuple[str, str]] = {
 }
 
 
-def inbox_visible(user: AnyUser, gates: list[WaitingGate] | None = None) -> bool:
+def inbox_visible(user: AnyUser, waiting: int | None = None) -> bool:
     """Whether the admin index links to the inbox for ``user``.
 
     A staff user who may decide at least one waiting gate, who may view all gates, or
     whom a registered gate names (by its permission, or among its assignees) even while
     none of its gates waits: an approver whose inbox is empty still finds it, instead
-    of an index saying they may use nothing. ``gates``: the user's :func:`gates_for`,
-    when the caller has it already.
+    of an index saying they may use nothing. ``waiting``: the number of gates waiting
+    for the user (:func:`count_waiting_gates`), when the caller has it already.
     """
     if user.has_perm(VIEW_STEP):
         return True
-    return bool(gates_for(user) if gates is None else gates) or named_by_a_gate(user)
+    if waiting is None:
+        waiting = count_waiting_gates(user, cap=0)
+    return bool(waiting) or named_by_a_gate(user)
 
 
 def named_by_a_gate(user: AnyUser) -> bool:
@@ -417,10 +424,15 @@ class ApprovalsViews:
 
     def inbox(self, request: HttpRequest) -> HttpResponse:
         """Waiting gates the user may decide, oldest first (every gate for viewers)."""
-        mine = gates_for(request.user)
-        decidable = {gate.step for gate in mine}
         views_all = request.user.has_perm(VIEW_STEP)
-        listed = waiting_gates() if views_all else mine
+        if views_all:
+            listed = waiting_gates(INBOX_ROWS)
+            mine = gates_for(request.user, among=[gate.step for gate in listed])
+        else:
+            listed = mine = gates_for(request.user, INBOX_ROWS)
+        decidable = {gate.step for gate in mine}
+        # Up to the cap, then "more than": one bounded count over the partial index.
+        total = count_waiting_gates(None if views_all else request.user, GATE_COUNT_CAP)
         inputs = {
             str(pk): data
             for pk, data in Run.objects.filter(pk__in={gate.run for gate in listed}).values_list(
@@ -452,6 +464,8 @@ class ApprovalsViews:
             request,
             "Approvals",
             rows=rows,
+            total=min(total, GATE_COUNT_CAP),
+            total_capped=total > GATE_COUNT_CAP,
             views_all=views_all,
             visible=views_all or bool(mine),
         )

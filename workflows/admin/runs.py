@@ -17,8 +17,6 @@ import json
 import re
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from functools import reduce
-from operator import or_
 from typing import TYPE_CHECKING, Any, TypedDict
 from uuid import UUID
 
@@ -34,15 +32,11 @@ from django.utils.safestring import SafeString
 from django.utils.translation import ngettext
 
 from workflows.definitions import registry
-from workflows.engine.work_kinds import WORK_KINDS, WorkKind
-from workflows.models import Run, Step, Timer
+from workflows.models import Run, Step
 from workflows.queries import (
     Attention,
     attention_of,
-    expired_lease,
-    overdue_timer,
     runs_needing_attention,
-    undispatched_unit,
 )
 from workflows.status import StepStatus
 
@@ -63,12 +57,10 @@ __all__ = [
     "AttentionFilter",
     "BoundedCountPaginator",
     "WorkflowFilter",
-    "attention_candidates",
     "badge",
     "duration",
     "id_prefix_range",
     "pretty",
-    "runs_in_class",
     "runs_with_progress",
     "short_id",
 ]
@@ -217,39 +209,6 @@ class WorkflowFilter(admin.SimpleListFilter):
         return queryset.filter(workflow_name=value) if value else queryset
 
 
-def _runs_of(kind: WorkKind, predicate: Q) -> Q:
-    return Q(pk__in=kind.model.objects.filter(predicate).order_by().values(kind.run_path))
-
-
-def attention_candidates(attention: str, now: datetime) -> Q | None:
-    """Runs that may be in ``attention``'s class, found from the side that is small.
-
-    Classifying every run tests several ``EXISTS`` per row: seconds at 100,000 runs
-    when few match. Every run of the lease, overdue and undispatched classes has a unit
-    of work or a timer matching that class's own predicate, and those rows are few (and
-    indexed), so the runs they belong to are a superset to classify instead. ``None``
-    for classes the run row alone decides (statuses, indexed).
-    """
-    if attention == Attention.LEASE_EXPIRED:
-        return reduce(or_, (_runs_of(kind, expired_lease(now)) for kind in WORK_KINDS))
-    if attention == Attention.UNDISPATCHED:
-        return reduce(or_, (_runs_of(kind, undispatched_unit(kind, now)) for kind in WORK_KINDS))
-    if attention == Attention.OVERDUE:
-        return Q(pk__in=Timer.objects.filter(overdue_timer(now)).order_by().values("run_id"))
-    return None
-
-
-def runs_in_class(
-    attention: str, now: datetime, runs: QuerySet[Run] | None = None
-) -> QuerySet[Run]:
-    """:func:`runs_needing_attention`, narrowed first by :func:`attention_candidates`."""
-    runs = Run.objects.all() if runs is None else runs
-    candidates = attention_candidates(attention, now)
-    if candidates is not None:
-        runs = runs.filter(candidates)
-    return runs_needing_attention(attention, now=now, runs=runs)
-
-
 class AttentionFilter(admin.SimpleListFilter):
     """Filter by attention class, with :func:`runs_needing_attention`'s SQL, which
     agrees with the ``attention`` column by construction."""
@@ -267,4 +226,4 @@ class AttentionFilter(admin.SimpleListFilter):
         value = self.value()
         if value not in Attention.values:
             return queryset
-        return runs_in_class(value, timezone.now(), queryset)
+        return runs_needing_attention(value, now=timezone.now(), runs=queryset)

@@ -14,6 +14,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import (
     Case,
     CharField as CharOutput,
+    Exists,
     F,
     OuterRef,
     Q,
@@ -40,7 +41,7 @@ from workflows.api.serializers_runs import EmptySerializer
 from workflows.api.strict import StrictCharField, StrictSerializer
 from workflows.approvals import decidable_by
 from workflows.definitions import Gate
-from workflows.models import Step, Timer
+from workflows.models import Run, Step, Timer
 from workflows.permissions import OVERRIDE_GATE_RULE, VIEW_RUN
 from workflows.status import (
     RUN_ALIVE,
@@ -79,7 +80,11 @@ GATE_STATUSES = {
 }
 
 # A gate that can be decided right now; the partial index on waiting gates serves it.
-_WAITING = Q(status=StepStatus.WAITING, run__status__in=sorted(RUN_ALIVE))
+# The run's status is an EXISTS on its key, not a condition on the joined run: joined,
+# SQLite starts from the many live runs instead of the few waiting steps.
+_WAITING = Q(status=StepStatus.WAITING) & Q(
+    Exists(Run.objects.filter(pk=OuterRef("run_id"), status__in=sorted(RUN_ALIVE)))
+)
 
 
 def _gate_status() -> Case:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from workflows.approvals.deciders import (
     WaitingGate,
+    count_waiting_gates,
     decidable_by,
     gates_for,
     may_override_claim,
@@ -15,6 +16,7 @@ from workflows.approvals.deciders import (
 
 __all__ = [
     "WaitingGate",
+    "count_waiting_gates",
     "decidable_by",
     "gates_for",
     "may_override_claim",

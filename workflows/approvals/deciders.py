@@ -9,6 +9,7 @@ the two can never disagree. Nothing here writes, and nothing opens a transaction
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.db.models import (
     BooleanField,
+    Exists,
     Expression,
     F,
     Func,
@@ -29,7 +31,7 @@ from django.db.models import (
 from django.db.models.functions import Concat
 
 from workflows.definitions import Gate
-from workflows.models import Step, Timer
+from workflows.models import Run, Step, Timer
 from workflows.permissions import OVERRIDE_GATE_CLAIM, OVERRIDE_GATE_RULE
 from workflows.status import RUN_ALIVE, StepStatus, TimerKind, TimerStatus
 
@@ -156,19 +158,33 @@ class WaitingGate:
     iteration: int
 
 
-def _waiting(steps: QuerySet[Step]) -> list[WaitingGate]:
-    """Run the approvals query: waiting gates of live runs, oldest first, in one SELECT.
+def _waiting_steps(steps: QuerySet[Step]) -> QuerySet[Step]:
+    """The waiting gates of live runs among ``steps``.
+
+    The run's status is an ``EXISTS`` on its primary key rather than a join condition:
+    joined, SQLite starts from the (many) live runs and probes each one's steps; this
+    way every database starts from the partial index of waiting steps, in its order.
+    """
+    live = Run.objects.filter(pk=OuterRef("run_id"), status__in=RUN_ALIVE)
+    return steps.filter(Exists(live), kind=Gate.kind, status=StepStatus.WAITING)
+
+
+def _waiting(steps: QuerySet[Step], limit: int | None = None) -> list[WaitingGate]:
+    """Run the approvals query: waiting gates of live runs, oldest first (the first
+    ``limit`` of them), in one SELECT.
 
     The due time is a subquery on the gate's scheduled timeout timer and the claimer's
     name a join, so the cost does not grow with the number of gates beyond the rows
-    themselves (the partial index ``workflows_step_waiting_gate`` finds them).
+    themselves (the partial index ``workflows_step_waiting_gate`` finds them). A page
+    passes ``limit``: thousands of waiting gates are thousands of rows to build and
+    render, where a person reads the oldest.
     """
     due = Timer.objects.filter(
         step_id=OuterRef("pk"), kind=TimerKind.GATE_TIMEOUT, status=TimerStatus.SCHEDULED
     ).order_by("due_at")
     claimer = f"claimed_by__{get_user_model().USERNAME_FIELD}"
     rows = (
-        steps.filter(kind=Gate.kind, status=StepStatus.WAITING, run__status__in=RUN_ALIVE)
+        _waiting_steps(steps)
         .annotate(due_at=Subquery(due.values("due_at")[:1]))
         .order_by("started_at", "id")
         .values_list(
@@ -187,19 +203,37 @@ def _waiting(steps: QuerySet[Step]) -> list[WaitingGate]:
     )
     return [
         WaitingGate(pk, name, str(run), workflow, key, prompt, since, due_at, by, at, iteration)
-        for pk, name, run, workflow, key, prompt, since, due_at, by, at, iteration in rows
+        for pk, name, run, workflow, key, prompt, since, due_at, by, at, iteration in (
+            rows if limit is None else rows[:limit]
+        )
     ]
 
 
-def waiting_gates() -> list[WaitingGate]:
-    """Every gate waiting for a decision, oldest first: an operator's view."""
-    return _waiting(Step.objects.all())
+def waiting_gates(limit: int | None = None) -> list[WaitingGate]:
+    """Every gate waiting for a decision, oldest first (the first ``limit``): an
+    operator's view."""
+    return _waiting(Step.objects.all(), limit)
 
 
-def gates_for(user: AnyUser) -> list[WaitingGate]:
-    """The waiting gates ``user`` may decide (:func:`decidable_by`), oldest first.
+def count_waiting_gates(user: AnyUser | None, cap: int) -> int:
+    """How many gates wait for ``user`` (:func:`decidable_by`; every gate for ``None``),
+    counted up to ``cap + 1``: a number beyond ``cap`` reads "more than ``cap``".
+
+    One bounded ``COUNT`` over the partial index of waiting gates, for the pages that
+    show a number and not the gates (every admin page's sidebar shows one).
+    """
+    steps = Step.objects.all() if user is None else Step.objects.filter(decidable_by(user))
+    return _waiting_steps(steps).order_by().values("pk")[: cap + 1].count()
+
+
+def gates_for(
+    user: AnyUser, limit: int | None = None, among: Collection[int] | None = None
+) -> list[WaitingGate]:
+    """The waiting gates ``user`` may decide (:func:`decidable_by`), oldest first: the
+    first ``limit``, of the steps ``among`` when given (those a page lists).
 
     Gates someone else claimed are listed too, with their claimer: the user sees who
     holds them. One query for the gates, plus the user's permissions and groups.
     """
-    return _waiting(Step.objects.filter(decidable_by(user)))
+    steps = Step.objects.filter(decidable_by(user))
+    return _waiting(steps if among is None else steps.filter(pk__in=among), limit)

@@ -15,7 +15,7 @@ from typing import Any
 from uuid import UUID
 
 from django.db import models
-from django.db.models import Case, Exists, OuterRef, Q, QuerySet, Value, When
+from django.db.models import Case, Q, QuerySet, Value, When
 from django.utils import timezone
 
 from workflows.conf import workflow_settings
@@ -288,14 +288,22 @@ def overdue_timer(now: datetime) -> Q:
 
 
 def _any_unit(predicate: Callable[[WorkKind], Q]) -> Q:
-    """True for a run with at least one unit of work, of any kind, matching ``predicate``."""
-    return reduce(
-        or_,
-        (
-            Q(Exists(kind.model.objects.filter(predicate(kind), **{kind.run_path: OuterRef("pk")})))
-            for kind in WORK_KINDS
-        ),
+    """True for a run with at least one unit of work, of any kind, matching ``predicate``.
+
+    ``id IN (the matching units' runs)`` rather than a correlated ``EXISTS`` per run:
+    the matching units are few and their predicates read partial indexes, so the
+    database reads them once and tests each run against that set, where ``EXISTS``
+    probes the unit tables once per run (seconds over 100,000 runs for the ``ok``
+    class, which negates every condition, and for an API list of a class no run is in).
+    The runs' id column is never NULL, so ``NOT IN`` means what ``NOT EXISTS`` meant.
+    """
+    first, *others = (
+        kind.model.objects.filter(predicate(kind)).order_by().values(kind.run_path)
+        for kind in WORK_KINDS
     )
+    # One set (a UNION ALL), not an OR of one per kind: PostgreSQL joins a single IN
+    # set to the runs' primary key, where an OR of them filters every run in turn.
+    return Q(pk__in=first.union(*others, all=True))
 
 
 def _attention_conditions(now: datetime) -> dict[Attention, Q]:
@@ -314,7 +322,9 @@ def _attention_conditions(now: datetime) -> dict[Attention, Q]:
         Attention.FAILED: Q(status=RunStatus.FAILED)
         | (Q(status=RunStatus.TERMINATED, error__isnull=False) & not_a_termination),
         Attention.LEASE_EXPIRED: _any_unit(lambda kind: expired_lease(now)),
-        Attention.OVERDUE: Q(Exists(Timer.objects.filter(overdue_timer(now), run=OuterRef("pk")))),
+        Attention.OVERDUE: Q(
+            pk__in=Timer.objects.filter(overdue_timer(now)).order_by().values("run_id")
+        ),
         Attention.UNDISPATCHED: _any_unit(lambda kind: undispatched_unit(kind, now)),
     }
 

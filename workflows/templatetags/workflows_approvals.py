@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 from django import template
 from django.urls import reverse
 
-from workflows.admin.approvals import inbox_visible
-from workflows.approvals import gates_for
+from workflows.admin.approvals import GATE_COUNT_CAP, inbox_visible
+from workflows.approvals import count_waiting_gates
 
 if TYPE_CHECKING:
     from workflows.permissions import AnyUser
@@ -23,7 +23,8 @@ register = template.Library()
 
 @register.simple_tag(takes_context=True)
 def approvals_inbox(context: dict[str, Any]) -> dict[str, Any]:
-    """Whether the inbox is the user's, its link, and the number of gates waiting for them.
+    """Whether the inbox is the user's, its link, and the number of gates waiting for them
+    (a bounded count: every admin page's sidebar shows it).
 
     A value rather than markup, so the index can also leave out Django's "You don't have
     permission to view or edit anything" for an approver who may use nothing else. The
@@ -34,9 +35,10 @@ def approvals_inbox(context: dict[str, Any]) -> dict[str, Any]:
     user: AnyUser | None = getattr(request, "user", None)
     if user is None or not user.is_active or not user.is_staff:
         return {"visible": False}
-    gates = gates_for(user)
+    waiting = count_waiting_gates(user, GATE_COUNT_CAP)
     return {
-        "visible": inbox_visible(user, gates),
-        "waiting": len(gates),
+        "visible": inbox_visible(user, waiting),
+        "waiting": min(waiting, GATE_COUNT_CAP),
+        "waiting_capped": waiting > GATE_COUNT_CAP,
         "inbox_url": reverse("admin:workflows_approvals"),
     }
