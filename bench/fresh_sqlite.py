@@ -29,14 +29,19 @@ def measured_in_fresh_sqlite(
             connections.close_all()
 
 
-def configure_django(var_dir: Path, synchronous: str | None) -> None:
-    """Point the demo settings at a fresh SQLite file in ``var_dir``, then set Django up."""
+def configure_django(var_dir: Path, synchronous: str | None, database_url: str = "") -> None:
+    """Point the demo settings at a fresh SQLite file in ``var_dir`` (or at the empty
+    database ``database_url`` names, for a benchmark that made one), then set Django up
+    and migrate."""
     os.environ["DJANGO_SETTINGS_MODULE"] = "flowsite.settings"
     os.environ["FLOWSITE_VAR_DIR"] = str(var_dir)
     os.environ["FLOWSITE_EXECUTOR"] = "inline"
     # DEBUG records every query in connection.queries, which would slow both sides.
     os.environ["DJANGO_DEBUG"] = "0"
-    os.environ.pop("DATABASE_URL", None)
+    if database_url:
+        os.environ["DATABASE_URL"] = database_url
+    else:
+        os.environ.pop("DATABASE_URL", None)
     if synchronous is not None:
         os.environ["FLOWSITE_SQLITE_SYNCHRONOUS"] = synchronous
 
@@ -46,7 +51,7 @@ def configure_django(var_dir: Path, synchronous: str | None) -> None:
     from flowsite.database import sqlite_database
 
     expected = sqlite_database(var_dir / "flowsite.sqlite3")
-    if settings.DATABASES["default"] != expected:
+    if not database_url and settings.DATABASES["default"] != expected:
         raise RuntimeError(f"settings did not pick the benchmark database: {expected['NAME']}")
     django.setup()
 
