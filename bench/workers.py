@@ -1028,9 +1028,9 @@ def measure_sizes_interleaved(
     cluster restarted with the next size between), by size.
 
     Measured one size after the other, the later size ran on a database holding every
-    earlier round's runs and at another moment of a shared machine: on SQLite the order
-    alone moved "2 workers / 1 worker" by more than the goal's margin. Interleaved, every
-    size sees the same database and the same stretch of time.
+    earlier round's runs and minutes later on a shared machine, whose load moved single
+    rounds by a third. Interleaved, every size sees the same database size and the same
+    stretch of time, so "2 workers / 1 worker" compares the cluster sizes only.
     """
     running = figures.workers
     rounds: dict[int, list[ThroughputRound]] = {workers: [] for workers in args.workers}
