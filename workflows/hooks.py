@@ -225,7 +225,7 @@ def claim_events(limit: int) -> tuple[int, list[_NamedEvent]]:
         record_deliveries(ids)
     # Read after the claim commits: SQLite's write lock is held no longer than needed.
     # Only the events a receiver waits for are loaded; most events fire no hook.
-    hooked = _hooked_types()
+    hooked = hooked_types()
     if not hooked:
         return len(ids), []
     events = Event.objects.filter(id__in=ids, type__in=hooked)
@@ -234,7 +234,7 @@ def claim_events(limit: int) -> tuple[int, list[_NamedEvent]]:
     return len(ids), list(events.annotate(sender=sender).order_by("id"))
 
 
-def _hooked_types() -> set[str]:
+def hooked_types() -> set[str]:
     """The event types whose hook has a receiver connected right now."""
     hooked = {type_ for type_, signal in _HOOK_OF_TYPE.items() if signal.receivers}
     if any(signal.receivers for signal in _HOOK_OF_WAITING_REASON.values()):

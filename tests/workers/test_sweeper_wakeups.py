@@ -83,3 +83,16 @@ def test_a_webhook_is_sent_right_after_its_delivery_is_recorded(slow_polls, star
         receiver.secret = endpoint.secret
         run = workflows.start_run(Held)
         assert arrives(lambda: str(run.pk) in sent_for(receiver))
+
+
+def test_an_enabled_endpoint_alone_keeps_the_sweeper_woken_by_commits(slow_polls):
+    # No hook receiver: the enabled endpoint is what makes event delivery awaited
+    # (workflows.workers.scanners.events_awaited), looked at by the sweeper's first pass.
+    with Receiver() as receiver:
+        endpoint = webhook_services.create_endpoint(url=receiver.url, event_types=["run.started"])
+        receiver.secret = endpoint.secret
+        with sweeper_running():
+            first = workflows.start_run(Held)
+            assert arrives(lambda: str(first.pk) in sent_for(receiver))
+            second = workflows.start_run(Held)
+            assert arrives(lambda: str(second.pk) in sent_for(receiver))

@@ -40,7 +40,7 @@ from workflows.engine.recovery import (
 )
 from workflows.engine.verbs.cancel import cancel_run
 from workflows.errors import DefinitionMissing, RunBusy
-from workflows.hooks import deliver_events
+from workflows.hooks import deliver_events, hooked_types
 from workflows.models import CompensationRecord, Event, FanOutItem, Run, Step, Timer
 from workflows.status import (
     RUN_ACTIVE,
@@ -55,6 +55,7 @@ from workflows.status import (
     TimerStatus,
 )
 from workflows.webhooks.enqueue import endpoints_due, nudge
+from workflows.webhooks.models import WebhookEndpoint
 from workflows.webhooks.sender import send_endpoint
 from workflows.webhooks.services import delete_ended_deliveries, ended_deliveries
 
@@ -326,6 +327,13 @@ def deliver_hooks(*, limit: int = 500, dry_run: bool = False) -> ScanResult:
     return ScanResult(
         found=delivery.claimed, done=delivery.claimed, errors=delivery.receiver_errors
     )
+
+
+def events_awaited() -> bool:
+    """Whether anything waits for committed events to be delivered promptly: a hook
+    receiver connected in this process, or an enabled webhook endpoint (whose deliveries
+    the claim records). When nothing does, delivering only marks events published."""
+    return bool(hooked_types()) or WebhookEndpoint.objects.filter(enabled=True).exists()
 
 
 def send_webhooks(

@@ -9,7 +9,12 @@ Between passes the sweeper waits on a watch of ``events``, ``timers`` and ``webh
 (:mod:`workflows.engine.wakeups`): a committed event, a timer armed due now or a webhook
 delivery recorded wakes it, so hooks, such timers and webhooks go out right after the
 commit; ``TIMER_POLL_INTERVAL`` stays the backstop for what no wake-up announced (a
-timer coming due, a lost notification, a commit in another process on SQLite).
+timer coming due, a lost notification, a commit in another process on SQLite). While no
+hook receiver is connected and no webhook endpoint is enabled (looked at once per
+``TIMER_POLL_INTERVAL``), nothing waits for an event's delivery, and a committed event
+no longer wakes it: its events are marked published at the backstop. Under a stream of
+commits (each run's start and end notify) a pass per wake-up cost the sweeper and its
+PostgreSQL backend 0.5 ms of CPU per step (``docs/benchmarks.md``, issue #26).
 """
 
 from __future__ import annotations
@@ -23,13 +28,21 @@ from django.db import close_old_connections
 
 from workflows.conf import workflow_settings
 from workflows.engine.wakeups import Watch
-from workflows.workers.scanners import deliver_hooks, fire_due_timers, recover, send_webhooks
+from workflows.workers.scanners import (
+    deliver_hooks,
+    events_awaited,
+    fire_due_timers,
+    recover,
+    send_webhooks,
+)
 
 logger = logging.getLogger("workflows.sweeper")
 
 REPAIR = "repair_stuck_runs"
 # What wakes the sweeper between polls (see the module).
 TOPICS = ("events", "timers", "webhooks")
+# ... while nothing waits for events' delivery (see the module).
+QUIET_TOPICS = ("timers", "webhooks")
 # How often a sweeper waiting for a wake-up looks whether it is asked to stop (seconds).
 STOP_CHECK = 0.1
 # The shortest time from one pass's start to the next (seconds): under a stream of
@@ -83,12 +96,15 @@ def sweep_forever(stop: threading.Event) -> None:
         repair_interval=workflow_settings.REPAIR_INTERVAL.total_seconds(),
     )
     # Made before the first pass reads anything: a commit during a pass wakes the next.
-    watch = Watch(TOPICS)
+    watch, quiet = Watch(TOPICS), Watch(QUIET_TOPICS)
     webhooks = Watch(("webhooks",))
+    awaited, next_look = True, 0.0
     while not stop.is_set():
         pass_started = time.monotonic()
         close_old_connections()
         try:
+            if pass_started >= next_look:
+                awaited, next_look = events_awaited(), pass_started + timer_interval
             fired = fire_due_timers()
             if fired.found:
                 logger.info("timers: %s", asdict(fired))
@@ -106,5 +122,5 @@ def sweep_forever(stop: threading.Event) -> None:
                         logger.info("%s: %s", name, asdict(result))
         except Exception:
             logger.exception("sweep failed; retrying after the next interval")
-        wait_for_work(watch, stop, timer_interval)
+        wait_for_work(watch if awaited else quiet, stop, timer_interval)
         stop.wait(pass_started + PASS_GAP - time.monotonic())
