@@ -137,6 +137,12 @@ class Run(models.Model):
             models.Index(fields=["created_at"], name="workflows_run_created"),
             # The dashboard's runs by workflow and status: read from the index alone.
             models.Index(fields=["workflow_name", "status"], name="workflows_run_by_workflow"),
+            # The runs list sorted by workflow, either way (its ties follow the sort's
+            # direction): read in index order, forwards or backwards, with no sort. No
+            # transition changes these columns: the index is written at the insert only.
+            models.Index(
+                fields=["workflow_name", "created_at", "id"], name="workflows_run_wf_sort"
+            ),
             # The dashboard's runs finished per hour over the last day.
             models.Index(fields=["finished_at"], name="workflows_run_finished"),
             models.Index(fields=["business_key"], name="workflows_run_business_key"),

@@ -94,6 +94,21 @@ def test_the_list_filters_by_status_workflow_and_created_date(viewer):
         assert b"console_checkout v1" in page.content
 
 
+def test_a_sorted_list_breaks_ties_in_the_sorts_direction(viewer):
+    """Sorted by workflow, one workflow's runs come oldest first under an ascending sort
+    and newest first under a descending one (one index serves both); unsorted, newest
+    first."""
+    runs = [checkout(order=f"S-{n}", advance=False) for n in range(3)]
+    oldest_first = [run.business_key for run in sorted(runs, key=lambda r: (r.created_at, r.pk))]
+    for query, expected in (
+        ({"o": "3"}, oldest_first),
+        ({"o": "-3"}, oldest_first[::-1]),
+        ({}, oldest_first[::-1]),
+    ):
+        page = viewer.get(reverse(RUNS), query)
+        assert [run.business_key for run in page.context["cl"].result_list] == expected
+
+
 def test_the_paginator_stops_counting_at_its_cap(monkeypatch):
     monkeypatch.setattr("workflows.admin.runs.COUNT_CAP", 2)
     for order in ("A", "B", "C"):

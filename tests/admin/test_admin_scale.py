@@ -32,7 +32,10 @@ CONSOLE_QUERIES = {
     "runs list, search BK-4": 6,
     "runs list, status=failed": 6,
     "runs list, workflow=bulk_1": 6,
-    "runs list, sorted by workflow": 6,
+    **{
+        f"runs list, sorted by {column}": 6
+        for column in ("workflow", "workflow, descending", "status", "start", "start, descending")
+    },
     "dashboard": 15,
     "approvals inbox": 7,
     "gate decision page": 7,

@@ -33,6 +33,7 @@ from workflows.admin.run_page import run_page_context
 from workflows.admin.runs import (
     AttentionFilter,
     BoundedCountPaginator,
+    RunsChangeList,
     WorkflowFilter,
     badge,
     runs_with_progress,
@@ -98,6 +99,9 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
 
     class Media:
         css = {"all": ("workflows/console.css",)}
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[RunsChangeList]:
+        return RunsChangeList
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[RunWithProgress]:
         # The list never shows input, output or snapshot, which can be large.

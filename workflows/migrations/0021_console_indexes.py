@@ -21,4 +21,8 @@ class Migration(migrations.Migration):
             model_name='run',
             index=models.Index(fields=['finished_at'], name='workflows_run_finished'),
         ),
+        migrations.AddIndex(
+            model_name='run',
+            index=models.Index(fields=['workflow_name', 'created_at', 'id'], name='workflows_run_wf_sort'),
+        ),
     ]
