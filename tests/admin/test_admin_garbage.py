@@ -59,6 +59,7 @@ GARBAGE_PARAMETERS: tuple[dict[str, str], ...] = (
     {"step": "99999999999999999999999"},
     {"q": "\x00"},
     {"o": "x.99"},
+    {"o": "-3.-"},
     {"p": "-3"},
     {"status__exact": "no_such_status"},
     {"status": "\x00"},

@@ -17,6 +17,7 @@ from django.utils import timezone
 import workflows
 from tests.conftest import staff
 from workflows import Gate, Option, Task, Workflow
+from workflows.approvals import GateCount, count_waiting_gates
 from workflows.models import Event, Run, Step, WebhookEndpoint
 from workflows.testing import run_pending
 
@@ -162,6 +163,34 @@ def test_the_inbox_costs_the_same_queries_for_many_gates(client, approver):
         page = client.get(reverse(INBOX))
     assert page.content.count(b"Dispatch order A-") == 11
     assert len(many) == len(few)
+
+
+def test_a_count_of_waiting_gates_stops_at_its_cap_and_says_more_than():
+    for number in range(3):
+        waiting(order=f"C-{number}")
+    assert count_waiting_gates(None, cap=2) == GateCount(2, more=True)
+    assert str(count_waiting_gates(None, cap=2)) == "more than 2"
+    assert count_waiting_gates(None, cap=5) == GateCount(3, more=False)
+    assert str(count_waiting_gates(None, cap=5)) == "3"
+    assert bool(count_waiting_gates(None, cap=0))
+    assert not GateCount(0, more=False)
+
+
+def test_the_inbox_lists_the_oldest_gates_and_says_how_many_wait(client, approver, monkeypatch):
+    monkeypatch.setattr("workflows.admin.approvals.INBOX_ROWS", 2)
+    monkeypatch.setattr("workflows.approvals.deciders.GATE_COUNT_CAP", 3)
+    signed_in(client, approver)
+    for number in range(4):
+        waiting(order=f"B-{number}")
+    page = client.get(reverse(INBOX))
+    assert page.content.count(b"Dispatch order B-") == 2
+    assert b"Dispatch order B-0?" in page.content
+    assert b"The oldest 2 of more than 3 waiting gates." in page.content
+    assert b"more than 3 waiting for you" in page.content
+    monkeypatch.setattr("workflows.approvals.deciders.GATE_COUNT_CAP", 10)
+    page = client.get(reverse(INBOX))
+    assert b"The oldest 2 of 4 waiting gates." in page.content
+    assert b"4 waiting for you" in page.content
 
 
 # -- deciding ------------------------------------------------------------------------------

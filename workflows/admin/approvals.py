@@ -34,6 +34,7 @@ from django.views.decorators.http import require_POST
 from workflows import services
 from workflows.admin.runs import items
 from workflows.approvals import (
+    GateCount,
     count_waiting_gates,
     decidable_by,
     gates_for,
@@ -69,8 +70,6 @@ INPUT_SUMMARY_CHARS = 120
 # The inbox lists the oldest waiting gates, this many: a person decides the oldest
 # first, and thousands of rows are seconds to build and render.
 INBOX_ROWS = 100
-# Waiting gates counted before a page says "more than" (the inbox, the sidebar).
-GATE_COUNT_CAP = 1_000
 SHORT_ID_CHARS = 8
 
 # Why a signed link cannot be used: the page's title and what the person may do.
@@ -108,14 +107,14 @@ LINK_REFUSALS: dict[str, tuple[str, str]] = {
 }
 
 
-def inbox_visible(user: AnyUser, waiting: int | None = None) -> bool:
+def inbox_visible(user: AnyUser, waiting: GateCount | None = None) -> bool:
     """Whether the admin index links to the inbox for ``user``.
 
     A staff user who may decide at least one waiting gate, who may view all gates, or
     whom a registered gate names (by its permission, or among its assignees) even while
     none of its gates waits: an approver whose inbox is empty still finds it, instead
-    of an index saying they may use nothing. ``waiting``: the number of gates waiting
-    for the user (:func:`count_waiting_gates`), when the caller has it already.
+    of an index saying they may use nothing. ``waiting``: the gates waiting for the
+    user (:func:`count_waiting_gates`), when the caller has counted them already.
     """
     if user.has_perm(VIEW_STEP):
         return True
@@ -431,8 +430,7 @@ class ApprovalsViews:
         else:
             listed = mine = gates_for(request.user, INBOX_ROWS)
         decidable = {gate.step for gate in mine}
-        # Up to the cap, then "more than": one bounded count over the partial index.
-        total = count_waiting_gates(None if views_all else request.user, GATE_COUNT_CAP)
+        total = count_waiting_gates(None if views_all else request.user)
         inputs = {
             str(pk): data
             for pk, data in Run.objects.filter(pk__in={gate.run for gate in listed}).values_list(
@@ -464,8 +462,8 @@ class ApprovalsViews:
             request,
             "Approvals",
             rows=rows,
-            total=min(total, GATE_COUNT_CAP),
-            total_capped=total > GATE_COUNT_CAP,
+            total=total,
+            more_than_listed=total.more or total.number > len(rows),
             views_all=views_all,
             visible=views_all or bool(mine),
         )

@@ -33,7 +33,6 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django_q.models import OrmQ
 
-from workflows.admin.approvals import GATE_COUNT_CAP
 from workflows.admin.runs import badge
 from workflows.approvals import count_waiting_gates, waiting_gates
 from workflows.engine.work_kinds import WORK_KINDS
@@ -224,7 +223,6 @@ def dashboard(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpRespon
         by_workflow[workflow][status] += runs
     hours = _hours(now)
     gates = waiting_gates(GATES_SHOWN)
-    gates_total = count_waiting_gates(None, GATE_COUNT_CAP)
     attention = [
         {
             "class": value,
@@ -256,8 +254,7 @@ def dashboard(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpRespon
             series: sum(getattr(hour, series) for hour in hours) for series, _ in SERIES
         },
         "gates": gates,
-        "gates_total": min(gates_total, GATE_COUNT_CAP),
-        "gates_capped": gates_total > GATE_COUNT_CAP,
+        "gates_total": count_waiting_gates(None),
         "inbox_url": reverse(f"{site}:workflows_approvals"),
         "attention": attention,
         "last_sweep": _last_sweeper_activity(),

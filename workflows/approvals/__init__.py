@@ -4,6 +4,7 @@ links that let one person decide one gate (:mod:`~workflows.approvals.links`).""
 from __future__ import annotations
 
 from workflows.approvals.deciders import (
+    GateCount,
     WaitingGate,
     count_waiting_gates,
     decidable_by,
@@ -15,6 +16,7 @@ from workflows.approvals.deciders import (
 )
 
 __all__ = [
+    "GateCount",
     "WaitingGate",
     "count_waiting_gates",
     "decidable_by",

@@ -41,6 +41,10 @@ if TYPE_CHECKING:
 
     from workflows.permissions import AnyUser
 
+# Waiting gates a page counts before it says "more than" (the inbox, the sidebar, the
+# dashboard).
+GATE_COUNT_CAP = 1_000
+
 
 class _Listed(Func):
     """``assignees[key]`` lists one of ``names`` (without ``names``: lists anyone).
@@ -215,15 +219,33 @@ def waiting_gates(limit: int | None = None) -> list[WaitingGate]:
     return _waiting(Step.objects.all(), limit)
 
 
-def count_waiting_gates(user: AnyUser | None, cap: int) -> int:
-    """How many gates wait for ``user`` (:func:`decidable_by`; every gate for ``None``),
-    counted up to ``cap + 1``: a number beyond ``cap`` reads "more than ``cap``".
+@dataclass(frozen=True)
+class GateCount:
+    """How many gates wait, counted up to a cap: ``number`` (at most the cap) and whether
+    ``more`` wait. Shown as the number, or "more than <cap>"; false when none waits."""
 
-    One bounded ``COUNT`` over the partial index of waiting gates, for the pages that
-    show a number and not the gates (every admin page's sidebar shows one).
+    number: int
+    more: bool
+
+    def __bool__(self) -> bool:
+        return self.more or self.number > 0
+
+    def __str__(self) -> str:
+        return f"more than {self.number}" if self.more else str(self.number)
+
+
+def count_waiting_gates(user: AnyUser | None, cap: int | None = None) -> GateCount:
+    """How many gates wait for ``user`` (:func:`decidable_by`; every gate for ``None``),
+    up to ``cap`` (:data:`GATE_COUNT_CAP` by default).
+
+    One ``COUNT`` of at most ``cap + 1`` entries of the partial index of waiting gates,
+    for the pages that show a number and not the gates (every admin page's sidebar
+    shows one): thousands of waiting gates are not read to print a number.
     """
     steps = Step.objects.all() if user is None else Step.objects.filter(decidable_by(user))
-    return _waiting_steps(steps).order_by().values("pk")[: cap + 1].count()
+    cap = GATE_COUNT_CAP if cap is None else cap
+    counted = _waiting_steps(steps).order_by().values("pk")[: cap + 1].count()
+    return GateCount(min(counted, cap), counted > cap)
 
 
 def gates_for(

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from django import template
 from django.urls import reverse
 
-from workflows.admin.approvals import GATE_COUNT_CAP, inbox_visible
+from workflows.admin.approvals import inbox_visible
 from workflows.approvals import count_waiting_gates
 
 if TYPE_CHECKING:
@@ -35,10 +35,9 @@ def approvals_inbox(context: dict[str, Any]) -> dict[str, Any]:
     user: AnyUser | None = getattr(request, "user", None)
     if user is None or not user.is_active or not user.is_staff:
         return {"visible": False}
-    waiting = count_waiting_gates(user, GATE_COUNT_CAP)
+    waiting = count_waiting_gates(user)
     return {
         "visible": inbox_visible(user, waiting),
-        "waiting": min(waiting, GATE_COUNT_CAP),
-        "waiting_capped": waiting > GATE_COUNT_CAP,
+        "waiting": waiting,
         "inbox_url": reverse("admin:workflows_approvals"),
     }
