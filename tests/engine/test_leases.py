@@ -157,6 +157,32 @@ def test_complete_with_claim_next_hands_the_next_step_to_the_same_worker():
     assert run.status == "completed"
 
 
+def test_a_chained_completion_records_its_history_in_order():
+    """On PostgreSQL the claim of the next step inserts the transition's events in its
+    own statement; the history is the one SQLite's separate insert writes."""
+    run = workflows.start_run(Leased)
+    lease = claim_step(ready_step(run).pk, "worker-a")
+    first = run.events.latest("id").pk
+    following = complete_work(lease, None, claim_next=True)
+    assert following is not None
+    written = list(run.events.filter(pk__gt=first).values_list("type", "step__name", "payload"))
+    assert written == [
+        ("step.completed", "work", {"attempt": 1}),
+        ("step.started", "then", {"attempt": 1, "owner": "worker-a"}),
+    ]
+
+
+def test_a_rejected_chained_completion_writes_only_lease_lost():
+    run = workflows.start_run(Leased)
+    lease = claim_step(ready_step(run).pk, "worker-a")
+    Step.objects.filter(pk=lease.step_id).update(version=lease.version + 5)
+    first = run.events.latest("id").pk
+    with pytest.raises(LeaseLost):
+        complete_work(lease, None, claim_next=True)
+    assert list(run.events.filter(pk__gt=first).values_list("type", flat=True)) == ["lease.lost"]
+    assert Step.objects.get(run=run, name="then").status == "pending"
+
+
 def test_ready_work_nobody_claimed_is_sent_again_and_recorded():
     from workflows.workers.scanners import redispatch_unclaimed
 
