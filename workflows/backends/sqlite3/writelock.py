@@ -7,9 +7,18 @@ Measured with two django-q2 workers, the pusher, the monitor and the sweeper wri
 file: a worker's ``BEGIN IMMEDIATE`` waited 1.5-2.4 ms on average for a transaction that
 holds the lock about 0.5 ms, the pusher's claim 17 ms, the monitor's acknowledgement
 10 ms (``docs/benchmarks.md``, "Workers"). Writers that take this lock first ask for it
-again every :data:`POLL_SECONDS` (0.1 ms), so the next writer gets in within about that
-long of a commit. A blocking ``flock``, woken by the kernel, measured no faster, and its
-wait could not be bounded by the busy timeout.
+again after :data:`POLL_SECONDS` (0.1 ms), so the next writer gets in within about that
+long of a short hold's commit. A blocking ``flock``, woken by the kernel, measured no
+faster, and its wait could not be bounded by the busy timeout.
+
+A writer still waiting after a few polls meets a holder that keeps the lock (a worker
+chaining steps takes it again 0.1-0.15 ms after each commit): each further pause
+doubles, up to :data:`MAX_POLL_SECONDS`. Polling every 0.1 ms all along, a second
+worker woke about 15 times per wait, taking CPU from the holder on a small machine, and
+once in it alternated with the first worker every few steps (each hand-over leaves the
+lock idle until a poll, and starts a connection whose page cache the other's commits
+made stale). Backing off lets the chaining worker run longer turns
+(``docs/benchmarks.md``, "A second worker on SQLite").
 
 ``flock`` locks belong to an open file, so each connection opens its own (two threads of
 one process exclude each other too, and a forked child reopens rather than share its
@@ -25,10 +34,12 @@ import os
 import sqlite3
 import time
 
-# How often a waiting writer asks again. A chained step holds the lock about 0.5 ms and
-# its worker needs a few hundred microseconds of Python before it asks again, so waiters
-# poll well inside that gap.
+# How soon a waiting writer first asks again: short holds (a claim, an acknowledgement,
+# the end of a chained step's 0.5 ms) end within a few polls.
 POLL_SECONDS = 0.0001
+# The longest pause between two polls (reached at the sixth poll): a writer gets in
+# within about this long of the lock falling free, however long it has waited.
+MAX_POLL_SECONDS = 0.002
 
 
 class WriteLock:
@@ -56,13 +67,16 @@ class WriteLock:
             return
         fd = self._file()
         give_up_at = time.monotonic() + self.timeout
+        pause = POLL_SECONDS
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                if time.monotonic() >= give_up_at:
+                left = give_up_at - time.monotonic()
+                if left <= 0:
                     raise sqlite3.OperationalError("database is locked") from None
-                time.sleep(POLL_SECONDS)
+                time.sleep(min(pause, left))
+                pause = min(2 * pause, MAX_POLL_SECONDS)
             else:
                 self.held = True
                 return
