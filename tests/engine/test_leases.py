@@ -158,8 +158,8 @@ def test_complete_with_claim_next_hands_the_next_step_to_the_same_worker():
 
 
 def test_a_chained_completion_records_its_history_in_order():
-    """On PostgreSQL the claim of the next step inserts the transition's events in its
-    own statement; the history is the one SQLite's separate insert writes."""
+    """One transition completes a step and starts the next: its history says so in
+    that order, the completion first."""
     run = workflows.start_run(Leased)
     lease = claim_step(ready_step(run).pk, "worker-a")
     first = run.events.latest("id").pk
