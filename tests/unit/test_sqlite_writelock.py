@@ -44,16 +44,16 @@ def test_a_forked_child_neither_shares_nor_releases_its_parents_lock(tmp_path):
 
 def test_a_long_wait_polls_less_often_and_never_sleeps_past_the_timeout(tmp_path, monkeypatch):
     holder = WriteLock(str(tmp_path / "db-writer.lock"), timeout=1.0)
-    waiter = WriteLock(str(tmp_path / "db-writer.lock"), timeout=0.01)
+    waiter = WriteLock(str(tmp_path / "db-writer.lock"), timeout=0.013)
     pauses: list[float] = []
     clock = itertools.count()
     monkeypatch.setattr(writelock.time, "sleep", pauses.append)
     monkeypatch.setattr(writelock.time, "monotonic", lambda: next(clock) / 1000)  # 1 ms a read
     with holder, pytest.raises(sqlite3.OperationalError, match="database is locked"):
         waiter.acquire()
-    # 0.1 ms doubling to the cap of 2 ms; the last pause only the 1 ms that was left.
+    # 0.1 ms doubling to the cap of 5 ms; then each pause only what was left.
     assert pauses == pytest.approx(
-        [0.0001, 0.0002, 0.0004, 0.0008, 0.0016, 0.002, 0.002, 0.002, 0.001]
+        [0.0001, 0.0002, 0.0004, 0.0008, 0.0016, 0.0032, 0.005, 0.005, 0.004, 0.003, 0.002, 0.001]
     )
     waiter.close()
     holder.close()

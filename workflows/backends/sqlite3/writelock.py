@@ -37,9 +37,13 @@ import time
 # How soon a waiting writer first asks again: short holds (a claim, an acknowledgement,
 # the end of a chained step's 0.5 ms) end within a few polls.
 POLL_SECONDS = 0.0001
-# The longest pause between two polls (reached at the sixth poll): a writer gets in
-# within about this long of the lock falling free, however long it has waited.
-MAX_POLL_SECONDS = 0.002
+# The longest pause between two polls (reached at the seventh poll, after 6.3 ms of
+# waiting): a writer gets in within about this long of the lock falling free, however
+# long it has waited. 5 ms, not 2: two workers chaining no-op steps then took turns
+# about half as often, and 2 workers ran at 0.95-0.97 of 1 worker's rate instead of
+# 0.91 (docs/benchmarks.md, "A longer cap"); a web request only meets it after waiting
+# more than 6 ms already.
+MAX_POLL_SECONDS = 0.005
 
 
 class WriteLock:
