@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from django.conf import settings
 from django.test import override_settings
@@ -93,7 +93,9 @@ def database_url(database: dict[str, Any]) -> str:
     """A ``DATABASE_URL`` for ``flowsite.database`` naming pytest's test database itself.
 
     ``database`` is the connection's settings dict after pytest-django created the test
-    database, so ``NAME`` is the test database (for SQLite, the test file's path).
+    database, so ``NAME`` is the test database (for SQLite, the test file's path). On
+    PostgreSQL the connection's ``OPTIONS`` go along (``prepare_threshold``: the
+    processes prepare statements when the tests do).
     """
     engine, name = database["ENGINE"], str(database["NAME"])
     if engine.endswith("sqlite3"):
@@ -108,7 +110,9 @@ def database_url(database: dict[str, Any]) -> str:
         host = database.get("HOST") or ""
         port = f":{database['PORT']}" if database.get("PORT") else ""
         at = "@" if credentials else ""
-        return f"postgres://{credentials}{at}{host}{port}/{quote(name, safe='')}"
+        options = urlencode(database.get("OPTIONS") or {})
+        query = f"?{options}" if options else ""
+        return f"postgres://{credentials}{at}{host}{port}/{quote(name, safe='')}{query}"
     raise ValueError(f"acceptance tests run on SQLite or PostgreSQL, not {engine}")
 
 

@@ -9,7 +9,12 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from flowsite.database import SQLITE_BUSY_TIMEOUT_SECONDS, database_from_url, sqlite_database
+from flowsite.database import (
+    PREPARE_THRESHOLD,
+    SQLITE_BUSY_TIMEOUT_SECONDS,
+    database_from_url,
+    sqlite_database,
+)
 from workflows.checks import check_sqlite, sqlite_problems
 
 requires_sqlite = pytest.mark.skipif(
@@ -72,10 +77,31 @@ def test_database_url_parsing(tmp_path):
     assert postgres["ENGINE"] == "django.db.backends.postgresql"
     assert (postgres["USER"], postgres["PASSWORD"]) == ("app", "s@cret")
     assert (postgres["HOST"], postgres["PORT"], postgres["NAME"]) == ("db.example", "6543", "flows")
-    assert postgres["OPTIONS"] == {"sslmode": "require"}
+    assert postgres["OPTIONS"] == {"sslmode": "require", "prepare_threshold": PREPARE_THRESHOLD}
     sqlite = database_from_url(f"sqlite:///{tmp_path}/a.db")
     assert sqlite == sqlite_database(tmp_path / "a.db")
     with pytest.raises(ValueError, match="scheme 'mysql' is not supported"):
         database_from_url("mysql://localhost/x")
     with pytest.raises(ValueError, match="must name a database"):
         database_from_url("postgres://localhost")
+
+
+@pytest.mark.parametrize(
+    ("query", "threshold"),
+    [
+        ("", 5),
+        ("?prepare_threshold=0", 0),
+        ("?prepare_threshold=none", None),
+        ("?prepare_threshold=", None),
+    ],
+)
+def test_a_postgresql_url_prepares_statements_unless_it_says_none(query, threshold):
+    assert database_from_url(f"postgres://db/flows{query}")["OPTIONS"] == {
+        "prepare_threshold": threshold
+    }
+
+
+@pytest.mark.parametrize("value", ["often", "-1", "2.5"])
+def test_a_prepare_threshold_that_is_no_count_is_refused_by_name(value):
+    with pytest.raises(ValueError, match=f"prepare_threshold='{value}' is neither a whole number"):
+        database_from_url(f"postgres://db/flows?prepare_threshold={value}")

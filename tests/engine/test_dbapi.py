@@ -126,12 +126,13 @@ def test_an_execute_wrapper_sees_every_statement_of_a_step():
     seen: list[str] = []
 
     def record(execute, sql, params, many, context):
-        seen.append(sql.split(None, 1)[0].upper())
+        seen.append(sql)
         return execute(sql, params, many, context)
 
     with connection.execute_wrapper(record):
         run_pending()
-    updates = [verb for verb in seen if verb == "UPDATE"]
+    # On PostgreSQL an UPDATE may be a data-modifying CTE's (WITH … UPDATE …).
+    updates = [sql for sql in seen if "UPDATE " in sql and not sql.startswith("SELECT")]
     # Per step at least its claim and its fenced completion, plus the run's own end.
     assert len(updates) >= 5
     assert Run.objects.get().status == RunStatus.COMPLETED
@@ -298,3 +299,46 @@ def test_without_djangos_placeholder_pattern_sqlite_statements_take_djangos_curs
     with transaction.atomic(), djangos_cursors_counted(opened):
         assert copy.fetch_one(real, "SELECT %s, '100%%'", [7]) == (7, "100%")
     assert opened == ([True] if sqlite else [])
+
+
+def _prepared_statements() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        return [row[0] for row in cursor.fetchall()]
+
+
+@contextmanager
+def prepare_threshold(value: int | None) -> Iterator[None]:
+    """The DB-API connection's ``prepare_threshold`` as Django's ``OPTIONS`` would set it."""
+    raw = connection.connection
+    before = raw.prepare_threshold
+    raw.prepare_threshold = value
+    try:
+        yield
+    finally:
+        raw.prepare_threshold = before
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+def test_a_prepared_statement_is_prepared_once_only_when_the_project_allows_it():
+    sql = "SELECT CAST(%s AS integer) + 1 AS prepared_once"
+    connection.ensure_connection()
+    with transaction.atomic(), prepare_threshold(None):
+        assert fetch_one(connection, sql, [1], prepared=True) == (2,)
+        assert not [text for text in _prepared_statements() if "prepared_once" in text]
+    with transaction.atomic(), prepare_threshold(5):
+        assert fetch_one(connection, sql, [1], prepared=True) == (2,)
+        assert fetch_one(connection, sql, [2], prepared=True) == (3,)
+        assert len([text for text in _prepared_statements() if "prepared_once" in text]) == 1
+
+
+def test_a_prepared_statement_gives_what_the_same_statement_gives():
+    """On SQLite, and on PostgreSQL without ``prepare_threshold``, ``prepared`` changes
+    nothing; with it, the server-bound statement reads the same values."""
+    sql = "SELECT CAST(%s AS integer) + 1, %s, '100%%'"
+    connection.ensure_connection()
+    with transaction.atomic():
+        assert fetch_one(connection, sql, [1, "a"], prepared=True) == (2, "a", "100%")
+    if connection.vendor == "postgresql":
+        with transaction.atomic(), prepare_threshold(5):
+            assert fetch_one(connection, sql, [1, "a"], prepared=True) == (2, "a", "100%")

@@ -22,8 +22,9 @@ from workflows.engine.routing import serves
 from workflows.engine.scope import RunScope, fail_missing_definition, unlocked_scope
 from workflows.engine.sql.claim_reads import ClaimRow
 from workflows.engine.sql.expressions import attempts_plus, db_now, db_now_plus
+from workflows.engine.sql.logged_updates import RowEvent, cas_update_many_logged
 from workflows.engine.sql.rows import STEP_ROW_FIELDS, StepRow
-from workflows.engine.sql.updates import cas_update, cas_update_many, take_items
+from workflows.engine.sql.updates import cas_update, take_items
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import STEP, WorkKind
 from workflows.errors import DefinitionMissing, StaleState, WorkHeld
@@ -102,14 +103,19 @@ def _next_attempt_for(lease: Lease) -> dict[str, Any]:
     }
 
 
-def _started(lease: Lease, row: StepRow | ClaimRow, events: EventLog, **unit: Any) -> Lease:
-    """The lease of the attempt ``row`` (already ``running``) began, and its event.
+def _claimed(lease: Lease, row: StepRow | ClaimRow, **unit: Any) -> Lease:
+    """The lease of the attempt ``row`` (already ``running``) began.
 
     ``unit``: the unit's own fields when ``lease`` is a batch's template.
     """
-    claimed = dataclasses.replace(
+    return dataclasses.replace(
         lease, attempt=row.attempt, max_attempts=row.max_attempts, version=row.version, **unit
     )
+
+
+def _started(lease: Lease, row: StepRow | ClaimRow, events: EventLog, **unit: Any) -> Lease:
+    """The lease of the attempt ``row`` (already ``running``) began, and its event."""
+    claimed = _claimed(lease, row, **unit)
     events.add(
         claimed.run_id,
         f"{claimed.kind.name}.started",
@@ -260,19 +266,25 @@ def claim_pending_in_scope(scope: RunScope, kind: WorkKind, step_name: str) -> b
     template = _lease_in_scope(
         scope, kind, unit_id=0, step_id=0, step_name=step_name, generation=0, iteration=1
     )
-    rows = cas_update_many(
-        kind.model,
-        where={"run": scope.run.pk, "name": step_name, "status": StepStatus.PENDING},
-        returning=STEP_ROW_FIELDS,
-        **_next_attempt_for(template),
+    started = RowEvent(
+        scope.run.pk, f"{kind.name}.started", {"owner": template.owner}, from_row=("attempt",)
+    )
+    rows = scope.events.carried_by(
+        lambda recorded: cas_update_many_logged(
+            kind.model,
+            recorded,
+            each=started,
+            where={"run": scope.run.pk, "name": step_name, "status": StepStatus.PENDING},
+            returning=STEP_ROW_FIELDS,
+            **_next_attempt_for(template),
+        )
     )
     if not rows:
         return False
     row = StepRow(*rows[0])
-    scope.claimed = _started(
+    scope.claimed = _claimed(
         template,
         row,
-        scope.events,
         unit_id=row.pk,
         step_id=row.pk,
         generation=row.generation,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
 
 from workflows.engine.sql.inserts import EventRow, insert_events
@@ -10,6 +11,8 @@ from workflows.engine.wakeups import events_written
 
 if TYPE_CHECKING:
     from workflows.permissions import AnyUser
+
+_T = TypeVar("_T")
 
 
 def actor(user: AnyUser | None) -> str | None:
@@ -33,6 +36,14 @@ class EventLog:
         """An event of a flow: of the whole (``run_id`` empty), or of one of its members,
         which is then in that run's history too."""
         self._rows.append(EventRow(run_id, None, type, payload, flow_id))
+
+    def carried_by(self, statement: Callable[[list[EventRow]], tuple[_T, list[EventRow]]]) -> _T:
+        """Hand the rows recorded so far to ``statement``, which may insert them itself
+        (PostgreSQL's claim of the next step carries them: :mod:`~workflows.engine.sql.
+        logged_updates`); keep the rows it returns as still to insert, and return its result.
+        """
+        result, self._rows = statement(self._rows)
+        return result
 
     def __len__(self) -> int:
         return len(self._rows)

@@ -30,7 +30,8 @@ from workflows.engine.lease import Held, Lease, LeaseBatch
 from workflows.engine.limits.admission import attempt_ended, attempt_holder
 from workflows.engine.scope import RunScope, run_scope, unlocked_scope
 from workflows.engine.sql.expressions import db_now, db_now_plus
-from workflows.engine.sql.updates import cas_update, fenced_update_many
+from workflows.engine.sql.locked_updates import RowWrite
+from workflows.engine.sql.updates import fenced_update_many
 from workflows.engine.transaction import transition
 from workflows.engine.wakeups import timer_armed
 from workflows.engine.work_kinds import FailedUnit
@@ -48,15 +49,20 @@ class _Rejected:
     message: str
 
 
-def _fenced_update(lease: Lease, **changes: Any) -> bool:
-    """Compare-and-set the leased row, fenced by (version, attempt, owner, running)."""
-    updated = cas_update(
+def _fenced(lease: Lease, **changes: Any) -> RowWrite:
+    """The compare-and-set of the leased row, fenced by (version, attempt, owner, running)."""
+    return RowWrite(
         lease.kind.model,
         lease.unit_id,
-        version=lease.version,
+        lease.version,
         where={"attempt": lease.attempt, "lease_owner": lease.owner, "status": "running"},
-        **changes,
+        changes=changes,
     )
+
+
+def _fenced_update(lease: Lease, **changes: Any) -> bool:
+    """Compare-and-set the leased row (:func:`_fenced`); move the lease's version on."""
+    updated = _fenced(lease, **changes).run()
     if updated:
         lease.version += 1
     return updated
@@ -249,16 +255,21 @@ def complete_work(lease: Lease, output: Any, *, claim_next: bool = False) -> Hel
 @transition
 def _complete(lease: Lease, output: Any, claim_next: bool) -> Held | _Rejected | None:
     owner = lease.owner if claim_next else None
-    with run_scope(lease.run_id, workflow=lease.workflow, claim_owner=owner) as scope:
-        if not _fenced_update(
-            lease,
-            status=StepStatus.COMPLETED,
-            output=output,
-            lease_expires_at=None,
-            finished_at=db_now(),
-            updated_at=db_now(),
-        ):
+    completion = _fenced(
+        lease,
+        status=StepStatus.COMPLETED,
+        output=output,
+        lease_expires_at=None,
+        finished_at=db_now(),
+        updated_at=db_now(),
+    )
+    # The fenced write is made with the run's lock (one statement on PostgreSQL).
+    with run_scope(
+        lease.run_id, workflow=lease.workflow, claim_owner=owner, write=completion
+    ) as scope:
+        if not scope.written:
             return _reject(lease, "completion", scope.events)
+        lease.version += 1
         _free_slot(scope, lease)
         lease.kind.settlement.completed(scope.advancer, lease, output)
     return scope.claimed

@@ -41,6 +41,7 @@ from workflows.engine.events import EventLog
 from workflows.engine.executor import Work
 from workflows.engine.lease import Held
 from workflows.engine.runs import fail_run
+from workflows.engine.sql.locked_updates import RowWrite, lock_run_and_update
 from workflows.engine.sql.locks import lock_run
 from workflows.engine.transaction import AfterCommit, transition
 from workflows.engine.work_kinds import WorkKind
@@ -98,6 +99,8 @@ class RunScope(TransitionScope):
         self._workflow = workflow
         self.claim_owner = claim_owner
         self.claimed: Held | None = None
+        # Whether the write run_scope() was given matched its row.
+        self.written = False
         self._advancer: Advancer | None = None
 
     @property
@@ -150,15 +153,25 @@ def run_scope(
     claim_owner: str | None = None,
     needs_definition: bool = True,
     workflow: type[Workflow] | None = None,
+    write: RowWrite | None = None,
 ) -> Iterator[RunScope]:
     """Lock the run and open its scope; close it (settle, write, enqueue) on success.
 
     ``wait=False`` (scanners): a run held by another transaction raises
     :class:`~workflows.errors.RunBusy` instead of waiting. ``needs_definition=False``:
     verbs that must work even when the run's code is gone (cancel, park). ``workflow``:
-    the caller already holds the definition (a worker's lease).
+    the caller already holds the definition (a worker's lease). ``write``: a
+    compare-and-set of one of the run's rows made right after the lock, in the same
+    statement on PostgreSQL (a worker's fenced completion,
+    :func:`~workflows.engine.sql.locked_updates.lock_run_and_update`); whether it
+    matched is the scope's :attr:`~RunScope.written`. It needs ``workflow``, so that
+    nothing can fail between the write and the body.
     """
-    run = lock_run(run_id, wait=wait)
+    if write is None:
+        run, written = lock_run(run_id, wait=wait), False
+    else:
+        assert wait and workflow is not None, "a write with the lock waits and has its workflow"
+        run, written = lock_run_and_update(run_id, write)
     if workflow is None and needs_definition:
         try:
             workflow = _resolve(run)
@@ -168,6 +181,7 @@ def run_scope(
             events.flush()
             raise AfterCommit(missing) from None
     scope = RunScope(run, workflow, claim_owner=claim_owner)
+    scope.written = written
     yield scope
     scope.close()
 

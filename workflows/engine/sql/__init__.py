@@ -26,6 +26,10 @@ The modules, lowest first:
 - :mod:`.claim_reads`: the reads a claim starts with (``ClaimRow``).
 - :mod:`.counters`: a fan-out step's item counters and outputs.
 - :mod:`.inserts`: multi-row inserts (``insert_rows``, ``insert_events``).
+- :mod:`.locked_updates`: the run's lock and a fenced write of one of its rows, in one
+  statement on PostgreSQL (``lock_run_and_update``, ``RowWrite``).
+- :mod:`.logged_updates`: a claim that inserts the transition's events, in one statement
+  on PostgreSQL (``cas_update_many_logged``, ``RowEvent``).
 - :mod:`.limit_rows`: the rows limits count in: concurrency slots (``free_slots``,
   ``slot_count``, ``held_slot_count``, ``empty_unit_slots``, ``empty_run_slots``) and
   rate buckets (``locked_rate_bucket``).

@@ -19,6 +19,16 @@ without one of them (a release Flowsite does not support yet) must not break sta
 :func:`direct_path_missing` names what is absent, decided once per wrapper class, and
 then every statement goes through Django's cursor, correct but slower (system check
 ``workflows.W009`` says so).
+
+Prepared statements (``prepared=True``): on PostgreSQL through psycopg 3, when the
+project allows them (Django's ``OPTIONS["prepare_threshold"]`` not ``None``; Django's
+default is ``None``, as a transaction-pooling PgBouncer needs), the statement is bound
+server-side and prepared once per connection (``cursor.execute(…, prepare=True)`` on a
+server-binding cursor of the same DB-API connection), so later executions skip
+PostgreSQL's parsing and, once it settles on a generic plan, its planning. For the
+engine's large statements (the data-modifying CTEs of :mod:`.locked_updates` and
+:mod:`.logged_updates`), whose planning cost as much as the round trip they save. Only
+on the direct path; everywhere else, and on SQLite, the same statement runs as any other.
 """
 
 from __future__ import annotations
@@ -100,13 +110,38 @@ def _direct(connection: BaseDatabaseWrapper) -> bool:
     )
 
 
+def _server_cursor(connection: BaseDatabaseWrapper) -> Any:
+    """A server-binding cursor of ``connection``'s DB-API connection, what a prepared
+    statement runs on; ``None`` when it is not psycopg 3's (SQLite, psycopg2) or the
+    project left prepared statements off (``prepare_threshold`` ``None``)."""
+    if connection.vendor != "postgresql":
+        return None
+    try:
+        import psycopg
+    except ImportError:  # psycopg2: no prepared statements here
+        return None
+    raw = connection.connection
+    if not isinstance(raw, psycopg.Connection) or raw.prepare_threshold is None:
+        return None
+    return psycopg.Cursor(raw)
+
+
 def _run(
-    connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any], fetch: Callable[[Any], Any]
+    connection: BaseDatabaseWrapper,
+    sql: str,
+    params: Sequence[Any],
+    fetch: Callable[[Any], Any],
+    prepared: bool = False,
 ) -> Any:
     if _direct(connection):
         with connection.wrap_database_errors:
             if connection.vendor == "sqlite":
                 return fetch(connection.connection.execute(to_qmark(sql), params))
+            server = _server_cursor(connection) if prepared else None
+            if server is not None:
+                with server:
+                    server.execute(sql, params, prepare=True)
+                    return fetch(server)
             with connection.connection.cursor() as cursor:
                 cursor.execute(sql, params)
                 return fetch(cursor)
@@ -120,11 +155,16 @@ def execute(connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) ->
     return _run(connection, sql, params, lambda cursor: cursor.rowcount)
 
 
-def fetch_one(connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> Row | None:
-    """Run a statement; return its first row, or ``None``."""
-    return _run(connection, sql, params, lambda cursor: cursor.fetchone())
+def fetch_one(
+    connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any], *, prepared: bool = False
+) -> Row | None:
+    """Run a statement (``prepared``: see the module's docstring); return its first row,
+    or ``None``."""
+    return _run(connection, sql, params, lambda cursor: cursor.fetchone(), prepared)
 
 
-def fetch_all(connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> list[Row]:
-    """Run a statement; return all its rows."""
-    return _run(connection, sql, params, lambda cursor: cursor.fetchall())
+def fetch_all(
+    connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any], *, prepared: bool = False
+) -> list[Row]:
+    """Run a statement (``prepared``: see the module's docstring); return all its rows."""
+    return _run(connection, sql, params, lambda cursor: cursor.fetchall(), prepared)

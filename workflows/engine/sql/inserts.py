@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 from uuid import UUID
 
 from django.db import models
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
 from workflows.engine.sql.adapters import adapter, field_prep
@@ -106,10 +107,19 @@ def insert_events(events: Sequence[EventRow]) -> None:
     """
     connection = engine_connection()
     now = connection.ops.adapt_datetimefield_value(timezone.now())
+    with_flow = any(event.flow is not None for event in events)
+    params = event_params(events, now, connection, with_flow=with_flow)
+    execute(connection, _insert_events_text(len(events), with_flow), params)
+
+
+def event_params(
+    events: Sequence[EventRow], now: Any, connection: BaseDatabaseWrapper, *, with_flow: bool
+) -> list[Any]:
+    """The stored values of ``events``, row after row: run, step, type, payload, the time
+    ``now`` (adapted), not published, and with ``with_flow`` the flow."""
     run_key = adapter(Event._meta.get_field("run"), connection)
     flow_key = adapter(Event._meta.get_field("flow"), connection)
     payload = adapter(Event._meta.get_field("payload"), connection)
-    with_flow = any(event.flow is not None for event in events)
     params: list[Any] = []
     for event in events:
         params += [
@@ -122,7 +132,7 @@ def insert_events(events: Sequence[EventRow]) -> None:
         ]
         if with_flow:
             params.append(flow_key(event.flow, connection) if event.flow is not None else None)
-    execute(connection, _insert_events_text(len(events), with_flow), params)
+    return params
 
 
 @functools.lru_cache(maxsize=128)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Sequence
+from typing import Any, Literal
 from uuid import UUID
 
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -85,17 +86,31 @@ def lock_run(run_id: UUID, *, wait: bool = True) -> Run:
     every other run.
     """
     connection = engine_connection()
-    columns = ", ".join(column(Run, name) for name in _LOCKED_RUN_COLUMNS[1:])
-    sql = (
-        f"SELECT {columns} FROM {table(Run)} "
-        f"WHERE {column(Run, 'id')} = %s{row_lock(connection, skip_locked=not wait)}"
-    )
+    sql = locked_run_select(connection, skip_locked=not wait)
     row = fetch_one(connection, sql, [stored_run_id(run_id, connection)])
     if row is None:
         if not wait and Run.objects.filter(pk=run_id).exists():
             raise RunBusy(f"run {run_id} is held by another transition; skipped for now")
         raise Run.DoesNotExist(f"run {run_id} does not exist")
-    values = dict(zip(_LOCKED_RUN_COLUMNS[1:], row, strict=True), id=run_id)
+    return locked_run(run_id, row, connection)
+
+
+def locked_run_select(connection: BaseDatabaseWrapper, *, skip_locked: bool = False) -> str:
+    """``SELECT <the run columns a transition reads> FROM <run> WHERE id = %s <lock>``:
+    the read of :func:`lock_run`, its key the one parameter; its row goes to
+    :func:`locked_run`."""
+    columns = ", ".join(column(Run, name) for name in _LOCKED_RUN_COLUMNS[1:])
+    return (
+        f"SELECT {columns} FROM {table(Run)} "
+        f"WHERE {column(Run, 'id')} = %s{row_lock(connection, skip_locked=skip_locked)}"
+    )
+
+
+def locked_run(run_id: UUID, row: Sequence[Any], connection: BaseDatabaseWrapper) -> Run:
+    """The run ``run_id`` from a row of :func:`locked_run_select` (the first columns of
+    ``row``; any further ones are the caller's)."""
+    values = dict(zip(_LOCKED_RUN_COLUMNS[1:], row[: len(_LOCKED_RUN_COLUMNS) - 1], strict=True))
+    values["id"] = run_id
     values["input"] = from_db_json(Run, "input", values["input"], connection)
     values["error"] = from_db_json(Run, "error", values["error"], connection)
     values["skip_compensation"] = bool(values["skip_compensation"])

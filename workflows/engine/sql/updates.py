@@ -27,7 +27,7 @@ from workflows.errors import StaleState
 from workflows.models import FanOutItem
 
 
-def _update_sql(
+def update_sql(
     connection: BaseDatabaseWrapper,
     model: type[models.Model],
     where: dict[str, Any],
@@ -78,7 +78,7 @@ def _update_text(
     matched: tuple[tuple[str, int | None], ...],
     joined: Literal["", "fence"],
 ) -> str:
-    """The text of an ``UPDATE`` of :func:`_update_sql`'s shape.
+    """The text of an ``UPDATE`` of :func:`update_sql`'s shape.
 
     ``assigned``: (field, SQL of its new value, or ``None`` for a parameter);
     ``matched``: (field, ``None`` for ``IS NULL``, 0 for ``= %s``, n for ``IN`` of n).
@@ -116,7 +116,7 @@ def cas_update(
     """
     conditions = {model._meta.pk.name: pk, "version": version, **(where or {})}
     connection = engine_connection()
-    sql, params = _update_sql(connection, model, conditions, changes)
+    sql, params = update_sql(connection, model, conditions, changes)
     return execute(connection, sql, params) == 1
 
 
@@ -167,7 +167,7 @@ def cas_update_many(
     """
     assert "status" in where, "a set-based update must state the status it expects"
     connection = engine_connection()
-    sql, params = _update_sql(connection, model, where, changes)
+    sql, params = update_sql(connection, model, where, changes)
     columns = ", ".join(column(model, name) for name in returning)
     return fetch_all(connection, f"{sql} RETURNING {columns}", params)
 
@@ -208,7 +208,7 @@ def take_items(
         f"WITH picked AS {materialized}(SELECT id FROM {items} WHERE step_id = %s "
         f"AND status = %s ORDER BY {order} LIMIT %s{lock}) "
     )
-    sql, params = _update_sql(connection, FanOutItem, {"status": from_status}, changes)
+    sql, params = update_sql(connection, FanOutItem, {"status": from_status}, changes)
     returning = f"{ITEM_ROW_COLUMNS}, {column(FanOutItem, 'index')}"
     rows = sorted(
         fetch_all(
@@ -276,7 +276,7 @@ def fenced_update_many(
         cast = "jsonb" if isinstance(field, models.JSONField) else ""
         changes[value_field] = _FencedValue("", cast=cast)
     where = {"lease_owner": owner, "status": "running"}
-    update, update_params = _update_sql(connection, model, where, changes, joined="fence")
+    update, update_params = update_sql(connection, model, where, changes, joined="fence")
     target = table(model)
     sql = (
         "WITH fence (unit_id, expected_version, expected_attempt, new_value) AS "
