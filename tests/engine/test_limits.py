@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
 
 import workflows
@@ -13,7 +14,9 @@ from workflows import DefinitionError, FanOut, StaleState, Task, Workflow
 from workflows.definitions.limits import RateLimit
 from workflows.engine import STEP, claim_step, complete_work, fail_attempt
 from workflows.engine.claims import claim
+from workflows.engine.limits.slots import Holder
 from workflows.engine.routing import CAPABILITIES_ENV, QUEUES_ENV
+from workflows.engine.sql.limit_rows import FreeSlot, take_slot
 from workflows.errors import PermanentError, WorkHeld
 from workflows.models import ConcurrencySlot, Event, RateBucket, Step, Timer
 from workflows.queries import undispatched_unit
@@ -112,6 +115,26 @@ def test_max_concurrent_counts_every_holder_of_the_key():
     with pytest.raises(WorkHeld):
         claim_step(step_of(runs[2], "charge").pk, "worker-c")
     assert ConcurrencySlot.objects.filter(key="customer:3").count() == 2
+
+
+def test_a_slot_is_taken_only_while_free_even_at_its_current_version():
+    """What a claim that read a slot free before its holder committed meets: on
+    PostgreSQL the lock hands it the newest row at its newest version (see
+    ``limit_rows.take_slot``), so the compare-and-set must judge freedom itself."""
+    first = workflows.start_run(PerCustomer, {"customer": 11})
+    second = workflows.start_run(PerCustomer, {"customer": 11})
+    lease = claim_step(step_of(first, "charge").pk, "worker-a")
+    slot = ConcurrencySlot.objects.get(key="customer:11")
+    taker = Holder("step", step_of(second, "charge").pk, 1)
+    with transaction.atomic():
+        assert not take_slot(FreeSlot(slot.pk, slot.version), taker.columns())
+    assert ConcurrencySlot.objects.get(pk=slot.pk).holder_id == lease.unit_id
+    fail_attempt(lease, PermanentError("no"))  # the holder no longer runs: the slot is free
+    slot.refresh_from_db()
+    with transaction.atomic():
+        assert take_slot(FreeSlot(slot.pk, slot.version), taker.columns())
+    taken = ConcurrencySlot.objects.get(pk=slot.pk)
+    assert (taken.holder_id, taken.version) == (taker.unit_id, slot.version + 1)
 
 
 def test_a_failed_attempt_frees_its_slot_for_the_held_unit():

@@ -29,8 +29,8 @@ from workflows.engine.sql.limit_rows import (
     free_slots,
     held_slot_count,
     slot_count,
+    take_slot,
 )
-from workflows.engine.sql.updates import cas_update
 from workflows.models import ConcurrencySlot
 
 
@@ -59,20 +59,13 @@ def acquire(key: str, limit: int, holder: Holder) -> bool:
     Inside the caller's transition: the slot is taken only if it commits. Two holders
     racing for one free slot both read it free; the first compare-and-set wins and the
     other tries the next free slot (on PostgreSQL, slots another transaction has locked
-    are skipped). Declarations sharing a key with different limits each count the
-    holders of their own first ``limit`` slots.
+    are skipped). The compare-and-set judges the slot free again, on what has committed
+    by then (:func:`~workflows.engine.sql.limit_rows.take_slot`). Declarations sharing a
+    key with different limits each count the holders of their own first ``limit``
+    slots.
     """
-    for free in _free_slots(key, limit):
-        slot_id, version = free
-        if cas_update(
-            ConcurrencySlot,
-            slot_id,
-            version=version,
-            acquired_at=db_now(),
-            **holder.columns(),
-        ):
-            return True
-    return False
+    changes = {"acquired_at": db_now(), **holder.columns()}
+    return any(take_slot(free, changes) for free in _free_slots(key, limit))
 
 
 def _free_slots(key: str, limit: int) -> Sequence[FreeSlot]:

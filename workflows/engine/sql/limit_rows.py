@@ -12,9 +12,10 @@ from uuid import UUID
 
 from workflows.engine.sql.adapters import from_db_json, stored_run_id
 from workflows.engine.sql.connection import engine_connection
-from workflows.engine.sql.execute import fetch_all, fetch_one
+from workflows.engine.sql.execute import execute, fetch_all, fetch_one
 from workflows.engine.sql.identifiers import column, table
 from workflows.engine.sql.locks import row_lock
+from workflows.engine.sql.updates import update_sql
 from workflows.models import ConcurrencySlot, FanOutItem, RateBucket, Run, Step
 from workflows.status import RUN_FINAL, RunStatus, StepStatus
 
@@ -27,8 +28,9 @@ _UNIT_TABLES = {"step": Step, "item": FanOutItem}
 _RUN_NOT_HOLDING = (*sorted(RUN_FINAL), RunStatus.QUEUED, RunStatus.BLOCKED)
 
 
-def _live_holder_sql() -> tuple[str, list[Any]]:
-    """SQL true when slot ``s`` is still held by its holder, and its parameters.
+def _live_holder_sql(slot: str = "s") -> tuple[str, list[Any]]:
+    """SQL true when the slot row ``slot`` (an alias, or the table's own name in an
+    ``UPDATE``) is still held by its holder, and its parameters.
 
     Freedom is computed from the holder's own row (a step or item still ``running`` at
     the attempt that took the slot, a run not ended), so a crashed worker's slot comes
@@ -37,13 +39,14 @@ def _live_holder_sql() -> tuple[str, list[Any]]:
     clauses, params = [], []
     for kind, model in _UNIT_TABLES.items():
         clauses.append(
-            f"(s.holder_kind = %s AND EXISTS (SELECT 1 FROM {table(model)} u "
-            "WHERE u.id = s.holder_id AND u.status = %s AND u.attempt = s.holder_attempt))"
+            f"({slot}.holder_kind = %s AND EXISTS (SELECT 1 FROM {table(model)} u "
+            f"WHERE u.id = {slot}.holder_id AND u.status = %s "
+            f"AND u.attempt = {slot}.holder_attempt))"
         )
         params += [kind, StepStatus.RUNNING]
     clauses.append(
-        f"(s.holder_kind = %s AND EXISTS (SELECT 1 FROM {table(Run)} r "
-        f"WHERE r.id = s.holder_run_id AND r.status NOT IN "
+        f"({slot}.holder_kind = %s AND EXISTS (SELECT 1 FROM {table(Run)} r "
+        f"WHERE r.id = {slot}.holder_run_id AND r.status NOT IN "
         f"({', '.join(['%s'] * len(_RUN_NOT_HOLDING))})))"
     )
     params += ["run", *_RUN_NOT_HOLDING]
@@ -71,6 +74,26 @@ def free_slots(key: str, limit: int) -> list[FreeSlot]:
         f"{row_lock(connection, skip_locked=True, of='s')}"
     )
     return [FreeSlot(*row) for row in fetch_all(connection, sql, (key, limit, *live_params))]
+
+
+def take_slot(slot: FreeSlot, changes: dict[str, Any]) -> bool:
+    """Compare-and-set ``slot`` to ``changes`` (its new holder) if it is still free; return
+    whether it was.
+
+    The ``WHERE`` states the freedom :func:`free_slots` read, judged again by this
+    statement. On PostgreSQL a slot read free may have been taken by a transaction that
+    committed between the read's snapshot and its lock: the lock then re-checks the
+    newest row, but judges its new holder's liveness on the read's older snapshot, in
+    which that holder's step was not yet running, and returns the row with its new
+    version. This statement's own snapshot sees the holder's commit.
+    """
+    connection = engine_connection()
+    sql, params = update_sql(
+        connection, ConcurrencySlot, {"id": slot.pk, "version": slot.version}, changes
+    )
+    live, live_params = _live_holder_sql(_SLOTS)
+    free = f" AND ({_SLOTS}.holder_kind = '' OR NOT {live})"
+    return execute(connection, sql + free, [*params, *live_params]) == 1
 
 
 def slot_count(key: str) -> int:
