@@ -28,10 +28,11 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 SQLITE_BUSY_TIMEOUT_SECONDS = 20
 
-# psycopg's ``prepare_threshold`` on PostgreSQL unless the URL says otherwise. Set, it
-# lets the engine prepare its two largest statements once per connection (a step then
-# costs about a quarter less CPU: docs/benchmarks.md, "Folded statements, prepared");
-# Django's own queries stay unprepared (client-side binding). Django's default is
+# psycopg's ``prepare_threshold`` on PostgreSQL unless the URL says otherwise. Set, the
+# engine binds its statements server-side and psycopg prepares each once it has run this
+# many times on a connection (a step then costs about a third less CPU:
+# docs/benchmarks.md, "Folded statements, prepared"); Django's own queries stay
+# unprepared (client-side binding). Django's default is
 # ``None``, which a transaction-pooling PgBouncer older than 1.21 needs: such a URL
 # says ``?prepare_threshold=none``.
 PREPARE_THRESHOLD = 5

@@ -319,26 +319,48 @@ def prepare_threshold(value: int | None) -> Iterator[None]:
         raw.prepare_threshold = before
 
 
+def _times_prepared(marker: str) -> int:
+    return len([text for text in _prepared_statements() if marker in text])
+
+
 @pytest.mark.skipif("connection.vendor != 'postgresql'")
-def test_a_prepared_statement_is_prepared_once_only_when_the_project_allows_it():
+def test_a_statement_run_often_is_prepared_once_only_when_the_project_allows_it():
     sql = "SELECT CAST(%s AS integer) + 1 AS prepared_once"
     connection.ensure_connection()
     with transaction.atomic(), prepare_threshold(None):
-        assert fetch_one(connection, sql, [1], prepared=True) == (2,)
-        assert not [text for text in _prepared_statements() if "prepared_once" in text]
-    with transaction.atomic(), prepare_threshold(5):
-        assert fetch_one(connection, sql, [1], prepared=True) == (2,)
-        assert fetch_one(connection, sql, [2], prepared=True) == (3,)
-        assert len([text for text in _prepared_statements() if "prepared_once" in text]) == 1
+        assert [fetch_one(connection, sql, [n]) for n in range(8)] == [(n + 1,) for n in range(8)]
+        assert _times_prepared("prepared_once") == 0
+    with transaction.atomic(), prepare_threshold(2):
+        assert fetch_one(connection, sql, [1]) == (2,)
+        assert _times_prepared("prepared_once") == 0  # run once: not yet worth preparing
+        assert [fetch_one(connection, sql, [n]) for n in range(8)] == [(n + 1,) for n in range(8)]
+        assert _times_prepared("prepared_once") == 1
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+@pytest.mark.django_db(transaction=True)
+def test_a_read_outside_a_transaction_is_prepared_too_unless_queries_are_watched():
+    """A worker's look before it claims runs outside a transaction."""
+    sql = "SELECT CAST(%s AS integer) * 2 AS outside_prepared"
+    connection.ensure_connection()
+    with prepare_threshold(2):
+        with CaptureQueriesContext(connection) as captured:
+            assert fetch_one(connection, sql, [4]) == (8,)
+        assert len(captured.captured_queries) == 1  # watched: Django's cursor saw it
+        assert [fetch_one(connection, sql, [n]) for n in range(6)] == [(2 * n,) for n in range(6)]
+        assert _times_prepared("outside_prepared") == 1
+        connection.close()  # prepared statements end with their connection
 
 
 def test_a_prepared_statement_gives_what_the_same_statement_gives():
-    """On SQLite, and on PostgreSQL without ``prepare_threshold``, ``prepared`` changes
-    nothing; with it, the server-bound statement reads the same values."""
+    """On SQLite, and on PostgreSQL without ``prepare_threshold``, statements are bound
+    as Django binds them; with it, server-side, prepared after a few runs, and they read
+    the same values either way."""
     sql = "SELECT CAST(%s AS integer) + 1, %s, '100%%'"
+    expected = (2, "a", "100%")
     connection.ensure_connection()
     with transaction.atomic():
-        assert fetch_one(connection, sql, [1, "a"], prepared=True) == (2, "a", "100%")
+        assert fetch_one(connection, sql, [1, "a"]) == expected
     if connection.vendor == "postgresql":
-        with transaction.atomic(), prepare_threshold(5):
-            assert fetch_one(connection, sql, [1, "a"], prepared=True) == (2, "a", "100%")
+        with transaction.atomic(), prepare_threshold(1):
+            assert [fetch_one(connection, sql, [1, "a"]) for _ in range(3)] == [expected] * 3

@@ -20,15 +20,19 @@ without one of them (a release Flowsite does not support yet) must not break sta
 then every statement goes through Django's cursor, correct but slower (system check
 ``workflows.W009`` says so).
 
-Prepared statements (``prepared=True``): on PostgreSQL through psycopg 3, when the
-project allows them (Django's ``OPTIONS["prepare_threshold"]`` not ``None``; Django's
-default is ``None``, as a transaction-pooling PgBouncer needs), the statement is bound
-server-side and prepared once per connection (``cursor.execute(…, prepare=True)`` on a
-server-binding cursor of the same DB-API connection), so later executions skip
-PostgreSQL's parsing and, once it settles on a generic plan, its planning. For the
-engine's large statements (the data-modifying CTEs of :mod:`.locked_updates` and
-:mod:`.logged_updates`), whose planning cost as much as the round trip they save. Only
-on the direct path; everywhere else, and on SQLite, the same statement runs as any other.
+Bound server-side, prepared once: on PostgreSQL through psycopg 3, when the project
+allows prepared statements (Django's ``OPTIONS["prepare_threshold"]`` not ``None``;
+Django's default is ``None``, as a transaction-pooling PgBouncer needs), the engine's
+statements run on a server-binding cursor of the same DB-API connection, and psycopg
+prepares each statement text once it has run ``prepare_threshold`` times on that
+connection. Bound client-side, as Django binds, PostgreSQL parses and plans every
+execution afresh, and for the engine's statements on the step table planning cost
+more than running them (a claim's read: 0.43 ms against 0.03 prepared; the
+data-modifying CTEs of :mod:`.locked_updates` and :mod:`.logged_updates` about
+0.2 ms). Reads outside a transaction (a worker's look before it claims) take the same
+cursor once Django's cursor has opened and checked the connection, unless a test or
+``DEBUG`` watches the statements. Without the threshold every statement runs as
+before.
 """
 
 from __future__ import annotations
@@ -43,6 +47,11 @@ try:
     from django.db.backends.sqlite3.base import FORMAT_QMARK_REGEX
 except ImportError:  # gone from Django (or Python without sqlite3): see direct_path_missing
     FORMAT_QMARK_REGEX = None
+
+try:
+    import psycopg
+except ImportError:  # SQLite only, or psycopg2: nothing is bound server-side
+    psycopg = None  # type: ignore[assignment]
 
 Row = tuple[Any, ...]
 
@@ -110,42 +119,50 @@ def _direct(connection: BaseDatabaseWrapper) -> bool:
     )
 
 
-def _server_cursor(connection: BaseDatabaseWrapper) -> Any:
-    """A server-binding cursor of ``connection``'s DB-API connection, what a prepared
-    statement runs on; ``None`` when it is not psycopg 3's (SQLite, psycopg2) or the
-    project left prepared statements off (``prepare_threshold`` ``None``)."""
-    if connection.vendor != "postgresql":
-        return None
-    try:
-        import psycopg
-    except ImportError:  # psycopg2: no prepared statements here
-        return None
-    raw = connection.connection
-    if not isinstance(raw, psycopg.Connection) or raw.prepare_threshold is None:
-        return None
-    return psycopg.Cursor(raw)
+def _binds_server_side(raw: Any) -> bool:
+    """Whether ``raw``, a DB-API connection, is psycopg 3's with prepared statements allowed."""
+    return (
+        psycopg is not None
+        and isinstance(raw, psycopg.Connection)
+        and raw.prepare_threshold is not None
+    )
+
+
+def _needs_djangos_cursor(connection: BaseDatabaseWrapper) -> bool:
+    """Whether a statement off the direct path must run on Django's cursor. Only a
+    statement outside a transaction on PostgreSQL, with prepared statements allowed and
+    nothing watching (a test, ``DEBUG``, an ``execute_wrapper``), need not: on SQLite a
+    write there takes the backend's write lock, and inside a transaction this path means
+    one marked for rollback, which Django's cursor refuses."""
+    return (
+        connection.vendor != "postgresql"
+        or bool(direct_path_missing(connection))
+        or connection.in_atomic_block
+        or bool(connection.execute_wrappers)
+        or connection.queries_logged
+        or not _binds_server_side(connection.connection)
+    )
+
+
+def _on_postgresql(raw: Any, sql: str, params: Sequence[Any], fetch: Callable[[Any], Any]) -> Any:
+    cursor = psycopg.Cursor(raw) if _binds_server_side(raw) else raw.cursor()
+    with cursor:
+        cursor.execute(sql, params)
+        return fetch(cursor)
 
 
 def _run(
-    connection: BaseDatabaseWrapper,
-    sql: str,
-    params: Sequence[Any],
-    fetch: Callable[[Any], Any],
-    prepared: bool = False,
+    connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any], fetch: Callable[[Any], Any]
 ) -> Any:
     if _direct(connection):
         with connection.wrap_database_errors:
             if connection.vendor == "sqlite":
                 return fetch(connection.connection.execute(to_qmark(sql), params))
-            server = _server_cursor(connection) if prepared else None
-            if server is not None:
-                with server:
-                    server.execute(sql, params, prepare=True)
-                    return fetch(server)
-            with connection.connection.cursor() as cursor:
-                cursor.execute(sql, params)
-                return fetch(cursor)
+            return _on_postgresql(connection.connection, sql, params, fetch)
     with connection.cursor() as cursor:
+        if not _needs_djangos_cursor(connection):
+            with connection.wrap_database_errors:
+                return _on_postgresql(connection.connection, sql, params, fetch)
         cursor.execute(sql, params)
         return fetch(cursor)
 
@@ -155,16 +172,11 @@ def execute(connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) ->
     return _run(connection, sql, params, lambda cursor: cursor.rowcount)
 
 
-def fetch_one(
-    connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any], *, prepared: bool = False
-) -> Row | None:
-    """Run a statement (``prepared``: see the module's docstring); return its first row,
-    or ``None``."""
-    return _run(connection, sql, params, lambda cursor: cursor.fetchone(), prepared)
+def fetch_one(connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> Row | None:
+    """Run a statement; return its first row, or ``None``."""
+    return _run(connection, sql, params, lambda cursor: cursor.fetchone())
 
 
-def fetch_all(
-    connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any], *, prepared: bool = False
-) -> list[Row]:
-    """Run a statement (``prepared``: see the module's docstring); return all its rows."""
-    return _run(connection, sql, params, lambda cursor: cursor.fetchall(), prepared)
+def fetch_all(connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> list[Row]:
+    """Run a statement; return all its rows."""
+    return _run(connection, sql, params, lambda cursor: cursor.fetchall())

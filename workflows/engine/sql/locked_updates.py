@@ -69,9 +69,7 @@ def lock_run_and_update(run_id: UUID, write: RowWrite) -> tuple[Run, bool]:
         f"u AS ({update} AND EXISTS (SELECT 1 FROM r) RETURNING 1) "
         "SELECT r.*, EXISTS (SELECT 1 FROM u) FROM r"
     )
-    row = fetch_one(
-        connection, sql, [stored_run_id(run_id, connection), *update_params], prepared=True
-    )
+    row = fetch_one(connection, sql, [stored_run_id(run_id, connection), *update_params])
     if row is None:
         raise Run.DoesNotExist(f"run {run_id} does not exist")
     return locked_run(run_id, row, connection), bool(row[-1])

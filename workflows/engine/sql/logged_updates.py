@@ -91,7 +91,7 @@ def cas_update_many_logged(
     now = connection.ops.adapt_datetimefield_value(timezone.now())
     params = [*update_params, *event_params(events, now, connection, with_flow=True)]
     params += _row_event_params(each, now, connection)
-    return fetch_all(connection, text, params, prepared=True), []
+    return fetch_all(connection, text, params), []
 
 
 def _row_event_params(each: RowEvent, now: Any, connection: BaseDatabaseWrapper) -> list[Any]:
