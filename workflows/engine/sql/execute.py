@@ -105,18 +105,20 @@ def to_qmark(sql: str) -> str:
     return FORMAT_QMARK_REGEX.sub("?", sql).replace("%%", "%")
 
 
-def _direct(connection: BaseDatabaseWrapper) -> bool:
-    """Whether a statement may bypass Django's cursor (see the module's docstring)."""
+def _unwatched(connection: BaseDatabaseWrapper) -> bool:
+    """Whether nothing must see this connection's statements on Django's cursor: its
+    Django has what the direct path reads, and no test, ``DEBUG`` or
+    ``execute_wrapper`` watches."""
     missing = _MISSING.get(type(connection))
     if missing is None:
         missing = direct_path_missing(connection)
-    return (
-        not missing
-        and connection.in_atomic_block
-        and not connection.needs_rollback
-        and not connection.execute_wrappers
-        and not connection.queries_logged
-    )
+    return not missing and not connection.execute_wrappers and not connection.queries_logged
+
+
+def _direct(connection: BaseDatabaseWrapper) -> bool:
+    """Whether a statement may bypass Django's cursor (see the module's docstring)."""
+    # _unwatched first: on a Django lacking a read attribute, nothing else is read.
+    return _unwatched(connection) and connection.in_atomic_block and not connection.needs_rollback
 
 
 def _binds_server_side(raw: Any) -> bool:
@@ -131,16 +133,14 @@ def _binds_server_side(raw: Any) -> bool:
 def _needs_djangos_cursor(connection: BaseDatabaseWrapper) -> bool:
     """Whether a statement off the direct path must run on Django's cursor. Only a
     statement outside a transaction on PostgreSQL, with prepared statements allowed and
-    nothing watching (a test, ``DEBUG``, an ``execute_wrapper``), need not: on SQLite a
-    write there takes the backend's write lock, and inside a transaction this path means
-    one marked for rollback, which Django's cursor refuses."""
-    return (
-        connection.vendor != "postgresql"
-        or bool(direct_path_missing(connection))
-        or connection.in_atomic_block
-        or bool(connection.execute_wrappers)
-        or connection.queries_logged
-        or not _binds_server_side(connection.connection)
+    nothing watching, need not: on SQLite a write there takes the backend's write lock,
+    and inside a transaction this path means one marked for rollback, which Django's
+    cursor refuses."""
+    return not (
+        connection.vendor == "postgresql"
+        and _unwatched(connection)
+        and not connection.in_atomic_block
+        and _binds_server_side(connection.connection)
     )
 
 
