@@ -20,6 +20,7 @@ from workflows.engine.flows import settle
 from workflows.models import Event, Flow, Run, Step
 from workflows.status import FlowStatus, RunStatus, StepStatus
 from workflows.testing import run_pending
+from workflows.workers.scanners import repair_flows
 
 pytestmark = pytest.mark.django_db
 
@@ -219,3 +220,14 @@ def test_a_permanently_broken_upstream_fails_the_flow_again(flow):
     assert status(beta) == RunStatus.CANCELLED
     assert end_flow(flow) == FlowStatus.FAILED
     assert Flow.objects.get(pk=flow.pk).summary["reopened"] == 1
+
+
+def test_the_scanner_reopens_a_flow_left_failed_while_a_member_runs(flow):
+    alpha, _ = alpha_beta(flow)
+    # What no verb leaves: alpha runs again, the flow still reads failed.
+    Run.objects.filter(pk=alpha.pk).update(status=RunStatus.RUNNING)
+    result = repair_flows()
+    assert result.done >= 1
+    assert flow_status(flow) == FlowStatus.SEALED
+    assert Event.objects.filter(flow=flow, type="flow.reopened").count() == 1
+    assert repair_flows().found == 0  # nothing left to repair

@@ -20,7 +20,8 @@ replay verb of a member locks its flow first (:func:`lock_flow_of`), then the me
 run; healing then locks downstream runs, upstream before downstream. Holding the flow
 row is what keeps a sealed flow from ending ``failed`` on statuses read before the
 retry commits: ``finish_flow`` takes the same lock and reads the members' statuses
-after it.
+after it. The ``repair_flows`` scanner reopens a flow that reads ``failed`` while a
+member runs all the same (:func:`reopen_failed_flow`), should anything leave one.
 """
 
 from __future__ import annotations
@@ -29,14 +30,18 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from django.db.models import Exists, OuterRef
+
 from workflows.engine.events import EventLog, actor
 from workflows.engine.flows.graph import lock_flow, upstream_statuses
 from workflows.engine.flows.joins import JoinRule, Verdict
 from workflows.engine.flows.settle import decide
 from workflows.engine.runs import set_run_status
+from workflows.engine.scope import unlocked_scope
 from workflows.engine.sql.expressions import db_now
 from workflows.engine.sql.locks import lock_run
 from workflows.engine.sql.updates import cas_update, cas_update_many
+from workflows.engine.transaction import transition
 from workflows.errors import DependencyUnmet, StaleState
 from workflows.models import Flow, FlowEdge, FlowMember, Run, Step
 from workflows.status import RUN_FINAL, FlowStatus, RunStatus, StepStatus
@@ -240,3 +245,35 @@ def _reopen_flow(flow: Flow, events: EventLog, user: AnyUser | None, *, healed_f
         reopened=summary["reopened"],
         by=actor(user),
     )
+
+
+def failed_flows_with_running_members(limit: int) -> list[UUID]:
+    """Flows that read ``failed`` while a member is unfinished: what no verb leaves (a
+    verb reopens the flow in the transaction that brings its member back), and the
+    ``repair_flows`` scanner's backstop repairs should anything else."""
+    unfinished = Run.objects.filter(flow_id=OuterRef("pk")).exclude(status__in=RUN_FINAL)
+    return list(
+        Flow.objects.filter(status=FlowStatus.FAILED)
+        .filter(Exists(unfinished))
+        .order_by("updated_at")
+        .values_list("id", flat=True)[:limit]
+    )
+
+
+@transition
+def reopen_failed_flow(flow_id: UUID) -> bool:
+    """Reopen a flow that reads ``failed`` while a member runs (the backstop); ``True``
+    when it did. Under the flow's lock, which every verb ending or reopening it takes."""
+    flow = lock_flow(flow_id)
+    running = (
+        Run.objects.filter(flow_id=flow_id)
+        .exclude(status__in=RUN_FINAL)
+        .order_by("created_at")
+        .values_list("flow_member__name", flat=True)
+        .first()
+    )
+    if flow.status != FlowStatus.FAILED or running is None:
+        return False
+    with unlocked_scope() as scope:
+        _reopen_flow(flow, scope.events, None, healed_from=running)
+    return True
