@@ -74,7 +74,7 @@ def test_a_member_cancelled_for_a_failed_dependency_is_refused(flow, verb):
 
 def test_the_explanation_lists_the_refusal(flow):
     _, beta = alpha_beta(flow)
-    refused = {a.verb: a.reason for a in workflows.explain(beta.pk).allowed_actions}
+    refused = {a.verb: a.reason or "" for a in workflows.explain(beta.pk).allowed_actions}
     assert "'alpha' (failed)" in refused["retry"]
     assert "'alpha' (failed)" in refused["rerun"]
 
@@ -231,3 +231,11 @@ def test_the_scanner_reopens_a_flow_left_failed_while_a_member_runs(flow):
     assert flow_status(flow) == FlowStatus.SEALED
     assert Event.objects.filter(flow=flow, type="flow.reopened").count() == 1
     assert repair_flows().found == 0  # nothing left to repair
+
+
+def test_retry_step_of_such_a_member_is_refused_too(flow):
+    _, beta = alpha_beta(flow)
+    step = Step.objects.get(run=beta)
+    with pytest.raises(DependencyUnmet, match="'alpha' \\(failed\\)"):
+        workflows.retry_step(step.pk)
+    assert status(beta) == RunStatus.CANCELLED
