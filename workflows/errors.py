@@ -137,6 +137,14 @@ class InvalidTransition(WorkflowError):
     code = "invalid_transition"
 
 
+class DependencyUnmet(InvalidTransition):
+    """A flow member cancelled because a dependency failed cannot run again while its
+    join is not satisfied: retry the failed upstream member (``details["failed_upstream"]``
+    names them), and the member follows by itself."""
+
+    code = "dependency_unmet"
+
+
 class InvalidCallbackToken(WorkflowError):
     """The callback token is malformed or was tampered with."""
 

@@ -116,6 +116,18 @@ flow_dependency_failed = Signal()
 ``flow.dependency_failed``: ``payload["member"]``, ``["upstream"]`` (the member that
 ended otherwise) and ``["upstream_status"]``."""
 
+flow_member_healed = Signal()
+"""A member cancelled with ``dependency_failed`` went back to ``blocked``: an upstream
+member was retried or rerun (:mod:`workflows.engine.flows.heal`). ``run_id`` is its run;
+``event`` is ``flow.member_healed``: ``payload["member"]``, ``["healed_by"]`` (the member
+brought back) and ``["by"]``."""
+
+flow_reopened = Signal()
+"""A flow that had ended ``failed`` is ``sealed`` again: a member was brought back and
+healed its downstream. ``run_id`` None; ``event`` is ``flow.reopened``:
+``payload["flow"]``, ``["member"]`` (the member brought back), ``["reopened"]`` (how many
+times so far) and ``["by"]``."""
+
 flow_sealed = Signal()
 """A flow was sealed: no more members or edges. ``run_id`` None; ``event`` is
 ``flow.sealed``: ``payload["flow"]`` and ``["by"]``."""
@@ -133,6 +145,8 @@ FLOW_HOOKS = (
     flow_join_changed,
     flow_member_unblocked,
     flow_dependency_failed,
+    flow_member_healed,
+    flow_reopened,
     flow_sealed,
     flow_finished,
 )
@@ -161,6 +175,8 @@ _HOOK_OF_TYPE: dict[str, Signal] = {
     "flow.join_changed": flow_join_changed,
     "flow.member_unblocked": flow_member_unblocked,
     "flow.dependency_failed": flow_dependency_failed,
+    "flow.member_healed": flow_member_healed,
+    "flow.reopened": flow_reopened,
     "flow.sealed": flow_sealed,
     **{f"flow.{status}": flow_finished for status in FLOW_FINAL},
 }

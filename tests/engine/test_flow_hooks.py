@@ -40,6 +40,8 @@ HOOK_NAMES = {
     hooks.flow_join_changed: "flow_join_changed",
     hooks.flow_member_unblocked: "flow_member_unblocked",
     hooks.flow_dependency_failed: "flow_dependency_failed",
+    hooks.flow_member_healed: "flow_member_healed",
+    hooks.flow_reopened: "flow_reopened",
     hooks.flow_sealed: "flow_sealed",
     hooks.flow_finished: "flow_finished",
     hooks.run_finished: "run_finished",
@@ -133,6 +135,25 @@ def test_a_failed_upstream_fires_dependency_failed_and_the_flow_fails(received):
         None,
     )
     assert finished["event"].payload["not_completed"] == {"extract": "failed", "load": "cancelled"}
+
+
+def test_retrying_the_failed_upstream_fires_reopened_and_member_healed(received):
+    flow = workflows.create_flow("heals")
+    extract = workflows.add_to_flow(flow, Broken, {}, member="extract")
+    workflows.add_to_flow(flow, Work, {}, member="load", after=["extract"])
+    workflows.seal_flow(flow)
+    run_pending()
+    received.clear()
+    workflows.retry_run(extract.pk)
+    run_pending()  # delivers the hooks (extract fails again: the flow fails again)
+    fired = flow_hooks(received, flow)
+    assert fired[:2] == [("flow_reopened", None), ("flow_member_healed", "load")]
+    reopened = next(call for call in received if call["hook"] == "flow_reopened")
+    assert reopened["event"].payload["member"] == "extract"
+    assert reopened["event"].payload["reopened"] == 1
+    healed = next(call for call in received if call["hook"] == "flow_member_healed")
+    assert healed["event"].payload["healed_by"] == "extract"
+    assert fired[-1] == ("flow_finished", None)
 
 
 def test_a_join_change_and_a_cancelled_flow_fire_their_hooks(received):

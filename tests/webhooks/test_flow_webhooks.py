@@ -53,6 +53,8 @@ def test_every_flow_event_is_a_webhook_type():
         "flow.member_unblocked",
         "flow.dependency_failed",
         "flow.sealed",
+        "flow.member_healed",
+        "flow.reopened",
         "flow.completed",
         "flow.failed",
         "flow.cancelled",

@@ -135,14 +135,14 @@ def with_idempotency_key(request: Request) -> Any:
 def refused_as_invalid_state(run_id: UUID, verb: Callable[[], T]) -> T:
     """Call ``verb``; if the run's (or step's) state refuses it, answer 409
     ``invalid_state`` with the run's ``allowed_actions`` now, so that the client learns
-    what it may do instead of guessing."""
+    what it may do instead of guessing. A refusal with a code of its own (a subclass of
+    :class:`InvalidTransition`: ``dependency_unmet``) answers with that code."""
     try:
         return verb()
     except InvalidTransition as exc:
         actions = ActionSerializer(explain(run_id).allowed_actions, many=True).data
-        raise APIError(
-            409, "invalid_state", exc.message, {**exc.details, "allowed_actions": actions}
-        ) from exc
+        code = "invalid_state" if exc.code == InvalidTransition.code else exc.code
+        raise APIError(409, code, exc.message, {**exc.details, "allowed_actions": actions}) from exc
 
 
 def run_detail(run_id: UUID, *, status: int = 200, already: bool | None = None) -> Response:

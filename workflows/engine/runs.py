@@ -80,10 +80,18 @@ def when_run_revives(hook: RunEnded) -> RunEnded:
     return hook
 
 
-def set_run_status(run: Run, status: RunStatus, events: EventLog, **changes: Any) -> None:
+def set_run_status(
+    run: Run,
+    status: RunStatus,
+    events: EventLog,
+    *,
+    event_details: dict[str, Any] | None = None,
+    **changes: Any,
+) -> None:
     """Compare-and-set the run from its status to ``status``; raise :class:`StaleState`
-    if it moved. Hooks registered with :func:`when_run_ends` run when it ends, those
-    registered with :func:`when_run_revives` when it comes back from a final status."""
+    if it moved; ``event_details`` go into its ``run.<status>`` event. Hooks registered
+    with :func:`when_run_ends` run when it ends, those registered with
+    :func:`when_run_revives` when it comes back from a final status."""
     source = run.status
     if status in RUN_FINAL:
         changes.setdefault("finished_at", db_now())
@@ -102,7 +110,7 @@ def set_run_status(run: Run, status: RunStatus, events: EventLog, **changes: Any
     for name in ("error", "output"):
         if name in changes:
             setattr(run, name, changes[name])
-    events.add(run.pk, f"run.{status}", source=source)
+    events.add(run.pk, f"run.{status}", source=source, **(event_details or {}))
     if status in RUN_FINAL:
         for hook in _RUN_ENDED_HOOKS:
             hook(run, events)

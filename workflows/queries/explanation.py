@@ -84,6 +84,7 @@ from workflows.definitions import (
 )
 from workflows.definitions.limits import Route
 from workflows.engine.executor import uses_django_q
+from workflows.engine.flows.heal import cancelled_for_dependency, unmet_reason
 from workflows.engine.flows.joins import JoinRule, JoinSpec, Verdict
 from workflows.engine.guards import RERUN, RETRY, RUN_VERBS, STEP_VERBS
 from workflows.engine.limits import slots
@@ -408,7 +409,11 @@ def explain(run: Run | UUID | str, *, now: datetime | None = None) -> Explanatio
         attention=row.attention,
         as_of=now,
         waiting_on=tuple(waiting_on),
-        allowed_actions=tuple(_allowed_actions(row.status, steps, _replay_refusals(row, steps))),
+        allowed_actions=tuple(
+            _allowed_actions(
+                row.status, steps, _replay_refusals(row, steps), _dependency_unmet(row, place)
+            )
+        ),
         steps=tuple(
             {
                 "id": step["id"],
@@ -1225,17 +1230,35 @@ def _replay_refusals(run: Run, steps: list[dict[str, Any]]) -> _ReplayRefusals |
     return _ReplayRefusals(retry, rerun)
 
 
+def _dependency_unmet(run: Run, place: FlowPlace | None) -> str | None:
+    """Why a member cancelled with ``dependency_failed`` may not be retried or rerun
+    (the verbs' :class:`~workflows.errors.DependencyUnmet`); ``None`` for any other run.
+    Read from the member's place, which holds its upstreams' statuses already."""
+    if place is None or not cancelled_for_dependency(run.status, run.error):
+        return None
+    return unmet_reason(
+        JoinRule.parse(place.join),
+        [(up["member"], up["status"]) for up in place.upstream],
+        more_may_come=place.flow_status == FlowStatus.OPEN,
+    )
+
+
 def _allowed_actions(
-    run_status: str, steps: list[dict[str, Any]], replay: _ReplayRefusals | None = None
+    run_status: str,
+    steps: list[dict[str, Any]],
+    replay: _ReplayRefusals | None = None,
+    unmet: str | None = None,
 ) -> list[Action]:
     """Every run verb; each step verb for the steps in a status it accepts; a ``rerun``
     refused from a step for what became of the run's work; the decisions of waiting
-    gates. In that order, steps in their order."""
+    gates. In that order, steps in their order. ``unmet``: why a member a failed
+    dependency cancelled may not be retried or rerun."""
     actions = [
         _action(
             verb.name,
             verb.summary,
             verb.refusal(run_status)
+            or (unmet if verb in (RETRY, RERUN) else None)
             or (replay.retry if replay is not None and verb is RETRY else None),
         )
         for verb in RUN_VERBS.values()

@@ -27,6 +27,8 @@ FLOW_EVENT_TYPES: tuple[str, ...] = (
     "flow.member_unblocked",
     "flow.dependency_failed",
     "flow.sealed",
+    "flow.member_healed",
+    "flow.reopened",
     *sorted(f"flow.{status}" for status in FLOW_FINAL),
 )
 """The history events of a flow (:meth:`~workflows.engine.events.EventLog.add_to_flow`):

@@ -22,6 +22,7 @@ from django.utils import timezone
 from workflows.conf import workflow_settings
 from workflows.engine import ITEM, STEP, WORK_KINDS, fire_timer, reclaim
 from workflows.engine.executor import uses_django_q
+from workflows.engine.flows.heal import failed_flows_with_running_members, reopen_failed_flow
 from workflows.engine.flows.settle import (
     blocked_members_to_decide,
     finish_flow,
@@ -280,16 +281,21 @@ def start_queued_runs(*, limit: int = 1000, dry_run: bool = False) -> ScanResult
 def repair_flows(*, limit: int = 1000, dry_run: bool = False) -> ScanResult:
     """Decide blocked flow members whose join is decided, and end sealed flows whose
     members have all ended: the backstop for what a process that died after its commit
-    left to do (a batch of downstream members, a flow's end)."""
+    left to do (a batch of downstream members, a flow's end), and reopen flows that
+    read ``failed`` while a member runs again (:mod:`workflows.engine.flows.heal`)."""
     members = _sweep(blocked_members_to_decide(limit), repair_member, "flow member", dry_run)
     flows = _sweep(
         sealed_flows_to_end(limit), lambda pk: finish_flow(pk) is not None, "end of flow", dry_run
     )
+    reopened = _sweep(
+        failed_flows_with_running_members(limit), reopen_failed_flow, "reopened flow", dry_run
+    )
+    parts = (members, flows, reopened)
     return ScanResult(
-        found=members.found + flows.found,
-        done=members.done + flows.done,
-        errors=members.errors + flows.errors,
-        skipped=members.skipped + flows.skipped,
+        found=sum(part.found for part in parts),
+        done=sum(part.done for part in parts),
+        errors=sum(part.errors for part in parts),
+        skipped=sum(part.skipped for part in parts),
     )
 
 

@@ -284,6 +284,8 @@ def end_if_done(flow: Flow, events: EventLog) -> FlowStatus | None:
     unfinished = {name: s for name, s in sorted(statuses.items()) if s != RunStatus.COMPLETED}
     status = FlowStatus.FAILED if unfinished else FlowStatus.COMPLETED
     summary: dict[str, Any] = {"members": len(statuses), "not_completed": unfinished}
+    if (flow.summary or {}).get("reopened"):  # healed after an earlier end: say so
+        summary["reopened"] = flow.summary["reopened"]
     if not cas_update(
         Flow,
         flow.pk,

@@ -194,9 +194,10 @@ def free_place(run: Run, events: EventLog) -> None:
 @when_run_revives
 def take_place_again(run: Run, events: EventLog) -> None:
     """A finished run brought back by a retry or rerun needs a free place, or the verb
-    is refused (and rolled back)."""
+    is refused (and rolled back). A flow member healed back to ``blocked`` takes its
+    place when its join lets it start, as every blocked member does."""
     limit = limit_of(run.workflow_name)
-    if run.parent_run_id is not None or limit is None:
+    if run.parent_run_id is not None or limit is None or run.status == RunStatus.BLOCKED:
         return
     waiting = _queued(run.workflow_name).count()
     if not waiting and slots.acquire(slot_key(run.workflow_name), limit, _holder(run.pk)):

@@ -27,6 +27,7 @@ from uuid import UUID
 from workflows.definitions import Workflow
 from workflows.engine.deadlines import arm_deadline
 from workflows.engine.events import actor
+from workflows.engine.flows.heal import check_dependencies, heal_downstream, lock_flow_of
 from workflows.engine.guards import RERUN
 from workflows.engine.loops.iterations import counts_its_rounds, start_next_iteration
 from workflows.engine.replay import (
@@ -72,11 +73,16 @@ def rerun_from(
     running and is refused. The run's old error is cleared, and its deadline too
     unless ``deadline`` gives a new one. Steps of a loop's body start their next
     iteration, loop nodes and polls their first round (the module docstring says why).
-    Returns the names of the reset steps.
+    Returns the names of the reset steps. A flow member: as :func:`retry_run`, refused
+    with :class:`~workflows.errors.DependencyUnmet` while a failed dependency keeps it
+    cancelled, and the members its end cancelled heal.
     """
+    lock_flow_of(run_id)
     with run_scope(run_id) as scope:
         run, workflow = scope.run, scope.workflow
         RERUN.check(run_id, run.status)
+        if check_dependencies(run, scope.events, user):
+            return []
         if step_name not in workflow.nodes:
             raise StepNotFound(
                 f"run {run_id} has no step {step_name!r}; its steps: {', '.join(workflow.nodes)}"
@@ -127,6 +133,7 @@ def rerun_from(
             reopened=sorted(name for (name,) in reopened),
             **({"compensations_rearmed": rearmed} if rearmed else {}),
         )
+        heal_downstream(run, scope.events, user)
         scope.advancer.release_stranded()
     return reset
 

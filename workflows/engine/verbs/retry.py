@@ -18,6 +18,7 @@ from workflows.definitions import FanOut, LeasedNode, Loop, Node
 from workflows.definitions.nodes import default_retry
 from workflows.engine.deadlines import arm_deadline
 from workflows.engine.events import actor
+from workflows.engine.flows.heal import check_dependencies, heal_downstream, lock_flow_of
 from workflows.engine.guards import RETRY, RETRY_STEP
 from workflows.engine.loops.iterations import counts_its_rounds, start_next_iteration
 from workflows.engine.nodes.fanout import resume_fanout
@@ -49,7 +50,9 @@ def revive(scope: RunScope, user: AnyUser | None, **changes: Any) -> None:
     error is cleared, and so is the deadline (its timer went with the run's end) unless
     ``changes`` gives one: ``changes`` are more columns of the run to set with its
     status. A revived run past its old deadline would otherwise be stopped at its
-    handlers' first heartbeat (:mod:`workflows.engine.cancellation`)."""
+    handlers' first heartbeat (:mod:`workflows.engine.cancellation`). A flow member's
+    downstream members cancelled for its failure heal (:mod:`workflows.engine.flows.heal`:
+    the caller locked the flow first, :func:`lock_flow_of`)."""
     run = scope.run
     changes.setdefault("deadline", None)
     run.deadline = changes["deadline"]
@@ -63,6 +66,7 @@ def revive(scope: RunScope, user: AnyUser | None, **changes: Any) -> None:
     )
     set_run_status(run, RunStatus.RUNNING, scope.events, error=None, finished_at=None, **changes)
     scope.events.add(run.pk, "run.resumed", by=actor(user), reopened=len(reopened))
+    heal_downstream(run, scope.events, user)
     for step_id, name in Step.objects.filter(
         run_id=run.pk, kind=FanOut.kind, status=StepStatus.PENDING, items_total__gt=0
     ).values_list("id", "name"):
@@ -134,7 +138,11 @@ def _reset_for_retry(scope: RunScope, row: StepRow, node: Node, user: AnyUser | 
 @transition
 def retry_step(step_id: int, *, user: AnyUser | None = None) -> None:
     """Run a failed (or timed-out) step again, with fresh attempts; the run resumes."""
-    with run_scope(run_of_step(step_id)) as scope:
+    run_id = run_of_step(step_id)
+    lock_flow_of(run_id)
+    with run_scope(run_id) as scope:
+        if check_dependencies(scope.run, scope.events, user):
+            return
         row = step_row(step_id)
         RETRY_STEP.check(row.name, row.status, scope.run.status)
         _reset_for_retry(scope, row, scope.workflow.nodes[row.name], user)
@@ -160,9 +168,16 @@ def retry_run(
     deadline too unless ``deadline`` gives a new one (refused for a run whose
     compensation failed: no deadline stops a compensation). Returns how many steps (or
     compensations) it retried or redid.
+
+    A flow member cancelled with ``dependency_failed`` is refused with
+    :class:`~workflows.errors.DependencyUnmet` while its join is not satisfied; the
+    members its end cancelled that way heal (:mod:`workflows.engine.flows.heal`).
     """
+    lock_flow_of(run_id)
     with run_scope(run_id) as scope:
         run = scope.run
+        if check_dependencies(run, scope.events, user):
+            return 0
         RETRY.check(run_id, run.status)
         if run.status == RunStatus.COMPENSATION_FAILED:
             if deadline is not None:

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from workflows.definitions import Gate
 from workflows.engine.events import actor
+from workflows.engine.flows.heal import lock_flow_of
 from workflows.engine.guards import SKIP_STEP
 from workflows.engine.nodes.gate import decision_output, respect_claim, stamp
 from workflows.engine.scope import RunScope, run_of_step, run_scope
@@ -35,7 +36,9 @@ def skip_step(step_id: int, *, output: Any = None, user: AnyUser | None = None) 
     operator's output; the history says who skipped it. A gate is refused: skipping one
     decides it, which :func:`skip_gate` records.
     """
-    with run_scope(run_of_step(step_id)) as scope:
+    run_id = run_of_step(step_id)
+    lock_flow_of(run_id)  # a failed member that resumes heals its flow (revive)
+    with run_scope(run_id) as scope:
         run, row = scope.run, step_row(step_id)
         SKIP_STEP.check(row.name, row.status, run.status)
         if isinstance(scope.workflow.nodes[row.name], Gate):
@@ -73,7 +76,9 @@ def skip_gate(
     statuses ``skip`` accepts, or fails the step's compare-and-set, and the skip is
     refused with :class:`InvalidTransition`.
     """
-    with run_scope(run_of_step(step_id)) as scope:
+    run_id = run_of_step(step_id)
+    lock_flow_of(run_id)  # a failed member that resumes heals its flow (revive)
+    with run_scope(run_id) as scope:
         run, row = scope.run, step_row(step_id)
         SKIP_STEP.check(row.name, row.status, run.status)
         node = scope.workflow.nodes[row.name]

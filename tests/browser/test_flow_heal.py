@@ -1,0 +1,48 @@
+"""A member a failed dependency cancelled, in a real browser at 1400 px: its run page
+lists retry and rerun under "Not possible now" with the reason, naming the failed
+upstream member (issue #35, point 1). The screenshot is kept with the test's files."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+import workflows
+from tests.browser.test_console import operator, sign_in
+from tests.engine.test_flows import Echo, finish
+from workflows.models import Run
+from workflows.status import RunStatus
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SHOTS = Path("/work/wt/notes/shots")
+
+
+def test_the_run_page_shows_why_a_member_cannot_be_retried(new_page, tmp_path):
+    operator()
+    flow = workflows.create_flow("nightly")
+    alpha = workflows.add_to_flow(flow, Echo, {}, member="alpha")
+    beta = workflows.add_to_flow(flow, Echo, {}, member="beta", after=["alpha"])
+    workflows.seal_flow(flow)
+    finish(alpha, fail=True)
+    assert Run.objects.get(pk=beta.pk).status == RunStatus.CANCELLED
+
+    page = new_page()
+    sign_in(page, f"/admin/workflows/run/{beta.pk}/change/")
+    refused = page.locator("details", has=page.get_by_text("Not possible now"))
+    refused.locator("summary").click()
+    items = refused.locator("ul.refused li")
+    retry = items.filter(has_text="retry").first
+    assert retry.is_visible()
+    text = retry.inner_text()
+    assert "'alpha' (failed)" in text
+    assert "retry the failed upstream member" in text
+    assert not page.locator('.actions a.button:has-text("Retry")').count()
+
+    shot = tmp_path / "heal-run-page.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 0
+    if SHOTS.is_dir():
+        shutil.copy(shot, SHOTS / "heal-run-page.png")
