@@ -11,7 +11,10 @@ this page's last event. A ``C`` that is no event of this run is a 400 naming
 ``GET /events/?consumer=NAME&limit=N&wait=S`` hands consumer ``NAME`` the events after
 its acknowledged position, each with a ``cursor``; ``POST /events/ack/`` with
 ``{"consumer", "cursor"}`` moves the position (:mod:`workflows.services.consumers`).
-Reading needs ``workflows.view_run``, acknowledging ``workflows.operate_run``.
+Reading needs ``workflows.view_run``, acknowledging ``workflows.operate_run``. Reading
+writes nothing: an unknown consumer is a 404 ``consumer_not_found``; a consumer is
+created by ``POST /events/consumers/`` (:mod:`workflows.api.consumers`) or by the first
+acknowledgement of a caller who also holds ``workflows.manage_consumers``.
 
 With ``wait=S`` (0 to 60 s) an empty answer waits until an event commits, or ``S``
 seconds; the request holds no database transaction meanwhile
@@ -45,6 +48,7 @@ from workflows.api.serializers_runs import EventSerializer
 from workflows.api.strict import StrictCharField, StrictSerializer
 from workflows.errors import InvalidInput
 from workflows.queries.event_waits import wait_for_events
+from workflows.services.access import MANAGE_EVENT_CONSUMERS
 from workflows.services.consumers import MAX_CONSUME_LIMIT, ack, consume
 
 RUN_EVENT_PARAMETERS = [
@@ -166,7 +170,8 @@ class EventsView(FlowsiteAPIView):
                 "consumer",
                 OpenApiTypes.STR,
                 required=True,
-                description="the consumer's name; a new name starts at the first event",
+                description="the consumer's name (POST /api/events/consumers/ creates "
+                "one); an unknown name is a 404",
             ),
             OpenApiParameter(
                 "limit",
@@ -175,7 +180,7 @@ class EventsView(FlowsiteAPIView):
             ),
             WAIT_PARAMETER,
         ],
-        responses={200: ConsumedSerializer, **error_responses(400, 401, 403)},
+        responses={200: ConsumedSerializer, **error_responses(400, 401, 403, 404, 429)},
     )
     def get(self, request: Request) -> Response:
         """The events after the consumer's acknowledged position: the same ones again
@@ -183,7 +188,7 @@ class EventsView(FlowsiteAPIView):
         query = checked_query(request, ConsumeQuerySerializer)
         timeout = wait_seconds(request)
         try:
-            events = consume(query["consumer"], query["limit"], wait=timeout)
+            events = consume(query["consumer"], query["limit"], wait=timeout, create=False)
         except InvalidInput as exc:
             raise _as_validation_error(exc) from None
         return Response(
@@ -199,14 +204,19 @@ class EventAckView(FlowsiteAPIView):
     @extend_schema(
         operation_id="events_ack",
         request=AckSerializer,
-        responses={200: AckResultSerializer, **error_responses(400, 401, 403, 413)},
+        responses={200: AckResultSerializer, **error_responses(400, 401, 403, 404, 413)},
     )
     def post(self, request: Request) -> Response:
-        """Move the consumer past the event the cursor came with; forward only."""
+        """Move the consumer past the event the cursor came with; forward only. An
+        unknown consumer is created by it if the caller may manage consumers, else 404."""
         body = AckSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
-            done = ack(body.validated_data["consumer"], body.validated_data["cursor"])
+            done = ack(
+                body.validated_data["consumer"],
+                body.validated_data["cursor"],
+                create=MANAGE_EVENT_CONSUMERS.allows(request.user),
+            )
         except InvalidInput as exc:
             raise _as_validation_error(exc) from None
         return Response(
