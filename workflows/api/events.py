@@ -40,6 +40,7 @@ from workflows.api.long_poll import (
     WAIT_PARAMETER,
     checked_query,
     wait_seconds,
+    waiting,
     without_request_transaction,
 )
 from workflows.api.pagination import InSequence
@@ -100,9 +101,9 @@ def run_events_page(request: Request, run_id: UUID) -> Response:
     after = _after_seq(request)
     # The paged lists' own check: a whole number in range, or a 400 naming page_size.
     page_size = InSequence().get_page_size(request)
-    timeout = wait_seconds(request)
     try:
-        events = wait_for_events(run_id, after=after, timeout=timeout, limit=page_size)
+        with waiting(request) as timeout:
+            events = wait_for_events(run_id, after=after, timeout=timeout, limit=page_size)
     except InvalidInput as exc:
         raise _as_validation_error(exc) from None
     next_url = None
@@ -186,9 +187,10 @@ class EventsView(FlowsiteAPIView):
         """The events after the consumer's acknowledged position: the same ones again
         until it acknowledges them."""
         query = checked_query(request, ConsumeQuerySerializer)
-        timeout = wait_seconds(request)
+        wait_seconds(request)  # a bad wait is a 400 before the consumer is looked up
         try:
-            events = consume(query["consumer"], query["limit"], wait=timeout, create=False)
+            with waiting(request) as timeout:
+                events = consume(query["consumer"], query["limit"], wait=timeout, create=False)
         except InvalidInput as exc:
             raise _as_validation_error(exc) from None
         return Response(
