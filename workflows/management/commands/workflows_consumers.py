@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand
 
 from workflows.management.arguments import acting_user, refusals_as_command_errors
 from workflows.management.output import table, to_json
+from workflows.permissions import MANAGE_CONSUMERS
 from workflows.queries.consumers import consumer_lags
 from workflows.queries.event_cursor import encode_cursor
 from workflows.services.consumers import create_consumer, delete_consumer
@@ -23,7 +24,7 @@ class Command(BaseCommand):
         "acknowledged. 'create NAME' creates a consumer at the start of the history "
         "(reading over HTTP never creates one: an unknown name is a 404); 'delete NAME' "
         "deletes one (its events stay). --user names who does it; that user must hold "
-        "workflows.manage_consumers."
+        f"{MANAGE_CONSUMERS}."
     )
 
     def add_arguments(self, parser: Any) -> None:
@@ -39,7 +40,7 @@ class Command(BaseCommand):
             verb.add_argument(
                 "--user",
                 metavar="U",
-                help="username of who does it (must hold workflows.manage_consumers)",
+                help=f"username of who does it (must hold {MANAGE_CONSUMERS})",
             )
             verb.add_argument("--json", action="store_true", help="print the result as JSON")
         # Listing is the default: its option works without the word "list" too.
