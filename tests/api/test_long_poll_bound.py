@@ -118,3 +118,19 @@ def test_a_poll_whose_client_stays_is_answered_on_the_commit(server):
     workflows.models.Event.objects.create(run=run, type="arrived")
     status, _, body = _answer(sock)
     assert status == 200 and [event["type"] for event in body["events"]] == ["arrived"]
+
+
+def test_a_peek_tells_a_closed_client_from_a_quiet_or_talkative_one():
+    from workflows.api.long_poll import hung_up
+
+    server_side, client_side = socket.socketpair()
+    try:
+        assert not hung_up(server_side)  # quiet: nothing to read
+        client_side.sendall(b"GET / HTTP/1.1\r\n")  # a pipelined request: still there
+        assert not hung_up(server_side)
+        assert server_side.recv(100).startswith(b"GET")  # the peek consumed nothing
+        client_side.close()
+        assert hung_up(server_side)
+    finally:
+        server_side.close()
+    assert hung_up(server_side)  # a closed descriptor counts as gone, without raising
