@@ -13,7 +13,12 @@ scratch database), as :mod:`bench.waits` does. It bulk-inserts ``--runs`` runs o
   without the horizon condition (what the horizon costs a read), median milliseconds
   of ``--repeats``;
 - the consumers' lag (``consumer_lags``, the console page and the metric) with five
-  consumers at different positions.
+  consumers at different positions;
+- reads write nothing (``--names``, 1,000): that many names read with
+  ``GET /api/events/?consumer=NAME``. *Before* the fix each read registered a consumer
+  (reproduced here by ``workflows.consume(name)``, what that GET called); *after*, the
+  same GETs are 404s that leave no row. Each time: the console's consumers page and a
+  Prometheus scrape (``generate_latest`` of the metrics registry), median ms.
 
 Prints figures and asserts no timing.
 """
@@ -67,6 +72,8 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=30)
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--names", type=int, default=1_000)
+    parser.add_argument("--page-repeats", type=int, default=5)
     args = parser.parse_args()
     with database() as described:
         import workflows
@@ -123,6 +130,62 @@ def main() -> None:
                 ),
             ]
         )
+        print_table(names_read(args.names, args.page_repeats))
+
+
+def names_read(count: int, repeats: int) -> list[tuple[str, str]]:
+    """The consumers page and a scrape after ``count`` names were read, before (each
+    read registered a consumer) and after (reads are 404s and write nothing)."""
+    from django.contrib.auth.models import User
+    from django.test import Client
+    from prometheus_client import generate_latest
+    from rest_framework.authtoken.models import Token
+
+    import workflows
+    from workflows.metrics.prometheus import registry
+    from workflows.models import EventConsumer
+
+    admin = User.objects.filter(username="bench-admin").first() or User.objects.create_superuser(
+        "bench-admin", password="pw"
+    )
+    browser = Client(HTTP_HOST="127.0.0.1")
+    browser.force_login(admin)
+    api = Client(
+        HTTP_HOST="127.0.0.1",
+        HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=admin)[0].key}",
+    )
+
+    def page() -> None:
+        response = browser.get("/admin/workflows/run/consumers/")
+        assert response.status_code == 200, response.status_code
+
+    def scrape() -> None:
+        generate_latest(registry)
+
+    rows: list[tuple[str, str]] = []
+    EventConsumer.objects.all().delete()
+    started = time.perf_counter()
+    for n in range(count):
+        workflows.consume(f"reader-{n}", limit=1)  # what GET /api/events/ did before
+    rows.append((f"before: {count} names read (s)", f"{time.perf_counter() - started:.1f}"))
+    rows.append(("before: consumers left behind", f"{EventConsumer.objects.count()}"))
+    rows.append(("before: consumers page (ms)", median_ms(page, repeats)))
+    rows.append(("before: Prometheus scrape (ms)", median_ms(scrape, repeats)))
+    EventConsumer.objects.all().delete()
+    statuses = set()
+    started = time.perf_counter()
+    for n in range(count):
+        statuses.add(api.get("/api/events/", {"consumer": f"reader-{n}"}).status_code)
+    rows.append(
+        (
+            f"after: {count} GETs (s), status {sorted(statuses)}",
+            f"{time.perf_counter() - started:.1f}",
+        )
+    )
+    rows.append(("after: consumers left behind", f"{EventConsumer.objects.count()}"))
+    rows.append(("after: consumers page (ms)", median_ms(page, repeats)))
+    rows.append(("after: Prometheus scrape (ms)", median_ms(scrape, repeats)))
+    return rows
 
 
 if __name__ == "__main__":

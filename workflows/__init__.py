@@ -30,6 +30,7 @@ from workflows.definitions import (
 from workflows.errors import (
     CallbackAlreadyUsed,
     CallbackExpired,
+    ConsumerNotFound,
     DatabaseBusy,
     DefinitionError,
     DefinitionMissing,
@@ -56,6 +57,7 @@ from workflows.errors import (
     StaleState,
     StaleVersion,
     StepNotFound,
+    TooManyWaits,
     UnknownSignal,
     WaitTimeout,
     WorkflowError,
@@ -121,6 +123,8 @@ if TYPE_CHECKING:
     from workflows.services.consumers import (
         ack as ack,
         consume as consume,
+        create_consumer as create_consumer,
+        delete_consumer as delete_consumer,
     )
     from workflows.services.flows import (
         add_dependency as add_dependency,
@@ -180,6 +184,8 @@ _LAZY: dict[str, str] = {
     "wait_for_events": "workflows.queries.event_waits",
     "consume": "workflows.services.consumers",
     "ack": "workflows.services.consumers",
+    "create_consumer": "workflows.services.consumers",
+    "delete_consumer": "workflows.services.consumers",
     "wait_for": "workflows.queries.results",
     "pending_waits": "workflows.queries.waits",
 }
@@ -188,6 +194,7 @@ __all__ = [
     "Budget",
     "CallbackAlreadyUsed",
     "CallbackExpired",
+    "ConsumerNotFound",
     "DatabaseBusy",
     "DefinitionError",
     "DefinitionMissing",
@@ -225,6 +232,7 @@ __all__ = [
     "StepNotFound",
     "SubWorkflow",
     "Task",
+    "TooManyWaits",
     "UnknownSignal",
     "WaitForSignal",
     "WaitTimeout",

@@ -72,6 +72,9 @@ DEFAULTS: dict[str, Any] = {
     "ATTENTION_UNDISPATCHED_GRACE": None,
     # The HTTP API refuses JSON bodies larger than this (413 payload_too_large).
     "API_MAX_BODY_BYTES": 1024 * 1024,
+    # Long polls (``?wait=S``) one user may hold at once in one server process; one more
+    # is a 429 too_many_waits. Each holds a thread of a threaded server while it waits.
+    "LONG_POLLS_PER_USER": 8,
     # The callback endpoints, authorised by their token alone, are throttled per client
     # address (DRF rate syntax).
     "API_CALLBACK_RATE": "600/min",
@@ -120,7 +123,7 @@ _POSITIVE = (
     "WORKER_PRESENCE_INTERVAL",
 )
 # Settings that must hold a whole number of one or more.
-_COUNTS = ("FRAMES_PER_ATTEMPT", "FRAME_BYTES_PER_ATTEMPT")
+_COUNTS = ("FRAMES_PER_ATTEMPT", "FRAME_BYTES_PER_ATTEMPT", "LONG_POLLS_PER_USER")
 # What ATTENTION_UNDISPATCHED_GRACE adds to REDISPATCH_AFTER when it is not set.
 UNDISPATCHED_MARGIN = timedelta(seconds=30)
 

@@ -250,3 +250,19 @@ class SignalTokenWrongSignal(SignalTokenRefused):
     """The signal token allows another signal than the one named with it."""
 
     code = "signal_token_wrong_signal"
+
+
+class ConsumerNotFound(WorkflowError):
+    """No event consumer has this name. Reading creates none: a consumer is created by
+    ``POST /api/events/consumers/`` (``workflows.create_consumer``), by
+    ``workflows.consume`` in code, or by its first acknowledgement, each by a caller who
+    may manage consumers."""
+
+    code = "consumer_not_found"
+
+
+class TooManyWaits(WorkflowError):
+    """This user already holds as many long polls (``?wait=``) as
+    ``WORKFLOWS["LONG_POLLS_PER_USER"]`` allows; retry when one of them has answered."""
+
+    code = "too_many_waits"

@@ -631,6 +631,9 @@ class EventConsumer(models.Model):
 
     class Meta:
         ordering = ["name"]
+        permissions = [
+            ("manage_consumers", "Can create and delete event consumers"),
+        ]
 
     def __str__(self) -> str:
         return self.name

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CHANGE_WEBHOOKENDPOINT",
     "EVERY_PERMISSION",
+    "MANAGE_CONSUMERS",
     "OPERATE_RUN",
     "OVERRIDE_GATE_CLAIM",
     "OVERRIDE_GATE_RULE",
@@ -67,6 +68,12 @@ CHANGE_WEBHOOKENDPOINT = "workflows.change_webhookendpoint"
 """Replay webhook deliveries (besides changing endpoints: Django's change permission
 on webhook endpoints, which decides where workers send data)."""
 
+MANAGE_CONSUMERS = "workflows.manage_consumers"
+"""Create and delete event consumers (``POST``/``DELETE /api/events/consumers/``, the
+console's Consumers page, ``workflows_consumers``), and acknowledge for a consumer that
+does not exist yet (which creates it). Reading a consumer's events needs only
+:data:`VIEW_RUN` and never creates one."""
+
 EVERY_PERMISSION = (
     VIEW_RUN,
     START_RUN,
@@ -77,5 +84,6 @@ EVERY_PERMISSION = (
     OVERRIDE_GATE_CLAIM,
     OVERRIDE_GATE_RULE,
     CHANGE_WEBHOOKENDPOINT,
+    MANAGE_CONSUMERS,
 )
 """Each of the above, for checks that every one of them exists."""

@@ -79,6 +79,7 @@ ROLES: dict[str, tuple[str, ...]] = {
     "viewer": ("view_run",),
     "starter": ("view_run", "start_run"),
     "operator": ("view_run", "operate_run"),
+    "manager": ("view_run", "manage_consumers"),
 }
 
 

@@ -12,13 +12,14 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 import workflows
-from tests.admin.admin_console import staff
+from tests.admin.admin_console import notes, staff
 from tests.metrics.test_metrics import ENABLED, scrape
-from workflows.models import Event, Run
+from workflows.models import Event, EventConsumer, Run
 
 pytestmark = pytest.mark.django_db
 
 CONSUMERS = "admin:workflows_consumers"
+DELETE = "admin:workflows_consumer_delete"
 
 
 def _events(count: int) -> list[int]:
@@ -81,3 +82,33 @@ def test_the_metric_gives_each_consumers_lag(client):
         if name == "flowsite_event_consumer_lag"
     }
     assert lags == {"billing": 3, "audit": 5, "<b>odd</b>": 5}
+
+
+def test_a_manager_deletes_a_consumer_after_confirming(client):
+    _consumers()
+    client.force_login(staff("manager"))
+    page = client.get(reverse(CONSUMERS)).content.decode()
+    link = f"{reverse(DELETE)}?name=%3Cb%3Eodd%3C%2Fb%3E"
+    assert unescape(link) in unescape(page)
+    confirm = client.get(link)
+    assert confirm.status_code == 200
+    assert "3 events" not in unescape(confirm.content.decode())
+    assert "5 events not yet acknowledged" in unescape(confirm.content.decode())
+    assert EventConsumer.objects.filter(name="<b>odd</b>").exists()  # a GET deletes nothing
+    done = client.post(reverse(DELETE), {"name": "<b>odd</b>"})
+    assert done.status_code == 302 and done["Location"] == reverse(CONSUMERS)
+    assert notes(done) == ["Consumer “<b>odd</b>” deleted."]
+    assert sorted(EventConsumer.objects.values_list("name", flat=True)) == ["audit", "billing"]
+    again = client.post(reverse(DELETE), {"name": "<b>odd</b>"})
+    assert notes(again)[-1] == (
+        "Deleting the consumer refused: no event consumer is named '<b>odd</b>'. Nothing changed."
+    )
+
+
+def test_deleting_needs_the_permission_to_manage_consumers(client):
+    _consumers()
+    client.force_login(staff("operator"))
+    assert "Delete" not in client.get(reverse(CONSUMERS)).content.decode()
+    assert client.get(f"{reverse(DELETE)}?name=audit").status_code == 403
+    assert client.post(reverse(DELETE), {"name": "audit"}).status_code == 403
+    assert EventConsumer.objects.filter(name="audit").exists()

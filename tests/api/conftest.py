@@ -17,6 +17,7 @@ ROLE_PERMISSIONS = {
     "viewer": ["view_run"],
     "starter": ["view_run", "start_run"],
     "operator": ["view_run", "operate_run"],
+    "manager": ["view_run", "operate_run", "manage_consumers"],
 }
 
 

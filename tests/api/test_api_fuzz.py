@@ -48,7 +48,9 @@ def api_schema(db: Any) -> Iterator[Any]:
     populate()
     user = User.objects.create_user("fuzzer")
     user.user_permissions.add(
-        *Permission.objects.filter(codename__in=["view_run", "start_run", "operate_run"])
+        *Permission.objects.filter(
+            codename__in=["view_run", "start_run", "operate_run", "manage_consumers"]
+        )
     )
     token = Token.objects.create(user=user)
     response = Client().get("/api/schema/", HTTP_AUTHORIZATION=f"Token {token.key}")

@@ -23,9 +23,15 @@ def _consume(api, name: str, role: str = "viewer", **query) -> list[dict]:
     return response.json()["events"]
 
 
+def _create(api, name: str) -> None:
+    response = api("manager").post("/api/events/consumers/", {"name": name}, format="json")
+    assert response.status_code == 201, response.content
+
+
 def test_a_consumer_gets_events_until_it_acks_them(api):
     run = _run()
     ids = [Event.objects.create(run=run, type=f"e{n}").pk for n in range(3)]
+    _create(api, "http")
     events = _consume(api, "http", limit=2)
     assert [event["id"] for event in events] == ids[:2]
     assert set(events[0]) == {"id", "cursor", "run", "step", "type", "payload", "created_at"}
@@ -132,6 +138,7 @@ def test_a_long_poll_returns_when_an_event_commits(api, endpoint):
         else "/api/events/?consumer=poller&wait=60"
     )
     if endpoint == "consumer":
+        _create(api, "poller")
         events = _consume(api, "poller", wait=60)
         api("operator").post(
             "/api/events/ack/",

@@ -24,7 +24,7 @@ from workflows.admin import runs as admin_runs
 from workflows.admin.actions import bulk_actions, run_action
 from workflows.admin.approvals import ApprovalsViews
 from workflows.admin.changelist import SafeChangelistMixin
-from workflows.admin.consumers import consumers
+from workflows.admin.consumers import consumer_delete, consumers
 from workflows.admin.dashboard import dashboard
 from workflows.admin.deadlines import DeadlineFilter
 from workflows.admin.live.log import step_log
@@ -138,6 +138,11 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
             path("start/", wrap(partial(start_run, self)), name="workflows_run_start"),
             path("waits/", wrap(partial(waits, self)), name="workflows_waits"),
             path("consumers/", wrap(partial(consumers, self)), name="workflows_consumers"),
+            path(
+                "consumers/delete/",
+                wrap(partial(consumer_delete, self)),
+                name="workflows_consumer_delete",
+            ),
             path(
                 "<str:run_id>/act/<str:verb>/",
                 wrap(partial(run_action, self)),

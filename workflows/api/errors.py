@@ -37,6 +37,9 @@ _STATUS_OF: list[tuple[type[errors.WorkflowError], int]] = [
     (errors.StepNotFound, status.HTTP_404_NOT_FOUND),
     (errors.DefinitionMissing, status.HTTP_404_NOT_FOUND),
     (errors.FlowNotFound, status.HTTP_404_NOT_FOUND),
+    (errors.ConsumerNotFound, status.HTTP_404_NOT_FOUND),
+    # Too many long polls of one user at once: retry when one has answered.
+    (errors.TooManyWaits, status.HTTP_429_TOO_MANY_REQUESTS),
     (errors.CallbackExpired, status.HTTP_410_GONE),
     (errors.InvalidCallbackToken, status.HTTP_403_FORBIDDEN),
     # A signal token: expired is gone for good; the others do not allow this request.
@@ -72,7 +75,7 @@ _SUSPICIOUS: list[tuple[type[SuspiciousOperation], int, str, str]] = [
     ),
 ]
 # Errors a client may retry as they are (the state may have moved on by then).
-_RETRYABLE = (errors.RunBusy,)
+_RETRYABLE = (errors.RunBusy, errors.TooManyWaits)
 # Engine codes the API spells as its callers know them (the names); the
 # engine's own code stays in ``details.engine_code`` for operators grepping logs.
 _API_CODE_OF: list[tuple[type[errors.WorkflowError], str]] = [
@@ -188,8 +191,14 @@ def _workflow_error(exc: errors.WorkflowError) -> Response:
     code = next((api_code for kind, api_code in _API_CODE_OF if isinstance(exc, kind)), exc.code)
     if code != exc.code:
         details["engine_code"] = exc.code
+    headers = {"Retry-After": "1"} if isinstance(exc, errors.TooManyWaits) else None
     return error_response(
-        status_code, code, exc.message, details, retryable=isinstance(exc, _RETRYABLE)
+        status_code,
+        code,
+        exc.message,
+        details,
+        retryable=isinstance(exc, _RETRYABLE),
+        headers=headers,
     )
 
 

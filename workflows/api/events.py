@@ -11,7 +11,10 @@ this page's last event. A ``C`` that is no event of this run is a 400 naming
 ``GET /events/?consumer=NAME&limit=N&wait=S`` hands consumer ``NAME`` the events after
 its acknowledged position, each with a ``cursor``; ``POST /events/ack/`` with
 ``{"consumer", "cursor"}`` moves the position (:mod:`workflows.services.consumers`).
-Reading needs ``workflows.view_run``, acknowledging ``workflows.operate_run``.
+Reading needs ``workflows.view_run``, acknowledging ``workflows.operate_run``. Reading
+writes nothing: an unknown consumer is a 404 ``consumer_not_found``; a consumer is
+created by ``POST /events/consumers/`` (:mod:`workflows.api.consumers`) or by the first
+acknowledgement of a caller who also holds ``workflows.manage_consumers``.
 
 With ``wait=S`` (0 to 60 s) an empty answer waits until an event commits, or ``S``
 seconds; the request holds no database transaction meanwhile
@@ -37,6 +40,7 @@ from workflows.api.long_poll import (
     WAIT_PARAMETER,
     checked_query,
     wait_seconds,
+    waiting,
     without_request_transaction,
 )
 from workflows.api.pagination import InSequence
@@ -45,6 +49,7 @@ from workflows.api.serializers_runs import EventSerializer
 from workflows.api.strict import StrictCharField, StrictSerializer
 from workflows.errors import InvalidInput
 from workflows.queries.event_waits import wait_for_events
+from workflows.services.access import MANAGE_EVENT_CONSUMERS
 from workflows.services.consumers import MAX_CONSUME_LIMIT, ack, consume
 
 RUN_EVENT_PARAMETERS = [
@@ -96,9 +101,9 @@ def run_events_page(request: Request, run_id: UUID) -> Response:
     after = _after_seq(request)
     # The paged lists' own check: a whole number in range, or a 400 naming page_size.
     page_size = InSequence().get_page_size(request)
-    timeout = wait_seconds(request)
     try:
-        events = wait_for_events(run_id, after=after, timeout=timeout, limit=page_size)
+        with waiting(request) as timeout:
+            events = wait_for_events(run_id, after=after, timeout=timeout, limit=page_size)
     except InvalidInput as exc:
         raise _as_validation_error(exc) from None
     next_url = None
@@ -166,7 +171,8 @@ class EventsView(FlowsiteAPIView):
                 "consumer",
                 OpenApiTypes.STR,
                 required=True,
-                description="the consumer's name; a new name starts at the first event",
+                description="the consumer's name (POST /api/events/consumers/ creates "
+                "one); an unknown name is a 404",
             ),
             OpenApiParameter(
                 "limit",
@@ -175,15 +181,16 @@ class EventsView(FlowsiteAPIView):
             ),
             WAIT_PARAMETER,
         ],
-        responses={200: ConsumedSerializer, **error_responses(400, 401, 403)},
+        responses={200: ConsumedSerializer, **error_responses(400, 401, 403, 404, 429)},
     )
     def get(self, request: Request) -> Response:
         """The events after the consumer's acknowledged position: the same ones again
         until it acknowledges them."""
         query = checked_query(request, ConsumeQuerySerializer)
-        timeout = wait_seconds(request)
+        wait_seconds(request)  # a bad wait is a 400 before the consumer is looked up
         try:
-            events = consume(query["consumer"], query["limit"], wait=timeout)
+            with waiting(request) as timeout:
+                events = consume(query["consumer"], query["limit"], wait=timeout, create=False)
         except InvalidInput as exc:
             raise _as_validation_error(exc) from None
         return Response(
@@ -199,14 +206,19 @@ class EventAckView(FlowsiteAPIView):
     @extend_schema(
         operation_id="events_ack",
         request=AckSerializer,
-        responses={200: AckResultSerializer, **error_responses(400, 401, 403, 413)},
+        responses={200: AckResultSerializer, **error_responses(400, 401, 403, 404, 413)},
     )
     def post(self, request: Request) -> Response:
-        """Move the consumer past the event the cursor came with; forward only."""
+        """Move the consumer past the event the cursor came with; forward only. An
+        unknown consumer is created by it if the caller may manage consumers, else 404."""
         body = AckSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
-            done = ack(body.validated_data["consumer"], body.validated_data["cursor"])
+            done = ack(
+                body.validated_data["consumer"],
+                body.validated_data["cursor"],
+                create=MANAGE_EVENT_CONSUMERS.allows(request.user),
+            )
         except InvalidInput as exc:
             raise _as_validation_error(exc) from None
         return Response(

@@ -21,7 +21,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from workflows.api.long_poll import WAIT_PARAMETER, checked_query, wait_seconds
+from workflows.api.long_poll import WAIT_PARAMETER, checked_query, wait_seconds, waiting
 from workflows.errors import StepNotFound
 from workflows.models import Run
 from workflows.queries.frames import DEFAULT_FRAMES_LIMIT, MAX_FRAMES_LIMIT, MAX_SEQ, frames
@@ -77,18 +77,21 @@ class FramePageSerializer(serializers.Serializer):
 def step_frames_page(request: Request, run: Run, step: str) -> Response:
     """The answer of ``GET /runs/{id}/steps/{step}/frames/`` (see the module)."""
     query = checked_query(request, FramesQuerySerializer)
-    seconds = wait_seconds(request)
+    wait_seconds(request)  # a bad wait is a 400 before the step is looked up
     if not (step.isascii() and (step.isidentifier() or step.isdigit())):
         # Step names are identifiers and ids digits: anything else (a NUL, which
         # PostgreSQL refuses in a parameter) names no step.
         raise StepNotFound(f"run {run.pk} has no step {step!r}", step=step)
     found = step_in_run(run, step)
-    page = long_poll(
-        [f"frames:{found.pk}"],
-        lambda: frames(found, after=query["after"], limit=query["limit"], stream=query["stream"]),
-        until=bool,
-        timeout=seconds,
-    )
+    with waiting(request) as seconds:
+        page = long_poll(
+            [f"frames:{found.pk}"],
+            lambda: frames(
+                found, after=query["after"], limit=query["limit"], stream=query["stream"]
+            ),
+            until=bool,
+            timeout=seconds,
+        )
     if seconds:
         found.refresh_from_db(fields=["frames_dropped"])  # trimmed meanwhile, maybe
     return Response(

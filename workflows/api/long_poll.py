@@ -7,6 +7,10 @@ side every such endpoint shares:
 
 - :func:`wait_seconds` reads ``wait``: a number of seconds from 0 to :data:`MAX_WAIT`;
   anything else is a 400 ``validation_error`` naming ``wait``. Absent, 0: no waiting.
+- :func:`waiting` is the block a view waits in: it reads ``wait``, holds one of the
+  user's ``WORKFLOWS["LONG_POLLS_PER_USER"]`` slots while it waits (one more is a 429
+  ``too_many_waits``, :class:`~workflows.errors.TooManyWaits`, refused before any
+  wait), and stops the wait when the client has hung up (:func:`client_gone`).
 - :func:`checked_query` reads the rest of such an endpoint's query string through a
   serializer: a 400 ``validation_error`` naming the bad parameter.
 - :func:`without_request_transaction` marks a view so that ``ATOMIC_REQUESTS`` does not
@@ -19,10 +23,15 @@ side every such endpoint shares:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import select
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from django.db import connections
+from django.http import HttpRequest
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
@@ -30,6 +39,9 @@ from rest_framework.request import Request
 from rest_framework.viewsets import ViewSetMixin
 
 from workflows.api.errors import APIError
+from workflows.conf import workflow_settings
+from workflows.errors import TooManyWaits
+from workflows.queries.long_poll import stopping_when
 
 # The longest wait a request may ask for, in seconds: past it proxies and clients time out.
 MAX_WAIT = 60.0
@@ -102,3 +114,114 @@ class LongPollViews(ViewSetMixin):
         if actions and cls.long_poll_actions & set(actions.values()):
             without_request_transaction(view)
         return view
+
+
+# The long polls each user holds now, in this process: user key -> count.
+_held: dict[str, int] = {}
+_held_lock = threading.Lock()
+
+
+def waits_in_progress() -> int:
+    """How many long polls this process holds now (every user's)."""
+    with _held_lock:
+        return sum(_held.values())
+
+
+def _user_key(request: Request) -> str:
+    user = request.user
+    if user is not None and user.is_authenticated:
+        return f"user:{user.pk}"
+    return f"address:{request.META.get('REMOTE_ADDR', '')}"
+
+
+@contextmanager
+def _slot(request: Request) -> Iterator[None]:
+    key = _user_key(request)
+    limit = workflow_settings.LONG_POLLS_PER_USER
+    with _held_lock:
+        if _held.get(key, 0) >= limit:
+            raise TooManyWaits(
+                f"this user already holds {limit} long polls (LONG_POLLS_PER_USER); "
+                "retry when one has answered",
+                limit=limit,
+            )
+        _held[key] = _held.get(key, 0) + 1
+    try:
+        yield
+    finally:
+        with _held_lock:
+            _held[key] -= 1
+            if not _held[key]:
+                del _held[key]
+
+
+@contextmanager
+def waiting(request: Request) -> Iterator[float]:
+    """The block a long poll waits in; yields its ``wait`` (:func:`wait_seconds`).
+
+    With a wait above 0, it holds one of the user's slots (:class:`TooManyWaits` when
+    they hold ``LONG_POLLS_PER_USER`` already) and makes every
+    :func:`~workflows.queries.long_poll.long_poll` inside stop as soon as the client has
+    hung up (:func:`client_gone`).
+    """
+    seconds = wait_seconds(request)
+    if not seconds:
+        yield seconds
+        return
+    with _slot(request), stopping_when(client_gone(request)):
+        yield seconds
+
+
+# Attributes leading from a WSGI server's input stream to the connection's socket:
+# Django's runserver (its LimitedStream keeps the bound ``_read`` of a BufferedReader,
+# whose ``raw`` SocketIO keeps ``_sock``), wsgiref, and servers that keep it as ``sock``.
+_TOWARDS_SOCKET = ("stream", "_read", "raw", "_sock", "sock", "rfile", "_rfile")
+
+
+def request_socket(request: Request | HttpRequest) -> socket.socket | None:
+    """The client connection's socket, where the server lets it be found: gunicorn puts
+    it in ``environ["gunicorn.socket"]``; under runserver (and wsgiref) it is behind
+    ``wsgi.input``. ``None`` under ASGI, the test client, or a server that hides it."""
+    meta = request.META
+    found = meta.get("gunicorn.socket")
+    if isinstance(found, socket.socket):
+        return found
+    current: Any = meta.get("wsgi.input")
+    for _ in range(6):
+        if isinstance(current, socket.socket):
+            return current
+        current = next(
+            (getattr(current, name) for name in _TOWARDS_SOCKET if hasattr(current, name)), None
+        )
+        current = getattr(current, "__self__", current)  # a bound method: its object
+        if current is None:
+            return None
+    return current if isinstance(current, socket.socket) else None
+
+
+def hung_up(sock: socket.socket) -> bool:
+    """Whether the peer of ``sock`` has closed the connection (or it broke).
+
+    A look that never blocks and reads nothing: ``select`` with no timeout says whether
+    the socket is readable; a readable socket whose ``MSG_PEEK`` of one byte returns
+    nothing is at end of file, i.e. the client closed its side. Bytes waiting (a
+    pipelined request) mean the client is there.
+    """
+    try:
+        readable, _, failed = select.select([sock], [], [sock], 0)
+        if failed:
+            return True
+        if not readable:
+            return False
+        return sock.recv(1, socket.MSG_PEEK) == b""
+    except (OSError, ValueError):  # reset, closed, or no longer a descriptor
+        return True
+
+
+def client_gone(request: Request | HttpRequest) -> Callable[[], bool] | None:
+    """A check that says whether ``request``'s client has hung up, or ``None`` when its
+    socket cannot be found (see :func:`request_socket`)."""
+    sock = request_socket(request)
+    if sock is None:
+        return None
+    return lambda: hung_up(sock)

@@ -11,7 +11,12 @@ from typing import Any
 
 from rest_framework.permissions import BasePermission
 
-from workflows.services.access import OPERATE_RUNS, START_RUNS, VIEW_RUNS
+from workflows.services.access import (
+    MANAGE_EVENT_CONSUMERS,
+    OPERATE_RUNS,
+    START_RUNS,
+    VIEW_RUNS,
+)
 
 
 class _HasPermission(BasePermission):
@@ -41,5 +46,13 @@ class CanOperateRuns(_HasPermission):
     """Cancel, terminate, pause, resume, retry, rerun, skip, signal (``workflows.operate_run``)."""
 
     access = OPERATE_RUNS
+    permission = access.permission
+    message = access.refusal
+
+
+class CanManageConsumers(_HasPermission):
+    """Create and delete event consumers (``workflows.manage_consumers``)."""
+
+    access = MANAGE_EVENT_CONSUMERS
     permission = access.permission
     message = access.refusal

@@ -34,7 +34,7 @@ from workflows.api.filters import RunFilter
 from workflows.api.frames import FRAME_PARAMETERS, FramePageSerializer, step_frames_page
 from workflows.api.ids import run_pk
 from workflows.api.iterations import IterationSerializer, step_iterations_page
-from workflows.api.long_poll import WAIT_PARAMETER, LongPollViews, wait_seconds
+from workflows.api.long_poll import WAIT_PARAMETER, LongPollViews, waiting
 from workflows.api.pagination import InSequence, NewestFirst
 from workflows.api.permissions import CanOperateRuns, CanStartRuns, CanViewRuns
 from workflows.api.serializers_runs import (
@@ -256,7 +256,7 @@ class RunViewSet(LongPollViews, mixins.ListModelMixin, FlowsiteViewSet):
 
     @extend_schema(
         parameters=[WAIT_PARAMETER],
-        responses={200: RunDetailSerializer, **error_responses(400, 401, 403, 404)},
+        responses={200: RunDetailSerializer, **error_responses(400, 401, 403, 404, 429)},
     )
     def retrieve(self, request: Request, pk: str) -> Response:
         """A run with its steps, what it waits on and what may be done about it.
@@ -264,14 +264,14 @@ class RunViewSet(LongPollViews, mixins.ListModelMixin, FlowsiteViewSet):
         With ``wait=S``, a long poll: answers as soon as the run is in a final status, or
         after ``S`` seconds with its current state."""
         run_id = run_pk(pk)
-        seconds = wait_seconds(request)
-        if seconds:
-            wait_for_run(run_id, seconds)
+        with waiting(request) as seconds:
+            if seconds:
+                wait_for_run(run_id, seconds)
         return run_detail(run_id)
 
     @extend_schema(
         parameters=RUN_EVENT_PARAMETERS,
-        responses={200: EventPageSerializer, **error_responses(400, 401, 403, 404)},
+        responses={200: EventPageSerializer, **error_responses(400, 401, 403, 404, 429)},
     )
     @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
     def events(self, request: Request, pk: str) -> Response:
@@ -281,7 +281,7 @@ class RunViewSet(LongPollViews, mixins.ListModelMixin, FlowsiteViewSet):
 
     @extend_schema(
         parameters=FRAME_PARAMETERS,
-        responses={200: FramePageSerializer, **error_responses(400, 401, 403, 404)},
+        responses={200: FramePageSerializer, **error_responses(400, 401, 403, 404, 429)},
     )
     @action(
         detail=True,

@@ -21,6 +21,7 @@ from rest_framework.views import APIView
 from workflows.api.base import JSONRenderer, authentication_classes
 from workflows.api.budgets import BudgetViewSet
 from workflows.api.callbacks import CallbackViewSet
+from workflows.api.consumers import ConsumersView, ConsumerView
 from workflows.api.definitions import DefinitionViewSet
 from workflows.api.errors import handle_exception
 from workflows.api.events import EventAckView, EventsView
@@ -47,6 +48,8 @@ resources: list[URLPattern | URLResolver] = [
     path("waits/", WaitsView.as_view(), name="waits"),
     path("events/", EventsView.as_view(), name="events"),
     path("events/ack/", EventAckView.as_view(), name="events-ack"),
+    path("events/consumers/", ConsumersView.as_view(), name="event-consumers"),
+    path("events/consumers/<path:name>/", ConsumerView.as_view(), name="event-consumer"),
 ]
 
 

@@ -5,10 +5,13 @@ A consumer's position is the last event it acknowledged, in commit order
 the position is handed out again until it is acknowledged, so a consumer that crashes
 before acknowledging gets the same events again: delivery is at least once.
 
-The only writes are here: registering a consumer at the start (first use), and moving
-its position forward with a compare-and-set on its ``version``. A position only moves
-forward: acknowledging one at or behind the current position changes nothing and says
-so, and two acknowledgements racing end at the furthest of the two.
+The only writes are here: creating a consumer at the start of the history, deleting
+one, and moving its position forward with a compare-and-set on its ``version``. Reading
+writes nothing: who may create a consumer is decided above (the services and surfaces,
+``workflows.manage_consumers``); an acknowledgement creates one only when told to.
+A position only moves forward: acknowledging one at or behind the current position
+changes nothing and says so, and two acknowledgements racing end at the furthest of
+the two.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from datetime import datetime
 from workflows.engine.sql.expressions import db_now
 from workflows.engine.sql.updates import cas_update
 from workflows.engine.transaction import transition
-from workflows.errors import StaleState
+from workflows.errors import ConsumerNotFound, StaleState
 from workflows.models import EventConsumer
 
 # Compare-and-set rounds before an acknowledgement gives up; each lost round means
@@ -50,10 +53,17 @@ class Acknowledgement:
     moved: bool
 
 
-def _registered(name: str) -> EventConsumer:
-    # INSERT ... ON CONFLICT DO NOTHING: a consumer registered concurrently is no error.
-    EventConsumer.objects.bulk_create([EventConsumer(name=name)], ignore_conflicts=True)
-    return EventConsumer.objects.get(name=name)
+def _created(name: str) -> tuple[EventConsumer, bool]:
+    # An INSERT in a savepoint; losing the unique key to a concurrent create reads the
+    # winner's row instead, so of racing creates exactly one says it created.
+    return EventConsumer.objects.get_or_create(name=name)
+
+
+def _existing(name: str) -> EventConsumer:
+    row = EventConsumer.objects.filter(name=name).first()
+    if row is None:
+        raise ConsumerNotFound(f"no event consumer is named {name!r}", consumer=name)
+    return row
 
 
 @transition
@@ -62,12 +72,32 @@ def register_consumer(name: str) -> ConsumerPosition:
 
     Two processes registering the same name at once both get the one consumer.
     """
-    return ConsumerPosition.of(_registered(name))
+    return ConsumerPosition.of(_created(name)[0])
 
 
 @transition
-def acknowledge(name: str, xid: int, event_id: int) -> Acknowledgement:
-    """Move consumer ``name`` (registered if new) to the event ``(xid, event_id)``.
+def create_consumer(name: str) -> tuple[ConsumerPosition, bool]:
+    """The consumer ``name`` and whether this call created it (at the start of the
+    history); of concurrent creates of one name exactly one says ``True``."""
+    row, created = _created(name)
+    return ConsumerPosition.of(row), created
+
+
+@transition
+def delete_consumer(name: str) -> ConsumerPosition:
+    """Delete the consumer ``name``; its position as it was. Raises
+    :class:`ConsumerNotFound` if there is none (a concurrent delete won)."""
+    row = _existing(name)
+    deleted, _ = EventConsumer.objects.filter(name=name).delete()
+    if not deleted:
+        raise ConsumerNotFound(f"no event consumer is named {name!r}", consumer=name)
+    return ConsumerPosition.of(row)
+
+
+@transition
+def acknowledge(name: str, xid: int, event_id: int, *, create: bool = True) -> Acknowledgement:
+    """Move consumer ``name`` to the event ``(xid, event_id)``; a new name is created
+    first if ``create``, else :class:`ConsumerNotFound`.
 
     A compare-and-set on the consumer's ``version``: losing it to a concurrent
     acknowledgement means reading again and, if the position is still behind, trying
@@ -75,7 +105,7 @@ def acknowledge(name: str, xid: int, event_id: int) -> Acknowledgement:
     Raises :class:`StaleState` if other acknowledgements keep winning every round.
     """
     target = (xid, event_id)
-    row = _registered(name)
+    row = _created(name)[0] if create else _existing(name)
     for _ in range(_ACK_ROUNDS):
         if (row.position_xid, row.position_id) >= target:
             return Acknowledgement(ConsumerPosition.of(row), moved=False)
@@ -87,8 +117,8 @@ def acknowledge(name: str, xid: int, event_id: int) -> Acknowledgement:
             position_id=event_id,
             acked_at=db_now(),
         ):
-            return Acknowledgement(ConsumerPosition.of(EventConsumer.objects.get(name=name)), True)
-        row = EventConsumer.objects.get(name=name)
+            return Acknowledgement(ConsumerPosition.of(_existing(name)), True)
+        row = _existing(name)
     raise StaleState(
         f"consumer {name!r} was acknowledged concurrently {_ACK_ROUNDS} times in a row; "
         "nothing was written, try again",

@@ -19,7 +19,14 @@ from django.db.models import F, Func, OuterRef, Q, Subquery
 from workflows.models import Event, EventConsumer
 from workflows.queries.event_cursor import Position, encode_cursor, events_after
 
-__all__ = ["ConsumedEvent", "ConsumerLag", "consumer_lags", "consumer_position", "next_events"]
+__all__ = [
+    "ConsumedEvent",
+    "ConsumerLag",
+    "consumer_lag",
+    "consumer_lags",
+    "consumer_position",
+    "next_events",
+]
 
 
 @dataclass(frozen=True)
@@ -86,10 +93,16 @@ class ConsumerLag:
     created_at: datetime
 
 
-def consumer_lags() -> list[ConsumerLag]:
-    """Every consumer by name, with its lag: the events after its position, committed
-    or not yet below the horizon. One statement (a correlated count per consumer over
-    the ``(xid, id)`` index)."""
+def consumer_lag(name: str) -> ConsumerLag | None:
+    """Consumer ``name`` with its lag (as :func:`consumer_lags`); ``None`` if none."""
+    found = consumer_lags(name=name)
+    return found[0] if found else None
+
+
+def consumer_lags(*, name: str | None = None) -> list[ConsumerLag]:
+    """Every consumer by name (or the one named ``name``), with its lag: the events
+    after its position, committed or not yet below the horizon. One statement (a
+    correlated count per consumer over the ``(xid, id)`` index)."""
     alias = router.db_for_read(EventConsumer)
     behind = (
         Event.objects.using(alias)
@@ -101,13 +114,15 @@ def consumer_lags() -> list[ConsumerLag]:
         .annotate(count=Func(F("id"), function="COUNT"))
         .values("count")
     )
+    consumers = EventConsumer.objects.using(alias)
+    if name is not None:
+        consumers = consumers.filter(name=name)
     rows = (
-        EventConsumer.objects.using(alias)
-        .annotate(lag=Subquery(behind))
+        consumers.annotate(lag=Subquery(behind))
         .order_by("name")
         .values_list("name", "position_xid", "position_id", "lag", "acked_at", "created_at")
     )
     return [
-        ConsumerLag(name, Position(xid, event_id), lag or 0, acked_at, created_at)
-        for name, xid, event_id, lag, acked_at, created_at in rows
+        ConsumerLag(consumer, Position(xid, event_id), lag or 0, acked_at, created_at)
+        for consumer, xid, event_id, lag, acked_at, created_at in rows
     ]

@@ -20,6 +20,12 @@ A wake-up is a hint: the loop also reads again every :func:`backstop_interval` s
 without one (a lost ``NOTIFY``, a commit in another process on SQLite), so a missed
 wake-up delays the answer and never loses it.
 
+A caller may say how to tell that nobody waits for the answer any more
+(:func:`stopping_when`; the API passes a check of its client's socket): the loop asks it
+before each wait and returns the last value read as soon as it says so, so a poll whose
+client hung up holds its thread until its next wake-up or backstop, not its whole
+``timeout``.
+
 No transaction is held while waiting. Each read runs in autocommit and sees the latest
 commits; called inside an ``atomic()`` block (a view under ``ATOMIC_REQUESTS`` that was not
 marked non-atomic, see :mod:`workflows.api.long_poll`), it reads once and returns rather
@@ -29,7 +35,9 @@ than hold the transaction, and its locks and snapshot, for the whole wait.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TypeVar
 
 from workflows.engine.sql.connection import engine_connection
@@ -44,6 +52,21 @@ T = TypeVar("T")
 # commit in another process wakes nobody here, so it bounds that delay.
 BACKSTOP_POSTGRESQL = 1.0
 BACKSTOP_SQLITE = 0.2
+
+
+# How the long polls of this context tell that nobody waits for them any more.
+_abandoned: ContextVar[Callable[[], bool] | None] = ContextVar("long_poll_abandoned", default=None)
+
+
+@contextmanager
+def stopping_when(abandoned: Callable[[], bool] | None) -> Iterator[None]:
+    """Within the block, a :func:`long_poll` stops waiting (returning its last read) as
+    soon as ``abandoned()`` says true; it is asked before each wait. ``None``: never."""
+    token = _abandoned.set(abandoned)
+    try:
+        yield
+    finally:
+        _abandoned.reset(token)
 
 
 def backstop_interval() -> float:
@@ -64,7 +87,8 @@ def long_poll(
     Woken by a commit on any of ``topics`` (``run:<id>``, ``events``, ``frames:<step
     id>``, ...), and at least every ``backstop`` seconds (default
     :func:`backstop_interval`). A ``timeout`` of 0 reads once. Exceptions of ``read``
-    propagate (a run that does not exist is not worth waiting for).
+    propagate (a run that does not exist is not worth waiting for). Returns early when
+    the caller's :func:`stopping_when` check says nobody waits any more.
     """
     watch = Watch(topics)
     end = time.monotonic() + max(timeout, 0.0)
@@ -72,9 +96,10 @@ def long_poll(
     if engine_connection().in_atomic_block:
         return value
     interval = backstop if backstop is not None else backstop_interval()
+    abandoned = _abandoned.get()
     while not until(value):
         left = end - time.monotonic()
-        if left <= 0:
+        if left <= 0 or (abandoned is not None and abandoned()):
             break
         watch.wait(min(left, interval))
         value = read()

@@ -25,7 +25,13 @@ from typing import TYPE_CHECKING
 from django.core.exceptions import PermissionDenied
 
 from workflows.engine.guards import RUN_VERBS, STEP_VERBS
-from workflows.permissions import CHANGE_WEBHOOKENDPOINT, OPERATE_RUN, START_RUN, VIEW_RUN
+from workflows.permissions import (
+    CHANGE_WEBHOOKENDPOINT,
+    MANAGE_CONSUMERS,
+    OPERATE_RUN,
+    START_RUN,
+    VIEW_RUN,
+)
 
 if TYPE_CHECKING:
     from workflows.permissions import AnyUser
@@ -33,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CHANGE_BUDGETS",
     "DECIDE_GATES",
+    "MANAGE_EVENT_CONSUMERS",
     "OPERATE_RUNS",
     "REPLAY_DELIVERIES",
     "START_RUNS",
@@ -82,6 +89,10 @@ CHANGE_BUDGETS = Access("changing a budget", OPERATE_RUN, named=True)
 DECIDE_GATES = Access("deciding a gate", None, named=True)
 # The permission that manages endpoints (where workers send data) also replays deliveries.
 REPLAY_DELIVERIES = Access("replaying webhook deliveries", CHANGE_WEBHOOKENDPOINT, named=False)
+# A consumer is a row every reader of the console and every scrape pays for: only those
+# allowed to manage consumers create one (reading never does) or delete one, a user
+# named by code or ``--user`` included.
+MANAGE_EVENT_CONSUMERS = Access("managing event consumers", MANAGE_CONSUMERS, named=True)
 
 VERBS: dict[str, Access] = {
     **{name: OPERATE_RUNS for name in RUN_VERBS},
@@ -103,6 +114,8 @@ VERBS: dict[str, Access] = {
     "claim": DECIDE_GATES,
     "release": DECIDE_GATES,
     "replay": REPLAY_DELIVERIES,
+    "create_consumer": MANAGE_EVENT_CONSUMERS,
+    "delete_consumer": MANAGE_EVENT_CONSUMERS,
 }
 """Every write verb a surface offers, and what it needs. The run and step verbs are
 those of :mod:`workflows.engine.guards`, so a new verb there is covered here."""

@@ -1,0 +1,103 @@
+"""List event consumers; create or delete one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from workflows.management.arguments import acting_user, refusals_as_command_errors
+from workflows.management.output import table, to_json
+from workflows.permissions import MANAGE_CONSUMERS
+from workflows.queries.consumers import consumer_lags
+from workflows.queries.event_cursor import encode_cursor
+from workflows.services.consumers import create_consumer, delete_consumer
+
+COLUMNS = ("CONSUMER", "POSITION", "LAG", "LAST ACK", "CREATED")
+
+
+class Command(BaseCommand):
+    help = (
+        "Event consumers (workflows.consume/ack, GET /api/events/?consumer=NAME). Without "
+        "an action, or with 'list': every consumer with its position (the last event it "
+        "acknowledged), its lag (events it has yet to acknowledge) and when it last "
+        "acknowledged. 'create NAME' creates a consumer at the start of the history "
+        "(reading over HTTP never creates one: an unknown name is a 404); 'delete NAME' "
+        "deletes one (its events stay). --user names who does it; that user must hold "
+        f"{MANAGE_CONSUMERS}."
+    )
+
+    def add_arguments(self, parser: Any) -> None:
+        actions = parser.add_subparsers(dest="action", metavar="{list,create,delete}")
+        listing = actions.add_parser("list", help="list the consumers (the default)")
+        listing.add_argument("--json", action="store_true", help="print the consumers as JSON")
+        for name, text in (
+            ("create", "create a consumer at the start of the history"),
+            ("delete", "delete a consumer"),
+        ):
+            verb = actions.add_parser(name, help=text)
+            verb.add_argument("name", metavar="NAME", help="the consumer's name")
+            verb.add_argument(
+                "--user",
+                metavar="U",
+                help=f"username of who does it (must hold {MANAGE_CONSUMERS})",
+            )
+            verb.add_argument("--json", action="store_true", help="print the result as JSON")
+        # Listing is the default: its option works without the word "list" too.
+        parser.add_argument("--json", action="store_true", help="print JSON")
+        parser.set_defaults(action="list")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["action"] == "list":
+            self._list(options)
+            return
+        name = options["name"]
+        with refusals_as_command_errors():
+            user = acting_user(options["user"], f"{options['action']}_consumer")
+            if options["action"] == "create":
+                created = create_consumer(name, user=user)
+                result = {"consumer": created.consumer, "created": created.created}
+                line = (
+                    f"consumer {name!r} created at the start of the history"
+                    if created.created
+                    else f"consumer {name!r} exists already; unchanged"
+                )
+            else:
+                cursor = delete_consumer(name, user=user)
+                result = {"consumer": name, "deleted": True, "cursor": cursor}
+                line = f"consumer {name!r} deleted"
+        self.stdout.write(to_json(result) if options["json"] else line)
+
+    def _list(self, options: dict[str, Any]) -> None:
+        consumers = consumer_lags()
+        if options["json"]:
+            self.stdout.write(
+                to_json(
+                    [
+                        {
+                            "consumer": consumer.name,
+                            "cursor": encode_cursor(consumer.position),
+                            "position": consumer.position.id,
+                            "lag": consumer.lag,
+                            "acked_at": consumer.acked_at,
+                            "created_at": consumer.created_at,
+                        }
+                        for consumer in consumers
+                    ]
+                )
+            )
+            return
+        if not consumers:
+            self.stdout.write("no event consumer; 'workflows_consumers create NAME' creates one")
+            return
+        rows = (
+            [
+                consumer.name,
+                f"event {consumer.position.id}" if consumer.position.id else "the start",
+                consumer.lag,
+                consumer.acked_at or "never",
+                consumer.created_at,
+            ]
+            for consumer in consumers
+        )
+        self.stdout.write(table(COLUMNS, rows))
