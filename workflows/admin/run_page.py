@@ -31,7 +31,14 @@ from workflows.definitions import WaitForSignal
 from workflows.models import CompensationRecord, Event, Run, Signal, Step, Timer
 from workflows.queries.explanation import Action, Explanation, WaitingOn, explain
 from workflows.queries.iterations import Iteration, earlier_iterations
-from workflows.status import RUN_FINAL, STEP_FINAL, DecisionVia, RunStatus, StepStatus
+from workflows.status import (
+    RUN_FINAL,
+    STEP_FINAL,
+    DecisionVia,
+    RunStatus,
+    StepStatus,
+    attempt_in_round,
+)
 
 __all__ = ["EVENTS_PER_PAGE", "FAILURE_EVENTS", "LIST_LIMIT", "hold_text", "run_page_context"]
 
@@ -258,14 +265,12 @@ class StepRow:
     attempts: str | None = None
 
 
-def _attempts(step: Step, earlier: list[Iteration]) -> str | None:
-    """``made of allowed`` for the step's current iteration: the attempts since its
-    last archived iteration, against the budget its reset gave it."""
-    before = earlier[-1].attempt if earlier else 0
-    made = step.attempt - before
-    if made <= 0:
-        return None
-    return f"{made} of {step.max_attempts - before}"
+def _attempts(step: Step) -> str | None:
+    """``made of allowed`` for the step's current round (:func:`attempt_in_round`):
+    the attempts since a rerun, a retry or a loop's next iteration reset it, against
+    the budget its reset gave it."""
+    attempts = attempt_in_round(step.attempt, step.max_attempts, step.round_attempts_before)
+    return str(attempts) if attempts.attempt > 0 else None
 
 
 def _bar(step: Step, origin: datetime, span: float, now: datetime) -> tuple[float, float]:
@@ -306,7 +311,7 @@ def _step_rows(
                 summary=pretty(step.summary) if step.summary else None,
                 log_url=log_url(step),
                 earlier=_earlier(iterations.get(step.pk, [])),
-                attempts=_attempts(step, iterations.get(step.pk, [])),
+                attempts=_attempts(step),
             )
         )
     return rows
@@ -352,9 +357,12 @@ def _graph_states(steps: list[Step]) -> dict[str, tuple[str, str]]:
             continue
         if step.items_total:
             detail = f"{step.items_completed + step.items_skipped}/{step.items_total}"
-        elif step.attempt > 1 and step.iteration == 1:
-            # Attempts count on across a loop's iterations: there it would read as retries.
-            detail = f"try {step.attempt}/{step.max_attempts}"
+        elif (
+            attempts := attempt_in_round(
+                step.attempt, step.max_attempts, step.round_attempts_before
+            )
+        ).attempt > 1:
+            detail = f"try {attempts.attempt}/{attempts.max_attempts}"
         else:
             detail = ""
         states[step.name] = (step.status, detail)
