@@ -360,6 +360,8 @@ class StepIteration(models.Model):
     generation = models.PositiveIntegerField(default=0)
     status = models.CharField(max_length=32, choices=StepStatus.choices)
     attempt = models.PositiveIntegerField(default=0)
+    # The attempts made before the iteration's round: it made ``attempt - this``.
+    attempts_before = models.PositiveIntegerField(default=0)
     output = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
     failure_class = models.CharField(

@@ -340,7 +340,9 @@ def step_errors(steps: list[Step]) -> list[StepError]:
         raised_by = step.error.get("attempt") if isinstance(step.error, dict) else None
         attempt = raised_by if isinstance(raised_by, int) else step.attempt
         later = step.status == StepStatus.COMPLETED and attempt < step.attempt
-        found.append(StepError(step=step, attempt=attempt, succeeded_later=later))
+        # Numbered within the round, as the steps table numbers the step's attempts.
+        shown = attempt_in_round(attempt, attempt, step.round_attempts_before).attempt
+        found.append(StepError(step=step, attempt=shown or attempt, succeeded_later=later))
     return found
 
 

@@ -21,7 +21,7 @@ from workflows.api.strict import StrictCharField, StrictSerializer, StrictUUIDFi
 from workflows.definitions.deadline import deadline_problems, parse_deadline
 from workflows.models import Event, FanOutItem, Run, Step
 from workflows.queries import Attention
-from workflows.queries.frames import STEP_TELEMETRY_FIELDS
+from workflows.queries.frames import STEP_TELEMETRY_FIELDS, UNIT_TELEMETRY_FIELDS
 from workflows.services.bulk import MAX_IDS
 from workflows.status import Decision, DecisionVia, FailureClass, RunStatus
 from workflows.validation import max_length
@@ -325,6 +325,10 @@ ITERATION_HELP = (
 )
 
 
+UNIT_LOG_HELP = (
+    "its newest log frames (ctx.log), each {seq, attempt, stream, text, at}; older ones "
+    "are counted in frames_dropped"
+)
 ROUND_HELP = (
     "the round the step holds: a rerun, a retry or a loop's next iteration starts a new "
     "one, with empty progress, summary and frames; ended rounds at "
@@ -554,8 +558,15 @@ class ItemSerializer(serializers.ModelSerializer):
             "updated_at",
             "started_at",
             "finished_at",
+            *UNIT_TELEMETRY_FIELDS,
         ]
         read_only_fields = fields
+        extra_kwargs = {
+            "progress_done": {"help_text": PROGRESS_HELP},
+            "summary": {"help_text": "the summary its handler built with ctx.summary"},
+            "log": {"help_text": UNIT_LOG_HELP},
+            "frames_dropped": {"help_text": "log frames trimmed by the item's bound"},
+        }
 
 
 class RevokedSerializer(serializers.Serializer):

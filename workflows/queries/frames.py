@@ -33,6 +33,20 @@ STEP_TELEMETRY_FIELDS = (
     "frames_dropped",
 )
 
+# What a fan-out item's or a compensation's attempts reported, as columns of its row
+# (:mod:`workflows.engine.telemetry.unit_log`): its log frames are kept on the row.
+UNIT_TELEMETRY_FIELDS = (
+    "progress_done",
+    "progress_total",
+    "progress_message",
+    "progress_at",
+    "summary",
+    "summary_version",
+    "log",
+    "frames_written",
+    "frames_dropped",
+)
+
 # The largest seq a cursor may name: the column is a 64-bit integer.
 MAX_SEQ = 2**63 - 1
 # The most frames one call returns, and how many it returns unless asked.
@@ -101,6 +115,19 @@ def frames(
             :limit
         ]
     ]
+
+
+def frames_dropped(step: Step, round: int | None = None) -> int:
+    """How many frames the per-attempt bound trimmed in ``step``'s current round, or in
+    its ended round ``round`` (0 for a round it does not have)."""
+    if round is None or round == step.round:
+        return step.frames_dropped
+    found = (
+        StepRound.objects.filter(step_id=step.pk, round=round)
+        .values_list("frames_dropped", flat=True)
+        .first()
+    )
+    return found or 0
 
 
 def checked_cursor(after: Any, limit: Any, stream: Any) -> tuple[int | None, int, str | None]:

@@ -44,7 +44,8 @@ def archive_iterations(step_ids: Sequence[int]) -> None:
     source = ", ".join(column(Step, name) for name in _ARCHIVED)
     sql = (
         f"INSERT INTO {table(StepIteration)} ({into}, {column(StepIteration, 'step')}, "
-        f"{column(StepIteration, 'archived_at')}) SELECT {source}, id, %s FROM {table(Step)} "
+        f"{column(StepIteration, 'attempts_before')}, {column(StepIteration, 'archived_at')}) "
+        f"SELECT {source}, id, {column(Step, 'round_attempts_before')}, %s FROM {table(Step)} "
         f"WHERE id IN ({', '.join(['%s'] * len(step_ids))})"
     )
     now = connection.ops.adapt_datetimefield_value(timezone.now())
