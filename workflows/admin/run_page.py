@@ -31,6 +31,7 @@ from workflows.definitions import WaitForSignal
 from workflows.models import CompensationRecord, Event, Run, Signal, Step, Timer
 from workflows.queries.explanation import Action, Explanation, WaitingOn, explain
 from workflows.queries.iterations import Iteration, earlier_iterations
+from workflows.queries.rounds import Round, as_round, ended_rounds
 from workflows.status import (
     RUN_FINAL,
     STEP_FINAL,
@@ -263,6 +264,7 @@ class StepRow:
     log_url: str | None = None
     earlier: tuple[EarlierIteration, ...] = ()
     attempts: str | None = None
+    rounds: tuple[EndedRound, ...] = ()
 
 
 def _attempts(step: Step) -> str | None:
@@ -291,6 +293,7 @@ def _step_rows(
     log_url: Callable[[Step], str | None],
 ) -> list[StepRow]:
     iterations = earlier_iterations(steps)
+    rounds = _ended_rounds(steps)
     origin = run.started_at or run.created_at
     end = run.finished_at or now
     span = (end - origin).total_seconds()
@@ -312,9 +315,39 @@ def _step_rows(
                 log_url=log_url(step),
                 earlier=_earlier(iterations.get(step.pk, [])),
                 attempts=_attempts(step),
+                rounds=tuple(rounds.get(step.pk, ())),
             )
         )
     return rows
+
+
+@dataclass(frozen=True)
+class EndedRound:
+    """A round of a step before a rerun, a retry or a loop's next iteration reset it,
+    as the steps table lists it: its attempts numbered within it, its telemetry."""
+
+    round: Round
+    attempts: str
+    summary: str | None
+
+
+def _ended_rounds(steps: list[Step]) -> dict[int, list[EndedRound]]:
+    """The ended rounds of ``steps`` (step id → oldest first), in one query; only steps
+    past their first round are asked about, so a run never reset costs no query."""
+    reset = [step.pk for step in steps if step.round > 1]
+    found: dict[int, list[EndedRound]] = {}
+    if not reset:
+        return found
+    for row in ended_rounds(reset):
+        kept = as_round(row)
+        found.setdefault(row.step_id, []).append(
+            EndedRound(
+                round=kept,
+                attempts=f"{kept.attempt} of {kept.max_attempts}",
+                summary=pretty(kept.summary) if kept.summary else None,
+            )
+        )
+    return found
 
 
 @dataclass(frozen=True)
