@@ -343,6 +343,11 @@ class Step(LeasedWork):
         return f"{self.name} [{self.status}]"
 
     @property
+    def frames_in_round(self) -> int:
+        """The log frames numbered in the current round (trimmed ones included)."""
+        return self.frames_written - self.round_frames_before
+
+    @property
     def attempts_in_round(self) -> RoundAttempts:
         """The attempt and budget of the current round, as every surface numbers them."""
         return attempt_in_round(self.attempt, self.max_attempts, self.round_attempts_before)
