@@ -46,7 +46,7 @@ def test_the_run_page_after_a_rerun_shows_the_new_round_and_keeps_the_old(new_pa
     text = first.inner_text()
     assert "Round 1" in text and "failed" in text and "attempts 3 of 3" in text
     assert "progress: 1 of 2 — half" in text
-    assert '"at3": true' in text and "log frames 1–3" in text
+    assert '"at3": true' in text and "log frames 1\u20133" in text
     second = rounds.locator("li.wf-step-round").nth(1).inner_text()
     assert "Round 2" in second and "completed" in second and "attempts 1 of 3" in second
     shots = os.environ.get("ROUNDS_SHOTS")
