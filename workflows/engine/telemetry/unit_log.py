@@ -23,6 +23,13 @@ from workflows.engine.telemetry.merge_patch import merge_patch
 from workflows.engine.telemetry.pending import PendingTelemetry
 from workflows.engine.transaction import transition
 from workflows.errors import LeaseLost
+from workflows.models import CompensationRecord, FanOutItem
+
+# The rows a unit's telemetry goes to, by work kind name.
+_UNIT_MODELS: dict[str, type[FanOutItem] | type[CompensationRecord]] = {
+    "item": FanOutItem,
+    "compensation": CompensationRecord,
+}
 
 # The bound of a unit's log: its newest frames, and their text's bytes in UTF-8.
 UNIT_FRAMES = 200
@@ -33,7 +40,7 @@ UNIT_FRAME_BYTES = 64 * 1024
 def flush_unit_telemetry(lease: Lease, pending: PendingTelemetry) -> None:
     """Write ``pending`` for ``lease``'s attempt of an item or a compensation, or raise
     ``LeaseLost`` (nothing written). The caller moves ``lease.version`` on."""
-    model = lease.kind.model
+    model: type[FanOutItem] | type[CompensationRecord] = _UNIT_MODELS[lease.kind.name]
     row = (
         model.objects.filter(pk=lease.unit_id)
         .values("summary", "log", "frames_written", "frames_dropped")
