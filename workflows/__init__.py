@@ -89,6 +89,9 @@ if TYPE_CHECKING:
     from workflows.queries.results import (
         wait_for as wait_for,
     )
+    from workflows.queries.rounds import (
+        step_rounds as step_rounds,
+    )
     from workflows.queries.waits import (
         pending_waits as pending_waits,
     )
@@ -181,6 +184,7 @@ _LAZY: dict[str, str] = {
     "runs_needing_attention": "workflows.queries",
     "explain": "workflows.queries.explanation",
     "frames": "workflows.queries.frames",
+    "step_rounds": "workflows.queries.rounds",
     "wait_for_events": "workflows.queries.event_waits",
     "consume": "workflows.services.consumers",
     "ack": "workflows.services.consumers",

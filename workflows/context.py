@@ -238,21 +238,26 @@ class Context:
         calls are kept in memory and written at most every ``PROGRESS_INTERVAL`` (and
         at a heartbeat and the attempt's end), so a tight loop may call it on every
         turn. Shown on the step as ``progress_done``, ``progress_total``,
-        ``progress_message``. Task steps only: a fan-out item's or a compensation's
-        handler gets a ``WorkflowError``. Raises ``LeaseLost`` once a write found the
+        ``progress_message``; in a fan-out item's or a compensation's handler, on the
+        item's or compensation's row, fenced the same way. A rerun, a retry or a loop's
+        next iteration starts the step's next round with no progress (the ended round
+        is kept as a ``StepRound``). Raises ``LeaseLost`` once a write found the
         attempt's lease lost, and writes nothing more."""
         self.log: Logs = log
         """Append ``text`` to this attempt's log as one frame of ``stream`` (``stdout``,
         ``stderr`` or ``event``). Frames are numbered per step, on across attempts
         (``workflows.frames(step, after=seq)`` reads them), written in batches, and
         bounded per attempt (``FRAMES_PER_ATTEMPT``, ``FRAME_BYTES_PER_ATTEMPT``): past
-        the bound the oldest are dropped and counted in ``frames_dropped``. Fenced as
-        ``progress`` is."""
+        the bound the oldest are dropped and counted in ``frames_dropped``. A new round
+        of the step starts with none (``workflows.frames(step, round=n)`` reads an
+        ended round's). An item's or a compensation's frames are kept on its row
+        (``log``, its newest frames). Fenced as ``progress`` is."""
         self.summary: PatchesSummary = summary
         """Change the step's summary document with ``patch``, a JSON merge patch (RFC
         7386) given as a dict: members set, ``None`` removes one, dicts merge
         recursively. Copied at the call, applied at the next flush in call order;
-        ``summary_version`` counts the patches. Fenced as ``progress`` is."""
+        ``summary_version`` counts the patches. A new round of the step starts from an
+        empty summary. Fenced as ``progress`` is."""
 
     def heartbeat(self) -> None:
         """Extend this attempt's lease.

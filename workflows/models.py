@@ -25,10 +25,12 @@ from workflows.status import (
     FrameStream,
     JoinKind,
     NodeKind,
+    RoundAttempts,
     RunStatus,
     StepStatus,
     TimerKind,
     TimerStatus,
+    attempt_in_round,
 )
 
 # Webhook endpoints and deliveries live in their own package; importing them here makes
@@ -277,6 +279,14 @@ class Step(LeasedWork):
     # trimmed away, oldest first, to keep each attempt within its bound.
     frames_written = models.PositiveBigIntegerField(default=0)
     frames_dropped = models.PositiveBigIntegerField(default=0)
+    # The round the row holds: a rerun, a retry or a loop's next iteration starts a new
+    # one (the ended round is kept as a StepRound row). ``round_attempts_before``: the
+    # attempts made before it (``attempt`` counts on for fencing; the round's attempt
+    # is ``attempt - round_attempts_before``); ``round_frames_before``: the frames
+    # numbered before it (the round's frames have a greater ``seq``).
+    round = models.PositiveIntegerField(default=1)
+    round_attempts_before = models.PositiveIntegerField(default=0)
+    round_frames_before = models.PositiveBigIntegerField(default=0)
 
     class Meta:
         ordering = ["id"]
@@ -332,6 +342,16 @@ class Step(LeasedWork):
     def __str__(self) -> str:
         return f"{self.name} [{self.status}]"
 
+    @property
+    def frames_in_round(self) -> int:
+        """The log frames numbered in the current round (trimmed ones included)."""
+        return self.frames_written - self.round_frames_before
+
+    @property
+    def attempts_in_round(self) -> RoundAttempts:
+        """The attempt and budget of the current round, as every surface numbers them."""
+        return attempt_in_round(self.attempt, self.max_attempts, self.round_attempts_before)
+
 
 class StepIteration(models.Model):
     """A finished iteration of a step that a loop ran again (a body step of a ``Loop``,
@@ -345,6 +365,8 @@ class StepIteration(models.Model):
     generation = models.PositiveIntegerField(default=0)
     status = models.CharField(max_length=32, choices=StepStatus.choices)
     attempt = models.PositiveIntegerField(default=0)
+    # The attempts made before the iteration's round: it made ``attempt - this``.
+    attempts_before = models.PositiveIntegerField(default=0)
     output = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
     failure_class = models.CharField(
@@ -378,7 +400,69 @@ class StepIteration(models.Model):
         return f"{self.step_id} iteration {self.iteration} [{self.status}]"
 
 
-class FanOutItem(LeasedWork):
+class StepRound(models.Model):
+    """An ended round of a step: what its attempts reported (progress, summary, the
+    range of its log frames) when a rerun, a retry or a loop's next iteration started
+    the step afresh. The step row holds the current round; its frames stay in
+    ``Frame``, numbered ``frames_after + 1`` to ``frames_through``."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+", db_index=False)
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="rounds")
+    round = models.PositiveIntegerField()
+    generation = models.PositiveIntegerField(default=0)
+    iteration = models.PositiveIntegerField(default=1)
+    status = models.CharField(max_length=32, choices=StepStatus.choices)
+    # The attempts made before the round and the last attempt it made (as ``attempt``
+    # counts them): the round made ``attempt - attempts_before`` of ``max_attempts -
+    # attempts_before``.
+    attempts_before = models.PositiveIntegerField(default=0)
+    attempt = models.PositiveIntegerField(default=0)
+    max_attempts = models.PositiveIntegerField(default=1)
+    progress_done = models.FloatField(null=True, blank=True)
+    progress_total = models.FloatField(null=True, blank=True)
+    progress_message = models.CharField(max_length=500, blank=True, default="")
+    progress_at = models.DateTimeField(null=True, blank=True)
+    summary = models.JSONField(default=dict, blank=True)
+    summary_version = models.PositiveIntegerField(default=0)
+    frames_after = models.PositiveBigIntegerField(default=0)
+    frames_through = models.PositiveBigIntegerField(default=0)
+    frames_dropped = models.PositiveBigIntegerField(default=0)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # When the next round began.
+    ended_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["step", "round"]
+        constraints = [
+            models.UniqueConstraint(fields=["step", "round"], name="workflows_step_round_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.step_id} round {self.round} [{self.status}]"
+
+
+class UnitTelemetry(models.Model):
+    """Live telemetry of a fan-out item's or a compensation's attempts (``ctx.progress``,
+    ``ctx.summary``, ``ctx.log``), written fenced by the unit's lease as a step's is.
+    Log frames are kept on the row (``log``, the newest ``FRAMES_PER_UNIT``), numbered
+    by ``frames_written``."""
+
+    progress_done = models.FloatField(null=True, blank=True)
+    progress_total = models.FloatField(null=True, blank=True)
+    progress_message = models.CharField(max_length=500, blank=True, default="")
+    progress_at = models.DateTimeField(null=True, blank=True)
+    summary = models.JSONField(default=dict, blank=True)
+    summary_version = models.PositiveIntegerField(default=0)
+    log = models.JSONField(default=list, blank=True)
+    frames_written = models.PositiveBigIntegerField(default=0)
+    frames_dropped = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        abstract = True
+
+
+class FanOutItem(LeasedWork, UnitTelemetry):
     """One item of a fan-out step: a leased, retried, fenced unit like a step."""
 
     step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="items")
@@ -420,7 +504,7 @@ class FanOutItem(LeasedWork):
         return f"item {self.key} [{self.status}]"
 
 
-class CompensationRecord(LeasedWork):
+class CompensationRecord(LeasedWork, UnitTelemetry):
     """Work to undo when the run fails or is cancelled, run in reverse completion order.
 
     Leased, retried and fenced like a step; its status never takes the waiting states.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from django.db import models
 
 
@@ -196,3 +198,22 @@ DELIVERY_WAITING = frozenset({DeliveryStatus.PENDING, DeliveryStatus.RETRY_SCHED
 DELIVERY_ENDED = frozenset(
     {DeliveryStatus.DELIVERED, DeliveryStatus.FAILED, DeliveryStatus.SKIPPED}
 )
+
+
+class RoundAttempts(NamedTuple):
+    """A step's attempts as every surface shows them: numbered within its round."""
+
+    attempt: int
+    max_attempts: int
+
+    def __str__(self) -> str:
+        return f"{self.attempt} of {self.max_attempts}"
+
+
+def attempt_in_round(attempt: int, max_attempts: int, attempts_before: int) -> RoundAttempts:
+    """The attempt ``attempt`` and the budget ``max_attempts`` of a step (as its row
+    counts them, on across the step's life) numbered within the round that started
+    after ``attempts_before`` attempts: a rerun, a retry or a loop's next iteration
+    starts a new round, whose first attempt is 1. The one numbering the run page, the
+    API, ``workflows_show`` and the events use."""
+    return RoundAttempts(max(attempt - attempts_before, 0), max(max_attempts - attempts_before, 0))

@@ -425,7 +425,8 @@ def test_retry_one_step_json():
     load = run.steps.get(name="load")
     data = run_json("workflows_retry", "--step", str(load.pk))
     assert (data["id"], data["name"], data["status"]) == (load.pk, "load", "ready")
-    assert (data["attempt"], data["max_attempts"]) == (1, 2)
+    # numbered within the retry's new round: none made yet, of a fresh budget of one
+    assert (data["attempt"], data["max_attempts"]) == (0, 1)
     assert status_of(Run, run.pk) == "running"
     run_pending()
     assert status_of(Run, run.pk) == "completed"

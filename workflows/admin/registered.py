@@ -4,6 +4,7 @@ Read-only, since only the engine writes workflow state."""
 
 from __future__ import annotations
 
+import json
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypedDict
 from uuid import UUID
@@ -280,17 +281,62 @@ class TimerAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_select_related = ("run", "step")
 
 
+class UnitTelemetryColumns:
+    """The columns of an item's or a compensation's telemetry in its changelist: the
+    last ``ctx.progress``, the summary and the newest ``ctx.log`` frame."""
+
+    @admin.display(description="progress")
+    def progress(self, unit: FanOutItem | CompensationRecord) -> str:
+        if unit.progress_at is None:
+            return "-"
+        done = f"{unit.progress_done:g}"
+        shown = f"{done} of {unit.progress_total:g}" if unit.progress_total else done
+        return f"{shown}: {unit.progress_message}" if unit.progress_message else shown
+
+    @admin.display(description="summary")
+    def summary_shown(self, unit: FanOutItem | CompensationRecord) -> str:
+        return json.dumps(unit.summary, sort_keys=True)[:200] if unit.summary else "-"
+
+    @admin.display(description="last log line")
+    def last_log(self, unit: FanOutItem | CompensationRecord) -> str:
+        return str(unit.log[-1].get("text", ""))[:200] if unit.log else "-"
+
+
 @admin.register(FanOutItem)
-class FanOutItemAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
-    list_display = ("id", "step", "index", "key", "status", "attempt", "updated_at")
+class FanOutItemAdmin(SafeChangelistMixin, ReadOnlyMixin, UnitTelemetryColumns, admin.ModelAdmin):
+    list_display = (
+        "id",
+        "step",
+        "index",
+        "key",
+        "status",
+        "attempt",
+        "progress",
+        "summary_shown",
+        "last_log",
+        "updated_at",
+    )
     list_filter = ("status",)
     search_fields = ("key", "step__run__id")
     list_select_related = ("step",)
 
 
 @admin.register(CompensationRecord)
-class CompensationRecordAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
-    list_display = ("id", "run", "step", "sequence", "handler", "status", "attempt")
+class CompensationRecordAdmin(
+    SafeChangelistMixin, ReadOnlyMixin, UnitTelemetryColumns, admin.ModelAdmin
+):
+    list_display = (
+        "id",
+        "run",
+        "step",
+        "sequence",
+        "handler",
+        "status",
+        "attempt",
+        "progress",
+        "summary_shown",
+        "last_log",
+    )
     list_filter = ("status",)
     list_select_related = ("run", "step")
 

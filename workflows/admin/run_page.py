@@ -31,7 +31,15 @@ from workflows.definitions import WaitForSignal
 from workflows.models import CompensationRecord, Event, Run, Signal, Step, Timer
 from workflows.queries.explanation import Action, Explanation, WaitingOn, explain
 from workflows.queries.iterations import Iteration, earlier_iterations
-from workflows.status import RUN_FINAL, STEP_FINAL, DecisionVia, RunStatus, StepStatus
+from workflows.queries.rounds import Round, as_round, ended_rounds
+from workflows.status import (
+    RUN_FINAL,
+    STEP_FINAL,
+    DecisionVia,
+    RunStatus,
+    StepStatus,
+    attempt_in_round,
+)
 
 __all__ = ["EVENTS_PER_PAGE", "FAILURE_EVENTS", "LIST_LIMIT", "hold_text", "run_page_context"]
 
@@ -256,16 +264,15 @@ class StepRow:
     log_url: str | None = None
     earlier: tuple[EarlierIteration, ...] = ()
     attempts: str | None = None
+    rounds: tuple[EndedRound, ...] = ()
 
 
-def _attempts(step: Step, earlier: list[Iteration]) -> str | None:
-    """``made of allowed`` for the step's current iteration: the attempts since its
-    last archived iteration, against the budget its reset gave it."""
-    before = earlier[-1].attempt if earlier else 0
-    made = step.attempt - before
-    if made <= 0:
-        return None
-    return f"{made} of {step.max_attempts - before}"
+def _attempts(step: Step) -> str | None:
+    """``made of allowed`` for the step's current round (:func:`attempt_in_round`):
+    the attempts since a rerun, a retry or a loop's next iteration reset it, against
+    the budget its reset gave it."""
+    attempts = attempt_in_round(step.attempt, step.max_attempts, step.round_attempts_before)
+    return str(attempts) if attempts.attempt > 0 else None
 
 
 def _bar(step: Step, origin: datetime, span: float, now: datetime) -> tuple[float, float]:
@@ -286,6 +293,7 @@ def _step_rows(
     log_url: Callable[[Step], str | None],
 ) -> list[StepRow]:
     iterations = earlier_iterations(steps)
+    rounds = _ended_rounds(steps)
     origin = run.started_at or run.created_at
     end = run.finished_at or now
     span = (end - origin).total_seconds()
@@ -306,10 +314,40 @@ def _step_rows(
                 summary=pretty(step.summary) if step.summary else None,
                 log_url=log_url(step),
                 earlier=_earlier(iterations.get(step.pk, [])),
-                attempts=_attempts(step, iterations.get(step.pk, [])),
+                attempts=_attempts(step),
+                rounds=tuple(rounds.get(step.pk, ())),
             )
         )
     return rows
+
+
+@dataclass(frozen=True)
+class EndedRound:
+    """A round of a step before a rerun, a retry or a loop's next iteration reset it,
+    as the steps table lists it: its attempts numbered within it, its telemetry."""
+
+    round: Round
+    attempts: str
+    summary: str | None
+
+
+def _ended_rounds(steps: list[Step]) -> dict[int, list[EndedRound]]:
+    """The ended rounds of ``steps`` (step id → oldest first), in one query; only steps
+    past their first round are asked about, so a run never reset costs no query."""
+    reset = [step.pk for step in steps if step.round > 1]
+    found: dict[int, list[EndedRound]] = {}
+    if not reset:
+        return found
+    for row in ended_rounds(reset):
+        kept = as_round(row)
+        found.setdefault(row.step_id, []).append(
+            EndedRound(
+                round=kept,
+                attempts=f"{kept.attempt} of {kept.max_attempts}",
+                summary=pretty(kept.summary) if kept.summary else None,
+            )
+        )
+    return found
 
 
 @dataclass(frozen=True)
@@ -335,7 +373,9 @@ def step_errors(steps: list[Step]) -> list[StepError]:
         raised_by = step.error.get("attempt") if isinstance(step.error, dict) else None
         attempt = raised_by if isinstance(raised_by, int) else step.attempt
         later = step.status == StepStatus.COMPLETED and attempt < step.attempt
-        found.append(StepError(step=step, attempt=attempt, succeeded_later=later))
+        # Numbered within the round, as the steps table numbers the step's attempts.
+        shown = attempt_in_round(attempt, attempt, step.round_attempts_before).attempt
+        found.append(StepError(step=step, attempt=shown or attempt, succeeded_later=later))
     return found
 
 
@@ -352,9 +392,12 @@ def _graph_states(steps: list[Step]) -> dict[str, tuple[str, str]]:
             continue
         if step.items_total:
             detail = f"{step.items_completed + step.items_skipped}/{step.items_total}"
-        elif step.attempt > 1 and step.iteration == 1:
-            # Attempts count on across a loop's iterations: there it would read as retries.
-            detail = f"try {step.attempt}/{step.max_attempts}"
+        elif (
+            attempts := attempt_in_round(
+                step.attempt, step.max_attempts, step.round_attempts_before
+            )
+        ).attempt > 1:
+            detail = f"try {attempts.attempt}/{attempts.max_attempts}"
         else:
             detail = ""
         states[step.name] = (step.status, detail)

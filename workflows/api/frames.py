@@ -2,7 +2,9 @@
 
 ``{step}`` is the step's name (or its id). ``after=C`` answers the frames after the
 frame ``C`` (the ``seq`` of the last one the client received; absent: from the first),
-oldest first, at most ``limit``, of one ``stream`` when given. ``next_after`` is the
+oldest first, at most ``limit``, of one ``stream`` when given, of the step's current
+round unless ``round=N`` names an ended one (a rerun, a retry or a loop's next iteration
+starts the step with no frames). ``next_after`` is the
 cursor to send next (the last frame's ``seq``, or ``after`` again when there was none),
 and ``dropped`` how many frames the per-attempt bound has trimmed so far, so a client
 can say that the log it shows is not whole. Bad values are a 400 naming the parameter;
@@ -24,7 +26,13 @@ from rest_framework.response import Response
 from workflows.api.long_poll import WAIT_PARAMETER, checked_query, wait_seconds, waiting
 from workflows.errors import StepNotFound
 from workflows.models import Run
-from workflows.queries.frames import DEFAULT_FRAMES_LIMIT, MAX_FRAMES_LIMIT, MAX_SEQ, frames
+from workflows.queries.frames import (
+    DEFAULT_FRAMES_LIMIT,
+    MAX_FRAMES_LIMIT,
+    MAX_SEQ,
+    frames,
+    frames_dropped,
+)
 from workflows.queries.long_poll import long_poll
 from workflows.services.targets import step_in_run
 from workflows.status import FrameStream
@@ -44,6 +52,12 @@ FRAME_PARAMETERS = [
     OpenApiParameter(
         "stream", OpenApiTypes.STR, enum=FrameStream.values, description="only this stream"
     ),
+    OpenApiParameter(
+        "round",
+        OpenApiTypes.INT,
+        description="the frames of this round of the step (absent: its current round; "
+        "every round at .../rounds/)",
+    ),
     WAIT_PARAMETER,
 ]
 
@@ -56,6 +70,7 @@ class FramesQuerySerializer(serializers.Serializer):
         required=False, min_value=1, max_value=MAX_FRAMES_LIMIT, default=DEFAULT_FRAMES_LIMIT
     )
     stream = serializers.ChoiceField(choices=FrameStream.choices, required=False, default=None)
+    round = serializers.IntegerField(required=False, min_value=1, max_value=MAX_SEQ, default=None)
 
 
 class FrameSerializer(serializers.Serializer):
@@ -87,7 +102,11 @@ def step_frames_page(request: Request, run: Run, step: str) -> Response:
         page = long_poll(
             [f"frames:{found.pk}"],
             lambda: frames(
-                found, after=query["after"], limit=query["limit"], stream=query["stream"]
+                found,
+                after=query["after"],
+                limit=query["limit"],
+                stream=query["stream"],
+                round=query["round"],
             ),
             until=bool,
             timeout=seconds,
@@ -98,6 +117,6 @@ def step_frames_page(request: Request, run: Run, step: str) -> Response:
         {
             "frames": FrameSerializer([frame.as_dict() for frame in page], many=True).data,
             "next_after": page[-1].seq if page else query["after"],
-            "dropped": found.frames_dropped,
+            "dropped": frames_dropped(found, query["round"]),
         }
     )

@@ -37,6 +37,7 @@ from workflows.api.iterations import IterationSerializer, step_iterations_page
 from workflows.api.long_poll import WAIT_PARAMETER, LongPollViews, waiting
 from workflows.api.pagination import InSequence, NewestFirst
 from workflows.api.permissions import CanOperateRuns, CanStartRuns, CanViewRuns
+from workflows.api.rounds import RoundSerializer, step_rounds_page
 from workflows.api.serializers_runs import (
     ActionSerializer,
     BulkResultSerializer,
@@ -309,6 +310,22 @@ class RunViewSet(LongPollViews, mixins.ListModelMixin, FlowsiteViewSet):
         """Every iteration of a step a loop ran again, oldest first, its current one last
         (:mod:`workflows.api.iterations`)."""
         return step_iterations_page(request, self, get_run(run_pk(pk)), step)
+
+    @extend_schema(
+        responses={200: RoundSerializer(many=True), **error_responses(400, 401, 403, 404)}
+    )
+    @action(
+        detail=True,
+        methods=["get"],
+        url_path=r"steps/(?P<step>[^/]+)/rounds",
+        filter_backends=[],
+        pagination_class=InSequence,
+    )
+    def rounds(self, request: Request, pk: str, step: str) -> Response:
+        """Every round of a step (a rerun, a retry or a loop's next iteration starts
+        one), oldest first, its current one last, with the telemetry each reported
+        (:mod:`workflows.api.rounds`)."""
+        return step_rounds_page(request, self, get_run(run_pk(pk)), step)
 
     @extend_schema(
         parameters=[IDEMPOTENCY_HEADER],

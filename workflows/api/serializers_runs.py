@@ -21,7 +21,7 @@ from workflows.api.strict import StrictCharField, StrictSerializer, StrictUUIDFi
 from workflows.definitions.deadline import deadline_problems, parse_deadline
 from workflows.models import Event, FanOutItem, Run, Step
 from workflows.queries import Attention
-from workflows.queries.frames import STEP_TELEMETRY_FIELDS
+from workflows.queries.frames import STEP_TELEMETRY_FIELDS, UNIT_TELEMETRY_FIELDS
 from workflows.services.bulk import MAX_IDS
 from workflows.status import Decision, DecisionVia, FailureClass, RunStatus
 from workflows.validation import max_length
@@ -325,13 +325,31 @@ ITERATION_HELP = (
 )
 
 
+UNIT_LOG_HELP = (
+    "its newest log frames (ctx.log), each {seq, attempt, stream, text, at}; older ones "
+    "are counted in frames_dropped"
+)
+ROUND_HELP = (
+    "the round the step holds: a rerun, a retry or a loop's next iteration starts a new "
+    "one, with empty progress, summary and frames; ended rounds at "
+    "/runs/{id}/steps/{name}/rounds/"
+)
+ROUND_ATTEMPT_HELP = "the attempt of the current round, from 1 (0: none made yet)"
+ROUND_MAX_HELP = "the attempts the current round may make"
+ROUND_BEFORE_HELP = (
+    "attempts made before the current round: the attempt as the step counts it on "
+    "across rounds (the number a lease and an error carry) is attempt + this"
+)
+
+
 class RunStepSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     name = serializers.CharField()
     kind = serializers.CharField()
     status = serializers.CharField()
-    attempt = serializers.IntegerField()
-    max_attempts = serializers.IntegerField()
+    attempt = serializers.IntegerField(help_text=ROUND_ATTEMPT_HELP)
+    max_attempts = serializers.IntegerField(help_text=ROUND_MAX_HELP)
+    round = serializers.IntegerField(help_text=ROUND_HELP)
     iteration = serializers.IntegerField(help_text=ITERATION_HELP)
     failure_class = serializers.ChoiceField(
         choices=FailureClass.choices,
@@ -456,6 +474,12 @@ class StepSerializer(serializers.ModelSerializer):
     claimed_by = serializers.CharField(
         source="claimed_by.username", allow_null=True, default=None, read_only=True
     )
+    attempt = serializers.IntegerField(
+        source="attempts_in_round.attempt", read_only=True, help_text=ROUND_ATTEMPT_HELP
+    )
+    max_attempts = serializers.IntegerField(
+        source="attempts_in_round.max_attempts", read_only=True, help_text=ROUND_MAX_HELP
+    )
 
     class Meta:
         model = Step
@@ -469,6 +493,7 @@ class StepSerializer(serializers.ModelSerializer):
             "max_attempts",
             "generation",
             "iteration",
+            "round_attempts_before",
             "version",
             "lease_owner",
             "lease_expires_at",
@@ -507,6 +532,8 @@ class StepSerializer(serializers.ModelSerializer):
             "frames_written": {"help_text": FRAMES_WRITTEN_HELP},
             "frames_dropped": {"help_text": FRAMES_DROPPED_HELP},
             "iteration": {"help_text": ITERATION_HELP},
+            "round": {"help_text": ROUND_HELP},
+            "round_attempts_before": {"help_text": ROUND_BEFORE_HELP},
         }
 
 
@@ -531,8 +558,15 @@ class ItemSerializer(serializers.ModelSerializer):
             "updated_at",
             "started_at",
             "finished_at",
+            *UNIT_TELEMETRY_FIELDS,
         ]
         read_only_fields = fields
+        extra_kwargs = {
+            "progress_done": {"help_text": PROGRESS_HELP},
+            "summary": {"help_text": "the summary its handler built with ctx.summary"},
+            "log": {"help_text": UNIT_LOG_HELP},
+            "frames_dropped": {"help_text": "log frames trimmed by the item's bound"},
+        }
 
 
 class RevokedSerializer(serializers.Serializer):

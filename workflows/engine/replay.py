@@ -56,6 +56,7 @@ from workflows.definitions.graph import Graph
 from workflows.engine.sql.expressions import db_now
 from workflows.engine.sql.rows import StepRow
 from workflows.engine.sql.updates import cas_update, cas_update_many
+from workflows.engine.telemetry.rounds import NEW_ROUND, keep_rounds
 from workflows.errors import StaleState
 from workflows.models import CompensationRecord, FanOutItem, Step, Timer
 from workflows.status import CompensationStatus, StepStatus, TimerStatus
@@ -243,12 +244,18 @@ def rerun_compensation_refusal(
     return None
 
 
-def reset_generation(row: StepRow, workflow: type[Workflow], **changes: Any) -> None:
+def reset_generation(
+    row: StepRow, workflow: type[Workflow], *, round_kept: bool = False, **changes: Any
+) -> None:
     """A new generation of the step: pending, with a fresh set of attempts, and a new
     idempotency key (``<run>/<step>#<generation>``) for it, its items and compensations.
+    It starts a new round (:mod:`workflows.engine.telemetry.rounds`): the ended one is kept first,
+    unless ``round_kept`` says the caller kept it with others.
 
     ``changes`` are written with it (a loop's next ``iteration``); ``row`` carries the
     new status, version and generation afterwards."""
+    if not round_kept:
+        keep_rounds([row.pk])
     node = workflow.nodes[row.name]
     attempts = node.effective_retry.max_attempts if isinstance(node, LeasedNode) else 1
     if not cas_update(
@@ -260,7 +267,7 @@ def reset_generation(row: StepRow, workflow: type[Workflow], **changes: Any) -> 
         max_attempts=row.attempt + attempts,
         generation=row.generation + 1,
         updated_at=db_now(),
-        **{**FORGOTTEN, **changes},
+        **{**FORGOTTEN, **NEW_ROUND, **changes},
     ):
         raise StaleState(f"step {row.name!r} changed while being reset")
     row.status, row.version = StepStatus.PENDING, row.version + 1

@@ -124,6 +124,7 @@ from workflows.status import (
     StepStatus,
     TimerKind,
     TimerStatus,
+    attempt_in_round,
 )
 
 if TYPE_CHECKING:
@@ -420,8 +421,9 @@ def explain(run: Run | UUID | str, *, now: datetime | None = None) -> Explanatio
                 "name": step["name"],
                 "kind": step["kind"],
                 "status": step["status"],
-                "attempt": step["attempt"],
-                "max_attempts": step["max_attempts"],
+                **attempt_in_round(
+                    step["attempt"], step["max_attempts"], step["round_attempts_before"]
+                )._asdict(),
                 "iteration": step["iteration"],
                 "failure_class": step["failure_class"] or None,
                 "last_failure": _last_failure(step),
@@ -540,6 +542,7 @@ def _steps(run_id: UUID, now: datetime) -> list[dict[str, Any]]:
             "generation",
             "iteration",
             "failure_class",
+            "round_attempts_before",
             *_UNIT_FIELDS,
             *STEP_TELEMETRY_FIELDS,
         )

@@ -12,20 +12,37 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
+from django.db.models import Subquery
+
 from workflows.errors import InvalidInput
-from workflows.models import Frame, Step
+from workflows.models import Frame, Step, StepRound
 from workflows.status import FrameStream
 
 # What a task step's attempts reported of themselves, as columns of the step: the last
 # ``ctx.progress``, the ``ctx.summary`` document, and the counts of ``ctx.log``'s frames.
 # Shown wherever a step is (``explain``'s steps, the API's step representations).
 STEP_TELEMETRY_FIELDS = (
+    "round",
     "progress_done",
     "progress_total",
     "progress_message",
     "progress_at",
     "summary",
     "summary_version",
+    "frames_written",
+    "frames_dropped",
+)
+
+# What a fan-out item's or a compensation's attempts reported, as columns of its row
+# (:mod:`workflows.engine.telemetry.unit_log`): its log frames are kept on the row.
+UNIT_TELEMETRY_FIELDS = (
+    "progress_done",
+    "progress_total",
+    "progress_message",
+    "progress_at",
+    "summary",
+    "summary_version",
+    "log",
     "frames_written",
     "frames_dropped",
 )
@@ -56,17 +73,40 @@ def frames(
     after: int | None = None,
     limit: int = DEFAULT_FRAMES_LIMIT,
     stream: str | None = None,
+    round: int | None = None,
 ) -> list[LogFrame]:
     """Return the step's frames with ``seq`` greater than ``after`` (all from the first
     when ``None``), oldest first, at most ``limit`` (1 to :data:`MAX_FRAMES_LIMIT`), of
     one ``stream`` when given (``stdout``, ``stderr``, ``event``).
 
-    One indexed query (the unique ``(step, seq)``). Bad arguments raise
-    :class:`~workflows.InvalidInput` naming the field (``after``, ``limit``, ``stream``).
+    Of the step's current round unless ``round`` names an ended one (``StepRound``): a
+    rerun, a retry or a loop's next iteration starts the step with no frames, and the
+    frames of the rounds before stay readable by their round. One indexed query (the
+    unique ``(step, seq)``; one more for an ended round). Bad arguments raise
+    :class:`~workflows.InvalidInput` naming the field (``after``, ``limit``, ``stream``,
+    ``round``).
     """
     after, limit, stream = checked_cursor(after, limit, stream)
     step_id = step.pk if isinstance(step, Step) else step
     rows = Frame.objects.filter(step_id=step_id, seq__gt=after or 0)
+    if round is not None:
+        ended = (
+            StepRound.objects.filter(step_id=step_id, round=round)
+            .values_list("frames_after", "frames_through")
+            .first()
+        )
+        if ended is None:
+            if not Step.objects.filter(pk=step_id, round=round).exists():
+                raise InvalidInput(f"step {step_id} has no round {round}", field="round")
+            round = None
+        else:
+            rows = rows.filter(seq__gt=ended[0], seq__lte=ended[1])
+    if round is None:
+        rows = rows.filter(
+            seq__gt=step.round_frames_before
+            if isinstance(step, Step)
+            else Subquery(Step.objects.filter(pk=step_id).values("round_frames_before")[:1])
+        )
     if stream is not None:
         rows = rows.filter(stream=stream)
     return [
@@ -75,6 +115,19 @@ def frames(
             :limit
         ]
     ]
+
+
+def frames_dropped(step: Step, round: int | None = None) -> int:
+    """How many frames the per-attempt bound trimmed in ``step``'s current round, or in
+    its ended round ``round`` (0 for a round it does not have)."""
+    if round is None or round == step.round:
+        return step.frames_dropped
+    found = (
+        StepRound.objects.filter(step_id=step.pk, round=round)
+        .values_list("frames_dropped", flat=True)
+        .first()
+    )
+    return found or 0
 
 
 def checked_cursor(after: Any, limit: Any, stream: Any) -> tuple[int | None, int, str | None]:

@@ -21,6 +21,7 @@ from django.db.models import QuerySet
 from workflows.errors import StepNotFound
 from workflows.models import Run, Step, StepIteration
 from workflows.queries.runs import get_run
+from workflows.status import attempt_in_round
 
 __all__ = [
     "Iteration",
@@ -60,13 +61,15 @@ class Iteration:
 
 
 def as_iteration(row: Step | StepIteration, *, current: bool) -> Iteration:
-    """One iteration from the row that holds it (its decider loaded)."""
+    """One iteration from the row that holds it (its decider loaded); its ``attempt``
+    the attempts its last round made, as every surface numbers them."""
     decider = row.decided_by
+    before = row.round_attempts_before if isinstance(row, Step) else row.attempts_before
     return Iteration(
         iteration=row.iteration,
         generation=row.generation,
         status=row.status,
-        attempt=row.attempt,
+        attempt=attempt_in_round(row.attempt, row.attempt, before).attempt,
         output=row.output,
         error=row.error,
         failure_class=row.failure_class,

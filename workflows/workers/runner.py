@@ -31,7 +31,7 @@ from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import STEP, WorkKind
 from workflows.errors import DefinitionMissing, LeaseLost, PermanentError, RunCancelled, StaleState
 from workflows.validation import check_json
-from workflows.workers.telemetry import AttemptTelemetry, refusal
+from workflows.workers.telemetry import AttemptTelemetry
 from workflows.workers.watchdog import overran, timed_out, watchdog
 
 logger = logging.getLogger("workflows.runner")
@@ -132,8 +132,9 @@ def log_fields(lease: Lease) -> dict[str, Any]:
 def _context(
     lease: Lease, batch: LeaseBatch | None = None, telemetry: AttemptTelemetry | None = None
 ) -> Context:
-    """The handler's context; ``telemetry``: a task step's buffer (its heartbeat flushes
-    it first), else ``ctx.progress``, ``log`` and ``summary`` refuse."""
+    """The handler's context; ``telemetry``: the attempt's buffer for ``ctx.progress``,
+    ``log`` and ``summary`` (its heartbeat flushes it first, then extends the lease, or
+    the batch's leases), one of its own when not given."""
 
     def await_callback(timeout: timedelta) -> AwaitCallback:
         if lease.kind is not STEP:
@@ -142,18 +143,8 @@ def _context(
             make_token(lease.run_id, lease.step_id, lease.attempt, timeout), timeout
         )
 
-    if telemetry is not None:
-        beat: Callable[[], None] = telemetry.heartbeat
-        progress, log, summary = telemetry.progress, telemetry.log, telemetry.summary
-    else:
-        beat = (
-            partial(heartbeat, lease)
-            if batch is None
-            else partial(heartbeat_batch, batch, caller=lease)
-        )
-        progress, log, summary = (
-            refusal(lease.kind.name, verb) for verb in ("progress", "log", "summary")
-        )
+    if telemetry is None:
+        telemetry = AttemptTelemetry(lease, _beat(lease, batch))
     return Context(
         run_id=lease.run_id,
         input=lease.run_input,
@@ -164,15 +155,24 @@ def _context(
         idempotency_key=lease.idempotency_key,
         item=lease.item,
         compensated_output=lease.compensated_output,
-        heartbeat=beat,
+        heartbeat=telemetry.heartbeat,
         await_callback=await_callback,
         report_usage=partial(
             record_usage, lease.run_id, lease.step_id, lease.attempt, lease.workflow
         ),
         cancel_requested=partial(cancel_requested, lease.kind, lease.run_id),
-        progress=progress,
-        log=log,
-        summary=summary,
+        progress=telemetry.progress,
+        log=telemetry.log,
+        summary=telemetry.summary,
+    )
+
+
+def _beat(lease: Lease, batch: LeaseBatch | None) -> Callable[[], None]:
+    """What extends ``lease``: its own heartbeat, or its batch's (every item of it)."""
+    return (
+        partial(heartbeat, lease)
+        if batch is None
+        else partial(heartbeat_batch, batch, caller=lease)
     )
 
 
@@ -278,15 +278,14 @@ def _call_handler(lease: Lease, batch: LeaseBatch | None = None) -> Any:
     past its deadline, it raises :class:`AttemptTimedOut` instead of returning.
     """
     handler = import_string(lease.handler_path)
-    telemetry = AttemptTelemetry(lease) if lease.kind is STEP else None
+    telemetry = AttemptTelemetry(lease, _beat(lease, batch))
     context = _context(lease, batch, telemetry)
     watched = watchdog().watch(lease)
     started = time.monotonic()
     try:
         result = handler(context)
     finally:
-        if telemetry is not None:  # before the outcome is recorded, success or failure
-            telemetry.close()
+        telemetry.close()  # before the outcome is recorded, success or failure
         if watched:
             watchdog().unwatch(lease)
     if not watched and overran(lease, started):

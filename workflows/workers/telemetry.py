@@ -1,4 +1,5 @@
-"""The worker's buffer for a task step attempt's telemetry (``ctx.progress``, ``ctx.log``,
+"""The worker's buffer for the telemetry of an attempt of a task step, a fan-out item or
+a compensation (``ctx.progress``, ``ctx.log``,
 ``ctx.summary``): calls are checked and kept in memory, and written together by one
 fenced flush (:func:`workflows.engine.telemetry.flush_telemetry`).
 
@@ -23,6 +24,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from workflows.conf import workflow_settings
@@ -33,7 +35,7 @@ from workflows.engine.telemetry import (
     Progress,
     flush_telemetry,
 )
-from workflows.errors import LeaseLost, WorkflowError
+from workflows.errors import LeaseLost
 from workflows.models import Step
 from workflows.status import FrameStream
 from workflows.validation import check_json
@@ -52,14 +54,17 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class AttemptTelemetry:
-    """The telemetry of one attempt of a task step, buffered between flushes.
+    """The telemetry of one attempt of leased work (a task step, a fan-out item, a
+    compensation), buffered between flushes.
 
     Once a flush found the lease lost, every later call raises that ``LeaseLost`` and
     writes nothing: the work belongs to another attempt now.
     """
 
-    def __init__(self, lease: Lease) -> None:
+    def __init__(self, lease: Lease, beat: Callable[[], None] | None = None) -> None:
         self._lease = lease
+        # What extends the lease after a flush: the unit's own heartbeat, or its batch's.
+        self._beat = beat or partial(heartbeat, lease)
         self._interval = workflow_settings.PROGRESS_INTERVAL.total_seconds()
         self._budget = FrameBudget(
             workflow_settings.FRAMES_PER_ATTEMPT, workflow_settings.FRAME_BYTES_PER_ATTEMPT
@@ -147,7 +152,7 @@ class AttemptTelemetry:
         with self._lock:
             with contextlib.suppress(LeaseLost):
                 self.flush()
-            heartbeat(self._lease)
+            self._beat()
 
     def flush(self) -> None:
         """Write what is pending now (nothing pending: no statement); raises ``LeaseLost``."""
@@ -217,22 +222,3 @@ def _storable(text: str) -> str:
     if not text.isascii():
         text = _SURROGATE.sub(_REPLACEMENT, text)
     return text
-
-
-# Why a fan-out item's or a compensation's handler has no telemetry, by work kind name.
-_NOT_THEIRS = {
-    "item": "a fan-out item's handler has none of its own (its step counts the items)",
-    "compensation": "a compensation's handler has none of its own (its step's attempt ended)",
-}
-
-
-def refusal(kind_name: str, verb: str) -> Callable[..., None]:
-    """``ctx.<verb>`` for a handler that is not a task step's: raises a ``WorkflowError``
-    saying that telemetry belongs to a task step's attempt."""
-
-    def refuse(*args: Any, **kwargs: Any) -> None:
-        raise WorkflowError(
-            f"ctx.{verb}() belongs to a task step's attempt: {_NOT_THEIRS[kind_name]}"
-        )
-
-    return refuse

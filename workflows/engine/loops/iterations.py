@@ -4,7 +4,8 @@ What a step did in the iteration that ends is copied into a ``StepIteration`` ro
 ``INSERT ... SELECT`` for all of them), then each step row is reset as a rerun resets
 it (:func:`~workflows.engine.replay.reset_generation`: pending, fresh attempts, a new
 generation and so a new idempotency key for it, its items and its compensations) with
-the next ``iteration``. Its fan-out items and scheduled timers go
+the next ``iteration``, and so in a new round (:mod:`workflows.engine.telemetry.rounds`: empty
+progress, summary and frames, attempts counted from 1). Its fan-out items and scheduled timers go
 (:func:`~workflows.engine.replay.forget_work_of`); compensation records stay, so a
 failure later undoes the work of every iteration.
 
@@ -23,6 +24,7 @@ from workflows.definitions import Loop, Node, Task, Workflow
 from workflows.engine.replay import forget_work_of, reset_generation
 from workflows.engine.sql.iterations import archive_iterations
 from workflows.engine.sql.rows import StepRow
+from workflows.engine.telemetry.rounds import keep_rounds
 
 
 def start_next_iteration(rows: Sequence[StepRow], workflow: type[Workflow]) -> None:
@@ -55,6 +57,7 @@ def _go_round(
     if not rows:
         return
     archive_iterations([row.pk for row in rows if not isinstance(workflow.nodes[row.name], Loop)])
+    keep_rounds([row.pk for row in rows])
     for row in rows:
-        reset_generation(row, workflow, iteration=next_iteration(row))
+        reset_generation(row, workflow, round_kept=True, iteration=next_iteration(row))
     forget_work_of([row.pk for row in rows])

@@ -26,6 +26,7 @@ from workflows.engine.sql.updates import cas_update_many
 from workflows.engine.telemetry.merge_patch import merge_patch
 from workflows.engine.telemetry.pending import PendingTelemetry
 from workflows.engine.telemetry.trimming import FrameBudget, Trim
+from workflows.engine.telemetry.unit_log import flush_unit_telemetry
 from workflows.engine.transaction import transition
 from workflows.engine.wakeups import wake
 from workflows.errors import LeaseLost
@@ -37,8 +38,14 @@ def flush_telemetry(lease: Lease, pending: PendingTelemetry, budget: FrameBudget
     """Write ``pending`` for ``lease``'s attempt of a task step, or raise ``LeaseLost``.
 
     On success ``lease.version`` moves on (as a heartbeat's does) and ``budget``
-    accounts for the frames kept. Wakes ``frames:<step id>`` once committed.
+    accounts for the frames kept. Wakes ``frames:<step id>`` once committed. The
+    attempt of a fan-out item or a compensation writes to its own row instead
+    (:func:`workflows.engine.telemetry.unit_log.flush_unit_telemetry`), fenced the same way.
     """
+    if lease.kind.model is not Step:
+        flush_unit_telemetry(lease, pending)
+        lease.version += 1
+        return
     sizes = [size for _, _, _, size in pending.frames]
     trim = budget.plan(sizes)
     first_seq = _flush(lease, pending, trim)

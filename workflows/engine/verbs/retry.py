@@ -35,6 +35,7 @@ from workflows.engine.scope import RunScope, run_of_step, run_scope
 from workflows.engine.sql.expressions import attempts_plus, db_now
 from workflows.engine.sql.rows import STEP_ROW_FIELDS, StepRow, step_row
 from workflows.engine.sql.updates import cas_update, cas_update_many
+from workflows.engine.telemetry.rounds import NEW_ROUND, keep_rounds
 from workflows.engine.transaction import transition
 from workflows.errors import InvalidInput, InvalidTransition
 from workflows.models import CompensationRecord, FanOutItem, Step
@@ -85,7 +86,9 @@ def _reset_for_retry(scope: RunScope, row: StepRow, node: Node, user: AnyUser | 
     """Give a failed step a fresh set of attempts (a fan-out: its failed items).
 
     The budget grows by a whole policy beyond the attempts already made, so attempts
-    4, 5 and 6 of a three-attempt policy run with the policy's backoff again. A loop
+    4, 5 and 6 of a three-attempt policy run with the policy's backoff again; the step
+    starts a new round (:mod:`workflows.engine.telemetry.rounds`), so they show as attempts 1, 2
+    and 3 of it, with empty progress, summary and frames. A loop
     that ran out of iterations gets a fresh count of rounds the same way: its
     ``while_`` is asked again, and its body may go round ``max_iterations`` more times;
     a poll that ran out keeps its last poll as an iteration and polls afresh (a new
@@ -113,6 +116,7 @@ def _reset_for_retry(scope: RunScope, row: StepRow, node: Node, user: AnyUser | 
         changes["items_failed"] = 0
         scope.events.add(run.pk, "items.reset", step_id=row.pk, count=len(reset))
     attempts = node.effective_retry.max_attempts if isinstance(node, LeasedNode) else 1
+    keep_rounds([row.pk])
     if not cas_update(
         Step,
         row.pk,
@@ -122,6 +126,7 @@ def _reset_for_retry(scope: RunScope, row: StepRow, node: Node, user: AnyUser | 
         error=None,
         finished_at=None,
         max_attempts=row.attempt + attempts,
+        **NEW_ROUND,
         decision="",
         decided_via="",
         decided_by=None,
