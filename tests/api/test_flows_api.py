@@ -287,8 +287,17 @@ def test_cancel_applies_its_policy_and_a_repeat_changes_nothing(api, flow):
     statuses = {row["name"]: row["status"] for row in answer["flow"]["members"]}
     assert (answer["cancelled"], answer["flow"]["status"]) == (1, "cancelled")
     assert statuses == {"a": "waiting", "b": "cancelled"}
+    assert (answer["policy"], answer["reason"], answer["by"]) == (
+        "cancel_pending",
+        "moved to tomorrow",
+        "operator-user",
+    )
+    assert (answer["members"], answer["complete"]) == (["b"], True)
+    # A repeat answers with the stored cancellation; another policy is refused.
     again = post(api, flow, "cancel", body, "operator")
-    assert (again.status_code, again.json()["cancelled"]) == (200, 0)
+    assert (again.status_code, again.json()["cancelled"]) == (200, 1)
+    other = post(api, flow, "cancel", {"policy": "cancel_all"}, "operator")
+    assert "cancel_pending" in assert_error(other, 409, "invalid_state")["message"]
     assert_error(post(api, flow, "seal", {}), 409, "invalid_state")
     closed = post(api, flow, "edges", {"upstream": "b", "downstream": "a"})
     assert "cancelled" in assert_error(closed, 409, "invalid_flow_change")["message"]
@@ -306,7 +315,7 @@ def test_cancel_all_cancels_every_member_not_ended(api, flow):
         "b": "cancelled",
     }
     # The blocked member is cancelled first, for the flow's reason, and counted.
-    assert members["b"]["error"]["code"] == "cancelled"
+    assert members["b"]["error"]["code"] == "flow_cancelled"
     assert answer["cancelled"] == 2
 
 

@@ -652,7 +652,7 @@ def cancellable(flow: Flow) -> dict[str, Run]:
 
 def test_cancel_all_cancels_every_member_not_ended_with_compensation(flow):
     runs = cancellable(flow)
-    assert workflows.cancel_flow(flow, "cancel_all", reason="release abandoned") == 2
+    assert workflows.cancel_flow(flow, "cancel_all", reason="release abandoned").cancelled == 2
     run_pending()
     assert statuses(flow) == {
         "done": RunStatus.COMPLETED,
@@ -661,7 +661,7 @@ def test_cancel_all_cancels_every_member_not_ended_with_compensation(flow):
     }
     assert UNDONE == ["book"]
     booking = Run.objects.get(pk=runs["booking"].pk)
-    assert booking.error["code"] == "cancelled"
+    assert booking.error["code"] == "flow_cancelled"
     assert booking.error["message"] == "release abandoned"
     assert flow_status(flow) == FlowStatus.CANCELLED
     cancelled = Event.objects.get(flow=flow, type="flow.cancelled")
@@ -670,7 +670,7 @@ def test_cancel_all_cancels_every_member_not_ended_with_compensation(flow):
 
 def test_cancel_pending_cancels_only_blocked_members(flow):
     runs = cancellable(flow)
-    assert workflows.cancel_flow(flow, "cancel_pending") == 1
+    assert workflows.cancel_flow(flow, "cancel_pending").cancelled == 1
     assert status(runs["waiting"]) == RunStatus.CANCELLED
     assert status(runs["booking"]) == RunStatus.RUNNING
     run_pending()
@@ -681,7 +681,7 @@ def test_cancel_pending_cancels_only_blocked_members(flow):
 
 def test_flow_only_leaves_members_alone_and_closes_the_flow(flow):
     runs = cancellable(flow)
-    assert workflows.cancel_flow(flow, "flow_only") == 0
+    assert workflows.cancel_flow(flow, "flow_only").cancelled == 0
     assert status(runs["booking"]) == RunStatus.RUNNING
     assert status(runs["waiting"]) == RunStatus.BLOCKED
     with pytest.raises(InvalidFlowChange):
@@ -695,12 +695,14 @@ def test_flow_only_leaves_members_alone_and_closes_the_flow(flow):
 
 def test_cancel_flow_is_idempotent(flow):
     runs = cancellable(flow)
-    assert workflows.cancel_flow(flow, "cancel_pending") == 1
-    assert workflows.cancel_flow(flow, "cancel_pending") == 0
-    assert workflows.cancel_flow(flow, "cancel_all") == 1  # the member cancel_pending left
-    assert workflows.cancel_flow(flow, "cancel_all") == 0
+    first = workflows.cancel_flow(flow, "cancel_pending", reason="not needed")
+    assert (first.cancelled, first.members) == (1, ("waiting",))
+    # A repeat returns the stored record (its reason ignored) and cancels nothing more.
+    assert workflows.cancel_flow(flow, "cancel_pending", reason="other") == first
+    with pytest.raises(InvalidTransition, match="policy cancel_pending"):
+        workflows.cancel_flow(flow, "cancel_all")
     assert Event.objects.filter(flow=flow, type="flow.cancelled").count() == 1
-    assert status(runs["booking"]) == RunStatus.CANCELLING  # its booking being undone
+    assert status(runs["booking"]) == RunStatus.RUNNING
 
 
 @pytest.mark.parametrize("policy", ["cancel_everything", "", None, 3])
@@ -962,5 +964,5 @@ def test_the_contract_names_as_written(django_user_model):
     other = workflows.create_flow("contract, cancelled")
     workflows.add_to_flow(other, Echo.name, {}, member="only")
     workflows.add_to_flow(other, Echo.name, {}, member="after", after=("only",))
-    assert workflows.cancel_flow(other, policy="cancel_all", user=operator) == 2
+    assert workflows.cancel_flow(other, policy="cancel_all", user=operator).cancelled == 2
     assert Flow.objects.get(pk=other.pk).status == FlowStatus.CANCELLED

@@ -14,6 +14,7 @@ from uuid import UUID
 
 from workflows.definitions import Workflow
 from workflows.engine.flows import close, edges, members
+from workflows.engine.flows.cancellation import CancelPolicy, FlowCancellation
 from workflows.engine.flows.joins import JoinSpec
 from workflows.errors import FlowNotFound
 from workflows.models import Flow, Run
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from workflows.permissions import AnyUser
 
 __all__ = [
+    "CancelPolicy",
+    "FlowCancellation",
     "add_dependency",
     "add_to_flow",
     "cancel_flow",
@@ -97,11 +100,14 @@ def seal_flow(flow: Flow | UUID | str, *, user: AnyUser | None = None) -> FlowSt
 
 def cancel_flow(
     flow: Flow | UUID | str,
-    policy: str = close.CancelPolicy.CANCEL_ALL,
+    policy: str = CancelPolicy.CANCEL_ALL,
     *,
     reason: str = "",
     user: AnyUser | None = None,
-) -> int:
+) -> FlowCancellation:
     """Close the flow and cancel its members by ``policy`` (``"cancel_all"``,
-    ``"cancel_pending"``, ``"flow_only"``); returns how many members were cancelled."""
+    ``"cancel_pending"``, ``"flow_only"``); returns the stored
+    :class:`~workflows.engine.flows.cancellation.FlowCancellation` (policy, reason, who,
+    the members cancelled and their number), the same on a repeated call. A repeat with
+    another policy is refused (:class:`~workflows.errors.InvalidTransition`)."""
     return close.cancel_flow(flow_id_of(flow), policy, reason=reason, user=user)

@@ -25,6 +25,7 @@ from django.db.models import Count, Exists, F, OuterRef, Q
 
 from workflows.definitions import registry
 from workflows.engine.events import EventLog
+from workflows.engine.flows.cancellation import holds_blocked
 from workflows.engine.flows.graph import upstream_statuses
 from workflows.engine.flows.joins import JoinRule, Verdict
 from workflows.engine.limits import run_limits
@@ -60,6 +61,9 @@ def decide(
         upstreams = upstream_statuses(member.pk)
     rule = JoinRule.stored(member.join, member.join_count)
     verdict = rule.verdict((status for _, status in upstreams), more_may_come=more_may_come)
+    if verdict is Verdict.SATISFIED and holds_blocked(member.flow_id):
+        # Cancelled with a policy that cancels it: it waits for that, never starts.
+        return Verdict.WAITING
     if verdict is Verdict.SATISFIED:
         _unblock(member, run, rule, events)
     elif verdict is Verdict.IMPOSSIBLE:
