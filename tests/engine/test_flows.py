@@ -488,6 +488,10 @@ def test_dependency_failed_propagates_downstream(flow):
     workflows.add_to_flow(flow, Echo, {}, member="side")
     run_pending()
     assert status(a) == RunStatus.FAILED
+    # An any join waits while the flow is open (another upstream may come), as k joins do.
+    assert status(Run.objects.get(flow=flow, flow_member__name="d")) == RunStatus.BLOCKED
+    workflows.seal_flow(flow)
+    run_pending()
     assert statuses(flow) == {
         "a": RunStatus.FAILED,
         "b": RunStatus.CANCELLED,
@@ -514,11 +518,13 @@ def test_an_any_join_with_another_upstream_pending_waits(flow):
     assert status(down) == RunStatus.RUNNING
 
 
-def test_an_any_join_whose_upstreams_all_failed_is_cancelled(flow):
+def test_an_any_join_whose_upstreams_all_failed_waits_until_the_flow_is_sealed(flow):
     ups, down = fan_in(flow, "any", upstreams=2)
     finish(ups[0], fail=True)
     workflows.cancel_run(ups[1].pk)
     run_pending()  # the cancellation's compensations, then its end
+    assert status(down) == RunStatus.BLOCKED  # open: another upstream may come
+    workflows.seal_flow(flow)
     run = Run.objects.get(pk=down.pk)
     assert run.status == RunStatus.CANCELLED
     assert run.error["code"] == "dependency_failed"

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 from uuid import UUID
 
 from workflows.engine.events import actor
 from workflows.engine.flows.cancellation import CancelPolicy, FlowCancellation, cancel_flow
+from workflows.engine.flows.edits import FlowEdit
 from workflows.engine.flows.graph import lock_flow
 from workflows.engine.flows.settle import decide, end_if_done
 from workflows.engine.scope import unlocked_scope
@@ -25,10 +27,18 @@ __all__ = ["CancelPolicy", "FlowCancellation", "cancel_flow", "seal_flow"]
 
 
 @transition
-def seal_flow(flow_id: UUID, *, user: AnyUser | None = None) -> FlowStatus:
+def seal_flow(
+    flow_id: UUID,
+    *,
+    user: AnyUser | None = None,
+    may_end_members: Callable[[], bool] | None = None,
+) -> FlowStatus:
     """No more members or edges: the flow ends once every member has ended. Sealing a
     sealed flow changes nothing; an ended or cancelled flow is refused. Returns its
-    status (it ends at once when every member has already ended)."""
+    status (it ends at once when every member has already ended). An ``any`` or
+    ``at least k`` join that no member can meet any more once no more upstreams may
+    come cancels its member: refused (``InvalidFlowChange``) unless
+    ``may_end_members()`` (:mod:`.edits`)."""
     flow = lock_flow(flow_id)
     if flow.status == FlowStatus.SEALED:
         return FlowStatus.SEALED
@@ -41,13 +51,15 @@ def seal_flow(flow_id: UUID, *, user: AnyUser | None = None) -> FlowStatus:
     _close(flow, FlowStatus.SEALED)
     with unlocked_scope() as scope:
         scope.events.add_to_flow(flow.pk, "flow.sealed", flow=flow.name, by=actor(user))
-        # A k-of-n join waiting for upstreams that can no longer come is decided now
-        # (what all and any joins wait for does not depend on more members coming).
+        # An any or k-of-n join waiting for upstreams that can no longer come is decided
+        # now (what an all join waits for does not depend on more members coming).
         waiting = FlowMember.objects.filter(
-            flow=flow, join=JoinKind.AT_LEAST, run__status=RunStatus.BLOCKED
-        )
+            flow=flow, join__in=(JoinKind.ANY, JoinKind.AT_LEAST), run__status=RunStatus.BLOCKED
+        ).order_by("id")
+        edit = FlowEdit("seal_flow", user, may_end_members)
         for member in waiting:
-            decide(member, lock_run(member.run_id), scope.events, more_may_come=False)
+            run = lock_run(member.run_id)
+            decide(member, run, scope.events, more_may_come=False, edit=edit)
         return end_if_done(flow, scope.events) or FlowStatus.SEALED
 
 
