@@ -122,6 +122,8 @@ if TYPE_CHECKING:
         consume as consume,
     )
     from workflows.services.flows import (
+        CancelPolicy as CancelPolicy,
+        FlowCancellation as FlowCancellation,
         add_dependency as add_dependency,
         add_to_flow as add_to_flow,
         cancel_flow as cancel_flow,
@@ -166,6 +168,8 @@ _LAZY: dict[str, str] = {
     "set_join": "workflows.services.flows",
     "seal_flow": "workflows.services.flows",
     "cancel_flow": "workflows.services.flows",
+    "CancelPolicy": "workflows.services.flows",
+    "FlowCancellation": "workflows.services.flows",
     "signal_token": "workflows.services.signal_tokens",
     "send_signal_with_token": "workflows.services.signal_tokens",
     "gates_for": "workflows.approvals",
