@@ -130,6 +130,8 @@ if TYPE_CHECKING:
         delete_consumer as delete_consumer,
     )
     from workflows.services.flows import (
+        CancelPolicy as CancelPolicy,
+        FlowCancellation as FlowCancellation,
         add_dependency as add_dependency,
         add_to_flow as add_to_flow,
         cancel_flow as cancel_flow,
@@ -174,6 +176,8 @@ _LAZY: dict[str, str] = {
     "set_join": "workflows.services.flows",
     "seal_flow": "workflows.services.flows",
     "cancel_flow": "workflows.services.flows",
+    "CancelPolicy": "workflows.services.flows",
+    "FlowCancellation": "workflows.services.flows",
     "signal_token": "workflows.services.signal_tokens",
     "send_signal_with_token": "workflows.services.signal_tokens",
     "gates_for": "workflows.approvals",

@@ -746,10 +746,27 @@ class Flow(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Set by cancel_flow in the transaction that closes the flow: what it does to the
+    # members ("" until cancelled), why, and who asked (None: code, or a user since deleted).
+    cancel_policy = models.CharField(max_length=16, blank=True, default="")
+    cancel_reason = models.TextField(blank=True, default="")
+    cancelled_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # When every member the policy covers had been cancelled (NULL until then: the
+    # recovery scanner finishes a cancellation a dead process left half done).
+    members_cancelled_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["status", "created_at"], name="workflows_flow_status")]
+        indexes = [
+            models.Index(fields=["status", "created_at"], name="workflows_flow_status"),
+            models.Index(
+                fields=["updated_at"],
+                name="workflows_flow_cancelling",
+                condition=models.Q(status="cancelled", members_cancelled_at__isnull=True),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"flow {self.name} [{self.status}] {self.id}"

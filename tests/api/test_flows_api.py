@@ -254,6 +254,30 @@ def test_a_join_is_set_on_a_blocked_member_and_refused_once_it_started(api, flow
     assert "has started" in assert_error(started, 409, "invalid_flow_change")["message"]
 
 
+# Only verbs end members (issue #35 point 3).
+
+
+def test_an_edit_that_would_cancel_a_member_is_409_for_a_start_only_user(api, flow):
+    post(api, flow, "members", member("bad", workflow=Broken.name))
+    post(api, flow, "members", member("gate", workflow=Held.name))
+    post(api, flow, "members", member("down", after=("gate",)))
+    run_pending()
+    # The starter may not cancel (403) and may not cancel by an edit either (409).
+    assert_error(post(api, flow, "cancel", {}, "starter"), 403, "permission_denied")
+    edge = post(api, flow, "edges", {"upstream": "bad", "downstream": "down"})
+    problem = assert_error(edge, 409, "invalid_flow_change")
+    assert "would cancel member 'down'" in problem["message"]
+    late = post(api, flow, "members", member("late", after=("bad",)))
+    assert "'late'" in assert_error(late, 409, "invalid_flow_change")["message"]
+    assert post(api, flow, "joins", {"member": "down", "join": 2147483647}).status_code == 200
+    sealed = post(api, flow, "seal", {})
+    assert "seal_flow would cancel" in assert_error(sealed, 409, "invalid_flow_change")["message"]
+    body = graph(api, flow)
+    statuses = {row["name"]: row["status"] for row in body["members"]}
+    assert (body["status"], statuses["down"]) == ("open", "blocked")
+    assert "late" not in statuses
+
+
 # Sealing and cancelling.
 
 
@@ -287,8 +311,17 @@ def test_cancel_applies_its_policy_and_a_repeat_changes_nothing(api, flow):
     statuses = {row["name"]: row["status"] for row in answer["flow"]["members"]}
     assert (answer["cancelled"], answer["flow"]["status"]) == (1, "cancelled")
     assert statuses == {"a": "waiting", "b": "cancelled"}
+    assert (answer["policy"], answer["reason"], answer["by"]) == (
+        "cancel_pending",
+        "moved to tomorrow",
+        "operator-user",
+    )
+    assert (answer["members"], answer["complete"]) == (["b"], True)
+    # A repeat answers with the stored cancellation; another policy is refused.
     again = post(api, flow, "cancel", body, "operator")
-    assert (again.status_code, again.json()["cancelled"]) == (200, 0)
+    assert (again.status_code, again.json()["cancelled"]) == (200, 1)
+    other = post(api, flow, "cancel", {"policy": "cancel_all"}, "operator")
+    assert "cancel_pending" in assert_error(other, 409, "invalid_state")["message"]
     assert_error(post(api, flow, "seal", {}), 409, "invalid_state")
     closed = post(api, flow, "edges", {"upstream": "b", "downstream": "a"})
     assert "cancelled" in assert_error(closed, 409, "invalid_flow_change")["message"]
@@ -306,7 +339,7 @@ def test_cancel_all_cancels_every_member_not_ended(api, flow):
         "b": "cancelled",
     }
     # The blocked member is cancelled first, for the flow's reason, and counted.
-    assert members["b"]["error"]["code"] == "cancelled"
+    assert members["b"]["error"]["code"] == "flow_cancelled"
     assert answer["cancelled"] == 2
 
 

@@ -213,7 +213,8 @@ def test_cancel_all_cancels_every_unfinished_member():
     run_pending()
     user = User.objects.create_user("ops")
     output = run_command("cancel", str(flow.pk), "--reason", "bad data", "--user", user.username)
-    assert output == f"flow {flow.pk} 'pair': cancelled, revision 2; 2 members cancelled\n"
+    expected = f"flow {flow.pk} 'pair': cancelled, revision 2; 2 members cancelled (cancel_all)"
+    assert output == expected + "\n"
     run_pending()
     assert (status_of(flow, "left"), status_of(flow, "right")) == ("cancelled", "cancelled")
     event = Event.objects.get(flow=flow, type="flow.cancelled")
@@ -233,10 +234,11 @@ def test_cancel_pending_cancels_only_the_blocked_members():
 def test_flow_only_closes_the_flow_and_leaves_the_members_alone():
     flow = waiting_flow()
     output = run_command("cancel", str(flow.pk), "--policy", "flow_only")
-    assert output.endswith(": cancelled, revision 2; 0 members cancelled\n")
+    assert output.endswith(": cancelled, revision 2; 0 members cancelled (flow_only)\n")
     assert (status_of(flow, "extract"), status_of(flow, "load")) == ("waiting", "blocked")
-    # Idempotent: cancelling a cancelled flow again applies the policy again, nothing more.
-    assert run_json("cancel", str(flow.pk), "--policy", "flow_only")["cancelled"] == 0
+    # Idempotent: cancelling a cancelled flow again returns the stored cancellation.
+    again = run_json("cancel", str(flow.pk), "--policy", "flow_only")
+    assert (again["cancelled"], again["cancellation"]["policy"]) == (0, "flow_only")
     assert Event.objects.filter(flow=flow, type="flow.cancelled").count() == 1
 
 

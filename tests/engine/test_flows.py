@@ -488,6 +488,10 @@ def test_dependency_failed_propagates_downstream(flow):
     workflows.add_to_flow(flow, Echo, {}, member="side")
     run_pending()
     assert status(a) == RunStatus.FAILED
+    # An any join waits while the flow is open (another upstream may come), as k joins do.
+    assert status(Run.objects.get(flow=flow, flow_member__name="d")) == RunStatus.BLOCKED
+    workflows.seal_flow(flow)
+    run_pending()
     assert statuses(flow) == {
         "a": RunStatus.FAILED,
         "b": RunStatus.CANCELLED,
@@ -514,11 +518,13 @@ def test_an_any_join_with_another_upstream_pending_waits(flow):
     assert status(down) == RunStatus.RUNNING
 
 
-def test_an_any_join_whose_upstreams_all_failed_is_cancelled(flow):
+def test_an_any_join_whose_upstreams_all_failed_waits_until_the_flow_is_sealed(flow):
     ups, down = fan_in(flow, "any", upstreams=2)
     finish(ups[0], fail=True)
     workflows.cancel_run(ups[1].pk)
     run_pending()  # the cancellation's compensations, then its end
+    assert status(down) == RunStatus.BLOCKED  # open: another upstream may come
+    workflows.seal_flow(flow)
     run = Run.objects.get(pk=down.pk)
     assert run.status == RunStatus.CANCELLED
     assert run.error["code"] == "dependency_failed"
@@ -652,7 +658,7 @@ def cancellable(flow: Flow) -> dict[str, Run]:
 
 def test_cancel_all_cancels_every_member_not_ended_with_compensation(flow):
     runs = cancellable(flow)
-    assert workflows.cancel_flow(flow, "cancel_all", reason="release abandoned") == 2
+    assert workflows.cancel_flow(flow, "cancel_all", reason="release abandoned").cancelled == 2
     run_pending()
     assert statuses(flow) == {
         "done": RunStatus.COMPLETED,
@@ -661,7 +667,7 @@ def test_cancel_all_cancels_every_member_not_ended_with_compensation(flow):
     }
     assert UNDONE == ["book"]
     booking = Run.objects.get(pk=runs["booking"].pk)
-    assert booking.error["code"] == "cancelled"
+    assert booking.error["code"] == "flow_cancelled"
     assert booking.error["message"] == "release abandoned"
     assert flow_status(flow) == FlowStatus.CANCELLED
     cancelled = Event.objects.get(flow=flow, type="flow.cancelled")
@@ -670,7 +676,7 @@ def test_cancel_all_cancels_every_member_not_ended_with_compensation(flow):
 
 def test_cancel_pending_cancels_only_blocked_members(flow):
     runs = cancellable(flow)
-    assert workflows.cancel_flow(flow, "cancel_pending") == 1
+    assert workflows.cancel_flow(flow, "cancel_pending").cancelled == 1
     assert status(runs["waiting"]) == RunStatus.CANCELLED
     assert status(runs["booking"]) == RunStatus.RUNNING
     run_pending()
@@ -681,7 +687,7 @@ def test_cancel_pending_cancels_only_blocked_members(flow):
 
 def test_flow_only_leaves_members_alone_and_closes_the_flow(flow):
     runs = cancellable(flow)
-    assert workflows.cancel_flow(flow, "flow_only") == 0
+    assert workflows.cancel_flow(flow, "flow_only").cancelled == 0
     assert status(runs["booking"]) == RunStatus.RUNNING
     assert status(runs["waiting"]) == RunStatus.BLOCKED
     with pytest.raises(InvalidFlowChange):
@@ -695,12 +701,14 @@ def test_flow_only_leaves_members_alone_and_closes_the_flow(flow):
 
 def test_cancel_flow_is_idempotent(flow):
     runs = cancellable(flow)
-    assert workflows.cancel_flow(flow, "cancel_pending") == 1
-    assert workflows.cancel_flow(flow, "cancel_pending") == 0
-    assert workflows.cancel_flow(flow, "cancel_all") == 1  # the member cancel_pending left
-    assert workflows.cancel_flow(flow, "cancel_all") == 0
+    first = workflows.cancel_flow(flow, "cancel_pending", reason="not needed")
+    assert (first.cancelled, first.members) == (1, ("waiting",))
+    # A repeat returns the stored record (its reason ignored) and cancels nothing more.
+    assert workflows.cancel_flow(flow, "cancel_pending", reason="other") == first
+    with pytest.raises(InvalidTransition, match="policy cancel_pending"):
+        workflows.cancel_flow(flow, "cancel_all")
     assert Event.objects.filter(flow=flow, type="flow.cancelled").count() == 1
-    assert status(runs["booking"]) == RunStatus.CANCELLING  # its booking being undone
+    assert status(runs["booking"]) == RunStatus.RUNNING
 
 
 @pytest.mark.parametrize("policy", ["cancel_everything", "", None, 3])
@@ -962,5 +970,5 @@ def test_the_contract_names_as_written(django_user_model):
     other = workflows.create_flow("contract, cancelled")
     workflows.add_to_flow(other, Echo.name, {}, member="only")
     workflows.add_to_flow(other, Echo.name, {}, member="after", after=("only",))
-    assert workflows.cancel_flow(other, policy="cancel_all", user=operator) == 2
+    assert workflows.cancel_flow(other, policy="cancel_all", user=operator).cancelled == 2
     assert Flow.objects.get(pk=other.pk).status == FlowStatus.CANCELLED

@@ -111,10 +111,10 @@ def _cancel_refusal(flow: Flow) -> str | None:
 
 
 def _cancel(flow: Flow, data: dict[str, Any], user: AnyUser) -> str:
-    cancelled = flow_services.cancel_flow(flow, data["policy"], reason=data["reason"], user=user)
-    done = f"{_members(cancelled)} cancelled by policy {data['policy']}"
+    record = flow_services.cancel_flow(flow, data["policy"], reason=data["reason"], user=user)
+    done = f"{_members(record.cancelled)} cancelled by policy {record.policy}"
     if flow.status == FlowStatus.CANCELLED:
-        return f"was already cancelled; this time {done}"
+        return f"was already cancelled; {done}"
     return f"is cancelled; {done}"
 
 

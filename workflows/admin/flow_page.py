@@ -21,7 +21,7 @@ from django.utils.safestring import SafeString
 from workflows.admin.flow_graph import join_label, member_graph_svg, member_nodes
 from workflows.admin.runs import badge, pretty
 from workflows.models import Event, Flow
-from workflows.queries.flows import FlowGraph, MemberView, flow_graph
+from workflows.queries.flows import FlowGraph, MemberView, flow_cancellation, flow_graph
 from workflows.status import FLOW_FINAL, RUN_FINAL
 
 __all__ = ["EVENTS_PER_PAGE", "GRAPH_LIMIT", "MEMBERS_PER_PAGE", "flow_page_context"]
@@ -143,6 +143,7 @@ def flow_page_context(
         if isinstance(not_completed, dict)
         else [],
         "summary": pretty(flow.summary) if flow.summary else None,
+        "cancellation": flow_cancellation(flow),
         "may": may,
         "cancel_url": reverse(f"{admin_name}:workflows_flow_act", args=[flow.pk, "cancel"]),
         "seal_url": reverse(f"{admin_name}:workflows_flow_act", args=[flow.pk, "seal"]),

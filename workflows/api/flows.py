@@ -250,10 +250,10 @@ class FlowViewSet(mixins.ListModelMixin, FlowsiteViewSet):
         """Close the flow and cancel its members by policy; a repeat changes nothing more."""
         flow = get_flow(flow_pk(pk))
         body = validated(request.data, CancelFlowSerializer)
-        cancelled = refused_as_invalid_state(
+        cancellation = refused_as_invalid_state(
             lambda: flow_verbs.cancel_flow(
                 flow.pk, body["policy"], reason=body["reason"], user=request.user
             )
         )
         graph = flow_graph(flow.pk).as_dict()
-        return Response(FlowCancelledSerializer({"cancelled": cancelled, "flow": graph}).data)
+        return Response(FlowCancelledSerializer({**cancellation.as_dict(), "flow": graph}).data)

@@ -197,5 +197,18 @@ class RevisionSerializer(serializers.Serializer):
 
 
 class FlowCancelledSerializer(serializers.Serializer):
-    cancelled = serializers.IntegerField(help_text="members this request cancelled")
+    cancelled = serializers.IntegerField(
+        help_text="members the flow's cancellation cancelled (the same on a repeated request)"
+    )
+    policy = serializers.CharField(help_text="the policy stored when the flow was cancelled")
+    reason = serializers.CharField(help_text="the reason stored when the flow was cancelled")
+    by = serializers.CharField(
+        allow_null=True, help_text="who cancelled the flow (null: code, or a deleted user)"
+    )
+    members = serializers.ListField(
+        child=serializers.CharField(), help_text="the names of the members it cancelled"
+    )
+    complete = serializers.BooleanField(
+        help_text="every member the policy covers is dealt with (else the sweeper finishes)"
+    )
     flow = FlowDetailSerializer()

@@ -13,14 +13,16 @@ from uuid import UUID
 
 from django.db.models import Count, Q, QuerySet
 
+from workflows.engine.flows.cancellation import FlowCancellation, cancellation_of
 from workflows.engine.flows.joins import JoinRule
 from workflows.errors import FlowNotFound
 from workflows.models import Flow, FlowEdge, FlowMember
-from workflows.status import RUN_FINAL, RunStatus
+from workflows.status import RUN_FINAL, FlowStatus, RunStatus
 
 __all__ = [
     "FlowGraph",
     "MemberView",
+    "flow_cancellation",
     "flow_graph",
     "get_flow",
     "list_flows",
@@ -148,6 +150,14 @@ def flow_graph(flow: Flow | UUID | str) -> FlowGraph:
             )
         )
     return FlowGraph(found, tuple(members), tuple(edges), counts)
+
+
+def flow_cancellation(flow: Flow) -> FlowCancellation | None:
+    """How a cancelled flow was cancelled (policy, reason, who, the members cancelled and
+    whether that is done); ``None`` for a flow not cancelled."""
+    if flow.status != FlowStatus.CANCELLED:
+        return None
+    return cancellation_of(flow.pk)
 
 
 def list_flows(*, status: str | None = None) -> QuerySet[Flow]:

@@ -8,21 +8,26 @@ is the verb table of :mod:`workflows.services.access` (``start_run`` to build an
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from workflows.definitions import Workflow
 from workflows.engine.flows import close, edges, members
+from workflows.engine.flows.cancellation import CancelPolicy, FlowCancellation
 from workflows.engine.flows.joins import JoinSpec
 from workflows.errors import FlowNotFound
 from workflows.models import Flow, Run
+from workflows.permissions import OPERATE_RUN
 from workflows.status import FlowStatus
 
 if TYPE_CHECKING:
     from workflows.permissions import AnyUser
 
 __all__ = [
+    "CancelPolicy",
+    "FlowCancellation",
     "add_dependency",
     "add_to_flow",
     "cancel_flow",
@@ -46,6 +51,15 @@ def flow_id_of(flow: Flow | UUID | str) -> UUID:
     return flow_id
 
 
+def may_end_members(user: AnyUser | None) -> Callable[[], bool] | None:
+    """Whether a graph edit by ``user`` may cancel members at once (an edge from a member
+    that ended otherwise, a join that can no longer be met): only a caller who may
+    operate runs, as ending a run is an operator's verb. ``None`` (trusted code) may."""
+    if user is None:
+        return None
+    return partial(user.has_perm, OPERATE_RUN)
+
+
 def create_flow(name: str, *, key: str | None = None, user: AnyUser | None = None) -> Flow:
     """A new open flow; with a ``key`` seen before, that same flow (idempotent)."""
     return members.create_flow(name, key=key, user=user)
@@ -65,7 +79,14 @@ def add_to_flow(
     ``after`` under ``join`` (``"all"``, ``"any"`` or an int k); it starts at once when
     nothing holds it, else it is ``blocked``. Idempotent on ``member``."""
     return members.add_to_flow(
-        flow_id_of(flow), workflow, input, member=member, after=after, join=join, user=user
+        flow_id_of(flow),
+        workflow,
+        input,
+        member=member,
+        after=after,
+        join=join,
+        user=user,
+        may_end_members=may_end_members(user),
     )
 
 
@@ -79,7 +100,12 @@ def add_dependency(
 ) -> int:
     """Stage the edge ``upstream → downstream``; return the flow's new revision."""
     return edges.add_dependency(
-        flow_id_of(flow), upstream, downstream, expected_revision=expected_revision, user=user
+        flow_id_of(flow),
+        upstream,
+        downstream,
+        expected_revision=expected_revision,
+        user=user,
+        may_end_members=may_end_members(user),
     )
 
 
@@ -87,21 +113,26 @@ def set_join(
     flow: Flow | UUID | str, member: str, join: JoinSpec, *, user: AnyUser | None = None
 ) -> int:
     """Change a blocked member's join; return the flow's new revision."""
-    return edges.set_join(flow_id_of(flow), member, join, user=user)
+    return edges.set_join(
+        flow_id_of(flow), member, join, user=user, may_end_members=may_end_members(user)
+    )
 
 
 def seal_flow(flow: Flow | UUID | str, *, user: AnyUser | None = None) -> FlowStatus:
     """No more members or edges; the flow ends once its members have. Returns its status."""
-    return close.seal_flow(flow_id_of(flow), user=user)
+    return close.seal_flow(flow_id_of(flow), user=user, may_end_members=may_end_members(user))
 
 
 def cancel_flow(
     flow: Flow | UUID | str,
-    policy: str = close.CancelPolicy.CANCEL_ALL,
+    policy: str = CancelPolicy.CANCEL_ALL,
     *,
     reason: str = "",
     user: AnyUser | None = None,
-) -> int:
+) -> FlowCancellation:
     """Close the flow and cancel its members by ``policy`` (``"cancel_all"``,
-    ``"cancel_pending"``, ``"flow_only"``); returns how many members were cancelled."""
+    ``"cancel_pending"``, ``"flow_only"``); returns the stored
+    :class:`~workflows.engine.flows.cancellation.FlowCancellation` (policy, reason, who,
+    the members cancelled and their number), the same on a repeated call. A repeat with
+    another policy is refused (:class:`~workflows.errors.InvalidTransition`)."""
     return close.cancel_flow(flow_id_of(flow), policy, reason=reason, user=user)

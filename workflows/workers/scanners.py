@@ -22,6 +22,7 @@ from django.utils import timezone
 from workflows.conf import workflow_settings
 from workflows.engine import ITEM, STEP, WORK_KINDS, fire_timer, reclaim
 from workflows.engine.executor import uses_django_q
+from workflows.engine.flows.cancellation import cancel_members, cancellations_to_finish
 from workflows.engine.flows.heal import failed_flows_with_running_members, reopen_failed_flow
 from workflows.engine.flows.settle import (
     blocked_members_to_decide,
@@ -299,6 +300,12 @@ def repair_flows(*, limit: int = 1000, dry_run: bool = False) -> ScanResult:
     )
 
 
+def finish_flow_cancellations(*, limit: int = 1000, dry_run: bool = False) -> ScanResult:
+    """Cancel the members of cancelled flows whose cancellation a process that died left
+    half done (the flow closed, its policy stored, not every covered member cancelled)."""
+    return _sweep(cancellations_to_finish(limit), cancel_members, "cancellation of flow", dry_run)
+
+
 def purge_finished_runs(
     *, older_than: Any = None, limit: int = 1000, dry_run: bool = False
 ) -> ScanResult:
@@ -383,6 +390,7 @@ RECOVERY_SCANNERS: dict[str, Callable[..., ScanResult]] = {
     "repair_stuck_runs": repair_stuck_runs,
     "cancel_orphaned_children": cancel_orphaned_children,
     "start_queued_runs": start_queued_runs,
+    "finish_flow_cancellations": finish_flow_cancellations,
     "repair_flows": repair_flows,
     "purge_finished_runs": purge_finished_runs,
     "deliver_hooks": deliver_hooks,

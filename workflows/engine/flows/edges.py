@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 from uuid import UUID
 
 from workflows.engine.events import actor
+from workflows.engine.flows.edits import FlowEdit
 from workflows.engine.flows.graph import (
     bump_revision,
     check_acyclic,
@@ -39,6 +41,7 @@ def add_dependency(
     *,
     expected_revision: int | None = None,
     user: AnyUser | None = None,
+    may_end_members: Callable[[], bool] | None = None,
 ) -> int:
     """Stage ``upstream → downstream``; return the flow's new revision (its current one
     when the edge exists already).
@@ -47,7 +50,9 @@ def add_dependency(
     edge, an edge closing a cycle, a downstream already started, a closed flow;
     :class:`~workflows.errors.StaleRevision` when ``expected_revision`` is given and the
     graph has moved past it. The downstream is decided at once against the upstream's
-    committed status: an upstream that has already completed counts.
+    committed status: an upstream that has already completed counts; one that ended
+    otherwise would cancel it at once, which is refused (``InvalidFlowChange``) unless
+    ``may_end_members()`` (:mod:`.edits`).
 
     Of two writers staging against one revision, the second to lock the flow finds the
     revision moved. An upstream ending meanwhile is seen ended (its transition committed
@@ -69,14 +74,23 @@ def add_dependency(
     revision = bump_revision(flow)
     with unlocked_scope() as scope:
         write_edges(flow, [up], down, revision, scope.events, by=actor(user))
-        decide(down, run, scope.events, more_may_come=True)
+        edit = FlowEdit("add_dependency", user, may_end_members)
+        decide(down, run, scope.events, more_may_come=True, edit=edit)
     return revision
 
 
 @transition
-def set_join(flow_id: UUID, member: str, join: JoinSpec, *, user: AnyUser | None = None) -> int:
+def set_join(
+    flow_id: UUID,
+    member: str,
+    join: JoinSpec,
+    *,
+    user: AnyUser | None = None,
+    may_end_members: Callable[[], bool] | None = None,
+) -> int:
     """Change a blocked member's join; return the flow's new revision. The member is
-    decided at once under its new join."""
+    decided at once under its new join (one that can no longer be met is refused unless
+    ``may_end_members()``, :mod:`.edits`)."""
     rule = JoinRule.parse(join)
     check_name(member, field="member")
     flow = lock_flow(flow_id)
@@ -99,5 +113,6 @@ def set_join(flow_id: UUID, member: str, join: JoinSpec, *, user: AnyUser | None
             revision=revision,
             by=actor(user),
         )
-        decide(target, run, scope.events, more_may_come=True)
+        edit = FlowEdit("set_join", user, may_end_members)
+        decide(target, run, scope.events, more_may_come=True, edit=edit)
     return revision

@@ -67,8 +67,10 @@ class JoinRule:
         ``all``: every upstream completed (none at all: satisfied, the member starts at
         once), impossible once one ended otherwise. ``any``: one completed, impossible
         once all ended otherwise. ``at_least k``: k completed, impossible once fewer
-        than k could still complete, but only when ``more_may_come`` is false: an open
-        flow may still give the member more upstreams.
+        than k could still complete. ``any`` and ``at_least`` follow one rule about an
+        open flow: they are judged impossible only when ``more_may_come`` is false (the
+        flow is sealed or cancelled), as an open flow may still give the member more
+        upstreams; until then they wait.
         """
         seen = list(statuses)
         completed = sum(status == RunStatus.COMPLETED for status in seen)
@@ -82,7 +84,9 @@ class JoinRule:
         if self.kind == JoinKind.ANY:
             if completed or not seen:
                 return Verdict.SATISFIED
-            return Verdict.IMPOSSIBLE if ended_otherwise == len(seen) else Verdict.WAITING
+            if not more_may_come and ended_otherwise == len(seen):
+                return Verdict.IMPOSSIBLE
+            return Verdict.WAITING
         needed = self.count or 0
         if completed >= needed:
             return Verdict.SATISFIED

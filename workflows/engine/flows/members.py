@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -12,6 +12,7 @@ from django.db import IntegrityError
 from workflows.definitions import Workflow, registry
 from workflows.engine.events import actor
 from workflows.engine.fingerprint import fingerprint
+from workflows.engine.flows.edits import FlowEdit
 from workflows.engine.flows.graph import (
     bump_revision,
     check_name,
@@ -86,11 +87,14 @@ def add_to_flow(
     after: Sequence[str] = (),
     join: JoinSpec = "all",
     user: AnyUser | None = None,
+    may_end_members: Callable[[], bool] | None = None,
 ) -> Run:
     """Add a run of ``workflow`` to the flow as member ``member``, after the members
     named in ``after``; it starts at once if its join is satisfied, else it is created
     ``blocked``. The same ``member`` with the same workflow and input returns its run;
-    another workflow or input raises :class:`IdempotencyConflict`."""
+    another workflow or input raises :class:`IdempotencyConflict`. A member that would be
+    cancelled at once (an upstream in ``after`` ended otherwise) is refused with
+    :class:`InvalidFlowChange` unless ``may_end_members()`` (:mod:`.edits`)."""
     definition = registry.resolve(workflow)
     data = definition.check_input(input)
     rule = JoinRule.parse(join)
@@ -98,7 +102,8 @@ def add_to_flow(
     upstream_names = _upstream_names(after)
     for upstream in upstream_names:
         check_not_self(upstream, member)
-    return _add(flow_id, definition, data, member, upstream_names, rule, user)
+    edit = FlowEdit("add_to_flow", user, may_end_members)
+    return _add(flow_id, definition, data, member, upstream_names, rule, edit)
 
 
 def _upstream_names(after: Sequence[str]) -> list[str]:
@@ -115,8 +120,9 @@ def _add(
     name: str,
     upstream_names: list[str],
     rule: JoinRule,
-    user: AnyUser | None,
+    edit: FlowEdit,
 ) -> Run:
+    user = edit.user
     flow = lock_flow(flow_id)
     input_hash = fingerprint(data)
     existing = FlowMember.objects.select_related("run").filter(flow=flow, name=name).first()
@@ -161,6 +167,6 @@ def _add(
         by=actor(user),
     )
     write_edges(flow, upstreams, member, revision, scope.events, by=actor(user))
-    decide(member, run, scope.events, more_may_come=True, upstreams=statuses)
+    decide(member, run, scope.events, more_may_come=True, upstreams=statuses, edit=edit)
     scope.close()
     return run

@@ -25,6 +25,8 @@ from django.db.models import Count, Exists, F, OuterRef, Q
 
 from workflows.definitions import registry
 from workflows.engine.events import EventLog
+from workflows.engine.flows.cancellation import holds_blocked
+from workflows.engine.flows.edits import FlowEdit
 from workflows.engine.flows.graph import upstream_statuses
 from workflows.engine.flows.joins import JoinRule, Verdict
 from workflows.engine.limits import run_limits
@@ -50,16 +52,22 @@ def decide(
     *,
     more_may_come: bool,
     upstreams: list[tuple[str, str]] | None = None,
+    edit: FlowEdit | None = None,
 ) -> Verdict | None:
     """Start, cancel or leave blocked the member whose run ``run`` this transition holds;
     ``None`` when it is no longer blocked (decided before). ``upstreams``: the (name,
-    status) of every upstream member when the caller holds their runs (read otherwise)."""
+    status) of every upstream member when the caller holds their runs (read otherwise).
+    ``edit``: the graph edit deciding it, which must be allowed to cancel it
+    (:mod:`.edits`)."""
     if run.status != RunStatus.BLOCKED:
         return None
     if upstreams is None:
         upstreams = upstream_statuses(member.pk)
     rule = JoinRule.stored(member.join, member.join_count)
     verdict = rule.verdict((status for _, status in upstreams), more_may_come=more_may_come)
+    if verdict is Verdict.SATISFIED and holds_blocked(member.flow_id):
+        # Cancelled with a policy that cancels it: it waits for that, never starts.
+        return Verdict.WAITING
     if verdict is Verdict.SATISFIED:
         _unblock(member, run, rule, events)
     elif verdict is Verdict.IMPOSSIBLE:
@@ -68,7 +76,11 @@ def decide(
             for name, status in upstreams
             if status in RUN_FINAL and status != RunStatus.COMPLETED
         ]
-        _cancel_for_dependency(member, run, rule, failed, events)
+        by = None
+        if edit is not None:
+            edit.check_may_end(member, _impossible(rule, failed))
+            by = edit.by
+        _cancel_for_dependency(member, run, rule, failed, events, by=by)
     return verdict
 
 
@@ -115,21 +127,21 @@ def _cancel_for_dependency(
     rule: JoinRule,
     failed: list[tuple[str, str]],
     events: EventLog,
+    *,
+    by: str | None = None,
 ) -> None:
-    """End the member ``cancelled`` with ``dependency_failed``: nothing of it started."""
+    """End the member ``cancelled`` with ``dependency_failed``: nothing of it started.
+    ``by``: the caller of the graph edit that ended it (``None``: an upstream's end)."""
     culprit, status = failed[0] if failed else ("", "")
-    message = (
-        f"upstream member {culprit!r} ended {status}: the join ({rule.describe()}) "
-        "can no longer be satisfied"
-        if failed
-        else f"the flow is closed and the join ({rule.describe()}) can never be satisfied"
-    )
+    message = _impossible(rule, failed)
+    edited = {"by": by} if by is not None else {}
     error: dict[str, Any] = {
         "code": "dependency_failed",
         "message": message,
         "upstream": culprit,
         "upstream_status": status,
         "member": member.name,
+        **edited,
     }
     stop_forward_work(run, events, reason="dependency failed")
     set_run_status(run, RunStatus.CANCELLING, events, error=error)
@@ -140,8 +152,20 @@ def _cancel_for_dependency(
         member=member.name,
         upstream=culprit,
         upstream_status=status,
+        **edited,
     )
     unwind(run, events)
+
+
+def _impossible(rule: JoinRule, failed: list[tuple[str, str]]) -> str:
+    """Why a join can no longer be satisfied, in words."""
+    if failed:
+        culprit, status = failed[0]
+        return (
+            f"upstream member {culprit!r} ended {status}: the join ({rule.describe()}) "
+            "can no longer be satisfied"
+        )
+    return f"the flow is closed and the join ({rule.describe()}) can never be satisfied"
 
 
 def _more_may_come(flow_id: UUID) -> bool:
@@ -343,8 +367,8 @@ def _decided() -> Q:
     number of its upstream members (``edges``), of those ``completed`` and of those
     ``ended_otherwise``; ``test_flows`` checks the two agree, join by join."""
     all_of = Q(completed=F("edges")) | Q(ended_otherwise__gt=0)
-    any_of = Q(completed__gt=0) | Q(edges=0) | Q(ended_otherwise=F("edges"))
     closed = ~Q(flow__status=FlowStatus.OPEN)
+    any_of = Q(completed__gt=0) | Q(edges=0) | (closed & Q(ended_otherwise=F("edges")))
     at_least = Q(completed__gte=F("join_count")) | (
         closed & Q(edges__lt=F("join_count") + F("ended_otherwise"))
     )

@@ -25,7 +25,12 @@ ALREADY_CANCELLED = frozenset({RunStatus.CANCELLING, RunStatus.CANCELLED, RunSta
 
 @transition
 def cancel_run(
-    run_id: UUID, *, reason: str = "", compensate: bool = True, user: AnyUser | None = None
+    run_id: UUID,
+    *,
+    reason: str = "",
+    compensate: bool = True,
+    user: AnyUser | None = None,
+    code: str = "cancelled",
 ) -> bool:
     """Stop a running or waiting run: cancel waiting work, compensate, end ``cancelled``.
 
@@ -36,7 +41,8 @@ def cancel_run(
     it is, with nothing recorded (no event, no new version), and ``False`` is returned;
     ``True`` when this call cancelled it. Other statuses the guard refuses raise
     :class:`InvalidTransition`. Two cancels racing: the second waits for the run's lock,
-    then finds it cancelling and returns ``False``.
+    then finds it cancelling and returns ``False``. ``code``: the run's error code
+    (``flow_cancelled`` when ``cancel_flow`` cancels a member).
     """
     with run_scope(run_id, needs_definition=False) as scope:
         run, events = scope.run, scope.events
@@ -44,7 +50,7 @@ def cancel_run(
             return False
         CANCEL.check(run_id, run.status)
         stop_forward_work(run, events, reason="run cancelled")
-        error = {"code": "cancelled", "message": reason or "cancelled", "by": actor(user)}
+        error = {"code": code, "message": reason or "cancelled", "by": actor(user)}
         changes: dict[str, Any] = {"error": error}
         if not compensate:
             changes["skip_compensation"] = True

@@ -15,7 +15,7 @@ from workflows.management.commands.workflows_status import positive_int
 from workflows.management.output import table, to_json
 from workflows.models import Flow
 from workflows.queries.flows import FlowGraph, MemberView, flow_graph, get_flow, list_flows
-from workflows.services.flows import cancel_flow, seal_flow
+from workflows.services.flows import FlowCancellation, cancel_flow, seal_flow
 from workflows.status import FlowStatus
 
 LIST_COLUMNS = {
@@ -162,17 +162,21 @@ class Command(BaseCommand):
         self.stdout.write(table(MEMBER_COLUMNS, (_member_row(m) for m in graph.members)))
 
     def _changed(
-        self, flow: Mapping[str, Any], cancelled: int | None, options: dict[str, Any]
+        self, flow: Mapping[str, Any], cancelled: FlowCancellation | None, options: dict[str, Any]
     ) -> None:
         if options["json"]:
             summary = flow_summary(flow)
-            self.stdout.write(
-                to_json(summary if cancelled is None else {**summary, "cancelled": cancelled})
-            )
+            if cancelled is not None:
+                summary = {
+                    **summary,
+                    "cancelled": cancelled.cancelled,
+                    "cancellation": cancelled.as_dict(),
+                }
+            self.stdout.write(to_json(summary))
             return
         line = flow_line(flow)
         if cancelled is not None:
-            line += f"; {_many(cancelled, 'member')} cancelled"
+            line += f"; {_many(cancelled.cancelled, 'member')} cancelled ({cancelled.policy})"
         self.stdout.write(line)
 
 

@@ -1,0 +1,43 @@
+"""A cancelled flow's page in a real browser at 1400 px: it says who cancelled the flow,
+with which policy and reason, and which members the cancellation cancelled (issue #35
+point 2: the policy, reason and actor are stored on the flow)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import workflows
+from tests.browser.test_console import operator, sign_in
+from workflows import Retry, Task, Workflow
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SHOTS = os.environ.get("FLOWEDIT_SHOTS")  # a directory: the page's screenshot goes there
+
+
+class Member(Workflow):
+    name = "browser_flow_cancel_member"
+    work = Task("tests.handlers.noop", retry=Retry(max_attempts=1))
+
+
+def test_the_cancelled_flows_page_shows_policy_reason_and_actor(new_page, tmp_path: Path):
+    user = operator()
+    flow = workflows.create_flow("nightly release")
+    workflows.add_to_flow(flow, Member, {}, member="build")
+    workflows.add_to_flow(flow, Member, {}, member="test", after=("build",))
+    workflows.add_to_flow(flow, Member, {}, member="publish", after=("test",))
+    record = workflows.cancel_flow(flow, "cancel_pending", reason="release pulled", user=user)
+    assert record.cancelled == 2
+
+    page = new_page()
+    sign_in(page, f"/admin/workflows/flow/{flow.pk}/change/")
+    said = page.locator("#flow-cancellation").inner_text()
+    assert said == (
+        "Cancelled by operator with policy cancel_pending, reason “release pulled”: "
+        "2 members cancelled (test, publish)."
+    )
+    shot = Path(SHOTS) if SHOTS else tmp_path
+    page.screenshot(path=str(shot / "flowedit-cancelled-flow.png"), full_page=True)

@@ -1,0 +1,154 @@
+"""Only verbs end members (issue #35 point 3): a flow edit that would cancel a member at
+once is refused with ``InvalidFlowChange`` naming the member unless the caller may
+operate runs; allowed, the cancellation names the caller. And one rule for ``any`` and
+``at least k`` joins in an open flow: both wait, judged impossible only once sealed."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Permission, User
+
+import workflows
+from workflows import PermanentError, Retry, Task, Workflow
+from workflows.engine import claim_step, fail_attempt
+from workflows.errors import InvalidFlowChange
+from workflows.models import Event, Flow, FlowEdge, FlowMember, Run, Step
+from workflows.status import FlowStatus, RunStatus, StepStatus
+
+pytestmark = pytest.mark.django_db
+
+
+class Unit(Workflow):
+    name = "flow_edits_unit"
+    work = Task("tests.handlers.noop", retry=Retry(max_attempts=1))
+
+
+def user_with(name: str, *codenames: str) -> User:
+    user = User.objects.create_user(name)
+    user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
+    return User.objects.get(pk=user.pk)  # a fresh permission cache
+
+
+@pytest.fixture
+def starter() -> User:
+    return user_with("starter", "start_run")
+
+
+@pytest.fixture
+def operator() -> User:
+    return user_with("maintainer", "start_run", "operate_run")
+
+
+def add(flow: Flow, member: str, after: tuple[str, ...] = (), join: object = "all") -> Run:
+    return workflows.add_to_flow(flow, Unit, {}, member=member, after=after, join=join)
+
+
+def failed(flow: Flow, member: str) -> Run:
+    run = add(flow, member)
+    lease = claim_step(Step.objects.get(run=run, status=StepStatus.READY).pk, "test")
+    fail_attempt(lease, PermanentError("failed on purpose"))
+    assert Run.objects.get(pk=run.pk).status == RunStatus.FAILED
+    return run
+
+
+def status(flow: Flow, member: str) -> str:
+    return Run.objects.values_list("status", flat=True).get(flow=flow, flow_member__name=member)
+
+
+def blocked_pair(flow: Flow) -> None:
+    """``bad`` failed; ``gate`` running; ``down`` blocked after ``gate``."""
+    failed(flow, "bad")
+    add(flow, "gate")
+    add(flow, "down", after=("gate",))
+
+
+def test_an_edge_from_a_failed_member_is_refused_for_a_start_only_user(starter):
+    flow = workflows.create_flow("edge")
+    blocked_pair(flow)
+    revision = Flow.objects.get(pk=flow.pk).revision
+    with pytest.raises(InvalidFlowChange, match="would cancel member 'down' at once") as raised:
+        workflows.add_dependency(flow, "bad", "down", user=starter)
+    assert raised.value.code == "invalid_flow_change"
+    assert raised.value.details["member"] == "down"
+    assert "'bad' ended failed" in str(raised.value)
+    assert status(flow, "down") == RunStatus.BLOCKED
+    assert not FlowEdge.objects.filter(flow=flow, upstream__name="bad").exists()
+    assert Flow.objects.get(pk=flow.pk).revision == revision
+
+
+def test_an_operator_may_make_that_edge_and_the_cancellation_names_them(operator):
+    flow = workflows.create_flow("edge allowed")
+    blocked_pair(flow)
+    workflows.add_dependency(flow, "bad", "down", user=operator)
+    run = Run.objects.get(flow=flow, flow_member__name="down")
+    assert (run.status, run.error["code"], run.error["by"]) == (
+        RunStatus.CANCELLED,
+        "dependency_failed",
+        "maintainer",
+    )
+    event = Event.objects.get(flow=flow, type="flow.dependency_failed")
+    assert (event.payload["member"], event.payload["by"]) == ("down", "maintainer")
+
+
+def test_code_without_a_user_is_trusted():
+    flow = workflows.create_flow("edge from code")
+    blocked_pair(flow)
+    workflows.add_dependency(flow, "bad", "down")
+    assert status(flow, "down") == RunStatus.CANCELLED
+
+
+def test_add_to_flow_after_a_failed_member_is_refused_and_nothing_is_created(starter):
+    flow = workflows.create_flow("member")
+    failed(flow, "bad")
+    with pytest.raises(InvalidFlowChange, match="'late'"):
+        workflows.add_to_flow(flow, Unit, {}, member="late", after=("bad",), user=starter)
+    assert not FlowMember.objects.filter(flow=flow, name="late").exists()
+    # An any join after the failed member waits while the flow is open: not refused.
+    workflows.add_to_flow(flow, Unit, {}, member="late", after=("bad",), join="any", user=starter)
+    assert status(flow, "late") == RunStatus.BLOCKED
+
+
+def test_set_join_that_can_no_longer_be_met_is_refused(starter, operator):
+    flow = workflows.create_flow("join")
+    failed(flow, "bad")
+    add(flow, "gate")
+    add(flow, "down", after=("bad", "gate"), join="any")
+    with pytest.raises(InvalidFlowChange, match="'down'"):
+        workflows.set_join(flow, "down", "all", user=starter)
+    assert FlowMember.objects.get(flow=flow, name="down").join == "any"
+    workflows.set_join(flow, "down", "all", user=operator)
+    assert status(flow, "down") == RunStatus.CANCELLED
+
+
+def test_sealing_with_a_join_out_of_reach_is_refused_for_a_start_only_user(starter, operator):
+    """The issue's example: a join of 2147483647 followed by seal_flow."""
+    flow = workflows.create_flow("seal")
+    add(flow, "gate")
+    add(flow, "down", after=("gate",))
+    workflows.set_join(flow, "down", 2147483647, user=starter)  # open: it waits
+    assert status(flow, "down") == RunStatus.BLOCKED
+    with pytest.raises(InvalidFlowChange, match="seal_flow would cancel member 'down'"):
+        workflows.seal_flow(flow, user=starter)
+    assert Flow.objects.get(pk=flow.pk).status == FlowStatus.OPEN
+    workflows.seal_flow(flow, user=operator)
+    run = Run.objects.get(flow=flow, flow_member__name="down")
+    assert (run.status, run.error["by"]) == (RunStatus.CANCELLED, "maintainer")
+
+
+@pytest.mark.parametrize("join", ["any", 1])
+def test_any_and_at_least_k_follow_one_rule_in_an_open_flow(join):
+    """Every upstream ended otherwise: both wait while the flow is open; sealing it
+    cancels the member, for both alike."""
+    flow = workflows.create_flow(f"rule {join}")
+    failed(flow, "bad")
+    add(flow, "down", after=("bad",), join=join)
+    assert status(flow, "down") == RunStatus.BLOCKED
+    # More upstreams may come, and then the member starts.
+    workflows.add_to_flow(flow, Unit, {}, member="good")
+    workflows.add_dependency(flow, "good", "down")
+    assert status(flow, "down") == RunStatus.BLOCKED
+    other = workflows.create_flow(f"rule {join} sealed")
+    failed(other, "bad")
+    add(other, "down", after=("bad",), join=join)
+    workflows.seal_flow(other)
+    assert status(other, "down") == RunStatus.CANCELLED
