@@ -129,6 +129,9 @@ if TYPE_CHECKING:
         seal_flow as seal_flow,
         set_join as set_join,
     )
+    from workflows.services.leases import (
+        RevokedLease as RevokedLease,
+    )
     from workflows.services.signal_tokens import (
         send_signal_with_token as send_signal_with_token,
         signal_token as signal_token,
@@ -151,6 +154,7 @@ _LAZY: dict[str, str] = {
     "retry_run": "workflows.services",
     "retry_step": "workflows.services",
     "revoke_lease": "workflows.services",
+    "RevokedLease": "workflows.services.leases",
     "send_signal": "workflows.services",
     "skip_step": "workflows.services",
     "start_run": "workflows.services",
