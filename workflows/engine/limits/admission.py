@@ -269,8 +269,10 @@ def nudge_held(kind: WorkKind, held_on: str) -> bool:
 BUDGET_NUDGE_CANDIDATES = 50
 
 
-@dataclass(frozen=True)
+@dataclass
 class _HeldRun:
+    """What :func:`budgets.exhausted` reads of a held unit's run."""
+
     business_key: str
 
 
