@@ -68,6 +68,9 @@ if TYPE_CHECKING:
     from workflows.approvals.links import (
         approval_link as approval_link,
     )
+    from workflows.engine.created import (
+        Created as Created,
+    )
     from workflows.queries import (
         get_run as get_run,
         get_step as get_step,
@@ -106,6 +109,7 @@ if TYPE_CHECKING:
         send_signal as send_signal,
         skip_step as skip_step,
         start_run as start_run,
+        start_run_once as start_run_once,
         terminate_run as terminate_run,
         unclaim_gate as unclaim_gate,
     )
@@ -158,6 +162,8 @@ _LAZY: dict[str, str] = {
     "send_signal": "workflows.services",
     "skip_step": "workflows.services",
     "start_run": "workflows.services",
+    "start_run_once": "workflows.services",
+    "Created": "workflows.engine.created",
     "terminate_run": "workflows.services",
     "unclaim_gate": "workflows.services",
     "budget_counters": "workflows.services.budgets",

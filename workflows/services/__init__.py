@@ -28,6 +28,7 @@ from workflows.services.runs import (
     resume_run,
     retry_run,
     start_run,
+    start_run_once,
     terminate_run,
 )
 from workflows.services.signals import (
@@ -61,6 +62,7 @@ __all__ = [
     "signals_waited_for",
     "skip_step",
     "start_run",
+    "start_run_once",
     "terminate_run",
     "unclaim_gate",
 ]
