@@ -2,8 +2,8 @@
 one request gets ``201``; the others ``200`` with the same body. Real concurrent
 requests, each thread on its own database connection.
 
-Done for runs started by idempotency key (``start_run_once``); flow members, edges,
-signals and flows by key are not yet (see the notes of the change)."""
+Done for runs started by idempotency key (``start_run_once``) and signals sent with one
+(``send_signal_once``); flow members, edges and flows by key are not yet."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from rest_framework.test import APIClient
 
 import workflows
 from tests.handlers import WORK
-from workflows import Task, Workflow
-from workflows.models import Run
+from workflows import Task, WaitForSignal, Workflow
+from workflows.models import Run, Signal
 
 RACERS = 8
 
@@ -22,6 +22,11 @@ RACERS = 8
 class Keyed(Workflow):
     name = "created_status_keyed"
     only = Task(WORK)
+
+
+class Awaiting(Workflow):
+    name = "created_status_awaiting"
+    approved = WaitForSignal("approved")
 
 
 def client(token: str) -> APIClient:
@@ -71,3 +76,34 @@ def test_racing_starts_with_one_key_have_exactly_one_201(api, concurrently):
         assert Run.objects.filter(idempotency_key=f"race-{round_number}").count() == 1
         bodies = [{k: v for k, v in answer.items() if k != "explain"} for _, answer in answers]
         assert all(b["id"] == bodies[0]["id"] and b["input"] == bodies[0]["input"] for b in bodies)
+
+
+def racing_answers(concurrently, token: str, url: str, body: dict) -> list[tuple[int, dict]]:
+    def send():
+        response = client(token).post(url, body, format="json")
+        return response.status_code, response.json()
+
+    answers = concurrently(*[send] * RACERS)
+    assert not [a for a in answers if isinstance(a, Exception)], answers
+    return answers
+
+
+@pytest.mark.django_db(transaction=True)
+def test_racing_signals_with_one_key_have_exactly_one_201(api, concurrently):
+    api("operator")
+    token = Token.objects.get(user__username="operator-user").key
+    for round_number in range(3):
+        run = workflows.start_run(Awaiting)
+        body = {"name": "approved", "payload": {"ok": round_number}, "idempotency_key": "k-1"}
+        answers = racing_answers(concurrently, token, f"/api/runs/{run.pk}/signals/", body)
+        assert sorted(status for status, _ in answers) == [200] * (RACERS - 1) + [201], answers
+        assert all(answer == answers[0][1] for _, answer in answers)  # the same body
+        assert Signal.objects.filter(run=run).count() == 1
+
+
+def test_send_signal_once_says_which_call_created_the_signal(db):
+    run = workflows.start_run(Awaiting)
+    first = workflows.send_signal_once(run, "approved", {"ok": 1}, idempotency_key="s")
+    again = workflows.send_signal_once(run, "approved", {"ok": 1}, idempotency_key="s")
+    assert (first.created, again.created) == (True, False)
+    assert first.value.pk == again.value.pk

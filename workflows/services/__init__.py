@@ -35,6 +35,7 @@ from workflows.services.signals import (
     complete_callback,
     fail_callback,
     send_signal,
+    send_signal_once,
     signals_waited_for,
 )
 from workflows.services.steps import retry_step, skip_step
@@ -59,6 +60,7 @@ __all__ = [
     "retry_step",
     "revoke_lease",
     "send_signal",
+    "send_signal_once",
     "signals_waited_for",
     "skip_step",
     "start_run",
