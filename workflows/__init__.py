@@ -131,6 +131,7 @@ if TYPE_CHECKING:
         add_to_flow as add_to_flow,
         cancel_flow as cancel_flow,
         create_flow as create_flow,
+        create_flow_once as create_flow_once,
         seal_flow as seal_flow,
         set_join as set_join,
     )
@@ -173,6 +174,7 @@ _LAZY: dict[str, str] = {
     "reset_budget": "workflows.services.budgets",
     "bulk": "workflows.services.bulk",
     "create_flow": "workflows.services.flows",
+    "create_flow_once": "workflows.services.flows",
     "add_to_flow": "workflows.services.flows",
     "add_dependency": "workflows.services.flows",
     "set_join": "workflows.services.flows",

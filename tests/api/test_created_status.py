@@ -3,7 +3,8 @@ one request gets ``201``; the others ``200`` with the same body. Real concurrent
 requests, each thread on its own database connection.
 
 Done for runs started by idempotency key (``start_run_once``) and signals sent with one
-(``send_signal_once``); flow members, edges and flows by key are not yet."""
+(``send_signal_once``), flows created by key (``create_flow_once``); flow members and
+edges are not yet."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from rest_framework.test import APIClient
 import workflows
 from tests.handlers import WORK
 from workflows import Task, WaitForSignal, Workflow
-from workflows.models import Run, Signal
+from workflows.models import Flow, Run, Signal
 
 RACERS = 8
 
@@ -105,5 +106,24 @@ def test_send_signal_once_says_which_call_created_the_signal(db):
     run = workflows.start_run(Awaiting)
     first = workflows.send_signal_once(run, "approved", {"ok": 1}, idempotency_key="s")
     again = workflows.send_signal_once(run, "approved", {"ok": 1}, idempotency_key="s")
+    assert (first.created, again.created) == (True, False)
+    assert first.value.pk == again.value.pk
+
+
+@pytest.mark.django_db(transaction=True)
+def test_racing_flow_creations_with_one_key_have_exactly_one_201(api, concurrently):
+    api("starter")
+    token = Token.objects.get(user__username="starter-user").key
+    for round_number in range(3):
+        body = {"name": "nightly", "key": f"nightly-{round_number}"}
+        answers = racing_answers(concurrently, token, "/api/flows/", body)
+        assert sorted(status for status, _ in answers) == [200] * (RACERS - 1) + [201], answers
+        assert len({answer["id"] for _, answer in answers}) == 1
+        assert Flow.objects.filter(key=f"nightly-{round_number}").count() == 1
+
+
+def test_create_flow_once_says_which_call_created_the_flow(db):
+    first = workflows.create_flow_once("nightly", key="f")
+    again = workflows.create_flow_once("nightly", key="f")
     assert (first.created, again.created) == (True, False)
     assert first.value.pk == again.value.pk
