@@ -71,6 +71,9 @@ if TYPE_CHECKING:
     from workflows.approvals.links import (
         approval_link as approval_link,
     )
+    from workflows.engine.created import (
+        Created as Created,
+    )
     from workflows.queries import (
         get_run as get_run,
         get_step as get_step,
@@ -110,8 +113,10 @@ if TYPE_CHECKING:
         retry_step as retry_step,
         revoke_lease as revoke_lease,
         send_signal as send_signal,
+        send_signal_once as send_signal_once,
         skip_step as skip_step,
         start_run as start_run,
+        start_run_once as start_run_once,
         terminate_run as terminate_run,
         unclaim_gate as unclaim_gate,
     )
@@ -136,8 +141,12 @@ if TYPE_CHECKING:
         add_to_flow as add_to_flow,
         cancel_flow as cancel_flow,
         create_flow as create_flow,
+        create_flow_once as create_flow_once,
         seal_flow as seal_flow,
         set_join as set_join,
+    )
+    from workflows.services.leases import (
+        RevokedLease as RevokedLease,
     )
     from workflows.services.signal_tokens import (
         send_signal_with_token as send_signal_with_token,
@@ -161,9 +170,13 @@ _LAZY: dict[str, str] = {
     "retry_run": "workflows.services",
     "retry_step": "workflows.services",
     "revoke_lease": "workflows.services",
+    "RevokedLease": "workflows.services.leases",
     "send_signal": "workflows.services",
+    "send_signal_once": "workflows.services",
     "skip_step": "workflows.services",
     "start_run": "workflows.services",
+    "start_run_once": "workflows.services",
+    "Created": "workflows.engine.created",
     "terminate_run": "workflows.services",
     "unclaim_gate": "workflows.services",
     "budget_counters": "workflows.services.budgets",
@@ -171,6 +184,7 @@ _LAZY: dict[str, str] = {
     "reset_budget": "workflows.services.budgets",
     "bulk": "workflows.services.bulk",
     "create_flow": "workflows.services.flows",
+    "create_flow_once": "workflows.services.flows",
     "add_to_flow": "workflows.services.flows",
     "add_dependency": "workflows.services.flows",
     "set_join": "workflows.services.flows",

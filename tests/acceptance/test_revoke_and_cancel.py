@@ -55,8 +55,10 @@ def test_a_revoked_heartbeating_worker_is_refused_and_the_step_runs_again_once(s
     wedged = spinning(stack, run_id)
 
     revoked = workflows.revoke_lease(
-        Step.objects.get(run_id=run_id, name="spin"), reason="worker wedged in a loop"
-    )
+        Step.objects.get(run_id=run_id, name="spin"),
+        expected_attempt=1,
+        reason="worker wedged in a loop",
+    ).unit
     assert (revoked.status, revoked.max_attempts) == ("ready", 2)
     [run] = stack.wait_finished([run_id], timeout=RUN_TIMEOUT).values()
 

@@ -64,7 +64,8 @@ def test_the_button_is_on_a_running_step_for_operators_only(client):
     client.force_login(staff("viewer"))
     assert button not in client.get(page(run)).content
     assert client.get(act(run) + f"?step={step.pk}").status_code == 403
-    assert client.post(act(run), {"unit": f"step:{step.pk}"}).status_code == 403
+    posted = {"unit": f"step:{step.pk}", "attempts": f"step:{step.pk}=1"}
+    assert client.post(act(run), posted).status_code == 403
     assert Step.objects.get(pk=step.pk).status == "running"
 
 
@@ -85,13 +86,17 @@ def test_the_confirmation_page_names_the_attempt_and_changes_nothing(operator):
     assert "step “load”: attempt 1 of 1, held by host-1:4242:77, lease until" in text
     assert f'value="step:{step.pk}" required id="id_unit_0" checked>' in text  # preselected
     assert 'name="reason"' in text
+    # The attempt shown travels with the form: the revoke takes that attempt or nothing.
+    assert f'<input type="hidden" name="attempts" value="step:{step.pk}=1"' in text
     assert Step.objects.get(pk=step.pk).status == "running"  # a GET changes nothing
 
 
 def test_posting_revokes_as_the_user_and_says_what_happened(operator):
     run, step = running_load()
     response = operator.post(
-        act(run), {"unit": f"step:{step.pk}", "reason": "worker hung"}, follow=True
+        act(run),
+        {"unit": f"step:{step.pk}", "attempts": f"step:{step.pk}=1", "reason": "worker hung"},
+        follow=True,
     )
     assert response.status_code == 200
     assert any(
@@ -106,20 +111,48 @@ def test_posting_revokes_as_the_user_and_says_what_happened(operator):
 
 def test_a_unit_that_stopped_running_meanwhile_is_refused_as_a_message(operator):
     run, step = running_load()
-    workflows.revoke_lease(step)  # someone else was quicker
-    response = operator.post(act(run), {"unit": f"step:{step.pk}", "reason": ""}, follow=True)
+    workflows.revoke_lease(step, expected_attempt=1)  # someone else was quicker
+    shown = {"unit": f"step:{step.pk}", "attempts": f"step:{step.pk}=1", "reason": ""}
+    response = operator.post(act(run), shown, follow=True)
     assert any(
-        "Revoke lease refused: step 'load': step is ready; revoke needs running" in note
-        and "Nothing changed" in note
+        "Revoke lease refused: attempt 1 of step “load” was revoked already (a repeated "
+        "request); it is ready in attempt 1. Nothing changed." in note
         for note in notes(response)
     ), notes(response)
     assert Event.objects.filter(run=run, type="lease.revoked").count() == 1
 
 
+def test_a_double_click_after_a_new_attempt_started_leaves_it_alone(operator):
+    """The page showed attempt 1; by the second click attempt 2 runs on a healthy worker."""
+    run, step = running_load()
+    shown = {"unit": f"step:{step.pk}", "attempts": f"step:{step.pk}=1", "reason": ""}
+    operator.post(act(run), shown)
+    claim_step(step.pk, "host-2:1:1")
+    response = operator.post(act(run), shown, follow=True)
+    assert any(
+        "attempt 1 of step “load” was replaced by a newer attempt, which was left alone; it "
+        "is running in attempt 2" in note
+        for note in notes(response)
+    ), notes(response)
+    fresh = Step.objects.get(pk=step.pk)
+    assert (fresh.status, fresh.attempt, fresh.lease_owner) == ("running", 2, "host-2:1:1")
+    assert Event.objects.filter(run=run, type="lease.revoked").count() == 1
+
+
+def test_a_post_without_the_attempt_shown_revokes_nothing(operator):
+    run, step = running_load()
+    response = operator.post(act(run), {"unit": f"step:{step.pk}", "reason": ""})
+    assert response.status_code == 200  # the form again, with its error
+    assert "did not say which attempt it showed" in response.content.decode()
+    assert Step.objects.get(pk=step.pk).status == "running"
+
+
 def test_a_unit_of_another_run_is_not_accepted(operator):
     run, _ = running_load()
     _, other = running_load()
-    response = operator.post(act(run), {"unit": f"step:{other.pk}", "reason": ""})
+    response = operator.post(
+        act(run), {"unit": f"step:{other.pk}", "attempts": f"step:{other.pk}=1", "reason": ""}
+    )
     assert response.status_code == 200  # the form again, with its error
     assert Step.objects.get(pk=other.pk).status == "running"
 
@@ -132,7 +165,7 @@ def test_a_fan_out_steps_button_offers_its_running_items(operator):
     assert f"{act(run)}?step={ship.pk}".encode() in operator.get(page(run)).content
     confirm = operator.get(act(run) + f"?step={ship.pk}").content.decode()
     assert "item “p2” of step “ship”: attempt 1 of 3, held by host-2:1:1" in confirm
-    operator.post(act(run), {"unit": f"item:{item.pk}", "reason": ""})
+    operator.post(act(run), {"unit": f"item:{item.pk}", "attempts": f"item:{item.pk}=1"})
     assert FanOutItem.objects.get(pk=item.pk).status == "ready"
 
 
@@ -143,7 +176,8 @@ def test_a_running_compensation_has_its_link_and_is_revoked(operator):
     claim(COMPENSATION, record.pk, "host-3:1:1")
     shown = operator.get(page(run)).content.decode()
     assert f"{act(run)}?step={record.step_id}" in shown
-    operator.post(act(run), {"unit": f"compensation:{record.pk}", "reason": ""})
+    unit = f"compensation:{record.pk}"
+    operator.post(act(run), {"unit": unit, "attempts": f"{unit}=1", "reason": ""})
     assert CompensationRecord.objects.get(pk=record.pk).status == "ready"
 
 

@@ -41,7 +41,7 @@ def test_a_run_verb_needs_operate_run(client, asked):
     run = workflows.start_run(Waiting, {})
     run_pending()
     url = f"/api/runs/{run.pk}/pause/"
-    refused = as_user(client, "view_run").post(url, {}, format="json")
+    refused = as_user(client, "view_run").post(url, {"attempt": 1}, format="json")
     assert (refused.status_code, refused.json()["error"]["code"]) == (403, "permission_denied")
     assert Run.objects.get(pk=run.pk).status == "waiting"
     assert (
@@ -56,10 +56,10 @@ def test_a_step_verb_revoke_needs_operate_run(client, asked):
     step = run.steps.get(name="work")
     claim_step(step.pk, "wedged-worker")
     url = f"/api/steps/{step.pk}/revoke/"
-    refused = as_user(client, "view_run").post(url, {}, format="json")
+    refused = as_user(client, "view_run").post(url, {"attempt": 1}, format="json")
     assert (refused.status_code, refused.json()["error"]["code"]) == (403, "permission_denied")
     assert Step.objects.get(pk=step.pk).status == "running"
-    allowed = as_user(client, "view_run", "operate_run").post(url, {}, format="json")
+    allowed = as_user(client, "view_run", "operate_run").post(url, {"attempt": 1}, format="json")
     assert allowed.status_code == 200
     assert Step.objects.get(pk=step.pk).status == "ready"
     assert asked.count(OPERATE_RUNS) == 2

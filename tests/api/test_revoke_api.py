@@ -47,9 +47,10 @@ def revoke_url(step: Step) -> str:
 
 def test_revoke_a_running_step(api):
     run, step = running_load()
-    response = post(api, revoke_url(step), {"reason": "worker hung"})
+    response = post(api, revoke_url(step), {"attempt": 1, "reason": "worker hung"})
     assert response.status_code == 200, response.content
     body = response.json()
+    assert (body["revoked"], body["reason"], body["revoked_attempt"]) == (True, None, 1)
     assert {key: body[key] for key in ("kind", "id", "item", "status", "attempt")} == {
         "kind": "step",
         "id": step.pk,
@@ -71,7 +72,7 @@ def test_revoke_an_item_by_its_key_and_a_compensation(api):
     item = FanOutItem.objects.get(step__run=run, key="p2")
     claim(ITEM, item.pk, "host-2:1:1")
     ship = Step.objects.get(run=run, name="ship")
-    response = post(api, revoke_url(ship), {"item": "p2"})
+    response = post(api, revoke_url(ship), {"item": "p2", "attempt": 1})
     assert response.status_code == 200, response.content
     assert (response.json()["kind"], response.json()["item"]) == ("item", "p2")
     assert response.json()["step"]["id"] == ship.pk
@@ -81,22 +82,57 @@ def test_revoke_an_item_by_its_key_and_a_compensation(api):
     record = CompensationRecord.objects.get(run=undoing)
     claim(COMPENSATION, record.pk, "host-3:1:1")
     reserve = Step.objects.get(run=undoing, name="reserve")
-    response = post(api, revoke_url(reserve), {"compensation": True, "reason": "stuck"})
+    response = post(
+        api, revoke_url(reserve), {"compensation": True, "reason": "stuck", "attempt": 1}
+    )
     assert response.status_code == 200, response.content
     assert (response.json()["kind"], response.json()["id"]) == ("compensation", record.pk)
     assert CompensationRecord.objects.get(pk=record.pk).status == "ready"
 
 
-def test_a_unit_not_running_is_a_409_saying_what_is_allowed(api):
+def test_a_unit_not_in_the_attempt_is_a_200_that_revoked_nothing(api):
     run = workflows.start_run(Wedged)
     step = Step.objects.get(run=run, name="load")
-    error = assert_error(post(api, revoke_url(step)), 409, "invalid_state")
-    assert "step is ready; revoke needs running" in error["message"]
+    response = post(api, revoke_url(step), {"attempt": 1})
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert (body["revoked"], body["reason"], body["status"]) == (False, "not_started", "ready")
+    assert not Event.objects.filter(run=run, type="lease.revoked").exists()
+
+
+def test_a_fan_out_step_itself_is_a_409_saying_what_is_allowed(api):
+    ship = Step.objects.get(run=workflows.start_run(Parcels), name="ship")
+    error = assert_error(post(api, revoke_url(ship), {"attempt": 1}), 409, "invalid_state")
+    assert "revoke one of its running items" in error["message"]
     assert error["details"]["verb"] == "revoke"
     assert any(action["verb"] == "cancel" for action in error["details"]["allowed_actions"])
-    ship = Step.objects.get(run=workflows.start_run(Parcels), name="ship")
-    error = assert_error(post(api, revoke_url(ship)), 409, "invalid_state")
-    assert "revoke one of its running items" in error["message"]
+
+
+def test_a_second_identical_request_is_200_revoked_false_never_a_new_revocation(api):
+    run, step = running_load()
+    first = post(api, revoke_url(step), {"attempt": 1, "reason": "hung"})
+    assert (first.status_code, first.json()["revoked"]) == (200, True)
+    again = post(api, revoke_url(step), {"attempt": 1, "reason": "hung"})
+    assert again.status_code == 200, again.content
+    assert (again.json()["revoked"], again.json()["reason"]) == (False, "already_revoked")
+    assert again.json()["max_attempts"] == first.json()["max_attempts"] == 2
+    claim_step(step.pk, "host-2:2:2")  # attempt 2 replaced the wedged one
+    late = post(api, revoke_url(step), {"attempt": 1, "reason": "hung"})
+    assert (late.status_code, late.json()["revoked"], late.json()["reason"]) == (
+        200,
+        False,
+        "replaced",
+    )
+    assert (late.json()["status"], late.json()["attempt"]) == ("running", 2)
+    assert Event.objects.filter(run=run, type="lease.revoked").count() == 1
+
+
+def test_the_attempt_is_required(api):
+    _, step = running_load()
+    for body in ({}, {"reason": "x"}, {"attempt": None}, {"attempt": 0}, {"attempt": "one"}):
+        error = assert_error(post(api, revoke_url(step), body), 400, "validation_error")
+        assert "attempt" in error["details"], body
+    assert Step.objects.get(pk=step.pk).status == "running"
 
 
 def test_unknown_steps_items_and_bad_bodies(api):
@@ -104,7 +140,9 @@ def test_unknown_steps_items_and_bad_bodies(api):
     assert_error(post(api, "/api/steps/123456/revoke/"), 404, "step_not_found")
     assert_error(post(api, "/api/steps/x/revoke/"), 404, "step_not_found")
     ship = Step.objects.get(run=workflows.start_run(Parcels), name="ship")
-    error = assert_error(post(api, revoke_url(ship), {"item": "nope"}), 404, "step_not_found")
+    error = assert_error(
+        post(api, revoke_url(ship), {"item": "nope", "attempt": 1}), 404, "step_not_found"
+    )
     assert "has no item 'nope'" in error["message"]
     for body, field in (
         ({"reasn": "x"}, "reasn"),
@@ -112,7 +150,7 @@ def test_unknown_steps_items_and_bad_bodies(api):
         ({"compensation": "yes"}, "compensation"),
         ({"item": 3}, "item"),
     ):
-        response = post(api, revoke_url(step), body)
+        response = post(api, revoke_url(step), {"attempt": 1, **body})
         assert field in assert_error(response, 400, "validation_error")["details"], body
     assert Step.objects.get(pk=step.pk).status == "running"
 
@@ -123,7 +161,7 @@ def test_unknown_steps_items_and_bad_bodies(api):
 )
 def test_revoking_needs_the_operate_permission(api, role, status):
     _, step = running_load()
-    response = post(api, revoke_url(step), {}, role=role)
+    response = post(api, revoke_url(step), {"attempt": 1}, role=role)
     assert response.status_code == status, response.content
     assert Step.objects.get(pk=step.pk).status == ("ready" if status == 200 else "running")
 
@@ -133,7 +171,10 @@ def test_the_schema_documents_the_revoke(api):
     operation = schema.json()["paths"]["/api/steps/{id}/revoke/"]["post"]
     assert {"200", "400", "401", "403", "404", "409"} <= set(operation["responses"])
     components = schema.json()["components"]["schemas"]
-    assert {"item", "compensation", "reason"} == set(components["RevokeRequest"]["properties"])
+    revoke = components["RevokeRequest"]
+    assert {"item", "compensation", "reason", "attempt"} == set(revoke["properties"])
+    assert "attempt" in revoke["required"]
+    assert {"revoked", "reason", "revoked_attempt"} <= set(components["Revoked"]["properties"])
     assert "already" in components["CancelledRun"]["properties"]
 
 

@@ -87,7 +87,7 @@ def test_revoke_records_a_named_user_as_the_run_verbs_do(asked):
     staff("clerk")
     run = workflows.start_run(Leased, {})
     claim_step(run.steps.get(name="work").pk, "wedged-worker")
-    run_command("workflows_revoke", str(run.pk), "work", "--user", "clerk")
+    run_command("workflows_revoke", str(run.pk), "work", "--attempt", "1", "--user", "clerk")
     assert run.events.get(type="lease.revoked").payload["by"] == "clerk"
     assert asked == [OPERATE_RUNS] and VERBS["revoke"] is OPERATE_RUNS
 

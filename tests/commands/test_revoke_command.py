@@ -63,7 +63,15 @@ def test_revoke_a_step_by_run_and_name_and_say_what_happened():
     run, _ = running_load()
     User.objects.create_user("operator")
     output = run_command(
-        "workflows_revoke", str(run.pk)[:8], "load", "--reason", "hung", "--user", "operator"
+        "workflows_revoke",
+        str(run.pk)[:8],
+        "load",
+        "--attempt",
+        "1",
+        "--reason",
+        "hung",
+        "--user",
+        "operator",
     )
     assert output == (
         f"revoked attempt 1 of step 'load' of run {run.pk} (held by 'host-1:7:7'): now ready; "
@@ -78,7 +86,15 @@ def test_revoke_a_step_by_run_and_name_and_say_what_happened():
 def test_revoke_by_business_key_and_step_id_as_json():
     _, step = running_load("order-42")
     summary = json.loads(
-        run_command("workflows_revoke", "--business-key", "order-42", str(step.pk), "--json")
+        run_command(
+            "workflows_revoke",
+            "--business-key",
+            "order-42",
+            str(step.pk),
+            "--attempt",
+            "1",
+            "--json",
+        )
     )
     assert {key: summary[key] for key in ("kind", "id", "status", "revoked_owner")} == {
         "kind": "step",
@@ -87,13 +103,14 @@ def test_revoke_by_business_key_and_step_id_as_json():
         "revoked_owner": "host-1:7:7",
     }
     assert summary["failure_class"] == "revoked"
+    assert (summary["revoked"], summary["reason"]) == (True, None)
 
 
 def test_revoke_an_item_and_a_compensation():
     run = workflows.start_run(Parcels)
     item = FanOutItem.objects.get(step__run=run, key="p1")
     claim(ITEM, item.pk, "host-2:1:1")
-    output = run_command("workflows_revoke", str(run.pk), "ship", "--item", "p1")
+    output = run_command("workflows_revoke", str(run.pk), "ship", "--item", "p1", "--attempt", "1")
     assert output.startswith("revoked attempt 1 of item 'p1' of step 'ship' of run ")
     assert FanOutItem.objects.get(pk=item.pk).status == "ready"
 
@@ -101,23 +118,48 @@ def test_revoke_an_item_and_a_compensation():
     run_pending(max_rounds=1)
     record = CompensationRecord.objects.get(run=undoing)
     claim(COMPENSATION, record.pk, "host-3:1:1")
-    output = run_command("workflows_revoke", str(undoing.pk), "reserve", "--compensation")
+    output = run_command(
+        "workflows_revoke", str(undoing.pk), "reserve", "--compensation", "--attempt", "1"
+    )
     assert output.startswith("revoked attempt 1 of compensation of step 'reserve' of run ")
     assert CompensationRecord.objects.get(pk=record.pk).status == "ready"
 
 
 def test_refusals_exit_non_zero_with_the_reason():
     run, _ = running_load()
-    refused(str(run.pk), "nope", message=f"run {run.pk} has no step 'nope' (its steps: load)")
-    refused("load", message="name the run by RUN (its id or a prefix) or by --business-key")
-    refused(str(run.pk), "load", "--user", "ghost", message="no user named 'ghost'")
-    run_command("workflows_revoke", str(run.pk), "load")
-    refused(str(run.pk), "load", message="step 'load': step is ready; revoke needs running")
+    one = ("--attempt", "1")
+    refused(str(run.pk), "nope", *one, message=f"run {run.pk} has no step 'nope' (its steps: load)")
+    refused("load", *one, message="name the run by RUN (its id or a prefix) or by --business-key")
+    refused(str(run.pk), "load", "--user", "ghost", *one, message="no user named 'ghost'")
+    refused(str(run.pk), "load", message="the following arguments are required: --attempt")
+    refused(str(run.pk), "load", "--attempt", "0", message="expected_attempt must be 1 or more")
     parcels = workflows.start_run(Parcels)
-    refused(str(parcels.pk), "ship", "--item", "zz", message="step 'ship' has no item 'zz'")
-    refused(str(parcels.pk), "ship", message="revoke one of its running items")
+    refused(str(parcels.pk), "ship", "--item", "zz", *one, message="step 'ship' has no item 'zz'")
+    refused(str(parcels.pk), "ship", *one, message="revoke one of its running items")
     with pytest.raises(CommandError, match="not allowed with argument"):
-        run_command("workflows_revoke", str(parcels.pk), "ship", "--item", "p1", "--compensation")
+        run_command(
+            "workflows_revoke", str(parcels.pk), "ship", "--item", "p1", "--compensation", *one
+        )
+
+
+def test_a_repeat_or_a_replaced_attempt_revokes_nothing_and_exits_3():
+    run, step = running_load()
+    run_command("workflows_revoke", str(run.pk), "load", "--attempt", "1")
+    with pytest.raises(CommandError) as again:
+        run_command("workflows_revoke", str(run.pk), "load", "--attempt", "1")
+    assert again.value.returncode == 3
+    assert str(again.value) == (
+        f"not revoked (already_revoked): attempt 1 of step 'load' of run {run.pk} was revoked "
+        "already (a repeated request); it is ready in attempt 1"
+    )
+    claim_step(step.pk, "host-2:2:2")
+    with pytest.raises(
+        CommandError,
+        match=r"\(replaced\): .* newer attempt, which was left alone; it is running in attempt 2",
+    ):
+        run_command("workflows_revoke", str(run.pk), "load", "--attempt", "1")
+    assert Event.objects.filter(run=run, type="lease.revoked").count() == 1
+    assert Step.objects.get(pk=step.pk).status == "running"
 
 
 def test_the_help_says_what_a_revoke_does(capsys):
@@ -125,6 +167,7 @@ def test_the_help_says_what_a_revoke_does(capsys):
         call_command("workflows_revoke", "--help")
     shown = " ".join(capsys.readouterr().out.split())
     assert "without using up an attempt" in shown
+    assert "--attempt N" in shown
     assert "--item KEY" in shown and "--compensation" in shown and "--business-key KEY" in shown
 
 

@@ -566,3 +566,37 @@ def test_a_used_up_fail_budget_fails_the_run_with_budget_exhausted():
     second = Step.objects.get(run=run, name="second")
     assert second.status == "failed"
     assert "budget_exhausted" in str(second.error) or "exhausted" in str(second.error)
+
+
+class HourlyChain(Workflow):
+    name = "budget_hourly_chain"
+    budgets = [Budget("tokens", 10, period=timedelta(hours=1))]
+    first = Task(f"{HERE}.spend_ten")
+    second = Task(f"{HERE}.spend_ten")
+
+
+def test_the_sweep_sends_budget_held_work_only_once_the_budget_admits_it(recording):
+    """Issue #35, point 9: the recovery pass used to send a budget-held step to a worker
+    on every pass (and the worker held it again, with a log line each time)."""
+    from workflows.engine import claim_step
+    from workflows.workers.scanners import nudge_held_work
+
+    run = workflows.start_run(HourlyChain)
+    run_pending()
+    second = Step.objects.get(run=run, name="second")
+    assert (second.status, second.held_on) == ("ready", "budget:tokens")
+    SENT_WORK.clear()
+
+    for _ in range(3):  # the budget is used up: nothing is sent, pass after pass
+        result = nudge_held_work()
+        assert (result.found, result.done, result.errors) == (1, 0, 0)
+    assert SENT_WORK == []
+
+    # The period ends (no transition hands the hold on): the next pass sends it once.
+    BudgetCounter.objects.filter(workflow_name="budget_hourly_chain").update(
+        period_started_at=timezone.now() - timedelta(hours=2)
+    )
+    assert nudge_held_work().done == 1
+    assert [(work.kind, work.unit_id) for work in SENT_WORK] == [(STEP, second.pk)]
+    lease = claim_step(second.pk, "worker-a")  # and the budget admits it there too
+    assert (lease.attempt, Step.objects.get(pk=second.pk).held_on) == (1, "")

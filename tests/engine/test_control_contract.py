@@ -69,9 +69,14 @@ def test_the_contract_names_as_written(django_user_model):
     # Revoke: the running attempt loses its lease; the step is ready again, its attempt
     # given back; the revoked worker's heartbeat is refused.
     lease = claim_step(Step.objects.get(run=by_start, name="reserve").pk, "wedged")
-    step = workflows.revoke_lease(
-        Step.objects.get(run=by_start, name="reserve"), user=operator, reason="wedged"
+    revoked = workflows.revoke_lease(
+        Step.objects.get(run=by_start, name="reserve"),
+        expected_attempt=lease.attempt,
+        user=operator,
+        reason="wedged",
     )
+    assert (revoked.revoked, revoked.reason, revoked.attempt) == (True, None, 1)
+    step = revoked.unit
     assert (step.status, step.failure_class) == ("ready", workflows.FailureClass.REVOKED)
     with pytest.raises(workflows.LeaseLost):
         heartbeat(lease)

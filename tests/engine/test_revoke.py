@@ -58,6 +58,11 @@ def running(run: Run, name: str = "work", owner: str = "wedged-worker") -> Lease
     return lease
 
 
+def told(result: workflows.RevokedLease) -> tuple[bool, str | None, int]:
+    """What a revoke said: whether it took the lease, why not, and which attempt."""
+    return result.revoked, result.reason, result.attempt
+
+
 def events(run: Run, kind: str) -> list[dict]:
     return [event.payload for event in Event.objects.filter(run=run, type=kind).order_by("id")]
 
@@ -67,8 +72,12 @@ def test_a_revoked_step_is_ready_again_and_keeps_its_only_attempt():
     lease = running(run)
     operator = User.objects.create_user("operator")
 
-    revoked = workflows.revoke_lease(step_of(run), reason="worker wedged", user=operator)
+    result = workflows.revoke_lease(
+        step_of(run), expected_attempt=1, reason="worker wedged", user=operator
+    )
 
+    assert result == workflows.RevokedLease(True, None, 1, result.unit)
+    revoked = result.unit
     assert isinstance(revoked, Step)
     assert (revoked.status, revoked.attempt, revoked.max_attempts) == ("ready", 1, 2)
     assert (revoked.lease_owner, revoked.lease_expires_at) == ("", None)
@@ -109,7 +118,7 @@ def test_the_revoked_workers_heartbeat_raises_lease_lost():
     run = workflows.start_run(Single)
     lease = running(run)
     heartbeat(lease)
-    workflows.revoke_lease(step_of(run).pk)
+    workflows.revoke_lease(step_of(run).pk, expected_attempt=1)
     with pytest.raises(LeaseLost, match=r"heartbeat of step 'work' attempt 1 .* rejected"):
         heartbeat(lease)
     assert events(run, "lease.lost")[-1]["action"] == "heartbeat"
@@ -119,7 +128,7 @@ def test_the_revoked_workers_heartbeat_raises_lease_lost():
 def test_a_newer_attempt_is_not_touched_by_the_old_workers_writes():
     run = workflows.start_run(Single)
     old = running(run)
-    workflows.revoke_lease(step_of(run))
+    workflows.revoke_lease(step_of(run), expected_attempt=1)
     new = running(run, owner="healthy-worker")
     assert new.attempt == 2
     with pytest.raises(LeaseLost):
@@ -135,8 +144,8 @@ def test_a_running_item_is_revoked_by_its_step_and_key_or_by_itself():
     first_lease = claim(ITEM, first.pk, "wedged-worker")
     second_lease = claim(ITEM, second.pk, "wedged-worker")
 
-    by_key = workflows.revoke_lease(ship, item="a", reason="stuck")
-    by_item = workflows.revoke_lease(second)
+    by_key = workflows.revoke_lease(ship, item="a", reason="stuck", expected_attempt=1).unit
+    by_item = workflows.revoke_lease(second, expected_attempt=1).unit
 
     assert isinstance(by_key, FanOutItem) and isinstance(by_item, FanOutItem)
     assert [(i.key, i.status, i.max_attempts, i.failure_class) for i in (by_key, by_item)] == [
@@ -166,7 +175,9 @@ def test_a_running_compensation_is_revoked_and_runs_again():
     assert record.status == "ready"
     lease = claim(COMPENSATION, record.pk, "wedged-worker")
 
-    revoked = workflows.revoke_lease(step_of(run, "reserve"), compensation=True)
+    result = workflows.revoke_lease(step_of(run, "reserve"), compensation=True, expected_attempt=1)
+    assert result.revoked
+    revoked = result.unit
 
     assert isinstance(revoked, CompensationRecord)
     assert (revoked.status, revoked.failure_class) == ("ready", "revoked")
@@ -178,39 +189,63 @@ def test_a_running_compensation_is_revoked_and_runs_again():
     assert UNDONE == ["reserve"]
 
 
-def test_only_a_running_attempt_can_be_revoked_and_a_refusal_writes_nothing():
+def test_an_attempt_that_is_not_running_is_not_revoked_and_nothing_is_written():
     run = workflows.start_run(Single)
     ready = step_of(run)
-    with pytest.raises(InvalidTransition, match="step 'work': step is ready; revoke needs running"):
-        workflows.revoke_lease(ready)
+    assert told(workflows.revoke_lease(ready, expected_attempt=1)) == (False, "not_started", 1)
     run_pending()
-    with pytest.raises(InvalidTransition, match="step is completed; revoke needs running"):
-        workflows.revoke_lease(ready)
+    assert told(workflows.revoke_lease(ready, expected_attempt=1)) == (False, "not_leased", 1)
+    assert told(workflows.revoke_lease(ready, expected_attempt=2)) == (False, "not_started", 2)
     assert step_of(run).version == Step.objects.get(pk=ready.pk).version
     assert not Event.objects.filter(run=run, type="lease.revoked").exists()
 
+
+def test_refusals_and_bad_arguments_raise():
     items = workflows.start_run(Items)
     ship = step_of(items, "ship")
     assert ship.status == "running"
     with pytest.raises(InvalidTransition, match="fan-out step holds no lease itself"):
-        workflows.revoke_lease(ship)
-    with pytest.raises(InvalidTransition, match="item 'a' of step 'ship': item is ready"):
-        workflows.revoke_lease(ship, item="a")
+        workflows.revoke_lease(ship, expected_attempt=1)
+    assert workflows.revoke_lease(ship, item="a", expected_attempt=1).reason == "not_started"
     with pytest.raises(StepNotFound, match="step 'ship' has no item 'zz'"):
-        workflows.revoke_lease(ship, item="zz")
+        workflows.revoke_lease(ship, item="zz", expected_attempt=1)
     with pytest.raises(StepNotFound, match="step 'ship' has no compensation"):
-        workflows.revoke_lease(ship, compensation=True)
+        workflows.revoke_lease(ship, compensation=True, expected_attempt=1)
     with pytest.raises(workflows.InvalidInput, match="revoke reason must be a string"):
-        workflows.revoke_lease(ship, reason=None)
+        workflows.revoke_lease(ship, reason=None, expected_attempt=1)
+    for bad in (0, -1, True, "1", None):
+        with pytest.raises(workflows.InvalidInput, match="expected_attempt must be"):
+            workflows.revoke_lease(ship, item="a", expected_attempt=bad)
+    with pytest.raises(TypeError):
+        workflows.revoke_lease(ship, item="a")  # pinned: the attempt is required
 
 
-def test_revoking_twice_is_refused_the_second_time():
+def test_a_repeated_revoke_changes_nothing_and_says_so():
     run = workflows.start_run(Single)
     running(run)
-    workflows.revoke_lease(step_of(run))
-    with pytest.raises(InvalidTransition, match="step is ready"):
-        workflows.revoke_lease(step_of(run))
+    assert workflows.revoke_lease(step_of(run), expected_attempt=1).revoked
+    again = workflows.revoke_lease(step_of(run), expected_attempt=1)
+    assert told(again) == (False, "already_revoked", 1)
+    assert (again.unit.status, again.unit.max_attempts) == ("ready", 2)
     assert len(events(run, "lease.revoked")) == 1
+
+
+def test_a_revoke_of_a_replaced_attempt_leaves_the_new_attempt_alone():
+    """The issue's double click: attempt 1 was revoked, attempt 2 runs; a retried revoke of
+    attempt 1 must not take attempt 2."""
+    run = workflows.start_run(Single)
+    running(run)
+    workflows.revoke_lease(step_of(run), expected_attempt=1)
+    fresh = running(run, owner="healthy-worker")
+    assert fresh.attempt == 2
+    late = workflows.revoke_lease(step_of(run), expected_attempt=1)
+    assert told(late) == (False, "replaced", 1)
+    work = step_of(run)
+    assert (work.status, work.attempt, work.max_attempts) == ("running", 2, 2)
+    assert work.lease_owner == "healthy-worker"
+    assert len(events(run, "lease.revoked")) == 1
+    complete_work(fresh, "fresh")
+    assert step_of(run).status == "completed"
 
 
 def test_a_paused_runs_revoked_step_waits_for_the_resume(recording):
@@ -218,7 +253,7 @@ def test_a_paused_runs_revoked_step_waits_for_the_resume(recording):
     recording.clear()
     running(run)
     workflows.pause_run(run)
-    workflows.revoke_lease(step_of(run))
+    workflows.revoke_lease(step_of(run), expected_attempt=1)
     assert step_of(run).status == "ready"
     assert recording == []  # not dispatched while paused
     workflows.resume_run(run)
@@ -230,7 +265,7 @@ def test_revoking_in_a_cancelling_run_lets_the_cancel_finish():
     running(run)
     workflows.cancel_run(run)  # waits for the running attempt
     assert Run.objects.get(pk=run.pk).status == "cancelling"
-    revoked = workflows.revoke_lease(step_of(run))
+    revoked = workflows.revoke_lease(step_of(run), expected_attempt=1).unit
     assert revoked.status == "cancelled"
     assert events(run, "lease.revoked")[0]["status"] == "cancelled"
     assert Run.objects.get(pk=run.pk).status == "cancelled"
@@ -243,7 +278,7 @@ def test_a_revoke_frees_the_concurrency_slot_for_held_work():
     with pytest.raises(WorkHeld):
         running(second, "charge", owner="other")
     assert step_of(second, "charge").held_on == "concurrency:customer:1"
-    workflows.revoke_lease(step_of(first, "charge"))
+    workflows.revoke_lease(step_of(first, "charge"), expected_attempt=1)
     assert step_of(second, "charge").held_on == ""
     assert (
         not ConcurrencySlot.objects.filter(key="customer:1", holder_attempt=1)
@@ -262,17 +297,17 @@ def test_a_revoke_racing_the_completion_keeps_one_story(concurrently):
         lease = running(run)
         completed, revoked = concurrently(
             partial(complete_work, lease, "done"),
-            partial(workflows.revoke_lease, step_of(run), reason="race"),
+            partial(workflows.revoke_lease, step_of(run), reason="race", expected_attempt=1),
         )
         work = step_of(run)
         if isinstance(completed, LeaseLost):  # the revoke won
-            assert isinstance(revoked, Step), revoked
+            assert revoked.revoked, revoked
             assert (work.status, work.failure_class) == ("ready", "revoked")
             assert len(events(run, "lease.lost")) == 1
             outcomes.add("revoked")
         else:  # the completion won; the revoke found nothing running
             assert not isinstance(completed, Exception), completed
-            assert isinstance(revoked, InvalidTransition), revoked
+            assert told(revoked) == (False, "not_leased", 1), revoked
             assert work.status == "completed"
             assert not events(run, "lease.revoked")
             outcomes.add("completed")
@@ -293,8 +328,10 @@ def test_a_revoke_is_not_defeated_by_heartbeats_racing_it(concurrently):
                 return beats
         raise AssertionError("the heartbeats never lost their lease")
 
-    beats, revoked = concurrently(beat_until_lost, partial(workflows.revoke_lease, step_of(run)))
-    assert isinstance(revoked, Step), revoked
+    beats, revoked = concurrently(
+        beat_until_lost, partial(workflows.revoke_lease, step_of(run), expected_attempt=1)
+    )
+    assert revoked.revoked, revoked
     assert isinstance(beats, int)
     assert step_of(run).status == "ready"
 
@@ -307,3 +344,35 @@ def test_explain_offers_the_revoke_of_a_running_step_only():
     [revoke] = [a for a in workflows.explain(run).allowed_actions if a.verb == "revoke"]
     assert (revoke.step, revoke.allowed, revoke.reason) == ("work", True, None)
     assert revoke.step_id == step_of(run).pk
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ten_racing_revokes_of_one_attempt_revoke_it_once(concurrently):
+    """The issue's race, with real connections: ten revokes pinned to attempt 1 (a double
+    click, client retries). One takes the lease; the others change nothing, and when the
+    fresh attempt 2 runs, ten more pinned to attempt 1 leave it alone."""
+    run = workflows.start_run(Single)
+    running(run)
+    before = step_of(run).max_attempts
+
+    results = concurrently(
+        *[partial(workflows.revoke_lease, step_of(run).pk, expected_attempt=1)] * 10
+    )
+
+    assert not [r for r in results if isinstance(r, Exception)], results
+    assert sorted(told(r) for r in results) == [(False, "already_revoked", 1)] * 9 + [
+        (True, None, 1)
+    ]
+    assert step_of(run).max_attempts == before + 1  # bumped once
+    assert len(events(run, "lease.revoked")) == 1
+
+    fresh = running(run, owner="healthy-worker")
+    late = concurrently(
+        *[partial(workflows.revoke_lease, step_of(run).pk, expected_attempt=1)] * 10
+    )
+    assert [told(r) for r in late] == [(False, "replaced", 1)] * 10, late
+    work = step_of(run)
+    assert (work.status, work.attempt, work.max_attempts) == ("running", 2, before + 1)
+    assert len(events(run, "lease.revoked")) == 1
+    complete_work(fresh, "fresh")
+    assert step_of(run).status == "completed"

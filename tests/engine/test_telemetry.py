@@ -180,7 +180,7 @@ def test_a_revoked_attempt_writes_nothing(flush):
     telemetry.progress(1, 2)
     telemetry.log("from a revoked attempt")
     telemetry.summary({"k": 1})
-    workflows.revoke_lease(step_of(run))
+    workflows.revoke_lease(step_of(run), expected_attempt=lease.attempt)
     if flush == "close":
         telemetry.close()  # quiet: the outcome's own fenced write reports the loss
     else:
@@ -354,7 +354,10 @@ def test_a_flush_racing_a_revoke_is_all_or_nothing(concurrently, round_):
     for line in range(50):
         telemetry.log(f"line {line}")
     telemetry.progress(1, 2)
-    flushed, revoked = concurrently(telemetry.flush, lambda: workflows.revoke_lease(lease.step_id))
+    flushed, revoked = concurrently(
+        telemetry.flush,
+        lambda: workflows.revoke_lease(lease.step_id, expected_attempt=lease.attempt),
+    )
     assert not isinstance(revoked, Exception), revoked
     step = step_of(run)
     frames = Frame.objects.filter(step=step).count()

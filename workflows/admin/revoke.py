@@ -4,14 +4,16 @@ Offered on a running step of the run page (and on a running compensation), it le
 the run's action page (:func:`workflows.admin.actions.run_action`), where the operator
 picks the running attempt — of a task step, a fan-out item, a compensation — each
 shown with its attempt, the worker holding it and when its lease runs out, gives a
-reason, and confirms. The POST calls :func:`workflows.services.revoke_lease` as the
-API and ``workflows_revoke`` do; a unit that stopped running meanwhile is refused by
-the engine, with its reason, as a message.
+reason, and confirms. The page carries the attempt it showed of each unit (a hidden
+field), and the POST revokes that attempt only, through
+:func:`workflows.services.revoke_lease` as the API and ``workflows_revoke`` do: a
+double click, or a unit that stopped running or moved to a newer attempt meanwhile,
+changes nothing and says why, as a message.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django import forms
 from django.utils import timezone
@@ -19,7 +21,9 @@ from django.utils.formats import date_format
 
 from workflows import services
 from workflows.definitions import FanOut
+from workflows.errors import InvalidTransition
 from workflows.models import CompensationRecord, FanOutItem, Run, Step
+from workflows.services.leases import not_revoked_text
 from workflows.status import StepStatus
 
 if TYPE_CHECKING:
@@ -85,10 +89,26 @@ def _preselected(running: list[tuple[str, LeasedUnit]], step_id: Any) -> str | N
     return None
 
 
+def _shown(running: list[tuple[str, LeasedUnit]]) -> str:
+    """The attempts the page shows, as its hidden field carries them: "kind:id=N ..."."""
+    return " ".join(f"{value}={unit.attempt}" for value, unit in running)
+
+
+def _attempt_shown(shown: str, value: str) -> int | None:
+    """The attempt the page showed of unit ``value``, from its hidden field."""
+    for pair in shown.split():
+        unit, _, attempt = pair.partition("=")
+        if unit == value and attempt.isdigit():
+            return int(attempt)
+    return None
+
+
 class RevokeForm(forms.Form):
-    """Which running attempt to revoke, and why."""
+    """Which running attempt to revoke, and why; pinned to the attempt the page showed."""
 
     unit = forms.ChoiceField(widget=forms.RadioSelect, label="Running attempt")
+    # The attempt shown of each unit listed: the revoke takes that attempt or nothing.
+    attempts = forms.CharField(widget=forms.HiddenInput, required=False, max_length=20_000)
     reason = forms.CharField(
         required=False,
         max_length=2000,
@@ -110,6 +130,7 @@ class RevokeForm(forms.Form):
         assert isinstance(field, forms.ChoiceField)  # declared so above
         field.choices = choices
         field.initial = _preselected(running, initial.get("step"))
+        self.fields["attempts"].initial = _shown(running)
         field.help_text = (
             "The worker that holds it loses it now: its next heartbeat raises LeaseLost "
             "and its result is refused. The work goes back to ready and runs again, "
@@ -136,11 +157,31 @@ class RevokeForm(forms.Form):
             raise forms.ValidationError("That is not running work of this run.")
         return unit
 
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if "unit" in data:
+            attempt = _attempt_shown(data.get("attempts") or "", self.data.get("unit", ""))
+            if attempt is None:
+                raise forms.ValidationError(
+                    "The page did not say which attempt it showed; nothing was revoked. "
+                    "Look at the attempt below and confirm again."
+                )
+            data["attempt"] = attempt
+        return data
+
 
 def revoke(run: Run, data: dict[str, Any], user: AnyUser) -> str:
     """Revoke the chosen attempt; say what happened, for the success message."""
     unit: LeasedUnit = data["unit"]  # one of this run's (RevokeForm.clean_unit)
-    revoked = services.revoke_lease(unit, reason=data["reason"], user=user)
+    attempt: int = data["attempt"]  # the one the page showed (RevokeForm.clean)
+    result = services.revoke_lease(unit, expected_attempt=attempt, reason=data["reason"], user=user)
+    revoked = cast("LeasedUnit", result.unit)
+    if not result.revoked:
+        raise InvalidTransition(
+            f"attempt {attempt} of {_what(revoked)} {not_revoked_text(result)}; "
+            f"it is {revoked.status} in attempt {revoked.attempt}",
+            reason=result.reason,
+        )
     error = revoked.error or {}
     then = (
         "it is ready and runs again"

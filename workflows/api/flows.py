@@ -6,9 +6,10 @@ a flow (create, members, edges, joins, seal) is starting runs, cancelling it is
 operating them, reading it is viewing runs.
 
 Creating a flow and adding a member are idempotent (the flow's ``key``, the member's
-name): 201 when new as the request arrived, 200 with the same flow or run on a repeat.
-Two requests racing with one new key both get the same flow, and each may say 201: the
-engine, not this check, makes the key unique. An edge staged against a stale
+name): 201 for the request that created it, 200 with the same flow or run on a repeat.
+A flow's creation learns it from the engine's insert (``create_flow_once``): of requests
+racing with one new key exactly one says 201. A member's is still read before the add:
+racing adds of one member may each say 201. An edge staged against a stale
 ``expected_revision`` is 409 ``stale_revision`` with the current ``revision`` in its
 details, so the client can read the graph again and decide anew.
 """
@@ -156,10 +157,9 @@ class FlowViewSet(mixins.ListModelMixin, FlowsiteViewSet):
     def create(self, request: Request) -> Response:
         """Create an open flow; with a ``key`` seen before, that same flow (200)."""
         body = validated(request.data, CreateFlowSerializer)
-        key = body.get("key")
-        repeat = key is not None and Flow.objects.filter(key=key).exists()
-        flow = flow_verbs.create_flow(body["name"], key=key, user=request.user)
-        return flow_detail(flow, status=200 if repeat else 201)
+        made = flow_verbs.create_flow_once(body["name"], key=body.get("key"), user=request.user)
+        # 201 only for the request whose insert created the flow, even under a race.
+        return flow_detail(made.value, status=201 if made.created else 200)
 
     @extend_schema(responses={200: FlowDetailSerializer, **error_responses(401, 403, 404)})
     def retrieve(self, request: Request, pk: str) -> Response:

@@ -5,10 +5,10 @@ Every write goes through :mod:`workflows.services` (or :func:`workflows.bulk`) w
 caller as the actor; this module validates bodies, maps results to statuses and never
 writes engine state itself.
 
-Idempotent requests (starting a run, sending a signal) answer 201 when the key was
-unused as the request arrived and 200 when it named an earlier request with the same
-body. Two requests racing with one new key both get the same run (or signal), and each
-may say 201: the engine, not this check, makes the key unique.
+Idempotent requests (starting a run, sending a signal) answer 201 when this request
+created the row and 200 when it named an earlier request with the same body. A run's
+start learns it from the engine's insert (``start_run_once``): of requests racing with
+one new key exactly one says 201, and so does a signal's (``send_signal_once``).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ from workflows.api.serializers_runs import (
 from workflows.definitions import registry
 from workflows.engine.guards import RUN_VERBS
 from workflows.errors import DefinitionMissing, InvalidTransition
-from workflows.models import Run, Signal
+from workflows.models import Run
 from workflows.queries import get_run, signal_summary
 from workflows.queries.explanation import explain
 from workflows.queries.results import wait_for_run
@@ -239,21 +239,17 @@ class RunViewSet(LongPollViews, mixins.ListModelMixin, FlowsiteViewSet):
             definition = registry.latest(start["workflow"])
         except DefinitionMissing as exc:
             raise APIError(404, "workflow_not_found", exc.message, exc.details) from exc
-        key = start.get("idempotency_key")
-        repeat = (
-            key is not None
-            and Run.objects.filter(workflow_name=definition.name, idempotency_key=key).exists()
-        )
-        run = services.start_run(
+        started = services.start_run_once(
             definition,
             start["input"],
-            idempotency_key=key,
+            idempotency_key=start.get("idempotency_key"),
             business_key=start.get("business_key"),
             user=request.user,
             priority=start.get("priority"),
             deadline=start.get("deadline"),
         )
-        return run_detail(run.pk, status=200 if repeat else 201)
+        # 201 only for the request whose insert created the run, even under a race.
+        return run_detail(started.value.pk, status=201 if started.created else 200)
 
     @extend_schema(
         parameters=[WAIT_PARAMETER],
@@ -342,15 +338,16 @@ class RunViewSet(LongPollViews, mixins.ListModelMixin, FlowsiteViewSet):
         run = get_run(run_pk(pk))
         sent = validated(with_idempotency_key(request), SendSignalSerializer)
         key = sent.get("idempotency_key")
-        repeat = key is not None and Signal.objects.filter(run=run, idempotency_key=key).exists()
         signal = refused_as_invalid_state(
             run.pk,
-            lambda: services.send_signal(
+            lambda: services.send_signal_once(
                 run, sent["name"], sent["payload"], idempotency_key=key, user=request.user
             ),
         )
+        # 201 only for the request whose insert created the signal, even under a race.
         return Response(
-            SignalSerializer(signal_summary(signal)).data, status=200 if repeat else 201
+            SignalSerializer(signal_summary(signal.value)).data,
+            status=201 if signal.created else 200,
         )
 
     @extend_schema(

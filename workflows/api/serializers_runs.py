@@ -186,7 +186,17 @@ class SkipStepSerializer(StrictSerializer):
 
 class RevokeSerializer(ReasonSerializer):
     """Revoke the lease of a running attempt: the step's own (a task), one of its fan-out
-    items' (``item``), or its compensation's (``compensation``)."""
+    items' (``item``), or its compensation's (``compensation``), pinned to the attempt the
+    client saw (``attempt``)."""
+
+    attempt = serializers.IntegerField(
+        min_value=1,
+        max_value=2**31 - 1,
+        help_text=(
+            "the attempt to revoke, as the client saw it (the unit's attempt): if the "
+            "unit is no longer in it, nothing changes and the answer says why"
+        ),
+    )
 
     item = StrictCharField(
         required=False,
@@ -570,8 +580,20 @@ class ItemSerializer(serializers.ModelSerializer):
 
 
 class RevokedSerializer(serializers.Serializer):
-    """What a revoke did: the unit whose attempt lost its lease, as it is now, and its step."""
+    """What a revoke did: whether this request took the lease (``revoked``, else
+    ``reason``), and the unit, as it is now, and its step."""
 
+    revoked = serializers.BooleanField(
+        help_text="true: this request took the lease; false: nothing changed (see reason)"
+    )
+    reason = serializers.CharField(
+        allow_null=True,
+        help_text=(
+            "why nothing changed: replaced (a newer attempt runs), not_started, "
+            "already_revoked (a repeat), not_leased (the attempt ended); null when revoked"
+        ),
+    )
+    revoked_attempt = serializers.IntegerField(help_text="the attempt the request named")
     kind = serializers.ChoiceField(choices=["step", "item", "compensation"])
     id = serializers.IntegerField(help_text="the step's, the item's or the compensation's id")
     item = serializers.CharField(
@@ -580,8 +602,10 @@ class RevokedSerializer(serializers.Serializer):
     status = serializers.CharField(
         help_text="ready: it runs again; cancelled or skipped when its run had stopped"
     )
-    attempt = serializers.IntegerField(help_text="the attempt that was revoked")
-    max_attempts = serializers.IntegerField(help_text="raised by one: the attempt is given back")
+    attempt = serializers.IntegerField(help_text="the unit's attempt now")
+    max_attempts = serializers.IntegerField(
+        help_text="raised by one when revoked: the attempt is given back"
+    )
     failure_class = serializers.CharField(help_text="revoked")
     error = serializers.JSONField(help_text="code revoked, by, reason, attempt, owner")
     step = StepSerializer()

@@ -8,7 +8,7 @@ A step is reached by the id a run's detail lists; the verbs go through
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import extend_schema
@@ -35,7 +35,7 @@ from workflows.api.serializers_runs import (
 )
 from workflows.models import FanOutItem, Step
 from workflows.queries import get_step
-from workflows.services.leases import LeasedUnit
+from workflows.services.leases import LeasedUnit, RevokedLease
 
 STEP_VERB_ERRORS = error_responses(400, 401, 403, 404, 409, 413)
 
@@ -110,30 +110,37 @@ class StepViewSet(FlowsiteViewSet):
     )
     @action(detail=True, methods=["post"], permission_classes=[CanOperateRuns])
     def revoke(self, request: Request, pk: str) -> Response:
-        """Take the lease of the running attempt now: of the step (a task), of its item
-        ``item``, or of its compensation; the work runs again, without using up an attempt.
+        """Take the lease of running attempt ``attempt`` now: of the step (a task), of its
+        item ``item``, or of its compensation; the work runs again, without using up an
+        attempt.
 
-        The worker that held it sees ``LeaseLost`` at its next heartbeat and its result
-        is refused. A unit that is not running is a 409 ``invalid_state``; an unknown
-        step, item or compensation a 404 ``step_not_found``.
+        Pinned: ``attempt`` (required) is the attempt the client saw. When the unit is no
+        longer in it, or it is not running, nothing changes and the answer is a 200 with
+        ``revoked: false`` and the ``reason`` (a repeated request is ``already_revoked``,
+        never a second revocation). The worker that held it sees ``LeaseLost`` at its
+        next heartbeat and its result is refused. A fan-out step itself is a 409
+        ``invalid_state``; an unknown step, item or compensation a 404
+        ``step_not_found``.
         """
         step = get_step(step_pk(pk))
         body = validated(request.data, RevokeSerializer)
-        unit = refused_as_invalid_state(
+        result = refused_as_invalid_state(
             step.run_id,
             lambda: services.revoke_lease(
                 step,
+                expected_attempt=body["attempt"],
                 item=body.get("item"),
                 compensation=body["compensation"],
                 reason=body["reason"],
                 user=request.user,
             ),
         )
-        return Response(RevokedSerializer(revoked(unit, get_step(step.pk))).data)
+        return Response(RevokedSerializer(revoked(result, get_step(step.pk))).data)
 
 
-def revoked(unit: LeasedUnit, step: Step) -> dict[str, Any]:
-    """What :class:`RevokedSerializer` shows of the unit a revoke acted on."""
+def revoked(result: RevokedLease, step: Step) -> dict[str, Any]:
+    """What :class:`RevokedSerializer` shows of a revoke and the unit it named."""
+    unit = cast("LeasedUnit", result.unit)  # filled by services.revoke_lease
     if isinstance(unit, Step):
         kind, item = "step", None
     elif isinstance(unit, FanOutItem):
@@ -141,6 +148,9 @@ def revoked(unit: LeasedUnit, step: Step) -> dict[str, Any]:
     else:
         kind, item = "compensation", unit.item.key if unit.item is not None else None
     return {
+        "revoked": result.revoked,
+        "reason": result.reason,
+        "revoked_attempt": result.attempt,
         "kind": kind,
         "id": unit.pk,
         "item": item,

@@ -14,6 +14,7 @@ from workflows.definitions import LeasedNode, Workflow, registry
 from workflows.definitions.deadline import deadline_problems
 from workflows.definitions.limits import priority_problems
 from workflows.engine.advance import Advancer
+from workflows.engine.created import Created
 from workflows.engine.deadlines import deadline_of
 from workflows.engine.events import EventLog
 from workflows.engine.fingerprint import fingerprint
@@ -40,6 +41,30 @@ def start_run(
     priority: int | None = None,
     deadline: timedelta | datetime | None = None,
 ) -> Run:
+    """Start a run of ``workflow``; the run (see :func:`start_run_once`)."""
+    return start_run_once(
+        workflow,
+        input,
+        idempotency_key=idempotency_key,
+        business_key=business_key,
+        user=user,
+        subject=subject,
+        priority=priority,
+        deadline=deadline,
+    ).value
+
+
+def start_run_once(
+    workflow: str | type[Workflow],
+    input: dict[str, Any] | None = None,
+    *,
+    idempotency_key: str | None = None,
+    business_key: str | None = None,
+    user: AnyUser | None = None,
+    subject: models.Model | None = None,
+    priority: int | None = None,
+    deadline: timedelta | datetime | None = None,
+) -> Created[Run]:
     """Start a run of ``workflow`` (a registered name, latest version, or a class).
 
     With an ``idempotency_key`` seen before for this workflow, the existing run is
@@ -51,6 +76,10 @@ def start_run(
     work is claimed before that of runs with a lower one. ``deadline`` (default the
     workflow's ``deadline``): see :func:`create_run`; a repeat returns the first run
     with its own deadline.
+
+    Returns :class:`Created`: ``created`` is true only for the call whose insert made
+    the run; a repeat, and the loser of a race on one key (its insert fails on the
+    key's unique index), get the run with ``created=False``.
     """
     definition = registry.resolve(workflow)
     if priority is not None and priority_problems(priority):
@@ -62,9 +91,9 @@ def start_run(
     if idempotency_key is not None:
         existing = _existing(definition, idempotency_key, input_hash)
         if existing is not None:
-            return existing
+            return Created(existing, created=False)
     try:
-        return _create(
+        run = _create(
             definition,
             data,
             input_hash,
@@ -81,7 +110,8 @@ def start_run(
         existing = _existing(definition, idempotency_key, input_hash)
         if existing is None:
             raise
-        return existing
+        return Created(existing, created=False)
+    return Created(run, created=True)
 
 
 def _existing(definition: type[Workflow], key: str, input_hash: str) -> Run | None:

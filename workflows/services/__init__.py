@@ -28,12 +28,14 @@ from workflows.services.runs import (
     resume_run,
     retry_run,
     start_run,
+    start_run_once,
     terminate_run,
 )
 from workflows.services.signals import (
     complete_callback,
     fail_callback,
     send_signal,
+    send_signal_once,
     signals_waited_for,
 )
 from workflows.services.steps import retry_step, skip_step
@@ -58,9 +60,11 @@ __all__ = [
     "retry_step",
     "revoke_lease",
     "send_signal",
+    "send_signal_once",
     "signals_waited_for",
     "skip_step",
     "start_run",
+    "start_run_once",
     "terminate_run",
     "unclaim_gate",
 ]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from workflows.definitions import Workflow
+from workflows.engine.created import Created
 from workflows.engine.flows import close, edges, members
 from workflows.engine.flows.cancellation import CancelPolicy, FlowCancellation
 from workflows.engine.flows.joins import JoinSpec
@@ -32,6 +33,7 @@ __all__ = [
     "add_to_flow",
     "cancel_flow",
     "create_flow",
+    "create_flow_once",
     "flow_id_of",
     "seal_flow",
     "set_join",
@@ -63,6 +65,14 @@ def may_end_members(user: AnyUser | None) -> Callable[[], bool] | None:
 def create_flow(name: str, *, key: str | None = None, user: AnyUser | None = None) -> Flow:
     """A new open flow; with a ``key`` seen before, that same flow (idempotent)."""
     return members.create_flow(name, key=key, user=user)
+
+
+def create_flow_once(
+    name: str, *, key: str | None = None, user: AnyUser | None = None
+) -> Created[Flow]:
+    """As :func:`create_flow`, and whether this call created the flow (decided by the
+    insert that won: of racing creations with one key exactly one says ``created``)."""
+    return members.create_flow_once(name, key=key, user=user)
 
 
 def add_to_flow(

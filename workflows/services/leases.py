@@ -9,9 +9,11 @@ key of one of its items or its compensation — and hands it to the engine's tra
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from workflows.engine.verbs import revoke
+from workflows.engine.verbs.revoke import RevokedLease
 from workflows.engine.work_kinds import COMPENSATION, ITEM, STEP, WorkKind
 from workflows.errors import InvalidInput, StepNotFound
 from workflows.models import CompensationRecord, FanOutItem, Step
@@ -25,16 +27,40 @@ if TYPE_CHECKING:
 LeasedUnit = Step | FanOutItem | CompensationRecord
 
 
+__all__ = ["LeasedUnit", "RevokedLease", "not_revoked_text", "revoke_lease"]
+
+# Why the named attempt was not revoked, as every surface words it after "attempt N of X".
+_NOT_REVOKED = {
+    revoke.ALREADY_REVOKED: "was revoked already (a repeated request)",
+    revoke.REPLACED: "was replaced by a newer attempt, which was left alone",
+    revoke.NOT_STARTED: "has not started",
+    revoke.NOT_LEASED: "is no longer running",
+}
+
+
+def not_revoked_text(result: RevokedLease) -> str:
+    """Why ``result`` revoked nothing, to follow "attempt N of <unit>"."""
+    return _NOT_REVOKED.get(result.reason or "", "was not revoked")
+
+
 def revoke_lease(
     unit: LeasedUnit | int,
     *,
+    expected_attempt: int,
     item: str | None = None,
     compensation: bool = False,
     reason: str = "",
     user: AnyUser | None = None,
-) -> LeasedUnit:
-    """Take the lease of a running attempt now; the work goes back to ``ready`` and runs
-    again, without using up an attempt. Returns the unit, read again.
+) -> RevokedLease:
+    """Take the lease of attempt ``expected_attempt`` now, if it is still running; the
+    work goes back to ``ready`` and runs again, without using up an attempt.
+
+    Pinned: ``expected_attempt`` is the attempt the caller saw (``unit.attempt`` as
+    shown). When the unit is no longer in that attempt, or it is not running, nothing
+    changes: a double click or a retried request never revokes the attempt that replaced
+    the wedged one. Returns a :class:`RevokedLease`: ``revoked`` (this call took the
+    lease), ``reason`` when it did not (``replaced``, ``not_started``,
+    ``already_revoked``, ``not_leased``), ``attempt`` and ``unit``, read again.
 
     ``unit``: a task step (or its id), a fan-out item or a compensation record. With a
     step, ``item="key"`` names one of its fan-out items and ``compensation=True`` its
@@ -45,14 +71,17 @@ def revoke_lease(
 
     The worker that held the lease learns of it at its next ``ctx.heartbeat()``
     (``LeaseLost``); its late result is refused and recorded as ``lease.lost``. Refused
-    with :class:`InvalidTransition` when the unit is not running; :class:`StepNotFound`
-    when the step, item or compensation does not exist; :class:`InvalidInput` for a bad
-    reason or options that do not fit ``unit``.
+    with :class:`InvalidTransition` for a fan-out step (its items hold the leases) or a
+    run that cannot have running work; :class:`StepNotFound` when the step, item or
+    compensation does not exist; :class:`InvalidInput` for a bad reason or attempt, or
+    options that do not fit ``unit``.
     """
     check_text(reason, field="revoke reason")
     kind, unit_id = _unit_of(unit, item, compensation)
-    revoke.revoke_lease(kind, unit_id, reason=reason, user=user)
-    return kind.model.objects.get(pk=unit_id)
+    result = revoke.revoke_lease(
+        kind, unit_id, expected_attempt=expected_attempt, reason=reason, user=user
+    )
+    return replace(result, unit=kind.model.objects.get(pk=unit_id))
 
 
 def _unit_of(unit: LeasedUnit | int, item: str | None, compensation: bool) -> tuple[WorkKind, int]:

@@ -12,6 +12,7 @@ from django.db import models
 from workflows import engine
 from workflows.definitions import Workflow, registry
 from workflows.definitions.limits import priority_problems
+from workflows.engine.created import Created
 from workflows.engine.guards import PRIORITY
 from workflows.engine.nodes.subworkflow import cancel_children, terminate_children
 from workflows.engine.verbs import cancel, pause, rerun, retry, terminate
@@ -41,6 +42,32 @@ def start_run(
     priority: int | None = None,
     deadline: timedelta | datetime | None = None,
 ) -> Run:
+    """Start a run of ``workflow`` (a registered name, latest version, or a class);
+    return it. Everything else as :func:`start_run_once`, which also says whether this
+    call created the run."""
+    return start_run_once(
+        workflow,
+        input,
+        idempotency_key=idempotency_key,
+        business_key=business_key,
+        user=user,
+        subject=subject,
+        priority=priority,
+        deadline=deadline,
+    ).value
+
+
+def start_run_once(
+    workflow: str | type[Workflow],
+    input: dict[str, Any] | None = None,
+    *,
+    idempotency_key: str | None = None,
+    business_key: str | None = None,
+    user: AnyUser | None = None,
+    subject: models.Model | None = None,
+    priority: int | None = None,
+    deadline: timedelta | datetime | None = None,
+) -> Created[Run]:
     """Start a run of ``workflow`` (a registered name, latest version, or a class).
 
     With an ``idempotency_key`` seen before for this workflow, the existing run is
@@ -64,6 +91,10 @@ def start_run(
     clock. A run not ended by then fails with ``deadline_exceeded``, its running
     attempts lose their lease and what it completed is compensated
     (:mod:`workflows.engine.deadlines`). Anything else is :class:`InvalidInput`.
+
+    Returns :class:`~workflows.engine.created.Created`: the run, and whether this call
+    created it (decided by the insert that won, so of racing starts with one key
+    exactly one says ``created``). :func:`start_run` returns the run alone.
     """
     definition = registry.resolve(workflow)
     if priority is not None:
@@ -84,7 +115,7 @@ def start_run(
         check_text(business_key, field="business key", limit=max_length(Run, "business_key"))
     if subject is not None:
         _check_subject(subject)
-    return engine.start_run(
+    return engine.start_run_once(
         workflow,
         input,
         idempotency_key=idempotency_key,

@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from workflows.definitions import WaitForSignal, registry
+from workflows.engine.created import Created
 from workflows.engine.nodes.callback import resolve_callback
-from workflows.engine.nodes.wait_for_signal import send_signal as deliver_signal
+from workflows.engine.nodes.wait_for_signal import send_signal_once as deliver_signal_once
 from workflows.errors import (
     DefinitionMissing,
     UnknownSignal,
@@ -29,6 +30,19 @@ def send_signal(
     idempotency_key: str | None = None,
     user: AnyUser | None = None,
 ) -> Signal:
+    """Send signal ``name`` to a run; return the signal. Everything else as
+    :func:`send_signal_once`, which also says whether this call created it."""
+    return send_signal_once(run, name, payload, idempotency_key=idempotency_key, user=user).value
+
+
+def send_signal_once(
+    run: Run | UUID | str,
+    name: str,
+    payload: Any = None,
+    *,
+    idempotency_key: str | None = None,
+    user: AnyUser | None = None,
+) -> Created[Signal]:
     """Send signal ``name`` to a run; kept until a ``WaitForSignal`` step consumes it.
 
     ``user``, when given, is recorded in the run's history as who sent it.
@@ -36,10 +50,14 @@ def send_signal(
     Refused before anything is written: a name no ``WaitForSignal`` step of the run's
     definition waits for (:class:`UnknownSignal`, listing the names it does wait for),
     and a name, key or payload the database cannot store (:class:`InvalidInput`).
+
+    Returns :class:`~workflows.engine.created.Created`: the signal, and whether this call
+    created it (decided by the insert that won: of racing sends with one key exactly one
+    says ``created``). :func:`send_signal` returns the signal alone.
     """
     target = run if isinstance(run, Run) else get_run(run)
     check_signal(target, name, payload, idempotency_key)
-    return deliver_signal(
+    return deliver_signal_once(
         target.pk,
         name,
         payload,

@@ -10,6 +10,7 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError
 
 from workflows.definitions import Workflow, registry
+from workflows.engine.created import Created
 from workflows.engine.events import actor
 from workflows.engine.fingerprint import fingerprint
 from workflows.engine.flows.edits import FlowEdit
@@ -37,22 +38,32 @@ if TYPE_CHECKING:
 
 
 def create_flow(name: str, *, key: str | None = None, user: AnyUser | None = None) -> Flow:
+    """A new open flow named ``name``, or the one of ``key`` (see :func:`create_flow_once`)."""
+    return create_flow_once(name, key=key, user=user).value
+
+
+def create_flow_once(
+    name: str, *, key: str | None = None, user: AnyUser | None = None
+) -> Created[Flow]:
     """A new open flow named ``name``; with a ``key`` seen before, that flow (the same
     ``name``), else :class:`IdempotencyConflict`. Of two concurrent creations with one
-    key, one creates the flow and the other returns it."""
+    key, one creates the flow and the other returns it: ``created`` is true only for the
+    call whose insert made the flow (the loser's insert fails on the key's unique
+    index)."""
     check_name(name, field="flow name")
     if key is not None:
         check_text(key, field="flow key", limit=max_length(Flow, "key"))
         existing = _existing(name, key)
         if existing is not None:
-            return existing
+            return Created(existing, created=False)
     try:
-        return _create(name, key, user)
+        flow = _create(name, key, user)
     except IntegrityError:
         existing = _existing(name, key) if key is not None else None
         if existing is None:
             raise
-        return existing
+        return Created(existing, created=False)
+    return Created(flow, created=True)
 
 
 def _existing(name: str, key: str) -> Flow | None:

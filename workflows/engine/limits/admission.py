@@ -22,13 +22,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
 from workflows.conf import workflow_settings
 from workflows.context import Context
-from workflows.definitions import LeasedNode, Workflow
+from workflows.definitions import LeasedNode, Workflow, registry
 from workflows.definitions.limits import RateLimit, Route
 from workflows.engine.dispatch import enqueue
 from workflows.engine.executor import Work
@@ -39,11 +39,13 @@ from workflows.engine.sql.updates import cas_update
 from workflows.engine.transaction import transition
 from workflows.engine.wakeups import timer_armed
 from workflows.engine.work_kinds import ITEM, STEP, WorkKind
-from workflows.errors import PermanentError
+from workflows.errors import DefinitionMissing, PermanentError
 from workflows.models import Timer
 from workflows.status import StepStatus, TimerKind, TimerStatus
 
 if TYPE_CHECKING:
+    from django.db.models import QuerySet
+
     from workflows.engine.lease import Lease
     from workflows.engine.scope import RunScope
 
@@ -239,23 +241,59 @@ def unhold_next(kind: WorkKind, held_on: str, count: int = 1) -> list[Work]:
 def nudge_held(kind: WorkKind, held_on: str) -> bool:
     """Send the best unit of ``kind`` held on ``held_on`` to the executor again, its hold
     kept: its claim decides once more, and holds it again (writing nothing) if the limit
-    still binds. ``False`` when no unit of an active run is held there any more.
+    still binds. ``False`` when no unit of an active run is held there any more, or, for
+    a budget's hold, when no held unit's budgets would admit it now.
 
     The backstop for holds whose release was not handed on: a slot freed by a path that
-    does not (a cancelled or terminated run), a budget's period that ended.
+    does not (a cancelled or terminated run), a budget's period that ended. A budget's
+    hold is asked first (the same pure read the claim makes), so work held by a budget
+    still used up is not sent to a worker, and logged, on every pass.
     """
-    found = (
-        kind.model.objects.filter(
-            status=StepStatus.READY,
-            held_on=held_on,
-            **{f"{kind.run_path}__status__in": kind.runs_while},
-        )
-        .order_by("-priority", "updated_at", "id")
-        .values_list("id", "queue", "requires")
-        .first()
+    runs = {f"{kind.run_path}__status__in": kind.runs_while}
+    held = kind.model.objects.filter(status=StepStatus.READY, held_on=held_on, **runs).order_by(
+        "-priority", "updated_at", "id"
     )
+    if held_on.startswith(budgets.HELD_PREFIX):
+        found = _admitted_by_budget(held, kind)
+    else:
+        found = held.values_list("id", "queue", "requires").first()
     if found is None:
         return False
     unit_id, queue, requires = found
     enqueue([Work(kind, unit_id, Route.of_row(queue, requires))])
     return True
+
+
+# A budget's hold covers runs of several workflows and business keys: the nudge looks at
+# this many of its best units for one whose budgets admit it now.
+BUDGET_NUDGE_CANDIDATES = 50
+
+
+@dataclass
+class _HeldRun:
+    """What :func:`budgets.exhausted` reads of a held unit's run."""
+
+    business_key: str
+
+
+def _admitted_by_budget(held: QuerySet[Any], kind: WorkKind) -> tuple[int, str, str] | None:
+    """The best of ``held`` whose run's budgets admit it now (:func:`budgets.exhausted`),
+    or ``None``: every one would be held again. A unit whose definition is missing is
+    sent, so that its claim fails its run as it would any other's."""
+    run = kind.run_path
+    rows = held.values_list(
+        "id",
+        "queue",
+        "requires",
+        f"{run}__workflow_name",
+        f"{run}__workflow_version",
+        f"{run}__business_key",
+    )[:BUDGET_NUDGE_CANDIDATES]
+    for unit_id, queue, requires, name, version, business_key in rows:
+        try:
+            workflow = registry.get(name, version)
+        except DefinitionMissing:
+            return unit_id, queue, requires
+        if budgets.exhausted(workflow, _HeldRun(business_key or "")) is None:
+            return unit_id, queue, requires
+    return None

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from workflows.definitions import WaitForSignal
 from workflows.engine.advance import Advancer, enters
+from workflows.engine.created import Created
 from workflows.engine.fingerprint import fingerprint
 from workflows.engine.scope import run_scope
 from workflows.engine.sql.rows import StepRow, step_rows
@@ -83,25 +84,44 @@ def send_signal(
     sent_by: str | None = None,
     via: str | None = None,
 ) -> Signal:
+    """Deliver signal ``name`` to a run; the signal (see :func:`send_signal_once`)."""
+    return send_signal_once(
+        run_id, name, payload, idempotency_key=idempotency_key, sent_by=sent_by, via=via
+    ).value
+
+
+def send_signal_once(
+    run_id: UUID,
+    name: str,
+    payload: Any = None,
+    *,
+    idempotency_key: str | None = None,
+    sent_by: str | None = None,
+    via: str | None = None,
+) -> Created[Signal]:
     """Deliver signal ``name`` to a run; a waiting step consumes it at once.
 
     The same ``idempotency_key`` with the same payload returns the first signal and has
     no further effect; with a different payload it raises :class:`IdempotencyConflict`
     and changes nothing. ``sent_by`` (a user's name) and ``via`` (how it came, e.g.
     ``"token"`` for a signal token) go into the run's history.
+
+    ``created`` is true only for the call whose insert made the signal; a repeat, and
+    the loser of a race on one key (its insert fails on the key's unique index, after
+    waiting for the run's lock), get the first signal with ``created=False``.
     """
     payload_hash = fingerprint({"name": name, "payload": payload}, field="signal")
     if idempotency_key is not None:
         existing = _existing(run_id, idempotency_key, payload_hash)
         if existing is not None:
-            return existing
+            return Created(existing, created=False)
     try:
         return _deliver(run_id, name, payload, payload_hash, idempotency_key, sent_by, via)
     except IntegrityError:
         existing = _existing(run_id, idempotency_key, payload_hash) if idempotency_key else None
         if existing is None:
             raise
-        return existing
+        return Created(existing, created=False)
 
 
 def _existing(run_id: UUID, key: str, payload_hash: str) -> Signal | None:
@@ -125,9 +145,16 @@ def _deliver(
     idempotency_key: str | None,
     sent_by: str | None,
     via: str | None,
-) -> Signal:
+) -> Created[Signal]:
     with run_scope(run_id) as scope:
         run = scope.run
+        if idempotency_key is not None:
+            # Read again under the run's lock: a racing send with this key may have
+            # delivered (and ended the run) since the read before the lock; its repeat
+            # is answered with that signal, not refused for the run's new status.
+            existing = _existing(run_id, idempotency_key, payload_hash)
+            if existing is not None:
+                return Created(existing, created=False)
         if run.status not in RUN_ALIVE:
             raise InvalidTransition(
                 f"run {run_id} is {run.status}; only running, waiting or paused runs accept "
@@ -158,4 +185,4 @@ def _deliver(
             cancel_timers(row.pk, TimerKind.SIGNAL_TIMEOUT)
             scope.advancer.complete(row, payload, signal=signal.pk)
             scope.advancer.settled(row.name)
-    return signal
+    return Created(signal, created=True)

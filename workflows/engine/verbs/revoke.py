@@ -7,10 +7,13 @@ run away. The unit (a task step, a fan-out item or a compensation) goes back to
 result are then refused by the fence they already carry (``LeaseLost``, recorded as
 ``lease.lost``).
 
-Fenced on the attempt, not on the owner: the operator does not hold the lease and
-should not have to copy the worker's name; (id, version, attempt, ``running``) names
-exactly the attempt they saw, so a revoke that arrives after that attempt ended, or
-after another attempt started, changes nothing. A revoke gives the attempt back
+Pinned to the attempt the caller saw (``expected_attempt``), not to the one running when
+the call arrives, nor to the owner: the operator does not hold the lease and should not
+have to copy the worker's name. A double click or a client's retry that arrives after
+attempt N ended, or after attempt N + 1 replaced it, changes nothing and says so
+(:class:`RevokedLease` with ``revoked=False`` and a reason), so it can never take the
+fresh attempt that replaced the wedged one. The compare-and-set names (id, version,
+attempt, ``running``). A revoke gives the attempt back
 (``max_attempts`` + 1): the operator stopped it, the work did not fail, so a step with
 one attempt left still has it.
 """
@@ -18,7 +21,7 @@ one attempt left still has it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from workflows.definitions import FanOut
 from workflows.definitions.limits import Route
@@ -31,13 +34,40 @@ from workflows.engine.sql.expressions import db_now
 from workflows.engine.sql.updates import cas_update
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import COMPENSATION, ITEM, STEP, FailedUnit, WorkKind
-from workflows.errors import InvalidTransition, StaleState
+from workflows.errors import InvalidInput, InvalidTransition, StaleState
 from workflows.status import FailureClass, StepStatus
 
 if TYPE_CHECKING:
     from uuid import UUID
 
+    from django.db.models import Model
+
     from workflows.permissions import AnyUser
+
+# Why a pinned revoke changed nothing (``RevokedLease.reason``).
+REPLACED: Final = "replaced"  # a newer attempt started: it is not the one the caller saw
+NOT_STARTED: Final = "not_started"  # attempt N has not started (yet)
+ALREADY_REVOKED: Final = "already_revoked"  # attempt N was revoked already (a repeat)
+NOT_LEASED: Final = "not_leased"  # attempt N ended (completed, failed, expired, cancelled)
+
+
+@dataclass(frozen=True)
+class RevokedLease:
+    """What a pinned revoke did.
+
+    ``revoked``: this call took the lease of attempt ``attempt`` (the one the caller
+    named). ``False``: nothing changed, and ``reason`` says why: ``replaced`` (the unit
+    is in a newer attempt now), ``not_started`` (attempt ``attempt`` never started),
+    ``already_revoked`` (a repeat of a revoke that took it) or ``not_leased`` (the
+    attempt ended otherwise). ``unit``: the step, item or compensation record as it is
+    after the call (filled by :func:`workflows.services.revoke_lease`).
+    """
+
+    revoked: bool
+    reason: str | None
+    attempt: int
+    unit: Model | None = None
+
 
 # What a revoke reads of a unit's owners, by kind: run, step id, step name, generation,
 # the step's node kind, and the item's key (none for a step itself).
@@ -53,7 +83,17 @@ _OWNERS: dict[str, tuple[str, ...]] = {
         "item__key",
     ),
 }
-_UNIT = ("status", "attempt", "max_attempts", "version", "lease_owner", "queue", "requires")
+_UNIT = (
+    "status",
+    "attempt",
+    "max_attempts",
+    "version",
+    "lease_owner",
+    "queue",
+    "requires",
+    "failure_class",
+    "error",
+)
 
 
 @dataclass(frozen=True)
@@ -73,6 +113,8 @@ class _Unit:
     lease_owner: str
     queue: str
     requires: str
+    failure_class: str
+    error: Any
 
     def label(self, kind: WorkKind) -> str:
         return kind.label(self.step_name, self.item_key)
@@ -99,39 +141,63 @@ def run_of_unit(kind: WorkKind, unit_id: int) -> UUID:
 
 @transition
 def revoke_lease(
-    kind: WorkKind, unit_id: int, *, reason: str = "", user: AnyUser | None = None
-) -> str:
-    """Take the lease of the running attempt of unit ``unit_id`` of ``kind``; return the
-    unit's new status.
+    kind: WorkKind,
+    unit_id: int,
+    *,
+    expected_attempt: int,
+    reason: str = "",
+    user: AnyUser | None = None,
+) -> RevokedLease:
+    """Take the lease of attempt ``expected_attempt`` of unit ``unit_id`` of ``kind`` if
+    that attempt is still running; say what happened (:class:`RevokedLease`).
 
-    ``ready`` (dispatched again; a paused run's unit waits for the resume), or, when the
-    run has stopped meanwhile and can no longer start the unit (a cancelling or failing
-    run's forward work), the kind's stopped status, which lets the run's unwinding go on
-    instead of waiting for the wedged worker. The attempt is given back (``max_attempts``
-    + 1), recorded with class ``revoked`` in the row and its ``error``, and in a
-    ``lease.revoked`` event with who, why, the attempt and the worker that held it. Its
-    concurrency slot is freed as a finished attempt's is.
+    The unit goes to ``ready`` (dispatched again; a paused run's unit waits for the
+    resume), or, when the run has stopped meanwhile and can no longer start the unit (a
+    cancelling or failing run's forward work), to the kind's stopped status, which lets
+    the run's unwinding go on instead of waiting for the wedged worker. The attempt is
+    given back (``max_attempts`` + 1), recorded with class ``revoked`` in the row and its
+    ``error``, and in a ``lease.revoked`` event with who, why, the attempt and the worker
+    that held it. Its concurrency slot is freed as a finished attempt's is.
 
-    Refused with :class:`InvalidTransition` when the unit is not running, when its run is
-    not one that may have running work, and for a fan-out step (its items hold the
-    leases). How it loses a race: a completion or failure of the attempt takes the run's
-    lock as this does, so whichever commits first wins; the loser sees the other's
-    status (the revoke is refused; the worker's write is refused with ``LeaseLost`` and
-    recorded as ``lease.lost``). A heartbeat takes no run lock: the revoke locks the
-    unit's row before reading it, so a heartbeat in between waits and then finds its
-    fence gone (``LeaseLost``); on SQLite the write lock serialises them anyway.
+    When the unit is no longer in attempt ``expected_attempt``, or that attempt is not
+    running, nothing is written and the result has ``revoked=False`` and the reason.
+    Refused with :class:`InvalidTransition` for a fan-out step (its items hold the
+    leases) and when the run is not one that may have running work; with
+    :class:`InvalidInput` for an attempt below 1. How it loses a race: a completion or
+    failure of the attempt takes the run's lock as this does, so whichever commits first
+    wins; a losing revoke sees the attempt ended (``not_leased``), a losing worker's
+    write is refused with ``LeaseLost`` and recorded as ``lease.lost``. Racing revokes of
+    the same attempt queue on the run's lock: the first takes the lease, the others see
+    it taken (``already_revoked``), so ``max_attempts`` grows once. A heartbeat takes no
+    run lock: the revoke locks the unit's row before reading it, so a heartbeat in
+    between waits and then finds its fence gone (``LeaseLost``); on SQLite the write
+    lock serialises them anyway.
     """
+    if isinstance(expected_attempt, bool) or not isinstance(expected_attempt, int):
+        raise InvalidInput("expected_attempt must be an attempt number (an integer)")
+    if expected_attempt < 1:
+        raise InvalidInput(f"expected_attempt must be 1 or more, not {expected_attempt}")
     with run_scope(run_of_unit(kind, unit_id)) as scope:
         # Locked after the run, as every transition orders its locks: a heartbeat (which
         # takes no run lock) waits for this commit, then finds its fence gone.
         unit = _read(kind, unit_id, locked=True)
+        if kind is STEP and unit.step_kind == FanOut.kind:
+            raise InvalidTransition(
+                f"{unit.label(kind)}: a fan-out step holds no lease itself; revoke one of "
+                "its running items",
+                status=unit.status,
+                verb=REVOKE.name,
+            )
+        missed = _missed(unit, expected_attempt)
+        if missed is not None:
+            return RevokedLease(False, missed, expected_attempt)
         status = _target(scope, kind, unit)
         error = _error(kind, unit, reason, user)
         if not cas_update(
             kind.model,
             unit_id,
             version=unit.version,
-            where={"status": StepStatus.RUNNING, "attempt": unit.attempt},
+            where={"status": StepStatus.RUNNING, "attempt": expected_attempt},
             status=status,
             error=error,
             failure_class=FailureClass.REVOKED,
@@ -143,15 +209,27 @@ def revoke_lease(
         ):
             raise StaleState(f"{unit.label(kind)} changed while being revoked; nothing changed")
         _revoked(scope, kind, unit_id, unit, status, error)
-    return status
+    return RevokedLease(True, None, expected_attempt)
+
+
+def _missed(unit: _Unit, expected: int) -> str | None:
+    """Why attempt ``expected`` of the unit cannot be revoked now, or ``None``: it runs."""
+    if unit.attempt > expected:
+        return REPLACED
+    if unit.attempt < expected:
+        return NOT_STARTED
+    if unit.status == StepStatus.RUNNING:
+        return None
+    error = unit.error if isinstance(unit.error, dict) else {}
+    if unit.failure_class == FailureClass.REVOKED and error.get("attempt") == expected:
+        return ALREADY_REVOKED
+    return NOT_LEASED
 
 
 def _target(scope: RunScope, kind: WorkKind, unit: _Unit) -> str:
     """The status the revoked unit moves to, or :class:`InvalidTransition`."""
     label = unit.label(kind)
     refusal = REVOKE.refusal(unit.status, scope.run.status, noun=kind.name)
-    if refusal is None and kind is STEP and unit.step_kind == FanOut.kind:
-        refusal = "a fan-out step holds no lease itself; revoke one of its running items"
     if refusal is not None:
         raise InvalidTransition(f"{label}: {refusal}", status=unit.status, verb=REVOKE.name)
     run_status = scope.run.status

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from workflows.engine.guards import REVOKE
 from workflows.management.arguments import (
@@ -16,7 +16,7 @@ from workflows.management.arguments import (
 from workflows.management.output import to_json
 from workflows.models import CompensationRecord, FanOutItem, Run, Step
 from workflows.services import revoke_lease
-from workflows.services.leases import LeasedUnit
+from workflows.services.leases import LeasedUnit, RevokedLease, not_revoked_text
 from workflows.services.targets import step_in_run
 
 
@@ -28,8 +28,10 @@ class Command(BaseCommand):
         "goes back to ready and runs again, without using up an attempt of its retry "
         "policy. For a worker that is wedged but still heartbeating, so its lease never "
         "expires. The worker's next heartbeat raises LeaseLost and its late result is "
-        "refused. Prints what was revoked and where the work stands; refused (exit status "
-        "1, with the reason) unless the attempt is running."
+        "refused. Pinned: --attempt N names the attempt you saw; when the unit is no "
+        "longer in it (or it is not running) nothing changes, and the command says why "
+        "and exits with status 3. Prints what was revoked and where the work stands; "
+        "refused (exit status 1, with the reason) for a fan-out step or a bad argument."
     )
 
     def add_arguments(self, parser: Any) -> None:
@@ -47,6 +49,13 @@ class Command(BaseCommand):
             help="revoke the attempt of the step's running compensation",
         )
         parser.add_argument(
+            "--attempt",
+            type=int,
+            required=True,
+            metavar="N",
+            help="the attempt to revoke (as shown, e.g. by workflows_show): only that one",
+        )
+        parser.add_argument(
             "--reason", default="", metavar="TEXT", help="why, kept in the run's history"
         )
         parser.add_argument(
@@ -58,19 +67,30 @@ class Command(BaseCommand):
         with refusals_as_command_errors():
             run = run_from_options(options)
             step = step_in_run(run, options["step"])
-            unit = revoke_lease(
+            result = revoke_lease(
                 step,
+                expected_attempt=options["attempt"],
                 item=options["item"],
                 compensation=options["compensation"],
                 reason=options["reason"],
                 user=acting_user(options["user"], REVOKE.name),
             )
-        summary = revoked_summary(unit, step, run)
-        self.stdout.write(to_json(summary) if options["json"] else revoked_line(summary))
+        summary = revoked_summary(result, step, run)
+        if options["json"]:
+            self.stdout.write(to_json(summary))
+        elif result.revoked:
+            self.stdout.write(revoked_line(summary))
+        if not result.revoked:  # nothing changed: not what was asked, so not a success
+            raise CommandError(not_revoked_line(result, summary), returncode=NOT_REVOKED)
 
 
-def revoked_summary(unit: LeasedUnit, step: Step, run: Run) -> dict[str, Any]:
-    """What the command prints of the unit it revoked, read after the revoke."""
+# Exit status when the named attempt was not revoked (1 is a refusal, 2 a usage error).
+NOT_REVOKED = 3
+
+
+def revoked_summary(result: RevokedLease, step: Step, run: Run) -> dict[str, Any]:
+    """What the command prints of a revoke and the unit it named, read after it."""
+    unit = cast("LeasedUnit", result.unit)  # filled by revoke_lease
     item: str | None = None
     if isinstance(unit, FanOutItem):
         kind, item = "item", unit.key
@@ -80,14 +100,16 @@ def revoked_summary(unit: LeasedUnit, step: Step, run: Run) -> dict[str, Any]:
         kind = "step"
     error = unit.error or {}
     return {
+        "revoked": result.revoked,
+        "reason": result.reason,
         "kind": kind,
         "id": unit.pk,
         "run": str(run.pk),
         "step": step.name,
         "item": item,
         "status": unit.status,
-        "revoked_attempt": error.get("attempt"),
-        "revoked_owner": error.get("owner"),
+        "revoked_attempt": result.attempt,
+        "revoked_owner": error.get("owner") if result.revoked else None,
         "attempt": unit.attempt,
         "max_attempts": unit.max_attempts,
         "failure_class": unit.failure_class,
@@ -96,14 +118,28 @@ def revoked_summary(unit: LeasedUnit, step: Step, run: Run) -> dict[str, Any]:
 
 def revoked_line(summary: dict[str, Any]) -> str:
     """One line: which attempt of which unit was revoked, and where the work stands."""
-    unit = f"step {summary['step']!r}"
-    if summary["kind"] == "item":
-        unit = f"item {summary['item']!r} of {unit}"
-    elif summary["kind"] == "compensation":
-        unit = f"compensation of {unit}"
+    unit = _unit(summary)
     then = "it runs again" if summary["status"] == "ready" else "its run had stopped"
     return (
         f"revoked attempt {summary['revoked_attempt']} of {unit} of run {summary['run']} "
         f"(held by {summary['revoked_owner']!r}): now {summary['status']}; {then}, "
         f"{summary['max_attempts'] - summary['attempt']} attempt(s) left"
     )
+
+
+def not_revoked_line(result: RevokedLease, summary: dict[str, Any]) -> str:
+    """One line: why the named attempt was not revoked, and where the unit stands."""
+    return (
+        f"not revoked ({result.reason}): attempt {result.attempt} of {_unit(summary)} of run "
+        f"{summary['run']} {not_revoked_text(result)}; it is {summary['status']} in attempt "
+        f"{summary['attempt']}"
+    )
+
+
+def _unit(summary: dict[str, Any]) -> str:
+    unit = f"step {summary['step']!r}"
+    if summary["kind"] == "item":
+        return f"item {summary['item']!r} of {unit}"
+    if summary["kind"] == "compensation":
+        return f"compensation of {unit}"
+    return unit
