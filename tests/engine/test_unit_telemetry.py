@@ -107,7 +107,8 @@ def test_a_stale_item_attempt_cannot_write_into_the_new_one():
     stale = AttemptTelemetry(old)
     stale.progress(1, 2, "stale")
     stale.log("stale line")
-    workflows.revoke_lease(FanOutItem.objects.get(pk=item.pk))
+    fresh = FanOutItem.objects.get(pk=item.pk)
+    assert workflows.revoke_lease(fresh, expected_attempt=fresh.attempt).revoked
     new = claim(ITEM, item.pk, "healthy-worker")
     assert new.attempt == 2
     fresh = AttemptTelemetry(new)
@@ -136,7 +137,8 @@ def test_a_stale_compensation_attempt_cannot_write_into_the_new_one():
     old = claim(COMPENSATION, record.pk, "wedged-worker")
     stale = AttemptTelemetry(old)
     stale.progress(1, 1, "stale")
-    workflows.revoke_lease(CompensationRecord.objects.get(pk=record.pk))
+    fresh = CompensationRecord.objects.get(pk=record.pk)
+    assert workflows.revoke_lease(fresh, expected_attempt=fresh.attempt).revoked
     new = claim(COMPENSATION, record.pk, "healthy-worker")
     fresh = AttemptTelemetry(new)
     fresh.progress(1, 1, "fresh")
