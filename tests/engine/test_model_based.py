@@ -20,7 +20,6 @@ The short profile runs in the default suite (deterministic); the long one is mar
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, NamedTuple
@@ -182,9 +181,11 @@ PREDECESSORS: dict[str, dict[str, str]] = {
 MEMBERS = ("m0", "m1", "m2", "m3")
 JOINS: list[Any] = ["all", "any", 1, 2]
 POLICIES = ("cancel_all", "cancel_pending", "flow_only")
-OUTCOMES = ("ok", "ok", "transient", "permanent")
+OUTCOMES = ("ok", "transient", "permanent")
 FAR = timedelta(days=30)
 
+# The events that replay an ended run (or a step of it).
+REPLAYS = frozenset({"run.retry_requested", "run.rerun_requested", "step.retried", "flow.reopened"})
 # Run statuses an event ``run.<status>`` records entering.
 RUN_STATUS_VALUES = frozenset(RunStatus.values)
 # Statuses a step is in once it started (or was decided by its predecessors' end).
@@ -207,6 +208,11 @@ def need(join: Any, upstream: int) -> int:
     if join == "any":
         return min(1, upstream)
     return int(join)
+
+
+def member_join(member: FlowMember) -> Any:
+    """The member's join as a caller names it: "all", "any" or k."""
+    return member.join_count if member.join == "at_least" else member.join
 
 
 @dataclass
@@ -266,7 +272,7 @@ class EngineMachine(RuleBasedStateMachine):
                 "upstream__run__status", flat=True
             )
         )
-        return member.join, ups
+        return member_join(member), ups
 
     def join_impossible(self, run: Run) -> bool:
         facts = self.member_facts(run)
@@ -281,6 +287,8 @@ class EngineMachine(RuleBasedStateMachine):
     @initialize()
     def at_first(self) -> None:
         OUTCOME["next"] = "ok"
+        with on_commit():
+            self.seen.flows.append(workflows.create_flow("model"))
 
     @rule(workflow=st.sampled_from(sorted(WORKFLOWS)))
     def start_run(self, workflow: str) -> None:
@@ -302,7 +310,8 @@ class EngineMachine(RuleBasedStateMachine):
     )
     def add_to_flow(self, data: st.DataObject, member: str, workflow: str, join: Any) -> None:
         flow = data.draw(st.sampled_from(self.seen.flows), label="flow")
-        after = data.draw(st.lists(st.sampled_from(MEMBERS), max_size=2, unique=True))
+        present = sorted(FlowMember.objects.filter(flow=flow).values_list("name", flat=True))
+        after = data.draw(st.lists(st.sampled_from(present or MEMBERS), max_size=2, unique=True))
         run = self.call(
             workflows.add_to_flow,
             flow,
@@ -453,12 +462,19 @@ class EngineMachine(RuleBasedStateMachine):
         action = data.draw(st.sampled_from(actions), label="action")
         if action.allowed and self.skipped_for_known_defect(run, action.verb, action.step_id):
             return
+        step, exact = action.step, True
+        if action.verb == "rerun" and step is None:
+            # The run's rerun, from a step it does not name: that step may refuse it.
+            step, exact = (
+                data.draw(st.sampled_from(list(WORKFLOWS[run.workflow_name].nodes))),
+                False,
+            )
         version = Run.objects.values_list("version", flat=True).get(pk=run.pk)
         try:
             with on_commit():
-                self.perform(run, action.verb, action.step, action.step_id)
+                self.perform(run, action.verb, step, action.step_id)
         except WorkflowError as error:
-            assert not action.allowed, (action, error)
+            assert not (action.allowed and exact), (action, error)
             assert Run.objects.values_list("version", flat=True).get(pk=run.pk) == version
             return
         if not action.allowed:
@@ -509,6 +525,32 @@ class EngineMachine(RuleBasedStateMachine):
         else:
             raise AssertionError(f"explain() offers an unknown verb {verb!r}")
 
+    @rule(data=st.data(), verb=st.sampled_from(("retry", "rerun")))
+    def replay_member(self, data: st.DataObject, verb: str) -> None:
+        """Replay a flow member that ended without completing: refused while its join
+        is impossible (it would run past a failed dependency), else as any replay."""
+        ended = list(
+            Run.objects.filter(flow__isnull=False, status__in=RUN_FINAL)
+            .exclude(status=RunStatus.COMPLETED)
+            .order_by("created_at", "id")
+        )
+        if not ended:
+            return
+        run = data.draw(st.sampled_from(ended), label="member")
+        impossible = self.join_impossible(run)
+        if impossible and known("retry_past_failed_dependency"):
+            return
+        first = next(iter(WORKFLOWS[run.workflow_name].nodes))
+        try:
+            with on_commit():
+                if verb == "retry":
+                    workflows.retry_run(run)
+                else:
+                    workflows.rerun_from(run, first)
+        except WorkflowError:
+            return
+        assert not impossible, f"{verb} started a member whose join cannot be met"
+
     @rule(data=st.data())
     def send_signal(self, data: st.DataObject) -> None:
         run = self.run_of(data)
@@ -538,9 +580,11 @@ class EngineMachine(RuleBasedStateMachine):
             # A member cancelled before it started never ran; one that ran needed its join.
             started = Step.objects.filter(run_id=member.run_id, attempt__gt=0).exists()
             if started:
-                assert done >= need(member.join, len(ups)) or self.upstream_replayed(member), (
+                assert done >= need(member_join(member), len(ups)) or self.upstream_replayed(
+                    member
+                ), (
                     member.name,
-                    member.join,
+                    member_join(member),
                     ups,
                 )
 
@@ -556,7 +600,15 @@ class EngineMachine(RuleBasedStateMachine):
     def steps_start_after_their_predecessors(self) -> None:
         for run in self.seen.runs:
             steps = dict(Step.objects.filter(run_id=run.pk).values_list("name", "status"))
+            # An operator's skip records a step done (completed) without running it.
+            skipped = set(
+                Event.objects.filter(run_id=run.pk, type="step.skipped").values_list(
+                    "step__name", flat=True
+                )
+            )
             for name, before in PREDECESSORS[run.workflow_name].items():
+                if name in skipped:
+                    continue
                 if steps.get(name) not in STEP_UNSTARTED and steps.get(name) is not None:
                     assert steps[before] in STEP_DONE, (run.workflow_name, steps)
 
@@ -591,27 +643,29 @@ class EngineMachine(RuleBasedStateMachine):
 
     @invariant()
     def histories_are_paths(self) -> None:
-        """Each run's events enter statuses along the status machine: nothing after an
-        end but a replay; no unit completes twice in one attempt."""
+        """Each run's status events form a path: each leaves the status the previous one
+        entered (its ``source``), an ended run moves again only by a replay, and no step
+        completes without an attempt started since its last completion."""
         for run in self.seen.runs:
-            ended = False
-            types = Event.objects.filter(run_id=run.pk).values_list("type", flat=True)
-            for kind in types:
+            status: str | None = None
+            exits = replays = 0
+            started: dict[int, bool] = {}
+            events = Event.objects.filter(run_id=run.pk).values_list("type", "payload", "step_id")
+            for kind, payload, step_id in events:
                 prefix, _, what = kind.partition(".")
-                if prefix != "run":
-                    continue
-                if what in ("retry_requested", "rerun_requested", "repaired", "reopened"):
-                    ended = False
-                elif what in RUN_STATUS_VALUES and RunStatus(what) in RUN_FINAL:
-                    assert not ended, (run.workflow_name, list(types))
-                    ended = True
-                elif what == "started":
-                    assert not ended, (run.workflow_name, list(types))
-            completions = Counter(
-                (event.step_id, event.payload.get("attempt"), event.payload.get("item"))
-                for event in Event.objects.filter(run_id=run.pk, type="step.completed")
-            )
-            assert all(count == 1 for count in completions.values()), completions
+                if kind in REPLAYS:
+                    replays += 1
+                elif prefix == "run" and what in RUN_STATUS_VALUES and "source" in payload:
+                    source = payload["source"]
+                    assert status is None or source == status, (kind, status, list(events))
+                    exits += source in RUN_FINAL
+                    status = what
+                elif kind == "step.started":
+                    started[step_id] = True
+                elif kind == "step.completed" and step_id in started:  # a leased step
+                    assert started[step_id], ("completed twice", step_id, list(events))
+                    started[step_id] = False
+            assert exits <= replays, ("an ended run moved without a replay", list(events))
 
     # -- the end: work drains -----------------------------------------------------
 
