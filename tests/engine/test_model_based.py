@@ -66,6 +66,9 @@ KNOWN_DEFECTS: frozenset[str] = frozenset(
         # 1: retry_run/rerun_from/retry_step start a member cancelled with
         # dependency_failed while its failed upstream is still failed.
         "retry_past_failed_dependency",
+        # 1: a replay of a member of a flow that ended completed or failed runs it while
+        # the flow still reads ended (no flow.reopened).
+        "replay_in_ended_flow",
         # 2: cancel_flow("cancel_pending") ends members dependency_failed and
         # counts one short.
         "cancel_pending_order",
@@ -184,6 +187,8 @@ POLICIES = ("cancel_all", "cancel_pending", "flow_only")
 OUTCOMES = ("ok", "transient", "permanent")
 FAR = timedelta(days=30)
 
+# The verbs that replay an ended run or a step of it.
+REPLAY_VERBS = frozenset({"retry", "rerun", "retry_step"})
 # The events that replay an ended run (or a step of it).
 REPLAYS = frozenset({"run.retry_requested", "run.rerun_requested", "step.retried", "flow.reopened"})
 # Run statuses an event ``run.<status>`` records entering.
@@ -274,6 +279,12 @@ class EngineMachine(RuleBasedStateMachine):
         )
         return member_join(member), ups
 
+    def flow_ended(self, run: Run) -> bool:
+        """Whether ``run`` is a member of a flow that ended completed or failed."""
+        return Flow.objects.filter(
+            members__run_id=run.pk, status__in=(FlowStatus.COMPLETED, FlowStatus.FAILED)
+        ).exists()
+
     def join_impossible(self, run: Run) -> bool:
         facts = self.member_facts(run)
         if facts is None:
@@ -284,11 +295,23 @@ class EngineMachine(RuleBasedStateMachine):
 
     # -- rules: runs and flows ------------------------------------------------------
 
-    @initialize()
-    def at_first(self) -> None:
-        OUTCOME["next"] = "ok"
+    @initialize(outcome=st.sampled_from(OUTCOMES))
+    def at_first(self, outcome: str) -> None:
         with on_commit():
-            self.seen.flows.append(workflows.create_flow("model"))
+            flow = workflows.create_flow("model")
+            self.seen.flows.append(flow)
+            # A seed every example grows from: m0 -> m1, both of the one-task workflow.
+            self.seen.runs.append(workflows.add_to_flow(flow, MbOne, {}, member="m0"))
+            self.seen.runs.append(workflows.add_to_flow(flow, MbOne, {}, member="m1", after=["m0"]))
+        # m0 runs once as the strategy draws: a third of the examples start from a failed
+        # upstream whose downstream a failed dependency cancelled.
+        step = Step.objects.get(run=self.seen.runs[0])
+        OUTCOME["next"] = outcome
+        try:
+            with on_commit():
+                execute(WORK_KINDS[0], step.pk, owner="model", chain=False)
+        finally:
+            OUTCOME["next"] = "ok"
 
     @rule(workflow=st.sampled_from(sorted(WORKFLOWS)))
     def start_run(self, workflow: str) -> None:
@@ -483,9 +506,11 @@ class EngineMachine(RuleBasedStateMachine):
             assert Run.objects.values_list("version", flat=True).get(pk=run.pk) == version, action
 
     def skipped_for_known_defect(self, run: Run, verb: str, step_id: int | None) -> bool:
+        if verb in REPLAY_VERBS and known("replay_in_ended_flow") and self.flow_ended(run):
+            return True
         if verb == "revoke" and known("explain_offers_revoke_of_fanout"):
             return Step.objects.filter(pk=step_id, kind="fanout").exists()
-        if verb in ("retry", "rerun", "retry_step") and known("retry_past_failed_dependency"):
+        if verb in REPLAY_VERBS and known("retry_past_failed_dependency"):
             return self.join_impossible(run)
         return False
 
@@ -508,7 +533,7 @@ class EngineMachine(RuleBasedStateMachine):
             workflows.retry_step(step_id)
         elif verb == "skip_step":
             assert step_id is not None
-            workflows.skip_step(step_id)
+            workflows.skip_step(step_id, user=self.user)
         elif verb == "revoke":
             assert step_id is not None
             found = Step.objects.get(pk=step_id)
@@ -527,8 +552,9 @@ class EngineMachine(RuleBasedStateMachine):
 
     @rule(data=st.data(), verb=st.sampled_from(("retry", "rerun")))
     def replay_member(self, data: st.DataObject, verb: str) -> None:
-        """Replay a flow member that ended without completing: refused while its join
-        is impossible (it would run past a failed dependency), else as any replay."""
+        """Replay a flow member that ended without completing: one a failed dependency
+        cancelled is refused while its join is impossible (it would run past the failed
+        dependency); any other as any replay."""
         ended = list(
             Run.objects.filter(flow__isnull=False, status__in=RUN_FINAL)
             .exclude(status=RunStatus.COMPLETED)
@@ -537,8 +563,13 @@ class EngineMachine(RuleBasedStateMachine):
         if not ended:
             return
         run = data.draw(st.sampled_from(ended), label="member")
-        impossible = self.join_impossible(run)
+        # Contract point 1 speaks of members a failed dependency cancelled.
+        impossible = (run.error or {}).get("code") == "dependency_failed" and (
+            self.join_impossible(run)
+        )
         if impossible and known("retry_past_failed_dependency"):
+            return
+        if known("replay_in_ended_flow") and self.flow_ended(run):
             return
         first = next(iter(WORKFLOWS[run.workflow_name].nodes))
         try:

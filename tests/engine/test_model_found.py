@@ -18,9 +18,9 @@ from tests.engine.test_model_based import (
 )
 from workflows.engine import claim_step
 from workflows.errors import InvalidTransition, WorkflowError
-from workflows.models import Run, Step
+from workflows.models import Flow, Run, Step
 from workflows.queries.explanation import explain
-from workflows.status import RunStatus, StepStatus
+from workflows.status import FlowStatus, RunStatus, StepStatus
 from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
@@ -109,3 +109,17 @@ def test_explain_does_not_offer_revoke_of_a_running_fanout_step():
     with pytest.raises(InvalidTransition):
         workflows.revoke_lease(fan)
     assert not any(action.allowed for action in offered), offered
+
+
+@pytest.mark.xfail(strict=True, reason="awaits #35 point 1")
+def test_a_rerun_member_reopens_its_ended_flow():
+    """A member of a flow that ended runs again: the flow does not read ``completed``
+    while it runs (found by the model-based test)."""
+    flow = workflows.create_flow("model")
+    member = workflows.add_to_flow(flow, MbOne, {}, member="only")
+    workflows.seal_flow(flow)
+    run_pending()
+    assert Flow.objects.get(pk=flow.pk).status == FlowStatus.COMPLETED
+    workflows.rerun_from(member, "work")
+    assert Run.objects.get(pk=member.pk).status == RunStatus.RUNNING
+    assert Flow.objects.get(pk=flow.pk).status == FlowStatus.SEALED
