@@ -728,8 +728,8 @@ class EngineMachine(RuleBasedStateMachine):
 
 
 SHORT = settings(
-    max_examples=25,
-    stateful_step_count=25,
+    max_examples=8,
+    stateful_step_count=15,
     derandomize=True,
     deadline=None,
     report_multiple_bugs=False,
@@ -738,8 +738,8 @@ SHORT = settings(
     database=None,
 )
 LONG = settings(
-    max_examples=200,
-    stateful_step_count=50,
+    max_examples=60,
+    stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     database=None,
