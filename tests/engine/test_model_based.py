@@ -509,7 +509,7 @@ class EngineMachine(RuleBasedStateMachine):
         if verb in REPLAY_VERBS and known("replay_in_ended_flow") and self.flow_ended(run):
             return True
         if verb == "revoke" and known("explain_offers_revoke_of_fanout"):
-            return Step.objects.filter(pk=step_id, kind="fanout").exists()
+            return step_id is not None and Step.objects.filter(pk=step_id, kind="fanout").exists()
         if verb in REPLAY_VERBS and known("retry_past_failed_dependency"):
             return self.join_impossible(run)
         return False

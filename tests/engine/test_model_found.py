@@ -43,7 +43,8 @@ def test_retry_of_a_member_cancelled_by_a_failed_dependency_is_refused():
     beta = workflows.add_to_flow(flow, MbOne, {}, member="beta", after=["alpha"])
     fail_member(alpha)
     beta.refresh_from_db()
-    assert (beta.status, beta.error["code"]) == (RunStatus.CANCELLED, "dependency_failed")
+    assert beta.status == RunStatus.CANCELLED
+    assert (beta.error or {}).get("code") == "dependency_failed"
     with pytest.raises(InvalidTransition, match="alpha"):
         workflows.retry_run(beta)
     assert Run.objects.get(pk=beta.pk).status == RunStatus.CANCELLED
