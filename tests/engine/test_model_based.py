@@ -190,7 +190,10 @@ FAR = timedelta(days=30)
 # The verbs that replay an ended run or a step of it.
 REPLAY_VERBS = frozenset({"retry", "rerun", "retry_step"})
 # The events that replay an ended run (or a step of it).
-REPLAYS = frozenset({"run.retry_requested", "run.rerun_requested", "step.retried", "flow.reopened"})
+# An operator's skip of a failed step resumes its failed run too.
+REPLAYS = frozenset(
+    {"run.retry_requested", "run.rerun_requested", "step.retried", "step.skipped", "flow.reopened"}
+)
 # Run statuses an event ``run.<status>`` records entering.
 RUN_STATUS_VALUES = frozenset(RunStatus.values)
 # Statuses a step is in once it started (or was decided by its predecessors' end).
