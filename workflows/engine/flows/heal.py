@@ -53,7 +53,10 @@ DEPENDENCY_FAILED = "dependency_failed"
 """The error code of a member cancelled because its join could no longer be satisfied."""
 
 # Flows whose members heal: a cancelled flow's members stay as its cancellation left them.
-_HEALABLE = frozenset({FlowStatus.OPEN, FlowStatus.SEALED, FlowStatus.FAILED})
+_HEALABLE = frozenset({FlowStatus.OPEN, FlowStatus.SEALED, FlowStatus.FAILED, FlowStatus.COMPLETED})
+# The ends a flow comes back from when one of its members runs again: the flow then
+# reads ``sealed`` while the member runs, never ended. A cancelled flow stays closed.
+_REOPENABLE = (FlowStatus.FAILED, FlowStatus.COMPLETED)
 
 
 def cancelled_for_dependency(status: str, error: object) -> bool:
@@ -140,13 +143,15 @@ def heal_downstream(run: Run, events: EventLog, user: AnyUser | None) -> list[st
     """``run``, a member just brought back from an end, heals the members cancelled
     with ``dependency_failed`` downstream of it, transitively: each whose join is no
     longer impossible goes back to ``blocked``. A ``failed`` flow goes back to
-    ``sealed`` first. Returns the healed members' names, in the order healed."""
+    ``sealed`` first; so does a ``completed`` one (the member itself runs again, healed
+    members or none). Returns the healed members' names, in the order healed."""
     if run.flow_id is None:
         return []
     flow = lock_flow(run.flow_id)
     if flow.status not in _HEALABLE:
         return []
     root = FlowMember.objects.values_list("id", "name").get(run_id=run.pk)
+    _reopen_flow(flow, events, user, healed_from=root[1])
     more_may_come = flow.status == FlowStatus.OPEN
     healed: list[str] = []
     frontier = deque([root[0]])
@@ -168,8 +173,6 @@ def heal_downstream(run: Run, events: EventLog, user: AnyUser | None) -> list[st
             statuses = (status for _, status in upstream_statuses(member.pk))
             if rule.verdict(statuses, more_may_come=more_may_come) is Verdict.IMPOSSIBLE:
                 continue
-            if not healed:
-                _reopen_flow(flow, events, user, healed_from=root[1])
             _heal(member, down, flow, events, user, healed_from=root[1])
             healed.append(member.name)
             frontier.append(member.pk)
@@ -215,9 +218,9 @@ def _heal(
 
 
 def _reopen_flow(flow: Flow, events: EventLog, user: AnyUser | None, *, healed_from: str) -> None:
-    """A ``failed`` flow goes back to ``sealed``: a member runs again. Its summary
-    counts the times it was reopened, which its next end keeps."""
-    if flow.status != FlowStatus.FAILED:
+    """A ``failed`` or ``completed`` flow goes back to ``sealed``: a member runs again.
+    Its summary counts the times it was reopened, which its next end keeps."""
+    if flow.status not in _REOPENABLE:
         return
     summary: dict[str, Any] = {
         "reopened": int((flow.summary or {}).get("reopened", 0)) + 1,
@@ -228,7 +231,7 @@ def _reopen_flow(flow: Flow, events: EventLog, user: AnyUser | None, *, healed_f
         Flow,
         flow.pk,
         version=flow.version,
-        where={"status": FlowStatus.FAILED},
+        where={"status": flow.status},
         status=FlowStatus.SEALED,
         summary=summary,
         finished_at=None,
