@@ -2,9 +2,9 @@
 one request gets ``201``; the others ``200`` with the same body. Real concurrent
 requests, each thread on its own database connection.
 
-Done for runs started by idempotency key (``start_run_once``) and signals sent with one
-(``send_signal_once``), flows created by key (``create_flow_once``); flow members and
-edges are not yet."""
+For runs started by idempotency key (``start_run_once``), signals sent with one
+(``send_signal_once``), flows created by key (``create_flow_once``), flow members by
+name (``add_to_flow_once``) and edges by their two ends (``add_dependency_once``)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 import workflows
 from tests.handlers import WORK
 from workflows import Task, WaitForSignal, Workflow
-from workflows.models import Flow, Run, Signal
+from workflows.models import Flow, FlowEdge, FlowMember, Run, Signal
 
 RACERS = 8
 
@@ -127,3 +127,91 @@ def test_create_flow_once_says_which_call_created_the_flow(db):
     again = workflows.create_flow_once("nightly", key="f")
     assert (first.created, again.created) == (True, False)
     assert first.value.pk == again.value.pk
+
+
+def without_read_time(answer: dict) -> dict:
+    """A run's body without what says when it was read (``as_of``, ``explain``)."""
+    return {key: value for key, value in answer.items() if key not in ("as_of", "explain")}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_racing_adds_of_one_member_have_exactly_one_201(api, concurrently):
+    api("starter")
+    token = Token.objects.get(user__username="starter-user").key
+    for round_number in range(3):
+        flow = workflows.create_flow(f"members-{round_number}")
+        workflows.add_to_flow(flow, Keyed, {"n": 0}, member="first")
+        body = {
+            "workflow": Keyed.name,
+            "member": "second",
+            "input": {"n": round_number},
+            "after": ["first"],
+        }
+        answers = racing_answers(concurrently, token, f"/api/flows/{flow.pk}/members/", body)
+        assert sorted(status for status, _ in answers) == [200] * (RACERS - 1) + [201], answers
+        bodies = [without_read_time(answer) for _, answer in answers]
+        assert all(b == bodies[0] for b in bodies), bodies  # the same run, the same body
+        assert FlowMember.objects.filter(flow=flow, name="second").count() == 1
+        assert Run.objects.filter(flow_id=flow.pk).count() == 2
+        flow.refresh_from_db()
+        assert flow.revision == 2  # one member added after the first, not eight
+
+
+@pytest.mark.django_db(transaction=True)
+def test_racing_stagings_of_one_edge_have_exactly_one_201(api, concurrently):
+    api("starter")
+    token = Token.objects.get(user__username="starter-user").key
+    for round_number in range(3):
+        flow = workflows.create_flow(f"edges-{round_number}")
+        workflows.add_to_flow(flow, Keyed, {"n": 1}, member="left")
+        workflows.add_to_flow(flow, Keyed, {"n": 2}, member="right")
+        workflows.add_to_flow(flow, Keyed, {"n": 3}, member="sink", after=["left"])
+        flow.refresh_from_db()
+        read_at = flow.revision
+        # Every racer staged against the revision it read: the losers find the winner's
+        # edge (200, the same revision), not a stale revision (409).
+        body = {"upstream": "right", "downstream": "sink", "expected_revision": read_at}
+        answers = racing_answers(concurrently, token, f"/api/flows/{flow.pk}/edges/", body)
+        assert sorted(status for status, _ in answers) == [200] * (RACERS - 1) + [201], answers
+        assert all(answer == answers[0][1] for _, answer in answers), answers
+        assert answers[0][1] == {"flow": str(flow.pk), "revision": read_at + 1}
+        edges = FlowEdge.objects.filter(flow=flow, upstream__name="right", downstream__name="sink")
+        assert edges.count() == 1
+
+
+def test_add_to_flow_once_says_which_call_created_the_member(db):
+    flow = workflows.create_flow("once")
+    first = workflows.add_to_flow_once(flow, Keyed, {"n": 1}, member="m")
+    again = workflows.add_to_flow_once(flow, Keyed, {"n": 1}, member="m")
+    assert (first.created, again.created) == (True, False)
+    assert isinstance(first, workflows.Created)
+    assert first.value.pk == again.value.pk
+    assert workflows.add_to_flow(flow, Keyed, {"n": 1}, member="m").pk == first.value.pk
+
+
+def test_add_dependency_once_says_which_call_created_the_edge(db):
+    flow = workflows.create_flow("once")
+    workflows.add_to_flow(flow, Keyed, {"n": 1}, member="up")
+    workflows.add_to_flow(flow, Keyed, {"n": 2}, member="other")
+    workflows.add_to_flow(flow, Keyed, {"n": 3}, member="down", after=["other"])
+    first = workflows.add_dependency_once(flow, "up", "down")
+    again = workflows.add_dependency_once(flow, "up", "down")
+    assert (first.created, again.created) == (True, False)
+    assert first.value == again.value  # the revision the edge was staged at
+    assert workflows.add_dependency(flow, "up", "down") == first.value
+
+
+def test_a_repeat_member_and_edge_over_the_api_are_200(api, db):
+    flow = workflows.create_flow("repeats")
+    workflows.add_to_flow(flow, Keyed, {"n": 1}, member="up")
+    member = {"workflow": Keyed.name, "member": "down", "input": {"n": 2}, "after": ["up"]}
+    first = api("starter").post(f"/api/flows/{flow.pk}/members/", member, format="json")
+    again = api("starter").post(f"/api/flows/{flow.pk}/members/", member, format="json")
+    assert (first.status_code, again.status_code) == (201, 200), again.content
+    assert first.json()["id"] == again.json()["id"]
+    workflows.add_to_flow(flow, Keyed, {"n": 3}, member="side")
+    edge = {"upstream": "side", "downstream": "down"}
+    first = api("starter").post(f"/api/flows/{flow.pk}/edges/", edge, format="json")
+    again = api("starter").post(f"/api/flows/{flow.pk}/edges/", edge, format="json")
+    assert (first.status_code, again.status_code) == (201, 200), again.content
+    assert first.json() == again.json()

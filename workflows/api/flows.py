@@ -5,11 +5,12 @@ who may call each is the verb table (:data:`workflows.services.access.VERBS`): b
 a flow (create, members, edges, joins, seal) is starting runs, cancelling it is
 operating them, reading it is viewing runs.
 
-Creating a flow and adding a member are idempotent (the flow's ``key``, the member's
-name): 201 for the request that created it, 200 with the same flow or run on a repeat.
-A flow's creation learns it from the engine's insert (``create_flow_once``): of requests
-racing with one new key exactly one says 201. A member's is still read before the add:
-racing adds of one member may each say 201. An edge staged against a stale
+Creating a flow, adding a member and staging an edge are idempotent (the flow's
+``key``, the member's name, the edge's two ends): 201 for the request that created it,
+200 with the same flow, run or revision on a repeat. Each learns it from the engine's
+insert (``create_flow_once``, ``add_to_flow_once``, ``add_dependency_once``), not from
+a read before it: of requests racing with one new key, member or edge exactly one says
+201. An edge staged against a stale
 ``expected_revision`` is 409 ``stale_revision`` with the current ``revision`` in its
 details, so the client can read the graph again and decide anew.
 """
@@ -50,7 +51,7 @@ from workflows.api.serializers_flows import (
 )
 from workflows.api.serializers_runs import EmptySerializer, RunDetailSerializer
 from workflows.errors import DefinitionMissing, FlowNotFound, InvalidTransition
-from workflows.models import Flow, FlowEdge, FlowMember
+from workflows.models import Flow
 from workflows.queries.flows import flow_graph, get_flow, list_flows
 from workflows.services import flows as flow_verbs
 from workflows.services.access import VERBS, Access
@@ -180,9 +181,8 @@ class FlowViewSet(mixins.ListModelMixin, FlowsiteViewSet):
         """Add a run of a workflow as a member; it is blocked until its join is satisfied."""
         flow = get_flow(flow_pk(pk))
         body = validated(request.data, AddMemberSerializer)
-        repeat = FlowMember.objects.filter(flow=flow, name=body["member"]).exists()
         try:
-            run = flow_verbs.add_to_flow(
+            added = flow_verbs.add_to_flow_once(
                 flow.pk,
                 body["workflow"],
                 body["input"],
@@ -193,7 +193,8 @@ class FlowViewSet(mixins.ListModelMixin, FlowsiteViewSet):
             )
         except DefinitionMissing as exc:
             raise APIError(404, "workflow_not_found", exc.message, exc.details) from exc
-        return run_detail(run.pk, status=200 if repeat else 201)
+        # 201 only for the request whose insert created the member, even under a race.
+        return run_detail(added.value.pk, status=201 if added.created else 200)
 
     @extend_schema(
         request=AddEdgeSerializer,
@@ -205,18 +206,16 @@ class FlowViewSet(mixins.ListModelMixin, FlowsiteViewSet):
         """Stage the edge upstream → downstream; the answer is the flow's new revision."""
         flow = get_flow(flow_pk(pk))
         body = validated(request.data, AddEdgeSerializer)
-        repeat = FlowEdge.objects.filter(
-            flow=flow, upstream__name=body["upstream"], downstream__name=body["downstream"]
-        ).exists()
-        revision = flow_verbs.add_dependency(
+        staged = flow_verbs.add_dependency_once(
             flow.pk,
             body["upstream"],
             body["downstream"],
             expected_revision=body.get("expected_revision"),
             user=request.user,
         )
-        answer = RevisionSerializer({"flow": flow.pk, "revision": revision}).data
-        return Response(answer, status=200 if repeat else 201)
+        answer = RevisionSerializer({"flow": flow.pk, "revision": staged.value}).data
+        # 201 only for the request whose insert created the edge, even under a race.
+        return Response(answer, status=201 if staged.created else 200)
 
     @extend_schema(
         request=SetJoinSerializer,

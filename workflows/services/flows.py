@@ -30,7 +30,9 @@ __all__ = [
     "CancelPolicy",
     "FlowCancellation",
     "add_dependency",
+    "add_dependency_once",
     "add_to_flow",
+    "add_to_flow_once",
     "cancel_flow",
     "create_flow",
     "create_flow_once",
@@ -87,8 +89,26 @@ def add_to_flow(
 ) -> Run:
     """Add a run of ``workflow`` as member ``member``, waiting for the members in
     ``after`` under ``join`` (``"all"``, ``"any"`` or an int k); it starts at once when
-    nothing holds it, else it is ``blocked``. Idempotent on ``member``."""
-    return members.add_to_flow(
+    nothing holds it, else it is ``blocked``. Idempotent on ``member``: a repeat returns
+    the same run. As :func:`add_to_flow_once`, without saying who created it."""
+    return add_to_flow_once(
+        flow, workflow, input, member=member, after=after, join=join, user=user
+    ).value
+
+
+def add_to_flow_once(
+    flow: Flow | UUID | str,
+    workflow: str | type[Workflow],
+    input: dict[str, Any] | None = None,
+    *,
+    member: str,
+    after: Sequence[str] = (),
+    join: JoinSpec = "all",
+    user: AnyUser | None = None,
+) -> Created[Run]:
+    """As :func:`add_to_flow`, and whether this call created the member (decided by the
+    insert that won: of racing adds of one member exactly one says ``created``)."""
+    return members.add_to_flow_once(
         flow_id_of(flow),
         workflow,
         input,
@@ -108,8 +128,25 @@ def add_dependency(
     expected_revision: int | None = None,
     user: AnyUser | None = None,
 ) -> int:
-    """Stage the edge ``upstream → downstream``; return the flow's new revision."""
-    return edges.add_dependency(
+    """Stage the edge ``upstream → downstream``; return the flow's new revision (its
+    current one for an edge that exists). As :func:`add_dependency_once`, without
+    saying who created it."""
+    return add_dependency_once(
+        flow, upstream, downstream, expected_revision=expected_revision, user=user
+    ).value
+
+
+def add_dependency_once(
+    flow: Flow | UUID | str,
+    upstream: str,
+    downstream: str,
+    *,
+    expected_revision: int | None = None,
+    user: AnyUser | None = None,
+) -> Created[int]:
+    """As :func:`add_dependency`, and whether this call created the edge (decided by the
+    insert that won: of racing stagings of one edge exactly one says ``created``)."""
+    return edges.add_dependency_once(
         flow_id_of(flow),
         upstream,
         downstream,

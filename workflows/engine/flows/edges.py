@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 from uuid import UUID
 
+from workflows.engine.created import Created
 from workflows.engine.events import actor
 from workflows.engine.flows.edits import FlowEdit
 from workflows.engine.flows.graph import (
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
     from workflows.permissions import AnyUser
 
 
-@transition
 def add_dependency(
     flow_id: UUID,
     upstream: str,
@@ -43,8 +43,31 @@ def add_dependency(
     user: AnyUser | None = None,
     may_end_members: Callable[[], bool] | None = None,
 ) -> int:
+    """Stage ``upstream → downstream``; the flow's revision (see :func:`add_dependency_once`)."""
+    return add_dependency_once(
+        flow_id,
+        upstream,
+        downstream,
+        expected_revision=expected_revision,
+        user=user,
+        may_end_members=may_end_members,
+    ).value
+
+
+@transition
+def add_dependency_once(
+    flow_id: UUID,
+    upstream: str,
+    downstream: str,
+    *,
+    expected_revision: int | None = None,
+    user: AnyUser | None = None,
+    may_end_members: Callable[[], bool] | None = None,
+) -> Created[int]:
     """Stage ``upstream → downstream``; return the flow's new revision (its current one
-    when the edge exists already).
+    when the edge exists already), and whether this call inserted the edge (``created``:
+    the edge is looked up under the flow's lock, in the transaction that inserts it, so
+    of racing stagings of one edge exactly one inserts it).
 
     Refused (:class:`~workflows.errors.InvalidFlowChange`): an unknown member, a self
     edge, an edge closing a cycle, a downstream already started, a closed flow;
@@ -65,7 +88,7 @@ def add_dependency(
     flow = lock_flow(flow_id)
     up, down = members_named(flow, [upstream, downstream])
     if FlowEdge.objects.filter(upstream=up, downstream=down).exists():
-        return flow.revision
+        return Created(flow.revision, created=False)
     check_open(flow, "new edges")
     check_revision(flow, expected_revision)
     check_acyclic(up, down)
@@ -76,7 +99,7 @@ def add_dependency(
         write_edges(flow, [up], down, revision, scope.events, by=actor(user))
         edit = FlowEdit("add_dependency", user, may_end_members)
         decide(down, run, scope.events, more_may_come=True, edit=edit)
-    return revision
+    return Created(revision, created=True)
 
 
 @transition

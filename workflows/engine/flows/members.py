@@ -100,12 +100,42 @@ def add_to_flow(
     user: AnyUser | None = None,
     may_end_members: Callable[[], bool] | None = None,
 ) -> Run:
+    """Add member ``member`` to the flow; its run (see :func:`add_to_flow_once`)."""
+    return add_to_flow_once(
+        flow_id,
+        workflow,
+        input,
+        member=member,
+        after=after,
+        join=join,
+        user=user,
+        may_end_members=may_end_members,
+    ).value
+
+
+def add_to_flow_once(
+    flow_id: UUID,
+    workflow: str | type[Workflow],
+    input: dict[str, Any] | None = None,
+    *,
+    member: str,
+    after: Sequence[str] = (),
+    join: JoinSpec = "all",
+    user: AnyUser | None = None,
+    may_end_members: Callable[[], bool] | None = None,
+) -> Created[Run]:
     """Add a run of ``workflow`` to the flow as member ``member``, after the members
     named in ``after``; it starts at once if its join is satisfied, else it is created
     ``blocked``. The same ``member`` with the same workflow and input returns its run;
     another workflow or input raises :class:`IdempotencyConflict`. A member that would be
     cancelled at once (an upstream in ``after`` ended otherwise) is refused with
-    :class:`InvalidFlowChange` unless ``may_end_members()`` (:mod:`.edits`)."""
+    :class:`InvalidFlowChange` unless ``may_end_members()`` (:mod:`.edits`).
+
+    Returns :class:`Created`: ``created`` is true only for the call whose transition
+    inserted the member. The member is looked up under the flow's lock, in the
+    transaction that inserts it, so of racing adds of one member exactly one inserts and
+    the others find its row once they hold the lock.
+    """
     definition = registry.resolve(workflow)
     data = definition.check_input(input)
     rule = JoinRule.parse(join)
@@ -132,7 +162,7 @@ def _add(
     upstream_names: list[str],
     rule: JoinRule,
     edit: FlowEdit,
-) -> Run:
+) -> Created[Run]:
     user = edit.user
     flow = lock_flow(flow_id)
     input_hash = fingerprint(data)
@@ -146,7 +176,7 @@ def _add(
                 member=name,
                 run=str(existing.run_id),
             )
-        return existing.run
+        return Created(existing.run, created=False)
     check_open(flow, "new members")
     upstreams = sorted(members_named(flow, upstream_names), key=lambda m: m.pk)
     # Upstream before downstream (see the package docstring): each upstream's end is
@@ -180,4 +210,4 @@ def _add(
     write_edges(flow, upstreams, member, revision, scope.events, by=actor(user))
     decide(member, run, scope.events, more_may_come=True, upstreams=statuses, edit=edit)
     scope.close()
-    return run
+    return Created(run, created=True)
