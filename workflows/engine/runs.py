@@ -301,7 +301,9 @@ def stop_forward_work(run: Run, events: EventLog, *, reason: str, by: str | None
         )
         for step_id, count in sorted(Counter(step_id for (step_id,) in skipped).items()):
             bump_item_counter(step_id, "items_skipped", count)
-            events.add(run.pk, "items.skipped", step_id=step_id, count=count, reason=reason)
+            events.add(
+                run.pk, "items.skipped", step_id=step_id, count=count, reason=reason, **named
+            )
     cas_update_many(
         Timer,
         where={"run_id": run.pk, "status": TimerStatus.SCHEDULED, "compensation_id": None},
