@@ -14,12 +14,21 @@ from workflows.engine import claim_step, fail_attempt
 from workflows.errors import InvalidFlowChange
 from workflows.models import Event, Flow, FlowEdge, FlowMember, Run, Step
 from workflows.status import FlowStatus, RunStatus, StepStatus
+from workflows.workers.scanners import repair_flows
 
 pytestmark = pytest.mark.django_db
 
 
 class Unit(Workflow):
     name = "flow_edits_unit"
+    work = Task("tests.handlers.noop", retry=Retry(max_attempts=1))
+
+
+class OnePlace(Workflow):
+    """A member needing a place is decided after its upstream's commit, not with it."""
+
+    name = "flow_edits_one_place"
+    max_concurrent_runs = 1
     work = Task("tests.handlers.noop", retry=Retry(max_attempts=1))
 
 
@@ -152,3 +161,85 @@ def test_any_and_at_least_k_follow_one_rule_in_an_open_flow(join):
     add(other, "down", after=("bad",), join=join)
     workflows.seal_flow(other)
     assert status(other, "down") == RunStatus.CANCELLED
+
+
+def cancellation_events(flow: Flow, member: str) -> list[tuple[str, dict]]:
+    run = Run.objects.get(flow=flow, flow_member__name=member)
+    return [
+        (event.type, event.payload)
+        for event in Event.objects.filter(run=run).order_by("id")
+        if event.type in ("flow.dependency_failed", "run.cancelling", "run.cancelled")
+        or event.type == "step.cancelled"
+    ]
+
+
+def assert_named(flow: Flow, *members: str) -> None:
+    """Each member cancelled for ``dependency_failed`` and every cancellation event of
+    it, flow and run, naming the operator."""
+    for member in members:
+        run = Run.objects.get(flow=flow, flow_member__name=member)
+        assert (run.status, run.error["code"], run.error["by"]) == (
+            RunStatus.CANCELLED,
+            "dependency_failed",
+            "maintainer",
+        ), member
+        events = cancellation_events(flow, member)
+        types = [type for type, _ in events]
+        assert {"flow.dependency_failed", "run.cancelling", "run.cancelled"} <= set(types), member
+        assert [(type, payload.get("by")) for type, payload in events] == [
+            (type, "maintainer") for type in types
+        ], member
+
+
+def test_a_cascade_of_an_edit_names_the_caller_in_every_cancellation_event(operator):
+    """a -> b -> c: the operator's edge from a failed member cancels b, and c follows as
+    a cascade of b in the same transition; every cancellation event of both names them."""
+    flow = workflows.create_flow("cascade")
+    blocked_pair(flow)  # bad failed; gate running; down blocked after gate
+    add(flow, "last", after=("down",))
+    workflows.add_dependency(flow, "bad", "down", user=operator)
+    assert_named(flow, "down", "last")
+    cascaded = Event.objects.get(flow=flow, type="flow.dependency_failed", payload__member="last")
+    assert cascaded.payload["upstream"] == "down"
+
+
+def test_a_cascade_decided_after_the_commit_still_names_the_caller(
+    operator, django_capture_on_commit_callbacks
+):
+    """The member needing a place is decided in a transition of its own after the
+    edit's commit: the caller is carried in its upstream's error."""
+    flow = workflows.create_flow("cascade later")
+    blocked_pair(flow)
+    limited = workflows.add_to_flow(flow, OnePlace, {}, member="last", after=("down",))
+    with django_capture_on_commit_callbacks() as callbacks:
+        workflows.add_dependency(flow, "bad", "down", user=operator)
+    assert Run.objects.get(pk=limited.pk).status == RunStatus.BLOCKED
+    with django_capture_on_commit_callbacks(execute=True):
+        for callback in callbacks:
+            callback()
+    assert_named(flow, "down", "last")
+
+
+def test_a_cascade_left_to_the_scanner_still_names_the_caller(operator):
+    """A process that died after the edit's commit: the scanner's backstop decides the
+    cascade, and names the caller all the same."""
+    flow = workflows.create_flow("cascade scanner")
+    blocked_pair(flow)
+    limited = workflows.add_to_flow(flow, OnePlace, {}, member="last", after=("down",))
+    workflows.add_dependency(flow, "bad", "down", user=operator)  # on_commit never runs
+    assert Run.objects.get(pk=limited.pk).status == RunStatus.BLOCKED
+    repair_flows()
+    assert_named(flow, "down", "last")
+
+
+def test_an_upstream_that_merely_failed_names_no_one(operator):
+    """Only a cascade of an edit names its caller: a member cancelled because its
+    upstream failed on its own records no ``by``."""
+    flow = workflows.create_flow("no edit")
+    add(flow, "gate")
+    add(flow, "down", after=("gate",))
+    lease = claim_step(Step.objects.get(run__flow_member__name="gate").pk, "test")
+    fail_attempt(lease, PermanentError("failed on purpose"))
+    assert status(flow, "down") == RunStatus.CANCELLED
+    assert "by" not in Run.objects.get(flow=flow, flow_member__name="down").error
+    assert all("by" not in payload for _, payload in cancellation_events(flow, "down"))

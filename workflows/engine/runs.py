@@ -263,8 +263,9 @@ def take_running_leases(run: Run, events: EventLog, error: dict[str, Any], *, re
         )
 
 
-def stop_forward_work(run: Run, events: EventLog, *, reason: str) -> None:
+def stop_forward_work(run: Run, events: EventLog, *, reason: str, by: str | None = None) -> None:
     """Cancel steps that have not started, skip unstarted items, cancel their timers.
+    ``by``: the caller whose act stops them, named in each ``step.cancelled`` event.
 
     Steps and items already running are left to finish (or lose their lease): their
     results are still recorded, and their compensations written, but nothing new starts.
@@ -284,8 +285,9 @@ def stop_forward_work(run: Run, events: EventLog, *, reason: str) -> None:
         returning=("id", "name"),
         **changes,
     )
+    named = {"by": by} if by is not None else {}
     for pk, name in sorted(stopped):
-        events.add(run.pk, "step.cancelled", step_id=pk, reason=reason, step=name)
+        events.add(run.pk, "step.cancelled", step_id=pk, reason=reason, step=name, **named)
     fanouts = list(
         Step.objects.filter(run_id=run.pk, kind=FanOut.kind).values_list("id", flat=True)
     )
@@ -299,7 +301,9 @@ def stop_forward_work(run: Run, events: EventLog, *, reason: str) -> None:
         )
         for step_id, count in sorted(Counter(step_id for (step_id,) in skipped).items()):
             bump_item_counter(step_id, "items_skipped", count)
-            events.add(run.pk, "items.skipped", step_id=step_id, count=count, reason=reason)
+            events.add(
+                run.pk, "items.skipped", step_id=step_id, count=count, reason=reason, **named
+            )
     cas_update_many(
         Timer,
         where={"run_id": run.pk, "status": TimerStatus.SCHEDULED, "compensation_id": None},
@@ -320,6 +324,13 @@ def pending_compensations(run: Run) -> bool:
     return CompensationRecord.objects.filter(
         run_id=run.pk, status=CompensationStatus.PENDING
     ).exists()
+
+
+def cancelled_by(run: Run) -> dict[str, str]:
+    """``{"by": caller}`` when the run's error names who cancelled it, else empty: its
+    ``run.cancelled`` event names them too, however many transitions later it ends."""
+    by = run.error.get("by") if isinstance(run.error, dict) else None
+    return {"by": by} if by is not None else {}
 
 
 def unwind(run: Run, events: EventLog) -> None:
@@ -367,7 +378,7 @@ def unwind(run: Run, events: EventLog) -> None:
         )
         return
     if run.status == RunStatus.CANCELLING:
-        set_run_status(run, RunStatus.CANCELLED, events)
+        set_run_status(run, RunStatus.CANCELLED, events, event_details=cancelled_by(run))
     elif records.filter(status=CompensationStatus.COMPLETED).exists():
         set_run_status(run, RunStatus.COMPENSATED, events)
     else:

@@ -76,10 +76,11 @@ def decide(
             for name, status in upstreams
             if status in RUN_FINAL and status != RunStatus.COMPLETED
         ]
-        by = None
         if edit is not None:
             edit.check_may_end(member, _impossible(rule, failed))
             by = edit.by
+        else:
+            by = _edited_by(member.flow_id, failed)
         _cancel_for_dependency(member, run, rule, failed, events, by=by)
     return verdict
 
@@ -121,6 +122,23 @@ def _unblock(member: FlowMember, run: Run, rule: JoinRule, events: EventLog) -> 
     scope.close()
 
 
+def _edited_by(flow_id: UUID, failed: list[tuple[str, str]]) -> str | None:
+    """The caller of the graph edit whose cancellation this one cascades from: the
+    ``by`` of the culprit upstream's ``dependency_failed`` error (carried there, so that
+    a cascade decided in a later transition, or by the scanner, still names them)."""
+    if not failed or failed[0][1] != RunStatus.CANCELLED:
+        return None
+    error = (
+        Run.objects.filter(flow_id=flow_id, flow_member__name=failed[0][0])
+        .values_list("error", flat=True)
+        .first()
+    )
+    if not isinstance(error, dict) or error.get("code") != "dependency_failed":
+        return None
+    by = error.get("by")
+    return by if isinstance(by, str) else None
+
+
 def _cancel_for_dependency(
     member: FlowMember,
     run: Run,
@@ -131,7 +149,8 @@ def _cancel_for_dependency(
     by: str | None = None,
 ) -> None:
     """End the member ``cancelled`` with ``dependency_failed``: nothing of it started.
-    ``by``: the caller of the graph edit that ended it (``None``: an upstream's end)."""
+    ``by``: the caller of the graph edit that ended it, or that ended the upstream it
+    cascades from (``None``: an upstream's own end); every cancellation event names it."""
     culprit, status = failed[0] if failed else ("", "")
     message = _impossible(rule, failed)
     edited = {"by": by} if by is not None else {}
@@ -143,8 +162,8 @@ def _cancel_for_dependency(
         "member": member.name,
         **edited,
     }
-    stop_forward_work(run, events, reason="dependency failed")
-    set_run_status(run, RunStatus.CANCELLING, events, error=error)
+    stop_forward_work(run, events, reason="dependency failed", by=by)
+    set_run_status(run, RunStatus.CANCELLING, events, error=error, event_details=edited)
     events.add_to_flow(
         member.flow_id,
         "flow.dependency_failed",
