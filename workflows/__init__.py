@@ -152,6 +152,7 @@ if TYPE_CHECKING:
     )
     from workflows.services.signal_tokens import (
         send_signal_with_token as send_signal_with_token,
+        send_signal_with_token_once as send_signal_with_token_once,
         signal_token as signal_token,
     )
 
@@ -198,6 +199,7 @@ _LAZY: dict[str, str] = {
     "FlowCancellation": "workflows.services.flows",
     "signal_token": "workflows.services.signal_tokens",
     "send_signal_with_token": "workflows.services.signal_tokens",
+    "send_signal_with_token_once": "workflows.services.signal_tokens",
     "gates_for": "workflows.approvals",
     "approval_link": "workflows.approvals.links",
     "get_run": "workflows.queries",

@@ -3,8 +3,9 @@ one request gets ``201``; the others ``200`` with the same body. Real concurrent
 requests, each thread on its own database connection.
 
 For runs started by idempotency key (``start_run_once``), signals sent with one
-(``send_signal_once``), flows created by key (``create_flow_once``), flow members by
-name (``add_to_flow_once``) and edges by their two ends (``add_dependency_once``)."""
+(``send_signal_once``) or by token (``send_signal_with_token_once``), flows created by
+key (``create_flow_once``), flow members by name (``add_to_flow_once``) and edges by
+their two ends (``add_dependency_once``)."""
 
 from __future__ import annotations
 
@@ -100,6 +101,33 @@ def test_racing_signals_with_one_key_have_exactly_one_201(api, concurrently):
         assert sorted(status for status, _ in answers) == [200] * (RACERS - 1) + [201], answers
         assert all(answer == answers[0][1] for _, answer in answers)  # the same body
         assert Signal.objects.filter(run=run).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_racing_sends_of_one_signal_token_have_exactly_one_201(concurrently):
+    """The token is its own idempotency key: of racing sends exactly one creates."""
+    for round_number in range(3):
+        run = workflows.start_run(Awaiting)
+        body = {"token": workflows.signal_token(run, "approved"), "payload": {"n": round_number}}
+
+        def send(body=body):
+            response = APIClient().post("/api/signals/by-token/", body, format="json")
+            return response.status_code, response.json()
+
+        answers = concurrently(*[send] * RACERS)
+        assert not [a for a in answers if isinstance(a, Exception)], answers
+        assert sorted(status for status, _ in answers) == [200] * (RACERS - 1) + [201], answers
+        assert all(answer == answers[0][1] for _, answer in answers)
+        assert Signal.objects.filter(run=run).count() == 1
+
+
+def test_send_signal_with_token_once_says_which_call_created_the_signal(db):
+    run = workflows.start_run(Awaiting)
+    token = workflows.signal_token(run, "approved")
+    first = workflows.send_signal_with_token_once(token, {"ok": 1})
+    again = workflows.send_signal_with_token_once(token, {"ok": 1})
+    assert (first.created, again.created) == (True, False)
+    assert first.value.pk == again.value.pk
 
 
 def test_send_signal_once_says_which_call_created_the_signal(db):

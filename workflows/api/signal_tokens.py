@@ -30,13 +30,8 @@ from workflows.api.runs import IDEMPOTENCY_HEADER, validated, with_idempotency_k
 from workflows.api.serializers_runs import SignalSerializer
 from workflows.api.strict import StrictCharField, StrictSerializer
 from workflows.api.throttling import CallbackRateThrottle
-from workflows.models import Signal
 from workflows.queries import signal_summary
-from workflows.services.signal_tokens import (
-    read_signal_token,
-    send_signal_with_token,
-    token_idempotency_key,
-)
+from workflows.services.signal_tokens import send_signal_with_token_once
 
 
 class SignalByTokenSerializer(StrictSerializer):
@@ -95,12 +90,9 @@ class SignalTokenViewSet(FlowsiteViewSet):
         """Send the signal the token allows to the run it names, with ``payload``."""
         body = validated(with_idempotency_key(request), SignalByTokenSerializer)
         token = body["token"]
-        grant = read_signal_token(token)  # forged, expired, other-purpose: before any query
-        key = body.get("idempotency_key") or token_idempotency_key(token)
-        repeat = Signal.objects.filter(run_id=grant.run, idempotency_key=key).exists()
-        signal = send_signal_with_token(
+        sent = send_signal_with_token_once(
             token, body["payload"], body.get("idempotency_key"), signal=body.get("signal")
         )
         return Response(
-            SignalSerializer(signal_summary(signal)).data, status=200 if repeat else 201
+            SignalSerializer(signal_summary(sent.value)).data, status=201 if sent.created else 200
         )

@@ -36,8 +36,9 @@ from django.core import signing
 
 from workflows.approvals.links import LINK_SALT
 from workflows.conf import workflow_settings
+from workflows.engine.created import Created
 from workflows.engine.nodes.callback import SALT as CALLBACK_SALT
-from workflows.engine.nodes.wait_for_signal import send_signal as deliver_signal
+from workflows.engine.nodes.wait_for_signal import send_signal_once as deliver_signal_once
 from workflows.errors import (
     InvalidInput,
     RunNotFound,
@@ -162,6 +163,18 @@ def send_signal_with_token(
     *,
     signal: str | None = None,
 ) -> Signal:
+    """Deliver the signal ``token`` allows; the signal (see
+    :func:`send_signal_with_token_once`)."""
+    return send_signal_with_token_once(token, payload, idempotency_key, signal=signal).value
+
+
+def send_signal_with_token_once(
+    token: Any,
+    payload: Any = None,
+    idempotency_key: str | None = None,
+    *,
+    signal: str | None = None,
+) -> Created[Signal]:
     """Deliver the signal ``token`` allows, with ``payload``, to the run it names.
 
     Checked and delivered as ``send_signal`` does it (:func:`check_signal`, then the
@@ -176,6 +189,10 @@ def send_signal_with_token(
     ``signal``, when given, must be the signal the token allows, else
     :class:`SignalTokenWrongSignal`: a caller holding tokens for several signals learns
     that it sent the wrong one instead of signalling what it did not mean to.
+
+    Returns :class:`~workflows.engine.created.Created`: the signal, and whether this call
+    created it (decided by the insert that won: of racing sends with one key exactly one
+    says ``created``).
 
     Refusals write nothing: :class:`SignalTokenInvalid`, :class:`SignalTokenExpired`,
     :class:`SignalTokenForeign` (also for a run this site does not have: never had, or
@@ -199,7 +216,7 @@ def send_signal_with_token(
         ) from None
     key = idempotency_key if idempotency_key is not None else token_idempotency_key(token)
     check_signal(run, grant.signal, payload, key)
-    return deliver_signal(run.pk, grant.signal, payload, idempotency_key=key, via="token")
+    return deliver_signal_once(run.pk, grant.signal, payload, idempotency_key=key, via="token")
 
 
 def token_idempotency_key(token: str) -> str:
