@@ -54,7 +54,7 @@ from workflows.engine import claim_step, complete_work, fail_attempt
 from workflows.engine.lease import Lease
 from workflows.engine.work_kinds import WORK_KINDS
 from workflows.errors import WorkflowError
-from workflows.models import Event, Flow, FlowEdge, FlowMember, Run, Step
+from workflows.models import Event, FanOutItem, Flow, FlowEdge, FlowMember, Run, Step
 from workflows.queries.explanation import explain
 from workflows.status import FLOW_FINAL, RUN_FINAL, RUN_HELD, FlowStatus, RunStatus, StepStatus
 from workflows.testing import run_pending
@@ -498,7 +498,13 @@ class EngineMachine(RuleBasedStateMachine):
         elif verb == "revoke":
             assert step_id is not None
             found = Step.objects.get(pk=step_id)
-            revoke_lease(found, found.attempt)
+            if found.kind == "fanout":
+                # A fan-out step's revoke is that of its running items (the console
+                # offers them): the step itself holds no lease.
+                for item in FanOutItem.objects.filter(step=found, status=StepStatus.RUNNING):
+                    workflows.revoke_lease(item, expected_attempt=item.attempt, reason="model")
+            else:
+                revoke_lease(found, found.attempt)
             for held in [held for held in self.seen.held if held.step_id == step_id]:
                 self.seen.held.remove(held)
                 self.seen.stale.append(held)

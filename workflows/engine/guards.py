@@ -153,9 +153,6 @@ REVOKE = StepVerb(
     "take the lease from the running attempt now; the work runs again, without using up an attempt",
 )
 STEP_VERBS: dict[str, StepVerb] = {verb.name: verb for verb in (RETRY_STEP, SKIP_STEP, REVOKE)}
-# Why REVOKE refuses a running fan-out step (its items hold the leases): the verb and
-# every surface that offers it say the same.
-FANOUT_HOLDS_NO_LEASE = "a fan-out step holds no lease itself; revoke one of its running items"
 
 assert RERUN.accepts <= RUN_FINAL
 assert not PRIORITY.accepts & RUN_FINAL

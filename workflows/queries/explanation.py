@@ -86,14 +86,7 @@ from workflows.definitions.limits import Route
 from workflows.engine.executor import uses_django_q
 from workflows.engine.flows.heal import cancelled_for_dependency, unmet_reason
 from workflows.engine.flows.joins import JoinRule, JoinSpec, Verdict
-from workflows.engine.guards import (
-    FANOUT_HOLDS_NO_LEASE,
-    RERUN,
-    RETRY,
-    REVOKE,
-    RUN_VERBS,
-    STEP_VERBS,
-)
+from workflows.engine.guards import RERUN, RETRY, RUN_VERBS, STEP_VERBS
 from workflows.engine.limits import slots
 from workflows.engine.replay import (
     downstream_of,
@@ -1277,8 +1270,6 @@ def _allowed_actions(
         for verb in STEP_VERBS.values():
             if step["status"] in verb.accepts:
                 reason = verb.refusal(step["status"], run_status)
-                if verb is REVOKE and step["kind"] == FanOut.kind:
-                    reason = FANOUT_HOLDS_NO_LEASE
                 actions.append(_action(verb.name, verb.summary, reason, step))
         if replay is not None and step["name"] in replay.rerun:
             actions.append(_action(RERUN.name, RERUN.summary, replay.rerun[step["name"]], step))

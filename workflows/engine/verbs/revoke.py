@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 from workflows.definitions import FanOut
 from workflows.definitions.limits import Route
 from workflows.engine.events import actor
-from workflows.engine.guards import FANOUT_HOLDS_NO_LEASE, REVOKE
+from workflows.engine.guards import REVOKE
 from workflows.engine.limits.admission import attempt_ended
 from workflows.engine.limits.slots import Holder
 from workflows.engine.scope import RunScope, run_scope
@@ -183,7 +183,8 @@ def revoke_lease(
         unit = _read(kind, unit_id, locked=True)
         if kind is STEP and unit.step_kind == FanOut.kind:
             raise InvalidTransition(
-                f"{unit.label(kind)}: {FANOUT_HOLDS_NO_LEASE}",
+                f"{unit.label(kind)}: a fan-out step holds no lease itself; revoke one of "
+                "its running items",
                 status=unit.status,
                 verb=REVOKE.name,
             )
