@@ -704,7 +704,7 @@ SHORT = settings(
 # FLOWSITE_MODEL_EXPLORE=1 to draw new examples each run (and --hypothesis-seed=N to
 # replay one that failed).
 LONG = settings(
-    max_examples=60,
+    max_examples=25,
     stateful_step_count=40,
     derandomize=not os.environ.get("FLOWSITE_MODEL_EXPLORE"),
     deadline=None,
