@@ -15,6 +15,12 @@ PORT ?= 8000
 
 .PHONY: run test test-fast test-postgres test-matrix lint bench clean
 
+# pytest-xdist: one pytest worker per core, at most four (PYTEST_WORKERS=0 runs in one
+# process). The tests that start real processes run one after another on one worker, the
+# in-process tests beside them (tests/conftest.py).
+PYTEST_WORKERS ?= auto
+XDIST = -n $(PYTEST_WORKERS) --maxprocesses=4 --dist loadgroup
+
 $(STAMP): requirements.txt requirements-test.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
@@ -31,17 +37,18 @@ run: $(STAMP)
 	exec $(BIN)/python manage.py demo_run --host $(HOST) --port $(PORT)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # Leaves out tests/acceptance, tests/browser and tests/install (real processes, Chromium,
 # a fresh project), every test marked `processes` (one that starts a process elsewhere) and
 # the few marked `slow` (scale and fuzz tests: half of the rest's time in five tests).
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not acceptance and not browser and not processes and not slow" \
+	$(BIN)/python -m pytest $(XDIST) -m "not acceptance and not browser and not processes and not slow" \
 		--ignore=tests/acceptance --ignore=tests/browser --ignore=tests/install $(PYTEST_ARGS)
 
 test-postgres: $(STAMP)
-	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test} $(BIN)/python -m pytest $(PYTEST_ARGS)
+	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test} $(BIN)/python -m pytest $(XDIST) \
+		$(PYTEST_ARGS)
 
 # The suite on SQLite on every other supported Python and Django (noxfile.py): one
 # virtualenv each under .nox/, the app installed from its own ranges. One combination:

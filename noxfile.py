@@ -12,9 +12,14 @@ drf-spectacular and django-filter are those a new project on that combination ge
     make test-matrix                                # every combination but the default
 
 Extra arguments after ``--`` go to pytest: ``nox -s "tests(...)" -- -x tests/engine``.
-CI (``.ci/run``) passes ``-- -m "not acceptance and not slow"``: the default combination
-has run the real-process and scale tests on both databases by then, and with them the
-matrix alone would outlast CI's 90 minutes on a 2-core machine.
+
+CI (``.ci/run``) runs the sessions tagged ``ci`` (``nox -t ci``) and passes
+``-- -m "not acceptance and not slow"``: the default combination has run the
+real-process and scale tests on both databases by then. The tagged combinations are the
+corners of the matrix: each Django on the newest Python, the newest Django on its oldest
+Python, and the next Django while it is a pre-release. The one left out, Django 5.2 on
+Python 3.12, lies between two that run (3.11 and 3.13 on 5.2). All of it would outlast
+CI's 90 minutes on a 2-core machine; ``make test-matrix`` alone runs every session.
 """
 
 from __future__ import annotations
@@ -39,6 +44,12 @@ SUPPORTED = [
 ]
 """Django 5.2 LTS supports Python 3.10 to 3.13, Django 6.1 Python 3.12 and later; the app
 needs 3.11. Keep pyproject.toml's classifiers and the README's table in step."""
+
+IN_CI = {("3.13", "5.2"), ("3.12", "6.1"), ("3.13", "6.1")}
+"""The combinations CI runs besides the default (tag ``ci``): the matrix's corners."""
+
+XDIST = ["-n", "auto", "--maxprocesses=4", "--dist", "loadgroup"]
+"""As ``make test`` runs the suite: one pytest worker per core (see the Makefile)."""
 
 NEXT_DJANGO = ("3.13", "6.2")
 """The release after the newest supported one: tested on its pre-release while one is out."""
@@ -103,11 +114,17 @@ def _pytest(session: nox.Session) -> None:
     """The suite on SQLite: a DATABASE_URL of the caller's would run it elsewhere."""
     env = {"DATABASE_URL": "", "FLOWSITE_VAR_DIR": f"{session.virtualenv.location}/var"}
     session.run("python", "-m", "django", "--version")
-    session.run("python", "-m", "pytest", *session.posargs, env=env)
+    session.run("python", "-m", "pytest", *XDIST, *session.posargs, env=env)
 
 
 @nox.session
-@nox.parametrize(("python", "django"), SUPPORTED)
+@nox.parametrize(
+    ("python", "django"),
+    [
+        nox.param(python, django, tags=["ci"] if (python, django) in IN_CI else [])
+        for python, django in SUPPORTED
+    ],
+)
 def tests(session: nox.Session, django: str) -> None:
     """The whole suite on SQLite on one supported combination."""
     if (session.python, django) == DEFAULT:
@@ -117,7 +134,7 @@ def tests(session: nox.Session, django: str) -> None:
     _pytest(session)
 
 
-@nox.session(python=NEXT_DJANGO[0])
+@nox.session(python=NEXT_DJANGO[0], tags=["ci"])
 def next_django(session: nox.Session) -> None:
     """The suite on the next Django's pre-release, while one is published; else nothing."""
     python = session.virtualenv.location + "/bin/python"

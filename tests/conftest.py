@@ -3,6 +3,7 @@ users, a recording executor, and the reset of the shared test handlers (`tests/h
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,6 +18,24 @@ from tests import handlers
 from workflows.definitions import Workflow, registry
 
 THREAD_TIMEOUT_SECONDS = 60
+PROCESS_DIRECTORIES = ("acceptance", "install")
+PROCESS_MARKERS = ("acceptance", "processes")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``make test`` runs one worker per core), the tests that start
+    real processes (markers ``acceptance`` and ``processes``) form one group that a single
+    worker runs one after another: several worker clusters at once on a small machine
+    would starve each other and turn their time bounds into noise. The other workers run
+    the in-process tests beside them. ``trylast``: the directories' hooks mark first."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        path = str(item.path).replace(os.sep, "/")
+        in_process_dirs = any(f"tests/{name}/" in path for name in PROCESS_DIRECTORIES)
+        if in_process_dirs or any(item.get_closest_marker(name) for name in PROCESS_MARKERS):
+            item.add_marker(pytest.mark.xdist_group("processes"))
 
 
 def run_concurrently(*calls: Callable[[], Any]) -> list[Any]:

@@ -183,9 +183,20 @@ def started_make_run(tmp_path: Path, port: int) -> Iterator[MakeRun]:
     with log.open("wb") as output:
         # `-o STAMP`: never reinstall, even if requirements.txt changed since the install.
         # A new session makes make the leader of its own foreground process group, as a
-        # terminal's job is.
+        # terminal's job is. `env --default-signal=INT`: a terminal's make handles SIGINT,
+        # but one started by a test run that is itself a background job (CI's, a
+        # `make test &`) inherits SIGINT ignored, and make keeps an ignored SIGINT ignored.
         process = subprocess.Popen(
-            ["make", "--no-print-directory", "-o", STAMP, "run", f"PORT={port}"],
+            [
+                "env",
+                "--default-signal=INT",
+                "make",
+                "--no-print-directory",
+                "-o",
+                STAMP,
+                "run",
+                f"PORT={port}",
+            ],
             cwd=REPO,
             env=env,
             stdin=subprocess.DEVNULL,

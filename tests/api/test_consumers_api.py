@@ -105,6 +105,16 @@ class TestManagingConsumers:
         # The events stay: they belong to their runs.
         assert Event.objects.filter(pk=first.pk).exists()
 
+    def test_a_name_with_a_line_break_is_addressed_like_any_other(self, api):
+        """Found by the schema fuzzer: such a name matched no route and got Django's HTML
+        404. It is the API's JSON 404 while unknown, and the consumer once created."""
+        for method in ("get", "delete"):
+            response = getattr(api("manager"), method)(f"{CONSUMERS}line%0Abreak/")
+            assert_error(response, 404, "consumer_not_found")
+        workflows.create_consumer("line\nbreak")
+        response = api("viewer").get(f"{CONSUMERS}line%0Abreak/")
+        assert response.status_code == 200 and response.json()["name"] == "line\nbreak"
+
     @pytest.mark.parametrize(
         ("role", "method", "path", "status", "code"),
         [

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from django.urls import URLPattern, URLResolver, include, path
+from django.urls import URLPattern, URLResolver, include, path, register_converter
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.request import Request
@@ -32,6 +32,25 @@ from workflows.api.signal_tokens import SignalTokenViewSet
 from workflows.api.steps import StepViewSet
 from workflows.api.waits import WaitsView
 
+
+class ConsumerNameConverter:
+    """A consumer's name in a URL: any characters, slashes and line breaks included.
+
+    Django's ``path`` converter stops at a line break (``.``), so a name holding one
+    matched no route and got Django's HTML 404 instead of the API's JSON one; a name
+    that is not a consumer's is the view's 404, like any other unknown name."""
+
+    regex = r"[\s\S]+"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(ConsumerNameConverter, "consumer_name")
+
 app_name = "workflows_api"
 
 router = SimpleRouter()
@@ -49,7 +68,7 @@ resources: list[URLPattern | URLResolver] = [
     path("events/", EventsView.as_view(), name="events"),
     path("events/ack/", EventAckView.as_view(), name="events-ack"),
     path("events/consumers/", ConsumersView.as_view(), name="event-consumers"),
-    path("events/consumers/<path:name>/", ConsumerView.as_view(), name="event-consumer"),
+    path("events/consumers/<consumer_name:name>/", ConsumerView.as_view(), name="event-consumer"),
 ]
 
 
