@@ -86,8 +86,9 @@ def test_the_confirmation_page_names_the_attempt_and_changes_nothing(operator):
     assert "step “load”: attempt 1 of 1, held by host-1:4242:77, lease until" in text
     assert f'value="step:{step.pk}" required id="id_unit_0" checked>' in text  # preselected
     assert 'name="reason"' in text
-    # The attempt shown travels with the form: the revoke takes that attempt or nothing.
-    assert f'<input type="hidden" name="attempts" value="step:{step.pk}=1"' in text
+    # The attempt shown (with a step's round) travels with the form: the revoke takes
+    # that attempt or nothing.
+    assert f'<input type="hidden" name="attempts" value="step:{step.pk}=1@1"' in text
     assert Step.objects.get(pk=step.pk).status == "running"  # a GET changes nothing
 
 

@@ -172,7 +172,7 @@ def test_the_schema_documents_the_revoke(api):
     assert {"200", "400", "401", "403", "404", "409"} <= set(operation["responses"])
     components = schema.json()["components"]["schemas"]
     revoke = components["RevokeRequest"]
-    assert {"item", "compensation", "reason", "attempt"} == set(revoke["properties"])
+    assert {"item", "compensation", "reason", "attempt", "round"} == set(revoke["properties"])
     assert "attempt" in revoke["required"]
     assert {"revoked", "reason", "revoked_attempt"} <= set(components["Revoked"]["properties"])
     assert "already" in components["CancelledRun"]["properties"]

@@ -73,9 +73,15 @@ def cancel_flow(flow: Flow, policy: str) -> int:
     return workflows.cancel_flow(flow, policy, reason="model").cancelled
 
 
-def revoke_lease(step: Step, expected_attempt: int) -> RevokedLease:
-    """Revoke ``step``'s attempt ``expected_attempt``, pinned as an operator's form is."""
-    return workflows.revoke_lease(step, expected_attempt=expected_attempt, reason="model")
+def revoke_lease(step: Step) -> RevokedLease:
+    """Revoke ``step``'s running attempt as shown (within its round), pinned to that
+    attempt and round as the console's form is."""
+    return workflows.revoke_lease(
+        step,
+        expected_attempt=step.attempts_in_round.attempt,
+        expected_round=step.round,
+        reason="model",
+    )
 
 
 # -- the workflows and their handler ---------------------------------------------------
@@ -504,7 +510,7 @@ class EngineMachine(RuleBasedStateMachine):
                 for item in FanOutItem.objects.filter(step=found, status=StepStatus.RUNNING):
                     workflows.revoke_lease(item, expected_attempt=item.attempt, reason="model")
             else:
-                revoke_lease(found, found.attempt)
+                revoke_lease(found)
             for held in [held for held in self.seen.held if held.step_id == step_id]:
                 self.seen.held.remove(held)
                 self.seen.stale.append(held)

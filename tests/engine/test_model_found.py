@@ -12,7 +12,6 @@ from tests.engine.test_model_based import (
     OUTCOME,
     MbOne,
     cancel_flow,
-    revoke_lease,
 )
 from workflows.engine import claim_step
 from workflows.errors import InvalidTransition
@@ -75,11 +74,11 @@ def test_a_second_revoke_of_the_same_attempt_changes_nothing():
     run = workflows.start_run(MbOne, {})
     step = Step.objects.get(run=run)
     claim_step(step.pk, "wedged")
-    assert revoke_lease(step, expected_attempt=1).revoked
+    assert workflows.revoke_lease(step, expected_attempt=1).revoked
     claim_step(step.pk, "fresh")  # the attempt that replaced the wedged one
     step.refresh_from_db()
     before = (step.status, step.attempt, step.version)
-    again = revoke_lease(step, expected_attempt=1)
+    again = workflows.revoke_lease(step, expected_attempt=1)
     step.refresh_from_db()
     assert (again.revoked, again.reason) == (False, "replaced")
     assert (step.status, step.attempt, step.version) == before

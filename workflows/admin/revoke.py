@@ -23,7 +23,7 @@ from workflows import services
 from workflows.definitions import FanOut
 from workflows.errors import InvalidTransition
 from workflows.models import CompensationRecord, FanOutItem, Run, Step
-from workflows.services.leases import not_revoked_text
+from workflows.services.leases import not_revoked_text, shown_attempts
 from workflows.status import StepStatus
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ def _label(unit: LeasedUnit) -> str:
         what = f"compensation of step “{unit.step.name}”{of_item}"
     else:
         what = f"step “{unit.name}”"
-    held = f"attempt {unit.attempt} of {unit.max_attempts}, held by {unit.lease_owner or '?'}"
+    held = f"attempt {shown_attempts(unit)}, held by {unit.lease_owner or '?'}"
     if unit.lease_expires_at is not None:
         until = date_format(timezone.localtime(unit.lease_expires_at), "Y-m-d H:i:s")
         expired = " (expired)" if unit.lease_expires_at < timezone.now() else ""
@@ -90,16 +90,23 @@ def _preselected(running: list[tuple[str, LeasedUnit]], step_id: Any) -> str | N
 
 
 def _shown(running: list[tuple[str, LeasedUnit]]) -> str:
-    """The attempts the page shows, as its hidden field carries them: "kind:id=N ..."."""
-    return " ".join(f"{value}={unit.attempt}" for value, unit in running)
+    """The attempts the page shows, as its hidden field carries them: "kind:id=N ...",
+    a step's as "step:id=N@R" (attempt N of its round R)."""
+    return " ".join(
+        f"{value}={shown_attempts(unit).attempt}"
+        + (f"@{unit.round}" if isinstance(unit, Step) else "")
+        for value, unit in running
+    )
 
 
-def _attempt_shown(shown: str, value: str) -> int | None:
-    """The attempt the page showed of unit ``value``, from its hidden field."""
+def _attempt_shown(shown: str, value: str) -> tuple[int, int | None] | None:
+    """The attempt (and a step's round) the page showed of unit ``value``, from its
+    hidden field."""
     for pair in shown.split():
-        unit, _, attempt = pair.partition("=")
-        if unit == value and attempt.isdigit():
-            return int(attempt)
+        unit, _, seen = pair.partition("=")
+        attempt, _, round_ = seen.partition("@")
+        if unit == value and attempt.isdigit() and (not round_ or round_.isdigit()):
+            return int(attempt), int(round_) if round_ else None
     return None
 
 
@@ -160,13 +167,13 @@ class RevokeForm(forms.Form):
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         if "unit" in data:
-            attempt = _attempt_shown(data.get("attempts") or "", self.data.get("unit", ""))
-            if attempt is None:
+            seen = _attempt_shown(data.get("attempts") or "", self.data.get("unit", ""))
+            if seen is None:
                 raise forms.ValidationError(
                     "The page did not say which attempt it showed; nothing was revoked. "
                     "Look at the attempt below and confirm again."
                 )
-            data["attempt"] = attempt
+            data["attempt"], data["round"] = seen
         return data
 
 
@@ -174,12 +181,18 @@ def revoke(run: Run, data: dict[str, Any], user: AnyUser) -> str:
     """Revoke the chosen attempt; say what happened, for the success message."""
     unit: LeasedUnit = data["unit"]  # one of this run's (RevokeForm.clean_unit)
     attempt: int = data["attempt"]  # the one the page showed (RevokeForm.clean)
-    result = services.revoke_lease(unit, expected_attempt=attempt, reason=data["reason"], user=user)
+    result = services.revoke_lease(
+        unit,
+        expected_attempt=attempt,
+        expected_round=data["round"],
+        reason=data["reason"],
+        user=user,
+    )
     revoked = cast("LeasedUnit", result.unit)
     if not result.revoked:
         raise InvalidTransition(
             f"attempt {attempt} of {_what(revoked)} {not_revoked_text(result)}; "
-            f"it is {revoked.status} in attempt {revoked.attempt}",
+            f"it is {revoked.status} in attempt {shown_attempts(revoked).attempt}",
             reason=result.reason,
         )
     error = revoked.error or {}
@@ -189,7 +202,7 @@ def revoke(run: Run, data: dict[str, Any], user: AnyUser) -> str:
         else f"it is {revoked.status}: its run had stopped"
     )
     return (
-        f"revoked attempt {error.get('attempt')} of {_what(revoked)}, held by "
+        f"revoked attempt {result.attempt} of {_what(revoked)}, held by "
         f"{error.get('owner') or '?'}; {then}"
     )
 

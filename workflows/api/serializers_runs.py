@@ -193,8 +193,19 @@ class RevokeSerializer(ReasonSerializer):
         min_value=1,
         max_value=2**31 - 1,
         help_text=(
-            "the attempt to revoke, as the client saw it (the unit's attempt): if the "
-            "unit is no longer in it, nothing changes and the answer says why"
+            "the attempt to revoke, as the client saw it: a step's attempt is numbered "
+            "within its round (the step's attempt), an item's or a compensation's as "
+            "it is; if the unit is no longer in it, nothing changes and the answer says why"
+        ),
+    )
+    round = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=2**31 - 1,
+        help_text=(
+            "the step's round the attempt belongs to, as the client saw it (the step's "
+            "round); left out: the step's current round. Items and compensations have "
+            "no rounds"
         ),
     )
 
@@ -602,7 +613,9 @@ class RevokedSerializer(serializers.Serializer):
     status = serializers.CharField(
         help_text="ready: it runs again; cancelled or skipped when its run had stopped"
     )
-    attempt = serializers.IntegerField(help_text="the unit's attempt now")
+    attempt = serializers.IntegerField(
+        help_text="the unit's attempt now (a step's within its round)"
+    )
     max_attempts = serializers.IntegerField(
         help_text="raised by one when revoked: the attempt is given back"
     )

@@ -35,7 +35,7 @@ from workflows.api.serializers_runs import (
 )
 from workflows.models import FanOutItem, Step
 from workflows.queries import get_step
-from workflows.services.leases import LeasedUnit, RevokedLease
+from workflows.services.leases import LeasedUnit, RevokedLease, shown_attempts
 
 STEP_VERB_ERRORS = error_responses(400, 401, 403, 404, 409, 413)
 
@@ -129,6 +129,7 @@ class StepViewSet(FlowsiteViewSet):
             lambda: services.revoke_lease(
                 step,
                 expected_attempt=body["attempt"],
+                expected_round=body.get("round"),
                 item=body.get("item"),
                 compensation=body["compensation"],
                 reason=body["reason"],
@@ -141,6 +142,7 @@ class StepViewSet(FlowsiteViewSet):
 def revoked(result: RevokedLease, step: Step) -> dict[str, Any]:
     """What :class:`RevokedSerializer` shows of a revoke and the unit it named."""
     unit = cast("LeasedUnit", result.unit)  # filled by services.revoke_lease
+    attempt, max_attempts = shown_attempts(unit)
     if isinstance(unit, Step):
         kind, item = "step", None
     elif isinstance(unit, FanOutItem):
@@ -155,8 +157,8 @@ def revoked(result: RevokedLease, step: Step) -> dict[str, Any]:
         "id": unit.pk,
         "item": item,
         "status": unit.status,
-        "attempt": unit.attempt,
-        "max_attempts": unit.max_attempts,
+        "attempt": attempt,
+        "max_attempts": max_attempts,
         "failure_class": unit.failure_class,
         "error": unit.error,
         "step": step,

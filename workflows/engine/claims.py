@@ -109,7 +109,12 @@ def _claimed(lease: Lease, row: StepRow | ClaimRow, **unit: Any) -> Lease:
     ``unit``: the unit's own fields when ``lease`` is a batch's template.
     """
     return dataclasses.replace(
-        lease, attempt=row.attempt, max_attempts=row.max_attempts, version=row.version, **unit
+        lease,
+        attempt=row.attempt,
+        max_attempts=row.max_attempts,
+        version=row.version,
+        attempts_before=row.attempts_before,
+        **unit,
     )
 
 
@@ -120,7 +125,7 @@ def _started(lease: Lease, row: StepRow | ClaimRow, events: EventLog, **unit: An
         claimed.run_id,
         f"{claimed.kind.name}.started",
         step_id=claimed.step_id,
-        attempt=claimed.attempt,
+        attempt=claimed.attempt_in_round,
         owner=claimed.owner,
         **({"item": claimed.item_key} if claimed.item_key else {}),
     )
@@ -267,7 +272,11 @@ def claim_pending_in_scope(scope: RunScope, kind: WorkKind, step_name: str) -> b
         scope, kind, unit_id=0, step_id=0, step_name=step_name, generation=0, iteration=1
     )
     started = RowEvent(
-        scope.run.pk, f"{kind.name}.started", {"owner": template.owner}, from_row=("attempt",)
+        scope.run.pk,
+        f"{kind.name}.started",
+        {"owner": template.owner},
+        from_row=("attempt",),
+        less=(("attempt", "round_attempts_before"),),
     )
     rows = scope.events.carried_by(
         lambda recorded: cas_update_many_logged(

@@ -48,6 +48,8 @@ class Lease:
     # The iteration of the step a loop is running (1 outside loops); for a compensation,
     # the iteration whose work it undoes.
     iteration: int = 1
+    # The attempts the step made before its round (0 for items and compensations).
+    attempts_before: int = 0
     # Set when a limit lets the unit start only to fail at once (engine.admission).
     refusal: Exception | None = None
     renewed_at: float = field(default_factory=time.monotonic)
@@ -78,6 +80,12 @@ class Lease:
         if self.item_key:
             key += f"/{self.item_key}"
         return key + self.kind.key_suffix
+
+    @property
+    def attempt_in_round(self) -> int:
+        """The attempt as every surface and event numbers it: within the step's round
+        (``attempt`` counts on across rounds: it is the fence)."""
+        return self.attempt - self.attempts_before
 
     @property
     def label(self) -> str:

@@ -101,7 +101,7 @@ def _reject(lease: Lease, action: str, events: EventLog) -> _Rejected:
         step_id=lease.step_id,
         kind=lease.kind.name,
         action=action,
-        attempt=lease.attempt,
+        attempt=lease.attempt_in_round,
         owner=lease.owner,
         current=current,
     )
@@ -301,7 +301,7 @@ def _fail(
         if isinstance(outcome, _Rejected):
             return outcome
         unit, delay = outcome
-        settle_failure(scope.advancer, unit, attempt=lease.attempt, delay=delay)
+        settle_failure(scope.advancer, unit, attempt=lease.attempt_in_round, delay=delay)
     return StepStatus.RETRY_SCHEDULED if delay is not None else StepStatus.FAILED
 
 
@@ -342,6 +342,7 @@ def _fail_row(
         error,
         lease.generation,
         lease.iteration,
+        lease.attempts_before,
     )
     return unit, delay
 
@@ -413,7 +414,7 @@ def _record_batch(
             if delay is None:
                 ended.append(unit)
             else:
-                schedule_retry(scope.advancer, unit, attempt=failed.attempt, delay=delay)
+                schedule_retry(scope.advancer, unit, attempt=failed.attempt_in_round, delay=delay)
         done = [(item, output) for item, output in completed if item.unit_id in recorded]
         if done or ended:
             lease.kind.batch_settlement.ended(scope.advancer, done, ended)

@@ -22,7 +22,7 @@ from workflows.engine.scope import RunScope, run_scope, unlocked_scope
 from workflows.engine.sql.expressions import db_now
 from workflows.engine.sql.updates import cas_update
 from workflows.engine.transaction import transition
-from workflows.engine.work_kinds import FailedUnit, WorkKind
+from workflows.engine.work_kinds import STEP, FailedUnit, WorkKind
 from workflows.errors import DefinitionMissing
 from workflows.models import Run, Step
 from workflows.status import RUN_ACTIVE, RUN_UNWINDING, FailureClass, StepStatus
@@ -95,9 +95,12 @@ def _reclaim(kind: WorkKind, unit_id: int, now: datetime | None, wait: bool) -> 
             status = StepStatus.FAILED
         else:
             status = StepStatus.READY  # a paused run's unit waits for the resume
+        # A step numbers its attempts within its round (items and compensations have
+        # none); the error's ``attempt`` counts across rounds, as the fence does.
+        before = expired.round_attempts_before if kind is STEP else 0
         error = {
             "code": "lease_expired",
-            "message": f"attempt {expired.attempt} of "
+            "message": f"attempt {expired.attempt - before} of "
             f"{kind.label(owners.step_name, owners.item_key)} by "
             f"{expired.lease_owner!r} did not finish within its lease",
             "attempt": expired.attempt,
@@ -124,13 +127,20 @@ def _reclaim(kind: WorkKind, unit_id: int, now: datetime | None, wait: bool) -> 
             "lease.expired",
             step_id=step_id,
             kind=kind.name,
-            attempt=expired.attempt,
+            attempt=expired.attempt - before,
             owner=expired.lease_owner,
             failure_class=FailureClass.LEASE_EXPIRED.value,
         )
         advancer = scope.advancer
         unit = FailedUnit(
-            kind, unit_id, step_id, owners.step_name, owners.item_key, error, owners.generation
+            kind,
+            unit_id,
+            step_id,
+            owners.step_name,
+            owners.item_key,
+            error,
+            owners.generation,
+            attempts_before=before,
         )
         if status == StepStatus.READY:
             scope.events.add(run_id, f"{kind.name}.ready", step_id=step_id)

@@ -47,6 +47,15 @@ class FailedUnit:
     error: dict[str, Any]
     generation: int = 0
     iteration: int = 1
+    # The attempts the step made before its round (0 for items and compensations).
+    attempts_before: int = 0
+
+    @property
+    def attempt_in_round(self) -> int | None:
+        """The failed attempt (its ``error``'s, counted across rounds) within its round,
+        as the events and every surface number it; ``None`` if the error names none."""
+        attempt = self.error.get("attempt")
+        return attempt - self.attempts_before if isinstance(attempt, int) else None
 
 
 class Settlement(Protocol):

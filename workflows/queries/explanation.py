@@ -754,12 +754,13 @@ def _registered(run: Run) -> type[Workflow] | None:
 
 
 def _unit(kind: WorkKind, row: dict[str, Any], *, item: str | None) -> _Unit:
-    return _Unit(
-        kind=kind,
-        step_id=row["step_id"],
-        item=item,
-        **{name: row[name] for name in (*_UNIT_FIELDS, "lease_expired", "undispatched")},
+    values = {name: row[name] for name in (*_UNIT_FIELDS, "lease_expired", "undispatched")}
+    # A step's attempts numbered within its round, as every surface shows them (items
+    # and compensations have no rounds).
+    values["attempt"], values["max_attempts"] = attempt_in_round(
+        row["attempt"], row["max_attempts"], row.get("round_attempts_before", 0)
     )
+    return _Unit(kind=kind, step_id=row["step_id"], item=item, **values)
 
 
 def _paused(run: _ExplainedRun) -> list[WaitingOn]:
@@ -899,7 +900,7 @@ def _callback(reading: _Reading, step: dict[str, Any]) -> WaitingOn | None:
         "callback",
         step["name"],
         {
-            "attempt": step["attempt"],
+            "attempt": step["attempt"] - step["round_attempts_before"],
             "expires_at": reading.timeouts.get((step["id"], TimerKind.CALLBACK_TIMEOUT)),
         },
     )

@@ -442,6 +442,7 @@ def _waiting_steps(filters: _Filters, rank: int, now: datetime) -> Iterator[_Ent
             "prompt",
             "signal_name",
             "attempt",
+            "round_attempts_before",
             "iteration",
             "poll",
             "claimer",
@@ -478,7 +479,8 @@ def _step_wait(kind: WaitKind, row: dict[str, Any]) -> tuple[str, dict[str, Any]
     if kind == WaitKind.SIGNAL:
         return row["signal_name"], {"signal": row["signal_name"]}
     if kind == WaitKind.CALLBACK:
-        return "callback", {"attempt": row["attempt"]}
+        # Numbered within the step's round, as every surface numbers attempts.
+        return "callback", {"attempt": row["attempt"] - row["round_attempts_before"]}
     if kind == WaitKind.POLL:
         return "next poll", {"iteration": row["iteration"]}
     if kind == WaitKind.CHILD:

@@ -18,7 +18,7 @@ from workflows.engine.work_kinds import COMPENSATION, ITEM, STEP, WorkKind
 from workflows.errors import InvalidInput, StepNotFound
 from workflows.models import CompensationRecord, FanOutItem, Step
 from workflows.services.targets import step_of
-from workflows.status import CompensationStatus
+from workflows.status import CompensationStatus, RoundAttempts
 from workflows.validation import check_text
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 LeasedUnit = Step | FanOutItem | CompensationRecord
 
 
-__all__ = ["LeasedUnit", "RevokedLease", "not_revoked_text", "revoke_lease"]
+__all__ = ["LeasedUnit", "RevokedLease", "not_revoked_text", "revoke_lease", "shown_attempts"]
 
 # Why the named attempt was not revoked, as every surface words it after "attempt N of X".
 _NOT_REVOKED = {
@@ -36,6 +36,14 @@ _NOT_REVOKED = {
     revoke.NOT_STARTED: "has not started",
     revoke.NOT_LEASED: "is no longer running",
 }
+
+
+def shown_attempts(unit: LeasedUnit) -> RoundAttempts:
+    """A unit's attempt and budget as every surface numbers them, and as a revoke takes
+    them: a step's within its round, an item's or a compensation's as they are."""
+    if isinstance(unit, Step):
+        return unit.attempts_in_round
+    return RoundAttempts(unit.attempt, unit.max_attempts)
 
 
 def not_revoked_text(result: RevokedLease) -> str:
@@ -47,6 +55,7 @@ def revoke_lease(
     unit: LeasedUnit | int,
     *,
     expected_attempt: int,
+    expected_round: int | None = None,
     item: str | None = None,
     compensation: bool = False,
     reason: str = "",
@@ -55,12 +64,16 @@ def revoke_lease(
     """Take the lease of attempt ``expected_attempt`` now, if it is still running; the
     work goes back to ``ready`` and runs again, without using up an attempt.
 
-    Pinned: ``expected_attempt`` is the attempt the caller saw (``unit.attempt`` as
-    shown). When the unit is no longer in that attempt, or it is not running, nothing
-    changes: a double click or a retried request never revokes the attempt that replaced
-    the wedged one. Returns a :class:`RevokedLease`: ``revoked`` (this call took the
-    lease), ``reason`` when it did not (``replaced``, ``not_started``,
-    ``already_revoked``, ``not_leased``), ``attempt`` and ``unit``, read again.
+    Pinned: ``expected_attempt`` is the attempt the caller saw, numbered as every surface
+    shows it: a step's within its round (``step.attempts_in_round``; a rerun, a retry or
+    a loop's next iteration starts a new round at attempt 1), an item's or a
+    compensation's as it is. ``expected_round`` pins a step's round too (``step.round``;
+    ``None``: its current round). When the unit is no longer in that attempt, or it is
+    not running, nothing changes: a double click or a retried request never revokes the
+    attempt that replaced the wedged one. Returns a :class:`RevokedLease`: ``revoked``
+    (this call took the lease), ``reason`` when it did not (``replaced``,
+    ``not_started``, ``already_revoked``, ``not_leased``), ``attempt`` and ``unit``,
+    read again.
 
     ``unit``: a task step (or its id), a fan-out item or a compensation record. With a
     step, ``item="key"`` names one of its fan-out items and ``compensation=True`` its
@@ -79,7 +92,12 @@ def revoke_lease(
     check_text(reason, field="revoke reason")
     kind, unit_id = _unit_of(unit, item, compensation)
     result = revoke.revoke_lease(
-        kind, unit_id, expected_attempt=expected_attempt, reason=reason, user=user
+        kind,
+        unit_id,
+        expected_attempt=expected_attempt,
+        expected_round=expected_round,
+        reason=reason,
+        user=user,
     )
     return replace(result, unit=kind.model.objects.get(pk=unit_id))
 

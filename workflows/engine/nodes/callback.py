@@ -148,7 +148,13 @@ def _resolve(step_id: int, attempt: int, output: Any, error: str | None) -> None
             lease_owner="",
             lease_expires_at=None,
         )
-        scope.events.add(run.pk, "step.completed", step_id=row.pk, attempt=attempt, via="callback")
+        scope.events.add(
+            run.pk,
+            "step.completed",
+            step_id=row.pk,
+            attempt=attempt - row.attempts_before,
+            via="callback",
+        )
         if node.compensate is not None:
             record_compensation(
                 run,
@@ -197,5 +203,15 @@ def _fail_attempt_in_place(advancer: Advancer, row: StepRow, failure: dict[str, 
         lease_expires_at=None,
         **({} if delay is not None else {"finished_at": db_now()}),
     )
-    unit = FailedUnit(STEP, row.pk, row.pk, row.name, "", failure, row.generation, row.iteration)
-    settle_failure(advancer, unit, attempt=row.attempt, delay=delay)
+    unit = FailedUnit(
+        STEP,
+        row.pk,
+        row.pk,
+        row.name,
+        "",
+        failure,
+        row.generation,
+        row.iteration,
+        row.attempts_before,
+    )
+    settle_failure(advancer, unit, attempt=row.attempt - row.attempts_before, delay=delay)

@@ -63,7 +63,9 @@ class TaskSettlement:
 
     def completed(self, advancer: Advancer, lease: Lease, output: Any) -> None:
         run = advancer.run
-        advancer.events.add(run.pk, "step.completed", step_id=lease.step_id, attempt=lease.attempt)
+        advancer.events.add(
+            run.pk, "step.completed", step_id=lease.step_id, attempt=lease.attempt_in_round
+        )
         if lease.node.compensate is not None:
             record_compensation(
                 run,
@@ -89,7 +91,7 @@ class TaskSettlement:
             "step.failed",
             step_id=unit.step_id,
             error=unit.error["message"],
-            attempt=unit.error.get("attempt"),
+            attempt=unit.attempt_in_round,
             failure_class=unit.error.get("failure_class", ""),
         )
         if advancer.run.status in RUN_ACTIVE:

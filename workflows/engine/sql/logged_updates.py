@@ -50,17 +50,22 @@ class RowEvent:
 
     Of run ``run`` and of the changed row's step (its ``id``); its payload holds the
     row's ``from_row`` columns (their values after the update), then ``payload``.
+    ``less``: (name, column) pairs, a ``from_row`` value less another column of the row
+    (a step's ``attempt`` less ``round_attempts_before``: the attempt of its round).
     """
 
     run: UUID
     type: str
     payload: dict[str, Any]
     from_row: tuple[str, ...]
+    less: tuple[tuple[str, str], ...] = ()
 
     def of(self, row: dict[str, Any]) -> EventRow:
         """The event of one changed row (by column name), as the transition records it."""
-        payload = {**{name: row[name] for name in self.from_row}, **self.payload}
-        return EventRow(self.run, row["id"], self.type, payload)
+        values = {name: row[name] for name in self.from_row}
+        for name, subtracted in self.less:
+            values[name] -= row[subtracted]
+        return EventRow(self.run, row["id"], self.type, {**values, **self.payload})
 
 
 def cas_update_many_logged(
@@ -87,7 +92,7 @@ def cas_update_many_logged(
         return rows, [*events, *(each.of(row) for row in named)]
     assert "status" in where, "a set-based update must state the status it expects"
     update, update_params = update_sql(connection, model, where, changes)
-    text = _logged_text(model, update, tuple(returning), len(events), each.from_row)
+    text = _logged_text(model, update, tuple(returning), len(events), each.from_row, each.less)
     now = connection.ops.adapt_datetimefield_value(timezone.now())
     params = [*update_params, *event_params(events, now, connection, with_flow=True)]
     params += _row_event_params(each, now, connection)
@@ -113,6 +118,7 @@ def _logged_text(
     returning: tuple[str, ...],
     recorded: int,
     from_row: tuple[str, ...],
+    less: tuple[tuple[str, str], ...] = (),
 ) -> str:
     """The statement of :func:`cas_update_many_logged` on PostgreSQL.
 
@@ -130,7 +136,14 @@ def _logged_text(
         f"({ordinal}, {', '.join(cast[name] for name in _EVENT_FIELDS)})"
         for ordinal in range(recorded)
     )
-    from_row_json = ", ".join(f"CAST(%s AS text), u.{column(model, name)}" for name in from_row)
+    subtracted = dict(less)
+
+    def value(name: str) -> str:
+        if name in subtracted:
+            return f"u.{column(model, name)} - u.{column(model, subtracted[name])}"
+        return f"u.{column(model, name)}"
+
+    from_row_json = ", ".join(f"CAST(%s AS text), {value(name)}" for name in from_row)
     row_events = (
         f"SELECT {recorded}, {cast['run']}, u.{column(model, 'id')}, {cast['type']}, "
         f"jsonb_build_object({from_row_json}) || {cast['payload']}, {cast['created_at']}, "

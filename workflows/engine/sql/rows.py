@@ -27,6 +27,9 @@ class StepRow:
     max_attempts: int
     generation: int = 0
     iteration: int = 1
+    # The attempts made before the step's round (``Step.round_attempts_before``): the
+    # events number the attempt within the round, as every surface does.
+    attempts_before: int = 0
 
 
 # The columns of a StepRow, in order: for hand-written SELECTs and ORM values_list().
@@ -39,6 +42,7 @@ STEP_ROW_FIELDS = (
     "max_attempts",
     "generation",
     "iteration",
+    "round_attempts_before",
 )
 _STEP_ROW_COLUMNS = ", ".join(column(Step, name) for name in STEP_ROW_FIELDS)
 

@@ -7,15 +7,16 @@ run away. The unit (a task step, a fan-out item or a compensation) goes back to
 result are then refused by the fence they already carry (``LeaseLost``, recorded as
 ``lease.lost``).
 
-Pinned to the attempt the caller saw (``expected_attempt``), not to the one running when
-the call arrives, nor to the owner: the operator does not hold the lease and should not
-have to copy the worker's name. A double click or a client's retry that arrives after
-attempt N ended, or after attempt N + 1 replaced it, changes nothing and says so
-(:class:`RevokedLease` with ``revoked=False`` and a reason), so it can never take the
-fresh attempt that replaced the wedged one. The compare-and-set names (id, version,
-attempt, ``running``). A revoke gives the attempt back
-(``max_attempts`` + 1): the operator stopped it, the work did not fail, so a step with
-one attempt left still has it.
+Pinned to the attempt the caller saw (``expected_attempt``, numbered as every surface
+shows it: a step's within its round, with ``expected_round`` to pin the round too), not
+to the one running when the call arrives, nor to the owner: the operator does not hold
+the lease and should not have to copy the worker's name. A double click or a client's
+retry that arrives after attempt N ended, or after attempt N + 1 replaced it, changes
+nothing and says so (:class:`RevokedLease` with ``revoked=False`` and a reason), so it
+can never take the fresh attempt that replaced the wedged one. The compare-and-set names
+(id, version, attempt, ``running``). A revoke gives the attempt back (``max_attempts`` +
+1): the operator stopped it, the work did not fail, so a step with one attempt left
+still has it.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     from workflows.permissions import AnyUser
 
 # Why a pinned revoke changed nothing (``RevokedLease.reason``).
-REPLACED: Final = "replaced"  # a newer attempt started: it is not the one the caller saw
+REPLACED: Final = "replaced"  # a newer attempt (or round) started: not the one the caller saw
 NOT_STARTED: Final = "not_started"  # attempt N has not started (yet)
 ALREADY_REVOKED: Final = "already_revoked"  # attempt N was revoked already (a repeat)
 NOT_LEASED: Final = "not_leased"  # attempt N ended (completed, failed, expired, cancelled)
@@ -55,12 +56,13 @@ NOT_LEASED: Final = "not_leased"  # attempt N ended (completed, failed, expired,
 class RevokedLease:
     """What a pinned revoke did.
 
-    ``revoked``: this call took the lease of attempt ``attempt`` (the one the caller
-    named). ``False``: nothing changed, and ``reason`` says why: ``replaced`` (the unit
-    is in a newer attempt now), ``not_started`` (attempt ``attempt`` never started),
-    ``already_revoked`` (a repeat of a revoke that took it) or ``not_leased`` (the
-    attempt ended otherwise). ``unit``: the step, item or compensation record as it is
-    after the call (filled by :func:`workflows.services.revoke_lease`).
+    ``revoked``: this call took the lease of attempt ``attempt`` (the one the caller named,
+    numbered within the step's round). ``False``: nothing changed, and ``reason`` says
+    why: ``replaced`` (the unit is in a newer attempt now), ``not_started`` (attempt
+    ``attempt`` never started), ``already_revoked`` (a repeat of a revoke that took it)
+    or ``not_leased`` (the attempt ended otherwise). ``unit``: the step, item or
+    compensation record as it is after the call (filled by
+    :func:`workflows.services.revoke_lease`).
     """
 
     revoked: bool
@@ -94,6 +96,7 @@ _UNIT = (
     "failure_class",
     "error",
 )
+_ROUNDS = ("round", "round_attempts_before")  # a step's, read after _UNIT
 
 
 @dataclass(frozen=True)
@@ -115,9 +118,17 @@ class _Unit:
     requires: str
     failure_class: str
     error: Any
+    # A step's round and the attempts made before it (items and compensations have no
+    # rounds: 1 and 0).
+    round: int = 1
+    attempts_before: int = 0
 
     def label(self, kind: WorkKind) -> str:
         return kind.label(self.step_name, self.item_key)
+
+    @property
+    def attempt_in_round(self) -> int:
+        return self.attempt - self.attempts_before
 
 
 def _read(kind: WorkKind, unit_id: int, *, locked: bool = False) -> _Unit:
@@ -127,7 +138,8 @@ def _read(kind: WorkKind, unit_id: int, *, locked: bool = False) -> _Unit:
     rows = kind.model.objects.filter(pk=unit_id)
     if locked:
         rows = rows.select_for_update(no_key=True, of=("self",))
-    row = rows.values_list(*owners, *_UNIT).get()
+    rounds = _ROUNDS if kind is STEP else ()
+    row = rows.values_list(*owners, *_UNIT, *rounds).get()
     if kind is STEP:  # a step has no item key
         row = (*row[: len(owners)], "", *row[len(owners) :])
     run_id, step_id, step_name, generation, step_kind, item_key, *unit = row
@@ -145,6 +157,7 @@ def revoke_lease(
     unit_id: int,
     *,
     expected_attempt: int,
+    expected_round: int | None = None,
     reason: str = "",
     user: AnyUser | None = None,
 ) -> RevokedLease:
@@ -159,8 +172,12 @@ def revoke_lease(
     ``error``, and in a ``lease.revoked`` event with who, why, the attempt and the worker
     that held it. Its concurrency slot is freed as a finished attempt's is.
 
-    When the unit is no longer in attempt ``expected_attempt``, or that attempt is not
-    running, nothing is written and the result has ``revoked=False`` and the reason.
+    ``expected_attempt`` is numbered as every surface shows it: a step's attempts within
+    its round (a rerun, a retry or a loop's next iteration starts a new round at 1),
+    ``expected_round`` pinning the round too (``None``: the step's current one); items
+    and compensations have no rounds. When the unit is no longer in that attempt, or it
+    is not running, nothing is written and the result has ``revoked=False`` and the
+    reason.
     Refused with :class:`InvalidTransition` for a fan-out step (its items hold the
     leases) and when the run is not one that may have running work; with
     :class:`InvalidInput` for an attempt below 1. How it loses a race: a completion or
@@ -177,6 +194,10 @@ def revoke_lease(
         raise InvalidInput("expected_attempt must be an attempt number (an integer)")
     if expected_attempt < 1:
         raise InvalidInput(f"expected_attempt must be 1 or more, not {expected_attempt}")
+    if expected_round is not None and (
+        isinstance(expected_round, bool) or not isinstance(expected_round, int)
+    ):
+        raise InvalidInput("expected_round must be a round number (an integer)")
     with run_scope(run_of_unit(kind, unit_id)) as scope:
         # Locked after the run, as every transition orders its locks: a heartbeat (which
         # takes no run lock) waits for this commit, then finds its fence gone.
@@ -188,7 +209,7 @@ def revoke_lease(
                 status=unit.status,
                 verb=REVOKE.name,
             )
-        missed = _missed(unit, expected_attempt)
+        missed = _missed(unit, expected_attempt, expected_round)
         if missed is not None:
             return RevokedLease(False, missed, expected_attempt)
         status = _target(scope, kind, unit)
@@ -197,7 +218,7 @@ def revoke_lease(
             kind.model,
             unit_id,
             version=unit.version,
-            where={"status": StepStatus.RUNNING, "attempt": expected_attempt},
+            where={"status": StepStatus.RUNNING, "attempt": unit.attempt},
             status=status,
             error=error,
             failure_class=FailureClass.REVOKED,
@@ -212,16 +233,19 @@ def revoke_lease(
     return RevokedLease(True, None, expected_attempt)
 
 
-def _missed(unit: _Unit, expected: int) -> str | None:
-    """Why attempt ``expected`` of the unit cannot be revoked now, or ``None``: it runs."""
-    if unit.attempt > expected:
+def _missed(unit: _Unit, expected: int, expected_round: int | None) -> str | None:
+    """Why attempt ``expected`` (of round ``expected_round``, or the current one) of the
+    unit cannot be revoked now, or ``None``: it runs."""
+    if expected_round is not None and unit.round != expected_round:
+        return REPLACED if unit.round > expected_round else NOT_STARTED
+    if unit.attempt_in_round > expected:
         return REPLACED
-    if unit.attempt < expected:
+    if unit.attempt_in_round < expected:
         return NOT_STARTED
     if unit.status == StepStatus.RUNNING:
         return None
     error = unit.error if isinstance(unit.error, dict) else {}
-    if unit.failure_class == FailureClass.REVOKED and error.get("attempt") == expected:
+    if unit.failure_class == FailureClass.REVOKED and error.get("attempt") == unit.attempt:
         return ALREADY_REVOKED
     return NOT_LEASED
 
@@ -241,7 +265,7 @@ def _target(scope: RunScope, kind: WorkKind, unit: _Unit) -> str:
 def _error(kind: WorkKind, unit: _Unit, reason: str, user: AnyUser | None) -> dict[str, Any]:
     by = actor(user)
     message = (
-        f"attempt {unit.attempt} of {unit.label(kind)} by {unit.lease_owner!r} revoked"
+        f"attempt {unit.attempt_in_round} of {unit.label(kind)} by {unit.lease_owner!r} revoked"
         + (f" by {by}" if by else "")
         + (f": {reason}" if reason else "")
     )
@@ -269,7 +293,7 @@ def _revoked(
         kind=kind.name,
         unit=unit_id,
         **({"item": unit.item_key} if unit.item_key else {}),
-        attempt=unit.attempt,
+        attempt=unit.attempt_in_round,
         owner=unit.lease_owner,
         by=error["by"],
         reason=error["reason"],
@@ -282,6 +306,13 @@ def _revoked(
             scope.dispatch(kind, unit_id, Route.of_row(unit.queue, unit.requires))
         return
     failed = FailedUnit(
-        kind, unit_id, unit.step_id, unit.step_name, unit.item_key, error, unit.generation
+        kind,
+        unit_id,
+        unit.step_id,
+        unit.step_name,
+        unit.item_key,
+        error,
+        unit.generation,
+        attempts_before=unit.attempts_before,
     )
     kind.settlement.stopped(scope.advancer, failed)

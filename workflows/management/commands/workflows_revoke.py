@@ -16,7 +16,12 @@ from workflows.management.arguments import (
 from workflows.management.output import to_json
 from workflows.models import CompensationRecord, FanOutItem, Run, Step
 from workflows.services import revoke_lease
-from workflows.services.leases import LeasedUnit, RevokedLease, not_revoked_text
+from workflows.services.leases import (
+    LeasedUnit,
+    RevokedLease,
+    not_revoked_text,
+    shown_attempts,
+)
 from workflows.services.targets import step_in_run
 
 
@@ -53,7 +58,16 @@ class Command(BaseCommand):
             type=int,
             required=True,
             metavar="N",
-            help="the attempt to revoke (as shown, e.g. by workflows_show): only that one",
+            help=(
+                "the attempt to revoke, as shown (e.g. by workflows_show: a step's attempt "
+                "within its round): only that one"
+            ),
+        )
+        parser.add_argument(
+            "--round",
+            type=int,
+            metavar="R",
+            help="the step's round that attempt belongs to, as shown (default: its current one)",
         )
         parser.add_argument(
             "--reason", default="", metavar="TEXT", help="why, kept in the run's history"
@@ -70,6 +84,7 @@ class Command(BaseCommand):
             result = revoke_lease(
                 step,
                 expected_attempt=options["attempt"],
+                expected_round=options["round"],
                 item=options["item"],
                 compensation=options["compensation"],
                 reason=options["reason"],
@@ -99,6 +114,7 @@ def revoked_summary(result: RevokedLease, step: Step, run: Run) -> dict[str, Any
     else:
         kind = "step"
     error = unit.error or {}
+    attempt, max_attempts = shown_attempts(unit)
     return {
         "revoked": result.revoked,
         "reason": result.reason,
@@ -110,8 +126,8 @@ def revoked_summary(result: RevokedLease, step: Step, run: Run) -> dict[str, Any
         "status": unit.status,
         "revoked_attempt": result.attempt,
         "revoked_owner": error.get("owner") if result.revoked else None,
-        "attempt": unit.attempt,
-        "max_attempts": unit.max_attempts,
+        "attempt": attempt,
+        "max_attempts": max_attempts,
         "failure_class": unit.failure_class,
     }
 
