@@ -178,9 +178,12 @@ def revoke_lease(
     if expected_attempt < 1:
         raise InvalidInput(f"expected_attempt must be 1 or more, not {expected_attempt}")
     with run_scope(run_of_unit(kind, unit_id)) as scope:
-        # Locked after the run, as every transition orders its locks: a heartbeat (which
-        # takes no run lock) waits for this commit, then finds its fence gone.
-        unit = _read(kind, unit_id, locked=True)
+        # A plain read first. An attempt that is not running now never runs again (only
+        # a claim starts one, the next), so a revoke that misses answers from it and
+        # locks nothing: its row lock would make a worker claiming the unit's next
+        # attempt at that instant skip the row as being claimed (SKIP LOCKED) and drop
+        # its nudge, leaving the unit ready until the redispatch.
+        unit = _read(kind, unit_id)
         if kind is STEP and unit.step_kind == FanOut.kind:
             raise InvalidTransition(
                 f"{unit.label(kind)}: a fan-out step holds no lease itself; revoke one of "
@@ -189,6 +192,11 @@ def revoke_lease(
                 verb=REVOKE.name,
             )
         missed = _missed(unit, expected_attempt)
+        if missed is None:
+            # Locked after the run, as every transition orders its locks: a heartbeat
+            # (which takes no run lock) waits for this commit, then finds its fence gone.
+            unit = _read(kind, unit_id, locked=True)
+            missed = _missed(unit, expected_attempt)
         if missed is not None:
             return RevokedLease(False, missed, expected_attempt)
         status = _target(scope, kind, unit)
