@@ -319,3 +319,75 @@ def dispatching_to(processes: Processes) -> Iterator[None]:
     finally:
         for attribute, value in saved.items():
             setattr(Conf, attribute, value)
+
+
+RACE_TIMEOUT = 60.0  # two Django starts, or one round, on a loaded 2-core machine
+
+Call = tuple[str, str, str]  # an ``acceptance_race`` call: the verb and two arguments
+
+
+@dataclass(frozen=True)
+class Side:
+    """One racer of :func:`race`: its calls, one per round, and options of its own."""
+
+    calls: list[Call]
+    options: tuple[str, ...] = ()
+
+
+def race(
+    processes: Processes, directory: Path, sides: dict[str, Side], *options: str
+) -> list[dict[str, dict[str, Any]]]:
+    """Race the sides' calls round by round, each side a process of its own
+    (``acceptance_race``): call ``i`` of every side starts at the same instant.
+
+    Every process sets Django up and opens its connection first; only once all are
+    ready does round 0's go file appear, which they poll every millisecond, so the calls
+    meet in the database rather than one finishing while the other starts. Round
+    ``i + 1`` goes once every side has written its outcome of round ``i``. ``options``
+    go to every side. Returns each round's outcomes by side name (the command's
+    docstring says their shape).
+    """
+    directory.mkdir(parents=True)
+    [rounds] = {len(side.calls) for side in sides.values()}
+    started = {
+        name: processes.start(
+            f"race-{name}",
+            "acceptance_race",
+            str(directory),
+            name,
+            *(word for call in side.calls for word in call),
+            *side.options,
+            *options,
+        )
+        for name, side in sides.items()
+    }
+
+    def written(prefix: str) -> bool:
+        missing = [name for name in sides if not (directory / f"{prefix}-{name}").exists()]
+        for name in missing:
+            # Read again after the exit: the file is written before the process ends.
+            if not started[name].running() and not (directory / f"{prefix}-{name}").exists():
+                process = started[name]
+                raise AssertionError(f"{process.name} exited early:\n{process.log_tail()}")
+        return not missing
+
+    wait_for(
+        "every side to be ready", lambda: written("ready"), timeout=RACE_TIMEOUT, interval=0.01
+    )
+    outcomes = []
+    for round_ in range(rounds):
+        (directory / f"go-{round_}").touch()
+        wait_for(
+            f"every side's outcome of round {round_}",
+            lambda round_=round_: written(f"out-{round_}"),
+            timeout=RACE_TIMEOUT,
+            interval=0.005,
+        )
+        outcomes.append(
+            {name: json.loads((directory / f"out-{round_}-{name}").read_text()) for name in sides}
+        )
+    for process in started.values():
+        process.watched = False
+        if process.popen.wait(timeout=RACE_TIMEOUT) != 0:
+            raise AssertionError(f"{process.name} failed:\n{process.log_tail()}")
+    return outcomes

@@ -3,16 +3,21 @@ using up an attempt, and the revoked worker's heartbeat and result are refused."
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
+from unittest import mock
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection, connections
 
 import workflows
 from tests.handlers import BOOM, NOOP, UNDO, UNDONE, WORK
 from workflows import FanOut, InvalidTransition, LeaseLost, Retry, StepNotFound, Task, Workflow
 from workflows.engine import COMPENSATION, ITEM, STEP, claim, claim_step, complete_work, heartbeat
 from workflows.engine.lease import Lease
+from workflows.engine.verbs import revoke
 from workflows.errors import RunCancelled, WorkHeld
 from workflows.models import CompensationRecord, ConcurrencySlot, Event, FanOutItem, Run, Step
 from workflows.testing import run_pending
@@ -376,3 +381,44 @@ def test_ten_racing_revokes_of_one_attempt_revoke_it_once(concurrently):
     assert len(events(run, "lease.revoked")) == 1
     complete_work(fresh, "fresh")
     assert step_of(run).status == "completed"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_late_revoke_does_not_make_the_next_attempts_claim_skip_the_step():
+    """Found by the two-process race (tests/acceptance/test_revoke_two_processes.py): a
+    late revoke of attempt 1 changes nothing, so it must lock nothing. It held the step's
+    row, and a worker claiming attempt 2 at that instant skipped the locked row as being
+    claimed (``SKIP LOCKED``), raised ``StaleState`` and dropped its nudge: the step
+    stayed ready until the redispatch. Here the revoke stops after its decision, inside
+    its transaction, while the claim runs. PostgreSQL: SQLite's writers take turns."""
+    if not connection.features.has_select_for_update:
+        pytest.skip("SQLite serialises the two transactions: no row lock to skip")
+    run = workflows.start_run(Single)
+    running(run)
+    workflows.revoke_lease(step_of(run), expected_attempt=1)
+    decided, claimed = threading.Event(), threading.Event()
+    real_missed = revoke._missed
+
+    def missed_then_hold(unit, expected: int, expected_round: int | None) -> str | None:
+        why = real_missed(unit, expected, expected_round)
+        decided.set()
+        claimed.wait(timeout=10)
+        return why
+
+    def late_revoke() -> workflows.RevokedLease:
+        try:
+            return workflows.revoke_lease(step_of(run).pk, expected_attempt=1)
+        finally:
+            connections.close_all()
+
+    with mock.patch.object(revoke, "_missed", missed_then_hold), ThreadPoolExecutor(1) as pool:
+        late = pool.submit(late_revoke)
+        assert decided.wait(timeout=10)
+        try:
+            fresh = claim_step(step_of(run).pk, "healthy-worker")
+        finally:
+            claimed.set()
+        assert told(late.result(timeout=10)) == (False, "already_revoked", 1)
+    assert fresh.attempt == 2
+    work = step_of(run)
+    assert (work.status, work.attempt, work.lease_owner) == ("running", 2, "healthy-worker")

@@ -199,9 +199,12 @@ def revoke_lease(
     ):
         raise InvalidInput("expected_round must be a round number (an integer)")
     with run_scope(run_of_unit(kind, unit_id)) as scope:
-        # Locked after the run, as every transition orders its locks: a heartbeat (which
-        # takes no run lock) waits for this commit, then finds its fence gone.
-        unit = _read(kind, unit_id, locked=True)
+        # A plain read first. An attempt that is not running now never runs again (only
+        # a claim starts one, the next), so a revoke that misses answers from it and
+        # locks nothing: its row lock would make a worker claiming the unit's next
+        # attempt at that instant skip the row as being claimed (SKIP LOCKED) and drop
+        # its nudge, leaving the unit ready until the redispatch.
+        unit = _read(kind, unit_id)
         if kind is STEP and unit.step_kind == FanOut.kind:
             raise InvalidTransition(
                 f"{unit.label(kind)}: a fan-out step holds no lease itself; revoke one of "
@@ -210,6 +213,11 @@ def revoke_lease(
                 verb=REVOKE.name,
             )
         missed = _missed(unit, expected_attempt, expected_round)
+        if missed is None:
+            # Locked after the run, as every transition orders its locks: a heartbeat
+            # (which takes no run lock) waits for this commit, then finds its fence gone.
+            unit = _read(kind, unit_id, locked=True)
+            missed = _missed(unit, expected_attempt, expected_round)
         if missed is not None:
             return RevokedLease(False, missed, expected_attempt)
         status = _target(scope, kind, unit)
