@@ -45,7 +45,7 @@ def test_a_second_confirmation_of_the_same_page_revokes_nothing(new_page):
     second.goto(page.url)
     for shown in (page, second):
         hidden = shown.locator('input[type="hidden"][name="attempts"]')
-        assert hidden.get_attribute("value") == f"step:{step.pk}=1"
+        assert hidden.get_attribute("value") == f"step:{step.pk}=1@1"  # attempt 1 of round 1
         assert "attempt 1 of 2, held by worker-5.prod:48213:140121" in shown.content()
     page.get_by_label("Reason").fill("worker-5 wedged on a hung SFTP connection")
     shoot(page, "confirm")
