@@ -28,12 +28,13 @@ import threading
 import time
 from functools import partial
 from typing import Any
+from unittest import mock
 
 import pytest
 from django.db import connections, transaction
 
 import workflows
-from tests.conftest import THREAD_TIMEOUT_SECONDS, is_sqlite
+from tests.conftest import THREAD_TIMEOUT_SECONDS, eventually, is_sqlite
 from workflows import PermanentError, Retry, Task, Workflow
 from workflows.engine import claim_step, complete_work, fail_attempt
 from workflows.engine.lease import Lease
@@ -350,5 +351,66 @@ def test_a_member_held_elsewhere_is_decided_after_the_upstreams_commit():
         holder.join(THREAD_TIMEOUT_SECONDS)
         ender.join(THREAD_TIMEOUT_SECONDS)
     assert not ender.is_alive()
+    assert status(down) == RunStatus.RUNNING
+    assert starts(down) == 1
+
+
+def test_a_member_decided_after_a_join_change_is_decided_under_the_new_join():
+    """Found by the flow chaos test on PostgreSQL: x ended while a join change of its
+    downstream member (``any`` to ``at least 2``) held the member's run. The decision
+    left for after x's commit read the member, then waited for its run: it decided under
+    the join it had read, ``any``, and started the member with one upstream of two
+    completed. The member is read once its run is held, so under ``at least 2``."""
+    if is_sqlite():
+        pytest.skip(INTERLEAVING)
+    from workflows.engine.flows import edges
+
+    flow = workflows.create_flow("rejoined")
+    x, y = add(flow, "x"), add(flow, "y")
+    down = add(flow, "down", after=("x", "y"), join="any")
+    lease = claimed(x)
+    opened, release = threading.Event(), threading.Event()
+    real_decide = edges.decide
+
+    def decide_when_released(*args: Any, **kwargs: Any) -> Any:
+        opened.set()
+        assert release.wait(THREAD_TIMEOUT_SECONDS)
+        return real_decide(*args, **kwargs)
+
+    def set_join() -> None:
+        try:
+            workflows.set_join(flow, "down", 2)
+        finally:
+            opened.set()
+            connections.close_all()
+
+    def end_x() -> None:
+        try:
+            complete(lease)
+        finally:
+            connections.close_all()
+
+    def waiting_for_a_lock() -> bool:
+        with connections["default"].cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
+            return cursor.fetchone()[0] > 0
+
+    joiner, ender = threading.Thread(target=set_join), threading.Thread(target=end_x)
+    with mock.patch.object(edges, "decide", decide_when_released):
+        joiner.start()
+        assert opened.wait(THREAD_TIMEOUT_SECONDS)  # the join is written, not committed
+        try:
+            ender.start()
+            # x's end commits; its decision of "down" then waits for down's run.
+            assert eventually(lambda: status(x) == RunStatus.COMPLETED)
+            assert eventually(waiting_for_a_lock)
+        finally:
+            release.set()
+            joiner.join(THREAD_TIMEOUT_SECONDS)
+            ender.join(THREAD_TIMEOUT_SECONDS)
+    assert not ender.is_alive() and not joiner.is_alive()
+    assert status(down) == RunStatus.BLOCKED, "started under the join it replaced"
+    assert starts(down) == 0
+    complete(claimed(y))
     assert status(down) == RunStatus.RUNNING
     assert starts(down) == 1

@@ -73,14 +73,11 @@ def cancel_flow(flow: Flow, policy: str) -> int:
     return workflows.cancel_flow(flow, policy, reason="model").cancelled
 
 
-def revoke_lease(step: Step) -> RevokedLease:
-    """Revoke ``step``'s running attempt as shown (within its round), pinned to that
-    attempt and round as the console's form is."""
+def revoke_lease(step: Step, attempt: int, round_: int) -> RevokedLease:
+    """Revoke ``step``'s attempt ``attempt`` of round ``round_`` (as shown: within the
+    round), pinned to both as the console's form is."""
     return workflows.revoke_lease(
-        step,
-        expected_attempt=step.attempts_in_round.attempt,
-        expected_round=step.round,
-        reason="model",
+        step, expected_attempt=attempt, expected_round=round_, reason="model"
     )
 
 
@@ -211,7 +208,8 @@ class Held:
 
     step_id: int
     lease: Lease
-    attempt: int
+    attempt: int  # as shown: within the round
+    round: int
 
 
 @dataclass
@@ -411,8 +409,8 @@ class EngineMachine(RuleBasedStateMachine):
         step_id = data.draw(st.sampled_from(ready), label="step")
         lease = self.call(claim_step, step_id, "model-held")
         if lease is not None:
-            attempt = Step.objects.values_list("attempt", flat=True).get(pk=step_id)
-            self.seen.held.append(Held(step_id, lease, attempt))
+            step = Step.objects.get(pk=step_id)
+            self.seen.held.append(Held(step_id, lease, step.attempts_in_round.attempt, step.round))
 
     @precondition(lambda self: bool(self.seen.held))
     @rule(data=st.data(), outcome=st.sampled_from(OUTCOMES))
@@ -430,7 +428,7 @@ class EngineMachine(RuleBasedStateMachine):
     def revoke_held(self, data: st.DataObject) -> None:
         held = data.draw(st.sampled_from(self.seen.held), label="held")
         step = Step.objects.get(pk=held.step_id)
-        result = self.call(revoke_lease, step, held.attempt)
+        result = self.call(revoke_lease, step, held.attempt, held.round)
         if result is not None and result.revoked:
             self.seen.held.remove(held)
             self.seen.stale.append(held)
@@ -442,7 +440,7 @@ class EngineMachine(RuleBasedStateMachine):
         stale = data.draw(st.sampled_from(self.seen.stale), label="stale")
         step = Step.objects.get(pk=stale.step_id)
         before = (step.status, step.attempt, step.version)
-        result = self.call(revoke_lease, step, stale.attempt)
+        result = self.call(revoke_lease, step, stale.attempt, stale.round)
         assert result is None or not result.revoked
         step.refresh_from_db()
         assert (step.status, step.attempt, step.version) == before
@@ -510,7 +508,7 @@ class EngineMachine(RuleBasedStateMachine):
                 for item in FanOutItem.objects.filter(step=found, status=StepStatus.RUNNING):
                     workflows.revoke_lease(item, expected_attempt=item.attempt, reason="model")
             else:
-                revoke_lease(found)
+                revoke_lease(found, found.attempts_in_round.attempt, found.round)
             for held in [held for held in self.seen.held if held.step_id == step_id]:
                 self.seen.held.remove(held)
                 self.seen.stale.append(held)

@@ -209,8 +209,7 @@ def _decide_downstream(downstream: list[tuple[int, UUID]], events: EventLog) -> 
     """
     if not downstream:
         return
-    members = FlowMember.objects.in_bulk([member_id for member_id, _ in downstream])
-    more_may_come: bool | None = None
+    locked: list[tuple[int, Run]] = []
     later: list[int] = []
     for member_id, run_id in downstream:
         try:
@@ -223,6 +222,13 @@ def _decide_downstream(downstream: list[tuple[int, UUID]], events: EventLog) -> 
         if run_limits.limit_of(run.workflow_name) is not None:
             later.append(member_id)
             continue
+        locked.append((member_id, run))
+    # The members (their joins) are read once their runs are held: a join change holds
+    # the member's run while it writes the join, so one read before could be the join it
+    # replaced (a member then started under "any" after its join became "at least 2").
+    members = FlowMember.objects.in_bulk([member_id for member_id, _ in locked])
+    more_may_come: bool | None = None
+    for member_id, run in locked:
         member = members[member_id]
         if more_may_come is None:
             more_may_come = _more_may_come(member.flow_id)
@@ -353,9 +359,11 @@ def repair_member(member_id: int, *, wait: bool = False) -> bool:
     """Decide one blocked member now. ``True`` when it started or was cancelled. The
     scanner's backstop does not wait: a run another transaction holds raises
     ``RunBusy``."""
-    member = FlowMember.objects.get(pk=member_id)
+    run_id = FlowMember.objects.values_list("run_id", flat=True).get(pk=member_id)
     with unlocked_scope() as scope:
-        run = lock_run(member.run_id, wait=wait)
+        run = lock_run(run_id, wait=wait)
+        # Read under the run's lock, which a join change holds while it writes the join.
+        member = FlowMember.objects.get(pk=member_id)
         verdict = decide(member, run, scope.events, more_may_come=_more_may_come(member.flow_id))
         return verdict not in (None, Verdict.WAITING)
 
