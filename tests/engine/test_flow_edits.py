@@ -243,3 +243,16 @@ def test_an_upstream_that_merely_failed_names_no_one(operator):
     assert status(flow, "down") == RunStatus.CANCELLED
     assert "by" not in Run.objects.get(flow=flow, flow_member__name="down").error
     assert all("by" not in payload for _, payload in cancellation_events(flow, "down"))
+
+
+@pytest.mark.parametrize("verb", ["cancel_run", "terminate_run"])
+def test_a_cascade_of_an_operators_cancel_names_them(operator, verb):
+    """An operator cancels (or terminates) a running member: its blocked downstream
+    members end ``dependency_failed``, and every cancellation event of theirs names the
+    operator, as a cascade of an edit does."""
+    flow = workflows.create_flow("cancelled upstream")
+    gate = add(flow, "gate")
+    add(flow, "down", after=("gate",))
+    add(flow, "last", after=("down",))
+    getattr(workflows, verb)(gate, user=operator)
+    assert_named(flow, "down", "last")

@@ -123,20 +123,26 @@ def _unblock(member: FlowMember, run: Run, rule: JoinRule, events: EventLog) -> 
 
 
 def _edited_by(flow_id: UUID, failed: list[tuple[str, str]]) -> str | None:
-    """The caller of the graph edit whose cancellation this one cascades from: the
-    ``by`` of the culprit upstream's ``dependency_failed`` error (carried there, so that
-    a cascade decided in a later transition, or by the scanner, still names them)."""
-    if not failed or failed[0][1] != RunStatus.CANCELLED:
+    """Who ended the upstream this cancellation cascades from: the operator who
+    cancelled or terminated it, or the caller of the graph edit whose cancellation it
+    carries on (its ``dependency_failed`` error's ``by``). Read from the upstream's
+    error, so that a cascade decided in a later transition, or by the scanner, still
+    names them; ``None`` for an upstream that failed on its own."""
+    if not failed or failed[0][1] not in (RunStatus.CANCELLED, RunStatus.TERMINATED):
         return None
     error = (
         Run.objects.filter(flow_id=flow_id, flow_member__name=failed[0][0])
         .values_list("error", flat=True)
         .first()
     )
-    if not isinstance(error, dict) or error.get("code") != "dependency_failed":
+    if not isinstance(error, dict) or error.get("code") not in _ENDED_BY_SOMEONE:
         return None
     by = error.get("by")
-    return by if isinstance(by, str) else None
+    return by if isinstance(by, str) and by else None
+
+
+# The error codes of an upstream ended by someone, whose ``by`` a cascade carries on.
+_ENDED_BY_SOMEONE = ("dependency_failed", "cancelled", "terminated", "flow_cancelled")
 
 
 def _cancel_for_dependency(
