@@ -22,7 +22,7 @@ from workflows.engine.scope import RunScope, run_scope, unlocked_scope
 from workflows.engine.sql.expressions import db_now
 from workflows.engine.sql.updates import cas_update
 from workflows.engine.transaction import transition
-from workflows.engine.work_kinds import STEP, FailedUnit, WorkKind
+from workflows.engine.work_kinds import FailedUnit, WorkKind
 from workflows.errors import DefinitionMissing
 from workflows.models import Run, Step
 from workflows.status import RUN_ACTIVE, RUN_UNWINDING, FailureClass, StepStatus
@@ -97,7 +97,7 @@ def _reclaim(kind: WorkKind, unit_id: int, now: datetime | None, wait: bool) -> 
             status = StepStatus.READY  # a paused run's unit waits for the resume
         # A step numbers its attempts within its round (items and compensations have
         # none); the error's ``attempt`` counts across rounds, as the fence does.
-        before = expired.round_attempts_before if kind is STEP else 0
+        before = expired.round_attempts_before if isinstance(expired, Step) else 0
         error = {
             "code": "lease_expired",
             "message": f"attempt {expired.attempt - before} of "
