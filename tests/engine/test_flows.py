@@ -972,3 +972,17 @@ def test_the_contract_names_as_written(django_user_model):
     workflows.add_to_flow(other, Echo.name, {}, member="after", after=("only",))
     assert workflows.cancel_flow(other, policy="cancel_all", user=operator).cancelled == 2
     assert Flow.objects.get(pk=other.pk).status == FlowStatus.CANCELLED
+
+
+def test_a_failure_reaching_a_member_twice_in_one_transition_cancels_it_once(flow):
+    """x fails; a (after x) and b (after x and a) are both x's downstream. Deciding a
+    cancels it, and b with it as a cascade; b, next in x's list, then reads cancelled
+    and is left alone (found by the flow chaos test: a run read blocked before the
+    cascade was cancelled again, and the transition failed with StaleState)."""
+    x = workflows.add_to_flow(flow, Echo, {}, member="x")
+    workflows.add_to_flow(flow, Echo, {}, member="a", after=["x"])
+    b = workflows.add_to_flow(flow, Echo, {}, member="b", after=["x", "a"])
+    finish(x, fail=True)
+    assert statuses(flow) == {"x": "failed", "a": "cancelled", "b": "cancelled"}
+    cancelled = Event.objects.filter(run=b, type="run.cancelled").count()
+    assert cancelled == 1

@@ -215,9 +215,11 @@ def _decide_downstream(downstream: list[tuple[int, UUID]], events: EventLog) -> 
     """
     if not downstream:
         return
-    locked: list[tuple[int, Run]] = []
+    more_may_come: bool | None = None
     later: list[int] = []
     for member_id, run_id in downstream:
+        # Each run is locked and decided before the next is read: deciding one may end
+        # another of the list as a cascade in this transition, which then reads ended.
         try:
             run = lock_run(run_id, wait=False)
         except RunBusy:
@@ -228,14 +230,10 @@ def _decide_downstream(downstream: list[tuple[int, UUID]], events: EventLog) -> 
         if run_limits.limit_of(run.workflow_name) is not None:
             later.append(member_id)
             continue
-        locked.append((member_id, run))
-    # The members (their joins) are read once their runs are held: a join change holds
-    # the member's run while it writes the join, so one read before could be the join it
-    # replaced (a member then started under "any" after its join became "at least 2").
-    members = FlowMember.objects.in_bulk([member_id for member_id, _ in locked])
-    more_may_come: bool | None = None
-    for member_id, run in locked:
-        member = members[member_id]
+        # The member (its join) is read once its run is held: a join change holds the
+        # run while it writes the join, so a read before could be the join it replaced
+        # (a member then started under "any" after its join became "at least 2").
+        member = FlowMember.objects.get(pk=member_id)
         if more_may_come is None:
             more_may_come = _more_may_come(member.flow_id)
         decide(member, run, events, more_may_come=more_may_come)
