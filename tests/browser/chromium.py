@@ -25,6 +25,16 @@ FLAGS = [
 ]
 # The width the screenshots and the layout checks are made at.
 VIEWPORT = {"width": 1400, "height": 900}
+# Where the browser tests leave their screenshots, when set: the pages a change touches,
+# to be looked at before it is called done (FLOWSITE_SHOTS_DIR=/tmp/shots make test).
+SHOTS_DIR = os.environ.get("FLOWSITE_SHOTS_DIR")
+
+
+def shoot(page, name: str) -> None:  # type: ignore[no-untyped-def]
+    """A full-page screenshot of ``page`` as ``<name>.png`` in ``$FLOWSITE_SHOTS_DIR``;
+    nothing when that is unset."""
+    if SHOTS_DIR:
+        page.screenshot(path=str(Path(SHOTS_DIR) / f"{name}.png"), full_page=True)
 
 
 def launch(playwright):  # type: ignore[no-untyped-def]

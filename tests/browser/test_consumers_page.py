@@ -3,20 +3,17 @@ browser: the Delete link, its confirmation page, and the page without it afterwa
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 from django.contrib.auth.models import Permission, User
 
 import workflows
+from tests.browser.chromium import shoot
 from workflows.models import Event, EventConsumer, Run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 PASSWORD = "correct-horse-battery"
 # Where the screenshots go when set (a directory), for a person to look at.
-SHOTS = os.environ.get("FLOWSITE_SHOTS_DIR")
 
 
 def manager() -> User:
@@ -27,8 +24,7 @@ def manager() -> User:
 
 
 def shot(page, name: str) -> None:
-    if SHOTS:
-        page.screenshot(path=str(Path(SHOTS) / f"reads-{name}.png"), full_page=True)
+    shoot(page, f"reads-{name}")
 
 
 def test_a_manager_deletes_a_consumer_after_confirming(new_page):

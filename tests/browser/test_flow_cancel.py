@@ -4,18 +4,14 @@ point 2: the policy, reason and actor are stored on the flow)."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 import workflows
+from tests.browser.chromium import shoot
 from tests.browser.test_console import operator, sign_in
 from workflows import Retry, Task, Workflow
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-SHOTS = os.environ.get("FLOWEDIT_SHOTS")  # a directory: the page's screenshot goes there
 
 
 class Member(Workflow):
@@ -23,7 +19,7 @@ class Member(Workflow):
     work = Task("tests.handlers.noop", retry=Retry(max_attempts=1))
 
 
-def test_the_cancelled_flows_page_shows_policy_reason_and_actor(new_page, tmp_path: Path):
+def test_the_cancelled_flows_page_shows_policy_reason_and_actor(new_page):
     user = operator()
     flow = workflows.create_flow("nightly release")
     workflows.add_to_flow(flow, Member, {}, member="build")
@@ -39,5 +35,4 @@ def test_the_cancelled_flows_page_shows_policy_reason_and_actor(new_page, tmp_pa
         "Cancelled by operator with policy cancel_pending, reason “release pulled”: "
         "2 members cancelled (test, publish)."
     )
-    shot = Path(SHOTS) if SHOTS else tmp_path
-    page.screenshot(path=str(shot / "flowedit-cancelled-flow.png"), full_page=True)
+    shoot(page, "flowedit-cancelled-flow")

@@ -4,12 +4,10 @@ upstream member (issue #35, point 1). The screenshot is kept with the test's fil
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
 
 import workflows
+from tests.browser.chromium import shoot
 from tests.browser.test_console import operator, sign_in
 from tests.engine.test_flows import Echo, finish
 from workflows.models import Run
@@ -17,10 +15,8 @@ from workflows.status import RunStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-SHOTS = Path("/work/wt/notes/shots")
 
-
-def test_the_run_page_shows_why_a_member_cannot_be_retried(new_page, tmp_path):
+def test_the_run_page_shows_why_a_member_cannot_be_retried(new_page):
     operator()
     flow = workflows.create_flow("nightly")
     alpha = workflows.add_to_flow(flow, Echo, {}, member="alpha")
@@ -41,8 +37,4 @@ def test_the_run_page_shows_why_a_member_cannot_be_retried(new_page, tmp_path):
     assert "retry the failed upstream member" in text
     assert not page.locator('.actions a.button:has-text("Retry")').count()
 
-    shot = tmp_path / "heal-run-page.png"
-    page.screenshot(path=str(shot), full_page=True)
-    assert shot.stat().st_size > 0
-    if SHOTS.is_dir():
-        shutil.copy(shot, SHOTS / "heal-run-page.png")
+    shoot(page, "heal-run-page")

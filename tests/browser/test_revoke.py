@@ -3,11 +3,10 @@ attempt it showed, and a second confirmation of the same page revokes nothing.""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 import workflows
+from tests.browser.chromium import shoot
 from tests.browser.test_console import operator, sign_in
 from tests.handlers import WORK
 from workflows import Retry, Task, Workflow
@@ -16,17 +15,10 @@ from workflows.models import Event, Step
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-SHOTS = Path("/work/wt/notes/shots")
-
 
 class WedgedUpload(Workflow):
     name = "browser_revoke_wedged"
     upload = Task(WORK, retry=Retry(max_attempts=2))
-
-
-def shoot(page, name: str) -> None:
-    if SHOTS.is_dir():
-        page.screenshot(path=str(SHOTS / f"revoke-{name}.png"), full_page=True)
 
 
 def test_a_second_confirmation_of_the_same_page_revokes_nothing(new_page):
@@ -48,19 +40,19 @@ def test_a_second_confirmation_of_the_same_page_revokes_nothing(new_page):
         assert hidden.get_attribute("value") == f"step:{step.pk}=1@1"  # attempt 1 of round 1
         assert "attempt 1 of 2, held by worker-5.prod:48213:140121" in shown.content()
     page.get_by_label("Reason").fill("worker-5 wedged on a hung SFTP connection")
-    shoot(page, "confirm")
+    shoot(page, "revoke-confirm")
 
     page.get_by_role("button", name="Revoke lease").click()
     page.wait_for_load_state()
     done = page.locator(".messagelist .success").inner_text()
     assert "revoked attempt 1 of step “upload”, held by worker-5.prod:48213:140121" in done
-    shoot(page, "done")
+    shoot(page, "revoke-done")
 
     second.get_by_role("button", name="Revoke lease").click()
     second.wait_for_load_state()
     refused = second.locator(".messagelist .error").inner_text()
     assert "Revoke lease refused: attempt 1 of step “upload”" in refused
     assert "Nothing changed." in refused
-    shoot(second, "second-click")
+    shoot(second, "revoke-second-click")
     assert Event.objects.filter(run=run, type="lease.revoked").count() == 1
     assert Step.objects.get(pk=step.pk).max_attempts == 3

@@ -1,18 +1,17 @@
 """The run page after a rerun, in a real browser at 1400 px: the reset step shows its
 new round's attempts numbered from 1 and its own summary, and its earlier round (with
 that round's progress and summary) opens beneath it. A screenshot goes to
-``$ROUNDS_SHOTS`` (``rounds-rerun.png``) when that is set."""
+``$FLOWSITE_SHOTS_DIR`` (``rounds-rerun.png``) when that is set."""
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.utils import timezone
 
 import workflows
+from tests.browser.chromium import shoot
 from tests.browser.test_console import operator, sign_in
 from tests.engine.test_rounds import FAILING, Flaky
 from workflows.testing import run_pending
@@ -49,6 +48,4 @@ def test_the_run_page_after_a_rerun_shows_the_new_round_and_keeps_the_old(new_pa
     assert '"at3": true' in text and "log frames 1\u20133" in text
     second = rounds.locator("li.wf-step-round").nth(1).inner_text()
     assert "Round 2" in second and "completed" in second and "attempts 1 of 3" in second
-    shots = os.environ.get("ROUNDS_SHOTS")
-    if shots:
-        page.screenshot(path=str(Path(shots) / "rounds-rerun.png"), full_page=True)
+    shoot(page, "rounds-rerun")
