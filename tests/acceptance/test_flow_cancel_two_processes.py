@@ -71,6 +71,17 @@ def cancel_requests(flow: Flow) -> Counter[str]:
     )
 
 
+def racing_cancels(
+    processes: Processes, tmp_path: Path, name: str, **policies: str
+) -> tuple[list[Flow], list[dict[str, dict[str, Any]]]]:
+    """A new sealed flow per round, and one process per side cancelling it with its
+    policy (the side's name is its reason), released together; the flows and each
+    round's outcomes by side."""
+    flows = [sealed_graph(f"{name} {round_}") for round_ in range(ROUNDS)]
+    sides = {side: cancelling(flows, policy, side) for side, policy in policies.items()}
+    return flows, race(processes, tmp_path / "race", sides, *ACTING)
+
+
 @pytest.fixture
 def operator() -> Any:
     return get_user_model().objects.create_user("operator")
@@ -79,15 +90,8 @@ def operator() -> Any:
 def test_two_processes_cancelling_with_one_policy_close_once_and_agree(
     processes: Processes, tmp_path: Path, operator: Any
 ):
-    flows = [sealed_graph(f"same policy {round_}") for round_ in range(ROUNDS)]
-    rounds = race(
-        processes,
-        tmp_path / "race",
-        {
-            "first": cancelling(flows, "cancel_all", "first"),
-            "second": cancelling(flows, "cancel_all", "second"),
-        },
-        *ACTING,
+    flows, rounds = racing_cancels(
+        processes, tmp_path, "same policy", first="cancel_all", second="cancel_all"
     )
     for flow, outcomes in zip(flows, rounds, strict=True):
         assert ["result" in outcome for outcome in outcomes.values()] == [True] * 2, outcomes
@@ -119,15 +123,8 @@ def test_two_processes_cancelling_with_one_policy_close_once_and_agree(
 def test_two_processes_cancelling_with_different_policies_one_wins_one_is_refused(
     processes: Processes, tmp_path: Path, operator: Any
 ):
-    flows = [sealed_graph(f"two policies {round_}") for round_ in range(ROUNDS)]
-    rounds = race(
-        processes,
-        tmp_path / "race",
-        {
-            "all": cancelling(flows, "cancel_all", "all"),
-            "pending": cancelling(flows, "cancel_pending", "pending"),
-        },
-        *ACTING,
+    flows, rounds = racing_cancels(
+        processes, tmp_path, "two policies", all="cancel_all", pending="cancel_pending"
     )
     for flow, outcomes in zip(flows, rounds, strict=True):
         records = [outcome["result"] for outcome in outcomes.values() if "result" in outcome]

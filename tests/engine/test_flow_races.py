@@ -90,6 +90,18 @@ def no_errors(results: list[Any]) -> list[Any]:
     return results
 
 
+def closing_after(call: Any) -> Any:
+    """``call`` for a thread of its own, which closes its connections once it is done."""
+
+    def run() -> None:
+        try:
+            call()
+        finally:
+            connections.close_all()
+
+    return run
+
+
 def status(run: Run) -> str:
     return Run.objects.values_list("status", flat=True).get(pk=run.pk)
 
@@ -329,13 +341,10 @@ def test_a_member_held_elsewhere_is_decided_after_the_upstreams_commit():
             opened.set()
             connections.close_all()
 
-    def end_x() -> None:
-        try:
-            complete(lease)
-        finally:
-            connections.close_all()
-
-    holder, ender = threading.Thread(target=hold_down), threading.Thread(target=end_x)
+    holder, ender = (
+        threading.Thread(target=hold_down),
+        threading.Thread(target=closing_after(partial(complete, lease))),
+    )
     holder.start()
     assert opened.wait(THREAD_TIMEOUT_SECONDS)
     try:
@@ -384,18 +393,15 @@ def test_a_member_decided_after_a_join_change_is_decided_under_the_new_join():
             opened.set()
             connections.close_all()
 
-    def end_x() -> None:
-        try:
-            complete(lease)
-        finally:
-            connections.close_all()
-
     def waiting_for_a_lock() -> bool:
         with connections["default"].cursor() as cursor:
             cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
             return cursor.fetchone()[0] > 0
 
-    joiner, ender = threading.Thread(target=set_join), threading.Thread(target=end_x)
+    joiner, ender = (
+        threading.Thread(target=set_join),
+        threading.Thread(target=closing_after(partial(complete, lease))),
+    )
     with mock.patch.object(edges, "decide", decide_when_released):
         joiner.start()
         assert opened.wait(THREAD_TIMEOUT_SECONDS)  # the join is written, not committed
