@@ -196,7 +196,9 @@ def measure(args: argparse.Namespace) -> list[tuple[str, str]]:
     reads: dict[str, Callable[[], Any]] = {
         "first page (100)": lambda: pending_waits(),
         "kind=gate": lambda: pending_waits(kind="gate"),
-        "kind=held": lambda: pending_waits(kind="held"),
+        "kind=concurrency,rate,budget": lambda: pending_waits(
+            kind=["concurrency", "rate", "budget"]
+        ),
         "kind=queued,blocked": lambda: pending_waits(kind=["queued", "blocked"]),
         "workflow=bulk_3": lambda: pending_waits(workflow="bulk_3"),
         "older_than=2h": lambda: pending_waits(older_than=timedelta(hours=2)),

@@ -83,7 +83,7 @@ if TYPE_CHECKING:
     from workflows.queries.event_waits import (
         wait_for_events as wait_for_events,
     )
-    from workflows.queries.explanation import (
+    from workflows.queries.explain import (
         explain as explain,
     )
     from workflows.queries.frames import (
@@ -206,7 +206,7 @@ _LAZY: dict[str, str] = {
     "get_step": "workflows.queries",
     "list_runs": "workflows.queries",
     "runs_needing_attention": "workflows.queries",
-    "explain": "workflows.queries.explanation",
+    "explain": "workflows.queries.explain",
     "frames": "workflows.queries.frames",
     "step_rounds": "workflows.queries.rounds",
     "wait_for_events": "workflows.queries.event_waits",

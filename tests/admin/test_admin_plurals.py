@@ -14,7 +14,7 @@ from tests.admin.admin_console import Checkout, checkout, failed_checkout, notes
 from workflows.admin.approvals import summarise_input
 from workflows.admin.run_page import hold_text
 from workflows.admin.workers import ago
-from workflows.queries.explanation import WaitingOn
+from workflows.queries.explain import WaitingOn
 from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db

@@ -55,7 +55,7 @@ from workflows.engine.lease import Lease
 from workflows.engine.work_kinds import WORK_KINDS
 from workflows.errors import WorkflowError
 from workflows.models import Event, FanOutItem, Flow, FlowEdge, FlowMember, Run, Step
-from workflows.queries.explanation import explain
+from workflows.queries.explain import explain
 from workflows.status import FLOW_FINAL, RUN_FINAL, RUN_HELD, FlowStatus, RunStatus, StepStatus
 from workflows.testing import run_pending
 from workflows.workers.runner import execute

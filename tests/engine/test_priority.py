@@ -15,7 +15,7 @@ from workflows import FanOut, InvalidInput, InvalidTransition, SubWorkflow, Task
 from workflows.engine import claim_step
 from workflows.engine.verbs.priority import change_priority
 from workflows.models import Event, FanOutItem, Run, Step
-from workflows.queries.explanation import explain
+from workflows.queries.explain import explain
 from workflows.services import change_priority as change_priority_service
 from workflows.testing import run_pending
 

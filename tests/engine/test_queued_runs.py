@@ -17,7 +17,7 @@ from workflows.engine.guards import RUN_VERBS
 from workflows.engine.limits import slots
 from workflows.engine.limits.run_limits import slot_key
 from workflows.models import ConcurrencySlot, Event, Run, Step
-from workflows.queries.explanation import explain
+from workflows.queries.explain import explain
 from workflows.status import RUN_FINAL
 from workflows.testing import run_pending
 from workflows.workers.scanners import RECOVERY_SCANNERS, start_queued_runs

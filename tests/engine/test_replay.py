@@ -19,7 +19,7 @@ from workflows.definitions.graph import Graph
 from workflows.engine import claim_step, complete_work
 from workflows.engine.replay import StepFacts, retry_plan
 from workflows.models import CompensationRecord, Run, Step
-from workflows.queries.explanation import QUERIES, REPLAY_QUERIES
+from workflows.queries.explain import QUERIES, REPLAY_QUERIES
 from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db

@@ -39,9 +39,10 @@ from workflows.checks import check_settings
 from workflows.conf import workflow_settings
 from workflows.engine import COMPENSATION, ITEM, claim, claim_step, complete_work, fail_attempt
 from workflows.engine.guards import RUN_VERBS, STEP_VERBS
+from workflows.holds import HoldKind
 from workflows.models import CompensationRecord, FanOutItem, Run, Step, Timer
 from workflows.queries import Attention, runs_needing_attention
-from workflows.queries.explanation import QUERIES, Explanation, WaitingOn
+from workflows.queries.explain import QUERIES, Explanation, WaitingOn
 from workflows.services import pause_run
 from workflows.testing import run_pending
 
@@ -241,7 +242,7 @@ def test_a_gate_says_its_prompt_deciders_due_time_and_timeout_action():
         "claimed_by": None,
         "claimed_at": None,
     }
-    [timeout] = holds(run, "timer")
+    [timeout] = holds(run, "timeout")
     assert (timeout["step"], timeout["fires"], timeout["overdue"]) == (
         "approve",
         "gate_timeout",
@@ -260,12 +261,12 @@ def test_a_gate_of_an_unregistered_definition_reads_its_timeout_action_from_the_
     assert holds(run, "gate")[0]["on_timeout"] is None
 
 
-def test_a_sleep_and_a_retry_backoff_are_timers_with_their_due_time():
+def test_a_sleep_and_a_retry_backoff_are_holds_of_their_own_with_their_due_time():
     run = workflows.start_run(Nap)
-    [timer] = holds(run, "timer")
+    [timer] = holds(run, "sleep")
     due_at = Timer.objects.get(run=run).due_at
     assert timer == {
-        "kind": "timer",
+        "kind": "sleep",
         "step": "nap",
         "fires": "sleep",
         "due_at": due_at.isoformat(),
@@ -275,7 +276,7 @@ def test_a_sleep_and_a_retry_backoff_are_timers_with_their_due_time():
     }
     flaky = workflows.start_run(Flaky)
     run_pending()
-    [retry] = holds(flaky, "timer")
+    [retry] = holds(flaky, "retry")
     assert (retry["step"], retry["fires"]) == ("call", "retry")
     assert attention(flaky) == "ok"
 
@@ -435,10 +436,10 @@ def test_a_paused_run_says_why_by_whom_and_holds_its_timers_on_purpose():
     [paused] = holds(run, "paused")
     assert (paused["step"], paused["reason"], paused["by"]) == (None, "vendor outage", "operator")
     assert paused["at"] is not None
-    assert holds(run, "timer")[0]["fires"] == "sleep"
+    assert holds(run, "sleep")[0]["fires"] == "sleep"
     timer = Timer.objects.get(run=run)
     shift(Timer, timer.pk, due_at=timedelta(hours=3))
-    assert holds(run, "timer")[0]["overdue"] is False
+    assert holds(run, "sleep")[0]["overdue"] is False
     assert attention(run) == "ok"
 
 
@@ -452,7 +453,7 @@ def test_a_timer_past_due_beyond_the_grace_is_overdue():
     assert attention(run, now=now) == "ok"  # due, within the grace
     now = timer.due_at + workflow_settings.ATTENTION_OVERDUE_GRACE + timedelta(seconds=1)
     assert attention(run, now=now) == "overdue"
-    assert holds(run, "timer", now=now)[0]["overdue"] is True
+    assert holds(run, "sleep", now=now)[0]["overdue"] is True
 
 
 def test_a_lease_past_its_expiry_and_not_reclaimed_is_lease_expired():
@@ -639,7 +640,10 @@ def test_explanation_reports_the_run_row_version_and_its_steps():
         ("s001", "pending"),
         ("s002", "pending"),
     ]
-    assert WaitingOn("timer", None).as_dict() == {"kind": "timer", "step": None}
+    entry = WaitingOn(HoldKind.QUEUED, None, {"message": "queued"})
+    assert entry.as_dict() == {"kind": "queued", "step": None, "message": "queued"}
+    with pytest.raises(ValueError):
+        WaitingOn("nothing of the table", None)  # type: ignore[arg-type]
 
 
 def show(*args: str) -> str:

@@ -28,7 +28,7 @@ from workflows.admin.run_page import hold_text
 from workflows.engine import claim_step, complete_work
 from workflows.engine.guards import RUN_VERBS
 from workflows.models import Flow, Run
-from workflows.queries.explanation import FLOW_QUERIES, QUERIES, WaitingOn
+from workflows.queries.explain import FLOW_QUERIES, QUERIES, WaitingOn
 from workflows.status import RunStatus
 from workflows.testing import run_pending
 from workflows.workers.scanners import repair_flows
@@ -54,7 +54,7 @@ def explained(run: Run) -> dict[str, Any]:
 
 
 def flow_entry(run: Run) -> dict[str, Any]:
-    [entry] = [entry for entry in explained(run)["waiting_on"] if entry["kind"] == "flow"]
+    [entry] = [entry for entry in explained(run)["waiting_on"] if entry["kind"] == "blocked"]
     return entry
 
 
@@ -84,7 +84,7 @@ def test_a_blocked_member_names_its_upstream_members_their_statuses_its_join_and
 
     assert data["status"] == "blocked"
     [entry] = data["waiting_on"]
-    assert entry["kind"] == "flow"
+    assert entry["kind"] == "blocked"
     assert entry["step"] is None
     assert entry["flow"] == str(flow.pk)
     assert (entry["flow_name"], entry["member"], entry["join"]) == ("build", "link", "all")
@@ -291,5 +291,5 @@ def test_the_admin_and_workflows_show_word_a_blocked_member():
     out = StringIO()
     call_command("workflows_show", str(runs["link"].pk), stdout=out)
     waiting = out.getvalue().split("\nwaiting on\n")[1].split("\nallowed actions\n")[0]
-    assert waiting.splitlines()[1].split()[0] == "flow"
+    assert waiting.splitlines()[1].split()[0] == "blocked"
     assert "message=member 'link' of flow 'build' waits until" in waiting

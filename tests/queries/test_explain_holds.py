@@ -29,7 +29,7 @@ from workflows.admin.run_page import hold_text
 from workflows.engine import claim_step
 from workflows.engine.routing import INLINE_OWNER, WorkerRoutes
 from workflows.models import FanOutItem, Run, Step, Timer, WorkerPresence
-from workflows.queries.explanation import QUERIES
+from workflows.queries.explain import QUERIES
 from workflows.queries.workers import MISSED_INTERVALS
 from workflows.status import RunStatus, TimerKind
 from workflows.workers.presence import report_presence

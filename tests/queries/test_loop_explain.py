@@ -15,7 +15,7 @@ from tests.handlers import ASK_BANK, NOOP
 from tests.queries.test_explain import cost
 from workflows import Gate, Loop, Task, Workflow
 from workflows.models import Run, Step, Timer
-from workflows.queries.explanation import QUERIES
+from workflows.queries.explain import QUERIES
 from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db

@@ -25,12 +25,16 @@ from workflows import (
     WaitForSignal,
     Workflow,
 )
+from workflows.holds import HoldKind
 from workflows.models import FanOutItem, Run, Step, Timer
-from workflows.queries.waits import WaitKind, WaitPage
+from workflows.queries.waits import WAIT_KINDS, WaitPage
 from workflows.status import TimerKind
 from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
+
+# The three kinds of hold by a limit, a wait each.
+LIMITS = ["concurrency", "rate", "budget"]
 
 
 class Signed(Workflow):
@@ -150,7 +154,7 @@ def test_every_kind_of_wait_with_its_run_what_it_waits_for_and_its_timeout(every
         ("go", "go", "waits_signed")
     ]
 
-    held = found["held"]
+    held = [*found["rate"], *found["concurrency"]]
     assert [(wait.step, wait.item, wait.waits_for, wait.details["unit"]) for wait in held] == [
         ("fan", "0", "rate:task:waits_fan.fan", "item"),
         ("fan", "1", "rate:task:waits_fan.fan", "item"),
@@ -184,7 +188,8 @@ def test_every_kind_of_wait_with_its_run_what_it_waits_for_and_its_timeout(every
         "join_count": None,
     }
     # A poll between two iterations: tests/queries/test_loop_explain.py.
-    assert set(found) == set(WaitKind.values) - {WaitKind.POLL}
+    # A budget hold: test_a_fixed_number_of_queries_whatever_the_number_of_waits.
+    assert set(found) == set(WAIT_KINDS) - {HoldKind.POLL, HoldKind.BUDGET}
     assert all(isinstance(wait.age, timedelta) and wait.age >= timedelta(0) for wait in page)
 
 
@@ -203,7 +208,8 @@ def test_filters_by_kind_workflow_and_age(everything):
         "signal",
         "queued",
     }
-    assert {wait.kind for wait in workflows.pending_waits(kind=[WaitKind.HELD])} == {"held"}
+    assert {wait.kind for wait in workflows.pending_waits(kind=LIMITS)} == {"rate", "concurrency"}
+    assert {wait.kind for wait in workflows.pending_waits(kind=HoldKind.RATE)} == {"rate"}
     signed = workflows.pending_waits(workflow="waits_signed")
     assert {(wait.kind, wait.run) for wait in signed} == {
         ("signal", Run.objects.get(parent_run=everything["run"]).pk),
@@ -218,7 +224,7 @@ def test_filters_by_kind_workflow_and_age(everything):
     Step.objects.filter(run=everything["running"]).update(updated_at=two_hours_ago)
     Run.objects.filter(pk=everything["queued"].pk).update(created_at=two_hours_ago)
     old = workflows.pending_waits(older_than=timedelta(hours=1))
-    assert [wait.kind for wait in old] == ["gate", "held", "queued"]
+    assert [wait.kind for wait in old] == ["gate", "concurrency", "queued"]
     assert all(wait.age >= timedelta(hours=2) for wait in old)
     assert [wait.kind for wait in workflows.pending_waits(older_than=timedelta(0))] == [
         wait.kind for wait in workflows.pending_waits()
@@ -258,8 +264,8 @@ def test_pages_follow_the_cursor_without_gaps_or_repeats_even_at_equal_moments(e
             if cursor is None:
                 break
         assert seen == everyone, size
-    first = workflows.pending_waits(kind="held", limit=2)
-    rest = workflows.pending_waits(kind="held", limit=2, cursor=first.next_cursor)
+    first = workflows.pending_waits(kind=LIMITS, limit=2)
+    rest = workflows.pending_waits(kind=LIMITS, limit=2, cursor=first.next_cursor)
     assert [wait.item for wait in [*first, *rest]] == [None, "0", "1"]  # steps first
     assert rest.next_cursor is None
 
@@ -282,7 +288,8 @@ def test_a_fixed_number_of_queries_whatever_the_number_of_waits(
     for kinds, queries in (
         ("gate", 1),
         (["gate", "callback"], 1),
-        ("held", 2),
+        (LIMITS, 2),
+        ("budget", 2),
         ("queued", 1),
         (["queued", "blocked"], 2),
     ):

@@ -24,6 +24,7 @@ LAYERS: dict[str, int] = {
     # the vocabulary every layer speaks
     "workflows.errors": 0,
     "workflows.status": 0,
+    "workflows.holds": 0,
     "workflows.validation": 0,
     "workflows.conf": 0,
     "workflows.permissions": 0,

@@ -102,9 +102,9 @@ def test_bulk_is_the_function_even_after_its_module_is_imported():
 
 
 def test_explain_is_the_function_even_after_its_module_is_imported():
-    import workflows.queries.explanation
+    import workflows.queries.explain
 
-    assert workflows.explain is workflows.queries.explanation.explain
+    assert workflows.explain is workflows.queries.explain.explain
     parameters = inspect.signature(workflows.explain).parameters
     assert list(parameters) == ["run", "now"]
     assert parameters["now"].kind is inspect.Parameter.KEYWORD_ONLY

@@ -35,7 +35,7 @@ from workflows.errors import DefinitionMissing, WorkflowError
 from workflows.models import Run, Step
 from workflows.permissions import OVERRIDE_GATE_RULE
 from workflows.queries import get_run
-from workflows.queries.explanation import explain
+from workflows.queries.explain import explain
 from workflows.services.bulk import bulk
 from workflows.status import DecisionVia
 

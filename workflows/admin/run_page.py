@@ -1,7 +1,7 @@
 """The run page of the operator console: the story of one run, in a fixed number of queries.
 
 What the page reads, each once for the whole run: the run (with its parent), its
-explanation (:func:`workflows.explain`, :data:`~workflows.queries.explanation.QUERIES`
+explanation (:func:`workflows.explain`, :data:`~workflows.queries.explain.QUERIES`
 queries), its steps, timers, compensations, signals, child runs and one page of its
 history. Lists that grow with a run's size (timers and compensations of a large
 fan-out, child runs, events) are cut at a limit or paginated, and fan-out items are
@@ -11,7 +11,6 @@ ten thousand items costs what a run of three does.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -26,10 +25,11 @@ from django.utils.timesince import timesince, timeuntil
 
 from workflows.admin.graph_svg import graph_steps, label, step_graph_svg
 from workflows.admin.live.progress import live_steps
-from workflows.admin.runs import badge, duration, items, pretty
+from workflows.admin.runs import badge, duration, pretty
 from workflows.definitions import WaitForSignal
+from workflows.holds import describe
 from workflows.models import CompensationRecord, Event, Run, Signal, Step, Timer
-from workflows.queries.explanation import Action, Explanation, WaitingOn, explain
+from workflows.queries.explain import Action, Explanation, WaitingOn, explain
 from workflows.queries.iterations import Iteration, earlier_iterations
 from workflows.queries.rounds import Round, as_round, ended_rounds
 from workflows.status import (
@@ -62,14 +62,6 @@ ALARMING = frozenset(
 )
 
 
-def _when(moment: datetime | None, now: datetime) -> str:
-    if moment is None:
-        return ""
-    if moment > now:
-        return f"in {timeuntil(moment, now, depth=2)}"
-    return f"{timesince(moment, now, depth=2)} ago"
-
-
 def _deadline_when(run: Run, explanation: Explanation, now: datetime) -> str:
     """The deadline in words beside its moment: how long is left, or that it passed; for
     a run that ended, whether the deadline ended it."""
@@ -83,138 +75,10 @@ def _deadline_when(run: Run, explanation: Explanation, now: datetime) -> str:
     return f"passed {timesince(explanation.deadline, now, depth=2)} ago"
 
 
-def _unit(details: Mapping[str, Any], step: str | None) -> str:
-    noun = {"step": "step", "item": "item", "compensation": "compensation of"}.get(
-        str(details.get("unit")), "work of"
-    )
-    item = f" item {details['item']}" if details.get("item") else ""
-    return f"{noun} “{step}”{item}" if noun != "item" else f"item {details.get('item')} of “{step}”"
-
-
-def _paused(entry: WaitingOn, now: datetime) -> str:
-    by = entry.details.get("by") or "an operator"
-    reason = entry.details.get("reason")
-    return f"Paused by {by} {_when(entry.details.get('at'), now)}" + (
-        f": {reason}" if reason else ""
-    )
-
-
-def _gate(entry: WaitingOn, now: datetime) -> str:
-    text = f"Gate “{entry.step}” waits for a decision: {entry.details.get('prompt')}"
-    if entry.details.get("claimed_by"):
-        text += f" (claimed by {entry.details['claimed_by']})"
-    if entry.details.get("due_at"):
-        text += f"; times out {_when(entry.details['due_at'], now)}"
-    return text
-
-
-def _signal(entry: WaitingOn, now: datetime) -> str:
-    text = f"Step “{entry.step}” waits for signal “{entry.details.get('name')}”"
-    if entry.details.get("due_at"):
-        text += f"; times out {_when(entry.details['due_at'], now)}"
-    return text
-
-
-def _poll(entry: WaitingOn, now: datetime) -> str:
-    d = entry.details
-    bound = f" of at most {d['max_iterations']}" if d.get("max_iterations") else ""
-    return (
-        f"Task “{entry.step}” polls again {_when(d.get('due_at'), now)}: round "
-        f"{d.get('iteration')}{bound}"
-    )
-
-
-def _callback(entry: WaitingOn, now: datetime) -> str:
-    text = f"Task “{entry.step}” waits for a callback"
-    if entry.details.get("expires_at"):
-        text += f"; expires {_when(entry.details['expires_at'], now)}"
-    return text
-
-
-def _fanout(entry: WaitingOn, now: datetime) -> str:
-    d = entry.details
-    return (
-        f"Fan-out “{entry.step}”: {d['done']} of {items(d['total'])} done, {d['failed']} failed, "
-        f"{d['running']} running, {d['pending']} pending"
-    )
-
-
-def _child(entry: WaitingOn, now: datetime) -> str:
-    item = f" (item {entry.details['item']})" if entry.details.get("item") else ""
-    return (
-        f"Child run {str(entry.details['run'])[:8]} of {entry.details['workflow']} "
-        f"for “{entry.step}”{item} is {entry.details['status']}"
-    )
-
-
-def _compensation(entry: WaitingOn, now: datetime) -> str:
-    d = entry.details
-    return (
-        f"Compensation #{d['sequence']} of “{entry.step}” ({d['handler']}) is {d['status']}, "
-        f"attempt {d['attempt']}"
-    )
-
-
-def _timer(entry: WaitingOn, now: datetime) -> str:
-    d = entry.details
-    late = " — overdue: is a sweeper running?" if d.get("overdue") else ""
-    kind = str(d["fires"]).replace("_", " ")
-    return f"A {kind} timer of “{entry.step}” fires {_when(d['due_at'], now)}{late}"
-
-
-def _lease(entry: WaitingOn, now: datetime) -> str:
-    d = entry.details
-    state = (
-        f"expired {_when(d['expires_at'], now)} — the worker died or hangs"
-        if d.get("expired")
-        else f"until {_when(d['expires_at'], now)}"
-    )
-    return (
-        f"Worker {d['worker'] or '?'} runs {_unit(d, entry.step)} "
-        f"(attempt {d['attempt']} of {d['max_attempts']}), lease {state}"
-    )
-
-
-def _dispatch(entry: WaitingOn, now: datetime) -> str:
-    d = entry.details
-    late = " — no worker picked it up: are workers running?" if d.get("undispatched") else ""
-    return f"{_unit(d, entry.step).capitalize()} is ready since {_when(d['since'], now)}{late}"
-
-
-# How each kind of hold reads as a sentence; an unknown kind reads as its data.
-_HOLDS: dict[str, Callable[[WaitingOn, datetime], str]] = {
-    "paused": _paused,
-    "gate": _gate,
-    "signal": _signal,
-    "callback": _callback,
-    "poll": _poll,
-    "fanout": _fanout,
-    "child": _child,
-    "compensation": _compensation,
-    "timer": _timer,
-    "lease": _lease,
-    "dispatch": _dispatch,
-}
-
-
 def hold_text(entry: WaitingOn, now: datetime) -> str:
-    """What holds the run, as one sentence for a person."""
-    describe = _HOLDS.get(entry.kind)
-    if describe is not None:
-        return describe(entry, now)
-    if entry.details.get("message"):  # the routing and limit holds word themselves
-        return _worded(entry, now)
-    return f"{entry.kind} {entry.step or ''}: {json.dumps(entry.as_dict(), default=str)}"
-
-
-def _worded(entry: WaitingOn, now: datetime) -> str:
-    d = entry.details
-    text = str(d["message"])
-    if entry.step:
-        text = f"{_unit(d, entry.step).capitalize()}: {text}"
-    if d.get("due_at"):
-        text += f"; next start {_when(d['due_at'], now)}"
-    return text[:1].upper() + text[1:]
+    """What holds the run, as one sentence for a person (the :data:`~workflows.holds.HOLDS`
+    table words every kind)."""
+    return describe(entry.kind, entry.step, entry.details, now)
 
 
 # Characters of an earlier iteration's output the steps table shows.

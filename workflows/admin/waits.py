@@ -26,7 +26,7 @@ from django.utils.http import urlencode
 from workflows.admin.runs import badge, duration
 from workflows.errors import InvalidInput
 from workflows.models import Run
-from workflows.queries.waits import WaitKind, pending_waits
+from workflows.queries.waits import WAIT_CHOICES, WAIT_KINDS, pending_waits
 from workflows.validation import check_text
 
 __all__ = ["AGES", "PAGE_SIZE", "waits"]
@@ -72,7 +72,7 @@ def waits(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     site = model_admin.admin_site.name
     kind = request.GET.get("kind", "")
-    kind = kind if kind in WaitKind.values else ""
+    kind = kind if kind in WAIT_KINDS else ""
     workflow = _name(request.GET.get("workflow", "").strip())
     age = next((entry for entry in AGES if entry[0] == request.GET.get("age")), None)
     options: dict[str, Any] = {
@@ -118,7 +118,7 @@ def waits(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse:
         "opts": Run._meta,
         "now": now,
         "rows": rows,
-        "kinds": WaitKind.choices,
+        "kinds": WAIT_CHOICES,
         "ages": [(value, label) for value, label, _ in AGES],
         "kind": kind,
         "workflow": workflow,

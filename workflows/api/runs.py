@@ -60,7 +60,7 @@ from workflows.engine.guards import RUN_VERBS
 from workflows.errors import DefinitionMissing, InvalidTransition
 from workflows.models import Run
 from workflows.queries import get_run, signal_summary
-from workflows.queries.explanation import explain
+from workflows.queries.explain import explain
 from workflows.queries.results import wait_for_run
 from workflows.services import bulk as bulk_verbs
 
@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     from rest_framework.permissions import _SupportsHasPermission
 
     from workflows.permissions import AnyUser
-    from workflows.queries.explanation import Explanation
+    from workflows.queries.explain import Explanation
 
     class _Explained(TypedDict):
         """What :func:`run_detail` sets on the run for :class:`RunDetailSerializer`."""

@@ -19,6 +19,7 @@ from rest_framework import serializers
 
 from workflows.api.strict import StrictCharField, StrictSerializer, StrictUUIDField
 from workflows.definitions.deadline import deadline_problems, parse_deadline
+from workflows.holds import HoldKind
 from workflows.models import Event, FanOutItem, Run, Step
 from workflows.queries import Attention
 from workflows.queries.frames import STEP_TELEMETRY_FIELDS, UNIT_TELEMETRY_FIELDS
@@ -319,9 +320,10 @@ class RunSerializer(serializers.ModelSerializer):
 
 
 class WaitingOnSerializer(serializers.Serializer):
-    kind = serializers.CharField(
-        help_text="gate, signal, callback, fanout, child, timer, dispatch, lease, worker, "
-        "concurrency, rate, budget, queued, ... (details.message says it in words)"
+    kind = serializers.ChoiceField(
+        choices=HoldKind.choices,
+        help_text="what holds the run (workflows.holds.HOLDS: how each reads, what releases "
+        "it); details.message says some in words",
     )
     step = serializers.CharField(allow_null=True)
     details = serializers.DictField()
@@ -395,7 +397,7 @@ class RunStepSerializer(serializers.Serializer):
 class RunDetailSerializer(RunSerializer):
     """A run with its input and outcome, and ``explain``'s reading of it.
 
-    The instance is a run with ``explained`` set to its :class:`~workflows.queries.explanation.
+    The instance is a run with ``explained`` set to its :class:`~workflows.queries.explain.
     Explanation`; ``version`` is the run row's compare-and-set version as ``explain``
     read it.
     """

@@ -25,7 +25,7 @@ from workflows.api.permissions import CanViewRuns
 from workflows.api.serializers_runs import MAX_AGE
 from workflows.api.strict import StrictCharField
 from workflows.errors import InvalidInput
-from workflows.queries.waits import MAX_LIMIT, WaitKind, pending_waits
+from workflows.queries.waits import MAX_LIMIT, WAIT_CHOICES, WAIT_KINDS, pending_waits
 from workflows.status import RunStatus
 
 PAGE_SIZE = 50
@@ -36,7 +36,7 @@ class WaitQuerySerializer(serializers.Serializer):
     """The query string of ``GET /waits/``."""
 
     kind = serializers.ListField(
-        child=serializers.ChoiceField(choices=WaitKind.choices), required=False
+        child=serializers.ChoiceField(choices=WAIT_CHOICES), required=False
     )
     workflow = StrictCharField(required=False, max_length=200)
     older_than = serializers.DurationField(
@@ -51,7 +51,7 @@ class WaitQuerySerializer(serializers.Serializer):
 class WaitSerializer(serializers.Serializer):
     """One wait, as :meth:`workflows.queries.waits.Wait.as_dict` gives it."""
 
-    kind = serializers.ChoiceField(choices=WaitKind.choices)
+    kind = serializers.ChoiceField(choices=WAIT_CHOICES)
     run = serializers.UUIDField()
     workflow = serializers.CharField()
     business_key = serializers.CharField(allow_blank=True)
@@ -90,7 +90,7 @@ class WaitsView(FlowsiteAPIView):
             OpenApiParameter(
                 "kind",
                 OpenApiTypes.STR,
-                enum=WaitKind.values,
+                enum=[kind.value for kind in WAIT_KINDS],
                 many=True,
                 description="repeat for any of several kinds",
             ),

@@ -1,6 +1,6 @@
 """The read side: what surfaces show and ``explain`` tells, read without opening
 ``atomic()`` (a read never takes SQLite's write lock). Runs and steps are exported here;
-:mod:`~workflows.queries.explanation` (``explain``) and :mod:`~workflows.queries.workers`
+:mod:`~workflows.queries.explain` (``explain``) and :mod:`~workflows.queries.workers`
 (worker presence) are modules of their own."""
 
 from __future__ import annotations

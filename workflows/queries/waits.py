@@ -2,8 +2,9 @@
 number of queries.
 
 ``explain(run)`` answers the question for one run; :func:`pending_waits` answers it for
-all of them, for an operator's morning look or an outside system's dashboard. A wait is
-one of:
+all of them, for an operator's morning look or an outside system's dashboard. A wait's
+``kind`` is a :class:`~workflows.holds.HoldKind`, one of those the table marks
+``listed`` (:data:`WAIT_KINDS`), named as ``explain`` names them:
 
 - ``gate``: a gate waiting for a decision (what it waits for: its prompt);
 - ``signal``: a ``WaitForSignal`` step (the signal's name);
@@ -13,8 +14,9 @@ one of:
   (``"next poll"``, its ``repeat`` timer's due time is the next one; ``details``: the
   iteration it will run);
 - ``child``: a ``SubWorkflow`` step waiting for its child run (the child's id);
-- ``held``: ready work (a step or a fan-out item) that a worker found held by a limit
-  (its ``held_on``: ``concurrency:<key>``, ``rate:<key>``, ``budget:<dimension>``);
+- ``concurrency``, ``rate``, ``budget``: ready work (a step or a fan-out item) that a
+  worker found held by that limit (its ``held_on``: ``concurrency:<key>``,
+  ``rate:<key>``, ``budget:<dimension>``);
 - ``blocked``: a flow member waiting for its upstream members under its join;
 - ``queued``: a run waiting for a place under its workflow's ``max_concurrent_runs``.
 
@@ -44,7 +46,9 @@ import heapq
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import reduce
 from itertools import islice
+from operator import or_
 from typing import Any
 from uuid import UUID
 
@@ -57,41 +61,35 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from workflows.errors import InvalidInput
+from workflows.holds import HoldKind, listed_kinds
 from workflows.models import FanOutItem, Run, Step, Timer
 from workflows.status import NodeKind, RunStatus, StepStatus, TimerKind, TimerStatus
 from workflows.validation import check_text
 
-__all__ = ["MAX_LIMIT", "Wait", "WaitKind", "WaitPage", "pending_waits"]
+__all__ = ["MAX_LIMIT", "WAIT_CHOICES", "WAIT_KINDS", "Wait", "WaitPage", "pending_waits"]
 
 # The most waits one page may hold.
 MAX_LIMIT = 500
 _CURSOR_SALT = "workflows.queries.waits.cursor"
 
 
-class WaitKind(models.TextChoices):
-    """What a wait waits for; the values are what ``kind=`` filters on."""
-
-    GATE = "gate", "a gate waiting for a decision"
-    SIGNAL = "signal", "a step waiting for a signal"
-    CALLBACK = "callback", "a task parked on a callback"
-    SLEEP = "sleep", "a sleep waiting for its time"
-    POLL = "poll", "a polling task waiting for its next poll"
-    CHILD = "child", "a step waiting for its child run"
-    HELD = "held", "ready work held by a limit"
-    BLOCKED = "blocked", "a flow member waiting for its upstream members"
-    QUEUED = "queued", "a run waiting for a place under max_concurrent_runs"
+# What ``pending_waits`` lists: the kinds of the :data:`~workflows.holds.HOLDS` table
+# marked ``listed``; ``kind=`` filters on their values.
+WAIT_KINDS = listed_kinds()
+WAIT_CHOICES = [(kind.value, kind.label) for kind in WAIT_KINDS]
+_LIMITS = {"concurrency": HoldKind.CONCURRENCY, "rate": HoldKind.RATE, "budget": HoldKind.BUDGET}
 
 
 # The wait of a waiting step, by the step's kind, and the timers that end each. A
 # waiting task is a poll when its ``repeat`` timer is scheduled, else a callback.
-_STEP_WAITS: dict[str, WaitKind] = {
-    NodeKind.GATE: WaitKind.GATE,
-    NodeKind.SIGNAL: WaitKind.SIGNAL,
-    NodeKind.TASK: WaitKind.CALLBACK,
-    NodeKind.SLEEP: WaitKind.SLEEP,
-    NodeKind.SUBWORKFLOW: WaitKind.CHILD,
+_STEP_WAITS: dict[str, HoldKind] = {
+    NodeKind.GATE: HoldKind.GATE,
+    NodeKind.SIGNAL: HoldKind.SIGNAL,
+    NodeKind.TASK: HoldKind.CALLBACK,
+    NodeKind.SLEEP: HoldKind.SLEEP,
+    NodeKind.SUBWORKFLOW: HoldKind.CHILD,
 }
-_TASK_WAITS = frozenset({WaitKind.CALLBACK, WaitKind.POLL})
+_TASK_WAITS = frozenset({HoldKind.CALLBACK, HoldKind.POLL})
 _STEP_TIMERS = (
     TimerKind.GATE_TIMEOUT,
     TimerKind.SIGNAL_TIMEOUT,
@@ -99,7 +97,7 @@ _STEP_TIMERS = (
     TimerKind.SLEEP,
     TimerKind.REPEAT,
 )
-_RUN_WAITS = {RunStatus.BLOCKED: WaitKind.BLOCKED, RunStatus.QUEUED: WaitKind.QUEUED}
+_RUN_WAITS = {RunStatus.BLOCKED: HoldKind.BLOCKED, RunStatus.QUEUED: HoldKind.QUEUED}
 
 
 @dataclass(frozen=True)
@@ -172,7 +170,7 @@ class _Position:
 
 @dataclass(frozen=True)
 class _Filters:
-    kinds: frozenset[WaitKind]
+    kinds: frozenset[HoldKind]
     workflow: str | None
     cutoff: datetime | None
     after: _Position | None
@@ -190,7 +188,7 @@ def pending_waits(
 ) -> WaitPage:
     """Every wait across runs, oldest first, a page of at most ``limit`` (1 to 500).
 
-    ``kind`` keeps one kind (or several) of :class:`WaitKind`; ``workflow`` the runs of
+    ``kind`` keeps one kind (or several) of :class:`HoldKind`; ``workflow`` the runs of
     one workflow (by name); ``older_than`` the waits that began at least that long
     before ``now``; ``cursor`` (a page's ``next_cursor``) starts after the page it
     ended. A value none of these accepts is :class:`InvalidInput`, before any query.
@@ -222,17 +220,17 @@ def _typed_id(position: _Position) -> Any:
     return UUID(position.id) if position.source in _RUN_SOURCES else int(position.id)
 
 
-def _kinds(kind: str | Iterable[str] | None) -> frozenset[WaitKind]:
+def _kinds(kind: str | Iterable[str] | None) -> frozenset[HoldKind]:
     if kind is None:
-        return frozenset(WaitKind)
+        return frozenset(WAIT_KINDS)
     names = [kind] if isinstance(kind, str) else list(kind)
-    unknown = [name for name in names if name not in WaitKind.values]
+    unknown = [name for name in names if name not in WAIT_KINDS]
     if unknown or not names:
         raise InvalidInput(
-            f"kind must be one or more of {', '.join(WaitKind.values)}; got {unknown or names!r}",
+            f"kind must be one or more of {', '.join(WAIT_KINDS)}; got {unknown or names!r}",
             field="kind",
         )
-    return frozenset(WaitKind(name) for name in names)
+    return frozenset(HoldKind(name) for name in names)
 
 
 def _workflow(workflow: str | None) -> str | None:
@@ -419,7 +417,7 @@ def _waiting_steps(filters: _Filters, rank: int, now: datetime) -> Iterator[_Ent
         rows = rows.filter(kind__in=step_kinds)
     if len(filters.kinds & _TASK_WAITS) == 1:
         # One of a task's two waits: leave out the tasks waiting the other way.
-        rows = rows.exclude(kind=NodeKind.TASK, polling=WaitKind.CALLBACK in filters.kinds)
+        rows = rows.exclude(kind=NodeKind.TASK, polling=HoldKind.CALLBACK in filters.kinds)
     rows = _of_workflow(rows, "run__workflow_name", filters.workflow)
     rows = _window(rows, filters, rank, "started_at", int)
     values = (
@@ -456,7 +454,7 @@ def _waiting_steps(filters: _Filters, rank: int, now: datetime) -> Iterator[_Ent
         )[: filters.limit + 1]
     )
     for row in values:
-        kind = WaitKind.POLL if row["poll"] else _STEP_WAITS[row["kind"]]
+        kind = HoldKind.POLL if row["poll"] else _STEP_WAITS[row["kind"]]
         waits_for, details = _step_wait(kind, row)
         yield _wait(
             rank,
@@ -473,17 +471,17 @@ def _waiting_steps(filters: _Filters, rank: int, now: datetime) -> Iterator[_Ent
         )
 
 
-def _step_wait(kind: WaitKind, row: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    if kind == WaitKind.GATE:
+def _step_wait(kind: HoldKind, row: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    if kind == HoldKind.GATE:
         return row["prompt"], {"claimed_by": row["claimer"]}
-    if kind == WaitKind.SIGNAL:
+    if kind == HoldKind.SIGNAL:
         return row["signal_name"], {"signal": row["signal_name"]}
-    if kind == WaitKind.CALLBACK:
+    if kind == HoldKind.CALLBACK:
         # Numbered within the step's round, as every surface numbers attempts.
         return "callback", {"attempt": row["attempt"] - row["round_attempts_before"]}
-    if kind == WaitKind.POLL:
+    if kind == HoldKind.POLL:
         return "next poll", {"iteration": row["iteration"]}
-    if kind == WaitKind.CHILD:
+    if kind == HoldKind.CHILD:
         child = str(row["child"]) if row["child"] is not None else ""
         return child, {"child_run": child or None}
     return "timer", {}
@@ -501,7 +499,9 @@ def _held(model: type[Step] | type[FanOutItem], run: str) -> _Source:
             status=TimerStatus.SCHEDULED,
         ).order_by("due_at")
         rows = _of_workflow(
-            model.objects.filter(status=StepStatus.READY, held_on__gt=""),
+            model.objects.filter(status=StepStatus.READY, held_on__gt="").filter(
+                _held_by(filters.kinds)
+            ),
             f"{run}__workflow_name",
             filters.workflow,
         )
@@ -542,7 +542,7 @@ def _held(model: type[Step] | type[FanOutItem], run: str) -> _Source:
                 rank,
                 row,
                 now,
-                kind=WaitKind.HELD,
+                kind=_LIMITS[limit],
                 since=row["updated_at"],
                 pk=row["id"],
                 waits_for=row["held_on"],
@@ -554,6 +554,14 @@ def _held(model: type[Step] | type[FanOutItem], run: str) -> _Source:
             )
 
     return held
+
+
+def _held_by(kinds: frozenset[HoldKind]) -> Q:
+    """Held work of the limit kinds asked for (no condition when all are)."""
+    wanted = [name for name, kind in _LIMITS.items() if kind in kinds]
+    if len(wanted) == len(_LIMITS):
+        return Q()
+    return reduce(or_, (Q(held_on__startswith=f"{name}:") for name in wanted), Q(pk__in=[]))
 
 
 def _waiting_runs(status: RunStatus) -> _Source:
@@ -598,7 +606,7 @@ def _runs(rows: QuerySet[Run], filters: _Filters, rank: int, now: datetime) -> I
     )
     for row in values:
         kind = _RUN_WAITS[row["run_status"]]
-        if kind == WaitKind.QUEUED:
+        if kind == HoldKind.QUEUED:
             waits_for = f"max_concurrent_runs of {row['workflow']}"
             details: dict[str, Any] = {}
         else:
@@ -627,12 +635,12 @@ def _runs(rows: QuerySet[Run], filters: _Filters, rank: int, now: datetime) -> I
 
 # The sources in their order among waits that began at the same moment: each the kinds
 # it yields and the function reading them.
-_SOURCES: list[tuple[frozenset[WaitKind], _Source]] = [
+_SOURCES: list[tuple[frozenset[HoldKind], _Source]] = [
     (frozenset(_STEP_WAITS.values()) | _TASK_WAITS, _waiting_steps),
-    (frozenset({WaitKind.HELD}), _held(Step, "run")),
-    (frozenset({WaitKind.HELD}), _held(FanOutItem, "step__run")),
-    (frozenset({WaitKind.QUEUED}), _waiting_runs(RunStatus.QUEUED)),
-    (frozenset({WaitKind.BLOCKED}), _waiting_runs(RunStatus.BLOCKED)),
+    (frozenset(_LIMITS.values()), _held(Step, "run")),
+    (frozenset(_LIMITS.values()), _held(FanOutItem, "step__run")),
+    (frozenset({HoldKind.QUEUED}), _waiting_runs(RunStatus.QUEUED)),
+    (frozenset({HoldKind.BLOCKED}), _waiting_runs(RunStatus.BLOCKED)),
 ]
 # The sources whose ids are runs' (UUIDs); the others' are whole numbers.
 _RUN_SOURCES = frozenset({3, 4})

@@ -11,7 +11,7 @@ from workflows.errors import WorkflowError
 from workflows.management.arguments import add_run_arguments, run_from_options
 from workflows.management.output import cell, table, to_json
 from workflows.queries import describe_run
-from workflows.queries.explanation import Explanation, explain
+from workflows.queries.explain import Explanation, explain
 
 PAYLOAD_WIDTH = 80
 RUN_FIELDS = {
