@@ -76,7 +76,8 @@ class Hold:
     ``releases`` are the verbs (``workflows.services.access.VERBS``) by which an operator
     ends or lifts it; ``released_by`` says what ends it without one. ``listed``: whether
     ``pending_waits`` lists it (a wait that lasts, as opposed to work in hand).
-    ``defaults`` stand in for details an entry leaves unset.
+    ``defaults`` stand in for details an entry leaves unset. ``due`` says what happens
+    when the wait's ``due_at`` comes (the Waits page's timeout column: "polls in 5 min").
     """
 
     kind: HoldKind
@@ -85,6 +86,7 @@ class Hold:
     released_by: str
     listed: bool = False
     defaults: Mapping[str, Any] = field(default_factory=dict)
+    due: str = "times out"
 
 
 # The end of a sentence about a timer the sweeper should have fired already.
@@ -136,6 +138,7 @@ HOLDS: Mapping[HoldKind, Hold] = {
             ("skip_step", "cancel"),
             "the callback arriving (its token), or its expiry",
             listed=True,
+            due="expires",
         ),
         Hold(
             HoldKind.POLL,
@@ -143,6 +146,7 @@ HOLDS: Mapping[HoldKind, Hold] = {
             ("skip_step", "cancel"),
             "its next poll's time",
             listed=True,
+            due="polls",
         ),
         Hold(
             HoldKind.SLEEP,
@@ -150,6 +154,7 @@ HOLDS: Mapping[HoldKind, Hold] = {
             ("skip_step", "cancel"),
             "its time",
             listed=True,
+            due="wakes",
         ),
         Hold(
             HoldKind.CHILD,
@@ -171,12 +176,14 @@ HOLDS: Mapping[HoldKind, Hold] = {
             + _OVERDUE,
             ("skip_step", "cancel"),
             "its backoff running out",
+            due="tried again",
         ),
         Hold(
             HoldKind.TIMEOUT,
             "The {fires:words} of “{step}”[ item {item}] fires {due_at}" + _OVERDUE,
             ("skip_step", "cancel"),
             "the wait it ends ending first",
+            due="fires",
         ),
         Hold(
             HoldKind.COMPENSATION,
@@ -219,6 +226,7 @@ HOLDS: Mapping[HoldKind, Hold] = {
             ("skip_step", "cancel"),
             "the rate limit allowing its next start",
             listed=True,
+            due="next start",
         ),
         Hold(
             HoldKind.BUDGET,

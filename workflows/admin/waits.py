@@ -26,6 +26,7 @@ from django.utils.http import urlencode
 from workflows.admin.runs import badge, duration
 from workflows.errors import InvalidInput
 from workflows.models import Run
+from workflows.holds import HOLDS, HoldKind
 from workflows.queries.waits import WAIT_CHOICES, WAIT_KINDS, pending_waits
 from workflows.validation import check_text
 
@@ -46,13 +47,14 @@ def _moment(moment: datetime | None) -> str:
     return f"{moment:%Y-%m-%d %H:%M:%S %Z}" if moment is not None else ""
 
 
-def _timeout(due_at: datetime | None, now: datetime) -> str:
-    """``in 3h 59m``, ``overdue by 2m 10s``, or ``""`` for no timeout."""
+def _timeout(due_at: datetime | None, now: datetime, what: str = "") -> str:
+    """``times out in 3h 59m`` (``what`` happens then), ``overdue by 2m 10s``, or ``""``
+    for no timeout."""
     if due_at is None:
         return ""
     if due_at < now:
         return f"overdue by {duration(due_at, now, now)}"
-    return f"in {duration(now, due_at, now)}"
+    return " ".join(filter(None, (what, f"in {duration(now, due_at, now)}")))
 
 
 def _name(workflow: str) -> str:
@@ -105,7 +107,8 @@ def waits(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse:
             "status": badge(wait.run_status),
             "waiting": duration(wait.since, now, now),
             "since": _moment(wait.since),
-            "timeout": _timeout(wait.due_at, now),
+            "timeout": _timeout(wait.due_at, now, HOLDS[HoldKind(wait.kind)].due),
+            "label": HoldKind(wait.kind).label,
             "due_at": _moment(wait.due_at),
             "overdue": wait.due_at is not None and wait.due_at < now,
             "deadline": _timeout(wait.deadline, now),
