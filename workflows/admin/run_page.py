@@ -325,6 +325,27 @@ def subject_link(request: HttpRequest, run: Run, admin_name: str) -> dict[str, A
     return {"label": label, "url": url}
 
 
+@dataclass(frozen=True)
+class _StepLinks:
+    """The links a step's row offers: its fan-out items (for those who may view them)
+    and its log (once it wrote a frame, or while it runs)."""
+
+    run: Run
+    admin_name: str
+    may: Mapping[str, bool]
+
+    def items(self, step: Step) -> str | None:
+        if not self.may.get("view_items"):
+            return None
+        base = reverse(f"{self.admin_name}:workflows_fanoutitem_changelist")
+        return f"{base}?step__id__exact={step.pk}"
+
+    def log(self, step: Step) -> str | None:
+        if not step.frames_written and step.status != StepStatus.RUNNING:
+            return None
+        return reverse(f"{self.admin_name}:workflows_step_log", args=[self.run.pk, step.pk])
+
+
 def run_page_context(
     request: HttpRequest, run: Run, admin_name: str, may: Mapping[str, bool]
 ) -> dict[str, Any]:
@@ -338,43 +359,10 @@ def run_page_context(
     steps = list(
         Step.objects.filter(run_id=run.pk).select_related("decided_by", "claimed_by").order_by("id")
     )
-    timers = list(
-        Timer.objects.filter(run_id=run.pk)
-        .select_related("item")
-        .order_by("-status", "due_at")[:LIST_LIMIT]
-    )
-    compensations = list(
-        CompensationRecord.objects.filter(run_id=run.pk)
-        .select_related("step", "item")
-        .order_by("-sequence")[:LIST_LIMIT]
-    )
-    signals = list(Signal.objects.filter(run_id=run.pk).order_by("received_at", "id")[:LIST_LIMIT])
-    children = list(
-        Run.objects.filter(parent_run_id=run.pk)
-        .only("id", "workflow_name", "workflow_version", "status", "business_key", "parent_step_id")
-        .order_by("created_at", "id")[: LIST_LIMIT + 1]
-    )
     # Keyed so that an event, timer or signal naming no step looks up ``None``.
     step_names: dict[int | None, str] = {step.pk: step.name for step in steps}
-
-    def items_url(step: Step) -> str | None:
-        if not may.get("view_items"):
-            return None
-        base = reverse(f"{admin_name}:workflows_fanoutitem_changelist")
-        return f"{base}?step__id__exact={step.pk}"
-
-    def log_url(step: Step) -> str | None:
-        if not step.frames_written and step.status != StepStatus.RUNNING:
-            return None
-        return reverse(f"{admin_name}:workflows_step_log", args=[run.pk, step.pk])
-
+    links = _StepLinks(run, admin_name, may)
     allowed, refused = _actions(explanation)
-    fanouts = [
-        {"step": step, "done": step.items_completed + step.items_skipped, "url": items_url(step)}
-        for step in steps
-        if step.items_total
-    ]
-    signal_steps = [step for step in steps if step.kind == WaitForSignal.kind]
     return {
         "run": run,
         "subject": subject_link(request, run, admin_name),
@@ -390,22 +378,55 @@ def run_page_context(
         "holds": [hold_text(entry, now) for entry in explanation.waiting_on],
         "allowed_actions": allowed,
         "refused_actions": refused,
-        "may_signal": bool(signal_steps) and run.status not in RUN_FINAL,
+        "may_signal": run.status not in RUN_FINAL
+        and any(step.kind == WaitForSignal.kind for step in steps),
         "graph": step_graph_svg(
             graph_steps(
                 run.snapshot, _graph_states(steps), {step.name: step.iteration for step in steps}
             ),
             title=f"Steps of {run.workflow_name} v{run.workflow_version} and their states",
         ),
-        "step_rows": _step_rows(run, steps, now, items_url, log_url),
-        "live": live_steps(steps, log_url),
+        "step_rows": _step_rows(run, steps, now, links.items, links.log),
+        "live": live_steps(steps, links.log),
         "errors": step_errors(steps),
         "run_error": pretty(run.error) if run.error else None,
         "input": pretty(run.input),
         "output": pretty(run.output) if run.output is not None else None,
-        "fanouts": fanouts,
+        "fanouts": [
+            {
+                "step": step,
+                "done": step.items_completed + step.items_skipped,
+                "url": links.items(step),
+            }
+            for step in steps
+            if step.items_total
+        ],
+        **_lists(run, step_names, admin_name),
+        **_events(run, request, step_names),
+    }
+
+
+def _lists(run: Run, step_names: Mapping[int | None, str], admin_name: str) -> dict[str, Any]:
+    """The run's timers, compensations, signals and child runs, each cut at
+    :data:`LIST_LIMIT` (their own admin lists show them all)."""
+    timers = (
+        Timer.objects.filter(run_id=run.pk)
+        .select_related("item")
+        .order_by("-status", "due_at")[:LIST_LIMIT]
+    )
+    signals = Signal.objects.filter(run_id=run.pk).order_by("received_at", "id")[:LIST_LIMIT]
+    children = list(
+        Run.objects.filter(parent_run_id=run.pk)
+        .only("id", "workflow_name", "workflow_version", "status", "business_key", "parent_step_id")
+        .order_by("created_at", "id")[: LIST_LIMIT + 1]
+    )
+    return {
         "timers": [(timer, step_names.get(timer.step_id)) for timer in timers],
-        "compensations": compensations,
+        "compensations": list(
+            CompensationRecord.objects.filter(run_id=run.pk)
+            .select_related("step", "item")
+            .order_by("-sequence")[:LIST_LIMIT]
+        ),
         "signals": [
             (signal, pretty(signal.payload), step_names.get(signal.consumed_by_id))
             for signal in signals
@@ -415,5 +436,4 @@ def run_page_context(
         "children_url": reverse(f"{admin_name}:workflows_run_changelist")
         + f"?parent_run__id__exact={run.pk}",
         "list_limit": LIST_LIMIT,
-        **_events(run, request, step_names),
     }

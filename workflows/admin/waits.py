@@ -25,8 +25,8 @@ from django.utils.http import urlencode
 
 from workflows.admin.runs import badge, duration
 from workflows.errors import InvalidInput
-from workflows.models import Run
 from workflows.holds import HOLDS, HoldKind
+from workflows.models import Run
 from workflows.queries.waits import WAIT_CHOICES, WAIT_KINDS, pending_waits
 from workflows.validation import check_text
 

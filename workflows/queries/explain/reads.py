@@ -30,7 +30,7 @@ from django.db.models import (
 from django.db.models.query import QuerySet
 
 from workflows.engine.limits import slots
-from workflows.engine.work_kinds import COMPENSATION, ITEM, STEP
+from workflows.engine.work_kinds import COMPENSATION, ITEM, STEP, WorkKind
 from workflows.holds import HoldKind
 from workflows.models import CompensationRecord, Event, FanOutItem, Run, Step, Timer
 from workflows.queries import (
@@ -199,11 +199,7 @@ def steps_of(run_id: UUID, now: datetime) -> list[dict[str, Any]]:
     return list(
         Step.objects.filter(run_id=run_id)
         .order_by("id")
-        .annotate(
-            step_id=F("id"),
-            lease_expired=_flag(expired_lease(now)),
-            undispatched=_flag(undispatched_unit(STEP, now)),
-        )
+        .annotate(step_id=F("id"), **_unit_flags(STEP, now))
         .values(
             "id",
             "step_id",
@@ -285,11 +281,7 @@ def items_in_hand(run_id: UUID, now: datetime) -> list[dict[str, Any]]:
     return list(
         FanOutItem.objects.filter(step__run_id=run_id, status__in=_ITEMS_IN_HAND)
         .order_by("step_id", "index")
-        .annotate(
-            item_key=F("key"),
-            lease_expired=_flag(expired_lease(now)),
-            undispatched=_flag(undispatched_unit(ITEM, now)),
-        )
+        .annotate(item_key=F("key"), **_unit_flags(ITEM, now))
         .values("step_id", "item_key", "lease_expired", "undispatched", *UNIT_FIELDS)
     )
 
@@ -299,11 +291,7 @@ def compensations_in_hand(run_id: UUID, now: datetime) -> list[dict[str, Any]]:
     return list(
         CompensationRecord.objects.filter(run_id=run_id, status__in=_COMPENSATIONS_IN_HAND)
         .order_by("-sequence")
-        .annotate(
-            item_key=F("item__key"),
-            lease_expired=_flag(expired_lease(now)),
-            undispatched=_flag(undispatched_unit(COMPENSATION, now)),
-        )
+        .annotate(item_key=F("item__key"), **_unit_flags(COMPENSATION, now))
         .values(
             "step_id",
             "item_key",
@@ -324,6 +312,14 @@ def live_children(run_id: UUID) -> list[Mapping[str, Any]]:
         .order_by("created_at", "id")
         .values("id", "workflow_name", "status", "parent_step_id", "parent_item__key")
     )
+
+
+def _unit_flags(kind: WorkKind, now: datetime) -> dict[str, Case]:
+    """Whether a unit's lease expired and whether it waits undispatched, as of ``now``."""
+    return {
+        "lease_expired": _flag(expired_lease(now)),
+        "undispatched": _flag(undispatched_unit(kind, now)),
+    }
 
 
 def _flag(condition: Q) -> Case:
