@@ -13,13 +13,13 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from tests.webhook_receiver import verify
+from workflows.models import WebhookEndpoint
 from workflows.webhooks.event_types import (
     WEBHOOK_EVENT_TYPES,
     subscribed,
     validate_event_types,
     webhook_type,
 )
-from workflows.webhooks.models import WebhookEndpoint
 from workflows.webhooks.payload import encode, event_body
 from workflows.webhooks.signing import generate_secret, secret_key, sign, signed_headers
 

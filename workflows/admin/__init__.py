@@ -2,7 +2,6 @@
 family. Django's admin autodiscovery imports this package; importing it registers every
 page (each module registers its own ModelAdmins)."""
 
-from workflows.admin import budgets, flows, registered, workers
-from workflows.webhooks import admin as webhooks_admin
+from workflows.admin import budgets, flows, registered, webhooks, workers
 
-__all__ = ["budgets", "flows", "registered", "webhooks_admin", "workers"]
+__all__ = ["budgets", "flows", "registered", "webhooks", "workers"]

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Unpack
 
-from workflows.definitions.nodes import Condition, Handler, LeasedNode
-from workflows.definitions.retry import Retry
+from workflows.definitions.nodes import Handler, LeasedNode, LeasedOptions
 from workflows.status import NodeKind
 
 if TYPE_CHECKING:
@@ -44,35 +42,10 @@ class FanOut(LeasedNode):
         max_parallel: int = 10,
         tolerated_failures: int | None = None,
         tolerated_failure_ratio: float | None = None,
-        retry: Retry | None = None,
-        timeout: timedelta | None = None,
-        compensate: str | Handler | None = None,
-        transactional: bool = False,
         batch_size: int = 1,
-        queue: str | None = None,
-        requires: Iterable[str] | None = None,
-        priority: int | None = None,
-        concurrency_key: Callable[[Context], str] | None = None,
-        max_concurrent: int | None = None,
-        rate_limit: str | None = None,
-        after: Sequence[str] | str | None = None,
-        when: Condition | None = None,
+        **options: Unpack[LeasedOptions],
     ) -> None:
-        super().__init__(
-            handler,
-            retry=retry,
-            timeout=timeout,
-            compensate=compensate,
-            transactional=transactional,
-            queue=queue,
-            requires=requires,
-            priority=priority,
-            concurrency_key=concurrency_key,
-            max_concurrent=max_concurrent,
-            rate_limit=rate_limit,
-            after=after,
-            when=when,
-        )
+        super().__init__(handler, **options)
         self.items = items
         self.key = key
         self.workflow = workflow

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict, Unpack
 
 from django.utils.module_loading import import_string
 
@@ -237,6 +237,24 @@ class LeasedNode(Node):
         }
 
 
+class LeasedOptions(TypedDict, total=False):
+    """The keyword arguments of :class:`LeasedNode`, which the leased kinds (``Task``,
+    ``FanOut``) take beside their own and pass on unchanged."""
+
+    retry: Retry | None
+    timeout: timedelta | None
+    compensate: str | Handler | None
+    transactional: bool
+    queue: str | None
+    requires: Iterable[str] | None
+    priority: int | None
+    concurrency_key: Callable[[Context], str] | None
+    max_concurrent: int | None
+    rate_limit: str | None
+    after: Sequence[str] | str | None
+    when: Condition | None
+
+
 def default_retry() -> Retry:
     """The retry policy of leased work that declares none (``WORKFLOWS`` settings)."""
     return Retry(
@@ -269,34 +287,9 @@ class Task(LeasedNode):
         every: timedelta | None = None,
         max_iterations: int | None = None,
         on_exhausted: str = "fail",
-        retry: Retry | None = None,
-        timeout: timedelta | None = None,
-        compensate: str | Handler | None = None,
-        transactional: bool = False,
-        queue: str | None = None,
-        requires: Iterable[str] | None = None,
-        priority: int | None = None,
-        concurrency_key: Callable[[Context], str] | None = None,
-        max_concurrent: int | None = None,
-        rate_limit: str | None = None,
-        after: Sequence[str] | str | None = None,
-        when: Condition | None = None,
+        **options: Unpack[LeasedOptions],
     ) -> None:
-        super().__init__(
-            handler,
-            retry=retry,
-            timeout=timeout,
-            compensate=compensate,
-            transactional=transactional,
-            queue=queue,
-            requires=requires,
-            priority=priority,
-            concurrency_key=concurrency_key,
-            max_concurrent=max_concurrent,
-            rate_limit=rate_limit,
-            after=after,
-            when=when,
-        )
+        super().__init__(handler, **options)
         self.repeat_until = repeat_until
         self.every = every
         self.max_iterations = max_iterations

@@ -3,7 +3,6 @@
 import django.core.validators
 import django.db.models.deletion
 import workflows.webhooks.event_types
-import workflows.webhooks.models
 import workflows.webhooks.signing
 from django.db import migrations, models
 
@@ -38,7 +37,7 @@ class Migration(migrations.Migration):
             name='WebhookDelivery',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('message_id', models.CharField(default=workflows.webhooks.models.new_message_id, max_length=64)),
+                ('message_id', models.CharField(default=workflows.webhooks.signing.new_message_id, max_length=64)),
                 ('event_id', models.BigIntegerField(help_text='The history event this delivery sends.')),
                 ('event_type', models.CharField(max_length=64)),
                 ('run_id', models.UUIDField()),

@@ -18,8 +18,8 @@ from django.db.models.functions import Now
 
 from workflows.engine.executor import uses_django_q
 from workflows.engine.wakeups import wake
+from workflows.models import WebhookDelivery, WebhookEndpoint
 from workflows.status import DELIVERY_OPEN, DELIVERY_WAITING, DeliveryStatus
-from workflows.webhooks.models import WebhookDelivery, WebhookEndpoint
 from workflows.workers.executors import queue_tasks
 
 SEND_TASK = "workflows.tasks.send_webhooks"

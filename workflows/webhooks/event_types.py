@@ -14,8 +14,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
-from workflows.definitions import Gate
-from workflows.status import FLOW_FINAL, RUN_FINAL
+from workflows.status import FLOW_FINAL, RUN_FINAL, NodeKind
 
 WILDCARD = "*"
 
@@ -55,7 +54,7 @@ SOURCE_EVENT_TYPES: frozenset[str] = frozenset(
 def webhook_type(event_type: str, payload: dict[str, Any]) -> str | None:
     """The webhook type of a history event, or None when no endpoint can receive it."""
     if event_type == "step.waiting":
-        return "gate.waiting" if payload.get("reason") == Gate.kind else None
+        return "gate.waiting" if payload.get("reason") == NodeKind.GATE else None
     return event_type if event_type in SOURCE_EVENT_TYPES else None
 
 

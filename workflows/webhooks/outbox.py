@@ -15,10 +15,9 @@ from collections.abc import Sequence
 from django.db.models import F
 from django.db.models.functions import Coalesce, Now
 
-from workflows.models import Event
+from workflows.models import Event, WebhookDelivery, WebhookEndpoint
 from workflows.webhooks.enqueue import nudge
 from workflows.webhooks.event_types import SOURCE_EVENT_TYPES, subscribed, webhook_type
-from workflows.webhooks.models import WebhookDelivery, WebhookEndpoint
 from workflows.webhooks.payload import event_body
 
 

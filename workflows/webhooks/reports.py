@@ -10,8 +10,8 @@ from typing import Any, TypedDict
 
 from django.db.models import Count, Q
 
+from workflows.models import WebhookDelivery, WebhookEndpoint
 from workflows.status import DELIVERY_OPEN, DeliveryStatus
-from workflows.webhooks.models import WebhookDelivery, WebhookEndpoint
 
 
 def endpoint_summaries() -> list[dict[str, Any]]:

@@ -32,9 +32,9 @@ from workflows.conf import workflow_settings
 from workflows.engine.sql.expressions import attempts_plus, db_now, db_now_plus
 from workflows.engine.sql.updates import cas_update
 from workflows.engine.transaction import transition
+from workflows.models import WebhookDelivery
 from workflows.status import DELIVERY_OPEN, DeliveryStatus
 from workflows.webhooks.enqueue import due, endpoints_due
-from workflows.webhooks.models import WebhookDelivery
 from workflows.webhooks.payload import encode
 from workflows.webhooks.services import disable_endpoint, lock_endpoint
 from workflows.webhooks.signing import signed_headers

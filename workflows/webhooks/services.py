@@ -20,9 +20,9 @@ from workflows.engine.sql.expressions import db_now
 from workflows.engine.sql.updates import cas_update, cas_update_many
 from workflows.engine.transaction import transition
 from workflows.errors import StaleState
+from workflows.models import WebhookDelivery, WebhookEndpoint
 from workflows.status import DELIVERY_ENDED, DELIVERY_OPEN, DELIVERY_WAITING, DeliveryStatus
 from workflows.webhooks.enqueue import nudge
-from workflows.webhooks.models import WebhookDelivery, WebhookEndpoint
 from workflows.webhooks.signing import generate_secret
 
 logger = logging.getLogger("workflows.webhooks")

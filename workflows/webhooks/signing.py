@@ -13,6 +13,7 @@ import binascii
 import hashlib
 import hmac
 import secrets
+import uuid
 
 SECRET_PREFIX = "whsec_"
 SIGNATURE_VERSION = "v1"
@@ -23,6 +24,11 @@ SECRET_BYTES = 24
 def generate_secret() -> str:
     """A new random signing secret, ``whsec_<base64>``."""
     return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(SECRET_BYTES)).decode()
+
+
+def new_message_id() -> str:
+    """A Standard Webhooks ``webhook-id``: unique per message, kept across retries."""
+    return f"msg_{uuid.uuid4().hex}"
 
 
 def secret_key(secret: str) -> bytes:

@@ -43,7 +43,15 @@ from workflows.engine.recovery import (
 from workflows.engine.verbs.cancel import cancel_run
 from workflows.errors import DefinitionMissing, RunBusy
 from workflows.hooks import deliver_events, hooked_types
-from workflows.models import CompensationRecord, Event, FanOutItem, Run, Step, Timer
+from workflows.models import (
+    CompensationRecord,
+    Event,
+    FanOutItem,
+    Run,
+    Step,
+    Timer,
+    WebhookEndpoint,
+)
 from workflows.status import (
     RUN_ACTIVE,
     RUN_ALIVE,
@@ -57,7 +65,6 @@ from workflows.status import (
     TimerStatus,
 )
 from workflows.webhooks.enqueue import endpoints_due, nudge
-from workflows.webhooks.models import WebhookEndpoint
 from workflows.webhooks.sender import send_endpoint
 from workflows.webhooks.services import delete_ended_deliveries, ended_deliveries
 

@@ -8,8 +8,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from workflows.management.output import table, to_json
+from workflows.models import WebhookEndpoint
 from workflows.webhooks import services
-from workflows.webhooks.models import WebhookEndpoint
 from workflows.webhooks.reports import endpoint_summaries, troubled_deliveries
 
 ENDPOINT_COLUMNS = {

@@ -28,11 +28,11 @@ from workflows.admin.changelist import SafeChangelistMixin
 from workflows.admin.readonly import ReadOnlyMixin
 from workflows.admin.runs import badge
 from workflows.errors import StaleState
+from workflows.models import WebhookDelivery, WebhookEndpoint
 from workflows.services.access import REPLAY_DELIVERIES
 from workflows.status import DELIVERY_OPEN, DeliveryStatus
 from workflows.webhooks import services
 from workflows.webhooks.event_types import WEBHOOK_EVENT_TYPES, WILDCARD
-from workflows.webhooks.models import WebhookDelivery, WebhookEndpoint
 from workflows.webhooks.signing import SECRET_PREFIX
 
 if TYPE_CHECKING:

@@ -1,14 +1,12 @@
-"""Webhook endpoints (configuration) and deliveries (the outbox and the delivery log).
+"""Webhook endpoints (configuration) and deliveries (the outbox and the delivery log),
+which ``workflows.webhooks`` records and sends.
 
-Loaded by ``workflows.models``, so they belong to the ``workflows`` app. Both carry a
-``version`` that every write compares and increments, like the engine's rows: an
-endpoint is edited by operators while senders read it, and a delivery is claimed,
-leased and fenced like a step.
+Both carry a ``version`` that every write compares and increments, like the engine's
+rows: an endpoint is edited by operators while senders read it, and a delivery is
+claimed, leased and fenced like a step.
 """
 
 from __future__ import annotations
-
-import uuid
 
 from django.core.validators import URLValidator
 from django.db import models
@@ -17,12 +15,7 @@ from django.db.models.functions import Now
 
 from workflows.status import DELIVERY_OPEN, DELIVERY_WAITING, DeliveryStatus
 from workflows.webhooks.event_types import validate_event_types
-from workflows.webhooks.signing import generate_secret
-
-
-def new_message_id() -> str:
-    """A Standard Webhooks ``webhook-id``: unique per message, kept across retries."""
-    return f"msg_{uuid.uuid4().hex}"
+from workflows.webhooks.signing import generate_secret, new_message_id
 
 
 class WebhookEndpoint(models.Model):

@@ -1,0 +1,151 @@
+"""Runs: one execution of a workflow definition each, pinned to its version, and the
+host's object a run may be about (``subject_of``)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.contrib.contenttypes.fields import GenericForeignKey
+from django.contrib.contenttypes.models import ContentType
+from django.db import models
+from django.db.models import Q
+
+from workflows.status import RunStatus
+
+
+def subject_of(obj: models.Model) -> dict[str, Any]:
+    """The ``Run`` columns that point at ``obj``: its content type and its key as text.
+
+    The key is stored as text so that integer, UUID and string primary keys all fit one
+    column; the filter and the write use this one function, so they never disagree.
+    """
+    return {"subject_type": ContentType.objects.get_for_model(obj), "subject_id": str(obj.pk)}
+
+
+class RunQuerySet(models.QuerySet["Run"]):
+    """``Run.objects``: Django's queryset plus the runs of one of the host's objects."""
+
+    def for_object(self, obj: models.Model) -> RunQuerySet:
+        """The runs started with ``subject=obj``, newest first."""
+        return self.filter(**subject_of(obj)).order_by("-created_at", "-id")
+
+
+class Run(models.Model):
+    """One execution of a workflow definition, pinned to the version it started with."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workflow_name = models.CharField(max_length=200)
+    workflow_version = models.PositiveIntegerField()
+    snapshot = models.JSONField(help_text="The workflow graph as it was when the run started.")
+    status = models.CharField(max_length=32, choices=RunStatus.choices, default=RunStatus.PENDING)
+    input = models.JSONField(default=dict, blank=True)
+    output = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    # NULL, not "", for "no key": the unique constraint must ignore keyless runs.
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    input_hash = models.CharField(max_length=64, blank=True, default="")
+    business_key = models.CharField(max_length=255, blank=True, default="")
+    # The host's object this run is about (``start_run(subject=order)``), if any. SET_NULL,
+    # as the admin's LogEntry does: a model dropped from the project leaves its runs.
+    subject_type = models.ForeignKey(
+        ContentType, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    subject_id = models.CharField(max_length=255, blank=True, default="")
+    subject = GenericForeignKey("subject_type", "subject_id")
+    parent_run = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="child_runs"
+    )
+    parent_step = models.ForeignKey(
+        "Step", null=True, blank=True, on_delete=models.CASCADE, related_name="child_runs"
+    )
+    parent_item = models.ForeignKey(
+        "FanOutItem", null=True, blank=True, on_delete=models.CASCADE, related_name="child_runs"
+    )
+    # The flow this run is a member of (its FlowMember row says as what), if any: read
+    # with the run's lock, so a run's end looks for its downstream members only here.
+    flow = models.ForeignKey(
+        "Flow", null=True, blank=True, on_delete=models.CASCADE, related_name="runs", db_index=False
+    )
+    # Set by cancel_run(compensate=False): the run ends without running its compensations.
+    skip_compensation = models.BooleanField(default=False)
+    # Why and by whom the run was paused (empty unless paused).
+    paused_reason = models.TextField(blank=True, default="")
+    # Ready work is claimed highest priority first (a step may declare its own).
+    priority = models.IntegerField(default=0)
+    # When the run must have ended (``start_run(deadline=...)``, ``Workflow.deadline``):
+    # a ``deadline`` timer fails it with ``deadline_exceeded`` then. NULL: no deadline.
+    deadline = models.DateTimeField(null=True, blank=True)
+    version = models.PositiveIntegerField(default=1)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = RunQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        # Viewing runs is Django's own ``view_run``; starting and operating are separate,
+        # and so is reading the metrics (``workflows.metrics``), which staff may need alone.
+        permissions = [
+            ("start_run", "Can start runs of registered workflows"),
+            ("operate_run", "Can operate runs: cancel, terminate, pause, resume, retry, rerun"),
+            ("view_metrics", "Can read the Prometheus metrics of all runs"),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workflow_name", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="workflows_run_unique_idempotency_key",
+            )
+        ]
+        indexes = [
+            models.Index(fields=["status", "created_at"], name="workflows_run_status"),
+            models.Index(
+                fields=["workflow_name", "workflow_version", "created_at"],
+                name="workflows_run_workflow",
+            ),
+            models.Index(fields=["created_at"], name="workflows_run_created"),
+            # The dashboard's runs by workflow and status: read from the index alone.
+            models.Index(fields=["workflow_name", "status"], name="workflows_run_by_workflow"),
+            # The runs list sorted by workflow, either way (its ties follow the sort's
+            # direction): read in index order, forwards or backwards, with no sort. No
+            # transition changes these columns: the index is written at the insert only.
+            models.Index(
+                fields=["workflow_name", "created_at", "id"], name="workflows_run_wf_sort"
+            ),
+            # The dashboard's runs finished per hour over the last day.
+            models.Index(fields=["finished_at"], name="workflows_run_finished"),
+            models.Index(fields=["business_key"], name="workflows_run_business_key"),
+            # for_object and GenericRelation: one object's runs, newest first.
+            models.Index(
+                fields=["subject_type", "subject_id", "created_at"], name="workflows_run_subject"
+            ),
+            # Child runs only (cancel_orphaned_children): a few rows among every run kept,
+            # where the foreign key's own index is mostly NULLs.
+            models.Index(
+                fields=["parent_run"],
+                condition=Q(parent_run__isnull=False),
+                name="workflows_run_children",
+            ),
+            # Runs with a deadline only: the runs list's "near their deadline" filter.
+            models.Index(
+                fields=["deadline"],
+                condition=Q(deadline__isnull=False),
+                name="workflows_run_deadline",
+            ),
+            # Flow members only, the same way.
+            models.Index(
+                fields=["flow", "status"],
+                condition=Q(flow__isnull=False),
+                name="workflows_run_flow",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_name} v{self.workflow_version} [{self.status}] {self.id}"
