@@ -50,6 +50,7 @@ from workflows.services.access import OPERATE_RUNS, START_RUNS
 from workflows.status import StepStatus
 
 if TYPE_CHECKING:
+    from django.contrib.admin.options import _FieldGroups
     from django_stubs_ext import WithAnnotations
 
     from workflows.admin.runs import RunWithProgress
@@ -267,6 +268,19 @@ class StepAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_filter = ("status", ("kind", admin.AllValuesFieldListFilter))
     search_fields = ("name", "run__id")
     list_select_related = ("run",)
+
+    def get_fields(self, request: HttpRequest, obj: Step | None = None) -> _FieldGroups:
+        """The step's own fields first (run, name, kind, status, ...), then the columns
+        it shares through abstract bases (what an attempt reports, a gate's decision),
+        which Django would list first."""
+        fields = super().get_fields(request, obj)
+        shared = {
+            field.name
+            for base in Step.__mro__[1:]
+            if issubclass(base, Model) and base is not Model and base._meta.abstract
+            for field in base._meta.local_fields
+        }
+        return [*(f for f in fields if f not in shared), *(f for f in fields if f in shared)]
 
     def get_urls(self) -> list[URLPattern]:
         # The approvals inbox and signed links decide gates, which are steps; they come
