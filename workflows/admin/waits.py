@@ -12,6 +12,7 @@ run page's (decide a gate, send a signal, cancel).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,7 +28,7 @@ from workflows.admin.runs import badge, duration
 from workflows.errors import InvalidInput
 from workflows.holds import HOLDS, HoldKind
 from workflows.models import Run
-from workflows.queries.waits import WAIT_CHOICES, WAIT_KINDS, pending_waits
+from workflows.queries.waits import WAIT_CHOICES, WAIT_KINDS, Wait, pending_waits
 from workflows.validation import check_text
 
 __all__ = ["AGES", "PAGE_SIZE", "waits"]
@@ -97,24 +98,7 @@ def waits(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse:
         for name, value in (("kind", kind), ("workflow", workflow), ("age", age[0] if age else ""))
         if value
     }
-    # Times as short texts made here, not with template filters: a page shows up to 100
-    # waits, and the filters' formatting machinery was most of its render time.
-    rows = [
-        {
-            "wait": wait,
-            "run_url": reverse(f"{site}:workflows_run_change", args=[wait.run]),
-            "run_short": str(wait.run)[:8],
-            "status": badge(wait.run_status),
-            "waiting": duration(wait.since, now, now),
-            "since": _moment(wait.since),
-            "timeout": _timeout(wait.due_at, now, HOLDS[HoldKind(wait.kind)].due),
-            "label": HoldKind(wait.kind).label,
-            "due_at": _moment(wait.due_at),
-            "overdue": wait.due_at is not None and wait.due_at < now,
-            "deadline": _timeout(wait.deadline, now),
-        }
-        for wait in page
-    ]
+    rows = _rows(page, site, now)
     context: dict[str, Any] = {
         **model_admin.admin_site.each_context(request),
         "title": "Waits",
@@ -134,3 +118,25 @@ def waits(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse:
         "paged": cursor is not None,
     }
     return TemplateResponse(request, "workflows/admin/waits.html", context)
+
+
+def _rows(page: Iterable[Wait], site: str, now: datetime) -> list[dict[str, Any]]:
+    """The page's waits as table rows. Times are short texts made here, not with
+    template filters: a page shows up to 100 waits, and the filters' formatting
+    machinery was most of its render time."""
+    return [
+        {
+            "wait": wait,
+            "run_url": reverse(f"{site}:workflows_run_change", args=[wait.run]),
+            "run_short": str(wait.run)[:8],
+            "status": badge(wait.run_status),
+            "waiting": duration(wait.since, now, now),
+            "since": _moment(wait.since),
+            "timeout": _timeout(wait.due_at, now, HOLDS[HoldKind(wait.kind)].due),
+            "label": HoldKind(wait.kind).label,
+            "due_at": _moment(wait.due_at),
+            "overdue": wait.due_at is not None and wait.due_at < now,
+            "deadline": _timeout(wait.deadline, now),
+        }
+        for wait in page
+    ]

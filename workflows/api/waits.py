@@ -79,6 +79,35 @@ class WaitPageSerializer(serializers.Serializer):
     results = WaitSerializer(many=True)
 
 
+# The query parameters, as the schema publishes them.
+_PARAMETERS = [
+    OpenApiParameter(
+        "kind",
+        OpenApiTypes.STR,
+        enum=[kind.value for kind in WAIT_KINDS],
+        many=True,
+        description="repeat for any of several kinds",
+    ),
+    OpenApiParameter("workflow", OpenApiTypes.STR, description="the workflow's name"),
+    OpenApiParameter(
+        "older_than",
+        OpenApiTypes.STR,
+        description="waits begun at least this long ago: ISO 8601 (P2D, PT30M) or seconds",
+    ),
+    OpenApiParameter(
+        "page_size",
+        OpenApiTypes.INT,
+        description=f"waits per page, 1 to {MAX_LIMIT} (default {PAGE_SIZE}); "
+        "another value is a 400",
+    ),
+    OpenApiParameter(
+        "cursor",
+        OpenApiTypes.STR,
+        description="the cursor of a next link, as given; any other is a 404",
+    ),
+]
+
+
 class WaitsView(FlowsiteAPIView):
     """Every wait across runs, oldest first."""
 
@@ -86,37 +115,13 @@ class WaitsView(FlowsiteAPIView):
 
     @extend_schema(
         operation_id="waits_list",
-        parameters=[
-            OpenApiParameter(
-                "kind",
-                OpenApiTypes.STR,
-                enum=[kind.value for kind in WAIT_KINDS],
-                many=True,
-                description="repeat for any of several kinds",
-            ),
-            OpenApiParameter("workflow", OpenApiTypes.STR, description="the workflow's name"),
-            OpenApiParameter(
-                "older_than",
-                OpenApiTypes.STR,
-                description="waits begun at least this long ago: ISO 8601 (P2D, PT30M) or seconds",
-            ),
-            OpenApiParameter(
-                "page_size",
-                OpenApiTypes.INT,
-                description=f"waits per page, 1 to {MAX_LIMIT} (default {PAGE_SIZE}); "
-                "another value is a 400",
-            ),
-            OpenApiParameter(
-                "cursor",
-                OpenApiTypes.STR,
-                description="the cursor of a next link, as given; any other is a 404",
-            ),
-        ],
+        parameters=_PARAMETERS,
         responses={200: WaitPageSerializer, **error_responses(400, 401, 403, 404)},
     )
     def get(self, request: Request) -> Response:
-        """Gates, signals, callbacks, sleeps, child runs, held work, blocked flow members
-        and queued runs, each with its run, since when and its timeout."""
+        """Gates, signals, callbacks, polls, sleeps, child runs, work held by a limit,
+        blocked flow members and queued runs, each with its run, since when and its
+        timeout."""
         query: dict[str, Any] = {
             name: request.query_params.getlist(name) if name == "kind" else value
             for name, value in request.query_params.items()

@@ -377,10 +377,10 @@ def _wait(
         pk,
         Wait(
             kind=str(kind),
-            run=row["run_id"],
-            workflow=row["workflow"],
-            business_key=row["business_key"],
-            run_status=row["run_status"],
+            run=row["of_run"],
+            workflow=row["of_workflow"],
+            business_key=row["of_business_key"],
+            run_status=row["of_run_status"],
             step=step,
             step_id=step_id,
             item=item,
@@ -388,9 +388,41 @@ def _wait(
             since=since,
             age=max(now - since, timedelta(0)),
             due_at=due_at,
-            deadline=row["deadline"],
+            deadline=row["of_deadline"],
             details=details or {},
         ),
+    )
+
+
+def _page(
+    rows: QuerySet[Any], filters: _Filters, since: str, run: str, *fields: str, **columns: Any
+) -> QuerySet[Any, dict[str, Any]]:
+    """``rows`` in the page's order (``since``, id), at most one more than a page, as
+    dicts of ``fields``, of ``columns`` and of their run's columns (``of_run``,
+    ``of_workflow``, ``of_business_key``, ``of_run_status``, ``of_deadline``), read
+    through ``run``, the path from a row to its run (``""``: the row is the run)."""
+    path = f"{run}__" if run else ""
+    return (
+        rows.annotate(
+            of_run=F(f"{path}id"),
+            of_workflow=F(f"{path}workflow_name"),
+            of_business_key=F(f"{path}business_key"),
+            of_run_status=F(f"{path}status"),
+            of_deadline=F(f"{path}deadline"),
+            **columns,
+        )
+        .order_by(since, "id")
+        .values(
+            "id",
+            since,
+            *fields,
+            *columns,
+            "of_run",
+            "of_workflow",
+            "of_business_key",
+            "of_run_status",
+            "of_deadline",
+        )[: filters.limit + 1]
     )
 
 
@@ -419,39 +451,22 @@ def _waiting_steps(filters: _Filters, rank: int, now: datetime) -> Iterator[_Ent
         # One of a task's two waits: leave out the tasks waiting the other way.
         rows = rows.exclude(kind=NodeKind.TASK, polling=HoldKind.CALLBACK in filters.kinds)
     rows = _of_workflow(rows, "run__workflow_name", filters.workflow)
-    rows = _window(rows, filters, rank, "started_at", int)
-    values = (
-        rows.annotate(
-            due_at=Subquery(due.values("due_at")[:1]),
-            child=Subquery(child.values("id")[:1]),
-            workflow=models.F("run__workflow_name"),
-            business_key=models.F("run__business_key"),
-            run_status=models.F("run__status"),
-            deadline=models.F("run__deadline"),
-            claimer=models.F(f"claimed_by__{get_user_model().USERNAME_FIELD}"),
-            poll=F("polling"),
-        )
-        .order_by("started_at", "id")
-        .values(
-            "id",
-            "name",
-            "kind",
-            "started_at",
-            "prompt",
-            "signal_name",
-            "attempt",
-            "round_attempts_before",
-            "iteration",
-            "poll",
-            "claimer",
-            "run_id",
-            "workflow",
-            "business_key",
-            "run_status",
-            "deadline",
-            "due_at",
-            "child",
-        )[: filters.limit + 1]
+    values = _page(
+        _window(rows, filters, rank, "started_at", int),
+        filters,
+        "started_at",
+        "run",
+        "name",
+        "kind",
+        "prompt",
+        "signal_name",
+        "attempt",
+        "round_attempts_before",
+        "iteration",
+        due_at=Subquery(due.values("due_at")[:1]),
+        child=Subquery(child.values("id")[:1]),
+        claimer=F(f"claimed_by__{get_user_model().USERNAME_FIELD}"),
+        poll=F("polling"),
     )
     for row in values:
         kind = HoldKind.POLL if row["poll"] else _STEP_WAITS[row["kind"]]
@@ -505,38 +520,19 @@ def _held(model: type[Step] | type[FanOutItem], run: str) -> _Source:
             f"{run}__workflow_name",
             filters.workflow,
         )
-        rows = _window(rows, filters, rank, "updated_at", int)
-        values = (
-            rows.annotate(
-                due_at=Subquery(release.values("due_at")[:1]),
-                run_id_=models.F(f"{run}_id"),
-                step_name=models.F("step__name" if is_item else "name"),
-                step_pk=models.F("step_id" if is_item else "id"),
-                item_key=models.F("key") if is_item else models.Value(None, models.CharField()),
-                workflow=models.F(f"{run}__workflow_name"),
-                business_key=models.F(f"{run}__business_key"),
-                run_status=models.F(f"{run}__status"),
-                deadline=models.F(f"{run}__deadline"),
-            )
-            .order_by("updated_at", "id")
-            .values(
-                "id",
-                "held_on",
-                "updated_at",
-                "attempt",
-                "run_id_",
-                "step_name",
-                "step_pk",
-                "item_key",
-                "workflow",
-                "business_key",
-                "run_status",
-                "deadline",
-                "due_at",
-            )[: filters.limit + 1]
+        values = _page(
+            _window(rows, filters, rank, "updated_at", int),
+            filters,
+            "updated_at",
+            run,
+            "held_on",
+            "attempt",
+            due_at=Subquery(release.values("due_at")[:1]),
+            step_name=F("step__name" if is_item else "name"),
+            step_pk=F("step_id" if is_item else "id"),
+            item_key=F("key") if is_item else Value(None, models.CharField()),
         )
         for row in values:
-            row["run_id"] = row.pop("run_id_")
             limit, _, key = row["held_on"].partition(":")
             yield _wait(
                 rank,
@@ -578,49 +574,20 @@ def _waiting_runs(status: RunStatus) -> _Source:
 
 def _runs(rows: QuerySet[Run], filters: _Filters, rank: int, now: datetime) -> Iterator[_Entry]:
     """The waits of ``rows`` (runs queued or blocked), with their flow place if any."""
-    values = (
-        rows.annotate(
-            run_id=models.F("id"),
-            workflow=models.F("workflow_name"),
-            run_status=models.F("status"),
-            member=models.F("flow_member__name"),
-            join=models.F("flow_member__join"),
-            join_count=models.F("flow_member__join_count"),
-            flow_name=models.F("flow__name"),
-        )
-        .order_by("created_at", "id")
-        .values(
-            "id",
-            "run_id",
-            "workflow",
-            "business_key",
-            "run_status",
-            "deadline",
-            "created_at",
-            "flow_id",
-            "flow_name",
-            "member",
-            "join",
-            "join_count",
-        )[: filters.limit + 1]
+    values = _page(
+        rows,
+        filters,
+        "created_at",
+        "",
+        "flow_id",
+        member=F("flow_member__name"),
+        join=F("flow_member__join"),
+        join_count=F("flow_member__join_count"),
+        flow_name=F("flow__name"),
     )
     for row in values:
-        kind = _RUN_WAITS[row["run_status"]]
-        if kind == HoldKind.QUEUED:
-            waits_for = f"max_concurrent_runs of {row['workflow']}"
-            details: dict[str, Any] = {}
-        else:
-            join = row["join"] or ""
-            if row["join_count"] is not None:
-                join = f"{join} {row['join_count']}"
-            waits_for = f"join {join} in flow {row['flow_name']}"
-            details = {
-                "flow": str(row["flow_id"]) if row["flow_id"] else None,
-                "flow_name": row["flow_name"],
-                "member": row["member"],
-                "join": row["join"],
-                "join_count": row["join_count"],
-            }
+        kind = _RUN_WAITS[row["of_run_status"]]
+        waits_for, details = _run_wait(kind, row)
         yield _wait(
             rank,
             row,
@@ -631,6 +598,22 @@ def _runs(rows: QuerySet[Run], filters: _Filters, rank: int, now: datetime) -> I
             waits_for=waits_for,
             details=details,
         )
+
+
+def _run_wait(kind: HoldKind, row: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """What a queued run or a blocked member waits for, and the details of a member's."""
+    if kind == HoldKind.QUEUED:
+        return f"max_concurrent_runs of {row['of_workflow']}", {}
+    join = row["join"] or ""
+    if row["join_count"] is not None:
+        join = f"{join} {row['join_count']}"
+    return f"join {join} in flow {row['flow_name']}", {
+        "flow": str(row["flow_id"]) if row["flow_id"] else None,
+        "flow_name": row["flow_name"],
+        "member": row["member"],
+        "join": row["join"],
+        "join_count": row["join_count"],
+    }
 
 
 # The sources in their order among waits that began at the same moment: each the kinds
