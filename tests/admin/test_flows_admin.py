@@ -156,6 +156,12 @@ def test_the_flow_page_shows_revision_summary_members_and_history(client, operat
     assert "card declined by the bank" in lint_row
     report_row = html[html.index('<tr id="member-report">') :].split("</tr>")[0]
     assert "any of 2" in report_row and "fetch, lint" in report_row
+    # A member that has not started says what it waits on, in the hold table's words.
+    notify_row = html[html.index('<tr id="member-notify">') :].split("</tr>")[0]
+    assert '<div class="wf-quiet">a flow member waiting for its upstream members</div>' in (
+        notify_row
+    )
+    assert "wf-quiet" not in report_row
     history = html[html.index('id="history"') :]
     for entry in ("flow.created", "flow.member_added", "flow.edge_added", "flow.dependency_failed"):
         assert f"<code>{entry}</code>" in history

@@ -20,9 +20,10 @@ from django.utils.safestring import SafeString
 
 from workflows.admin.flow_graph import join_label, member_graph_svg, member_nodes
 from workflows.admin.runs import badge, pretty
+from workflows.holds import HoldKind
 from workflows.models import Event, Flow
 from workflows.queries.flows import FlowGraph, MemberView, flow_cancellation, flow_graph
-from workflows.status import FLOW_FINAL, RUN_FINAL
+from workflows.status import FLOW_FINAL, RUN_FINAL, RunStatus
 
 __all__ = ["EVENTS_PER_PAGE", "GRAPH_LIMIT", "MEMBERS_PER_PAGE", "flow_page_context"]
 
@@ -34,14 +35,24 @@ EVENTS_PER_PAGE = 50
 
 @dataclass(frozen=True)
 class MemberRow:
-    """One line of the members table: the member, its join, its run's page, its error."""
+    """One line of the members table: the member, its join, its run's page, its error,
+    and what a member that has not started waits on (the hold table's words)."""
 
     member: MemberView
     badge: SafeString
+    waits: str
     join: str
     run_url: str
     error_code: str
     error_message: str
+
+
+# A member whose run has not started waits as its status says: for its upstream
+# members under its join, or for a place under its workflow's max_concurrent_runs.
+_WAITING_MEMBERS: dict[str, HoldKind] = {
+    RunStatus.BLOCKED: HoldKind.BLOCKED,
+    RunStatus.QUEUED: HoldKind.QUEUED,
+}
 
 
 def _page(request: HttpRequest, parameter: str) -> int:
@@ -65,6 +76,9 @@ def _member_rows(
             MemberRow(
                 member=member,
                 badge=badge(member.status),
+                waits=_WAITING_MEMBERS[member.status].label
+                if member.status in _WAITING_MEMBERS
+                else "",
                 join=join_label(member),
                 run_url=run_url[member.run_id],
                 error_code=str(error.get("code") or error.get("type") or ""),
