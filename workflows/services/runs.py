@@ -28,45 +28,38 @@ from workflows.status import RunStatus
 from workflows.validation import check_json, check_text, max_length
 
 if TYPE_CHECKING:
+    from typing import TypedDict
+
+    from typing_extensions import Unpack
+
     from workflows.permissions import AnyUser
+
+    class StartOptions(TypedDict, total=False):
+        """The keyword options of a start (:func:`start_run_once` says what each does)."""
+
+        idempotency_key: str | None
+        business_key: str | None
+        user: AnyUser | None
+        subject: models.Model | None
+        priority: int | None
+        deadline: timedelta | datetime | None
 
 
 def start_run(
     workflow: str | type[Workflow],
     input: dict[str, Any] | None = None,
-    *,
-    idempotency_key: str | None = None,
-    business_key: str | None = None,
-    user: AnyUser | None = None,
-    subject: models.Model | None = None,
-    priority: int | None = None,
-    deadline: timedelta | datetime | None = None,
+    **options: Unpack[StartOptions],
 ) -> Run:
     """Start a run of ``workflow`` (a registered name, latest version, or a class);
     return it. Everything else as :func:`start_run_once`, which also says whether this
     call created the run."""
-    return start_run_once(
-        workflow,
-        input,
-        idempotency_key=idempotency_key,
-        business_key=business_key,
-        user=user,
-        subject=subject,
-        priority=priority,
-        deadline=deadline,
-    ).value
+    return start_run_once(workflow, input, **options).value
 
 
 def start_run_once(
     workflow: str | type[Workflow],
     input: dict[str, Any] | None = None,
-    *,
-    idempotency_key: str | None = None,
-    business_key: str | None = None,
-    user: AnyUser | None = None,
-    subject: models.Model | None = None,
-    priority: int | None = None,
-    deadline: timedelta | datetime | None = None,
+    **options: Unpack[StartOptions],
 ) -> Created[Run]:
     """Start a run of ``workflow`` (a registered name, latest version, or a class).
 
@@ -96,7 +89,14 @@ def start_run_once(
     created it (decided by the insert that won, so of racing starts with one key
     exactly one says ``created``). :func:`start_run` returns the run alone.
     """
-    definition = registry.resolve(workflow)
+    _check_start(registry.resolve(workflow), input, options)
+    return engine.start_run_once(workflow, input, **options)
+
+
+def _check_start(definition: type[Workflow], input: Any, options: StartOptions) -> None:
+    """Refuse, before anything is written, what the database could not store or the
+    engine would reject: the name, the input's JSON, the keys, the priority, the subject."""
+    priority, subject = options.get("priority"), options.get("subject")
     if priority is not None:
         _check_priority(priority)
     check_text(
@@ -107,24 +107,12 @@ def start_run_once(
     )
     if isinstance(input, dict):  # anything else is refused by the definition's check_input
         check_json(input, field="input")
-    if idempotency_key is not None:
-        check_text(
-            idempotency_key, field="idempotency key", limit=max_length(Run, "idempotency_key")
-        )
-    if business_key is not None:
-        check_text(business_key, field="business key", limit=max_length(Run, "business_key"))
+    for key, field in (("idempotency_key", "idempotency key"), ("business_key", "business key")):
+        text = options.get(key)
+        if text is not None:
+            check_text(text, field=field, limit=max_length(Run, key))
     if subject is not None:
         _check_subject(subject)
-    return engine.start_run_once(
-        workflow,
-        input,
-        idempotency_key=idempotency_key,
-        business_key=business_key,
-        user=user,
-        subject=subject,
-        priority=priority,
-        deadline=deadline,
-    )
 
 
 def _check_priority(value: Any) -> None:
