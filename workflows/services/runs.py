@@ -28,47 +28,23 @@ from workflows.status import RunStatus
 from workflows.validation import check_json, check_text, max_length
 
 if TYPE_CHECKING:
-    from typing import TypedDict
-
-    from typing_extensions import Unpack
-
     from workflows.permissions import AnyUser
-
-    class StartOptions(TypedDict, total=False):
-        """The keyword options of a start (:func:`start_run_once` says what each does)."""
-
-        idempotency_key: str | None
-        business_key: str | None
-        user: AnyUser | None
-        subject: models.Model | None
-        priority: int | None
-        deadline: timedelta | datetime | None
 
 
 def start_run(
     workflow: str | type[Workflow],
     input: dict[str, Any] | None = None,
-    **options: Unpack[StartOptions],
+    *,
+    idempotency_key: str | None = None,
+    business_key: str | None = None,
+    user: AnyUser | None = None,
+    subject: models.Model | None = None,
+    priority: int | None = None,
+    deadline: timedelta | datetime | None = None,
 ) -> Run:
     """Start a run of ``workflow`` (a registered name, latest version, or a class);
-    return it. Everything else as :func:`start_run_once`, which also says whether this
-    call created the run."""
-    return start_run_once(workflow, input, **options).value
-
-
-def start_run_once(
-    workflow: str | type[Workflow],
-    input: dict[str, Any] | None = None,
-    **options: Unpack[StartOptions],
-) -> Created[Run]:
-    """Start a run of ``workflow`` (a registered name, latest version, or a class).
-
-    With an ``idempotency_key`` seen before for this workflow, the existing run is
-    returned when the input is the same, and :class:`IdempotencyConflict` raised when
-    it differs; of two concurrent starts with one key, one creates the run and the
-    other returns it. Input that is not storable JSON and keys that are not strings,
-    hold a NUL character or exceed their column raise :class:`InvalidInput` before
-    anything is written (see :mod:`workflows.validation`).
+    return it. The keys and the idempotency of a start as :func:`start_run_once`, which
+    also says whether this call created the run.
 
     ``subject`` ties the run to one of the host's saved model instances (see
     ``Run.objects.for_object``); an unsaved instance or any other value is
@@ -84,19 +60,75 @@ def start_run_once(
     clock. A run not ended by then fails with ``deadline_exceeded``, its running
     attempts lose their lease and what it completed is compensated
     (:mod:`workflows.engine.deadlines`). Anything else is :class:`InvalidInput`.
+    """
+    return start_run_once(
+        workflow,
+        input,
+        idempotency_key=idempotency_key,
+        business_key=business_key,
+        user=user,
+        subject=subject,
+        priority=priority,
+        deadline=deadline,
+    ).value
+
+
+def start_run_once(
+    workflow: str | type[Workflow],
+    input: dict[str, Any] | None = None,
+    *,
+    idempotency_key: str | None = None,
+    business_key: str | None = None,
+    user: AnyUser | None = None,
+    subject: models.Model | None = None,
+    priority: int | None = None,
+    deadline: timedelta | datetime | None = None,
+) -> Created[Run]:
+    """Start a run of ``workflow`` (a registered name, latest version, or a class); the
+    other options as :func:`start_run`.
+
+    With an ``idempotency_key`` seen before for this workflow, the existing run is
+    returned when the input is the same, and :class:`IdempotencyConflict` raised when
+    it differs; of two concurrent starts with one key, one creates the run and the
+    other returns it. Input that is not storable JSON and keys that are not strings,
+    hold a NUL character or exceed their column raise :class:`InvalidInput` before
+    anything is written (see :mod:`workflows.validation`).
 
     Returns :class:`~workflows.engine.created.Created`: the run, and whether this call
     created it (decided by the insert that won, so of racing starts with one key
     exactly one says ``created``). :func:`start_run` returns the run alone.
     """
-    _check_start(registry.resolve(workflow), input, options)
-    return engine.start_run_once(workflow, input, **options)
+    _check_start(
+        registry.resolve(workflow),
+        input,
+        idempotency_key=idempotency_key,
+        business_key=business_key,
+        subject=subject,
+        priority=priority,
+    )
+    return engine.start_run_once(
+        workflow,
+        input,
+        idempotency_key=idempotency_key,
+        business_key=business_key,
+        user=user,
+        subject=subject,
+        priority=priority,
+        deadline=deadline,
+    )
 
 
-def _check_start(definition: type[Workflow], input: Any, options: StartOptions) -> None:
+def _check_start(
+    definition: type[Workflow],
+    input: Any,
+    *,
+    idempotency_key: str | None,
+    business_key: str | None,
+    subject: models.Model | None,
+    priority: int | None,
+) -> None:
     """Refuse, before anything is written, what the database could not store or the
-    engine would reject: the name, the input's JSON, the keys, the priority, the subject."""
-    priority, subject = options.get("priority"), options.get("subject")
+    engine would reject: the priority, the name, the input's JSON, the keys, the subject."""
     if priority is not None:
         _check_priority(priority)
     check_text(
@@ -107,10 +139,12 @@ def _check_start(definition: type[Workflow], input: Any, options: StartOptions) 
     )
     if isinstance(input, dict):  # anything else is refused by the definition's check_input
         check_json(input, field="input")
-    for key, field in (("idempotency_key", "idempotency key"), ("business_key", "business key")):
-        text = options.get(key)
-        if text is not None:
-            check_text(text, field=field, limit=max_length(Run, key))
+    if idempotency_key is not None:
+        check_text(
+            idempotency_key, field="idempotency key", limit=max_length(Run, "idempotency_key")
+        )
+    if business_key is not None:
+        check_text(business_key, field="business key", limit=max_length(Run, "business_key"))
     if subject is not None:
         _check_subject(subject)
 
