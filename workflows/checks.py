@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from importlib.util import find_spec
 from typing import Any
 
 import django
+from django.apps import AppConfig
 from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
@@ -19,9 +21,13 @@ from workflows.engine.sql.connection import engine_alias
 from workflows.engine.sql.execute import direct_path_missing
 from workflows.models import Run
 
+# What a check is given (the apps to check, None for all) and what it answers.
+AppConfigs = Sequence[AppConfig] | None
+Messages = list[checks.CheckMessage]
+
 
 @checks.register("workflows")
-def check_definitions(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+def check_definitions(app_configs: AppConfigs = None, **kwargs: Any) -> Messages:
     """workflows.E001: every registered workflow must still validate (handlers import)."""
     return [
         checks.Error(problem, obj=workflow, id="workflows.E001")
@@ -31,7 +37,7 @@ def check_definitions(app_configs: Any = None, **kwargs: Any) -> list[checks.Che
 
 
 @checks.register("workflows")
-def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+def check_settings(app_configs: AppConfigs = None, **kwargs: Any) -> Messages:
     """workflows.E002: the WORKFLOWS setting must hold known keys and a loadable executor."""
     from workflows.engine.executor import get_executor
 
@@ -44,7 +50,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
 
 
 @checks.register("workflows", checks.Tags.database)
-def check_sqlite(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+def check_sqlite(app_configs: AppConfigs = None, **kwargs: Any) -> Messages:
     """workflows.W001 to W003: SQLite must be set up for processes sharing one file."""
     return [
         message
@@ -53,11 +59,11 @@ def check_sqlite(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMes
     ]
 
 
-def sqlite_problems(alias: str, database: dict[str, Any]) -> list[checks.CheckMessage]:
+def sqlite_problems(alias: str, database: dict[str, Any]) -> Messages:
     """Return the warnings for one database's settings (none unless it is SQLite)."""
     if not database.get("ENGINE", "").endswith("sqlite3"):
         return []
-    found: list[checks.CheckMessage] = []
+    found: Messages = []
     options = database.get("OPTIONS", {})
     if str(options.get("transaction_mode", "")).upper() != "IMMEDIATE":
         found.append(
@@ -92,7 +98,7 @@ SQLITE_WRITE_LOCK_BACKEND = "workflows.backends.sqlite3"
 
 
 @checks.register("workflows")
-def check_sqlite_backend(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+def check_sqlite_backend(app_configs: AppConfigs = None, **kwargs: Any) -> Messages:
     """workflows.E012: ``workflows.backends.sqlite3`` needs the Django hooks it overrides.
 
     It takes the write lock in overrides of private methods of Django's SQLite wrapper;
@@ -112,7 +118,7 @@ def check_sqlite_backend(app_configs: Any = None, **kwargs: Any) -> list[checks.
     return [message for alias in aliases for message in sqlite_backend_problems(alias, missing)]
 
 
-def sqlite_backend_problems(alias: str, missing: tuple[str, ...]) -> list[checks.CheckMessage]:
+def sqlite_backend_problems(alias: str, missing: tuple[str, ...]) -> Messages:
     """Return the error for one database on the write-lock backend whose Django's SQLite
     wrapper lacks the ``missing`` hooks (none when nothing is missing)."""
     if not missing:
@@ -130,7 +136,7 @@ def sqlite_backend_problems(alias: str, missing: tuple[str, ...]) -> list[checks
 
 
 @checks.register("workflows")
-def check_database_vendor(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+def check_database_vendor(app_configs: AppConfigs = None, **kwargs: Any) -> Messages:
     """workflows.E003, E010, W005: the engine's database must be one its SQL runs on.
 
     The engine's alias is the router's ``db_for_write`` for its models: the hand-written
@@ -138,7 +144,7 @@ def check_database_vendor(app_configs: Any = None, **kwargs: Any) -> list[checks
     """
     alias = engine_alias()
     engine = settings.DATABASES.get(alias, {}).get("ENGINE", "")
-    found: list[checks.CheckMessage] = []
+    found: Messages = []
     if not engine.endswith(("sqlite3", "postgresql")):
         found.append(
             checks.Error(
@@ -180,7 +186,7 @@ def sqlite_library_version() -> tuple[int, ...]:
 
 
 @checks.register("workflows")
-def check_direct_path(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+def check_direct_path(app_configs: AppConfigs = None, **kwargs: Any) -> Messages:
     """workflows.W009: the engine's statements bypass Django's cursor only on a Django
     whose connection has what that path reads (``engine/sql/execute.py``).
 
@@ -192,7 +198,7 @@ def check_direct_path(app_configs: Any = None, **kwargs: Any) -> list[checks.Che
     return direct_path_problems(alias, connections[alias])
 
 
-def direct_path_problems(alias: str, connection: BaseDatabaseWrapper) -> list[checks.CheckMessage]:
+def direct_path_problems(alias: str, connection: BaseDatabaseWrapper) -> Messages:
     """Return the warning for the engine's database when ``connection`` lacks what the
     direct statement path reads (none when nothing is missing)."""
     missing = direct_path_missing(connection)
@@ -210,7 +216,7 @@ def direct_path_problems(alias: str, connection: BaseDatabaseWrapper) -> list[ch
 
 
 @checks.register("workflows")
-def check_django_q(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+def check_django_q(app_configs: AppConfigs = None, **kwargs: Any) -> Messages:
     """workflows.E004-E008, W004: django-q2 settings that would break fencing or timing."""
     from workflows.engine.executor import uses_django_q
 
@@ -232,11 +238,11 @@ def longest_step_timeout() -> float:
     return max(timeouts, default=workflow_settings.DEFAULT_STEP_TIMEOUT.total_seconds())
 
 
-def django_q_problems(cluster: dict[str, Any], step_timeout: float) -> list[checks.CheckMessage]:
-    """Return what is unsafe in a ``Q_CLUSTER`` dict for steps lasting ``step_timeout``."""
-    found: list[checks.CheckMessage] = []
-    budget = workflow_settings.CHAIN_BUDGET.total_seconds()
-    timeout, retry = cluster.get("timeout"), cluster.get("retry")
+def django_q_problems(cluster: dict[str, Any], step_timeout: float) -> Messages:
+    """Return what is unsafe in a ``Q_CLUSTER`` dict for steps lasting ``step_timeout``:
+    no broker, a timeout or retry that cuts steps short or delivers them twice, and the
+    queue's own retries and catch-up."""
+    found: Messages = []
     if not any(cluster.get(key) for key in ("orm", "redis", "django_redis", "broker_class")):
         found.append(
             checks.Error(
@@ -246,6 +252,15 @@ def django_q_problems(cluster: dict[str, Any], step_timeout: float) -> list[chec
                 id="workflows.E004",
             )
         )
+    return [*found, *_timing_problems(cluster, step_timeout), *_redelivery_problems(cluster)]
+
+
+def _timing_problems(cluster: dict[str, Any], step_timeout: float) -> Messages:
+    """workflows.E005, E006: django-q2 must neither kill a worker mid-step nor redeliver
+    a task its worker still runs."""
+    found: Messages = []
+    budget = workflow_settings.CHAIN_BUDGET.total_seconds()
+    timeout, retry = cluster.get("timeout"), cluster.get("retry")
     if timeout is None or timeout < budget + step_timeout:
         found.append(
             checks.Error(
@@ -263,6 +278,13 @@ def django_q_problems(cluster: dict[str, Any], step_timeout: float) -> list[chec
                 id="workflows.E006",
             )
         )
+    return found
+
+
+def _redelivery_problems(cluster: dict[str, Any]) -> Messages:
+    """workflows.E007, E008, W004: failures, attempts and missed ticks are the engine's
+    to count and replay, not the queue's."""
+    found: Messages = []
     if not cluster.get("ack_failures"):
         found.append(
             checks.Error(
@@ -291,7 +313,7 @@ def django_q_problems(cluster: dict[str, Any], step_timeout: float) -> list[chec
 
 
 @checks.register("workflows")
-def check_child_workflows(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+def check_child_workflows(app_configs: AppConfigs = None, **kwargs: Any) -> Messages:
     """workflows.E009: SubWorkflow steps and child fan-outs must name registered workflows.
 
     Checked here rather than at class creation: the child may be declared in a module
@@ -316,7 +338,7 @@ def check_child_workflows(app_configs: Any = None, **kwargs: Any) -> list[checks
 
 
 @checks.register("workflows")
-def check_api_schema(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+def check_api_schema(app_configs: AppConfigs = None, **kwargs: Any) -> Messages:
     """workflows.W006: the API's OpenAPI schema needs drf-spectacular's schema class."""
     configured = getattr(settings, "REST_FRAMEWORK", {}).get("DEFAULT_SCHEMA_CLASS", "")
     if "drf_spectacular" not in settings.INSTALLED_APPS or configured.startswith(
@@ -338,7 +360,7 @@ SUSPICIOUS_REQUEST_MIDDLEWARE = "workflows.api.middleware.SuspiciousRequestMiddl
 
 
 @checks.register("workflows")
-def check_api_middleware(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+def check_api_middleware(app_configs: AppConfigs = None, **kwargs: Any) -> Messages:
     """workflows.W008: the API answers requests Django will not read (more than
     ``DATA_UPLOAD_MAX_NUMBER_FIELDS`` query parameters, a host not allowed) fast and in its
     error envelope only with its middleware first; without it they cost seconds of work
@@ -359,7 +381,7 @@ def check_api_middleware(app_configs: Any = None, **kwargs: Any) -> list[checks.
 
 
 @checks.register("workflows")
-def check_metrics(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+def check_metrics(app_configs: AppConfigs = None, **kwargs: Any) -> Messages:
     """workflows.E011: the metrics endpoint needs prometheus-client, an optional extra."""
     try:
         enabled = workflow_settings.METRICS_ENABLED
@@ -377,7 +399,7 @@ def check_metrics(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMe
 
 
 @checks.register("workflows")
-def check_webhooks(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+def check_webhooks(app_configs: AppConfigs = None, **kwargs: Any) -> Messages:
     """workflows.W007: a django-q2 task sending webhooks should outlive its last request."""
     from workflows.engine.executor import uses_django_q
 
@@ -389,7 +411,7 @@ def check_webhooks(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     return webhook_problems(getattr(settings, "Q_CLUSTER", {}))
 
 
-def webhook_problems(cluster: dict[str, Any]) -> list[checks.CheckMessage]:
+def webhook_problems(cluster: dict[str, Any]) -> Messages:
     """Return what is unsafe in a ``Q_CLUSTER`` dict for the webhook sender task.
 
     The task sends for up to ``CHAIN_BUDGET`` and then finishes its last request, which

@@ -12,13 +12,14 @@ from typing import Any
 
 from django.conf import settings
 from rest_framework import authentication, exceptions, parsers, renderers
-from rest_framework.permissions import IsAuthenticated
+from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.viewsets import GenericViewSet
 
 from workflows.api.errors import APIError, handle_exception
 from workflows.api.schema import FlowsiteAutoSchema
+from workflows.api.throttling import CallbackRateThrottle
 from workflows.conf import workflow_settings
 
 
@@ -112,3 +113,15 @@ class FlowsiteAPIView(FlowsiteAPI):
 
 class FlowsiteViewSet(FlowsiteAPI, GenericViewSet):
     """A resource of the API (list, retrieve and actions)."""
+
+
+class TokenViewSet(FlowsiteViewSet):
+    """Endpoints anyone may call, authorised by the signed token in the body alone (the
+    callbacks, signals by token): throttled per client address (one budget for all)."""
+
+    permission_classes = [AllowAny]
+    throttle_classes = [CallbackRateThrottle]
+
+    def get_authenticators(self) -> list[authentication.BaseAuthentication]:
+        # No session authentication, hence no CSRF check: a browser's cookie is ignored.
+        return []

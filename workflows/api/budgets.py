@@ -8,8 +8,9 @@ counter after the change with how many held steps and items it released.
 
 from __future__ import annotations
 
-from typing import Any, TypedDict, cast
+from typing import TypedDict, cast
 
+from django.db.models import QuerySet
 from django_filters import rest_framework as filters
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import extend_schema, extend_schema_field
@@ -138,7 +139,7 @@ class BudgetViewSet(FlowsiteViewSet):
     filterset_class = BudgetFilter
     lookup_value_regex = r"[^/]+"
 
-    def get_queryset(self) -> Any:
+    def get_queryset(self) -> QuerySet[BudgetCounter]:
         return budget_services.budget_counters()
 
     @extend_schema(responses={200: BudgetSerializer(many=True), **error_responses(400, 401, 403)})

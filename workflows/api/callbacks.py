@@ -9,23 +9,26 @@ hold it, and calls are throttled per client address.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.decorators import action
-from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from workflows import services
-from workflows.api.base import FlowsiteViewSet
+from workflows.api.base import TokenViewSet
 from workflows.api.errors import error_responses
+from workflows.api.schema import View, documented_action
 from workflows.api.strict import StrictCharField, StrictSerializer
-from workflows.api.throttling import CallbackRateThrottle
 from workflows.engine.nodes.callback import read_token
 from workflows.models import Step
 from workflows.status import RUN_ALIVE, RunStatus, StepStatus
+
+if TYPE_CHECKING:
+    from rest_framework.decorators import ViewSetAction
 
 
 def callback_state(claims: dict[str, Any]) -> dict[str, Any]:
@@ -84,37 +87,28 @@ class HeartbeatSerializer(CallbackStateSerializer):
 _RESOLVE_ERRORS = error_responses(400, 403, 409, 410, 413, 429)
 
 
-class CallbackViewSet(FlowsiteViewSet):
+def _resolution(
+    body_class: type[TokenSerializer],
+) -> Callable[[View], ViewSetAction[View]]:
+    """The route and schema of a resolution: ``POST /callbacks/<verb>/`` with a
+    ``body_class`` body, answered with where the run and step stand."""
+
+    schema = {"request": body_class, "responses": {200: CallbackStateSerializer, **_RESOLVE_ERRORS}}
+    return documented_action(schema, detail=False, methods=["post"])
+
+
+class CallbackViewSet(TokenViewSet):
     """Resolve or ask about a parked task by its token; no account is involved."""
 
-    permission_classes = [AllowAny]
-    throttle_classes = [CallbackRateThrottle]
-
-    def get_authenticators(self) -> list[Any]:
-        # No session authentication, hence no CSRF check: a browser's cookie is ignored.
-        return []
-
-    @extend_schema(
-        request=CompleteSerializer,
-        responses={200: CallbackStateSerializer, **_RESOLVE_ERRORS},
-    )
-    @action(detail=False, methods=["post"])
+    @_resolution(CompleteSerializer)
     def complete(self, request: Request) -> Response:
         """Complete the parked attempt with ``output``; the run moves on."""
-        body, claims = self._token(CompleteSerializer)
-        services.complete_callback(body["token"], body["output"])
-        return Response(CallbackStateSerializer(callback_state(claims)).data)
+        return self._resolve(CompleteSerializer, services.complete_callback, "output")
 
-    @extend_schema(
-        request=FailSerializer,
-        responses={200: CallbackStateSerializer, **_RESOLVE_ERRORS},
-    )
-    @action(detail=False, methods=["post"])
+    @_resolution(FailSerializer)
     def fail(self, request: Request) -> Response:
         """Fail the parked attempt; it is retried per the task's policy."""
-        body, claims = self._token(FailSerializer)
-        services.fail_callback(body["token"], body["error"])
-        return Response(CallbackStateSerializer(callback_state(claims)).data)
+        return self._resolve(FailSerializer, services.fail_callback, "error")
 
     @extend_schema(
         request=TokenSerializer,
@@ -125,6 +119,15 @@ class CallbackViewSet(FlowsiteViewSet):
         """Ask whether the run still waits for this work; changes nothing."""
         _body, claims = self._token(TokenSerializer)
         return Response(HeartbeatSerializer(callback_state(claims)).data)
+
+    def _resolve(
+        self, body_class: type[TokenSerializer], resolve: Callable[[str, Any], None], field: str
+    ) -> Response:
+        """Resolve the attempt the body's token names with the body's ``field``; answer
+        where its run and step stand then."""
+        body, claims = self._token(body_class)
+        resolve(body["token"], body[field])
+        return Response(CallbackStateSerializer(callback_state(claims)).data)
 
     def _token(
         self, serializer_class: type[TokenSerializer]

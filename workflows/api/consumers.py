@@ -23,6 +23,7 @@ from rest_framework.response import Response
 from workflows.api.base import FlowsiteAPIView
 from workflows.api.errors import APIError, error_responses
 from workflows.api.permissions import CanManageConsumers, CanViewRuns
+from workflows.api.schema import created_or_repeated
 from workflows.api.strict import StrictCharField, StrictSerializer
 from workflows.errors import ConsumerNotFound, InvalidInput
 from workflows.queries.consumers import ConsumerLag, consumer_lag, consumer_lags
@@ -88,11 +89,7 @@ class ConsumersView(_ConsumerAccess):
     @extend_schema(
         operation_id="event_consumers_create",
         request=CreateConsumerSerializer,
-        responses={
-            201: ConsumerSerializer,
-            200: ConsumerSerializer,
-            **error_responses(400, 401, 403, 413),
-        },
+        responses=created_or_repeated(ConsumerSerializer, error_responses(400, 401, 403, 413)),
     )
     def post(self, request: Request) -> Response:
         """Create a consumer at the start of the history (201), or answer the existing

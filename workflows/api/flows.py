@@ -34,10 +34,12 @@ from rest_framework.response import Response
 from workflows.api.base import FlowsiteViewSet
 from workflows.api.errors import APIError, error_responses
 from workflows.api.examples import START_DISPATCH, START_ORDER, request_examples
-from workflows.api.ids import uuid_id
+from workflows.api.filters import any_status
+from workflows.api.ids import flow_pk
 from workflows.api.pagination import NewestFirst
 from workflows.api.permissions import CanOperateRuns, CanStartRuns, CanViewRuns
 from workflows.api.runs import run_detail, validated
+from workflows.api.schema import created_or_repeated
 from workflows.api.serializers_flows import (
     AddEdgeSerializer,
     AddMemberSerializer,
@@ -50,7 +52,7 @@ from workflows.api.serializers_flows import (
     SetJoinSerializer,
 )
 from workflows.api.serializers_runs import EmptySerializer, RunDetailSerializer
-from workflows.errors import DefinitionMissing, FlowNotFound, InvalidTransition
+from workflows.errors import DefinitionMissing, InvalidTransition
 from workflows.models import Flow
 from workflows.queries.flows import flow_graph, get_flow, list_flows
 from workflows.services import flows as flow_verbs
@@ -87,15 +89,6 @@ def allowed_to(verb: str) -> list[type[BasePermission]]:
     return [_PERMISSION_OF[VERBS[verb]]]
 
 
-def flow_pk(text: str) -> UUID:
-    """The flow id in a URL; :class:`FlowNotFound` (404 ``flow_not_found``) if it is not
-    one, in the one spelling the API hands out (:mod:`workflows.api.ids`)."""
-    pk = uuid_id(text)
-    if pk is None:
-        raise FlowNotFound(f"{text!r} is not a flow id (flow ids are UUIDs)", flow=text)
-    return pk
-
-
 def flow_detail(flow: Flow | UUID, *, status: int = 200) -> Response:
     """The flow's graph: what the flow endpoints answer."""
     return Response(FlowDetailSerializer(flow_graph(flow).as_dict()).data, status=status)
@@ -112,9 +105,7 @@ def refused_as_invalid_state(verb: Callable[[], T]) -> T:
 
 
 class FlowFilter(filters.FilterSet):
-    status = filters.MultipleChoiceFilter(
-        choices=FlowStatus.choices, help_text="repeat for any of several statuses"
-    )
+    status = any_status(FlowStatus.choices)
 
     class Meta:
         model = Flow
@@ -153,7 +144,7 @@ class FlowViewSet(mixins.ListModelMixin, FlowsiteViewSet):
     @extend_schema(
         request=CreateFlowSerializer,
         examples=request_examples(("Create a flow", CREATE_FLOW)),
-        responses={201: FlowDetailSerializer, 200: FlowDetailSerializer, **_CHANGE_ERRORS},
+        responses=created_or_repeated(FlowDetailSerializer, _CHANGE_ERRORS),
     )
     def create(self, request: Request) -> Response:
         """Create an open flow; with a ``key`` seen before, that same flow (200)."""
@@ -174,7 +165,7 @@ class FlowViewSet(mixins.ListModelMixin, FlowsiteViewSet):
             ("Add a member that waits for another", ADD_DISPATCH),
             ("Add a third member", ADD_IMPORT),
         ),
-        responses={201: RunDetailSerializer, 200: RunDetailSerializer, **_CHANGE_ERRORS},
+        responses=created_or_repeated(RunDetailSerializer, _CHANGE_ERRORS),
     )
     @action(detail=True, methods=["post"], permission_classes=allowed_to("add_to_flow"))
     def members(self, request: Request, pk: str) -> Response:
@@ -199,7 +190,7 @@ class FlowViewSet(mixins.ListModelMixin, FlowsiteViewSet):
     @extend_schema(
         request=AddEdgeSerializer,
         examples=request_examples(("Stage an edge at the revision read", ADD_EDGE)),
-        responses={201: RevisionSerializer, 200: RevisionSerializer, **_CHANGE_ERRORS},
+        responses=created_or_repeated(RevisionSerializer, _CHANGE_ERRORS),
     )
     @action(detail=True, methods=["post"], permission_classes=allowed_to("add_dependency"))
     def edges(self, request: Request, pk: str) -> Response:

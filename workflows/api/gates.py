@@ -8,6 +8,7 @@ decision. A gate the caller may neither decide nor view (``workflows.view_run``)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.contrib.auth import get_user_model
@@ -26,7 +27,6 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
-from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -37,6 +37,7 @@ from workflows.api.errors import APIError, error_responses
 from workflows.api.ids import integer_id
 from workflows.api.pagination import LongestWaitingFirst
 from workflows.api.permissions import CanViewRuns
+from workflows.api.schema import View, documented_action
 from workflows.api.serializers_runs import EmptySerializer
 from workflows.api.strict import StrictCharField, StrictSerializer
 from workflows.approvals import decidable_by
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from django_stubs_ext import WithAnnotations
+    from rest_framework.decorators import ViewSetAction
 
     class _GateAnnotations(TypedDict):
         """What :func:`gates` annotates each gate's step with, so that its queries may
@@ -220,6 +222,20 @@ class RejectSerializer(VersionedSerializer):
 _VERB_ERRORS = error_responses(400, 401, 403, 404, 409, 413)
 
 
+def _gate_verb(
+    body_class: type[StrictSerializer], *named_examples: tuple[str, dict[str, Any]]
+) -> Callable[[View], ViewSetAction[View]]:
+    """The route and schema of a verb on one gate: ``POST /gates/<id>/<verb>/`` with a
+    ``body_class`` body (and these examples of it), answered with the gate."""
+
+    schema = {
+        "request": body_class,
+        "responses": {200: GateSerializer, **_VERB_ERRORS},
+        "examples": examples.request_examples(*named_examples),
+    }
+    return documented_action(schema, detail=True, methods=["post"])
+
+
 def _address(request: Request) -> str | None:
     """The client's address as the decision records it; servers listening on a Unix
     socket report ``""``, which is no address rather than a bad one."""
@@ -262,67 +278,35 @@ class GateViewSet(FlowsiteViewSet):
     def retrieve(self, request: Request, pk: str) -> Response:
         return Response(GateSerializer(self._gate(pk)).data)
 
-    @extend_schema(
-        request=EmptySerializer,
-        responses={200: GateSerializer, **_VERB_ERRORS},
-    )
-    @action(detail=True, methods=["post"])
+    @_gate_verb(EmptySerializer)
     def claim(self, request: Request, pk: str) -> Response:
         """Say you are deciding this gate: others may not decide it until you release it."""
-        self._body(EmptySerializer)
-        gate = self._gate(pk)
-        services.claim_gate(gate, request.user, address=_address(request))
-        return self._answer(gate)
+        return self._apply(pk, EmptySerializer, services.claim_gate)
 
-    @extend_schema(
-        request=EmptySerializer,
-        responses={200: GateSerializer, **_VERB_ERRORS},
-    )
-    @action(detail=True, methods=["post"])
+    @_gate_verb(EmptySerializer)
     def unclaim(self, request: Request, pk: str) -> Response:
         """Release your claim (someone else's needs workflows.override_gate_claim)."""
-        self._body(EmptySerializer)
-        gate = self._gate(pk)
-        services.unclaim_gate(gate, request.user, address=_address(request))
-        return self._answer(gate)
+        return self._apply(pk, EmptySerializer, services.unclaim_gate)
 
-    @extend_schema(
-        request=ApproveSerializer,
-        responses={200: GateSerializer, **_VERB_ERRORS},
-        examples=examples.request_examples(("approve the demo's dispatch gate", examples.APPROVE)),
-    )
-    @action(detail=True, methods=["post"])
+    @_gate_verb(ApproveSerializer, ("approve the demo's dispatch gate", examples.APPROVE))
     def approve(self, request: Request, pk: str) -> Response:
         """Approve the gate with the selected options; the run moves on."""
-        body = self._body(ApproveSerializer)
-        gate = self._gate(pk)
-        services.approve_gate(
-            gate,
-            user=request.user,
-            selections=body["selections"],
-            feedback=body["feedback"],
-            address=_address(request),
-            expected_version=body.get("expected_version"),
-        )
-        return self._answer(gate)
+        return self._apply(pk, ApproveSerializer, services.approve_gate)
 
-    @extend_schema(
-        request=RejectSerializer,
-        responses={200: GateSerializer, **_VERB_ERRORS},
-        examples=examples.request_examples(("reject a gate", examples.REJECT)),
-    )
-    @action(detail=True, methods=["post"])
+    @_gate_verb(RejectSerializer, ("reject a gate", examples.REJECT))
     def reject(self, request: Request, pk: str) -> Response:
         """Reject the gate: its step fails and, by default, the run compensates."""
-        body = self._body(RejectSerializer)
+        return self._apply(pk, RejectSerializer, services.reject_gate)
+
+    def _apply(
+        self, pk: str, body_class: type[StrictSerializer], verb: Callable[..., Step]
+    ) -> Response:
+        """Validate the body, find the gate, and call ``verb`` with it as the caller, from
+        their address, with the body's fields (each a keyword of the verb's service);
+        answer with the gate as it is then."""
+        body = self._body(body_class)
         gate = self._gate(pk)
-        services.reject_gate(
-            gate,
-            user=request.user,
-            feedback=body["feedback"],
-            address=_address(request),
-            expected_version=body.get("expected_version"),
-        )
+        verb(gate, user=self.request.user, address=_address(self.request), **body)
         return self._answer(gate)
 
     def _body(self, serializer_class: type[StrictSerializer]) -> dict[str, Any]:

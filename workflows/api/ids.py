@@ -10,9 +10,13 @@ required) or a hyphenated UUID; anything else is "not found", as an unknown id i
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import TypeVar
 from uuid import UUID
 
-from workflows.errors import RunNotFound, StepNotFound
+from workflows.errors import FlowNotFound, RunNotFound, StepNotFound, WorkflowError
+
+T = TypeVar("T")
 
 # The largest primary key of a 64-bit ``BigAutoField``; a longer number names nothing,
 # and the database refuses to compare a column with it.
@@ -35,15 +39,28 @@ def uuid_id(text: str) -> UUID | None:
 
 def run_pk(text: str) -> UUID:
     """The run id in a URL; :class:`RunNotFound` (404 ``run_not_found``) if it is not one."""
-    pk = uuid_id(text)
-    if pk is None:
-        raise RunNotFound(f"{text!r} is not a run id (run ids are UUIDs)", run=text)
-    return pk
+    return _pk(text, uuid_id, RunNotFound, "run", "UUIDs")
 
 
 def step_pk(text: str) -> int:
     """The step id in a URL; :class:`StepNotFound` (404 ``step_not_found``) if it is not one."""
-    pk = integer_id(text)
+    return _pk(text, integer_id, StepNotFound, "step", "integers")
+
+
+def flow_pk(text: str) -> UUID:
+    """The flow id in a URL; :class:`FlowNotFound` (404 ``flow_not_found``) if it is not one."""
+    return _pk(text, uuid_id, FlowNotFound, "flow", "UUIDs")
+
+
+def _pk(
+    text: str,
+    spelled: Callable[[str], T | None],
+    not_found: type[WorkflowError],
+    thing: str,
+    kind: str,
+) -> T:
+    """The id of a ``thing`` that ``text`` spells, or ``not_found`` (a 404) naming it."""
+    pk = spelled(text)
     if pk is None:
-        raise StepNotFound(f"{text!r} is not a step id (step ids are integers)", step=text)
+        raise not_found(f"{text!r} is not a {thing} id ({thing} ids are {kind})", **{thing: text})
     return pk

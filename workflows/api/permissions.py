@@ -7,22 +7,35 @@ a gate needs no model permission: the gate's own rule (its permission or assigne
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
+from rest_framework.views import APIView
 
 from workflows.services.access import (
     MANAGE_EVENT_CONSUMERS,
     OPERATE_RUNS,
     START_RUNS,
     VIEW_RUNS,
+    Access,
 )
 
 
 class _HasPermission(BasePermission):
-    access = VIEW_RUNS
+    """Allows who the verb table's row :attr:`access` allows; a subclass names the row,
+    and its ``permission`` and refusal ``message`` are the row's."""
 
-    def has_permission(self, request: Any, view: Any) -> bool:
+    access: ClassVar[Access] = VIEW_RUNS
+    permission: ClassVar[str | None]
+    message: ClassVar[str]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.permission = cls.access.permission
+        cls.message = cls.access.refusal
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
         return self.access.allows(request.user)
 
 
@@ -30,29 +43,21 @@ class CanViewRuns(_HasPermission):
     """Read runs, steps, items and events (Django's ``workflows.view_run``)."""
 
     access = VIEW_RUNS
-    permission = access.permission
-    message = access.refusal
 
 
 class CanStartRuns(_HasPermission):
     """Start runs of registered workflows (``workflows.start_run``)."""
 
     access = START_RUNS
-    permission = access.permission
-    message = access.refusal
 
 
 class CanOperateRuns(_HasPermission):
     """Cancel, terminate, pause, resume, retry, rerun, skip, signal (``workflows.operate_run``)."""
 
     access = OPERATE_RUNS
-    permission = access.permission
-    message = access.refusal
 
 
 class CanManageConsumers(_HasPermission):
     """Create and delete event consumers (``workflows.manage_consumers``)."""
 
     access = MANAGE_EVENT_CONSUMERS
-    permission = access.permission
-    message = access.refusal

@@ -22,6 +22,7 @@ from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers
 from rest_framework.decorators import action
+from rest_framework.pagination import BasePagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -38,6 +39,7 @@ from workflows.api.long_poll import WAIT_PARAMETER, LongPollViews, waiting
 from workflows.api.pagination import InSequence, NewestFirst
 from workflows.api.permissions import CanOperateRuns, CanStartRuns, CanViewRuns
 from workflows.api.rounds import RoundSerializer, step_rounds_page
+from workflows.api.schema import View, created_or_repeated, documented_action
 from workflows.api.serializers_runs import (
     ActionSerializer,
     BulkResultSerializer,
@@ -66,6 +68,7 @@ from workflows.services import bulk as bulk_verbs
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
+    from rest_framework.decorators import ViewSetAction
     from rest_framework.permissions import _SupportsHasPermission
 
     from workflows.permissions import AnyUser
@@ -195,6 +198,21 @@ def run_verb(
     )(verb)
 
 
+def _of_a_step(
+    name: str, schema: dict[str, Any], *, pagination_class: type[BasePagination] | None
+) -> Callable[[View], ViewSetAction[View]]:
+    """The route of a read of one step's ``name`` (``GET /runs/<id>/steps/<step>/<name>/``),
+    paged by ``pagination_class``, unfiltered, with its ``schema``."""
+    return documented_action(
+        schema,
+        detail=True,
+        methods=["get"],
+        url_path=rf"steps/(?P<step>[^/]+)/{name}",
+        filter_backends=[],
+        pagination_class=pagination_class,
+    )
+
+
 @extend_schema_view(
     list=extend_schema(
         responses={200: RunSerializer(many=True), **error_responses(400, 401, 403, 404)}
@@ -226,11 +244,9 @@ class RunViewSet(LongPollViews, mixins.ListModelMixin, FlowsiteViewSet):
             ("Start an order (demo: order_fulfilment)", examples.START_ORDER),
             ("Start a dispatch (demo: warehouse_dispatch)", examples.START_DISPATCH),
         ),
-        responses={
-            201: RunDetailSerializer,
-            200: RunDetailSerializer,
-            **error_responses(400, 401, 403, 404, 409, 413),
-        },
+        responses=created_or_repeated(
+            RunDetailSerializer, error_responses(400, 401, 403, 404, 409, 413)
+        ),
     )
     def create(self, request: Request) -> Response:
         """Start a run of the latest version of a registered workflow."""
@@ -276,15 +292,12 @@ class RunViewSet(LongPollViews, mixins.ListModelMixin, FlowsiteViewSet):
         received, ``wait`` long-polls for the next (:mod:`workflows.api.events`)."""
         return run_events_page(request, get_run(run_pk(pk)).pk)
 
-    @extend_schema(
-        parameters=FRAME_PARAMETERS,
-        responses={200: FramePageSerializer, **error_responses(400, 401, 403, 404, 429)},
-    )
-    @action(
-        detail=True,
-        methods=["get"],
-        url_path=r"steps/(?P<step>[^/]+)/frames",
-        filter_backends=[],
+    @_of_a_step(
+        "frames",
+        {
+            "parameters": FRAME_PARAMETERS,
+            "responses": {200: FramePageSerializer, **error_responses(400, 401, 403, 404, 429)},
+        },
         pagination_class=None,
     )
     def frames(self, request: Request, pk: str, step: str) -> Response:
@@ -292,14 +305,9 @@ class RunViewSet(LongPollViews, mixins.ListModelMixin, FlowsiteViewSet):
         next (:mod:`workflows.api.frames`)."""
         return step_frames_page(request, get_run(run_pk(pk)), step)
 
-    @extend_schema(
-        responses={200: IterationSerializer(many=True), **error_responses(400, 401, 403, 404)}
-    )
-    @action(
-        detail=True,
-        methods=["get"],
-        url_path=r"steps/(?P<step>[^/]+)/iterations",
-        filter_backends=[],
+    @_of_a_step(
+        "iterations",
+        {"responses": {200: IterationSerializer(many=True), **error_responses(400, 401, 403, 404)}},
         pagination_class=InSequence,
     )
     def iterations(self, request: Request, pk: str, step: str) -> Response:
@@ -307,14 +315,9 @@ class RunViewSet(LongPollViews, mixins.ListModelMixin, FlowsiteViewSet):
         (:mod:`workflows.api.iterations`)."""
         return step_iterations_page(request, self, get_run(run_pk(pk)), step)
 
-    @extend_schema(
-        responses={200: RoundSerializer(many=True), **error_responses(400, 401, 403, 404)}
-    )
-    @action(
-        detail=True,
-        methods=["get"],
-        url_path=r"steps/(?P<step>[^/]+)/rounds",
-        filter_backends=[],
+    @_of_a_step(
+        "rounds",
+        {"responses": {200: RoundSerializer(many=True), **error_responses(400, 401, 403, 404)}},
         pagination_class=InSequence,
     )
     def rounds(self, request: Request, pk: str, step: str) -> Response:
@@ -326,11 +329,9 @@ class RunViewSet(LongPollViews, mixins.ListModelMixin, FlowsiteViewSet):
     @extend_schema(
         parameters=[IDEMPOTENCY_HEADER],
         request=SendSignalSerializer,
-        responses={
-            201: SignalSerializer,
-            200: SignalSerializer,
-            **error_responses(400, 401, 403, 404, 409, 413),
-        },
+        responses=created_or_repeated(
+            SignalSerializer, error_responses(400, 401, 403, 404, 409, 413)
+        ),
     )
     @action(detail=True, methods=["post"], permission_classes=[CanOperateRuns])
     def signals(self, request: Request, pk: str) -> Response:

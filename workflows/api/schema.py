@@ -10,15 +10,23 @@ checking responses against it, know them.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from drf_spectacular.openapi import AutoSchema
-from drf_spectacular.utils import Direction, OpenApiResponse
+from drf_spectacular.utils import Direction, OpenApiResponse, extend_schema
 from rest_framework import serializers
+from rest_framework.decorators import action
 from rest_framework.generics import GenericAPIView
+from rest_framework.response import Response
 
 from workflows.api.errors import ErrorSerializer
 from workflows.api.strict import StrictSerializer
+
+if TYPE_CHECKING:
+    from rest_framework.decorators import ViewSetAction
+
+View = TypeVar("View", bound=Callable[..., Response])
 
 # Errors any operation may answer, whatever it declares: (status, when).
 _EVERY_OPERATION = {
@@ -64,3 +72,21 @@ class FlowsiteAutoSchema(AutoSchema):
                     response, str(status_code), direction=direction
                 )
         return responses
+
+
+def created_or_repeated(serializer: Any, errors: dict[int, OpenApiResponse]) -> dict[int, Any]:
+    """``extend_schema(responses=...)`` of an idempotent creation: ``serializer`` with 201
+    when the request created it, 200 for a repeat that found it, and ``errors``."""
+    return {201: serializer, 200: serializer, **errors}
+
+
+def documented_action(
+    schema: dict[str, Any], **route: Any
+) -> Callable[[View], ViewSetAction[View]]:
+    """A viewset's extra action and its operation at once: ``@extend_schema(**schema)``
+    over ``@action(**route)``, for actions that share both (the gate verbs, say)."""
+
+    def decorate(view: View) -> ViewSetAction[View]:
+        return extend_schema(**schema)(action(**route)(view))
+
+    return decorate

@@ -15,21 +15,18 @@ for a run that has ended, 429 ``throttled``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers
 from rest_framework.decorators import action
-from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from workflows.api.base import FlowsiteViewSet
+from workflows.api.base import TokenViewSet
 from workflows.api.errors import error_responses
 from workflows.api.runs import IDEMPOTENCY_HEADER, validated, with_idempotency_key
+from workflows.api.schema import created_or_repeated
 from workflows.api.serializers_runs import SignalSerializer
 from workflows.api.strict import StrictCharField, StrictSerializer
-from workflows.api.throttling import CallbackRateThrottle
 from workflows.queries import signal_summary
 from workflows.services.signal_tokens import send_signal_with_token_once
 
@@ -65,24 +62,15 @@ _EXAMPLE = OpenApiExample(
 )
 
 
-class SignalTokenViewSet(FlowsiteViewSet):
+class SignalTokenViewSet(TokenViewSet):
     """Send a signal with a signal token; no account is involved."""
-
-    permission_classes = [AllowAny]
-    throttle_classes = [CallbackRateThrottle]
-
-    def get_authenticators(self) -> list[Any]:
-        # No session authentication, hence no CSRF check: a browser's cookie is ignored.
-        return []
 
     @extend_schema(
         parameters=[IDEMPOTENCY_HEADER],
         request=SignalByTokenSerializer,
-        responses={
-            201: SignalSerializer,
-            200: SignalSerializer,
-            **error_responses(400, 403, 409, 410, 413, 429),
-        },
+        responses=created_or_repeated(
+            SignalSerializer, error_responses(400, 403, 409, 410, 413, 429)
+        ),
         examples=[_EXAMPLE],
     )
     @action(detail=False, methods=["post"], url_path="by-token")

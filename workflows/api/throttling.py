@@ -7,9 +7,9 @@ one budget (one scope): a client cannot double its calls by spreading them over 
 
 from __future__ import annotations
 
-from typing import Any
-
+from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
+from rest_framework.views import APIView
 
 from workflows.conf import workflow_settings
 
@@ -28,5 +28,5 @@ class CallbackRateThrottle(SimpleRateThrottle):
     def get_rate(self) -> str | None:
         return workflow_settings.API_CALLBACK_RATE
 
-    def get_cache_key(self, request: Any, view: Any) -> str:
+    def get_cache_key(self, request: Request, view: APIView) -> str:
         return self.cache_format % {"scope": self.scope, "ident": request.META.get("REMOTE_ADDR")}

@@ -9,10 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 _AGE = re.compile(r"(?P<number>[0-9]+)(?P<unit>[smhd])")
 _AGE_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 _EARLIEST = datetime.min.replace(tzinfo=UTC)
+T = TypeVar("T")
 
 
 def json_value(text: str) -> Any:
@@ -67,6 +68,35 @@ def parse_age(text: str) -> timedelta:
     raise CommandError(
         f"an age is a positive whole number followed by s, m, h or d (30m, 3h, 2d), got {text!r}"
     )
+
+
+def positive_int(value: str) -> int:
+    """argparse type of ``--limit``: zero rows is never what an operator asks for."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value!r}")
+    return number
+
+
+def positive_days(value: str) -> float:
+    """argparse type of ``--older-than`` in days: a positive number of days.
+
+    Refused up front too: a number so large that the cut-off date would fall before
+    year 1, where the purge could not compute it.
+    """
+    try:
+        days = float(value)
+        valid = days > 0 and timedelta(days=days) < timezone.now() - _EARLIEST
+    except (ValueError, OverflowError):
+        valid = False
+    if not valid:
+        raise argparse.ArgumentTypeError(
+            f"DAYS must be a positive number reaching no further back than year 1, got {value!r}"
+        )
+    return days
 
 
 def priority_number(text: str) -> int:
@@ -138,58 +168,75 @@ def refusals_as_command_errors() -> Iterator[None]:
         raise CommandError(str(exc) or "permission denied") from exc
 
 
-def add_run_arguments(parser: Any) -> None:
-    """``RUN`` (a run id, or a unique prefix of one) or ``--business-key KEY``."""
-    parser.add_argument(
-        "run_id",
-        nargs="?",
-        metavar="RUN",
-        help="the run's id, or a prefix of it that only one run has (at least 4 characters)",
-    )
-    parser.add_argument(
-        "--business-key",
-        metavar="KEY",
-        help="the run with this business key (refused if several runs have it)",
-    )
-
-
 def run_from_options(options: dict[str, Any]) -> Run:
     """The run that ``RUN`` or ``--business-key`` names, or a clear refusal."""
     reference, business_key = options.get("run_id"), options.get("business_key")
-    if (reference is None) == (business_key is None):
-        raise CommandError(
-            "name the run by RUN (its id or a prefix) or by --business-key: exactly one of them"
-        )
+    named_one_way("run", ("RUN", reference), ("--business-key", business_key))
     if reference is None:
         matches = Run.objects.filter(business_key=business_key)
         described = f"business key {business_key!r}"
     else:
-        prefix = reference.strip().lower()
-        if len(prefix.replace("-", "")) == _UUID_DIGITS:
-            return get_run(prefix)  # a whole id: found, or "no run has id ..."
-        try:
-            return get_run(prefix)
-        except RunNotFound:
-            if len(prefix.replace("-", "")) < _MIN_PREFIX or not _HEX.fullmatch(prefix):
-                raise CommandError(
-                    f"{reference!r} is neither a run id nor a prefix of one (at least "
-                    f"{_MIN_PREFIX} hexadecimal characters)"
-                ) from None
-        matches = Run.objects.filter(id__startswith=prefix)
+        run = by_whole_id(reference, get_run, RunNotFound)
+        if run is not None:
+            return run
+        matches = Run.objects.filter(id__startswith=id_prefix(reference, "run"))
         described = f"id prefix {reference!r}"
-    found = list(matches.order_by("-created_at").values_list("id", flat=True)[: _SHOWN + 1])
-    if not found:
-        raise CommandError(f"no run has {described}")
-    if len(found) > 1:
-        listed = ", ".join(str(run_id) for run_id in found[:_SHOWN])
+    found = list(matches.order_by("-created_at").values_list("id", flat=True)[: SHOWN + 1])
+    return Run.objects.get(pk=only_one(found, "run", described))
+
+
+def named_one_way(noun: str, by_id: tuple[str, str | None], by_key: tuple[str, str | None]) -> None:
+    """Refuse unless exactly one way of naming a ``noun`` was used: by its id (or a prefix
+    of it), or by the option that names it by a key of its own."""
+    (id_name, reference), (key_option, key) = by_id, by_key
+    if (reference is None) == (key is None):
         raise CommandError(
-            f"more than one run has {described} ({listed}{', ...' if len(found) > _SHOWN else ''})"
-            "; name one by its id"
+            f"name the {noun} by {id_name} (its id or a prefix) or by {key_option}: "
+            "exactly one of them"
         )
-    return Run.objects.get(pk=found[0])
+
+
+def by_whole_id(
+    reference: str, get: Callable[[str], T], not_found: type[WorkflowError]
+) -> T | None:
+    """What ``get`` finds by the id ``reference``; ``None`` when nothing has that id but
+    it may be the prefix of one. A whole id that names nothing raises ``not_found``."""
+    text = reference.strip().lower()
+    try:
+        return get(text)
+    except not_found:
+        if len(text.replace("-", "")) == _UUID_DIGITS:
+            raise  # a whole id: "no run has id ..."
+        return None
+
+
+def id_prefix(reference: str, noun: str) -> str:
+    """``reference`` as the start of a ``noun``'s id, or a refusal when it cannot be one."""
+    prefix = reference.strip().lower()
+    if len(prefix.replace("-", "")) < _MIN_PREFIX or not _HEX.fullmatch(prefix):
+        raise CommandError(
+            f"{reference!r} is neither a {noun} id nor a prefix of one (at least "
+            f"{_MIN_PREFIX} hexadecimal characters)"
+        )
+    return prefix
+
+
+def only_one(found: Sequence[T], noun: str, described: str, label: Callable[[T], str] = str) -> T:
+    """The one ``noun`` of ``found`` (the first ``SHOWN + 1`` matches, newest first), or
+    a refusal naming what matched: none, or several (listed by ``label``)."""
+    if not found:
+        raise CommandError(f"no {noun} has {described}")
+    if len(found) > 1:
+        listed = ", ".join(label(each) for each in found[:SHOWN])
+        more = ", ..." if len(found) > SHOWN else ""
+        raise CommandError(
+            f"more than one {noun} has {described} ({listed}{more}); name one by its id"
+        )
+    return found[0]
 
 
 _MIN_PREFIX = 4
 _UUID_DIGITS = 32
-_SHOWN = 5
+# How many of the things a reference matches a refusal lists.
+SHOWN = 5
 _HEX = re.compile(r"[0-9a-f-]+")

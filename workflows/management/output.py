@@ -57,6 +57,16 @@ def to_json(data: Any) -> str:
     return json.dumps(data, cls=_Encoder, indent=2)
 
 
+# How much of an event's payload a line shows.
+PAYLOAD_WIDTH = 80
+
+
+def payload_summary(payload: dict[str, Any]) -> str:
+    """One line of ``key=value`` pairs, cut at ``PAYLOAD_WIDTH`` (``--json`` has it all)."""
+    text = " ".join(f"{key}={cell(value)}" for key, value in payload.items())
+    return text if len(text) <= PAYLOAD_WIDTH else text[: PAYLOAD_WIDTH - 1] + "…"
+
+
 def run_line(run: dict[str, Any]) -> str:
     """One line saying which run a command acted on and where it stands now.
 

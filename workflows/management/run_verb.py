@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import CommandParser
 
-from workflows.management.arguments import (
-    acting_user,
-    add_run_arguments,
-    refusals_as_command_errors,
-    run_from_options,
+from workflows.management.arguments import acting_user, run_from_options
+from workflows.management.base import OperatorCommand
+from workflows.management.options import (
+    RUN_ARGUMENTS,
+    Declaration,
+    add_all,
+    json_option,
+    user_option,
 )
-from workflows.management.output import run_line, to_json
+from workflows.management.output import run_line
 from workflows.models import Run
 from workflows.queries import run_summary
 
@@ -21,40 +24,35 @@ if TYPE_CHECKING:
     from workflows.permissions import AnyUser
 
 
-class RunVerbCommand(BaseCommand, ABC):
+class RunVerbCommand(OperatorCommand[Run], ABC):
     """Names the run (id, id prefix or ``--business-key``), the acting ``--user`` and
     ``--json``; a subclass names its ``verb`` (a key of the verb table,
-    :mod:`workflows.services.access`, which says what ``--user`` must hold), adds its own
-    options and says what to do in :meth:`apply`."""
+    :mod:`workflows.services.access`, which says what ``--user`` must hold), declares its
+    own options in :attr:`verb_arguments` and says what to do in :meth:`apply`."""
 
     verb: str
     acted_as = "who did it"
-
-    def add_verb_arguments(self, parser: Any) -> None:
-        """Options of this verb besides the run, the user and ``--json``."""
+    verb_arguments: ClassVar[tuple[Declaration, ...]] = ()
 
     @abstractmethod
     def apply(self, run: Run, user: AnyUser | None, options: dict[str, Any]) -> Run:
         """Call the verb's service function for ``run`` as ``user``; return the run."""
 
-    def outcome(self) -> tuple[str, dict[str, Any]]:
+    def outcome(self, run: Run) -> tuple[str, dict[str, Any]]:
         """What :meth:`apply` found besides the run: words to add to the printed line,
         and fields to add to the JSON (nothing, unless a verb says more)."""
         return "", {}
 
-    def add_arguments(self, parser: Any) -> None:
-        add_run_arguments(parser)
-        self.add_verb_arguments(parser)
-        parser.add_argument("--user", metavar="U", help=f"username recorded as {self.acted_as}")
-        parser.add_argument("--json", action="store_true", help="print the run as JSON")
+    def add_arguments(self, parser: CommandParser) -> None:
+        user = user_option(f"username recorded as {self.acted_as}")
+        add_all(parser, (*RUN_ARGUMENTS, *self.verb_arguments, user, json_option("the run")))
 
-    def handle(self, *args: Any, **options: Any) -> None:
-        with refusals_as_command_errors():
-            run = run_from_options(options)
-            run = self.apply(run, acting_user(options["user"], self.verb), options)
-        summary = run_summary(run)
-        remark, fields = self.outcome()
-        if options["json"]:
-            self.stdout.write(to_json({**summary, **fields}))
-        else:
-            self.stdout.write(run_line(summary) + remark)
+    def call(self, options: dict[str, Any]) -> Run:
+        run = run_from_options(options)
+        return self.apply(run, acting_user(options["user"], self.verb), options)
+
+    def as_json(self, result: Run) -> dict[str, Any]:
+        return {**run_summary(result), **self.outcome(result)[1]}
+
+    def text(self, result: Run) -> str:
+        return run_line(run_summary(result)) + self.outcome(result)[0]

@@ -32,6 +32,7 @@ from django.db.models import (
     Subquery,
     Sum,
 )
+from django.db.models.expressions import Combinable
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce
 from django.http import Http404, HttpRequest, HttpResponse
@@ -248,29 +249,24 @@ class DatabaseCollector:
             "Leases of steps, fan-out items and compensations that expired and were reclaimed.",
             labels=["workflow"],
         )
-        rows = (
-            Event.objects.filter(type="lease.expired")
-            .order_by()
-            .values_list("run__workflow_name")
-            .annotate(n=Count("id"))
-        )
-        for workflow, count in rows:
-            expired.add_metric([workflow], count)
-        return expired
+        return _counted(expired, Event.objects.filter(type="lease.expired"), "run__workflow_name")
 
     def _gates_waiting(self) -> Metric:
         waiting = GaugeMetricFamily(
             "flowsite_gates_waiting", "Gates waiting for a decision.", labels=["workflow"]
         )
-        rows = (
-            Step.objects.filter(kind=Gate.kind, status=StepStatus.WAITING)
-            .order_by()
-            .values_list("run__workflow_name")
-            .annotate(n=Count("id"))
-        )
-        for workflow, count in rows:
-            waiting.add_metric([workflow], count)
-        return waiting
+        gates = Step.objects.filter(kind=Gate.kind, status=StepStatus.WAITING)
+        return _counted(waiting, gates, "run__workflow_name")
+
+
+def _counted(
+    metric: CounterMetricFamily | GaugeMetricFamily, rows: QuerySet[Any], *labels: str
+) -> Metric:
+    """``metric`` with a sample for each value of ``labels`` among ``rows``: how many of
+    them have it (one grouped query)."""
+    for *values, count in rows.order_by().values_list(*labels).annotate(n=Count("id")):
+        metric.add_metric(values, count)
+    return metric
 
 
 def _progress_stale(before: datetime) -> Metric:
@@ -320,7 +316,11 @@ def _latest_ready_before() -> Subquery:
 
 
 def _histogram(
-    name: str, documentation: str, rows: QuerySet[Any], labels: dict[str, str], duration: Any
+    name: str,
+    documentation: str,
+    rows: QuerySet[Any],
+    labels: dict[str, str],
+    duration: Combinable,
 ) -> HistogramMetricFamily:
     """A histogram of ``duration`` over ``rows``, grouped by ``labels`` (label → field),
     counted per bucket in one SQL statement (a filtered COUNT per bucket)."""

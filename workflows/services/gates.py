@@ -158,23 +158,17 @@ def approve_gate(
     :class:`GateClaimed` (someone else claimed it and ``user`` may not override claims)
     or :class:`GateAlreadyDecided`; nothing is written then.
     """
-    gate = step_of(step)
-    _gate(gate)
-    check_decider(gate, user)
-    _waiting(gate)
+    gate = _decidable(step, user)
     chosen = clean_selections(gate, selections)
-    check_text(feedback, field="feedback")
-    decide_gate(
-        gate.pk,
-        version=_seen_version(gate, expected_version),
-        decision=Decision.APPROVED,
+    return _decide(
+        gate,
+        Decision.APPROVED,
         user=user,
         selections=chosen,
         feedback=feedback,
-        address=clean_address(address),
-        may_override=partial(may_override_claim, user),
+        address=address,
+        expected_version=expected_version,
     )
-    return step_of(gate)
 
 
 def _seen_version(gate: Step, expected_version: int | None) -> int:
@@ -204,16 +198,45 @@ def reject_gate(
 
     Refused as :func:`approve_gate` is, for the same reasons.
     """
+    return _decide(
+        _decidable(step, user),
+        Decision.REJECTED,
+        user=user,
+        feedback=feedback,
+        address=address,
+        expected_version=expected_version,
+    )
+
+
+def _decidable(step: Step | int, user: AnyUser) -> Step:
+    """The gate ``step`` names, if ``user`` may decide it and it still waits; else the
+    refusal (not a gate, ``PermissionDenied``, :class:`GateAlreadyDecided`)."""
     gate = step_of(step)
     _gate(gate)
     check_decider(gate, user)
     _waiting(gate)
+    return gate
+
+
+def _decide(
+    gate: Step,
+    decision: Decision,
+    *,
+    user: AnyUser,
+    feedback: str,
+    address: str | None,
+    expected_version: int | None,
+    selections: list[str] | None = None,
+) -> Step:
+    """Record ``decision`` on ``gate`` once the feedback, the address and the version
+    seen pass; the step as it is then."""
     check_text(feedback, field="feedback")
     decide_gate(
         gate.pk,
         version=_seen_version(gate, expected_version),
-        decision=Decision.REJECTED,
+        decision=decision,
         user=user,
+        selections=selections,
         feedback=feedback,
         address=clean_address(address),
         may_override=partial(may_override_claim, user),

@@ -43,8 +43,24 @@ def start_run(
     deadline: timedelta | datetime | None = None,
 ) -> Run:
     """Start a run of ``workflow`` (a registered name, latest version, or a class);
-    return it. Everything else as :func:`start_run_once`, which also says whether this
-    call created the run."""
+    return it. The keys and the idempotency of a start as :func:`start_run_once`, which
+    also says whether this call created the run.
+
+    ``subject`` ties the run to one of the host's saved model instances (see
+    ``Run.objects.for_object``); an unsaved instance or any other value is
+    :class:`InvalidInput`. It is not part of the idempotency fingerprint, and child
+    runs do not inherit it.
+
+    ``priority`` (-1000 to 1000; default the workflow's ``default_priority``) orders
+    the run's ready work, and the run in its workflow's queue while it waits for a
+    place under ``max_concurrent_runs``; anything else is :class:`InvalidInput`.
+
+    ``deadline`` (default the workflow's ``Workflow.deadline``): a positive ``timedelta``
+    from now, or a timezone-aware ``datetime`` in the future, both on the database
+    clock. A run not ended by then fails with ``deadline_exceeded``, its running
+    attempts lose their lease and what it completed is compensated
+    (:mod:`workflows.engine.deadlines`). Anything else is :class:`InvalidInput`.
+    """
     return start_run_once(
         workflow,
         input,
@@ -68,7 +84,8 @@ def start_run_once(
     priority: int | None = None,
     deadline: timedelta | datetime | None = None,
 ) -> Created[Run]:
-    """Start a run of ``workflow`` (a registered name, latest version, or a class).
+    """Start a run of ``workflow`` (a registered name, latest version, or a class); the
+    other options as :func:`start_run`.
 
     With an ``idempotency_key`` seen before for this workflow, the existing run is
     returned when the input is the same, and :class:`IdempotencyConflict` raised when
@@ -77,26 +94,41 @@ def start_run_once(
     hold a NUL character or exceed their column raise :class:`InvalidInput` before
     anything is written (see :mod:`workflows.validation`).
 
-    ``subject`` ties the run to one of the host's saved model instances (see
-    ``Run.objects.for_object``); an unsaved instance or any other value is
-    :class:`InvalidInput`. It is not part of the idempotency fingerprint, and child
-    runs do not inherit it.
-
-    ``priority`` (-1000 to 1000; default the workflow's ``default_priority``) orders
-    the run's ready work, and the run in its workflow's queue while it waits for a
-    place under ``max_concurrent_runs``; anything else is :class:`InvalidInput`.
-
-    ``deadline`` (default the workflow's ``Workflow.deadline``): a positive ``timedelta``
-    from now, or a timezone-aware ``datetime`` in the future, both on the database
-    clock. A run not ended by then fails with ``deadline_exceeded``, its running
-    attempts lose their lease and what it completed is compensated
-    (:mod:`workflows.engine.deadlines`). Anything else is :class:`InvalidInput`.
-
     Returns :class:`~workflows.engine.created.Created`: the run, and whether this call
     created it (decided by the insert that won, so of racing starts with one key
     exactly one says ``created``). :func:`start_run` returns the run alone.
     """
-    definition = registry.resolve(workflow)
+    _check_start(
+        registry.resolve(workflow),
+        input,
+        idempotency_key=idempotency_key,
+        business_key=business_key,
+        subject=subject,
+        priority=priority,
+    )
+    return engine.start_run_once(
+        workflow,
+        input,
+        idempotency_key=idempotency_key,
+        business_key=business_key,
+        user=user,
+        subject=subject,
+        priority=priority,
+        deadline=deadline,
+    )
+
+
+def _check_start(
+    definition: type[Workflow],
+    input: Any,
+    *,
+    idempotency_key: str | None,
+    business_key: str | None,
+    subject: models.Model | None,
+    priority: int | None,
+) -> None:
+    """Refuse, before anything is written, what the database could not store or the
+    engine would reject: the priority, the name, the input's JSON, the keys, the subject."""
     if priority is not None:
         _check_priority(priority)
     check_text(
@@ -115,16 +147,6 @@ def start_run_once(
         check_text(business_key, field="business key", limit=max_length(Run, "business_key"))
     if subject is not None:
         _check_subject(subject)
-    return engine.start_run_once(
-        workflow,
-        input,
-        idempotency_key=idempotency_key,
-        business_key=business_key,
-        user=user,
-        subject=subject,
-        priority=priority,
-        deadline=deadline,
-    )
 
 
 def _check_priority(value: Any) -> None:

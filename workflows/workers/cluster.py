@@ -49,7 +49,7 @@ from django_q.scheduler import scheduler
 from django_q.status import Stat
 
 from workflows.definitions.limits import Route
-from workflows.workers.runner import stop_when
+from workflows.workers.runner import StopFlag, stop_when
 
 if TYPE_CHECKING:
     from multiprocessing import synchronize
@@ -331,7 +331,7 @@ class RouteClusters:
             for index, route in enumerate(self.routes)
         ]
 
-    def start(self, stop_requested: Any = None) -> None:
+    def start(self, stop_requested: StopFlag | None = None) -> None:
         """Start each cluster in turn, unless ``stop_requested`` is set meanwhile."""
         for cluster in self.clusters:
             if stop_requested is not None and stop_requested.is_set():

@@ -12,7 +12,7 @@ import functools
 import logging
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Exists, OuterRef, Q
@@ -109,7 +109,7 @@ def _sweep(ids: list[Any], act: Callable[[Any], Any], label: str, dry_run: bool)
     return result
 
 
-def _clock(now: datetime | None) -> Any:
+def _clock(now: datetime | None) -> datetime | Now:
     return now if now is not None else Now()
 
 
@@ -314,7 +314,7 @@ def finish_flow_cancellations(*, limit: int = 1000, dry_run: bool = False) -> Sc
 
 
 def purge_finished_runs(
-    *, older_than: Any = None, limit: int = 1000, dry_run: bool = False
+    *, older_than: timedelta | None = None, limit: int = 1000, dry_run: bool = False
 ) -> ScanResult:
     """Delete finished runs older than ``older_than`` (default: the ``RETENTION`` setting).
 
@@ -375,7 +375,7 @@ def send_webhooks(
 
 
 def purge_webhook_deliveries(
-    *, older_than: Any = None, limit: int = 1000, dry_run: bool = False
+    *, older_than: timedelta | None = None, limit: int = 1000, dry_run: bool = False
 ) -> ScanResult:
     """Delete webhook deliveries that ended longer ago than ``RETENTION`` (the log's
     retention is the history's); nothing while it is None."""

@@ -5,9 +5,15 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from django.core.management.base import BaseCommand
-
 from workflows.management.arguments import acting_user, refusals_as_command_errors
+from workflows.management.base import DeclaredCommand
+from workflows.management.options import (
+    Subcommand,
+    Subcommands,
+    argument,
+    json_option,
+    user_option,
+)
 from workflows.management.output import table, to_json
 from workflows.services import budgets as budget_services
 
@@ -25,6 +31,18 @@ COLUMNS = (
 )
 
 
+# The budget counter a change names, and what it records.
+BUDGET = (
+    argument("workflow", metavar="WORKFLOW", help="the workflow's name"),
+    argument("dimension", metavar="DIMENSION", help="the budget's dimension"),
+)
+CHANGE = (
+    argument("--key", default="", metavar="K", help="the business key of a per-key budget"),
+    user_option("username recorded as who did it"),
+    json_option("the change"),
+)
+
+
 def _number(value: Decimal) -> str:
     return format(value.normalize(), "f")
 
@@ -38,7 +56,7 @@ def number(text: str) -> Decimal:
         raise ValueError(text) from None
 
 
-class Command(BaseCommand):
+class Command(DeclaredCommand):
     help = (
         "Usage budgets (Workflow.budgets, counted from ctx.report_usage). Without an "
         "action, or with 'list': every budget counter with its usage in the current "
@@ -49,35 +67,41 @@ class Command(BaseCommand):
         "business key's budget (per='business_key'); without it, the workflow's."
     )
 
-    def add_arguments(self, parser: Any) -> None:
-        actions = parser.add_subparsers(dest="action", metavar="{list,raise,reset}")
-        listing = actions.add_parser("list", help="list the budget counters (the default)")
-        listing.add_argument("--workflow", metavar="NAME", help="only this workflow's budgets")
-        listing.add_argument("--json", action="store_true", help="print the budgets as JSON")
-        for name, text in (
-            ("raise", "set a budget's limit"),
-            ("reset", "set a budget's usage back to 0"),
-        ):
-            verb = actions.add_parser(name, help=text)
-            verb.add_argument("workflow", metavar="WORKFLOW", help="the workflow's name")
-            verb.add_argument("dimension", metavar="DIMENSION", help="the budget's dimension")
-            if name == "raise":
-                verb.add_argument(
-                    "--limit",
-                    required=True,
-                    type=number,
-                    metavar="N",
-                    help="the new limit, a number >= 0",
-                )
-            verb.add_argument(
-                "--key", default="", metavar="K", help="the business key of a per-key budget"
-            )
-            verb.add_argument("--user", metavar="U", help="username recorded as who did it")
-            verb.add_argument("--json", action="store_true", help="print the change as JSON")
+    arguments = (
+        Subcommands(
+            "action",
+            (
+                Subcommand(
+                    "list",
+                    "list the budget counters (the default)",
+                    (
+                        argument("--workflow", metavar="NAME", help="only this workflow's budgets"),
+                        json_option("the budgets"),
+                    ),
+                ),
+                Subcommand(
+                    "raise",
+                    "set a budget's limit",
+                    (
+                        *BUDGET,
+                        argument(
+                            "--limit",
+                            required=True,
+                            type=number,
+                            metavar="N",
+                            help="the new limit, a number >= 0",
+                        ),
+                        *CHANGE,
+                    ),
+                ),
+                Subcommand("reset", "set a budget's usage back to 0", (*BUDGET, *CHANGE)),
+            ),
+            default="list",
+        ),
         # Listing is the default: its options work without the word "list" too.
-        parser.add_argument("--workflow", metavar="NAME", help="list only this workflow's")
-        parser.add_argument("--json", action="store_true", help="print JSON")
-        parser.set_defaults(action="list")
+        argument("--workflow", metavar="NAME", help="list only this workflow's"),
+        argument("--json", action="store_true", help="print JSON"),
+    )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["action"] == "list":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from workflows.engine.guards import RUN_VERBS
 from workflows.management.arguments import (
@@ -13,6 +13,8 @@ from workflows.management.arguments import (
     priority_number,
     refusals_as_command_errors,
 )
+from workflows.management.base import DeclaredCommand
+from workflows.management.options import Group, argument, dry_run_option, user_option
 from workflows.management.output import to_json
 from workflows.services.bulk import (
     VERB_OPTIONS,
@@ -25,6 +27,49 @@ from workflows.services.bulk import (
 from workflows.status import RunStatus
 
 FILTERS = ("status", "workflow", "older_than", "business_key")
+SELECTION = (
+    argument(
+        "--status",
+        nargs="+",
+        action="extend",
+        metavar="S",
+        help=f"runs in any of these statuses: {', '.join(RunStatus.values)}",
+    ),
+    argument("--workflow", metavar="W", help="runs of this workflow (name)"),
+    argument(
+        "--older-than",
+        metavar="AGE",
+        help="runs created more than AGE ago: a whole number and s, m, h or d (30m, 2d)",
+    ),
+    argument("--business-key", metavar="B", help="runs with this business key"),
+    argument("--all", action="store_true", help="allow a bulk without any filter: every run"),
+)
+VERB_ARGUMENTS = (
+    argument(
+        "--from-step",
+        metavar="NAME",
+        help="rerun: the step (by name, the same in every run) to run again with "
+        "everything downstream of it",
+    ),
+    argument(
+        "--priority",
+        metavar="PRIORITY",
+        type=priority_number,
+        help="priority, required: each run's new priority, -1000 to 1000 (higher is "
+        "claimed first), as workflows_priority sets it",
+    ),
+    argument(
+        "--reason", metavar="T", help="cancel, terminate, pause, rerun: why, kept on each run"
+    ),
+    argument(
+        "--no-compensate",
+        dest="compensate",
+        action="store_false",
+        default=None,
+        help="cancel: end the runs without running their compensations",
+    ),
+    user_option("username recorded as the actor on each run"),
+)
 
 
 def item_line(item: BulkItem) -> str:
@@ -44,7 +89,7 @@ def totals_line(result: BulkResult) -> str:
     return f"{result.verb}: {counts}"
 
 
-class Command(BaseCommand):
+class Command(DeclaredCommand):
     help = (
         "Apply VERB to every run the filters select, one run at a time, each in its own "
         "transaction: a run the verb refuses is skipped, one that fails is reported, and "
@@ -59,60 +104,22 @@ class Command(BaseCommand):
         "workflows_bulk priority --priority 50 --workflow billing --status waiting queued."
     )
 
-    def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("verb", metavar="VERB", help=f"one of: {', '.join(RUN_VERBS)}")
-        selection = parser.add_argument_group("which runs")
-        selection.add_argument(
-            "--status",
-            nargs="+",
-            action="extend",
-            metavar="S",
-            help=f"runs in any of these statuses: {', '.join(RunStatus.values)}",
-        )
-        selection.add_argument("--workflow", metavar="W", help="runs of this workflow (name)")
-        selection.add_argument(
-            "--older-than",
-            metavar="AGE",
-            help="runs created more than AGE ago: a whole number and s, m, h or d (30m, 2d)",
-        )
-        selection.add_argument("--business-key", metavar="B", help="runs with this business key")
-        selection.add_argument(
-            "--all", action="store_true", help="allow a bulk without any filter: every run"
-        )
-        verb = parser.add_argument_group("what the verb does")
-        verb.add_argument(
-            "--from-step",
-            metavar="NAME",
-            help="rerun: the step (by name, the same in every run) to run again with "
-            "everything downstream of it",
-        )
-        verb.add_argument(
-            "--priority",
-            metavar="PRIORITY",
-            type=priority_number,
-            help="priority, required: each run's new priority, -1000 to 1000 (higher is "
-            "claimed first), as workflows_priority sets it",
-        )
-        verb.add_argument(
-            "--reason", metavar="T", help="cancel, terminate, pause, rerun: why, kept on each run"
-        )
-        verb.add_argument(
-            "--no-compensate",
-            dest="compensate",
-            action="store_false",
-            default=None,
-            help="cancel: end the runs without running their compensations",
-        )
-        verb.add_argument("--user", metavar="U", help="username recorded as the actor on each run")
-        output = parser.add_argument_group("output")
-        output.add_argument(
-            "--dry-run", action="store_true", help="change nothing; say what the verb would do"
-        )
-        output.add_argument(
-            "--json",
-            action="store_true",
-            help='print {"verb", "dry_run", "totals", "runs": [...]} as JSON at the end',
-        )
+    arguments = (
+        argument("verb", metavar="VERB", help=f"one of: {', '.join(RUN_VERBS)}"),
+        Group("which runs", SELECTION),
+        Group("what the verb does", VERB_ARGUMENTS),
+        Group(
+            "output",
+            (
+                dry_run_option("change nothing; say what the verb would do"),
+                argument(
+                    "--json",
+                    action="store_true",
+                    help='print {"verb", "dry_run", "totals", "runs": [...]} as JSON at the end',
+                ),
+            ),
+        ),
+    )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not options["all"] and not any(options[name] for name in FILTERS):

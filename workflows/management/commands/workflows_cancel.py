@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from workflows.management.options import argument, reason_option
 from workflows.management.run_verb import RunVerbCommand
 from workflows.models import Run
 from workflows.services import request_cancel
@@ -24,16 +25,15 @@ class Command(RunVerbCommand):
     verb = "cancel"
     acted_as = "the canceller in the run's history"
 
-    def add_verb_arguments(self, parser: Any) -> None:
-        parser.add_argument(
-            "--reason", default="", metavar="TEXT", help="why, kept as the run's error message"
-        )
-        parser.add_argument(
+    verb_arguments = (
+        reason_option("why, kept as the run's error message"),
+        argument(
             "--no-compensate",
             dest="compensate",
             action="store_false",
             help="end the run without running its compensations",
-        )
+        ),
+    )
 
     # Set by apply: the run had been cancelled (or terminated) already, so nothing changed.
     already: str | None = None
@@ -45,6 +45,6 @@ class Command(RunVerbCommand):
         self.already = outcome.stopped_as if outcome.already else None
         return outcome.run
 
-    def outcome(self) -> tuple[str, dict[str, Any]]:
+    def outcome(self, run: Run) -> tuple[str, dict[str, Any]]:
         remark = f" ({self.already} already; nothing changed)" if self.already else ""
         return remark, {"already": self.already is not None}

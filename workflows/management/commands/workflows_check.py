@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from workflows.management.base import DeclaredCommand
+from workflows.management.options import json_option
 from workflows.management.output import table, to_json
 from workflows.queries import check_definitions
 
 
-class Command(BaseCommand):
+class Command(DeclaredCommand):
     help = (
         "Validate every registered workflow (upstreams, cycles, handlers that import, retry "
         "and timeout values) and list each with its version and number of steps. Exits "
@@ -20,10 +22,7 @@ class Command(BaseCommand):
     # would stop it with the same problems before it could list them, or print JSON.
     requires_system_checks: list[str] = []
 
-    def add_arguments(self, parser: Any) -> None:
-        parser.add_argument(
-            "--json", action="store_true", help="print each workflow and its problems as JSON"
-        )
+    arguments = (json_option("each workflow and its problems"),)
 
     def handle(self, *args: Any, **options: Any) -> None:
         reports = check_definitions()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand
-
 from workflows.management.arguments import acting_user, refusals_as_command_errors
+from workflows.management.base import DeclaredCommand
+from workflows.management.options import Subcommand, Subcommands, argument, json_option, user_option
 from workflows.management.output import table, to_json
 from workflows.permissions import MANAGE_CONSUMERS
 from workflows.queries.consumers import consumer_lags
@@ -14,9 +14,15 @@ from workflows.queries.event_cursor import encode_cursor
 from workflows.services.consumers import create_consumer, delete_consumer
 
 COLUMNS = ("CONSUMER", "POSITION", "LAG", "LAST ACK", "CREATED")
+# What creating or deleting a consumer takes.
+CHANGE = (
+    argument("name", metavar="NAME", help="the consumer's name"),
+    user_option(f"username of who does it (must hold {MANAGE_CONSUMERS})"),
+    json_option("the result"),
+)
 
 
-class Command(BaseCommand):
+class Command(DeclaredCommand):
     help = (
         "Event consumers (workflows.consume/ack, GET /api/events/?consumer=NAME). Without "
         "an action, or with 'list': every consumer with its position (the last event it "
@@ -27,25 +33,21 @@ class Command(BaseCommand):
         f"{MANAGE_CONSUMERS}."
     )
 
-    def add_arguments(self, parser: Any) -> None:
-        actions = parser.add_subparsers(dest="action", metavar="{list,create,delete}")
-        listing = actions.add_parser("list", help="list the consumers (the default)")
-        listing.add_argument("--json", action="store_true", help="print the consumers as JSON")
-        for name, text in (
-            ("create", "create a consumer at the start of the history"),
-            ("delete", "delete a consumer"),
-        ):
-            verb = actions.add_parser(name, help=text)
-            verb.add_argument("name", metavar="NAME", help="the consumer's name")
-            verb.add_argument(
-                "--user",
-                metavar="U",
-                help=f"username of who does it (must hold {MANAGE_CONSUMERS})",
-            )
-            verb.add_argument("--json", action="store_true", help="print the result as JSON")
+    arguments = (
+        Subcommands(
+            "action",
+            (
+                Subcommand(
+                    "list", "list the consumers (the default)", (json_option("the consumers"),)
+                ),
+                Subcommand("create", "create a consumer at the start of the history", CHANGE),
+                Subcommand("delete", "delete a consumer", CHANGE),
+            ),
+            default="list",
+        ),
         # Listing is the default: its option works without the word "list" too.
-        parser.add_argument("--json", action="store_true", help="print JSON")
-        parser.set_defaults(action="list")
+        argument("--json", action="store_true", help="print JSON"),
+    )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["action"] == "list":

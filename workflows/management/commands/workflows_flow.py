@@ -2,16 +2,32 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
-
 from workflows.engine.flows.close import CancelPolicy
 from workflows.errors import FlowNotFound
-from workflows.management.arguments import acting_user, refusals_as_command_errors
-from workflows.management.commands.workflows_status import positive_int
+from workflows.management.arguments import (
+    SHOWN,
+    acting_user,
+    by_whole_id,
+    id_prefix,
+    named_one_way,
+    only_one,
+    refusals_as_command_errors,
+)
+from workflows.management.base import DeclaredCommand
+from workflows.management.options import (
+    DEFAULT_LIMIT,
+    Subcommand,
+    Subcommands,
+    argument,
+    json_option,
+    limit_option,
+    reason_option,
+    status_option,
+    user_option,
+)
 from workflows.management.output import table, to_json
 from workflows.models import Flow
 from workflows.queries.flows import FlowGraph, MemberView, flow_graph, get_flow, list_flows
@@ -32,13 +48,33 @@ LIST_COLUMNS = {
 SUMMARY_FIELDS = ("id", "name", "key", "status", "revision", "summary", "created_at", "finished_at")
 MEMBER_COLUMNS = ("MEMBER", "STATUS", "WORKFLOW", "JOIN", "UPSTREAM", "RUN", "ERROR")
 
-_MIN_PREFIX = 4
-_UUID_DIGITS = 32
-_SHOWN = 5
-_HEX = re.compile(r"[0-9a-f-]+")
+# The flow a verb acts on: FLOW (its id or a unique prefix of one) or --key KEY.
+FLOW_ARGUMENTS = (
+    argument(
+        "flow",
+        nargs="?",
+        metavar="FLOW",
+        help="the flow's id, or a prefix of it that only one flow has (at least 4 characters)",
+    ),
+    argument("--key", metavar="KEY", help="the flow with this key (create_flow's key)"),
+)
+ACTING_ARGUMENTS = (
+    user_option("username recorded as who did it"),
+    json_option("the flow"),
+)
+# No argparse choices: the verb refuses an unknown policy, so the command exits 1 with the
+# verb's own message, as the API answers it.
+POLICY = argument(
+    "--policy",
+    default=CancelPolicy.CANCEL_ALL.value,
+    metavar="POLICY",
+    help="cancel_all: every member not ended, with compensation as workflows_cancel "
+    "(the default); cancel_pending: only the members still blocked; flow_only: close "
+    "the flow to new members and edges and leave every member alone",
+)
 
 
-class Command(BaseCommand):
+class Command(DeclaredCommand):
     help = (
         "Flows: graphs of runs built while they run. 'list [--status S]' lists flows, "
         "newest first, with their members and how many are unfinished; 'show FLOW' prints "
@@ -52,56 +88,42 @@ class Command(BaseCommand):
         "policy) exits with status 1 and changes nothing."
     )
 
-    def add_arguments(self, parser: Any) -> None:
-        actions = parser.add_subparsers(
-            dest="action", metavar="{list,show,seal,cancel}", required=True
-        )
-        listing = actions.add_parser(
-            "list", help="flows, newest first: status, revision, members, unfinished members"
-        )
-        listing.add_argument(
-            "--status",
-            choices=FlowStatus.values,
-            metavar="STATUS",
-            help=f"only flows in this status: {', '.join(FlowStatus.values)}",
-        )
-        listing.add_argument(
-            "--limit",
-            type=positive_int,
-            default=50,
-            metavar="N",
-            help="show at most N flows (default: %(default)s)",
-        )
-        listing.add_argument("--json", action="store_true", help="print the flows as JSON")
-
-        show = actions.add_parser(
-            "show", help="a flow's graph: each member's status, join and upstream members"
-        )
-        _add_flow_arguments(show)
-        show.add_argument("--json", action="store_true", help="print the graph as JSON")
-
-        seal = actions.add_parser(
-            "seal", help="no more members or edges: the flow ends once its members have"
-        )
-        _add_flow_arguments(seal)
-        _add_acting_arguments(seal)
-
-        cancel = actions.add_parser(
-            "cancel", help="close the flow and cancel its members by a policy"
-        )
-        _add_flow_arguments(cancel)
-        # No argparse choices: the verb refuses an unknown policy, so the command exits 1
-        # with the verb's own message, as the API answers it.
-        cancel.add_argument(
-            "--policy",
-            default=CancelPolicy.CANCEL_ALL.value,
-            metavar="POLICY",
-            help="cancel_all: every member not ended, with compensation as workflows_cancel "
-            "(the default); cancel_pending: only the members still blocked; flow_only: close "
-            "the flow to new members and edges and leave every member alone",
-        )
-        cancel.add_argument("--reason", default="", metavar="TEXT", help="why, for the history")
-        _add_acting_arguments(cancel)
+    arguments = (
+        Subcommands(
+            "action",
+            (
+                Subcommand(
+                    "list",
+                    "flows, newest first: status, revision, members, unfinished members",
+                    (
+                        status_option("flows", FlowStatus.values),
+                        limit_option("flows", default=DEFAULT_LIMIT),
+                        json_option("the flows"),
+                    ),
+                ),
+                Subcommand(
+                    "show",
+                    "a flow's graph: each member's status, join and upstream members",
+                    (*FLOW_ARGUMENTS, json_option("the graph")),
+                ),
+                Subcommand(
+                    "seal",
+                    "no more members or edges: the flow ends once its members have",
+                    (*FLOW_ARGUMENTS, *ACTING_ARGUMENTS),
+                ),
+                Subcommand(
+                    "cancel",
+                    "close the flow and cancel its members by a policy",
+                    (
+                        *FLOW_ARGUMENTS,
+                        POLICY,
+                        reason_option("why, for the history"),
+                        *ACTING_ARGUMENTS,
+                    ),
+                ),
+            ),
+        ),
+    )
 
     def handle(self, *args: Any, **options: Any) -> None:
         action = options["action"]
@@ -180,57 +202,20 @@ class Command(BaseCommand):
         self.stdout.write(line)
 
 
-def _add_flow_arguments(parser: Any) -> None:
-    parser.add_argument(
-        "flow",
-        nargs="?",
-        metavar="FLOW",
-        help="the flow's id, or a prefix of it that only one flow has (at least 4 characters)",
-    )
-    parser.add_argument("--key", metavar="KEY", help="the flow with this key (create_flow's key)")
-
-
-def _add_acting_arguments(parser: Any) -> None:
-    parser.add_argument("--user", metavar="U", help="username recorded as who did it")
-    parser.add_argument("--json", action="store_true", help="print the flow as JSON")
-
-
 def flow_from_options(options: dict[str, Any]) -> Flow:
     """The flow that ``FLOW`` (an id or a unique prefix of one) or ``--key`` names, or a
     refusal naming what matched: none, or several (listed, newest first)."""
     reference, key = options.get("flow"), options.get("key")
-    if (reference is None) == (key is None):
-        raise CommandError(
-            "name the flow by FLOW (its id or a prefix) or by --key: exactly one of them"
-        )
+    named_one_way("flow", ("FLOW", reference), ("--key", key))
     if reference is None:
         keyed = Flow.objects.filter(key=key).first()
-        if keyed is None:
-            raise CommandError(f"no flow has key {key!r}")
-        return keyed
-    prefix = reference.strip().lower()
-    digits = len(prefix.replace("-", ""))
-    try:
-        return get_flow(prefix)
-    except FlowNotFound:
-        if digits == _UUID_DIGITS:
-            raise  # a whole id: "no flow has id ..."
-        if digits < _MIN_PREFIX or not _HEX.fullmatch(prefix):
-            raise CommandError(
-                f"{reference!r} is neither a flow id nor a prefix of one (at least "
-                f"{_MIN_PREFIX} hexadecimal characters)"
-            ) from None
-    matches = Flow.objects.filter(id__startswith=prefix).order_by("-created_at", "-id")
-    found = list(matches[: _SHOWN + 1])
-    if not found:
-        raise CommandError(f"no flow has id prefix {reference!r}")
-    if len(found) > 1:
-        listed = ", ".join(str(flow.pk) for flow in found[:_SHOWN])
-        more = ", ..." if len(found) > _SHOWN else ""
-        raise CommandError(
-            f"more than one flow has id prefix {reference!r} ({listed}{more}); name one by its id"
-        )
-    return found[0]
+        return only_one([keyed] if keyed is not None else [], "flow", f"key {key!r}")
+    flow = by_whole_id(reference, get_flow, FlowNotFound)
+    if flow is not None:
+        return flow
+    matches = Flow.objects.filter(id__startswith=id_prefix(reference, "flow"))
+    found = list(matches.order_by("-created_at", "-id")[: SHOWN + 1])
+    return only_one(found, "flow", f"id prefix {reference!r}", label=lambda each: str(each.pk))
 
 
 def flow_summary(flow: Mapping[str, Any]) -> dict[str, Any]:

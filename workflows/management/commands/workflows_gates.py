@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand
-
 from workflows.approvals import gates_for, waiting_gates
 from workflows.management.arguments import user_named
+from workflows.management.base import DeclaredCommand
+from workflows.management.options import json_option, user_option
 from workflows.management.output import table, to_json
 
 COLUMNS = {
@@ -22,18 +22,17 @@ COLUMNS = {
 }
 
 
-class Command(BaseCommand):
+class Command(DeclaredCommand):
     help = (
         "List the gates waiting for a decision, oldest first: step id, gate, run, business "
         "key, prompt, when it started waiting, when it times out and who claimed it. With "
         "--user U, only the gates U may decide; without, every waiting gate."
     )
 
-    def add_arguments(self, parser: Any) -> None:
-        parser.add_argument(
-            "--user", metavar="U", help="username: only the gates this user may decide"
-        )
-        parser.add_argument("--json", action="store_true", help="print the gates as JSON")
+    arguments = (
+        user_option("username: only the gates this user may decide"),
+        json_option("the gates"),
+    )
 
     def handle(self, *args: Any, **options: Any) -> None:
         username = options["user"]

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandParser
 
 from workflows.definitions.render import RENDERERS
-from workflows.errors import WorkflowError
+from workflows.management.base import OperatorCommand
+from workflows.management.options import argument
 from workflows.queries import render_definition
 
 
-class Command(BaseCommand):
+class Command(OperatorCommand[str]):
     help = (
         "Print the step graph of workflow NAME: one node per step labelled with its kind, "
         "edges from after=, steps with when= marked '?' behind dashed edges, and each "
@@ -19,30 +20,30 @@ class Command(BaseCommand):
         "Mermaid into Markdown, or pipe DOT into `dot -Tsvg`."
     )
 
-    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> Any:
-        # --version here picks the workflow's version; it replaces Django's --version.
-        return super().create_parser(prog_name, subcommand, conflict_handler="resolve", **kwargs)
-
-    def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("name", metavar="NAME", help="registered workflow name")
-        parser.add_argument(
+    arguments = (
+        argument("name", metavar="NAME", help="registered workflow name"),
+        argument(
             "--version",
             type=int,
             metavar="V",
             help="the workflow version to draw (default: the latest registered)",
-        )
-        parser.add_argument(
+        ),
+        argument(
             "--format",
             choices=sorted(RENDERERS),
             default="mermaid",
             help="output notation (default: %(default)s)",
+        ),
+    )
+
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
+        # --version here picks the workflow's version; it replaces Django's --version.
+        return super().create_parser(prog_name, subcommand, conflict_handler="resolve", **kwargs)
+
+    def call(self, options: dict[str, Any]) -> str:
+        return render_definition(
+            options["name"], version=options["version"], format=options["format"]
         )
 
-    def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            source = render_definition(
-                options["name"], version=options["version"], format=options["format"]
-            )
-        except WorkflowError as exc:
-            raise CommandError(exc.message) from exc
-        self.stdout.write(source)
+    def text(self, result: str) -> str:
+        return result

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from workflows.management.options import reason_option
 from workflows.management.run_verb import RunVerbCommand
 from workflows.models import Run
 from workflows.services import pause_run
@@ -23,8 +24,7 @@ class Command(RunVerbCommand):
     verb = "pause"
     acted_as = "who paused it"
 
-    def add_verb_arguments(self, parser: Any) -> None:
-        parser.add_argument("--reason", default="", metavar="TEXT", help="why, kept on the run")
+    verb_arguments = (reason_option("why, kept on the run"),)
 
     def apply(self, run: Run, user: AnyUser | None, options: dict[str, Any]) -> Run:
         return pause_run(run, reason=options["reason"], user=user)

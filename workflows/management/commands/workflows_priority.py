@@ -4,16 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from workflows.management.arguments import (
-    acting_user,
-    priority_number,
-    refusals_as_command_errors,
-    run_from_options,
-)
-from workflows.management.output import run_line, to_json
+from workflows.management.arguments import priority_number
+from workflows.management.options import argument
 from workflows.management.run_verb import RunVerbCommand
 from workflows.models import Run
-from workflows.queries import run_summary
 from workflows.services import change_priority
 
 if TYPE_CHECKING:
@@ -32,22 +26,12 @@ class Command(RunVerbCommand):
 
     verb = "priority"
     acted_as = "who changed it"
-
-    def add_arguments(self, parser: Any) -> None:
-        super().add_arguments(parser)
-        parser.add_argument(
-            "priority", metavar="PRIORITY", type=priority_number, help="-1000 to 1000"
-        )
+    verb_arguments = (
+        argument("priority", metavar="PRIORITY", type=priority_number, help="-1000 to 1000"),
+    )
 
     def apply(self, run: Run, user: AnyUser | None, options: dict[str, Any]) -> Run:
         return change_priority(run, options["priority"], user=user)
 
-    def handle(self, *args: Any, **options: Any) -> None:
-        with refusals_as_command_errors():
-            run = run_from_options(options)
-            run = self.apply(run, acting_user(options["user"], self.verb), options)
-        summary = {**run_summary(run), "priority": run.priority}
-        if options["json"]:
-            self.stdout.write(to_json(summary))
-        else:
-            self.stdout.write(f"{run_line(summary)}, priority {run.priority}")
+    def outcome(self, run: Run) -> tuple[str, dict[str, Any]]:
+        return f", priority {run.priority}", {"priority": run.priority}

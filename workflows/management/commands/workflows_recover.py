@@ -6,17 +6,17 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from workflows.management.base import DeclaredCommand
+from workflows.management.options import dry_run_option, json_option
 from workflows.workers.scanners import recover
 
 
-class Command(BaseCommand):
+class Command(DeclaredCommand):
     help = "Run every recovery scanner once (timers, leases, redispatch, stuck runs, purge)."
 
-    def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("--dry-run", action="store_true", help="count, change nothing")
-        parser.add_argument("--json", action="store_true", help="print the counts as JSON")
+    arguments = (dry_run_option("count, change nothing"), json_option("the counts"))
 
     def handle(self, *args: Any, **options: Any) -> None:
         results = recover(dry_run=options["dry_run"])

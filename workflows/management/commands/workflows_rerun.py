@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from workflows.management.arguments import DEADLINE_HELP, deadline_value
+from workflows.management.options import argument, deadline_option, reason_option
 from workflows.management.run_verb import RunVerbCommand
 from workflows.models import Run
 from workflows.services import rerun_from
@@ -27,17 +27,13 @@ class Command(RunVerbCommand):
     verb = "rerun"
     acted_as = "who reran it"
 
-    def add_verb_arguments(self, parser: Any) -> None:
-        parser.add_argument(
+    verb_arguments = (
+        argument(
             "--from", dest="from_step", required=True, metavar="STEP", help="the step's name or id"
-        )
-        parser.add_argument("--reason", default="", metavar="TEXT", help="why, kept in history")
-        parser.add_argument(
-            "--deadline",
-            type=deadline_value,
-            metavar="DEADLINE",
-            help="a new deadline for the rerun run: " + DEADLINE_HELP,
-        )
+        ),
+        reason_option("why, kept in history"),
+        deadline_option("a new deadline for the rerun run: "),
+    )
 
     def apply(self, run: Run, user: AnyUser | None, options: dict[str, Any]) -> Run:
         return rerun_from(

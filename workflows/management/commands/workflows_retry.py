@@ -4,22 +4,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from workflows.management.arguments import (
-    DEADLINE_HELP,
     acting_user,
-    add_run_arguments,
-    deadline_value,
     refusals_as_command_errors,
     run_from_options,
+)
+from workflows.management.base import DeclaredCommand
+from workflows.management.options import (
+    RUN_ARGUMENTS,
+    argument,
+    deadline_option,
+    json_option,
+    user_option,
 )
 from workflows.management.output import run_line, step_line, to_json
 from workflows.queries import get_step, run_summary, step_summary
 from workflows.services import retry_run, retry_step
 
 
-class Command(BaseCommand):
+class Command(DeclaredCommand):
     help = (
         "Retry run RUN (its id, a unique id prefix, or --business-key) that ended failed, "
         "cancelled, terminated, compensated or compensation_failed: failed, timed-out and "
@@ -31,23 +36,15 @@ class Command(BaseCommand):
         "redo work whose compensation never ran."
     )
 
-    def add_arguments(self, parser: Any) -> None:
-        add_run_arguments(parser)
-        parser.add_argument(
+    arguments = (
+        *RUN_ARGUMENTS,
+        argument(
             "--step", dest="step_id", metavar="STEP", help="retry only this failed step (its id)"
-        )
-        parser.add_argument(
-            "--user", metavar="U", help="username recorded in the run's history as the retrier"
-        )
-        parser.add_argument(
-            "--deadline",
-            type=deadline_value,
-            metavar="DEADLINE",
-            help="a new deadline for the retried run: " + DEADLINE_HELP,
-        )
-        parser.add_argument(
-            "--json", action="store_true", help="print the run (or with --step, the step) as JSON"
-        )
+        ),
+        user_option("username recorded in the run's history as the retrier"),
+        deadline_option("a new deadline for the retried run: "),
+        json_option("the run (or with --step, the step)"),
+    )
 
     def handle(self, *args: Any, **options: Any) -> None:
         names_run = options["run_id"] is not None or options["business_key"] is not None

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from workflows.engine.guards import REVOKE
 from workflows.management.arguments import (
     acting_user,
-    add_run_arguments,
     refusals_as_command_errors,
     run_from_options,
+)
+from workflows.management.base import DeclaredCommand
+from workflows.management.options import (
+    RUN_ARGUMENTS,
+    OneOf,
+    argument,
+    json_option,
+    reason_option,
+    user_option,
 )
 from workflows.management.output import to_json
 from workflows.models import CompensationRecord, FanOutItem, Run, Step
@@ -25,7 +33,7 @@ from workflows.services.leases import (
 from workflows.services.targets import step_in_run
 
 
-class Command(BaseCommand):
+class Command(DeclaredCommand):
     help = (
         "Revoke the lease of the running attempt of step STEP of run RUN (its id, a "
         "unique id prefix, or --business-key), of its fan-out item --item KEY, or of its "
@@ -39,21 +47,24 @@ class Command(BaseCommand):
         "refused (exit status 1, with the reason) for a fan-out step or a bad argument."
     )
 
-    def add_arguments(self, parser: Any) -> None:
-        add_run_arguments(parser)
-        parser.add_argument(
-            "step", metavar="STEP", help="the step's name in the run (or the step's id)"
-        )
-        unit = parser.add_mutually_exclusive_group()
-        unit.add_argument(
-            "--item", metavar="KEY", help="revoke the attempt of the step's fan-out item KEY"
-        )
-        unit.add_argument(
-            "--compensation",
-            action="store_true",
-            help="revoke the attempt of the step's running compensation",
-        )
-        parser.add_argument(
+    arguments = (
+        *RUN_ARGUMENTS,
+        argument("step", metavar="STEP", help="the step's name in the run (or the step's id)"),
+        OneOf(
+            (
+                argument(
+                    "--item",
+                    metavar="KEY",
+                    help="revoke the attempt of the step's fan-out item KEY",
+                ),
+                argument(
+                    "--compensation",
+                    action="store_true",
+                    help="revoke the attempt of the step's running compensation",
+                ),
+            )
+        ),
+        argument(
             "--attempt",
             type=int,
             required=True,
@@ -62,20 +73,17 @@ class Command(BaseCommand):
                 "the attempt to revoke, as shown (e.g. by workflows_show: a step's attempt "
                 "within its round): only that one"
             ),
-        )
-        parser.add_argument(
+        ),
+        argument(
             "--round",
             type=int,
             metavar="R",
             help="the step's round that attempt belongs to, as shown (default: its current one)",
-        )
-        parser.add_argument(
-            "--reason", default="", metavar="TEXT", help="why, kept in the run's history"
-        )
-        parser.add_argument(
-            "--user", metavar="U", help="username recorded in the run's history as the revoker"
-        )
-        parser.add_argument("--json", action="store_true", help="print the unit as JSON")
+        ),
+        reason_option("why, kept in the run's history"),
+        user_option("username recorded in the run's history as the revoker"),
+        json_option("the unit"),
+    )
 
     def handle(self, *args: Any, **options: Any) -> None:
         with refusals_as_command_errors():

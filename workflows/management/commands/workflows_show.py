@@ -5,15 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
-
-from workflows.errors import WorkflowError
-from workflows.management.arguments import add_run_arguments, run_from_options
-from workflows.management.output import cell, table, to_json
+from workflows.management.arguments import refusals_as_command_errors, run_from_options
+from workflows.management.base import DeclaredCommand
+from workflows.management.options import RUN_ARGUMENTS, argument
+from workflows.management.output import cell, payload_summary, table, to_json
 from workflows.queries import describe_run
 from workflows.queries.explain import Explanation, explain
 
-PAYLOAD_WIDTH = 80
 RUN_FIELDS = {
     "id": "run",
     "workflow": "workflow",
@@ -31,6 +29,18 @@ RUN_FIELDS = {
     "output": "output",
     "error": "error",
 }
+STEP_COLUMNS = (
+    "ID",
+    "NAME",
+    "KIND",
+    "STATUS",
+    "ITER",
+    "ATTEMPT",
+    "LEASE OWNER",
+    "FAILED AS",
+    "ERROR",
+)
+EVENT_COLUMNS = ("TIME", "TYPE", "STEP", "PAYLOAD")
 
 
 def error_message(error: Any) -> Any:
@@ -38,10 +48,24 @@ def error_message(error: Any) -> Any:
     return error.get("message", error) if isinstance(error, dict) else error
 
 
-def payload_summary(payload: dict[str, Any]) -> str:
-    """One line of ``key=value`` pairs, cut at ``PAYLOAD_WIDTH`` (``--json`` has it all)."""
-    text = " ".join(f"{key}={cell(value)}" for key, value in payload.items())
-    return text if len(text) <= PAYLOAD_WIDTH else text[: PAYLOAD_WIDTH - 1] + "…"
+def step_row(step: dict[str, Any]) -> list[Any]:
+    """A step of :func:`~workflows.queries.describe_run` as a row under :data:`STEP_COLUMNS`."""
+    return [
+        step["id"],
+        step["name"],
+        step["kind"],
+        step["status"],
+        step["iteration"],
+        f"{step['attempt']}/{step['max_attempts']}",
+        step["lease_owner"],
+        step["failure_class"],
+        error_message(step["error"]),
+    ]
+
+
+def event_row(event: dict[str, Any]) -> list[Any]:
+    """An event of :func:`~workflows.queries.describe_run` as a row under :data:`EVENT_COLUMNS`."""
+    return [event["created_at"], event["type"], event["step"], payload_summary(event["payload"])]
 
 
 def details_summary(details: Mapping[str, Any]) -> str:
@@ -52,7 +76,7 @@ def details_summary(details: Mapping[str, Any]) -> str:
     )
 
 
-class Command(BaseCommand):
+class Command(DeclaredCommand):
     help = (
         "Show run RUN: its status, input, output and error; whether it needs attention, "
         "what it waits on and which operator actions are allowed (and why not); each "
@@ -63,24 +87,33 @@ class Command(BaseCommand):
         "oldest first."
     )
 
-    def add_arguments(self, parser: Any) -> None:
-        add_run_arguments(parser)
-        parser.add_argument(
+    arguments = (
+        *RUN_ARGUMENTS,
+        argument(
             "--json",
             action="store_true",
             help="print the run, steps and full events, and the explanation under "
             '"explain", as JSON',
-        )
+        ),
+    )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:
+        with refusals_as_command_errors():
             run = describe_run(run_from_options(options).pk)
             explanation = explain(run["id"])
-        except WorkflowError as exc:
-            raise CommandError(exc.message) from exc
         if options["json"]:
             self.stdout.write(to_json({**run, "explain": explanation.as_dict()}))
             return
+        self.write_fields(run, explanation)
+        self.write_explanation(explanation)
+        self.stdout.write("\nsteps")
+        self.stdout.write(table(STEP_COLUMNS, (step_row(step) for step in run["steps"])))
+        self.stdout.write("\nhistory")
+        self.stdout.write(table(EVENT_COLUMNS, (event_row(event) for event in run["events"])))
+
+    def write_fields(self, run: dict[str, Any], explanation: Explanation) -> None:
+        """The run's own fields, one ``label  value`` line each, then whether it needs
+        attention and how long it has left."""
         width = max(len(label) for label in (*RUN_FIELDS.values(), "attention"))
         for key, label in RUN_FIELDS.items():
             self.stdout.write(f"{label:<{width}}  {cell(run[key])}")
@@ -89,52 +122,6 @@ class Command(BaseCommand):
             left = explanation.time_left
             words = "deadline passed" if explanation.deadline_passed else str(left).split(".")[0]
             self.stdout.write(f"{'time left':<{width}}  {words}")
-        self.write_explanation(explanation)
-        self.stdout.write("\nsteps")
-        self.stdout.write(
-            table(
-                [
-                    "ID",
-                    "NAME",
-                    "KIND",
-                    "STATUS",
-                    "ITER",
-                    "ATTEMPT",
-                    "LEASE OWNER",
-                    "FAILED AS",
-                    "ERROR",
-                ],
-                (
-                    [
-                        step["id"],
-                        step["name"],
-                        step["kind"],
-                        step["status"],
-                        step["iteration"],
-                        f"{step['attempt']}/{step['max_attempts']}",
-                        step["lease_owner"],
-                        step["failure_class"],
-                        error_message(step["error"]),
-                    ]
-                    for step in run["steps"]
-                ),
-            )
-        )
-        self.stdout.write("\nhistory")
-        self.stdout.write(
-            table(
-                ["TIME", "TYPE", "STEP", "PAYLOAD"],
-                (
-                    [
-                        event["created_at"],
-                        event["type"],
-                        event["step"],
-                        payload_summary(event["payload"]),
-                    ]
-                    for event in run["events"]
-                ),
-            )
-        )
 
     def write_explanation(self, explanation: Explanation) -> None:
         """What holds the run, one line each, then every operator verb with its verdict."""

@@ -6,11 +6,10 @@ import argparse
 from datetime import timedelta
 from typing import Any
 
-from django.core.management.base import BaseCommand
 from django.utils.dateparse import parse_duration
 
-from workflows.management.arguments import refusals_as_command_errors
-from workflows.management.output import to_json
+from workflows.management.base import OperatorCommand
+from workflows.management.options import RUN_ID, argument, json_option
 from workflows.queries import get_run
 from workflows.services.signal_tokens import DEFAULT_EXPIRES_IN, signal_token
 
@@ -27,7 +26,7 @@ def duration_value(text: str) -> timedelta:
     return duration
 
 
-class Command(BaseCommand):
+class Command(OperatorCommand[dict[str, Any]]):
     help = (
         "Print a signed token that allows exactly one thing: sending signal NAME to run "
         "RUN, until it expires. Hand it to the outside system, which posts it with its "
@@ -37,36 +36,30 @@ class Command(BaseCommand):
         "workflow waits for, or an expiry longer than WORKFLOWS['SIGNAL_TOKEN_MAX_AGE']."
     )
 
-    def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("run_id", metavar="RUN", help="the run's id (a UUID)")
-        parser.add_argument("name", metavar="NAME", help="the signal the token allows")
-        parser.add_argument(
+    arguments = (
+        RUN_ID,
+        argument("name", metavar="NAME", help="the signal the token allows"),
+        argument(
             "--expires-in",
             type=duration_value,
             default=DEFAULT_EXPIRES_IN,
             metavar="DURATION",
             help="how long the token works: seconds or an ISO 8601 duration such as P3D "
             "(default: 7 days)",
-        )
-        parser.add_argument(
-            "--json", action="store_true", help="print the token, run, signal and expiry as JSON"
-        )
+        ),
+        json_option("the token, run, signal and expiry"),
+    )
 
-    def handle(self, *args: Any, **options: Any) -> None:
-        with refusals_as_command_errors():
-            run = get_run(options["run_id"])
-            token = signal_token(run, options["name"], expires_in=options["expires_in"])
-        if options["json"]:
-            expires_in = options["expires_in"].total_seconds()
-            self.stdout.write(
-                to_json(
-                    {
-                        "token": token,
-                        "run": str(run.pk),
-                        "signal": options["name"],
-                        "expires_in": expires_in,
-                    }
-                )
-            )
-            return
-        self.stdout.write(token)
+    def call(self, options: dict[str, Any]) -> dict[str, Any]:
+        run = get_run(options["run_id"])
+        token = signal_token(run, options["name"], expires_in=options["expires_in"])
+        expires_in = options["expires_in"].total_seconds()
+        return {
+            "token": token,
+            "run": str(run.pk),
+            "signal": options["name"],
+            "expires_in": expires_in,
+        }
+
+    def text(self, result: dict[str, Any]) -> str:
+        return str(result["token"])

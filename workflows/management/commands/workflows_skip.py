@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand
-
-from workflows.management.arguments import acting_user, json_value, refusals_as_command_errors
-from workflows.management.output import step_line, to_json
+from workflows.management.arguments import acting_user, json_value
+from workflows.management.options import argument, json_option, user_option
+from workflows.management.step_verb import StepVerbCommand
+from workflows.models import Step
 from workflows.permissions import OVERRIDE_GATE_RULE
-from workflows.queries import get_step, step_summary
 from workflows.services import skip_step
 
 
-class Command(BaseCommand):
+class Command(StepVerbCommand):
     help = (
         "Record step STEP as completed with the given output without running it, so its "
         "run moves on (a failed run resumes). Accepts steps not yet finished and failed or "
@@ -23,9 +22,9 @@ class Command(BaseCommand):
         'decision, e.g. \'{"decision": "approved", "selections": ["express"]}\'.'
     )
 
-    def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("step_id", metavar="STEP", help="the step's id (an integer)")
-        parser.add_argument(
+    arguments = (
+        argument("step_id", metavar="STEP", help="the step's id (an integer)"),
+        argument(
             "--output",
             type=json_value,
             metavar="JSON",
@@ -34,22 +33,14 @@ class Command(BaseCommand):
                 'for a gate, {"decision", "selections", "feedback"} (default: approved, '
                 "nothing selected)"
             ),
-        )
-        parser.add_argument(
-            "--user",
-            metavar="U",
-            help=(
-                "username recorded in the run's history as the skipper; required for a gate, "
-                "whose rule it must meet"
-            ),
-        )
-        parser.add_argument("--json", action="store_true", help="print the step as JSON")
+        ),
+        user_option(
+            "username recorded in the run's history as the skipper; required for a gate, "
+            "whose rule it must meet"
+        ),
+        json_option("the step"),
+    )
 
-    def handle(self, *args: Any, **options: Any) -> None:
-        with refusals_as_command_errors():
-            step = get_step(options["step_id"])
-            skipped = skip_step(
-                step, user=acting_user(options["user"], "skip_step"), output=options["output"]
-            )
-        summary = step_summary(skipped)
-        self.stdout.write(to_json(summary) if options["json"] else step_line(summary))
+    def apply(self, step: Step, options: dict[str, Any]) -> Step:
+        user = acting_user(options["user"], "skip_step")
+        return skip_step(step, user=user, output=options["output"])

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db.models import Count
 
+from workflows.management.base import DeclaredCommand
+from workflows.management.options import (
+    DEFAULT_LIMIT,
+    argument,
+    json_option,
+    limit_option,
+    status_option,
+)
 from workflows.management.output import table, to_json
 from workflows.models import Flow, Run
 from workflows.queries import list_runs
@@ -23,18 +30,6 @@ COLUMNS = {
     "created_at": "CREATED",
     "updated_at": "UPDATED",
 }
-DEFAULT_LIMIT = 50
-
-
-def positive_int(value: str) -> int:
-    """argparse type of ``--limit``: zero rows is never what an operator asks for."""
-    try:
-        number = int(value)
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value!r}")
-    return number
 
 
 @dataclass(frozen=True)
@@ -61,33 +56,24 @@ def flow_counts() -> FlowCounts | None:
     return FlowCounts({status: counts.get(status, 0) for status in FlowStatus.values}, blocked)
 
 
-class Command(BaseCommand):
+class Command(DeclaredCommand):
     help = (
         "List runs, newest first: id, workflow, version, status, business key, times; then, "
         "when there are flows, one line with the flows by status and the members blocked. "
         "--flows prints only that (as JSON with --json)."
     )
 
-    def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("--workflow", metavar="NAME", help="only runs of this workflow")
-        parser.add_argument(
-            "--status",
-            choices=RunStatus.values,
-            metavar="STATUS",
-            help=f"only runs in this status: {', '.join(RunStatus.values)}",
-        )
-        parser.add_argument(
-            "--limit",
-            type=positive_int,
-            metavar="N",
-            help=f"show at most N runs (default: {DEFAULT_LIMIT})",
-        )
-        parser.add_argument(
+    arguments = (
+        argument("--workflow", metavar="NAME", help="only runs of this workflow"),
+        status_option("runs", RunStatus.values),
+        limit_option("runs"),
+        argument(
             "--flows",
             action="store_true",
             help="only the flows: how many are in each status, and how many members are blocked",
-        )
-        parser.add_argument("--json", action="store_true", help="print the runs as JSON")
+        ),
+        json_option("the runs"),
+    )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["flows"]:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from workflows.errors import WorkflowError
-from workflows.management.arguments import add_run_arguments, run_from_options
-from workflows.management.commands.workflows_show import payload_summary
+from workflows.management.arguments import refusals_as_command_errors, run_from_options
+from workflows.management.base import DeclaredCommand
+from workflows.management.options import RUN_ARGUMENTS, argument
+from workflows.management.output import payload_summary
 from workflows.models import Event
 from workflows.queries.run_tail import RunTail, StepFrame
 
@@ -18,7 +19,7 @@ from workflows.queries.run_tail import RunTail, StepFrame
 FOLLOW_WAIT = 30.0
 
 
-def _when(moment: Any) -> str:
+def _when(moment: datetime) -> str:
     return f"{timezone.localtime(moment):%Y-%m-%d %H:%M:%S}"
 
 
@@ -36,7 +37,7 @@ def entry_line(entry: Event | StepFrame) -> str:
     return f"{_when(entry.created_at)} {entry.type}{step}{payload}"
 
 
-class Command(BaseCommand):
+class Command(DeclaredCommand):
     help = (
         "Print run RUN's events (its history, in commit order) and the log frames its "
         "steps wrote (ctx.log), oldest first, one line each: events as '<time> <type> "
@@ -45,21 +46,20 @@ class Command(BaseCommand):
         "ends (the last line says how) or Ctrl-C stops it (exit status 0)."
     )
 
-    def add_arguments(self, parser: Any) -> None:
-        add_run_arguments(parser)
-        parser.add_argument(
+    arguments = (
+        *RUN_ARGUMENTS,
+        argument(
             "-f",
             "--follow",
             action="store_true",
             help="wait for new events and frames and print them as they commit, until the "
             "run is in a final status and everything of it was printed",
-        )
+        ),
+    )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:
+        with refusals_as_command_errors():
             tail = RunTail(run_from_options(options))
-        except WorkflowError as exc:
-            raise CommandError(exc.message) from exc
         try:
             self._print(tail, follow=options["follow"])
         except KeyboardInterrupt:

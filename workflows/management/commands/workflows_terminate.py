@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from workflows.management.options import reason_option
 from workflows.management.run_verb import RunVerbCommand
 from workflows.models import Run
 from workflows.services import terminate_run
@@ -24,10 +25,7 @@ class Command(RunVerbCommand):
     verb = "terminate"
     acted_as = "who terminated it"
 
-    def add_verb_arguments(self, parser: Any) -> None:
-        parser.add_argument(
-            "--reason", default="", metavar="TEXT", help="why, kept as the run's error message"
-        )
+    verb_arguments = (reason_option("why, kept as the run's error message"),)
 
     def apply(self, run: Run, user: AnyUser | None, options: dict[str, Any]) -> Run:
         return terminate_run(run, reason=options["reason"], user=user)

@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from workflows.management.base import DeclaredCommand
+from workflows.management.options import argument, json_option
 from workflows.management.output import table, to_json
 from workflows.models import WebhookEndpoint
 from workflows.webhooks import services
@@ -34,22 +36,21 @@ DELIVERY_COLUMNS = {
 }
 
 
-class Command(BaseCommand):
+class Command(DeclaredCommand):
     help = (
         "List webhook endpoints (deliveries to send, failed) and the deliveries that failed "
         "or wait for a retry, newest first. --replay queues deliveries again with their "
         "original webhook-id; --enable re-enables an endpoint (after a 410 Gone)."
     )
 
-    def add_arguments(self, parser: Any) -> None:
-        parser.add_argument(
+    arguments = (
+        argument(
             "--replay", nargs="+", type=int, metavar="DELIVERY", help="delivery ids to send again"
-        )
-        parser.add_argument("--enable", type=int, metavar="ENDPOINT", help="endpoint id to enable")
-        parser.add_argument(
-            "--limit", type=int, default=50, help="deliveries listed at most (default 50)"
-        )
-        parser.add_argument("--json", action="store_true", help="print the result as JSON")
+        ),
+        argument("--enable", type=int, metavar="ENDPOINT", help="endpoint id to enable"),
+        argument("--limit", type=int, default=50, help="deliveries listed at most (default 50)"),
+        json_option("the result"),
+    )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["replay"]:

@@ -5,15 +5,18 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from types import FrameType
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import connections
 
 from workflows.conf import workflow_settings
-from workflows.definitions.limits import name_problems
+from workflows.definitions.limits import Route, name_problems
 from workflows.engine.routing import WorkerRoutes, routes_served, set_this_worker, this_worker
+from workflows.management.base import DeclaredCommand
+from workflows.management.options import argument
 from workflows.workers.cluster import RouteClusters, cluster_name
 from workflows.workers.presence import (
     forget_gone_workers,
@@ -26,7 +29,7 @@ from workflows.workers.presence import (
 WATCH_SECONDS = 0.2
 
 
-class Command(BaseCommand):
+class Command(DeclaredCommand):
     help = (
         "Run Flowsite's workers: for each route this worker serves, a django-q2 cluster of "
         "Q_CLUSTER['workers'] worker processes with its pusher and monitor (the first "
@@ -47,15 +50,15 @@ class Command(BaseCommand):
         "exits non-zero if a cluster's sentinel dies, so that a process manager restarts it."
     )
 
-    def add_arguments(self, parser: Any) -> None:
-        parser.add_argument(
+    arguments = (
+        argument(
             "--queue",
             action="append",
             dest="queues",
             metavar="NAME",
             help="a queue to serve; repeat for several (default: WORKFLOWS['WORKER_QUEUES'])",
-        )
-        parser.add_argument(
+        ),
+        argument(
             "--capability",
             action="append",
             dest="capabilities",
@@ -64,7 +67,8 @@ class Command(BaseCommand):
                 "a capability this worker has (cuda, say); repeat for several (default: "
                 "WORKFLOWS['WORKER_CAPABILITIES'])"
             ),
-        )
+        ),
+    )
 
     def handle(self, *args: Any, **options: Any) -> None:
         settings.SECRET_KEY  # noqa: B018  (django-q2 signs its messages with it)
@@ -83,7 +87,7 @@ class Command(BaseCommand):
         clusters = RouteClusters(routes)
         stop_requested = threading.Event()
 
-        def request_stop(signum: int, frame: Any) -> None:
+        def request_stop(signum: int, frame: FrameType | None) -> None:
             stop_requested.set()
 
         # Each cluster installed its own handler, which would stop only itself.
@@ -113,7 +117,7 @@ class Command(BaseCommand):
         name: str,
         worker: WorkerRoutes,
         stop_requested: threading.Event,
-    ) -> list[Any]:
+    ) -> list[tuple[Route, int | None]]:
         """Record this worker's presence until asked to stop or a sentinel dies; return
         the dead sentinels' routes and exit codes (empty on a requested stop)."""
         interval = workflow_settings.WORKER_PRESENCE_INTERVAL.total_seconds()
