@@ -659,10 +659,10 @@ def test_workflows_show_prints_what_the_run_waits_on_and_what_may_be_done():
     rest = output.split("\nwaiting on\n")[1]
     waiting, rest = rest.split("\nallowed actions\n")
     allowed = rest.split("\nsteps\n")[0]
-    assert waiting.splitlines()[0].split() == ["KIND", "STEP", "DETAILS"]
+    assert waiting.splitlines()[0].split() == ["KIND", "STEP", "WHAT"]
     assert waiting.splitlines()[1].split()[:2] == ["gate", "approve"]
-    assert "prompt=Ship order A-4?" in waiting
-    assert "fires=gate_timeout" in waiting
+    assert "Gate “approve” waits for a decision: Ship order A-4?; times out in" in waiting
+    assert "The gate timeout of “approve” fires in" in waiting
     rows = [re.split(r"\s{2,}", line) for line in allowed.splitlines()]
     assert rows[0] == ["ACTION", "STEP", "ALLOWED", "REASON"]
     assert ["cancel", "-", "yes", "-"] in rows

@@ -292,4 +292,4 @@ def test_the_admin_and_workflows_show_word_a_blocked_member():
     call_command("workflows_show", str(runs["link"].pk), stdout=out)
     waiting = out.getvalue().split("\nwaiting on\n")[1].split("\nallowed actions\n")[0]
     assert waiting.splitlines()[1].split()[0] == "blocked"
-    assert "message=member 'link' of flow 'build' waits until" in waiting
+    assert "Member 'link' of flow 'build' waits until" in waiting

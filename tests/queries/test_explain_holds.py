@@ -300,7 +300,7 @@ def test_workflows_show_prints_the_hold_and_its_message():
         call_command("workflows_show", str(run.pk), stdout=out)
     [line] = [line for line in out.getvalue().splitlines() if line.startswith("worker")]
     assert "train" in line
-    assert "queue=gpu" in line
+    assert "Step “train”: waiting for a worker" in line
     assert "waiting for a worker of queue 'gpu' with capability cuda" in line
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
+from workflows.holds import describe
 from workflows.management.arguments import refusals_as_command_errors, run_from_options
 from workflows.management.base import DeclaredCommand
 from workflows.management.options import RUN_ARGUMENTS, argument
@@ -68,14 +68,6 @@ def event_row(event: dict[str, Any]) -> list[Any]:
     return [event["created_at"], event["type"], event["step"], payload_summary(event["payload"])]
 
 
-def details_summary(details: Mapping[str, Any]) -> str:
-    """``key=value`` pairs of what holds a run, uncut (they are what an operator came
-    for), leaving out the details that do not apply (``None`` or empty)."""
-    return " ".join(
-        f"{key}={cell(value)}" for key, value in details.items() if value not in (None, "", [])
-    )
-
-
 class Command(DeclaredCommand):
     help = (
         "Show run RUN: its status, input, output and error; whether it needs attention, "
@@ -124,14 +116,19 @@ class Command(DeclaredCommand):
             self.stdout.write(f"{'time left':<{width}}  {words}")
 
     def write_explanation(self, explanation: Explanation) -> None:
-        """What holds the run, one line each, then every operator verb with its verdict."""
+        """What holds the run, one line each in the hold table's words (``--json`` has
+        each entry's details), then every operator verb with its verdict."""
         self.stdout.write("\nwaiting on")
         if explanation.waiting_on:
             self.stdout.write(
                 table(
-                    ["KIND", "STEP", "DETAILS"],
+                    ["KIND", "STEP", "WHAT"],
                     (
-                        [entry.kind, entry.step, details_summary(entry.details)]
+                        [
+                            entry.kind,
+                            entry.step,
+                            describe(entry.kind, entry.step, entry.details, explanation.as_of),
+                        ]
                         for entry in explanation.waiting_on
                     ),
                 )
