@@ -272,7 +272,7 @@ def stop_forward_work(run: Run, events: EventLog, *, reason: str, by: str | None
     Each update restates the status its rows must still have, so a step a worker
     claimed a moment ago (claims do not take the run lock) keeps running; events are
     written for the rows actually changed. Child runs are cancelled by
-    :func:`workflows.engine.nodes.subworkflow.cancel_children` after this transaction commits
+    :func:`workflows.engine.verbs.children.cancel_children` after this transaction commits
     (a child is always locked before its parent).
     """
     changes = {"status": StepStatus.CANCELLED, "updated_at": db_now(), "finished_at": db_now()}

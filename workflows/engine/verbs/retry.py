@@ -20,9 +20,9 @@ from workflows.engine.deadlines import arm_deadline
 from workflows.engine.events import actor
 from workflows.engine.flows.heal import check_dependencies, heal_downstream, lock_flow_of
 from workflows.engine.guards import RETRY, RETRY_STEP
+from workflows.engine.loops.bounds import MAX_ITERATIONS_EXCEEDED
 from workflows.engine.loops.iterations import counts_its_rounds, start_next_iteration
 from workflows.engine.nodes.fanout import resume_fanout
-from workflows.engine.nodes.loop import MAX_ITERATIONS_EXCEEDED
 from workflows.engine.replay import (
     facts_of,
     forget_work_of,
