@@ -1,5 +1,5 @@
-"""The app's layers depend downward only, and the engine's modules on each other in one
-direction: the architecture, pinned.
+"""The app's layers depend downward only, the engine's sub-layers too, and the engine's
+modules on each other in one direction: the architecture, pinned.
 
 Read from the source with ``ast``: what each module imports at module level (``if
 TYPE_CHECKING:`` blocks excluded, they never run), and whether any function imports an
@@ -61,13 +61,13 @@ LAYERS: dict[str, int] = {
 }
 
 
-def layer_of(module: str) -> int:
-    """The layer of ``module``: its longest prefix in :data:`LAYERS`."""
+def layer_of(module: str, layers: dict[str, int] = LAYERS) -> int:
+    """The layer of ``module``: its longest prefix in ``layers`` (:data:`LAYERS`)."""
     parts = module.split(".")
     for end in range(len(parts), 0, -1):
         prefix = ".".join(parts[:end])
-        if prefix in LAYERS:
-            return LAYERS[prefix]
+        if prefix in layers:
+            return layers[prefix]
     raise KeyError(module)
 
 
@@ -124,19 +124,14 @@ def _engine_graph() -> dict[str, set[str]]:
     return graph
 
 
-def _function_level_imports(tree: ast.Module) -> list[str]:
-    lazy = []
-    for function in ast.walk(tree):
-        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
-            continue
-        for child in ast.walk(function):
-            if (
-                isinstance(child, ast.ImportFrom)
-                and child.module
-                and (child.module.startswith("workflows.engine"))
-            ):
-                lazy.append(f"{function.name} imports {child.module}")
-    return lazy
+def _function_level_imports(module: str, tree: ast.Module) -> list[str]:
+    """What ``module`` imports of the engine inside a function, in any form (``from``,
+    ``import``, relative)."""
+    return [
+        f"{where} imports {target}"
+        for where, target in _runtime_imports(module, tree)
+        if where != "module level" and target.startswith("workflows.engine")
+    ]
 
 
 def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -161,6 +156,109 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
             if found:
                 return found
     return None
+
+
+# Each engine module's sub-layer, lowest first, by the longest dotted prefix that names it
+# (every module of the engine is named, the package itself is above them all). A module
+# may import from its own sub-layer and those below, never from one above: not at module
+# level (``if TYPE_CHECKING:`` blocks aside, they never run), and not in a function.
+ENGINE_LAYERS: dict[str, int] = {
+    # every statement of the engine
+    "workflows.engine.sql": 0,
+    # what a transition is written with, knowing no run: the transaction and its retry,
+    # events and the wake-ups they cause, event consumers, the verbs' guards, routing,
+    # what makes a create idempotent
+    "workflows.engine.transaction": 1,
+    "workflows.engine.wakeups": 1,
+    "workflows.engine.events": 1,
+    "workflows.engine.guards": 1,
+    "workflows.engine.routing": 1,
+    "workflows.engine.created": 1,
+    "workflows.engine.fingerprint": 1,
+    "workflows.engine.consumers": 1,
+    # leased units of work: their kinds, leases, failures, live telemetry, and the port
+    # that hands them to a worker
+    "workflows.engine.work_kinds": 2,
+    "workflows.engine.executor": 2,
+    "workflows.engine.dispatch": 2,
+    "workflows.engine.lease": 2,
+    "workflows.engine.failures": 2,
+    "workflows.engine.telemetry": 2,
+    # a run inside one transition: its status, its graph moving on, the scope holding it,
+    # whether it asks its work to stop, what a replay does again
+    "workflows.engine.runs": 3,
+    "workflows.engine.advance": 3,
+    "workflows.engine.scope": 3,
+    "workflows.engine.cancellation": 3,
+    "workflows.engine.replay": 3,
+    # work over time: admission limits, claims and outcomes, recovery, timers, deadlines,
+    # loops going round
+    "workflows.engine.limits": 4,
+    "workflows.engine.claims": 4,
+    "workflows.engine.outcomes": 4,
+    "workflows.engine.recovery": 4,
+    "workflows.engine.timers": 4,
+    "workflows.engine.deadlines": 4,
+    "workflows.engine.loops": 4,
+    # a whole run begins (a child, a flow member too) or is cancelled (a flow's member too)
+    "workflows.engine.start": 5,
+    "workflows.engine.verbs.cancel": 5,
+    # one module per node kind
+    "workflows.engine.nodes": 6,
+    # graphs of runs
+    "workflows.engine.flows": 7,
+    # the operator verbs, which compose all of the above
+    "workflows.engine.verbs": 8,
+}
+
+
+def engine_layer_of(module: str) -> int:
+    """The sub-layer of engine module ``module``: its longest prefix in
+    :data:`ENGINE_LAYERS`; the package itself (``workflows.engine``) is above them all."""
+    if module == "workflows.engine":
+        return max(ENGINE_LAYERS.values()) + 1
+    return layer_of(module, ENGINE_LAYERS)
+
+
+def _runtime_imports(module: str, tree: ast.Module) -> Iterator[tuple[str, str]]:
+    """``(where, module)`` for every ``workflows`` module that ``module`` imports when it
+    runs: ``where`` is ``"module level"`` or the function that imports it lazily.
+    ``if TYPE_CHECKING:`` blocks are left out; relative imports are resolved."""
+    is_package = (APP.parent / Path(*module.split("."))).is_dir()
+    package = (module if is_package else module.rpartition(".")[0]).split(".")
+
+    def visit(node: ast.AST, where: str) -> Iterator[tuple[str, str]]:
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            children: list[ast.AST] = list(node.orelse)
+        else:
+            children = list(ast.iter_child_nodes(node))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            where = node.name
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # from . import x, from ..y import x
+                anchor = package[: len(package) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                yield where, _resolve(base, alias.name)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                yield where, alias.name
+        for child in children:
+            yield from visit(child, where)
+
+    for where, target in visit(tree, "module level"):
+        if target == "workflows" or target.startswith("workflows."):
+            yield where, target
+
+
+def _upward_in_engine(name: str, tree: ast.Module) -> list[str]:
+    return [
+        f"{name} (engine layer {engine_layer_of(name)}) imports {target} "
+        f"(engine layer {engine_layer_of(target)}) at {where}"
+        for where, target in _runtime_imports(name, tree)
+        if target.startswith("workflows.engine") and engine_layer_of(target) > engine_layer_of(name)
+    ]
 
 
 NODE_MODULES = {
@@ -201,9 +299,59 @@ def test_no_engine_module_imports_an_engine_module_inside_a_function():
         name: found
         for name, path in _app_modules()
         if name.startswith("workflows.engine")
-        and (found := _function_level_imports(ast.parse(path.read_text())))
+        and (found := _function_level_imports(name, ast.parse(path.read_text())))
     }
     assert lazy == {}
+
+
+def test_every_engine_module_has_its_engine_layer():
+    unplaced = []
+    for name, _ in _app_modules():
+        if name.startswith("workflows.engine."):
+            try:
+                engine_layer_of(name)
+            except KeyError:
+                unplaced.append(name)
+    assert unplaced == [], "name these in ENGINE_LAYERS"
+
+
+def test_engine_modules_import_only_their_own_engine_layer_and_those_below():
+    upward = [
+        found
+        for name, path in _app_modules()
+        if name.startswith("workflows.engine.")
+        for found in _upward_in_engine(name, ast.parse(path.read_text()))
+    ]
+    assert upward == []
+
+
+def test_the_engine_layer_check_sees_an_upward_import():
+    assert engine_layer_of("workflows.engine.sql.rows") < engine_layer_of("workflows.engine.scope")
+    assert engine_layer_of("workflows.engine.verbs.cancel") < engine_layer_of(
+        "workflows.engine.flows.cancellation"
+    )
+    assert engine_layer_of("workflows.engine.flows.heal") < engine_layer_of(
+        "workflows.engine.verbs.retry"
+    )
+    node = "workflows.engine.nodes.subworkflow"
+    at_module_level = ast.parse("from workflows.engine.verbs.terminate import terminate_run")
+    in_a_function = ast.parse("def stop():\n    from workflows.engine.verbs import pause\n")
+    relative = ast.parse("from ..verbs import skip")
+    guarded = ast.parse(
+        "if TYPE_CHECKING:\n    from workflows.engine.verbs.terminate import terminate_run\n"
+    )
+    assert _upward_in_engine(node, at_module_level) == [
+        f"{node} (engine layer 6) imports workflows.engine.verbs.terminate (engine layer 8) "
+        "at module level"
+    ]
+    assert _upward_in_engine(node, in_a_function) == [
+        f"{node} (engine layer 6) imports workflows.engine.verbs.pause (engine layer 8) at stop"
+    ]
+    assert _upward_in_engine(node, relative) == [
+        f"{node} (engine layer 6) imports workflows.engine.verbs.skip (engine layer 8) "
+        "at module level"
+    ]
+    assert _upward_in_engine(node, guarded) == []
 
 
 def test_graph_evaluation_knows_no_node_module():

@@ -33,7 +33,7 @@ from workflows.engine.nodes import (  # noqa: F401 - node modules register thems
 )
 from workflows.engine.outcomes import complete_work, fail_attempt, heartbeat
 from workflows.engine.recovery import reclaim
-from workflows.engine.start import start_run, start_run_once
+from workflows.engine.start import start_run_once
 from workflows.engine.timers import fire_timer
 from workflows.engine.verbs.pause import pause_run, resume_run
 from workflows.engine.verbs.rerun import rerun_from
@@ -57,7 +57,6 @@ __all__ = [
     "reclaim",
     "rerun_from",
     "resume_run",
-    "start_run",
     "start_run_once",
     "terminate_run",
 ]

@@ -408,23 +408,7 @@ def _claim(kind: WorkKind, unit_id: int, owner: str) -> Held | Hold:
                 )
             hold(kind, row, admitted)
             return admitted
-        template = Lease(
-            kind=kind,
-            unit_id=row.pk,
-            run_id=row.run_id,
-            step_id=row.step_id,
-            step_name=row.step_name,
-            owner=owner,
-            workflow=workflow,
-            run_input=row.run_input,
-            handler_path=row.handler or node.handler_path,
-            item_key=row.item_key,
-            item=row.item,
-            compensated_output=(row.payload or {}).get("output"),
-            generation=(row.payload or {}).get("generation", row.generation),
-            iteration=(row.payload or {}).get("iteration", row.iteration),
-            refusal=admitted.refusal,
-        )
+        template = _lease_of(kind, row, owner, workflow, node, admitted.refusal)
         size = kind.batch_size_of(node)
         held: Held | None = (
             begin_batch(
@@ -442,6 +426,37 @@ def _claim(kind: WorkKind, unit_id: int, owner: str) -> Held | Hold:
                 f"{kind.label(row.step_name, row.item_key)} was claimed by another worker"
             )
         return held
+
+
+def _lease_of(
+    kind: WorkKind,
+    row: ClaimRow,
+    owner: str,
+    workflow: type[Workflow],
+    node: LeasedNode,
+    refusal: Exception | None,
+) -> Lease:
+    """What the claim of ``row`` hands its worker, before the attempt begins: a
+    compensation's handler, output and round are those of the work it undoes (its
+    record's payload)."""
+    payload = row.payload or {}
+    return Lease(
+        kind=kind,
+        unit_id=row.pk,
+        run_id=row.run_id,
+        step_id=row.step_id,
+        step_name=row.step_name,
+        owner=owner,
+        workflow=workflow,
+        run_input=row.run_input,
+        handler_path=row.handler or node.handler_path,
+        item_key=row.item_key,
+        item=row.item,
+        compensated_output=payload.get("output"),
+        generation=payload.get("generation", row.generation),
+        iteration=payload.get("iteration", row.iteration),
+        refusal=refusal,
+    )
 
 
 def _workflow_of(row: ClaimRow) -> type[Workflow]:

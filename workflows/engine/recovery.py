@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 from uuid import UUID
 
 from django.db.models.functions import Now
@@ -24,7 +25,7 @@ from workflows.engine.sql.updates import cas_update
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import FailedUnit, WorkKind
 from workflows.errors import DefinitionMissing
-from workflows.models import Run, Step
+from workflows.models import CompensationRecord, FanOutItem, Run, Step
 from workflows.status import RUN_ACTIVE, RUN_UNWINDING, FailureClass, StepStatus
 
 # How long after its lease ran out the lease scanner leaves a unit to the worker that
@@ -33,6 +34,9 @@ from workflows.status import RUN_ACTIVE, RUN_UNWINDING, FailureClass, StepStatus
 # renewal), and should not lose that race to the scanner by a few milliseconds. A
 # crashed worker's work is taken back this much later.
 RECLAIM_GRACE = timedelta(seconds=2)
+
+# A row of leased work, whichever its kind.
+Leased = Step | FanOutItem | CompensationRecord
 
 
 @dataclass(frozen=True)
@@ -87,25 +91,11 @@ def _reclaim(kind: WorkKind, unit_id: int, now: datetime | None, wait: bool) -> 
     run_id, step_id = owners.run_id, owners.step_id
     with run_scope(run_id, wait=wait) as scope:
         active = scope.run.status in kind.runs_while
-        if not active and scope.run.status not in kind.held_while:
-            status = kind.stopped_status
-        elif expired.attempt >= expired.max_attempts or not _retries_expiry(
-            scope, kind, owners.step_name
-        ):
-            status = StepStatus.FAILED
-        else:
-            status = StepStatus.READY  # a paused run's unit waits for the resume
+        status = _after_expiry(scope, kind, expired, owners.step_name)
         # A step numbers its attempts within its round (items and compensations have
         # none); the error's ``attempt`` counts across rounds, as the fence does.
         before = expired.round_attempts_before if isinstance(expired, Step) else 0
-        error = {
-            "code": "lease_expired",
-            "message": f"attempt {expired.attempt - before} of "
-            f"{kind.label(owners.step_name, owners.item_key)} by "
-            f"{expired.lease_owner!r} did not finish within its lease",
-            "attempt": expired.attempt,
-            "failure_class": FailureClass.LEASE_EXPIRED.value,
-        }
+        error = _expiry_error(kind, expired, owners, before)
         # The version guard also catches a heartbeat that extended the lease since the read.
         if not cas_update(
             kind.model,
@@ -151,6 +141,30 @@ def _reclaim(kind: WorkKind, unit_id: int, now: datetime | None, wait: bool) -> 
         else:
             kind.settlement.stopped(advancer, unit)
     return status
+
+
+def _after_expiry(scope: RunScope, kind: WorkKind, expired: Leased, step_name: str) -> str:
+    """The status a unit whose lease expired moves to: its kind's stopped status in a run
+    that stopped, ``failed`` when no attempt is left for it, else ``ready`` (a paused
+    run's unit waits there for the resume)."""
+    run_status = scope.run.status
+    if run_status not in kind.runs_while and run_status not in kind.held_while:
+        return kind.stopped_status
+    if expired.attempt >= expired.max_attempts or not _retries_expiry(scope, kind, step_name):
+        return StepStatus.FAILED
+    return StepStatus.READY
+
+
+def _expiry_error(kind: WorkKind, expired: Leased, owners: _Owners, before: int) -> dict[str, Any]:
+    """The error of the expired attempt (numbered within its round in the message)."""
+    return {
+        "code": "lease_expired",
+        "message": f"attempt {expired.attempt - before} of "
+        f"{kind.label(owners.step_name, owners.item_key)} by "
+        f"{expired.lease_owner!r} did not finish within its lease",
+        "attempt": expired.attempt,
+        "failure_class": FailureClass.LEASE_EXPIRED.value,
+    }
 
 
 def _retries_expiry(scope: RunScope, kind: WorkKind, step_name: str) -> bool:

@@ -54,7 +54,7 @@ from django.db.models.fields.json import KT
 from workflows.definitions import LeasedNode, Workflow
 from workflows.definitions.graph import Graph
 from workflows.engine.sql.expressions import db_now
-from workflows.engine.sql.rows import StepRow
+from workflows.engine.sql.rows import STEP_ROW_FIELDS, StepRow
 from workflows.engine.sql.updates import cas_update, cas_update_many
 from workflows.engine.telemetry.rounds import NEW_ROUND, keep_rounds
 from workflows.errors import StaleState
@@ -111,6 +111,19 @@ class StepFacts:
     @property
     def compensation_failed(self) -> bool:
         return CompensationStatus.FAILED in self.compensations
+
+
+def step_rows_of(run_id: UUID) -> dict[str, StepRow]:
+    """Every step of the run as a :class:`StepRow`, by name: one query."""
+    rows = Step.objects.filter(run_id=run_id).values_list(*STEP_ROW_FIELDS)
+    return {row.name: row for row in (StepRow(*values) for values in rows)}
+
+
+def facts_of_rows(run_id: UUID, rows: Mapping[str, StepRow]) -> dict[str, StepFacts]:
+    """The replay facts of the steps ``rows`` (:func:`step_rows_of`): one query."""
+    return facts_of(
+        run_id, ((row.pk, name, row.status, row.generation) for name, row in rows.items())
+    )
 
 
 def step_facts(run_id: UUID) -> dict[str, StepFacts]:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from workflows.definitions import FanOut
+from workflows.definitions import FanOut, Workflow
 from workflows.definitions.limits import Route
 from workflows.engine.dispatch import enqueue
 from workflows.engine.events import EventLog
@@ -23,7 +23,7 @@ from workflows.engine.executor import Work
 from workflows.engine.sql.counters import bump_item_counter
 from workflows.engine.sql.expressions import db_now
 from workflows.engine.sql.rows import completed_outputs, step_statuses
-from workflows.engine.sql.updates import cas_update, cas_update_many
+from workflows.engine.sql.updates import cas_update, cas_update_many, move_row
 from workflows.engine.work_kinds import COMPENSATION
 from workflows.errors import StaleState
 from workflows.models import CompensationRecord, FanOutItem, Run, Step, Timer
@@ -95,18 +95,7 @@ def set_run_status(
     source = run.status
     if status in RUN_FINAL:
         changes.setdefault("finished_at", db_now())
-    if not cas_update(
-        Run,
-        run.pk,
-        version=run.version,
-        where={"status": source},
-        status=status,
-        updated_at=db_now(),
-        **changes,
-    ):
-        raise StaleState(f"run {run.pk} changed while moving {source} → {status}", run=str(run.pk))
-    run.version += 1
-    run.status = status
+    move_row(Run, run, status, f"run {run.pk}", details={"run": str(run.pk)}, **changes)
     for name in ("error", "output"):
         if name in changes:
             setattr(run, name, changes[name])
@@ -117,6 +106,25 @@ def set_run_status(
     elif source in RUN_FINAL:
         for hook in _RUN_REVIVED_HOOKS:
             hook(run, events)
+
+
+def record_entry(
+    events: EventLog,
+    run: Run,
+    workflow: type[Workflow],
+    kind: str = "run.started",
+    **about: Any,
+) -> None:
+    """The event of a run entering: ``run.started`` (or, as it is created, ``run.blocked``
+    or ``run.queued``), naming its workflow, version and idempotency key, and ``about``."""
+    events.add(
+        run.pk,
+        kind,
+        workflow=workflow.name,
+        version=workflow.version,
+        idempotency_key=run.idempotency_key,
+        **about,
+    )
 
 
 def settle_run(run: Run, sinks: tuple[str, ...], events: EventLog) -> None:
@@ -272,7 +280,7 @@ def stop_forward_work(run: Run, events: EventLog, *, reason: str, by: str | None
     Each update restates the status its rows must still have, so a step a worker
     claimed a moment ago (claims do not take the run lock) keeps running; events are
     written for the rows actually changed. Child runs are cancelled by
-    :func:`workflows.engine.nodes.subworkflow.cancel_children` after this transaction commits
+    :func:`workflows.engine.verbs.children.cancel_children` after this transaction commits
     (a child is always locked before its parent).
     """
     changes = {"status": StepStatus.CANCELLED, "updated_at": db_now(), "finished_at": db_now()}
@@ -309,6 +317,20 @@ def stop_forward_work(run: Run, events: EventLog, *, reason: str, by: str | None
         where={"run_id": run.pk, "status": TimerStatus.SCHEDULED, "compensation_id": None},
         status=TimerStatus.CANCELLED,
     )
+
+
+def reopen_cancelled_steps(run: Run) -> int:
+    """Steps cancelled before they ran (by the run's end, or its stop) go back to
+    ``pending``, for a run brought back: how many."""
+    reopened = cas_update_many(
+        Step,
+        where={"run_id": run.pk, "status": StepStatus.CANCELLED},
+        status=StepStatus.PENDING,
+        finished_at=None,
+        error=None,
+        updated_at=db_now(),
+    )
+    return len(reopened)
 
 
 def work_in_flight(run: Run) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID, uuid4
@@ -19,6 +20,7 @@ from workflows.engine.deadlines import deadline_of
 from workflows.engine.events import EventLog
 from workflows.engine.fingerprint import fingerprint
 from workflows.engine.limits import run_limits
+from workflows.engine.runs import record_entry
 from workflows.engine.scope import RunScope, held_scope
 from workflows.engine.sql.inserts import insert_rows
 from workflows.engine.transaction import transition
@@ -28,30 +30,6 @@ from workflows.status import RunStatus, TimerKind
 
 if TYPE_CHECKING:
     from workflows.permissions import AnyUser
-
-
-def start_run(
-    workflow: str | type[Workflow],
-    input: dict[str, Any] | None = None,
-    *,
-    idempotency_key: str | None = None,
-    business_key: str | None = None,
-    user: AnyUser | None = None,
-    subject: models.Model | None = None,
-    priority: int | None = None,
-    deadline: timedelta | datetime | None = None,
-) -> Run:
-    """Start a run of ``workflow``; the run (see :func:`start_run_once`)."""
-    return start_run_once(
-        workflow,
-        input,
-        idempotency_key=idempotency_key,
-        business_key=business_key,
-        user=user,
-        subject=subject,
-        priority=priority,
-        deadline=deadline,
-    ).value
 
 
 def start_run_once(
@@ -94,15 +72,17 @@ def start_run_once(
             return Created(existing, created=False)
     try:
         run = _create(
-            definition,
-            data,
-            input_hash,
-            idempotency_key,
-            business_key or "",
-            user,
-            subject,
-            definition.default_priority if priority is None else priority,
-            deadline,
+            NewRun(
+                definition,
+                data,
+                input_hash=input_hash,
+                idempotency_key=idempotency_key,
+                business_key=business_key or "",
+                user=user,
+                subject=subject,
+                priority=definition.default_priority if priority is None else priority,
+                deadline=deadline,
+            )
         )
     except IntegrityError:
         if idempotency_key is None:
@@ -126,51 +106,51 @@ def _existing(definition: type[Workflow], key: str, input_hash: str) -> Run | No
     return run
 
 
+@dataclass(frozen=True)
+class ChildOf:
+    """Whose child a run is: the parent run, and its step (or fan-out item) that waits
+    for the child."""
+
+    run: Run
+    step_id: int
+    item_id: int | None = None
+
+    def columns(self) -> dict[str, Any]:
+        """The child run's columns that name its parent."""
+        return dict(parent_run=self.run, parent_step_id=self.step_id, parent_item_id=self.item_id)
+
+
+@dataclass(frozen=True)
+class NewRun:
+    """A run to create: its workflow and checked input, and what its start says of it.
+
+    ``input_hash``: the input's fingerprint when the caller has it already (computed
+    otherwise). ``parent``: a child run's. ``flow_id`` with ``blocked``: a flow member
+    waiting for its upstream members.
+    """
+
+    definition: type[Workflow]
+    data: dict[str, Any]
+    input_hash: str = ""
+    idempotency_key: str | None = None
+    business_key: str = ""
+    user: AnyUser | None = None
+    subject: models.Model | None = None
+    priority: int = 0
+    deadline: timedelta | datetime | None = None
+    parent: ChildOf | None = None
+    flow_id: UUID | None = None
+    blocked: bool = False
+
+
 @transition
-def _create(
-    definition: type[Workflow],
-    data: dict[str, Any],
-    input_hash: str,
-    idempotency_key: str | None,
-    business_key: str,
-    user: AnyUser | None,
-    subject: models.Model | None,
-    priority: int,
-    deadline: timedelta | datetime | None,
-) -> Run:
-    scope = create_run(
-        definition,
-        data,
-        input_hash=input_hash,
-        idempotency_key=idempotency_key,
-        business_key=business_key,
-        user=user,
-        subject=subject,
-        priority=priority,
-        deadline=deadline,
-    )
+def _create(new: NewRun) -> Run:
+    scope = create_run(new)
     scope.close()
     return scope.run
 
 
-def create_run(
-    definition: type[Workflow],
-    data: dict[str, Any],
-    *,
-    events: EventLog | None = None,
-    input_hash: str = "",
-    idempotency_key: str | None = None,
-    business_key: str = "",
-    user: AnyUser | None = None,
-    subject: models.Model | None = None,
-    parent: Run | None = None,
-    parent_step_id: int | None = None,
-    parent_item_id: int | None = None,
-    priority: int = 0,
-    flow_id: UUID | None = None,
-    blocked: bool = False,
-    deadline: timedelta | datetime | None = None,
-) -> RunScope:
+def create_run(new: NewRun, *, events: EventLog | None = None) -> RunScope:
     """Create a run with its steps and enter its roots, inside the caller's transaction.
 
     Returns the new run's scope for the caller to close once it has written its own
@@ -193,35 +173,52 @@ def create_run(
     ``Run.deadline`` and a ``deadline`` timer in this transaction
     (:mod:`workflows.engine.deadlines`).
     """
-    due = deadline_of(deadline if deadline is not None else definition.deadline)
+    definition = new.definition
+    due = deadline_of(new.deadline if new.deadline is not None else definition.deadline)
     run_id = uuid4()
-    admitted = not blocked and (parent is not None or run_limits.admit(definition, run_id))
-    run = Run.objects.create(
+    admitted = not new.blocked and (new.parent is not None or run_limits.admit(definition, run_id))
+    run = _insert_run(new, run_id, admitted, due)
+    if due is not None:
+        Timer.objects.create(run_id=run.pk, kind=TimerKind.DEADLINE, due_at=due)
+    _insert_steps(run, definition, new.priority)
+    scope = held_scope(run, definition, events=events)
+    kind, about = _arrival(new, admitted)
+    if due is not None:
+        about["deadline"] = due.isoformat()
+    record_entry(scope.events, run, definition, kind, **about)
+    if admitted:
+        scope.advancer.start()
+    return scope
+
+
+def _insert_run(new: NewRun, run_id: UUID, admitted: bool, due: datetime | None) -> Run:
+    """The run's row: ``running`` when admitted, else ``blocked`` or ``queued``."""
+    definition, subject = new.definition, new.subject
+    status = RunStatus.RUNNING if admitted else RunStatus.QUEUED
+    return Run.objects.create(
         id=run_id,
         workflow_name=definition.name,
         workflow_version=definition.version,
         snapshot=definition.snapshot(),
-        status=(
-            RunStatus.BLOCKED if blocked else RunStatus.RUNNING if admitted else RunStatus.QUEUED
-        ),
-        input=data,
-        input_hash=input_hash or fingerprint(data),
-        idempotency_key=idempotency_key,
-        business_key=business_key,
+        status=RunStatus.BLOCKED if new.blocked else status,
+        input=new.data,
+        input_hash=new.input_hash or fingerprint(new.data),
+        idempotency_key=new.idempotency_key,
+        business_key=new.business_key,
         **(subject_of(subject) if subject is not None else {}),
         # Only a signed-in user of the project's user model is recorded; the anonymous
         # user and the system leave it empty.
-        created_by=user if isinstance(user, get_user_model()) else None,
+        created_by=new.user if isinstance(new.user, get_user_model()) else None,
         started_at=timezone.now() if admitted else None,
-        parent_run=parent,
-        parent_step_id=parent_step_id,
-        parent_item_id=parent_item_id,
-        priority=priority,
-        flow_id=flow_id,
+        **(new.parent.columns() if new.parent is not None else {}),
+        priority=new.priority,
+        flow_id=new.flow_id,
         deadline=due,
     )
-    if due is not None:
-        Timer.objects.create(run_id=run.pk, kind=TimerKind.DEADLINE, due_at=due)
+
+
+def _insert_steps(run: Run, definition: type[Workflow], priority: int) -> None:
+    """One ``pending`` step row for each node of the definition, in one statement."""
     insert_rows(
         Step,
         [
@@ -238,30 +235,18 @@ def create_run(
             for name, node in definition.nodes.items()
         ],
     )
-    scope = held_scope(run, definition, events=events)
-    about: dict[str, Any]
+
+
+def _arrival(new: NewRun, admitted: bool) -> tuple[str, dict[str, Any]]:
+    """The event that says how the run arrived (started, blocked, queued), and what it
+    says besides the workflow."""
     if admitted:
-        kind = "run.started"
-        about = {"parent_run": str(parent.pk)} if parent is not None else {}
-    elif blocked:
-        kind = "run.blocked"
-        about = {"flow": str(flow_id)}
-    else:
-        kind = "run.queued"
-        about = {"priority": priority, "max_concurrent_runs": run_limits.limit_of(definition.name)}
-    if due is not None:
-        about["deadline"] = due.isoformat()
-    scope.events.add(
-        run.pk,
-        kind,
-        workflow=definition.name,
-        version=definition.version,
-        idempotency_key=idempotency_key,
-        **about,
-    )
-    if admitted:
-        scope.advancer.start()
-    return scope
+        parent = new.parent
+        return "run.started", {"parent_run": str(parent.run.pk)} if parent is not None else {}
+    if new.blocked:
+        return "run.blocked", {"flow": str(new.flow_id)}
+    limit = run_limits.limit_of(new.definition.name)
+    return "run.queued", {"priority": new.priority, "max_concurrent_runs": limit}
 
 
 def start_child(
@@ -275,13 +260,13 @@ def start_child(
     """Create a child run inside the parent's transition (its events join the parent's)."""
     definition = registry.latest(workflow_name)
     child = create_run(
-        definition,
-        definition.check_input(data),
+        NewRun(
+            definition,
+            definition.check_input(data),
+            parent=ChildOf(advancer.run, step_id, item_id),
+            priority=advancer.run.priority,
+        ),
         events=advancer.events,
-        parent=advancer.run,
-        parent_step_id=step_id,
-        parent_item_id=item_id,
-        priority=advancer.run.priority,
     )
     child.close()
     advancer.events.add(

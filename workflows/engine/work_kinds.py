@@ -57,6 +57,15 @@ class FailedUnit:
         attempt = self.error.get("attempt")
         return attempt - self.attempts_before if isinstance(attempt, int) else None
 
+    def failure(self) -> dict[str, Any]:
+        """What its ``<kind>.failed`` event says of the failure: the message, the attempt
+        within its round and the failure class."""
+        return {
+            "error": self.error["message"],
+            "attempt": self.attempt_in_round,
+            "failure_class": self.error.get("failure_class", ""),
+        }
+
 
 class Settlement(Protocol):
     """What a kind's completion and final failure do, inside the settling transition."""

@@ -14,8 +14,8 @@ from workflows.definitions import Workflow, registry
 from workflows.definitions.limits import priority_problems
 from workflows.engine.created import Created
 from workflows.engine.guards import PRIORITY
-from workflows.engine.nodes.subworkflow import cancel_children, terminate_children
 from workflows.engine.verbs import cancel, pause, rerun, retry, terminate
+from workflows.engine.verbs.children import cancel_children, terminate_children
 from workflows.engine.verbs.priority import change_priority as set_priority
 from workflows.errors import (
     DefinitionError,

@@ -12,8 +12,8 @@ The modules:
 
 - :mod:`.joins`: the join rules and their verdict on the upstreams' statuses;
 - :mod:`.graph`: members, edges and joins as written by the verbs (lock order, checks);
-- :mod:`.members`: ``create_flow`` (``_once``), ``add_to_flow`` (``_once``);
-- :mod:`.edges`: ``add_dependency`` (``_once``), ``set_join``;
+- :mod:`.members`: ``create_flow`` (``_once``), ``add_to_flow_once``;
+- :mod:`.edges`: ``add_dependency_once``, ``set_join``;
 - :mod:`.settle`: a member's end settles its downstream members; blocked members start
   or fail; the flow ends; the scanner's backstop;
 - :mod:`.close`: ``seal_flow``, ``cancel_flow``.

@@ -20,7 +20,7 @@ import enum
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from django.contrib.auth import get_user_model
@@ -142,7 +142,9 @@ def close_for_cancel(
                 policy=flow.cancel_policy,
             )
         return
-    done = {"members_cancelled_at": db_now()} if policy == CancelPolicy.FLOW_ONLY else {}
+    done: dict[str, Any] = (
+        {"members_cancelled_at": db_now()} if policy == CancelPolicy.FLOW_ONLY else {}
+    )
     move_row(
         Flow,
         flow,

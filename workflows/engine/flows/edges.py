@@ -18,6 +18,7 @@ from workflows.engine.flows.graph import (
     check_revision,
     lock_blocked,
     lock_flow,
+    member_event,
     members_named,
     write_edges,
 )
@@ -32,26 +33,6 @@ from workflows.models import FlowEdge, FlowMember
 
 if TYPE_CHECKING:
     from workflows.permissions import AnyUser
-
-
-def add_dependency(
-    flow_id: UUID,
-    upstream: str,
-    downstream: str,
-    *,
-    expected_revision: int | None = None,
-    user: AnyUser | None = None,
-    may_end_members: Callable[[], bool] | None = None,
-) -> int:
-    """Stage ``upstream → downstream``; the flow's revision (see :func:`add_dependency_once`)."""
-    return add_dependency_once(
-        flow_id,
-        upstream,
-        downstream,
-        expected_revision=expected_revision,
-        user=user,
-        may_end_members=may_end_members,
-    ).value
 
 
 @transition
@@ -127,11 +108,10 @@ def set_join(
         raise StaleState(f"member {member!r} changed while its join was being set")
     target.join, target.join_count = rule.kind, rule.count
     with unlocked_scope() as scope:
-        scope.events.add_to_flow(
-            flow.pk,
+        member_event(
+            scope.events,
+            target,
             "flow.join_changed",
-            run_id=target.run_id,
-            member=member,
             join=rule.spec,
             revision=revision,
             by=actor(user),

@@ -8,10 +8,14 @@ the flow's ``revision`` (:func:`bump_revision`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
 from uuid import UUID
 
+from django.db.models import Exists, OuterRef
+
 from workflows.engine.events import EventLog
-from workflows.engine.sql.expressions import db_now
+from workflows.engine.sql.expressions import SqlExpr, db_now
 from workflows.engine.sql.flow_graph import reaches
 from workflows.engine.sql.locks import lock_run
 from workflows.engine.sql.updates import cas_update
@@ -23,7 +27,7 @@ from workflows.errors import (
     StaleState,
 )
 from workflows.models import Flow, FlowEdge, FlowMember, Run
-from workflows.status import FlowStatus, RunStatus
+from workflows.status import RUN_FINAL, FlowStatus, RunStatus
 from workflows.validation import check_text, max_length
 
 
@@ -94,6 +98,36 @@ def bump_revision(flow: Flow) -> int:
     return flow.revision
 
 
+def member_event(events: EventLog, member: FlowMember, type: str, **payload: Any) -> None:
+    """An event of flow member ``member``: in its flow's history and in its run's."""
+    events.add_to_flow(member.flow_id, type, run_id=member.run_id, member=member.name, **payload)
+
+
+def move_flow(
+    flow: Flow,
+    status: FlowStatus,
+    summary: dict[str, Any],
+    finished_at: SqlExpr | datetime | None,
+) -> bool:
+    """Compare-and-set the flow from its status to ``status`` (it ends, or it is reopened)
+    with its ``summary`` and ``finished_at``; the flow carries them and its new version
+    after. ``False``: it moved meanwhile and nothing was written."""
+    if not cas_update(
+        Flow,
+        flow.pk,
+        version=flow.version,
+        where={"status": flow.status},
+        status=status,
+        summary=summary,
+        finished_at=finished_at,
+        updated_at=db_now(),
+    ):
+        return False
+    flow.status, flow.summary = status, summary
+    flow.version += 1
+    return True
+
+
 def members_named(flow: Flow, names: Sequence[str]) -> list[FlowMember]:
     """The members of ``flow`` named in ``names``, in that order, read in one query
     however many; :class:`InvalidFlowChange` naming the first that is not a member."""
@@ -162,6 +196,15 @@ def write_edges(
             revision=revision,
             by=by,
         )
+
+
+def flows_by_members(status: FlowStatus, *, ended: bool, limit: int) -> list[UUID]:
+    """Up to ``limit`` flows in ``status`` whose members have all ended (``ended``), or
+    not, the least recently updated first: what a scanner's backstop looks at."""
+    unfinished = Run.objects.filter(flow_id=OuterRef("pk")).exclude(status__in=RUN_FINAL)
+    flows = Flow.objects.filter(status=status)
+    flows = flows.exclude(Exists(unfinished)) if ended else flows.filter(Exists(unfinished))
+    return list(flows.order_by("updated_at").values_list("id", flat=True)[:limit])
 
 
 def upstream_statuses(member_id: int) -> list[tuple[str, str]]:

@@ -30,21 +30,23 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from django.db.models import Exists, OuterRef
-
 from workflows.engine.events import EventLog, actor
-from workflows.engine.flows.graph import lock_flow, upstream_statuses
+from workflows.engine.flows.graph import (
+    flows_by_members,
+    lock_flow,
+    member_event,
+    move_flow,
+    upstream_statuses,
+)
 from workflows.engine.flows.joins import JoinRule, Verdict
 from workflows.engine.flows.settle import decide
-from workflows.engine.runs import set_run_status
+from workflows.engine.runs import reopen_cancelled_steps, set_run_status
 from workflows.engine.scope import unlocked_scope
-from workflows.engine.sql.expressions import db_now
 from workflows.engine.sql.locks import lock_run
-from workflows.engine.sql.updates import cas_update, cas_update_many
 from workflows.engine.transaction import transition
 from workflows.errors import DependencyUnmet, StaleState
-from workflows.models import Flow, FlowEdge, FlowMember, Run, Step
-from workflows.status import RUN_FINAL, FlowStatus, RunStatus, StepStatus
+from workflows.models import Flow, FlowEdge, FlowMember, Run
+from workflows.status import RUN_FINAL, FlowStatus, RunStatus
 
 if TYPE_CHECKING:
     from workflows.permissions import AnyUser
@@ -190,31 +192,12 @@ def _heal(
 ) -> None:
     """``cancelled → blocked``: nothing of the member had started; its steps, cancelled
     before they ran, are pending again."""
-    reopened = cas_update_many(
-        Step,
-        where={"run_id": run.pk, "status": StepStatus.CANCELLED},
-        status=StepStatus.PENDING,
-        finished_at=None,
-        error=None,
-        updated_at=db_now(),
-    )
+    reopened = reopen_cancelled_steps(run)
+    healed = {"healed_by": healed_from, "by": actor(user)}
     set_run_status(
-        run,
-        RunStatus.BLOCKED,
-        events,
-        error=None,
-        finished_at=None,
-        event_details={"healed_by": healed_from, "by": actor(user)},
+        run, RunStatus.BLOCKED, events, error=None, finished_at=None, event_details=healed
     )
-    events.add_to_flow(
-        flow.pk,
-        "flow.member_healed",
-        run_id=run.pk,
-        member=member.name,
-        healed_by=healed_from,
-        by=actor(user),
-        reopened=len(reopened),
-    )
+    member_event(events, member, "flow.member_healed", **healed, reopened=reopened)
 
 
 def _reopen_flow(flow: Flow, events: EventLog, user: AnyUser | None, *, healed_from: str) -> None:
@@ -227,19 +210,8 @@ def _reopen_flow(flow: Flow, events: EventLog, user: AnyUser | None, *, healed_f
         "reopened_by": healed_from,
         "last_end": {k: v for k, v in (flow.summary or {}).items() if k != "last_end"},
     }
-    if not cas_update(
-        Flow,
-        flow.pk,
-        version=flow.version,
-        where={"status": flow.status},
-        status=FlowStatus.SEALED,
-        summary=summary,
-        finished_at=None,
-        updated_at=db_now(),
-    ):
+    if not move_flow(flow, FlowStatus.SEALED, summary, finished_at=None):
         raise StaleState(f"flow {flow.pk} changed while being reopened", flow=str(flow.pk))
-    flow.status, flow.summary = FlowStatus.SEALED, summary
-    flow.version += 1
     events.add_to_flow(
         flow.pk,
         "flow.reopened",
@@ -254,13 +226,7 @@ def failed_flows_with_running_members(limit: int) -> list[UUID]:
     """Flows that read ``failed`` while a member is unfinished: what no verb leaves (a
     verb reopens the flow in the transaction that brings its member back), and the
     ``repair_flows`` scanner's backstop repairs should anything else."""
-    unfinished = Run.objects.filter(flow_id=OuterRef("pk")).exclude(status__in=RUN_FINAL)
-    return list(
-        Flow.objects.filter(status=FlowStatus.FAILED)
-        .filter(Exists(unfinished))
-        .order_by("updated_at")
-        .values_list("id", flat=True)[:limit]
-    )
+    return flows_by_members(FlowStatus.FAILED, ended=False, limit=limit)
 
 
 @transition

@@ -20,6 +20,7 @@ from workflows.engine.flows.graph import (
     check_not_self,
     check_open,
     lock_flow,
+    member_event,
     members_named,
     write_edges,
 )
@@ -27,7 +28,7 @@ from workflows.engine.flows.joins import JoinRule, JoinSpec
 from workflows.engine.flows.settle import decide
 from workflows.engine.scope import unlocked_scope
 from workflows.engine.sql.locks import lock_run
-from workflows.engine.start import create_run
+from workflows.engine.start import NewRun, create_run
 from workflows.engine.transaction import transition
 from workflows.errors import IdempotencyConflict, InvalidInput
 from workflows.models import Flow, FlowMember, Run
@@ -87,30 +88,6 @@ def _create(name: str, key: str | None, user: AnyUser | None) -> Flow:
     with unlocked_scope() as scope:
         scope.events.add_to_flow(flow.pk, "flow.created", flow=name, key=key, by=actor(user))
     return flow
-
-
-def add_to_flow(
-    flow_id: UUID,
-    workflow: str | type[Workflow],
-    input: dict[str, Any] | None = None,
-    *,
-    member: str,
-    after: Sequence[str] = (),
-    join: JoinSpec = "all",
-    user: AnyUser | None = None,
-    may_end_members: Callable[[], bool] | None = None,
-) -> Run:
-    """Add member ``member`` to the flow; its run (see :func:`add_to_flow_once`)."""
-    return add_to_flow_once(
-        flow_id,
-        workflow,
-        input,
-        member=member,
-        after=after,
-        join=join,
-        user=user,
-        may_end_members=may_end_members,
-    ).value
 
 
 def add_to_flow_once(
@@ -184,23 +161,24 @@ def _add(
     statuses = [(upstream.name, lock_run(upstream.run_id).status) for upstream in upstreams]
     revision = bump_revision(flow)
     scope = create_run(
-        definition,
-        data,
-        input_hash=input_hash,
-        user=user,
-        priority=definition.default_priority,
-        flow_id=flow.pk,
-        blocked=True,
+        NewRun(
+            definition,
+            data,
+            input_hash=input_hash,
+            user=user,
+            priority=definition.default_priority,
+            flow_id=flow.pk,
+            blocked=True,
+        )
     )
     run = scope.run
     member = FlowMember.objects.create(
         flow=flow, name=name, run=run, join=rule.kind, join_count=rule.count
     )
-    scope.events.add_to_flow(
-        flow.pk,
+    member_event(
+        scope.events,
+        member,
         "flow.member_added",
-        run_id=run.pk,
-        member=name,
         workflow=definition.name,
         after=upstream_names,
         join=rule.spec,

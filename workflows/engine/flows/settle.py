@@ -21,21 +21,31 @@ from typing import Any
 from uuid import UUID
 
 from django.db import transaction
-from django.db.models import Count, Exists, F, OuterRef, Q
+from django.db.models import Count, F, Q
 
 from workflows.definitions import registry
 from workflows.engine.events import EventLog
 from workflows.engine.flows.cancellation import holds_blocked
 from workflows.engine.flows.edits import FlowEdit
-from workflows.engine.flows.graph import upstream_statuses
+from workflows.engine.flows.graph import (
+    flows_by_members,
+    member_event,
+    move_flow,
+    upstream_statuses,
+)
 from workflows.engine.flows.joins import JoinRule, Verdict
 from workflows.engine.limits import run_limits
-from workflows.engine.runs import set_run_status, stop_forward_work, unwind, when_run_ends
+from workflows.engine.runs import (
+    record_entry,
+    set_run_status,
+    stop_forward_work,
+    unwind,
+    when_run_ends,
+)
 from workflows.engine.scope import nested_scope, unlocked_scope
 from workflows.engine.sql.connection import engine_alias
 from workflows.engine.sql.expressions import db_now
 from workflows.engine.sql.locks import lock_run
-from workflows.engine.sql.updates import cas_update
 from workflows.engine.transaction import transition
 from workflows.errors import DefinitionMissing, RunBusy
 from workflows.models import Flow, FlowEdge, FlowMember, Run
@@ -93,9 +103,7 @@ def _unblock(member: FlowMember, run: Run, rule: JoinRule, events: EventLog) -> 
         stop_forward_work(run, events, reason="definition missing")
         set_run_status(run, RunStatus.FAILED, events, error=missing.as_dict())
         return
-    events.add_to_flow(
-        member.flow_id, "flow.member_unblocked", run_id=run.pk, member=member.name, join=rule.spec
-    )
+    member_event(events, member, "flow.member_unblocked", join=rule.spec)
     if not run_limits.admit(definition, run.pk):
         set_run_status(run, RunStatus.QUEUED, events)
         events.add(
@@ -109,15 +117,7 @@ def _unblock(member: FlowMember, run: Run, rule: JoinRule, events: EventLog) -> 
     scope = nested_scope(run, events)
     if scope is None:  # its code was dropped meanwhile: failed instead
         return
-    events.add(
-        run.pk,
-        "run.started",
-        workflow=definition.name,
-        version=definition.version,
-        idempotency_key=run.idempotency_key,
-        flow=str(member.flow_id),
-        member=member.name,
-    )
+    record_entry(events, run, definition, flow=str(member.flow_id), member=member.name)
     scope.advancer.start()
     scope.close()
 
@@ -170,14 +170,8 @@ def _cancel_for_dependency(
     }
     stop_forward_work(run, events, reason="dependency failed", by=by)
     set_run_status(run, RunStatus.CANCELLING, events, error=error, event_details=edited)
-    events.add_to_flow(
-        member.flow_id,
-        "flow.dependency_failed",
-        run_id=run.pk,
-        member=member.name,
-        upstream=culprit,
-        upstream_status=status,
-        **edited,
+    member_event(
+        events, member, "flow.dependency_failed", upstream=culprit, upstream_status=status, **edited
     )
     unwind(run, events)
 
@@ -339,19 +333,8 @@ def end_if_done(flow: Flow, events: EventLog) -> FlowStatus | None:
     summary: dict[str, Any] = {"members": len(statuses), "not_completed": unfinished}
     if (flow.summary or {}).get("reopened"):  # healed after an earlier end: say so
         summary["reopened"] = flow.summary["reopened"]
-    if not cas_update(
-        Flow,
-        flow.pk,
-        version=flow.version,
-        where={"status": FlowStatus.SEALED},
-        status=status,
-        summary=summary,
-        finished_at=db_now(),
-        updated_at=db_now(),
-    ):
+    if not move_flow(flow, status, summary, finished_at=db_now()):  # it is sealed: read above
         return None
-    flow.status, flow.summary = status, summary
-    flow.version += 1
     events.add_to_flow(
         flow.pk, f"flow.{status}", flow=flow.name, members=len(statuses), not_completed=unfinished
     )
@@ -413,10 +396,4 @@ def _decided() -> Q:
 def sealed_flows_to_end(limit: int) -> list[UUID]:
     """Sealed flows whose members have all ended (their end is left to this backstop
     when the process that ended the last member died before ending the flow)."""
-    unfinished = Run.objects.filter(flow_id=OuterRef("pk")).exclude(status__in=RUN_FINAL)
-    return list(
-        Flow.objects.filter(status=FlowStatus.SEALED)
-        .exclude(Exists(unfinished))
-        .order_by("updated_at")
-        .values_list("id", flat=True)[:limit]
-    )
+    return flows_by_members(FlowStatus.SEALED, ended=True, limit=limit)

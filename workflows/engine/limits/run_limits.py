@@ -50,7 +50,7 @@ from uuid import UUID
 from workflows.definitions import Workflow, registry
 from workflows.engine.events import EventLog
 from workflows.engine.limits import slots
-from workflows.engine.runs import set_run_status, when_run_ends, when_run_revives
+from workflows.engine.runs import record_entry, set_run_status, when_run_ends, when_run_revives
 from workflows.engine.scope import nested_scope, unlocked_scope
 from workflows.engine.sql.expressions import db_now
 from workflows.engine.sql.locks import lock_run
@@ -171,13 +171,7 @@ def _start(run: Run, events: EventLog, freed_by: UUID | None) -> None:
     scope = nested_scope(run, events)
     if scope is None:  # its code was dropped while it waited: failed instead
         return
-    events.add(
-        run.pk,
-        "run.started",
-        workflow=scope.workflow.name,
-        version=scope.workflow.version,
-        idempotency_key=run.idempotency_key,
-    )
+    record_entry(events, run, scope.workflow)
     scope.advancer.start()
     scope.close()
 

@@ -3,5 +3,5 @@ loop runs again, what each finished iteration did kept as a ``StepIteration`` ro
 
 The loop node's own entry is :mod:`workflows.engine.nodes.loop`'s; a polling task's
 round trip (complete, ask ``repeat_until``, sleep on a timer, run again) is
-:mod:`.polling`'s.
+:mod:`.polling`'s; what both do past ``max_iterations`` is :mod:`.bounds`'s.
 """

@@ -19,8 +19,8 @@ from django.utils import timezone
 from workflows.definitions import Task
 from workflows.engine.advance import Advancer
 from workflows.engine.lease import Lease
+from workflows.engine.loops.bounds import ran_out
 from workflows.engine.loops.iterations import start_next_poll
-from workflows.engine.nodes.loop import ran_out
 from workflows.engine.sql.rows import StepRow, step_row
 from workflows.engine.timers import fires
 from workflows.status import TimerKind

@@ -23,7 +23,7 @@ from workflows.engine.advance import Advancer
 from workflows.engine.failures import retried
 from workflows.engine.lease import Lease, retry_delay
 from workflows.engine.limits.admission import attempt_ended, attempt_holder
-from workflows.engine.nodes.compensation import record_compensation
+from workflows.engine.nodes.compensation import CompletedUnit, record_compensation
 from workflows.engine.outcomes import settle_failure
 from workflows.engine.scope import run_of_step, run_scope
 from workflows.engine.sql.expressions import db_now
@@ -155,17 +155,8 @@ def _resolve(step_id: int, attempt: int, output: Any, error: str | None) -> None
             attempt=attempt - row.attempts_before,
             via="callback",
         )
-        if node.compensate is not None:
-            record_compensation(
-                run,
-                row.pk,
-                node,
-                output,
-                scope.events,
-                workflow=scope.workflow,
-                generation=row.generation,
-                iteration=row.iteration,
-            )
+        unit = CompletedUnit(row.pk, row.generation, row.iteration)
+        record_compensation(scope.advancer, node, output, unit)
         scope.advancer.settled(row.name)
 
 

@@ -9,60 +9,81 @@ project's default retry policy.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django.db.models import Max
 
-from workflows.definitions import LeasedNode, Workflow
+from workflows.definitions import LeasedNode
 from workflows.definitions.nodes import default_retry
-from workflows.engine.events import EventLog
-from workflows.engine.work_kinds import COMPENSATION, FailedUnit, settles
-from workflows.models import CompensationRecord, Run
+from workflows.engine.work_kinds import COMPENSATION, ITEM, FailedUnit, settles
+from workflows.models import CompensationRecord
 
 if TYPE_CHECKING:
     from workflows.engine.advance import Advancer
     from workflows.engine.lease import Lease
 
 
-def record_compensation(
-    run: Run,
-    step_id: int,
-    node: LeasedNode,
-    output: Any,
-    events: EventLog,
-    *,
-    workflow: type[Workflow],
-    generation: int,
-    iteration: int,
-    item: Any = None,
-    item_id: int | None = None,
-    item_key: str = "",
-) -> None:
-    """Write the record that would undo this completion (caller holds the run lock).
+@dataclass(frozen=True)
+class CompletedUnit:
+    """The completion a compensation record undoes: the step, the step's ``generation``
+    (bumped by each rerun) and ``iteration`` (moved on by a loop), and for a fan-out
+    item its value, row and key."""
 
-    ``generation`` (the step's, bumped by each rerun) and ``iteration`` (moved on by a
-    loop) keep the compensation's idempotency key that of the work it undoes, even after
-    the step was rerun or went round again; ``item_key`` names the item it undoes when
-    the item's row is gone (a loop's next round deletes them).
+    step_id: int
+    generation: int
+    iteration: int
+    item: Any = None
+    item_id: int | None = None
+    item_key: str = ""
+
+    @classmethod
+    def of(cls, lease: Lease) -> CompletedUnit:
+        """The unit of ``lease`` (a step's or an item's) that just completed."""
+        if lease.kind is not ITEM:
+            return cls(lease.step_id, lease.generation, lease.iteration)
+        return cls(
+            lease.step_id,
+            lease.generation,
+            lease.iteration,
+            lease.item,
+            lease.unit_id,
+            lease.item_key,
+        )
+
+
+def record_compensation(
+    advancer: Advancer, node: LeasedNode, output: Any, unit: CompletedUnit
+) -> None:
+    """Write the record that would undo this completion, when ``node`` declares
+    ``compensate=`` (caller holds the run lock).
+
+    The unit's generation and iteration keep the compensation's idempotency key that of
+    the work it undoes, even after the step was rerun or went round again; its
+    ``item_key`` names the item it undoes when the item's row is gone (a loop's next
+    round deletes them).
     """
+    if node.compensate is None:
+        return
+    run, events, step_id = advancer.run, advancer.events, unit.step_id
     last = CompensationRecord.objects.filter(run_id=run.pk).aggregate(last=Max("sequence"))
     sequence = (last["last"] or 0) + 1
     record = CompensationRecord.objects.create(
         run_id=run.pk,
         step_id=step_id,
-        item_id=item_id,
+        item_id=unit.item_id,
         handler=node.compensate_path,
         payload={
             "step": node.name,
             "output": output,
-            "item": item,
-            "item_key": item_key,
-            "generation": generation,
-            "iteration": iteration,
+            "item": unit.item,
+            "item_key": unit.item_key,
+            "generation": unit.generation,
+            "iteration": unit.iteration,
         },
         sequence=sequence,
         max_attempts=default_retry().max_attempts,
-        **workflow.unit_columns(node.name, run.priority),
+        **advancer.workflow.unit_columns(node.name, run.priority),
     )
     events.add(
         run.pk, "compensation.recorded", step_id=step_id, compensation=record.pk, sequence=sequence
@@ -82,13 +103,9 @@ class CompensationSettlement:
         )
 
     def failed(self, advancer: Advancer, unit: FailedUnit) -> None:
+        # A compensation has no rounds: its attempt within its round is its attempt.
         advancer.events.add(
-            advancer.run.pk,
-            "compensation.failed",
-            step_id=unit.step_id,
-            error=unit.error["message"],
-            attempt=unit.error.get("attempt"),
-            failure_class=unit.error.get("failure_class", ""),
+            advancer.run.pk, "compensation.failed", step_id=unit.step_id, **unit.failure()
         )
 
     # A compensation reclaimed after its run stopped unwinding has failed.

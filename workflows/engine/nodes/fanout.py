@@ -20,7 +20,7 @@ from workflows.definitions import FanOut
 from workflows.engine.advance import Advancer, enters
 from workflows.engine.claims import claim_batch_in_scope, claim_in_scope
 from workflows.engine.lease import Lease
-from workflows.engine.nodes.compensation import record_compensation
+from workflows.engine.nodes.compensation import CompletedUnit, record_compensation
 from workflows.engine.sql.counters import FanOutCounts, bump_item_counter, item_counts, item_outputs
 from workflows.engine.sql.expressions import db_now
 from workflows.engine.sql.rows import ItemRow, StepRow, next_pending_items, step_row
@@ -172,31 +172,6 @@ def _move_item(item: ItemRow, status: str, **changes: Any) -> None:
     move_row(FanOutItem, item, status, f"item {item.key!r}", **changes)
 
 
-@settles(ITEM)
-class ItemSettlement:
-    """An item's end is counted on its fan-out step, which then moves on or fails.
-
-    One item (unbatched) or a whole batch: the same code counts them and moves on.
-    """
-
-    def completed(self, advancer: Advancer, lease: Lease, output: Any) -> None:
-        items_ended(advancer, [(lease, output)], [])
-
-    def failed(self, advancer: Advancer, unit: FailedUnit) -> None:
-        items_ended(advancer, [], [unit])
-
-    def ended(
-        self,
-        advancer: Advancer,
-        completed: Sequence[tuple[Lease, Any]],
-        failed: Sequence[FailedUnit],
-    ) -> None:
-        items_ended(advancer, completed, failed)
-
-    def stopped(self, advancer: Advancer, unit: FailedUnit) -> None:
-        bump_item_counter(unit.step_id, "items_skipped")
-
-
 def items_ended(
     advancer: Advancer, completed: Sequence[tuple[Lease, Any]], failed: Sequence[FailedUnit]
 ) -> None:
@@ -213,20 +188,7 @@ def items_ended(
     assert isinstance(node, FanOut)
     run = advancer.run
     for lease, output in completed:
-        if node.compensate is not None:
-            record_compensation(
-                run,
-                step_id,
-                node,
-                output,
-                advancer.events,
-                workflow=advancer.workflow,
-                generation=lease.generation,
-                iteration=lease.iteration,
-                item=lease.item,
-                item_id=lease.unit_id,
-                item_key=lease.item_key,
-            )
+        record_compensation(advancer, node, output, CompletedUnit.of(lease))
         advancer.events.add(
             run.pk, "item.completed", step_id=step_id, item=lease.item_key, attempt=lease.attempt
         )
@@ -251,6 +213,26 @@ def items_ended(
         _fail_fanout(advancer, step_id, step_name, counts, last.item_key, last.error)
         return
     _move_on(advancer, node, step_id, step_name, counts, step_round, len(completed) + len(failed))
+
+
+@settles(ITEM)
+class ItemSettlement:
+    """An item's end is counted on its fan-out step, which then moves on or fails.
+
+    One item (unbatched) or a whole batch: the same code counts them and moves on.
+    """
+
+    def completed(self, advancer: Advancer, lease: Lease, output: Any) -> None:
+        items_ended(advancer, [(lease, output)], [])
+
+    def failed(self, advancer: Advancer, unit: FailedUnit) -> None:
+        items_ended(advancer, [], [unit])
+
+    # A batch of items of one step ended together: counted once, the step moved on once.
+    ended = staticmethod(items_ended)
+
+    def stopped(self, advancer: Advancer, unit: FailedUnit) -> None:
+        bump_item_counter(unit.step_id, "items_skipped")
 
 
 def _fail_fanout(

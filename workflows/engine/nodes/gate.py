@@ -175,7 +175,7 @@ def decide_gate(
             )
         node = scope.workflow.nodes[row.name]
         assert isinstance(node, Gate)
-        advancer, events = scope.advancer, scope.events
+        advancer = scope.advancer
         username = user.get_username() if user is not None else None
         output = decision_output(
             decision, by=username, selections=selections or [], feedback=feedback
@@ -198,22 +198,12 @@ def decide_gate(
             **({"reason": reason} if reason else {}),
             **({"overrode_claim_of": overridden} if overridden is not None else {}),
         }
-        if decision == Decision.REJECTED and node.on_reject == "fail":
-            error = {
-                "code": "gate_rejected",
-                "message": f"gate {row.name!r} was rejected"
-                + (f" by {username}" if username else "")
-                + (f": {feedback}" if feedback else ""),
-            }
-            advancer.move(row, StepStatus.FAILED, error=error, finished_at=timezone.now(), **fields)
-            events.add(run.pk, "gate.decided", step_id=row.pk, **payload)
-            events.add(run.pk, "step.failed", step_id=row.pk, code="gate_rejected")
-            advancer.fail(row.name, error)
-        else:
-            advancer.move(row, StepStatus.COMPLETED, finished_at=timezone.now(), **fields)
-            events.add(run.pk, "gate.decided", step_id=row.pk, **payload)
-            events.add(run.pk, "step.completed", step_id=row.pk)
-            advancer.settled(row.name)
+        rejected = (
+            f"gate {row.name!r} was rejected"
+            + (f" by {username}" if username else "")
+            + (f": {feedback}" if feedback else "")
+        )
+        _record_decision(advancer, row, node, fields, payload, rejected=rejected)
 
 
 @transition
@@ -235,16 +225,7 @@ def claim_gate(step_id: int, user: AnyUser, *, address: str | None = None) -> bo
         if claimer_id is not None:
             _refuse_claimed(row, claimer, "claim")
         at = timezone.now()
-        if not cas_update(
-            Step,
-            row.pk,
-            version=row.version,
-            where={"status": StepStatus.WAITING, "claimed_by": None},
-            claimed_by=user,
-            claimed_at=at,
-            updated_at=db_now(),
-        ):
-            raise StaleState(f"gate {row.name!r} changed while being claimed", step=row.name)
+        _write_claim(row, None, user, at, "claimed")
         scope.events.add(run.pk, "gate.claimed", step_id=row.pk, **stamp(user, address, at))
     return True
 
@@ -275,16 +256,7 @@ def unclaim_gate(
         if claimer_id != user.pk and not (may_override is not None and may_override()):
             _refuse_claimed(row, claimer, "release")
         at = timezone.now()
-        if not cas_update(
-            Step,
-            row.pk,
-            version=row.version,
-            where={"status": StepStatus.WAITING, "claimed_by": claimer_id},
-            claimed_by=None,
-            claimed_at=None,
-            updated_at=db_now(),
-        ):
-            raise StaleState(f"gate {row.name!r} changed while being released", step=row.name)
+        _write_claim(row, claimer_id, None, None, "released")
         scope.events.add(
             run.pk,
             "gate.unclaimed",
@@ -316,20 +288,49 @@ def time_out_gate(advancer: Advancer, row: StepRow) -> None:
         "decided_at": at,
         "output": output,
     }
-    events.add(
-        run.pk,
-        "gate.decided",
-        step_id=row.pk,
-        decision=decision,
-        **stamp(None, None, at),
-        reason="timeout",
-    )
-    if decision == Decision.REJECTED and node.on_reject == "fail":
-        error = {"code": "gate_rejected", "message": f"gate {row.name!r} timed out (rejected)"}
+    payload = {"decision": decision, **stamp(None, None, at), "reason": "timeout"}
+    rejected = f"gate {row.name!r} timed out (rejected)"
+    _record_decision(advancer, row, node, fields, payload, rejected=rejected)
+
+
+def _record_decision(
+    advancer: Advancer,
+    row: StepRow,
+    node: Gate,
+    fields: dict[str, Any],
+    payload: dict[str, Any],
+    *,
+    rejected: str,
+) -> None:
+    """Write a decision (``fields``, its ``gate.decided`` event saying ``payload``): a
+    rejection of a gate that fails on one (``on_reject="fail"``) fails the step and the
+    run, ``rejected`` saying why; any other decision completes the step."""
+    run, events = advancer.run, advancer.events
+    if fields["decision"] == Decision.REJECTED and node.on_reject == "fail":
+        error = {"code": "gate_rejected", "message": rejected}
         advancer.move(row, StepStatus.FAILED, error=error, finished_at=timezone.now(), **fields)
+        events.add(run.pk, "gate.decided", step_id=row.pk, **payload)
         events.add(run.pk, "step.failed", step_id=row.pk, code="gate_rejected")
         advancer.fail(row.name, error)
     else:
         advancer.move(row, StepStatus.COMPLETED, finished_at=timezone.now(), **fields)
+        events.add(run.pk, "gate.decided", step_id=row.pk, **payload)
         events.add(run.pk, "step.completed", step_id=row.pk)
         advancer.settled(row.name)
+
+
+def _write_claim(
+    row: StepRow, held_by: int | None, claimer: AnyUser | None, at: datetime | None, doing: str
+) -> None:
+    """Compare-and-set the claim of a gate still ``waiting`` and held by ``held_by``
+    (``None``: by nobody) to ``claimer`` at ``at``; :class:`StaleState` when it moved."""
+    if not cas_update(
+        Step,
+        row.pk,
+        version=row.version,
+        where={"status": StepStatus.WAITING, "claimed_by": held_by},
+        claimed_by=claimer,
+        claimed_at=at,
+        updated_at=db_now(),
+    ):
+        raise StaleState(f"gate {row.name!r} changed while being {doing}", step=row.name)

@@ -5,15 +5,15 @@ ended). False completes the node. True starts the body's next iteration
 (:func:`~workflows.engine.loops.iterations.start_next_iteration`), moves the loop
 node's own round on (it stays pending until the body reaches it again) and enters
 ``back_to`` in the same transition. Past ``max_iterations`` rounds, ``on_exhausted``
-fails the run with ``max_iterations_exceeded`` or completes the node.
+fails the run with ``max_iterations_exceeded`` or completes the node
+(:mod:`workflows.engine.loops.bounds`).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from workflows.definitions import Loop
 from workflows.engine.advance import Advancer, enters
+from workflows.engine.loops.bounds import ran_out
 from workflows.engine.loops.iterations import start_next_iteration
 from workflows.engine.sql.expressions import db_now
 from workflows.engine.sql.rows import StepRow, step_rows
@@ -21,42 +21,6 @@ from workflows.engine.sql.updates import cas_update
 from workflows.errors import StaleState
 from workflows.models import Step
 from workflows.status import StepStatus
-
-# The error code of a run whose loop (or poll) ran out of iterations.
-MAX_ITERATIONS_EXCEEDED = "max_iterations_exceeded"
-
-
-def exhausted_error(step: str, iterations: int, what: str) -> dict[str, Any]:
-    """The run's error when a loop (or a poll) ran ``iterations`` times and would go on."""
-    return {
-        "code": MAX_ITERATIONS_EXCEEDED,
-        "message": f"{what} {step!r} ran {iterations} iterations (its max_iterations) "
-        "and its condition still asks for another",
-        "step": step,
-        "iterations": iterations,
-    }
-
-
-def ran_out(advancer: Advancer, row: StepRow, on_exhausted: str, what: str) -> bool:
-    """Record that the loop (or poll, ``what``) of ``row`` ran out of iterations with
-    its condition asking for another. ``on_exhausted="fail"`` fails the step and its run
-    with ``max_iterations_exceeded`` (``True``); ``"continue"`` leaves the step for the
-    caller to complete (``False``)."""
-    run = advancer.run
-    advancer.events.add(
-        run.pk,
-        "loop.exhausted",
-        step_id=row.pk,
-        iterations=row.iteration,
-        on_exhausted=on_exhausted,
-    )
-    if on_exhausted == "continue":
-        return False
-    error = exhausted_error(row.name, row.iteration, what)
-    advancer.move(row, StepStatus.FAILED, error=error, finished_at=db_now())
-    advancer.events.add(run.pk, "step.failed", step_id=row.pk, code=error["code"])
-    advancer.fail_run(error)
-    return True
 
 
 @enters(Loop)

@@ -10,7 +10,7 @@ from workflows.engine.advance import Advancer, enters
 from workflows.engine.claims import claim_in_scope, claim_pending_in_scope
 from workflows.engine.lease import Lease
 from workflows.engine.loops.polling import poll_again
-from workflows.engine.nodes.compensation import record_compensation
+from workflows.engine.nodes.compensation import CompletedUnit, record_compensation
 from workflows.engine.sql.rows import StepRow
 from workflows.engine.work_kinds import STEP, FailedUnit, settles
 from workflows.status import RUN_ACTIVE, StepStatus
@@ -66,17 +66,7 @@ class TaskSettlement:
         advancer.events.add(
             run.pk, "step.completed", step_id=lease.step_id, attempt=lease.attempt_in_round
         )
-        if lease.node.compensate is not None:
-            record_compensation(
-                run,
-                lease.step_id,
-                lease.node,
-                output,
-                advancer.events,
-                workflow=lease.workflow,
-                generation=lease.generation,
-                iteration=lease.iteration,
-            )
+        record_compensation(advancer, lease.node, output, CompletedUnit.of(lease))
         if run.status not in RUN_ACTIVE:
             return
         polling = isinstance(lease.node, Task) and lease.node.repeat_until is not None
@@ -86,14 +76,7 @@ class TaskSettlement:
             advancer.settled(lease.step_name)
 
     def failed(self, advancer: Advancer, unit: FailedUnit) -> None:
-        advancer.events.add(
-            advancer.run.pk,
-            "step.failed",
-            step_id=unit.step_id,
-            error=unit.error["message"],
-            attempt=unit.attempt_in_round,
-            failure_class=unit.error.get("failure_class", ""),
-        )
+        advancer.events.add(advancer.run.pk, "step.failed", step_id=unit.step_id, **unit.failure())
         if advancer.run.status in RUN_ACTIVE:
             advancer.fail(unit.step_name, unit.error)
 

@@ -75,21 +75,6 @@ def _consume(signal: Signal, step_id: int) -> None:
     signal.version += 1
 
 
-def send_signal(
-    run_id: UUID,
-    name: str,
-    payload: Any = None,
-    *,
-    idempotency_key: str | None = None,
-    sent_by: str | None = None,
-    via: str | None = None,
-) -> Signal:
-    """Deliver signal ``name`` to a run; the signal (see :func:`send_signal_once`)."""
-    return send_signal_once(
-        run_id, name, payload, idempotency_key=idempotency_key, sent_by=sent_by, via=via
-    ).value
-
-
 def send_signal_once(
     run_id: UUID,
     name: str,

@@ -9,7 +9,7 @@ concurrent compare-and-set that read the row before sees it changed: one row
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -129,12 +129,19 @@ class StatusRow(Protocol):
 
 
 def move_row(
-    model: type[models.Model], row: StatusRow, status: str, label: str, **changes: Any
+    model: type[models.Model],
+    row: StatusRow,
+    status: str,
+    label: str,
+    *,
+    details: Mapping[str, Any] | None = None,
+    **changes: Any,
 ) -> None:
-    """Compare-and-set ``row`` (a step, an item, a flow) from its status to ``status``.
+    """Compare-and-set ``row`` (a run, a step, an item, a flow) from its status to
+    ``status``, writing ``changes`` with it.
 
-    Raises :class:`StaleState` naming ``label`` when the row moved meanwhile; on success
-    ``row`` carries the new status and version.
+    Raises :class:`StaleState` naming ``label`` (with ``details``) when the row moved
+    meanwhile; on success ``row`` carries the new status and version.
     """
     if not cas_update(
         model,
@@ -145,7 +152,7 @@ def move_row(
         updated_at=db_now(),
         **changes,
     ):
-        raise StaleState(f"{label} changed while moving {row.status} → {status}")
+        raise StaleState(f"{label} changed while moving {row.status} → {status}", **(details or {}))
     row.status = status
     row.version += 1
 

@@ -22,9 +22,9 @@ from workflows.definitions.limits import Route
 from workflows.engine.events import actor
 from workflows.engine.guards import PAUSE, RESUME
 from workflows.engine.nodes.fanout import continue_fanout
+from workflows.engine.replay import step_rows_of
 from workflows.engine.runs import set_run_status
 from workflows.engine.scope import run_scope
-from workflows.engine.sql.rows import STEP_ROW_FIELDS, StepRow
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import WORK_KINDS
 from workflows.models import Step
@@ -60,10 +60,7 @@ def resume_run(run_id: UUID, *, user: AnyUser | None = None) -> None:
         RESUME.check(run_id, run.status)
         set_run_status(run, RunStatus.RUNNING, scope.events, paused_reason="")
         scope.events.add(run.pk, "run.resume_requested", by=actor(user))
-        rows = [
-            StepRow(*values)
-            for values in Step.objects.filter(run_id=run.pk).values_list(*STEP_ROW_FIELDS)
-        ]
+        rows = list(step_rows_of(run.pk).values())
         failed = next((row for row in rows if row.status in _FAILED), None)
         if failed is not None:  # it failed for good while the run was paused
             error = Step.objects.values_list("error", flat=True).get(pk=failed.pk) or {}

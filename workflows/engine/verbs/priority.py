@@ -73,46 +73,11 @@ def change_priority(run_id: UUID, priority: int, *, user: AnyUser | None = None)
         previous, snapshot = Run.objects.values_list("priority", "snapshot").get(pk=run.pk)
         if previous == priority:
             return PriorityChange(run.pk, previous, priority)
-        if not cas_update(
-            Run,
-            run.pk,
-            version=run.version,
-            where={"status": run.status},
-            priority=priority,
-            updated_at=db_now(),
-        ):
-            raise StaleState(f"run {run.pk} changed while its priority was set", run=str(run.pk))
-        run.version += 1
-        run.priority = priority
+        _set_run_priority(run, priority)
         names = following_run(snapshot)
-        steps = items = compensations = 0
-        if names:  # an empty IN () is not SQL everywhere
-            changes: dict[str, Any] = {"priority": priority, "updated_at": db_now()}
-            steps = len(
-                cas_update_many(
-                    Step, where={"run_id": run.pk, "name": names, "status": UNSTARTED}, **changes
-                )
-            )
-            step_ids = list(
-                Step.objects.filter(run_id=run.pk, name__in=names).values_list("id", flat=True)
-            )
-            items = len(
-                cas_update_many(
-                    FanOutItem, where={"step_id": step_ids, "status": UNSTARTED}, **changes
-                )
-            )
-            compensations = len(
-                cas_update_many(
-                    CompensationRecord,
-                    where={
-                        "run_id": run.pk,
-                        "step_id": step_ids,
-                        "status": _UNSTARTED_COMPENSATION,
-                    },
-                    **changes,
-                )
-            )
-        change = PriorityChange(run.pk, previous, priority, steps, items, compensations)
+        # An empty IN () is not SQL everywhere.
+        units = _set_units_priority(run, names, priority) if names else (0, 0, 0)
+        change = PriorityChange(run.pk, previous, priority, *units)
         scope.events.add(
             run.pk,
             "run.priority_changed",
@@ -123,3 +88,35 @@ def change_priority(run_id: UUID, priority: int, *, user: AnyUser | None = None)
             **{"from": previous, "to": priority},
         )
         return change
+
+
+def _set_run_priority(run: Run, priority: int) -> None:
+    """Compare-and-set the run's priority at the status and version read under its lock."""
+    if not cas_update(
+        Run,
+        run.pk,
+        version=run.version,
+        where={"status": run.status},
+        priority=priority,
+        updated_at=db_now(),
+    ):
+        raise StaleState(f"run {run.pk} changed while its priority was set", run=str(run.pk))
+    run.version += 1
+    run.priority = priority
+
+
+def _set_units_priority(run: Run, names: list[str], priority: int) -> tuple[int, int, int]:
+    """Give the unstarted steps ``names`` of the run, their items and compensations the
+    new priority: how many of each changed."""
+    changes: dict[str, Any] = {"priority": priority, "updated_at": db_now()}
+    steps = cas_update_many(
+        Step, where={"run_id": run.pk, "name": names, "status": UNSTARTED}, **changes
+    )
+    step_ids = list(Step.objects.filter(run_id=run.pk, name__in=names).values_list("id", flat=True))
+    items = cas_update_many(FanOutItem, where={"step_id": step_ids, "status": UNSTARTED}, **changes)
+    compensations = cas_update_many(
+        CompensationRecord,
+        where={"run_id": run.pk, "step_id": step_ids, "status": _UNSTARTED_COMPENSATION},
+        **changes,
+    )
+    return len(steps), len(items), len(compensations)

@@ -32,21 +32,22 @@ from workflows.engine.guards import RERUN
 from workflows.engine.loops.iterations import counts_its_rounds, start_next_iteration
 from workflows.engine.replay import (
     downstream_of,
-    facts_of,
+    facts_of_rows,
     forget_work_of,
     rearm_skipped_compensations,
     rerun_compensation_refusal,
     rerun_order_refusal,
     reset_generation,
+    step_rows_of,
 )
 from workflows.engine.runs import set_run_status
 from workflows.engine.scope import run_scope
 from workflows.engine.sql.expressions import db_now
-from workflows.engine.sql.rows import STEP_ROW_FIELDS, StepRow
+from workflows.engine.sql.rows import StepRow
 from workflows.engine.sql.updates import cas_update_many
 from workflows.engine.transaction import transition
 from workflows.errors import InvalidTransition, StepNotFound
-from workflows.models import Step
+from workflows.models import Run, Step
 from workflows.status import RunStatus, StepStatus
 
 if TYPE_CHECKING:
@@ -87,30 +88,11 @@ def rerun_from(
             raise StepNotFound(
                 f"run {run_id} has no step {step_name!r}; its steps: {', '.join(workflow.nodes)}"
             )
-        rows = {
-            row.name: row
-            for row in (
-                StepRow(*values)
-                for values in Step.objects.filter(run_id=run.pk).values_list(*STEP_ROW_FIELDS)
-            )
-        }
+        rows = step_rows_of(run.pk)
         reset = downstream_of(workflow.graph, [step_name])
         _check_rerunnable(run_id, workflow, step_name, reset, rows)
-        looped = [name for name in reset if _in_a_loop(workflow, name)]
-        start_next_iteration([rows[name] for name in looped], workflow)
-        others = [rows[name] for name in reset if name not in looped]
-        for row in others:
-            reset_generation(row, workflow)
-        forget_work_of([row.pk for row in others])
-        reopened = cas_update_many(
-            Step,
-            where={"run_id": run.pk, "status": StepStatus.CANCELLED},
-            returning=("name",),
-            status=StepStatus.PENDING,
-            error=None,
-            finished_at=None,
-            updated_at=db_now(),
-        )
+        _reset(workflow, reset, rows)
+        reopened = _reopen_cancelled(run)
         rearmed = rearm_skipped_compensations(run.pk)
         set_run_status(
             run,
@@ -130,12 +112,38 @@ def rerun_from(
             reason=reason,
             from_step=step_name,
             reset=reset,
-            reopened=sorted(name for (name,) in reopened),
+            reopened=reopened,
             **({"compensations_rearmed": rearmed} if rearmed else {}),
         )
         heal_downstream(run, scope.events, user)
         scope.advancer.release_stranded()
     return reset
+
+
+def _reset(workflow: type[Workflow], reset: list[str], rows: dict[str, StepRow]) -> None:
+    """Reset the steps named ``reset``: those in a loop to their next iteration, the
+    others to a new generation; what they had started (items, timers) goes."""
+    looped = [name for name in reset if _in_a_loop(workflow, name)]
+    start_next_iteration([rows[name] for name in looped], workflow)
+    others = [rows[name] for name in reset if name not in looped]
+    for row in others:
+        reset_generation(row, workflow)
+    forget_work_of([row.pk for row in others])
+
+
+def _reopen_cancelled(run: Run) -> list[str]:
+    """Steps the run's end cancelled before they ran go back to ``pending``: their
+    names, sorted."""
+    reopened = cas_update_many(
+        Step,
+        where={"run_id": run.pk, "status": StepStatus.CANCELLED},
+        returning=("name",),
+        status=StepStatus.PENDING,
+        error=None,
+        finished_at=None,
+        updated_at=db_now(),
+    )
+    return sorted(name for (name,) in reopened)
 
 
 def _in_a_loop(workflow: type[Workflow], name: str) -> bool:
@@ -151,9 +159,7 @@ def _check_rerunnable(
     reset: list[str],
     rows: dict[str, StepRow],
 ) -> None:
-    facts = facts_of(
-        run_id, ((row.pk, name, row.status, row.generation) for name, row in rows.items())
-    )
+    facts = facts_of_rows(run_id, rows)
     refusal = rerun_order_refusal(workflow.graph, step_name, reset, facts)
     refusal = refusal or rerun_compensation_refusal(step_name, reset, facts)
     if refusal is not None:

@@ -20,20 +20,22 @@ from workflows.engine.deadlines import arm_deadline
 from workflows.engine.events import actor
 from workflows.engine.flows.heal import check_dependencies, heal_downstream, lock_flow_of
 from workflows.engine.guards import RETRY, RETRY_STEP
+from workflows.engine.loops.bounds import MAX_ITERATIONS_EXCEEDED
 from workflows.engine.loops.iterations import counts_its_rounds, start_next_iteration
 from workflows.engine.nodes.fanout import resume_fanout
-from workflows.engine.nodes.loop import MAX_ITERATIONS_EXCEEDED
 from workflows.engine.replay import (
-    facts_of,
+    RetryPlan,
+    facts_of_rows,
     forget_work_of,
     rearm_skipped_compensations,
     reset_generation,
     retry_plan,
+    step_rows_of,
 )
-from workflows.engine.runs import set_run_status, unwind
+from workflows.engine.runs import reopen_cancelled_steps, set_run_status, unwind
 from workflows.engine.scope import RunScope, run_of_step, run_scope
 from workflows.engine.sql.expressions import attempts_plus, db_now
-from workflows.engine.sql.rows import STEP_ROW_FIELDS, StepRow, step_row
+from workflows.engine.sql.rows import StepRow, step_row
 from workflows.engine.sql.updates import cas_update, cas_update_many
 from workflows.engine.telemetry.rounds import NEW_ROUND, keep_rounds
 from workflows.engine.transaction import transition
@@ -57,16 +59,9 @@ def revive(scope: RunScope, user: AnyUser | None, **changes: Any) -> None:
     run = scope.run
     changes.setdefault("deadline", None)
     run.deadline = changes["deadline"]
-    reopened = cas_update_many(
-        Step,
-        where={"run_id": run.pk, "status": StepStatus.CANCELLED},
-        status=StepStatus.PENDING,
-        finished_at=None,
-        error=None,
-        updated_at=db_now(),
-    )
+    reopened = reopen_cancelled_steps(run)
     set_run_status(run, RunStatus.RUNNING, scope.events, error=None, finished_at=None, **changes)
-    scope.events.add(run.pk, "run.resumed", by=actor(user), reopened=len(reopened))
+    scope.events.add(run.pk, "run.resumed", by=actor(user), reopened=reopened)
     heal_downstream(run, scope.events, user)
     for step_id, name in Step.objects.filter(
         run_id=run.pk, kind=FanOut.kind, status=StepStatus.PENDING, items_total__gt=0
@@ -185,34 +180,16 @@ def retry_run(
             return 0
         RETRY.check(run_id, run.status)
         if run.status == RunStatus.COMPENSATION_FAILED:
-            if deadline is not None:
-                raise InvalidInput(
-                    f"run {run_id}: its retry runs its failed compensations again, which no "
-                    "deadline stops; retry it without one",
-                    field="deadline",
-                )
-            return _retry_compensations(scope, user)
-        rows = {
-            row.name: row
-            for row in (
-                StepRow(*values)
-                for values in Step.objects.filter(run_id=run.pk).values_list(*STEP_ROW_FIELDS)
-            )
-        }
-        facts = facts_of(
-            run.pk, ((row.pk, name, row.status, row.generation) for name, row in rows.items())
-        )
+            return _retry_compensations(scope, user, deadline)
+        rows = step_rows_of(run.pk)
+        facts = facts_of_rows(run.pk, rows)
         plan = retry_plan(
             scope.workflow.graph, facts, {name: row.attempt for name, row in rows.items()}
         )
         if plan.refusal is not None:
             raise InvalidTransition(f"run {run_id}: {plan.refusal}", verb=RETRY.name)
         source = run.status
-        for name in plan.redo:
-            reset_generation(rows[name], scope.workflow)
-        forget_work_of([rows[name].pk for name in plan.redo])
-        for name in plan.retry:
-            _reset_for_retry(scope, rows[name], scope.workflow.nodes[name], user)
+        _redo_and_retry(scope, rows, plan, user)
         rearmed = rearm_skipped_compensations(run.pk)
         scope.events.add(
             run.pk,
@@ -233,9 +210,30 @@ def retry_run(
         return len(plan.redo) + len(plan.retry)
 
 
-def _retry_compensations(scope: RunScope, user: AnyUser | None) -> int:
-    """Give failed compensations a fresh set of attempts and unwind again."""
+def _redo_and_retry(
+    scope: RunScope, rows: dict[str, StepRow], plan: RetryPlan, user: AnyUser | None
+) -> None:
+    """Apply the plan: undone steps (and what follows them) start a new generation,
+    the others that did not complete get fresh attempts."""
+    for name in plan.redo:
+        reset_generation(rows[name], scope.workflow)
+    forget_work_of([rows[name].pk for name in plan.redo])
+    for name in plan.retry:
+        _reset_for_retry(scope, rows[name], scope.workflow.nodes[name], user)
+
+
+def _retry_compensations(
+    scope: RunScope, user: AnyUser | None, deadline: timedelta | datetime | None
+) -> int:
+    """Give failed compensations a fresh set of attempts and unwind again (refused with
+    a ``deadline``: none stops a compensation)."""
     run = scope.run
+    if deadline is not None:
+        raise InvalidInput(
+            f"run {run.pk}: its retry runs its failed compensations again, which no "
+            "deadline stops; retry it without one",
+            field="deadline",
+        )
     retried = cas_update_many(
         CompensationRecord,
         where={"run_id": run.pk, "status": CompensationStatus.FAILED},

@@ -190,6 +190,20 @@ def revoke_lease(
     between waits and then finds its fence gone (``LeaseLost``); on SQLite the write
     lock serialises them anyway.
     """
+    _check_pins(expected_attempt, expected_round)
+    with run_scope(run_of_unit(kind, unit_id)) as scope:
+        unit, missed = _pinned(kind, unit_id, expected_attempt, expected_round)
+        if missed is not None:
+            return RevokedLease(False, missed, expected_attempt)
+        status = _target(scope, kind, unit)
+        error = _error(kind, unit, reason, user)
+        _take(kind, unit_id, unit, status, error)
+        _revoked(scope, kind, unit_id, unit, status, error)
+    return RevokedLease(True, None, expected_attempt)
+
+
+def _check_pins(expected_attempt: object, expected_round: object) -> None:
+    """:class:`InvalidInput` unless the attempt (and the round, if given) are numbers."""
     if isinstance(expected_attempt, bool) or not isinstance(expected_attempt, int):
         raise InvalidInput("expected_attempt must be an attempt number (an integer)")
     if expected_attempt < 1:
@@ -198,47 +212,53 @@ def revoke_lease(
         isinstance(expected_round, bool) or not isinstance(expected_round, int)
     ):
         raise InvalidInput("expected_round must be a round number (an integer)")
-    with run_scope(run_of_unit(kind, unit_id)) as scope:
-        # A plain read first. An attempt that is not running now never runs again (only
-        # a claim starts one, the next), so a revoke that misses answers from it and
-        # locks nothing: its row lock would make a worker claiming the unit's next
-        # attempt at that instant skip the row as being claimed (SKIP LOCKED) and drop
-        # its nudge, leaving the unit ready until the redispatch.
-        unit = _read(kind, unit_id)
-        if kind is STEP and unit.step_kind == FanOut.kind:
-            raise InvalidTransition(
-                f"{unit.label(kind)}: a fan-out step holds no lease itself; revoke one of "
-                "its running items",
-                status=unit.status,
-                verb=REVOKE.name,
-            )
+
+
+def _pinned(
+    kind: WorkKind, unit_id: int, expected_attempt: int, expected_round: int | None
+) -> tuple[_Unit, str | None]:
+    """The unit under the run's lock, and why the pinned attempt cannot be revoked
+    (``None``: it runs, and the unit's row is locked too)."""
+    # A plain read first. An attempt that is not running now never runs again (only a
+    # claim starts one, the next), so a revoke that misses answers from it and locks
+    # nothing: its row lock would make a worker claiming the unit's next attempt at that
+    # instant skip the row as being claimed (SKIP LOCKED) and drop its nudge, leaving the
+    # unit ready until the redispatch.
+    unit = _read(kind, unit_id)
+    if kind is STEP and unit.step_kind == FanOut.kind:
+        raise InvalidTransition(
+            f"{unit.label(kind)}: a fan-out step holds no lease itself; revoke one of "
+            "its running items",
+            status=unit.status,
+            verb=REVOKE.name,
+        )
+    missed = _missed(unit, expected_attempt, expected_round)
+    if missed is None:
+        # Locked after the run, as every transition orders its locks: a heartbeat
+        # (which takes no run lock) waits for this commit, then finds its fence gone.
+        unit = _read(kind, unit_id, locked=True)
         missed = _missed(unit, expected_attempt, expected_round)
-        if missed is None:
-            # Locked after the run, as every transition orders its locks: a heartbeat
-            # (which takes no run lock) waits for this commit, then finds its fence gone.
-            unit = _read(kind, unit_id, locked=True)
-            missed = _missed(unit, expected_attempt, expected_round)
-        if missed is not None:
-            return RevokedLease(False, missed, expected_attempt)
-        status = _target(scope, kind, unit)
-        error = _error(kind, unit, reason, user)
-        if not cas_update(
-            kind.model,
-            unit_id,
-            version=unit.version,
-            where={"status": StepStatus.RUNNING, "attempt": unit.attempt},
-            status=status,
-            error=error,
-            failure_class=FailureClass.REVOKED,
-            max_attempts=unit.max_attempts + 1,
-            lease_owner="",
-            lease_expires_at=None,
-            updated_at=db_now(),
-            **({} if status == StepStatus.READY else {"finished_at": db_now()}),
-        ):
-            raise StaleState(f"{unit.label(kind)} changed while being revoked; nothing changed")
-        _revoked(scope, kind, unit_id, unit, status, error)
-    return RevokedLease(True, None, expected_attempt)
+    return unit, missed
+
+
+def _take(kind: WorkKind, unit_id: int, unit: _Unit, status: str, error: dict[str, Any]) -> None:
+    """The compare-and-set that takes the lease: the attempt given back, the unit moved
+    to ``status``; :class:`StaleState` when it moved meanwhile."""
+    if not cas_update(
+        kind.model,
+        unit_id,
+        version=unit.version,
+        where={"status": StepStatus.RUNNING, "attempt": unit.attempt},
+        status=status,
+        error=error,
+        failure_class=FailureClass.REVOKED,
+        max_attempts=unit.max_attempts + 1,
+        lease_owner="",
+        lease_expires_at=None,
+        updated_at=db_now(),
+        **({} if status == StepStatus.READY else {"finished_at": db_now()}),
+    ):
+        raise StaleState(f"{unit.label(kind)} changed while being revoked; nothing changed")
 
 
 def _missed(unit: _Unit, expected: int, expected_round: int | None) -> str | None:

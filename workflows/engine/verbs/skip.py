@@ -4,11 +4,13 @@ is skipped only by :func:`skip_gate`, which records the skip as the decision it 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
 from workflows.definitions import Gate
+from workflows.definitions.gate import SkipDecision
 from workflows.engine.events import actor
 from workflows.engine.flows.heal import lock_flow_of
 from workflows.engine.guards import SKIP_STEP
@@ -91,26 +93,11 @@ def skip_gate(
             else None
         )
         earlier = Step.objects.filter(pk=row.pk).values("decision", "decided_via").get()
-        username = actor(user)
         at = timezone.now()
         _skip(
             scope,
             row,
-            {
-                "output": decision_output(
-                    chosen.decision,
-                    by=username,
-                    selections=chosen.selections,
-                    feedback=chosen.feedback,
-                ),
-                "decision": chosen.decision,
-                "decided_via": DecisionVia.OVERRIDE if overriding else DecisionVia.SKIP,
-                "decided_by": user,
-                "decided_at": at,
-                "decided_from": None,
-                "selections": chosen.selections,
-                "feedback": chosen.feedback,
-            },
+            _skipped_as_decided(chosen, user, at, overriding),
             user,
             decided={
                 "decision": chosen.decision,
@@ -122,6 +109,26 @@ def skip_gate(
             },
             decided_type="gate.overridden" if overriding else "gate.decided",
         )
+
+
+def _skipped_as_decided(
+    chosen: SkipDecision, user: AnyUser, at: datetime, overriding: bool
+) -> dict[str, Any]:
+    """The columns of a gate skipped with ``chosen``: its output shaped as a person's
+    decision, and the decision recorded as a skip (or an override of the gate's rule)."""
+    output = decision_output(
+        chosen.decision, by=actor(user), selections=chosen.selections, feedback=chosen.feedback
+    )
+    return {
+        "output": output,
+        "decision": chosen.decision,
+        "decided_via": DecisionVia.OVERRIDE if overriding else DecisionVia.SKIP,
+        "decided_by": user,
+        "decided_at": at,
+        "decided_from": None,
+        "selections": chosen.selections,
+        "feedback": chosen.feedback,
+    }
 
 
 def _skip(

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from workflows.definitions import FanOut
-from workflows.engine.events import actor
+from workflows.engine.events import EventLog, actor
 from workflows.engine.guards import TERMINATE
 from workflows.engine.runs import set_run_status, stop_forward_work
 from workflows.engine.scope import run_scope
@@ -23,7 +23,7 @@ from workflows.engine.sql.counters import bump_item_counter
 from workflows.engine.sql.expressions import db_now
 from workflows.engine.sql.updates import cas_update_many
 from workflows.engine.transaction import transition
-from workflows.models import CompensationRecord, FanOutItem, Step, Timer
+from workflows.models import CompensationRecord, FanOutItem, Run, Step, Timer
 from workflows.status import CompensationStatus, RunStatus, StepStatus, TimerStatus
 
 if TYPE_CHECKING:
@@ -53,37 +53,7 @@ def terminate_run(run_id: UUID, *, reason: str = "", user: AnyUser | None = None
         error = {"code": "terminated", "message": reason or "terminated", "by": actor(user)}
         if run.status == RunStatus.COMPENSATING:
             error["cause"] = run.error  # it was failing: keep why, it is still a failure
-        stopped = cas_update_many(
-            Step,
-            where={"run_id": run.pk, "status": StepStatus.RUNNING},
-            returning=("id", "name"),
-            status=StepStatus.CANCELLED,
-            error=error,
-            finished_at=db_now(),
-            updated_at=db_now(),
-            **_LEASE_RELEASED,
-        )
-        for step_id, name in sorted(stopped):
-            events.add(run.pk, "step.cancelled", step_id=step_id, step=name, reason="terminated")
-        fanouts = list(
-            Step.objects.filter(run_id=run.pk, kind=FanOut.kind).values_list("id", flat=True)
-        )
-        if fanouts:
-            items = cas_update_many(
-                FanOutItem,
-                where={"step_id": fanouts, "status": (StepStatus.RUNNING, StepStatus.WAITING)},
-                returning=("step_id",),
-                status=StepStatus.SKIPPED,
-                error=error,
-                finished_at=db_now(),
-                updated_at=db_now(),
-                **_LEASE_RELEASED,
-            )
-            for step_id, count in sorted(Counter(step_id for (step_id,) in items).items()):
-                bump_item_counter(step_id, "items_skipped", count)
-                events.add(
-                    run.pk, "items.skipped", step_id=step_id, count=count, reason="terminated"
-                )
+        _take_running_work(run, events, error)
         skipped = cas_update_many(
             CompensationRecord,
             where={"run_id": run.pk, "status": _UNFINISHED_COMPENSATION},
@@ -100,3 +70,37 @@ def terminate_run(run_id: UUID, *, reason: str = "", user: AnyUser | None = None
         )
         set_run_status(run, RunStatus.TERMINATED, events, error=error, paused_reason="")
         events.add(run.pk, "run.terminate_requested", by=actor(user), reason=reason)
+
+
+def _take_running_work(run: Run, events: EventLog, error: dict[str, Any]) -> None:
+    """Running steps end ``cancelled``, running and waiting fan-out items ``skipped``,
+    their leases released: a late result of theirs is refused by the fence."""
+    stopped = cas_update_many(
+        Step,
+        where={"run_id": run.pk, "status": StepStatus.RUNNING},
+        returning=("id", "name"),
+        status=StepStatus.CANCELLED,
+        error=error,
+        finished_at=db_now(),
+        updated_at=db_now(),
+        **_LEASE_RELEASED,
+    )
+    for step_id, name in sorted(stopped):
+        events.add(run.pk, "step.cancelled", step_id=step_id, step=name, reason="terminated")
+    fanouts = list(
+        Step.objects.filter(run_id=run.pk, kind=FanOut.kind).values_list("id", flat=True)
+    )
+    if fanouts:
+        items = cas_update_many(
+            FanOutItem,
+            where={"step_id": fanouts, "status": (StepStatus.RUNNING, StepStatus.WAITING)},
+            returning=("step_id",),
+            status=StepStatus.SKIPPED,
+            error=error,
+            finished_at=db_now(),
+            updated_at=db_now(),
+            **_LEASE_RELEASED,
+        )
+        for step_id, count in sorted(Counter(step_id for (step_id,) in items).items()):
+            bump_item_counter(step_id, "items_skipped", count)
+            events.add(run.pk, "items.skipped", step_id=step_id, count=count, reason="terminated")
