@@ -37,7 +37,7 @@ from django.db import models
 from django.utils.timesince import timesince, timeuntil
 from django.utils.translation import ngettext
 
-__all__ = ["HOLDS", "Hold", "HoldKind", "describe", "listed_kinds"]
+__all__ = ["HOLDS", "LIMIT_KINDS", "Hold", "HoldKind", "describe", "held_marker", "listed_kinds"]
 
 
 class HoldKind(models.TextChoices):
@@ -237,6 +237,16 @@ HOLDS: Mapping[HoldKind, Hold] = {
         ),
     )
 }
+
+
+# The kinds a limit holds ready work by; the claim marks such work ``held_on =
+# "<kind>:<key>"`` (:func:`held_marker`), which ``explain`` and ``pending_waits`` read back.
+LIMIT_KINDS = (HoldKind.CONCURRENCY, HoldKind.RATE, HoldKind.BUDGET)
+
+
+def held_marker(kind: HoldKind, key: str) -> str:
+    """What the claim writes into the ``held_on`` of ready work a limit holds."""
+    return f"{kind}:{key}"
 
 
 def listed_kinds() -> tuple[HoldKind, ...]:

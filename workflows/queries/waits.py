@@ -61,7 +61,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from workflows.errors import InvalidInput
-from workflows.holds import HoldKind, listed_kinds
+from workflows.holds import LIMIT_KINDS, HoldKind, held_marker, listed_kinds
 from workflows.models import FanOutItem, Run, Step, Timer
 from workflows.status import NodeKind, RunStatus, StepStatus, TimerKind, TimerStatus
 from workflows.validation import check_text
@@ -77,7 +77,7 @@ _CURSOR_SALT = "workflows.queries.waits.cursor"
 # marked ``listed``; ``kind=`` filters on their values.
 WAIT_KINDS = listed_kinds()
 WAIT_CHOICES = [(kind.value, kind.label) for kind in WAIT_KINDS]
-_LIMITS = {"concurrency": HoldKind.CONCURRENCY, "rate": HoldKind.RATE, "budget": HoldKind.BUDGET}
+_LIMITS = {kind.value: kind for kind in LIMIT_KINDS}
 
 
 # The wait of a waiting step, by the step's kind, and the timers that end each. A
@@ -554,10 +554,11 @@ def _held(model: type[Step] | type[FanOutItem], run: str) -> _Source:
 
 def _held_by(kinds: frozenset[HoldKind]) -> Q:
     """Held work of the limit kinds asked for (no condition when all are)."""
-    wanted = [name for name, kind in _LIMITS.items() if kind in kinds]
-    if len(wanted) == len(_LIMITS):
+    wanted = [kind for kind in LIMIT_KINDS if kind in kinds]
+    if len(wanted) == len(LIMIT_KINDS):
         return Q()
-    return reduce(or_, (Q(held_on__startswith=f"{name}:") for name in wanted), Q(pk__in=[]))
+    prefixes = (Q(held_on__startswith=held_marker(kind, "")) for kind in wanted)
+    return reduce(or_, prefixes, Q(pk__in=[]))
 
 
 def _waiting_runs(status: RunStatus) -> _Source:

@@ -40,6 +40,7 @@ from workflows.engine.transaction import transition
 from workflows.engine.wakeups import timer_armed
 from workflows.engine.work_kinds import ITEM, STEP, WorkKind
 from workflows.errors import DefinitionMissing, PermanentError
+from workflows.holds import HoldKind, held_marker
 from workflows.models import Timer
 from workflows.status import StepStatus, TimerKind, TimerStatus
 
@@ -148,14 +149,14 @@ def admit(
         holder = slots.Holder(kind.name, row.pk, row.attempt + 1)
         assert node.max_concurrent is not None
         if not slots.acquire(key, node.max_concurrent, holder):
-            return Hold(f"concurrency:{key}")
+            return Hold(held_marker(HoldKind.CONCURRENCY, key))
     limits = rate_limits(workflow, node)
     refused = rates.take(limits) if limits else None
     if refused is not None:
         if holder is not None:
             slots.release(holder)
         key, wait = refused
-        return Hold(f"rate:{key}", retry_after=wait)
+        return Hold(held_marker(HoldKind.RATE, key), retry_after=wait)
     return Admitted()
 
 
@@ -169,7 +170,7 @@ def attempt_ended(scope: RunScope, holder: slots.Holder) -> None:
     """
     for key in slots.release(holder):
         for kind in (STEP, ITEM):
-            for work in unhold_next(kind, f"concurrency:{key}"):
+            for work in unhold_next(kind, held_marker(HoldKind.CONCURRENCY, key)):
                 scope.dispatch(*work)
 
 

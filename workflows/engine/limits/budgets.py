@@ -43,6 +43,7 @@ from workflows.engine.sql.held_units import release_workflow_holds
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import ITEM, STEP, WorkKind
 from workflows.errors import BudgetExhausted, DefinitionMissing, InvalidInput, StaleState
+from workflows.holds import HoldKind, held_marker
 from workflows.models import BudgetCounter, Run, UsageReport
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ logger = logging.getLogger("workflows.budgets")
 # The counters' columns: 24 digits, 6 of them after the point.
 PLACES = Decimal("0.000001")
 LARGEST = Decimal(10) ** 18
-HELD_PREFIX = "budget:"
+HELD_PREFIX = held_marker(HoldKind.BUDGET, "")
 # A counter's period is restarted by compare-and-set; each lost race re-reads the row,
 # which on PostgreSQL then shows the winner's committed period.
 _PERIOD_ATTEMPTS = 5

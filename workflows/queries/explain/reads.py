@@ -31,7 +31,7 @@ from django.db.models.query import QuerySet
 
 from workflows.engine.limits import slots
 from workflows.engine.work_kinds import COMPENSATION, ITEM, STEP, WorkKind
-from workflows.holds import HoldKind
+from workflows.holds import HoldKind, held_marker
 from workflows.models import CompensationRecord, Event, FanOutItem, Run, Step, Timer
 from workflows.queries import (
     attention_of,
@@ -98,7 +98,7 @@ PAUSE_EVENT = "run.pause_requested"
 
 # What the claim writes into the ``held_on`` of work a concurrency limit holds:
 # ``concurrency:<key>`` (each limit's hold kind, then its key).
-_CONCURRENCY = f"{HoldKind.CONCURRENCY}:"
+_CONCURRENCY = held_marker(HoldKind.CONCURRENCY, "")
 # Units loaded one by one: the ones a worker holds or should pick up. The rest of a
 # fan-out's items are only counted.
 _ITEMS_IN_HAND = (StepStatus.READY, StepStatus.RUNNING)

@@ -122,7 +122,7 @@ def _budget(reading: Reading, unit: Unit, dimension: str) -> WaitingOn:
 
 
 # What a ready unit's ``held_on`` (``<kind>:<key>``) says holds it, by the kind.
-_HELD: dict[str, Callable[[Reading, Unit, str], WaitingOn]] = {
+_HELD: dict[str, Callable[[Reading, Unit, str], WaitingOn]] = {  # one per LIMIT_KINDS
     HoldKind.CONCURRENCY: _concurrency,
     HoldKind.RATE: _rate,
     HoldKind.BUDGET: _budget,
