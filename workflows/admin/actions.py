@@ -348,16 +348,12 @@ def run_action(model_admin: RunAdmin, request: HttpRequest, run_id: str, verb: s
     posted = request.POST if request.method == "POST" else None
     form = action.form(posted, run=run, initial=initial)
     if request.method == "POST" and form.is_valid():
-        try:
+
+        def perform() -> str:
             _check_step(run, form.cleaned_data)
-            outcome = action.perform(run, form.cleaned_data, request.user)
-        except REFUSALS as error:
-            messages.error(
-                request, f"{action.title} refused: {refusal_text(error)} Nothing changed."
-            )
-            return HttpResponseRedirect(run_url)
-        messages.success(request, f"Run {str(run.pk)[:8]} {outcome}.")
-        return HttpResponseRedirect(run_url)
+            return f"Run {str(run.pk)[:8]} {action.perform(run, form.cleaned_data, request.user)}."
+
+        return confirmed(request, action.title, perform, run_url)
     refusal = RUN_VERBS[action.guard].refusal(run.status) if action.guard else None
     context = {
         **model_admin.admin_site.each_context(request),
@@ -377,6 +373,21 @@ def refusal_text(error: Exception) -> str:
     """An engine refusal as a sentence for a message: its text, ending with a full stop."""
     text = error.message if isinstance(error, WorkflowError) else str(error) or "permission denied"
     return text if text.endswith(".") else f"{text}."
+
+
+def confirmed(
+    request: HttpRequest, title: str, perform: Callable[[], str], back_to: str
+) -> HttpResponseRedirect:
+    """An operator's confirmed action, done: what ``perform`` returns as a success
+    message, or the engine's refusal as an error message saying nothing changed; back
+    to ``back_to`` either way."""
+    try:
+        outcome = perform()
+    except REFUSALS as error:
+        messages.error(request, f"{title} refused: {refusal_text(error)} Nothing changed.")
+    else:
+        messages.success(request, outcome)
+    return HttpResponseRedirect(back_to)
 
 
 # -- bulk ----------------------------------------------------------------------------

@@ -25,11 +25,11 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from workflows.admin.actions import confirmed
 from workflows.admin.changelist import SafeChangelistMixin
 from workflows.admin.readonly import ReadOnlyMixin
 from workflows.admin.runs import badge
 from workflows.engine.limits.budgets import LARGEST, BudgetChange
-from workflows.errors import WorkflowError
 from workflows.models import BudgetCounter
 from workflows.permissions import VIEW_RUN
 from workflows.services import budgets as budget_services
@@ -215,16 +215,13 @@ def budget_action(
     posted = request.POST if request.method == "POST" else None
     form = form_class(posted, initial={"limit": format(counter.limit.normalize(), "f")})
     if request.method == "POST" and form.is_valid():
-        try:
-            change = _perform(verb, counter, form.cleaned_data, request.user)
-        except (WorkflowError, PermissionDenied) as error:
-            text = error.message if isinstance(error, WorkflowError) else str(error)
-            messages.error(request, f"{title} refused: {text} Nothing changed.")
-            return HttpResponseRedirect(list_url)
-        what = _described(verb, change)
-        model_admin.log_change(request, counter, what)
-        messages.success(request, f"{counter.workflow_name} {counter.dimension}: {what}.")
-        return HttpResponseRedirect(list_url)
+
+        def perform() -> str:
+            what = _described(verb, _perform(verb, counter, form.cleaned_data, request.user))
+            model_admin.log_change(request, counter, what)
+            return f"{counter.workflow_name} {counter.dimension}: {what}."
+
+        return confirmed(request, title, perform, list_url)
     context = {
         **model_admin.admin_site.each_context(request),
         "title": f"{title} “{counter.dimension}” of {counter.workflow_name}?",

@@ -25,7 +25,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.translation import ngettext
 
-from workflows.admin.actions import REFUSALS, refusal_text
+from workflows.admin.actions import confirmed, refusal_text
 from workflows.engine.flows.close import CancelPolicy
 from workflows.errors import WorkflowError
 from workflows.models import Flow, Run
@@ -184,15 +184,12 @@ def flow_action(
     statuses = _statuses(flow)
     form = action.form(request.POST if request.method == "POST" else None, statuses=statuses)
     if request.method == "POST" and form.is_valid():
-        try:
-            outcome = action.perform(flow, form.cleaned_data, request.user)
-        except REFUSALS as error:
-            messages.error(
-                request, f"{action.title} refused: {refusal_text(error)} Nothing changed."
-            )
-            return HttpResponseRedirect(flow_url)
-        messages.success(request, f"Flow “{flow.name}” {outcome}.")
-        return HttpResponseRedirect(flow_url)
+        return confirmed(
+            request,
+            action.title,
+            lambda: f"Flow “{flow.name}” {action.perform(flow, form.cleaned_data, request.user)}.",
+            flow_url,
+        )
     context = {
         **model_admin.admin_site.each_context(request),
         "title": f"{action.title} “{flow.name}”?",

@@ -16,36 +16,18 @@ from django.db.models import Subquery
 
 from workflows.errors import InvalidInput
 from workflows.models import Frame, Step, StepRound
+from workflows.models.leased import ReportedProgress, UnitTelemetry
 from workflows.status import FrameStream
 
-# What a task step's attempts reported of themselves, as columns of the step: the last
-# ``ctx.progress``, the ``ctx.summary`` document, and the counts of ``ctx.log``'s frames.
+# What an attempt reports of itself, as columns of its row: the last ``ctx.progress``
+# and the ``ctx.summary`` document (the columns of ``ReportedProgress``).
+REPORTED_FIELDS = tuple(field.name for field in ReportedProgress._meta.local_fields)
+# A task step's, with the round they belong to and the counts of ``ctx.log``'s frames.
 # Shown wherever a step is (``explain``'s steps, the API's step representations).
-STEP_TELEMETRY_FIELDS = (
-    "round",
-    "progress_done",
-    "progress_total",
-    "progress_message",
-    "progress_at",
-    "summary",
-    "summary_version",
-    "frames_written",
-    "frames_dropped",
-)
-
-# What a fan-out item's or a compensation's attempts reported, as columns of its row
-# (:mod:`workflows.engine.telemetry.unit_log`): its log frames are kept on the row.
-UNIT_TELEMETRY_FIELDS = (
-    "progress_done",
-    "progress_total",
-    "progress_message",
-    "progress_at",
-    "summary",
-    "summary_version",
-    "log",
-    "frames_written",
-    "frames_dropped",
-)
+STEP_TELEMETRY_FIELDS = ("round", *REPORTED_FIELDS, "frames_written", "frames_dropped")
+# A fan-out item's or a compensation's (:mod:`workflows.engine.telemetry.unit_log`): its
+# log frames are kept on the row.
+UNIT_TELEMETRY_FIELDS = tuple(field.name for field in UnitTelemetry._meta.local_fields)
 
 # The largest seq a cursor may name: the column is a 64-bit integer.
 MAX_SEQ = 2**63 - 1
