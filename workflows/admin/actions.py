@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from django import forms
@@ -25,7 +26,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.urls import reverse
+from django.urls import URLPattern, path, reverse
 from django.utils.translation import ngettext
 
 from workflows import services
@@ -373,6 +374,16 @@ def refusal_text(error: Exception) -> str:
     """An engine refusal as a sentence for a message: its text, ending with a full stop."""
     text = error.message if isinstance(error, WorkflowError) else str(error) or "permission denied"
     return text if text.endswith(".") else f"{text}."
+
+
+def act_url(
+    model_admin: admin.ModelAdmin, view: Callable[..., HttpResponse], row: str, name: str
+) -> URLPattern:
+    """The address of a row's operator actions, ``<row>/act/<verb>/`` (``row`` a path
+    converter, e.g. ``<str:run_id>``), served by ``view(model_admin, request, <row>,
+    verb)`` behind the admin's login."""
+    wrapped = model_admin.admin_site.admin_view(partial(view, model_admin))
+    return path(f"{row}/act/<str:verb>/", wrapped, name=name)
 
 
 def confirmed(

@@ -11,7 +11,6 @@ an admin ``LogEntry`` on the counter (its history page) and in the
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from django import forms
@@ -20,12 +19,12 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.urls import URLPattern, path, reverse
+from django.urls import URLPattern, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from workflows.admin.actions import confirmed
+from workflows.admin.actions import act_url, confirmed
 from workflows.admin.changelist import SafeChangelistMixin
 from workflows.admin.readonly import ReadOnlyMixin
 from workflows.admin.runs import badge
@@ -183,13 +182,8 @@ class BudgetCounterAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
         )
 
     def get_urls(self) -> list[URLPattern]:
-        wrap = self.admin_site.admin_view
         return [
-            path(
-                "<int:counter_id>/act/<str:verb>/",
-                wrap(partial(budget_action, self)),
-                name="workflows_budget_act",
-            ),
+            act_url(self, budget_action, "<int:counter_id>", "workflows_budget_act"),
             *super().get_urls(),
         ]
 

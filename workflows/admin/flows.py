@@ -9,7 +9,6 @@ own view permission of flows.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.contrib import admin
@@ -17,15 +16,15 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.urls import URLPattern, path
+from django.urls import URLPattern
 from django.utils import timezone
-from django.utils.safestring import SafeString
 
+from workflows.admin.actions import act_url
 from workflows.admin.changelist import SafeChangelistMixin
 from workflows.admin.flow_actions import FLOW_ACTIONS, flow_action
 from workflows.admin.flow_page import flow_page_context
 from workflows.admin.readonly import ReadOnlyMixin
-from workflows.admin.runs import badge, search_with_id_prefix
+from workflows.admin.runs import StatusBadgeColumn, search_with_id_prefix
 from workflows.errors import FlowNotFound
 from workflows.models import Flow
 from workflows.queries.flows import get_flow, list_flows
@@ -46,7 +45,7 @@ __all__ = ["FlowAdmin"]
 
 
 @admin.register(Flow)
-class FlowAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
+class FlowAdmin(SafeChangelistMixin, ReadOnlyMixin, StatusBadgeColumn, admin.ModelAdmin):
     """The flows list (with member counts), the flow page, cancel and seal."""
 
     list_display = (
@@ -81,13 +80,8 @@ class FlowAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
         return super().has_view_permission(request, obj) or VIEW_RUNS.allows(request.user)
 
     def get_urls(self) -> list[URLPattern]:
-        wrap = self.admin_site.admin_view
         return [
-            path(
-                "<str:object_id>/act/<str:verb>/",
-                wrap(partial(flow_action, self)),
-                name="workflows_flow_act",
-            ),
+            act_url(self, flow_action, "<str:object_id>", "workflows_flow_act"),
             *super().get_urls(),
         ]
 
@@ -123,10 +117,6 @@ class FlowAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
         """The moment to the minute (the second on hover is in the flow page): a short,
         unwrapped column, so the list fits beside the admin's sidebar and filters."""
         return timezone.localtime(flow.created_at).strftime("%Y-%m-%d %H:%M")
-
-    @admin.display(description="status", ordering="status")
-    def status_badge(self, flow: Flow) -> SafeString:
-        return badge(flow.status)
 
     @admin.display(description="members / unfinished", ordering="member_count")
     def members(self, flow: FlowWithCounts) -> str:

@@ -22,7 +22,7 @@ from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
 
 from workflows.admin import runs as admin_runs
-from workflows.admin.actions import bulk_actions, run_action
+from workflows.admin.actions import act_url, bulk_actions, run_action
 from workflows.admin.approvals import ApprovalsViews
 from workflows.admin.changelist import SafeChangelistMixin
 from workflows.admin.consumers import consumer_delete, consumers
@@ -35,6 +35,7 @@ from workflows.admin.runs import (
     AttentionFilter,
     BoundedCountPaginator,
     RunsChangeList,
+    StatusBadgeColumn,
     WorkflowFilter,
     badge,
     runs_with_progress,
@@ -64,7 +65,7 @@ if TYPE_CHECKING:
 
 
 @admin.register(Run)
-class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
+class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, StatusBadgeColumn, admin.ModelAdmin):
     """The runs list, the run page, operator actions, starting runs and the dashboard.
 
     Viewing (``workflows.view_run``), starting (``workflows.start_run``) and operating
@@ -145,11 +146,7 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
                 wrap(partial(consumer_delete, self)),
                 name="workflows_consumer_delete",
             ),
-            path(
-                "<str:run_id>/act/<str:verb>/",
-                wrap(partial(run_action, self)),
-                name="workflows_run_act",
-            ),
+            act_url(self, run_action, "<str:run_id>", "workflows_run_act"),
             path(
                 "<str:run_id>/steps/<str:step_id>/log/",
                 wrap(partial(step_log, self)),
@@ -210,10 +207,6 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
     @admin.display(description="run", ordering="id")
     def short_id(self, run: Run) -> SafeString:
         return admin_runs.short_id(run.pk)
-
-    @admin.display(description="status", ordering="status")
-    def status_badge(self, run: Run) -> SafeString:
-        return badge(run.status)
 
     @admin.display(description="workflow", ordering="workflow_name")
     def workflow(self, run: Run) -> str:

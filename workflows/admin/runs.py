@@ -194,6 +194,14 @@ def badge(status: str, label: str | None = None) -> SafeString:
     )
 
 
+class StatusBadgeColumn:
+    """A changelist's ``status`` column as the console's coloured badge, sortable."""
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, row: Any) -> SafeString:
+        return badge(row.status)
+
+
 def pretty(value: Any) -> str:
     """JSON as a person reads it: indented, keys in their order, non-ASCII as is."""
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)

@@ -26,7 +26,7 @@ from django.utils.timezone import localtime
 
 from workflows.admin.changelist import SafeChangelistMixin
 from workflows.admin.readonly import ReadOnlyMixin
-from workflows.admin.runs import badge
+from workflows.admin.runs import StatusBadgeColumn, badge
 from workflows.errors import StaleState
 from workflows.models import WebhookDelivery, WebhookEndpoint
 from workflows.services.access import REPLAY_DELIVERIES
@@ -225,7 +225,7 @@ class WebhookEndpointAdmin(SafeChangelistMixin, admin.ModelAdmin):
 
 
 @admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
+class WebhookDeliveryAdmin(SafeChangelistMixin, ReadOnlyMixin, StatusBadgeColumn, admin.ModelAdmin):
     """The delivery log: what was sent where, how it went; replays through a service."""
 
     list_display = (
@@ -270,10 +270,6 @@ class WebhookDeliveryAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin)
 
     def has_replay_permission(self, request: HttpRequest) -> bool:
         return REPLAY_DELIVERIES.allows(request.user)
-
-    @admin.display(description="status", ordering="status")
-    def status_badge(self, delivery: WebhookDelivery) -> SafeString:
-        return badge(delivery.status)
 
     @admin.display(description="HTTP", ordering="response_status")
     def answer(self, delivery: WebhookDelivery) -> str:
