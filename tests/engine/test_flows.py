@@ -957,7 +957,7 @@ def test_the_contract_names_as_written(django_user_model):
     assert workflows.set_join(flow, "reader", "all") == revision + 2
     assert Run.objects.get(pk=reader.pk).status == RunStatus.BLOCKED
     waiting = workflows.explain(reader).as_dict()["waiting_on"]
-    assert any(entry["kind"] == "flow" for entry in waiting)
+    assert any(entry["kind"] == "blocked" for entry in waiting)
     run_pending()
     assert Run.objects.get(pk=reader.pk).output == {
         "read": {

@@ -135,3 +135,12 @@ def test_the_verbs_and_limit_types_every_surface_uses_are_public():
         assert name in workflows.__all__, name
     for name in ["get_run", "get_step", "list_runs", "Budget", "RateLimit", "Route"]:
         assert name in workflows.__all__, name
+
+
+@pytest.mark.parametrize("name", ["start_run", "send_signal", "add_to_flow", "add_dependency"])
+def test_a_verb_that_returns_the_value_alone_takes_its_once_variants_parameters(name):
+    verb, once = getattr(workflows, name), getattr(workflows, f"{name}_once")
+    assert verb.__name__ == name and verb.__doc__ != once.__doc__
+    assert inspect.signature(verb).parameters == inspect.signature(once).parameters
+    returned = inspect.signature(once).return_annotation
+    assert returned == f"Created[{inspect.signature(verb).return_annotation}]"

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from workflows.definitions import Workflow
-from workflows.engine.created import Created
+from workflows.engine.created import Created, value_of
 from workflows.engine.flows import close, edges, members
 from workflows.engine.flows.cancellation import CancelPolicy, FlowCancellation
 from workflows.engine.flows.joins import JoinSpec
@@ -77,25 +77,6 @@ def create_flow_once(
     return members.create_flow_once(name, key=key, user=user)
 
 
-def add_to_flow(
-    flow: Flow | UUID | str,
-    workflow: str | type[Workflow],
-    input: dict[str, Any] | None = None,
-    *,
-    member: str,
-    after: Sequence[str] = (),
-    join: JoinSpec = "all",
-    user: AnyUser | None = None,
-) -> Run:
-    """Add a run of ``workflow`` as member ``member``, waiting for the members in
-    ``after`` under ``join`` (``"all"``, ``"any"`` or an int k); it starts at once when
-    nothing holds it, else it is ``blocked``. Idempotent on ``member``: a repeat returns
-    the same run. As :func:`add_to_flow_once`, without saying who created it."""
-    return add_to_flow_once(
-        flow, workflow, input, member=member, after=after, join=join, user=user
-    ).value
-
-
 def add_to_flow_once(
     flow: Flow | UUID | str,
     workflow: str | type[Workflow],
@@ -120,20 +101,14 @@ def add_to_flow_once(
     )
 
 
-def add_dependency(
-    flow: Flow | UUID | str,
-    upstream: str,
-    downstream: str,
-    *,
-    expected_revision: int | None = None,
-    user: AnyUser | None = None,
-) -> int:
-    """Stage the edge ``upstream → downstream``; return the flow's new revision (its
-    current one for an edge that exists). As :func:`add_dependency_once`, without
-    saying who created it."""
-    return add_dependency_once(
-        flow, upstream, downstream, expected_revision=expected_revision, user=user
-    ).value
+add_to_flow = value_of(
+    add_to_flow_once,
+    "add_to_flow",
+    """Add a run of ``workflow`` as member ``member``, waiting for the members in
+    ``after`` under ``join`` (``"all"``, ``"any"`` or an int k); it starts at once when
+    nothing holds it, else it is ``blocked``. Idempotent on ``member``: a repeat returns
+    the same run. As :func:`add_to_flow_once`, without saying who created it.""",
+)
 
 
 def add_dependency_once(
@@ -154,6 +129,15 @@ def add_dependency_once(
         user=user,
         may_end_members=may_end_members(user),
     )
+
+
+add_dependency = value_of(
+    add_dependency_once,
+    "add_dependency",
+    """Stage the edge ``upstream → downstream``; return the flow's new revision (its
+    current one for an edge that exists). As :func:`add_dependency_once`, without
+    saying who created it.""",
+)
 
 
 def set_join(

@@ -12,7 +12,7 @@ from django.db import models
 from workflows import engine
 from workflows.definitions import Workflow, registry
 from workflows.definitions.limits import priority_problems
-from workflows.engine.created import Created
+from workflows.engine.created import Created, value_of
 from workflows.engine.guards import PRIORITY
 from workflows.engine.verbs import cancel, pause, rerun, retry, terminate
 from workflows.engine.verbs.children import cancel_children, terminate_children
@@ -29,48 +29,6 @@ from workflows.validation import check_json, check_text, max_length
 
 if TYPE_CHECKING:
     from workflows.permissions import AnyUser
-
-
-def start_run(
-    workflow: str | type[Workflow],
-    input: dict[str, Any] | None = None,
-    *,
-    idempotency_key: str | None = None,
-    business_key: str | None = None,
-    user: AnyUser | None = None,
-    subject: models.Model | None = None,
-    priority: int | None = None,
-    deadline: timedelta | datetime | None = None,
-) -> Run:
-    """Start a run of ``workflow`` (a registered name, latest version, or a class);
-    return it. The keys and the idempotency of a start as :func:`start_run_once`, which
-    also says whether this call created the run.
-
-    ``subject`` ties the run to one of the host's saved model instances (see
-    ``Run.objects.for_object``); an unsaved instance or any other value is
-    :class:`InvalidInput`. It is not part of the idempotency fingerprint, and child
-    runs do not inherit it.
-
-    ``priority`` (-1000 to 1000; default the workflow's ``default_priority``) orders
-    the run's ready work, and the run in its workflow's queue while it waits for a
-    place under ``max_concurrent_runs``; anything else is :class:`InvalidInput`.
-
-    ``deadline`` (default the workflow's ``Workflow.deadline``): a positive ``timedelta``
-    from now, or a timezone-aware ``datetime`` in the future, both on the database
-    clock. A run not ended by then fails with ``deadline_exceeded``, its running
-    attempts lose their lease and what it completed is compensated
-    (:mod:`workflows.engine.deadlines`). Anything else is :class:`InvalidInput`.
-    """
-    return start_run_once(
-        workflow,
-        input,
-        idempotency_key=idempotency_key,
-        business_key=business_key,
-        user=user,
-        subject=subject,
-        priority=priority,
-        deadline=deadline,
-    ).value
 
 
 def start_run_once(
@@ -116,6 +74,31 @@ def start_run_once(
         priority=priority,
         deadline=deadline,
     )
+
+
+start_run = value_of(
+    start_run_once,
+    "start_run",
+    """Start a run of ``workflow`` (a registered name, latest version, or a class);
+    return it. The keys and the idempotency of a start as :func:`start_run_once`, which
+    also says whether this call created the run.
+
+    ``subject`` ties the run to one of the host's saved model instances (see
+    ``Run.objects.for_object``); an unsaved instance or any other value is
+    :class:`InvalidInput`. It is not part of the idempotency fingerprint, and child
+    runs do not inherit it.
+
+    ``priority`` (-1000 to 1000; default the workflow's ``default_priority``) orders
+    the run's ready work, and the run in its workflow's queue while it waits for a
+    place under ``max_concurrent_runs``; anything else is :class:`InvalidInput`.
+
+    ``deadline`` (default the workflow's ``Workflow.deadline``): a positive ``timedelta``
+    from now, or a timezone-aware ``datetime`` in the future, both on the database
+    clock. A run not ended by then fails with ``deadline_exceeded``, its running
+    attempts lose their lease and what it completed is compensated
+    (:mod:`workflows.engine.deadlines`). Anything else is :class:`InvalidInput`.
+    """,
+)
 
 
 def _check_start(

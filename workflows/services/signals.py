@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from workflows.definitions import WaitForSignal, registry
-from workflows.engine.created import Created
+from workflows.engine.created import Created, value_of
 from workflows.engine.nodes.callback import resolve_callback
 from workflows.engine.nodes.wait_for_signal import send_signal_once as deliver_signal_once
 from workflows.errors import (
@@ -20,19 +20,6 @@ from workflows.validation import check_json, check_text, max_length
 
 if TYPE_CHECKING:
     from workflows.permissions import AnyUser
-
-
-def send_signal(
-    run: Run | UUID | str,
-    name: str,
-    payload: Any = None,
-    *,
-    idempotency_key: str | None = None,
-    user: AnyUser | None = None,
-) -> Signal:
-    """Send signal ``name`` to a run; return the signal. Everything else as
-    :func:`send_signal_once`, which also says whether this call created it."""
-    return send_signal_once(run, name, payload, idempotency_key=idempotency_key, user=user).value
 
 
 def send_signal_once(
@@ -64,6 +51,14 @@ def send_signal_once(
         idempotency_key=idempotency_key,
         sent_by=user.get_username() if user is not None else None,
     )
+
+
+send_signal = value_of(
+    send_signal_once,
+    "send_signal",
+    """Send signal ``name`` to a run; return the signal. Everything else as
+    :func:`send_signal_once`, which also says whether this call created it.""",
+)
 
 
 def check_signal(run: Run, name: str, payload: Any, idempotency_key: str | None) -> None:
