@@ -11,8 +11,8 @@ import pytest
 from django.utils import timezone
 
 import workflows
-from tests.engine.test_rounds import FAILING, WANTED, Looping, Plain
-from tests.engine.test_unit_telemetry import Shipping
+from tests.engine.telemetry.test_rounds import FAILING, WANTED, Looping, Plain
+from tests.engine.telemetry.test_unit_telemetry import Shipping
 from workflows.models import Run, Step
 from workflows.testing import run_pending
 
