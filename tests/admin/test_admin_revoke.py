@@ -9,29 +9,13 @@ from django.urls import reverse
 
 import workflows
 from tests.admin.admin_console import notes, staff
-from tests.handlers import BOOM, UNDO, WORK
-from workflows import FanOut, Retry, Task, Workflow
+from tests.support import revoke
+from tests.support.revoke import Parcels, Undoing, Wedged
 from workflows.engine import COMPENSATION, ITEM, claim, claim_step
 from workflows.models import CompensationRecord, Event, FanOutItem, Run, Step
 from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
-
-
-class Wedged(Workflow):
-    name = "admin_revoke_wedged"
-    load = Task(WORK, retry=Retry(max_attempts=1))
-
-
-class Parcels(Workflow):
-    name = "admin_revoke_parcels"
-    ship = FanOut(WORK, items=lambda ctx: ["p1", "p2"], key=lambda item: item)
-
-
-class Undoing(Workflow):
-    name = "admin_revoke_undoing"
-    reserve = Task(WORK, compensate=UNDO)
-    charge = Task(BOOM)
 
 
 def page(run: Run) -> str:
@@ -43,10 +27,7 @@ def act(run: Run, verb: str = "revoke") -> str:
 
 
 def running_load() -> tuple[Run, Step]:
-    run = workflows.start_run(Wedged)
-    step = Step.objects.get(run=run, name="load")
-    claim_step(step.pk, "host-1:4242:77")
-    return run, Step.objects.get(pk=step.pk)
+    return revoke.running_load("host-1:4242:77")
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 import workflows
-from tests.conftest import staff
+from tests.support.users import staff
 from workflows import Gate, Option, Task, Workflow
 from workflows.approvals import GateCount, count_waiting_gates
 from workflows.models import Event, Run, Step, WebhookEndpoint

@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 import workflows
 from tests.api.test_api_basics import assert_error
-from tests.handlers import ASK_BANK, NOOP, TOKENS
+from tests.support.handlers import ASK_BANK, NOOP, TOKENS
 from workflows import Retry, Task, Workflow
 from workflows.engine.nodes.callback import SALT
 from workflows.models import Event, Run, Step

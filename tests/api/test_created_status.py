@@ -14,7 +14,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 import workflows
-from tests.handlers import WORK
+from tests.support.handlers import WORK
 from workflows import Task, WaitForSignal, Workflow
 from workflows.models import Flow, FlowEdge, FlowMember, Run, Signal
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 import workflows
-from tests.handlers import WORK
+from tests.support.handlers import WORK
 from workflows import Task, WaitForSignal, Workflow
 from workflows.engine.sql.clock import database_now
 from workflows.models import Run

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 import workflows
-from tests.handlers import BOOM, UNDO, WORK
-from workflows import FanOut, Retry, Task, Workflow
+from tests.support import revoke
+from tests.support.revoke import Parcels, Undoing, Wedged
 from workflows.engine import COMPENSATION, ITEM, claim, claim_step
 from workflows.models import CompensationRecord, Event, FanOutItem, Run, Step
 from workflows.testing import run_pending
@@ -18,27 +18,8 @@ from .test_run_operations import post
 pytestmark = pytest.mark.django_db
 
 
-class Wedged(Workflow):
-    name = "api_revoke_wedged"
-    load = Task(WORK, retry=Retry(max_attempts=1))
-
-
-class Parcels(Workflow):
-    name = "api_revoke_parcels"
-    ship = FanOut(WORK, items=lambda ctx: ["p1", "p2"], key=lambda item: item)
-
-
-class Undoing(Workflow):
-    name = "api_revoke_undoing"
-    reserve = Task(WORK, compensate=UNDO)
-    charge = Task(BOOM)
-
-
 def running_load(owner: str = "host-1:1:1") -> tuple[Run, Step]:
-    run = workflows.start_run(Wedged)
-    step = Step.objects.get(run=run, name="load")
-    claim_step(step.pk, owner)
-    return run, step
+    return revoke.running_load(owner)
 
 
 def revoke_url(step: Step) -> str:

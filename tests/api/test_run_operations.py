@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 import workflows
-from tests.handlers import BROKEN, WORK
+from tests.support.handlers import BROKEN, WORK
 from workflows import Gate, Retry, Task, WaitForSignal, Workflow
 from workflows.models import Event, Run, Signal
 from workflows.testing import run_pending

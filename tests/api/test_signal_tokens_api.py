@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 
 import workflows
 from tests.api.test_api_basics import assert_error
-from tests.handlers import NOOP
+from tests.support.handlers import NOOP
 from workflows import Task, WaitForSignal, Workflow
 from workflows.approvals.links import LINK_SALT
 from workflows.engine.nodes.callback import make_token

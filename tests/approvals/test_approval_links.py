@@ -15,7 +15,7 @@ from django.test import Client, override_settings
 from django.urls import reverse
 
 import workflows
-from tests.conftest import staff
+from tests.support.users import staff
 from workflows import Gate, GateAlreadyDecided, InvalidTransition, Option, Task, Workflow
 from workflows.approvals.links import read_token
 from workflows.conf import workflow_settings

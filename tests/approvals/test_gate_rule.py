@@ -29,9 +29,9 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 import workflows
-from tests.conftest import staff
-from tests.handlers import NOOP
-from tests.webhook_receiver import Receiver
+from tests.support.handlers import NOOP
+from tests.support.users import staff
+from tests.support.webhook_receiver import Receiver
 from workflows import Gate, Option, Task, Workflow
 from workflows.approvals import decidable_by, gates_for
 from workflows.engine.verbs import skip

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 class Member(Workflow):
     name = "browser_flow_cancel_member"
-    work = Task("tests.handlers.noop", retry=Retry(max_attempts=1))
+    work = Task("tests.support.handlers.noop", retry=Retry(max_attempts=1))
 
 
 def test_the_cancelled_flows_page_shows_policy_reason_and_actor(new_page):

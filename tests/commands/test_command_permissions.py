@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from io import StringIO
 from typing import Any
 
 import pytest
@@ -14,8 +13,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 import workflows
-from tests.conftest import staff
-from tests.verb_access import Leased, Reviewed, Waiting, recording
+from tests.support.commands import run_command
+from tests.support.users import staff
+from tests.support.verb_access import Leased, Reviewed, Waiting, recording
 from workflows import PermanentError, Retry, Task, Workflow
 from workflows.engine import claim_step
 from workflows.models import Run
@@ -40,12 +40,6 @@ def fail(ctx: Any) -> None:
 class Failing(Workflow):
     name = "permcmd_failing"
     load = Task(f"{HERE}.fail", retry=Retry(max_attempts=1))
-
-
-def run_command(*args: str) -> str:
-    out = StringIO()
-    call_command(*args, stdout=out)
-    return out.getvalue()
 
 
 @pytest.fixture

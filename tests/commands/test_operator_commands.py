@@ -3,18 +3,14 @@ refusal into an error that names the problem, exits non-zero and writes nothing.
 
 from __future__ import annotations
 
-import json
-import re
-from io import StringIO
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, Permission, User
-from django.core.management import call_command
-from django.core.management.base import CommandError
 
 import workflows
-from tests.handlers import BROKEN, UNDO, UNDONE, WORK
+from tests.support.commands import refused, run_command, run_json
+from tests.support.handlers import BROKEN, UNDO, UNDONE, WORK
 from workflows import (
     Gate,
     Option,
@@ -81,24 +77,6 @@ def manager() -> User:
 def outsider() -> User:
     """Signed in, but neither holds the permission nor is an assignee."""
     return User.objects.create_user("outsider")
-
-
-def run_command(name: str, *args: str) -> str:
-    out = StringIO()
-    call_command(name, *args, stdout=out)
-    return out.getvalue()
-
-
-def run_json(name: str, *args: str) -> Any:
-    return json.loads(run_command(name, *args, "--json"))
-
-
-def refused(name: str, *args: str, message: str) -> None:
-    """Run a command that must fail with ``message`` (a literal) and write no history."""
-    events = Event.objects.count()
-    with pytest.raises(CommandError, match=re.escape(message)):
-        run_command(name, *args)
-    assert Event.objects.count() == events
 
 
 def waiting_gate() -> Step:

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 import workflows
 from flowsite.demo.models import DemoRecord
-from tests.conftest import staff
+from tests.support.users import staff
 from workflows.models import Run, Step
 from workflows.testing import run_pending
 

@@ -11,8 +11,8 @@ import pytest
 from django.contrib.auth.models import User
 
 import workflows
-from tests.handlers import ASK_BANK, NOOP
 from tests.queries.test_explain import cost
+from tests.support.handlers import ASK_BANK, NOOP
 from workflows import Gate, Loop, Task, Workflow
 from workflows.models import Run, Step, Timer
 from workflows.queries.explanation import QUERIES

@@ -15,7 +15,7 @@ from django.core import signing
 from django.test import override_settings
 
 import workflows
-from tests.handlers import NOOP
+from tests.support.handlers import NOOP
 from workflows import (
     Gate,
     IdempotencyConflict,

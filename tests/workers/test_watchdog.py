@@ -19,6 +19,7 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 import workflows
+from tests.support.threads import eventually
 from workflows import FanOut, Retry, Task, Workflow
 from workflows.engine import STEP, claim_step, heartbeat, reclaim
 from workflows.models import Event, FanOutItem, Step
@@ -42,12 +43,7 @@ def _reset():
 
 
 def wait_until(done: Callable[[], bool]) -> bool:
-    give_up_at = time.monotonic() + GIVE_UP
-    while not done():
-        if time.monotonic() > give_up_at:
-            return False
-        time.sleep(0.02)
-    return True
+    return eventually(done, timeout=GIVE_UP, every=0.02)
 
 
 def overruns(ctx):

@@ -7,18 +7,18 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.db import connection, transaction
-from django.dispatch import Signal
 
 import workflows
 from tests.acceptance.harness import MANAGE, database_url
-from tests.conftest import sweeper_until
+from tests.support.hooks import receiving
+from tests.support.threads import sweeper_until
 from workflows import Gate, PermanentError, Retry, Task, Workflow, hooks
 from workflows.hooks import deliver_events
 from workflows.models import Event, Run, Step
@@ -75,20 +75,8 @@ HOOK_NAMES = {
 @pytest.fixture
 def received() -> Iterator[list[dict[str, Any]]]:
     """Every hook sent while the test runs: its name and arguments."""
-    calls: list[dict[str, Any]] = []
-
-    def receiver_of(name: str) -> Callable[..., None]:
-        def receive(sender: Any, signal: Signal, **arguments: Any) -> None:
-            calls.append({"hook": name, "sender": sender, **arguments})
-
-        return receive
-
-    connected = [(signal, receiver_of(name)) for signal, name in HOOK_NAMES.items()]
-    for signal, receive in connected:
-        signal.connect(receive)
-    yield calls
-    for signal, receive in connected:
-        signal.disconnect(receive)
+    with receiving(HOOK_NAMES) as calls:
+        yield calls
 
 
 def hooks_of(calls: list[dict[str, Any]], run: Run) -> list[str]:

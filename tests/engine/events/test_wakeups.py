@@ -13,7 +13,8 @@ import pytest
 from django.db import connection, transaction
 
 import workflows
-from tests.conftest import is_sqlite, run_concurrently
+from tests.support.database import is_sqlite
+from tests.support.threads import run_concurrently
 from workflows import Gate, Sleep, Workflow
 from workflows.engine.events import EventLog
 from workflows.engine.wakeups import Watch, wake

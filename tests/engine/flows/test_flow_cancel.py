@@ -26,7 +26,7 @@ pytestmark = pytest.mark.django_db
 
 class Unit(Workflow):
     name = "flow_cancel_unit"
-    work = Task("tests.handlers.noop", retry=Retry(max_attempts=1))
+    work = Task("tests.support.handlers.noop", retry=Retry(max_attempts=1))
 
 
 def add(flow: Flow, member: str, after: tuple[str, ...] = ()) -> Run:

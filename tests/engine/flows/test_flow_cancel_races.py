@@ -1,5 +1,5 @@
 """``cancel_flow`` racing, with real connections committing for real (one per thread,
-:func:`tests.conftest.run_concurrently`): two cancellations of one flow, and a
+:func:`tests.support.threads.run_concurrently`): two cancellations of one flow, and a
 cancellation against ``add_to_flow``. On PostgreSQL the transitions interleave; on
 SQLite writers take turns. Repeated, a new flow each round, to meet more interleavings.
 """
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import workflows
-from tests.conftest import run_concurrently
+from tests.support.threads import run_concurrently
 from workflows import Retry, Task, Workflow
 from workflows.errors import InvalidFlowChange, InvalidTransition
 from workflows.models import Event, Flow, Run
@@ -24,7 +24,7 @@ ROUNDS = 6
 
 class Unit(Workflow):
     name = "flow_cancel_races_unit"
-    work = Task("tests.handlers.noop", retry=Retry(max_attempts=1))
+    work = Task("tests.support.handlers.noop", retry=Retry(max_attempts=1))
 
 
 def add(flow: Flow, member: str, after: tuple[str, ...] = ()) -> Run:

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db
 
 class Unit(Workflow):
     name = "flow_edits_unit"
-    work = Task("tests.handlers.noop", retry=Retry(max_attempts=1))
+    work = Task("tests.support.handlers.noop", retry=Retry(max_attempts=1))
 
 
 class OnePlace(Workflow):
@@ -29,7 +29,7 @@ class OnePlace(Workflow):
 
     name = "flow_edits_one_place"
     max_concurrent_runs = 1
-    work = Task("tests.handlers.noop", retry=Retry(max_attempts=1))
+    work = Task("tests.support.handlers.noop", retry=Retry(max_attempts=1))
 
 
 def user_with(name: str, *codenames: str) -> User:

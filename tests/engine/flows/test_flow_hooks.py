@@ -3,34 +3,19 @@ the flow's name as sender and ``flow_id``; an event of the whole flow has no run
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.dispatch import Signal
 
 import workflows
-from tests.handlers import BOOM, WORK
-from workflows import Retry, Task, WaitForSignal, Workflow, hooks
+from tests.support.flows import Broken, Waits, Work
+from tests.support.hooks import receiving
+from workflows import hooks
 from workflows.models import Event, Flow, Run
 from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
-
-
-class Work(Workflow):
-    name = "flowhooks_work"
-    work = Task(WORK)
-
-
-class Broken(Workflow):
-    name = "flowhooks_broken"
-    boom = Task(BOOM, retry=Retry(max_attempts=1))
-
-
-class Waits(Workflow):
-    name = "flowhooks_waits"
-    go = WaitForSignal("go")
 
 
 HOOK_NAMES = {
@@ -51,20 +36,8 @@ HOOK_NAMES = {
 @pytest.fixture
 def received() -> Iterator[list[dict[str, Any]]]:
     """Every flow hook (and ``run_finished``) sent while the test runs, with its arguments."""
-    calls: list[dict[str, Any]] = []
-
-    def receiver_of(name: str) -> Callable[..., None]:
-        def receive(sender: Any, signal: Signal, **arguments: Any) -> None:
-            calls.append({"hook": name, "sender": sender, **arguments})
-
-        return receive
-
-    connected = [(signal, receiver_of(name)) for signal, name in HOOK_NAMES.items()]
-    for signal, receive in connected:
-        signal.connect(receive)
-    yield calls
-    for signal, receive in connected:
-        signal.disconnect(receive)
+    with receiving(HOOK_NAMES) as calls:
+        yield calls
 
 
 def flow_hooks(calls: list[dict[str, Any]], flow: Flow) -> list[tuple[str, str | None]]:
@@ -110,7 +83,7 @@ def test_a_flow_fires_a_hook_for_each_change_to_its_graph_and_for_its_end(receiv
     assert (staged["upstream"], staged["downstream"]) == ("extract", "report")
     # The members' own hooks keep their workflow as sender and carry no flow_id.
     ends = [call for call in received if call["hook"] == "run_finished"]
-    assert [(call["sender"], "flow_id" in call) for call in ends] == [("flowhooks_work", False)] * 3
+    assert [(call["sender"], "flow_id" in call) for call in ends] == [(Work.name, False)] * 3
     assert not Event.objects.filter(published=False).exists()
 
 

@@ -1,6 +1,6 @@
 """Flows under concurrency, with real connections committing for real.
 
-Each thread of :func:`tests.conftest.run_concurrently` has its own database connection
+Each thread of :func:`tests.support.threads.run_concurrently` has its own database connection
 and starts at a barrier. On PostgreSQL the transitions interleave, and a deadlock would
 surface as its "deadlock detected" error in one thread (or as the test's thread
 timeout), so every race asserts that no thread raised; on SQLite writers take turns
@@ -34,7 +34,8 @@ import pytest
 from django.db import connections, transaction
 
 import workflows
-from tests.conftest import THREAD_TIMEOUT_SECONDS, eventually, is_sqlite
+from tests.support.database import is_sqlite
+from tests.support.threads import THREAD_TIMEOUT_SECONDS, eventually
 from workflows import PermanentError, Retry, Task, Workflow
 from workflows.engine import claim_step, complete_work, fail_attempt
 from workflows.engine.lease import Lease
@@ -52,19 +53,19 @@ ROUNDS = 8
 
 class Unit(Workflow):
     name = "flow_races_unit"
-    work = Task("tests.handlers.noop", retry=Retry(max_attempts=1))
+    work = Task("tests.support.handlers.noop", retry=Retry(max_attempts=1))
 
 
 class OnePlaceA(Workflow):
     name = "flow_races_one_place_a"
     max_concurrent_runs = 1
-    work = Task("tests.handlers.noop", retry=Retry(max_attempts=1))
+    work = Task("tests.support.handlers.noop", retry=Retry(max_attempts=1))
 
 
 class OnePlaceB(Workflow):
     name = "flow_races_one_place_b"
     max_concurrent_runs = 1
-    work = Task("tests.handlers.noop", retry=Retry(max_attempts=1))
+    work = Task("tests.support.handlers.noop", retry=Retry(max_attempts=1))
 
 
 def add(flow: Flow, member: str, after: tuple[str, ...] = (), join: Any = "all") -> Run:

@@ -17,7 +17,7 @@ import pytest
 from django.db.models import Count
 
 import workflows
-from tests.handlers import UNDO, UNDONE
+from tests.support.handlers import UNDO, UNDONE
 from workflows import PermanentError, Retry, Task, Workflow
 from workflows.engine import claim_step, complete_work, fail_attempt
 from workflows.engine.flows import settle

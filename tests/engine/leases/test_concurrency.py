@@ -16,7 +16,7 @@ import pytest
 from django.db import connections
 
 import workflows
-from tests.handlers import NOOP
+from tests.support.handlers import NOOP
 from workflows import IdempotencyConflict, StaleState, Task, Workflow
 from workflows.engine import claim_step, complete_work
 from workflows.models import Run, Step

@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 import workflows
-from tests.handlers import NOOP
+from tests.support.handlers import NOOP
 from workflows import LeaseLost, Retry, StaleState, Task, Workflow
 from workflows.engine import STEP, claim_step, complete_work, fail_attempt, heartbeat, reclaim
 from workflows.models import Step

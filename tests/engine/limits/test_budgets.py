@@ -8,21 +8,21 @@ import json
 import logging
 from datetime import timedelta
 from decimal import Decimal
-from io import StringIO
 from typing import Any
 
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
-from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.urls import reverse
 from django.utils import timezone
 
 import workflows
-from tests.conftest import SENT_WORK, staff
-from tests.handlers import NOOP
+from tests.conftest import SENT_WORK
+from tests.support.commands import run_command
+from tests.support.handlers import NOOP
+from tests.support.users import staff
 from workflows import FanOut, Retry, Task, Workflow
 from workflows.context import Context
 from workflows.definitions import Budget
@@ -384,9 +384,7 @@ def test_operators_need_operate_run_and_are_logged(caplog):
 
 
 def command(*args: str) -> str:
-    out = StringIO()
-    call_command("workflows_budgets", *args, stdout=out)
-    return out.getvalue()
+    return run_command("workflows_budgets", *args)
 
 
 def test_the_command_lists_raises_and_resets(recording):

@@ -16,8 +16,8 @@ import pytest
 from django.utils import timezone
 
 import workflows
-from tests.conftest import run_concurrently
-from tests.handlers import NOOP
+from tests.support.handlers import NOOP
+from tests.support.threads import run_concurrently
 from workflows import Task, Workflow
 from workflows.definitions import Budget
 from workflows.engine.limits.budgets import record_usage

@@ -15,8 +15,9 @@ import pytest
 from django.db import connections, transaction
 
 import workflows
-from tests.conftest import THREAD_TIMEOUT_SECONDS, is_sqlite
-from tests.handlers import NOOP
+from tests.support.database import is_sqlite
+from tests.support.handlers import NOOP
+from tests.support.threads import THREAD_TIMEOUT_SECONDS
 from workflows import Task, Workflow
 from workflows.definitions.limits import RateLimit
 from workflows.engine import claim_step, complete_work

@@ -9,7 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 import workflows
-from tests.handlers import NOOP
+from tests.support.handlers import NOOP
 from workflows import DefinitionError, FanOut, StaleState, Task, Workflow
 from workflows.definitions.limits import RateLimit
 from workflows.engine import STEP, claim_step, complete_work, fail_attempt

@@ -10,8 +10,8 @@ from django.contrib.auth.models import User
 
 import workflows
 from tests.acceptance.invariants import most_active_at_once as most_active_at_once_in
-from tests.conftest import run_concurrently
-from tests.handlers import BROKEN, WORK
+from tests.support.handlers import BROKEN, WORK
+from tests.support.threads import run_concurrently
 from workflows import InvalidTransition, SubWorkflow, Task, WaitForSignal, Workflow
 from workflows.engine.guards import RUN_VERBS
 from workflows.engine.limits import slots

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.handlers import NOOP
+from tests.support.handlers import NOOP
 from workflows import DefinitionError, Loop, Task, Workflow
 
 

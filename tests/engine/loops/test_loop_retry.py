@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import workflows
-from tests.handlers import NOOP
+from tests.support.handlers import NOOP
 from workflows import Loop, Task, Workflow
 from workflows.models import Step, StepIteration
 from workflows.testing import run_pending

@@ -18,7 +18,7 @@ from tests.engine.sql.test_query_budget import (
     UNCHAINED_STEP_QUERIES,
     statements,
 )
-from tests.handlers import CALLS, NOOP
+from tests.support.handlers import CALLS, NOOP
 from workflows import FanOut, Gate, Loop, PermanentError, Retry, Task, Workflow
 from workflows.engine import claim_step, complete_work
 from workflows.engine.lease import Lease

@@ -13,7 +13,7 @@ import pytest
 from django.utils import timezone
 
 import workflows
-from tests.conftest import staff
+from tests.support.users import staff
 from workflows import DefinitionError, Gate, Loop, Task, Workflow
 from workflows.models import Step, StepIteration
 from workflows.testing import run_pending

@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 import workflows
-from tests.handlers import CALLS, NOOP
+from tests.support.handlers import CALLS, NOOP
 from workflows import Loop, Retry, Task, Workflow
 from workflows.models import Run, Step, StepIteration, Timer
 from workflows.testing import run_pending

@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 import workflows
-from tests.handlers import NOOP
+from tests.support.handlers import NOOP
 from workflows import FanOut, PermanentError, Retry, Task, Workflow
 from workflows.engine import ITEM, claim, complete_work
 from workflows.models import FanOutItem

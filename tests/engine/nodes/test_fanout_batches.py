@@ -19,7 +19,8 @@ from django.db import connection, connections
 from django.utils import timezone
 
 import workflows
-from tests.conftest import THREAD_TIMEOUT_SECONDS, is_sqlite, run_concurrently
+from tests.support.database import is_sqlite
+from tests.support.threads import THREAD_TIMEOUT_SECONDS, run_concurrently
 from workflows import DefinitionError, FanOut, PermanentError, Retry, Task, Workflow
 from workflows.engine import ITEM, claim, reclaim
 from workflows.engine.lease import LeaseBatch

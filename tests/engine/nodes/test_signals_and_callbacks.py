@@ -9,7 +9,7 @@ from django.core import signing
 from django.utils import timezone
 
 import workflows
-from tests.handlers import ASK_BANK, NOOP, TOKENS
+from tests.support.handlers import ASK_BANK, NOOP, TOKENS
 from workflows import (
     CallbackAlreadyUsed,
     CallbackExpired,

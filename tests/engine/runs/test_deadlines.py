@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 import workflows
-from tests.handlers import UNDO, UNDONE, WORK
+from tests.support.handlers import UNDO, UNDONE, WORK
 from workflows import (
     DefinitionError,
     Gate,

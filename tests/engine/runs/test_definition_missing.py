@@ -15,7 +15,7 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 import workflows
-from tests.handlers import NOOP
+from tests.support.handlers import NOOP
 from workflows import DefinitionMissing, FanOut, Gate, Sleep, Task, Workflow
 from workflows.engine import ITEM, claim
 from workflows.models import FanOutItem, Run, Step, Timer

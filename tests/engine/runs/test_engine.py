@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 import workflows
-from tests.handlers import CALLS
+from tests.support.handlers import CALLS
 from workflows import IdempotencyConflict, InvalidInput, Sleep, Task, Workflow
 from workflows.definitions import registry
 from workflows.models import Event, Run, Step, Timer

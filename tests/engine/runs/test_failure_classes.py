@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 import workflows
-from tests.handlers import NOOP
+from tests.support.handlers import NOOP
 from workflows import (
     DefinitionError,
     FanOut,

@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from io import StringIO
 
 import pytest
 from django.contrib.auth.models import User
-from django.core.management import call_command
-from django.core.management.base import CommandError
 from django.utils import timezone
 
 import workflows
-from tests.conftest import is_sqlite
-from tests.handlers import ASK_BANK, CALLS, NOOP, TOKENS
+from tests.support import commands
+from tests.support.commands import run_command
+from tests.support.database import is_sqlite
+from tests.support.handlers import ASK_BANK, CALLS, NOOP, TOKENS
 from workflows import (
     DefinitionError,
     DefinitionMissing,
@@ -90,21 +89,12 @@ def max_length(model: type, field: str) -> int:
     return model._meta.get_field(field).max_length
 
 
-def run_command(name: str, *args: str) -> str:
-    out = StringIO()
-    call_command(name, *args, stdout=out)
-    return out.getvalue()
-
-
 def refused(name: str, *args: str, message: str) -> None:
     """Run a command that must exit 1 with one line containing ``message`` (a literal)
     and write no history."""
-    events = Event.objects.count()
-    with pytest.raises(CommandError, match=re.escape(message)) as refusal:
-        run_command(name, *args)
-    assert refusal.value.returncode == 1
-    assert "\n" not in str(refusal.value)
-    assert Event.objects.count() == events
+    refusal = commands.refused(name, *args, message=message)
+    assert refusal.returncode == 1
+    assert "\n" not in str(refusal)
 
 
 # 3. A signal to a name the workflow never waits for

@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 import workflows
-from tests.handlers import NOOP
+from tests.support.handlers import NOOP
 from workflows import PermanentError, Retry, Sleep, Task, Workflow
 from workflows.engine import fire_timer
 from workflows.models import Timer

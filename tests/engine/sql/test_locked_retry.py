@@ -22,7 +22,7 @@ from django.core.management import CommandError, call_command
 from django.db import OperationalError, connection, connections, transaction
 
 import workflows
-from tests.handlers import WORK
+from tests.support.handlers import WORK
 from workflows import DatabaseBusy, Task, Workflow
 from workflows.engine import transaction as engine_transaction
 from workflows.models import Run

@@ -20,7 +20,8 @@ import pytest
 from django.db import connection
 
 import workflows
-from tests.conftest import THREAD_TIMEOUT_SECONDS, is_sqlite, run_concurrently
+from tests.support.database import is_sqlite
+from tests.support.threads import THREAD_TIMEOUT_SECONDS, run_concurrently
 from workflows import Task, Workflow
 from workflows.engine import claim_step, complete_work
 from workflows.models import CompensationRecord, Event, Run, Step

@@ -12,8 +12,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 import workflows
-from tests.conftest import staff
-from tests.handlers import WORK
+from tests.support.handlers import WORK
+from tests.support.users import staff
 from workflows import Retry, Task, Workflow
 from workflows.engine import STEP, claim_step, complete_work, fail_attempt, fire_timer, reclaim
 from workflows.engine.lease import Lease

@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 import workflows
-from tests.handlers import CALLS
+from tests.support.handlers import CALLS
 from workflows import FanOut, LeaseLost, PermanentError, Retry, Task, Workflow, WorkflowError
 from workflows.context import Context
 from workflows.engine import claim_step, reclaim
@@ -100,7 +100,7 @@ class Items(Workflow):
 class Undoing(Workflow):
     name = "telemetry_undoing"
     first = Task(f"{HERE}.reports", compensate=f"{HERE}.tries_telemetry")
-    then = Task("tests.handlers.boom", retry=Retry(max_attempts=1))
+    then = Task("tests.support.handlers.boom", retry=Retry(max_attempts=1))
 
 
 def step_of(run: Any, name: str = "work") -> Step:

@@ -61,7 +61,7 @@ class Chatty(Workflow):
 class Undoing(Workflow):
     name = "unit_telemetry_undoing"
     book = Task(f"{HERE}.books", compensate=f"{HERE}.undoes")
-    then = Task("tests.handlers.boom", retry=Retry(max_attempts=1))
+    then = Task("tests.support.handlers.boom", retry=Retry(max_attempts=1))
 
 
 def test_fan_out_items_report_progress_log_and_summary_on_their_rows():

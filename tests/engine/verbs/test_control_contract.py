@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import workflows
-from tests.handlers import UNDO, UNDONE, WORK
+from tests.support.handlers import UNDO, UNDONE, WORK
 from workflows import Retry, Task, WaitForSignal, Workflow
 from workflows.engine import claim_step, heartbeat
 from workflows.models import Event, Run, Step

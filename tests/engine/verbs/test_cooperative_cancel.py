@@ -12,7 +12,7 @@ import pytest
 from django.utils import timezone
 
 import workflows
-from tests.handlers import CALLS, UNDO, UNDONE, WORK
+from tests.support.handlers import CALLS, UNDO, UNDONE, WORK
 from workflows import FanOut, InvalidTransition, LeaseLost, Retry, RunCancelled, Task, Workflow
 from workflows.context import Context
 from workflows.engine import COMPENSATION, ITEM, STEP, claim, claim_step, heartbeat

@@ -14,7 +14,7 @@ import pytest
 from django.utils import timezone
 
 import workflows
-from tests.handlers import BOOM
+from tests.support.handlers import BOOM
 from workflows import FanOut, Retry, Task, Workflow
 from workflows.models import CompensationRecord, FanOutItem, Step, Timer
 from workflows.testing import run_pending

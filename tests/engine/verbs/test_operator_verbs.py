@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import User
 
 import workflows
-from tests.handlers import BROKEN, WORK
+from tests.support.handlers import BROKEN, WORK
 from workflows import FanOut, Gate, InvalidTransition, PermanentError, Retry, Task, Workflow
 from workflows.models import FanOutItem
 from workflows.testing import run_pending

@@ -12,7 +12,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 import workflows
-from tests.handlers import CALLS
+from tests.support.handlers import CALLS
 from workflows import FanOut, InvalidTransition, Retry, Sleep, StaleState, Task, Workflow
 from workflows.engine import ITEM, claim, claim_step, complete_work, fail_attempt
 from workflows.models import CompensationRecord, FanOutItem, Run, Step, Timer

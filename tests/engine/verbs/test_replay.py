@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 import workflows
-from tests.handlers import BROKEN, CALLS, UNDONE
+from tests.support.handlers import BROKEN, CALLS, UNDONE
 from workflows import InvalidTransition, PermanentError, Task, WaitForSignal, Workflow
 from workflows.definitions.graph import Graph
 from workflows.engine import claim_step, complete_work

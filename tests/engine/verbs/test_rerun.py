@@ -11,7 +11,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 import workflows
-from tests.handlers import BROKEN
+from tests.support.handlers import BROKEN
 from workflows import FanOut, InvalidTransition, StepNotFound, Task, Workflow
 from workflows.models import FanOutItem, Run, Step
 from workflows.testing import run_pending

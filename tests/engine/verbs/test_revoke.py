@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 from django.db import connection, connections
 
 import workflows
-from tests.handlers import BOOM, NOOP, UNDO, UNDONE, WORK
+from tests.support.handlers import BOOM, NOOP, UNDO, UNDONE, WORK
 from workflows import FanOut, InvalidTransition, LeaseLost, Retry, StepNotFound, Task, Workflow
 from workflows.engine import COMPENSATION, ITEM, STEP, claim, claim_step, complete_work, heartbeat
 from workflows.engine.lease import Lease

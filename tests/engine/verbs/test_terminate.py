@@ -9,7 +9,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 import workflows
-from tests.handlers import BOOM, UNDO, UNDONE, WORK
+from tests.support.handlers import BOOM, UNDO, UNDONE, WORK
 from workflows import InvalidTransition, LeaseLost, SubWorkflow, Task, Workflow
 from workflows.engine import COMPENSATION, claim, claim_step, complete_work
 from workflows.models import CompensationRecord, Run, Step, Timer

@@ -9,7 +9,7 @@ from typing import Any
 from django.utils import timezone
 
 import workflows
-from tests.handlers import NOOP
+from tests.support.handlers import NOOP
 from workflows import Task, Workflow
 from workflows.engine import claim_step
 from workflows.models import Frame, Run, Step

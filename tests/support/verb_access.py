@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.handlers import NOOP
+from tests.support.handlers import NOOP
 from workflows import Budget, Gate, Task, WaitForSignal, Workflow
 from workflows.services.access import Access
 
