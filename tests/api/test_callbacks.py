@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 import workflows
 from tests.api.test_api_basics import assert_error
 from tests.support.handlers import ASK_BANK, NOOP, TOKENS
+from tests.support.runs import waiting_step
 from workflows import Retry, Task, Workflow
 from workflows.engine.nodes.callback import SALT
 from workflows.models import Event, Run, Step
@@ -38,11 +39,7 @@ def _fresh_tokens_and_throttle() -> Iterator[None]:
 @pytest.fixture
 def parked() -> Step:
     """A run whose transfer step waits for its callback (token in ``TOKENS[0]``)."""
-    run = workflows.start_run(Transfer)
-    run_pending()
-    step = run.steps.get(name="transfer")
-    assert step.status == "waiting"
-    return step
+    return waiting_step(Transfer, step="transfer")
 
 
 @pytest.fixture

@@ -15,8 +15,9 @@ from django.test import Client, override_settings
 from django.urls import reverse
 
 import workflows
+from tests.support.approvals import SHIP, dispatch_gate
 from tests.support.users import staff
-from workflows import Gate, GateAlreadyDecided, InvalidTransition, Option, Task, Workflow
+from workflows import GateAlreadyDecided, InvalidTransition, Task, Workflow
 from workflows.approvals.links import read_token
 from workflows.conf import workflow_settings
 from workflows.models import Event, Run, Step
@@ -24,25 +25,14 @@ from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
 
-HERE = "tests.approvals.test_approval_links"
 OLD_KEY = "flowsite-test-old-key-" + "x" * 40
 NEW_KEY = "flowsite-test-new-key-" + "y" * 40
 
 
-def ship(ctx):
-    return {"shipped": ctx.steps["gate"].output["selections"]}
-
-
 class Mailed(Workflow):
     name = "links_mailed"
-    gate = Gate(
-        prompt="Dispatch order {input[order]}?",
-        options=[Option("standard", "Standard"), Option("express", "Express")],
-        min_selections=1,
-        max_selections=1,
-        permission="demo.approve_dispatch",
-    )
-    ship = Task(f"{HERE}.ship")
+    gate = dispatch_gate()
+    ship = Task(SHIP)
 
 
 def waiting(order: str = "M-1") -> Step:

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 import workflows
 from tests.support.commands import run_command
+from tests.support.runs import waiting_step
 from workflows import (
     Gate,
     GateAlreadyDecided,
@@ -57,11 +58,7 @@ class Open(Workflow):
 
 def waiting(workflow: type[Workflow], order: str = "A-1") -> Step:
     """Start a run of ``workflow`` and return its gate, waiting."""
-    run = workflows.start_run(workflow, {"order": order}, business_key=order)
-    run_pending()
-    gate = run.steps.get(name="gate")
-    assert gate.status == "waiting"
-    return gate
+    return waiting_step(workflow, {"order": order}, business_key=order, step="gate")
 
 
 def fresh(user: User) -> User:

@@ -14,6 +14,7 @@ from django.core.management.base import CommandError
 
 import workflows
 from tests.support.commands import run_command
+from tests.support.runs import run_inline
 from tests.support.users import staff
 from tests.support.verb_access import Leased, Reviewed, Waiting, recording
 from workflows import PermanentError, Retry, Task, Workflow
@@ -55,9 +56,7 @@ def waiting(business_key: str = "") -> Run:
 
 
 def failed(business_key: str = "") -> Run:
-    run = workflows.start_run(Failing, {}, business_key=business_key or None)
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline(Failing, {}, business_key=business_key or None)
     assert run.status == "failed"
     return run
 

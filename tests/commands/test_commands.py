@@ -17,10 +17,10 @@ from django.utils import timezone
 import workflows
 from tests.support.commands import run_command, run_json
 from tests.support.loop_review import review_in_round
+from tests.support.runs import run_inline
 from workflows import InvalidInput, PermanentError, Retry, Sleep, Task, Workflow
 from workflows.models import Event, Run, Step
 from workflows.queries import describe_run
-from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
 
@@ -78,10 +78,7 @@ class Movable(Workflow):
 
 
 def finished_run(workflow: str, data: dict[str, Any] | None = None, **keys: Any) -> Run:
-    run = workflows.start_run(workflow, data or {}, **keys)
-    run_pending()
-    run.refresh_from_db()
-    return run
+    return run_inline(workflow, data or {}, **keys)
 
 
 # workflows_start

@@ -11,6 +11,7 @@ from django.contrib.auth.models import Group, Permission, User
 import workflows
 from tests.support.commands import refused, run_command, run_json
 from tests.support.handlers import BROKEN, UNDO, UNDONE, WORK
+from tests.support.runs import run_inline, waiting_step
 from workflows import (
     Gate,
     Option,
@@ -80,11 +81,7 @@ def outsider() -> User:
 
 
 def waiting_gate() -> Step:
-    run = workflows.start_run(Review, {"order": "A-1"})
-    run_pending()
-    gate = run.steps.get(name="review")
-    assert gate.status == "waiting"
-    return gate
+    return waiting_step(Review, {"order": "A-1"}, step="review")
 
 
 def waiting_payment() -> Run:
@@ -96,9 +93,7 @@ def waiting_payment() -> Run:
 
 def failed_pipeline() -> Run:
     BROKEN.add("load")
-    run = workflows.start_run(Pipeline, {})
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline(Pipeline, {})
     assert run.status == "failed"
     BROKEN.clear()
     return run

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 import workflows
 from flowsite.demo.models import DemoRecord
+from tests.support.runs import run_inline
 from tests.support.users import staff
 from workflows.models import Run, Step
 from workflows.testing import run_pending
@@ -27,9 +28,7 @@ ORDER = {
 
 
 def test_order_fulfilment_runs_every_branch_and_sleeps():
-    run = workflows.start_run("order_fulfilment", ORDER)
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline("order_fulfilment", ORDER)
     assert run.status == "waiting"  # cooling off behind a durable timer
     run_pending(until=timezone.now() + timedelta(minutes=1))
     run.refresh_from_db()

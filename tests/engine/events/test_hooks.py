@@ -18,6 +18,7 @@ from django.db import connection, transaction
 import workflows
 from tests.acceptance.harness import MANAGE, database_url
 from tests.support.hooks import receiving
+from tests.support.runs import run_inline
 from tests.support.threads import sweeper_until
 from workflows import Gate, PermanentError, Retry, Task, Workflow, hooks
 from workflows.hooks import deliver_events
@@ -121,9 +122,7 @@ def test_a_failed_step_fires_step_failed_then_run_finished_failed(received):
 
 
 def test_a_failed_compensation_fires_compensation_failed(received):
-    run = workflows.start_run(Unrecoverable)
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline(Unrecoverable)
     assert run.status == "compensation_failed"
     fired = hooks_of(received, run)
     assert fired.count("compensation_failed") == 1

@@ -9,10 +9,10 @@ from django.utils import timezone
 
 import workflows
 from tests.support.handlers import NOOP
+from tests.support.runs import run_inline
 from workflows import LeaseLost, Retry, StaleState, Task, Workflow
 from workflows.engine import STEP, claim_step, complete_work, fail_attempt, heartbeat, reclaim
 from workflows.models import Step
-from workflows.testing import run_pending
 from workflows.workers.scanners import reclaim_expired_leases
 
 pytestmark = pytest.mark.django_db
@@ -81,9 +81,7 @@ def test_heartbeat_extends_the_lease():
 
 
 def test_handler_heartbeat_inside_run_pending():
-    run = workflows.start_run(Beating)
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline(Beating)
     assert run.output == {"work": {"beat": True}}
 
 

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 import workflows
 from tests.support.handlers import NOOP
+from tests.support.runs import run_inline
 from workflows import DefinitionError, FanOut, StaleState, Task, Workflow
 from workflows.definitions.limits import RateLimit
 from workflows.engine import STEP, claim_step, complete_work, fail_attempt
@@ -168,9 +169,7 @@ def test_a_crashed_holders_slot_comes_back_when_its_lease_is_reclaimed():
 
 
 def test_a_key_that_cannot_be_computed_fails_the_step_without_running_it():
-    run = workflows.start_run(BrokenKey, {})
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline(BrokenKey, {})
     step = step_of(run, "charge")
     assert (run.status, step.status) == ("failed", "failed")
     assert "concurrency_key of step 'charge' failed" in step.error["message"]

@@ -11,6 +11,7 @@ import pytest
 from django.utils import timezone
 
 import workflows
+from tests.support.runs import run_inline
 from workflows import Loop, Task, Workflow
 from workflows.models import Run, Step, StepIteration
 from workflows.testing import run_pending
@@ -59,15 +60,8 @@ def archived(run: Run, name: str) -> list[tuple[int, str, Any]]:
     )
 
 
-def finished(workflow: type[Workflow]) -> Run:
-    run = workflows.start_run(workflow)
-    run_pending()
-    run.refresh_from_db()
-    return run
-
-
 def test_rerun_from_a_body_step_starts_a_new_iteration_and_keeps_the_old_one():
-    run = finished(Rounds)
+    run = run_inline(Rounds)
     assert run.status == "completed"
     before = steps(run)
     assert before["check"].iteration == 2
@@ -108,7 +102,7 @@ def test_rerun_from_a_body_step_starts_a_new_iteration_and_keeps_the_old_one():
 
 def test_a_run_that_ran_out_of_iterations_can_be_rerun_for_a_fresh_set_of_rounds():
     WANTED["rounds"] = 10
-    run = finished(Rounds)
+    run = run_inline(Rounds)
     assert run.status == "failed"
     assert run.error["code"] == "max_iterations_exceeded"
     assert steps(run)["again"].iteration == 3
@@ -135,7 +129,7 @@ def test_a_run_that_ran_out_of_iterations_can_be_rerun_for_a_fresh_set_of_rounds
 
 
 def test_rerun_from_a_step_after_the_loop_is_as_before():
-    run = finished(Rounds)
+    run = run_inline(Rounds)
     before = steps(run)
     history = StepIteration.objects.filter(run=run).count()
     CALLS.clear()
@@ -167,7 +161,7 @@ class Nested(Workflow):
 
 def test_rerun_inside_a_nested_loop_restarts_the_rounds_of_both_loops():
     WANTED["rounds"] = 1
-    run = finished(Nested)
+    run = run_inline(Nested)
     assert run.status == "completed"
     CALLS.clear()
 

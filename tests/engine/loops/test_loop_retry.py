@@ -7,6 +7,7 @@ import pytest
 
 import workflows
 from tests.support.handlers import NOOP
+from tests.support.runs import run_inline
 from workflows import Loop, Task, Workflow
 from workflows.models import Step, StepIteration
 from workflows.testing import run_pending
@@ -29,9 +30,7 @@ class Bounded(Workflow):
 
 
 def test_a_retried_exhausted_loop_goes_round_again_and_finishes():
-    run = workflows.start_run(Bounded)
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline(Bounded)
     assert run.status == "failed"
     assert run.error["code"] == "max_iterations_exceeded"
     loop = Step.objects.get(run=run, name="again")

@@ -19,6 +19,7 @@ from tests.engine.sql.test_query_budget import (
     statements,
 )
 from tests.support.handlers import CALLS, NOOP
+from tests.support.runs import run_inline
 from workflows import FanOut, Gate, Loop, PermanentError, Retry, Task, Workflow
 from workflows.engine import claim_step, complete_work
 from workflows.engine.lease import Lease
@@ -149,9 +150,7 @@ class ContinuesWhenExhausted(Workflow):
 
 
 def test_an_exhausted_loop_fails_the_run_and_nothing_after_it_runs():
-    run = workflows.start_run(FailsWhenExhausted)
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline(FailsWhenExhausted)
     assert run.status == "failed"
     assert run.error["code"] == "max_iterations_exceeded"
     assert run.error["step"] == "again"
@@ -163,9 +162,7 @@ def test_an_exhausted_loop_fails_the_run_and_nothing_after_it_runs():
 
 
 def test_an_exhausted_loop_that_continues_goes_on():
-    run = workflows.start_run(ContinuesWhenExhausted)
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline(ContinuesWhenExhausted)
     assert run.status == "completed"
     assert Step.objects.get(run=run, name="again").output == {"iterations": 3, "exhausted": True}
     assert CALLS == ["attempt"] * 3 + ["after"]
@@ -196,9 +193,7 @@ class Rebooked(Workflow):
 
 
 def test_every_completed_iteration_is_compensated_newest_first_once():
-    run = workflows.start_run(Rebooked)
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline(Rebooked)
     assert run.status == "compensated"
     assert [(step, output) for step, output, _ in UNDONE] == [
         ("book 3", "booking 3"),
@@ -264,9 +259,7 @@ class Conditional(Workflow):
 
 
 def test_a_condition_and_a_fan_out_inside_a_body_are_evaluated_per_round():
-    run = workflows.start_run(Conditional)
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline(Conditional)
     assert run.status == "completed"
     extra = Step.objects.get(run=run, name="extra")
     assert extra.status == "completed" and extra.iteration == 2
@@ -309,9 +302,7 @@ class Nested(Workflow):
 
 
 def test_a_nested_loop_counts_its_rounds_afresh_in_each_outer_round():
-    run = workflows.start_run(Nested)
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline(Nested)
     assert run.status == "completed"
     assert CALLS == [
         "prepare 1",
@@ -411,9 +402,7 @@ class ConditionRaises(Workflow):
 
 
 def test_a_while_that_raises_fails_the_loop_with_condition_error():
-    run = workflows.start_run(ConditionRaises)
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline(ConditionRaises)
     assert run.status == "failed"
     loop = Step.objects.get(run=run, name="again")
     assert (loop.status, loop.error["code"]) == ("failed", "condition_error")
@@ -466,9 +455,7 @@ class ShippedTwice(Workflow):
 
 
 def test_every_round_of_a_compensable_fan_out_is_compensated():
-    run = workflows.start_run(ShippedTwice)
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline(ShippedTwice)
     assert run.status == "compensated"
     assert sorted(output for _, output, _ in UNDONE) == ["a 1", "a 2", "b 1", "b 2"]
     assert len({key for _, _, key in UNDONE}) == 4

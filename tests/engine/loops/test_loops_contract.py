@@ -13,6 +13,7 @@ import pytest
 from django.utils import timezone
 
 import workflows
+from tests.support.runs import run_inline
 from tests.support.users import staff
 from workflows import DefinitionError, Gate, Loop, Task, Workflow
 from workflows.models import Step, StepIteration
@@ -130,9 +131,7 @@ class Stubborn(Workflow):
 
 
 def test_a_loop_that_runs_out_fails_the_run_with_max_iterations_exceeded():
-    run = workflows.start_run(Stubborn)
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline(Stubborn)
     assert (run.status, run.error["code"], run.error["iterations"]) == (
         "failed",
         "max_iterations_exceeded",

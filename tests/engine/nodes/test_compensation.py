@@ -9,6 +9,7 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 import workflows
+from tests.support.runs import run_inline
 from workflows import FanOut, Gate, PermanentError, Retry, Task, Workflow
 from workflows.engine import COMPENSATION, ITEM, claim
 from workflows.models import CompensationRecord, FanOutItem
@@ -74,9 +75,7 @@ class Shipment(Workflow):
 
 
 def test_failure_compensates_completed_steps_in_reverse_order():
-    run = workflows.start_run(Trip, {"trip": "T-1"})
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline(Trip, {"trip": "T-1"})
     assert run.status == "compensated"
     assert run.error["step"] == "pay"
     assert UNDONE == [
@@ -96,9 +95,7 @@ def test_failure_compensates_completed_steps_in_reverse_order():
 
 def test_a_compensation_failing_midway_stops_then_resumes_exactly_once():
     FAIL_UNDO.add("flight")  # the third compensation fails after two succeeded
-    run = workflows.start_run(Trip, {"trip": "T-2"})
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline(Trip, {"trip": "T-2"})
     assert run.status == "compensation_failed"
     assert [name for name, *_ in UNDONE] == ["car", "hotel"]
     failed = CompensationRecord.objects.get(run=run, status="failed")

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 import workflows
 from tests.support.handlers import NOOP
+from tests.support.runs import run_inline
 from workflows import FanOut, PermanentError, Retry, Task, Workflow
 from workflows.engine import ITEM, claim, complete_work
 from workflows.models import FanOutItem
@@ -93,9 +94,7 @@ def test_items_are_stored_once_and_released_max_parallel_at_a_time():
 
 
 def test_fanout_completes_with_outputs_in_item_order():
-    run = workflows.start_run(Shipping, {"parcels": items_of(5)})
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline(Shipping, {"parcels": items_of(5)})
     step = run.steps.get(name="ship")
     assert step.status == "completed"
     assert step.output == [0, 2, 4, 6, 8]
@@ -114,9 +113,7 @@ def test_failures_within_tolerance_complete_the_step_with_null_outputs():
 
 
 def test_exceeding_tolerance_fails_the_step_and_cancels_the_rest():
-    run = workflows.start_run(Strict, {"parcels": items_of(10, broken={1})})
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline(Strict, {"parcels": items_of(10, broken={1})})
     step = run.steps.get(name="ship")
     assert step.status == "failed"
     assert step.error["code"] == "too_many_item_failures"
@@ -218,9 +215,7 @@ def test_advancing_one_item_costs_the_same_queries_whatever_the_number_of_items(
 def test_ten_thousand_items_run_to_completion():
     """Committed transitions, as in production (inside one test transaction PostgreSQL
     would carry 20,000 savepoints)."""
-    run = workflows.start_run(Many, {"n": 10_000})
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline(Many, {"n": 10_000})
     step = run.steps.get()
     assert run.status == "completed"
     assert step.items_completed == 10_000

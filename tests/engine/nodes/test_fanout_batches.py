@@ -20,6 +20,7 @@ from django.utils import timezone
 
 import workflows
 from tests.support.database import is_sqlite
+from tests.support.runs import run_inline
 from tests.support.threads import THREAD_TIMEOUT_SECONDS, run_concurrently
 from workflows import DefinitionError, FanOut, PermanentError, Retry, Task, Workflow
 from workflows.engine import ITEM, claim, reclaim
@@ -118,9 +119,7 @@ def test_a_claim_takes_a_batch_of_ready_items_each_with_its_own_lease():
 
 
 def test_batch_results_are_recorded_once_in_item_order_under_the_unbatched_keys():
-    run = workflows.start_run(BATCHED, {"n": 30})
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline(BATCHED, {"n": 30})
     step = run.steps.get(name="fan")
     assert (run.status, step.status) == ("completed", "completed")
     assert step.output == [i * 10 for i in range(30)]
@@ -170,9 +169,7 @@ def test_failures_within_tolerance_are_counted_per_item():
 
 def test_failures_beyond_tolerance_in_one_batch_fail_the_step_and_skip_the_rest():
     ACTIONS[1] = ACTIONS[2] = broken
-    run = workflows.start_run(TOLERANT, {"n": 20})
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline(TOLERANT, {"n": 20})
     step = run.steps.get(name="fan")
     assert (run.status, step.status, step.error["code"]) == (
         "failed",

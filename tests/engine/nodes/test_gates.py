@@ -10,6 +10,7 @@ from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
 import workflows
+from tests.support.runs import run_inline
 from workflows import (
     Gate,
     GateAlreadyDecided,
@@ -241,9 +242,7 @@ def test_timeout_rejects_by_default_and_can_fail():
 
 
 def test_a_prompt_naming_missing_input_fails_the_run_clearly():
-    run = workflows.start_run(Shipping, {"wrong": 1})
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline(Shipping, {"wrong": 1})
     assert run.status == "failed"
     assert run.error["cause"] == "prompt_error"
     assert "order" in run.error["message"]

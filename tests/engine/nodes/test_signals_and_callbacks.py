@@ -10,6 +10,7 @@ from django.utils import timezone
 
 import workflows
 from tests.support.handlers import ASK_BANK, NOOP, TOKENS
+from tests.support.runs import run_inline
 from workflows import (
     CallbackAlreadyUsed,
     CallbackExpired,
@@ -47,9 +48,7 @@ class Bank(Workflow):
 
 
 def test_signal_completes_the_waiting_step_with_its_payload():
-    run = workflows.start_run(Payment)
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline(Payment)
     assert run.status == "waiting"
     signal = workflows.send_signal(run, "paid", {"amount": 12})
     assert signal.consumed_by.name == "payment"

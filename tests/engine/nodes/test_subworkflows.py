@@ -6,6 +6,7 @@ import pytest
 from django.contrib.auth.models import User
 
 import workflows
+from tests.support.runs import run_inline
 from workflows import FanOut, Gate, SubWorkflow, Task, Workflow
 from workflows.models import FanOutItem, Run
 from workflows.testing import run_pending
@@ -83,9 +84,7 @@ def test_subworkflow_step_completes_with_the_child_output():
 
 
 def test_failing_child_fails_the_parent_step():
-    run = workflows.start_run(FailingParent, {"sku": "Z"})
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline(FailingParent, {"sku": "Z"})
     assert run.status == "failed"
     assert run.error["cause"] == "child_failed"
     assert "no stock for Z" in run.error["message"]

@@ -9,6 +9,7 @@ from django.utils import timezone
 
 import workflows
 from tests.support.handlers import CALLS
+from tests.support.runs import run_inline
 from workflows import IdempotencyConflict, InvalidInput, Sleep, Task, Workflow
 from workflows.definitions import registry
 from workflows.models import Event, Run, Step, Timer
@@ -110,9 +111,7 @@ def test_sequence_completes_with_the_sink_output():
 
 
 def test_parallel_branches_join_once_and_read_upstream_outputs():
-    run = workflows.start_run("engine_diamond", {"n": 2})
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline("engine_diamond", {"n": 2})
     assert run.status == "completed"
     assert run.output == {"join": 5}
     assert sorted(CALLS) == ["left", "right", "start"]
@@ -121,9 +120,7 @@ def test_parallel_branches_join_once_and_read_upstream_outputs():
 
 
 def test_false_condition_skips_and_propagates_but_join_still_runs():
-    run = workflows.start_run("engine_conditional", {"go": False})
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline("engine_conditional", {"go": False})
     assert steps_of(run) == {
         "start": "completed",
         "maybe": "skipped",
@@ -137,16 +134,12 @@ def test_false_condition_skips_and_propagates_but_join_still_runs():
 
 
 def test_true_condition_runs_the_branch():
-    run = workflows.start_run("engine_conditional", {"go": True})
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline("engine_conditional", {"go": True})
     assert set(steps_of(run).values()) == {"completed"}
 
 
 def test_failed_step_fails_the_run_naming_the_step_and_cancels_the_rest():
-    run = workflows.start_run("engine_failing")
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline("engine_failing")
     assert run.status == "failed"
     assert run.error["code"] == "step_failed"
     assert run.error["step"] == "bad"

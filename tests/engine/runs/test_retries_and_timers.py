@@ -9,6 +9,7 @@ from django.utils import timezone
 
 import workflows
 from tests.support.handlers import NOOP
+from tests.support.runs import run_inline
 from workflows import PermanentError, Retry, Sleep, Task, Workflow
 from workflows.engine import fire_timer
 from workflows.models import Timer
@@ -159,9 +160,7 @@ def test_non_retryable_exception_is_not_retried():
 
 
 def test_sleep_parks_the_step_behind_a_timer_until_due():
-    run = workflows.start_run(Napping)
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline(Napping)
     assert run.status == "waiting"
     nap = run.steps.get(name="nap")
     assert nap.status == "waiting"

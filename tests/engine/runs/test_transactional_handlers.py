@@ -19,6 +19,7 @@ from django.utils import timezone
 
 import workflows
 from tests.acceptance.flowapp.models import LedgerEntry, Order
+from tests.support.runs import run_inline
 from workflows import (
     DefinitionError,
     FanOut,
@@ -152,9 +153,7 @@ def later() -> timezone.datetime:
 
 
 def test_the_handlers_write_commits_with_the_completion():
-    run = workflows.start_run(Booking)
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline(Booking)
     assert run.status == "completed"
     assert run.steps.get(name="book").output == {"attempt": 1}
     assert entries(run) == [("book", "", 1)]

@@ -7,6 +7,7 @@ from django.contrib.auth.models import User
 
 import workflows
 from tests.support.handlers import BROKEN, WORK
+from tests.support.runs import run_inline
 from workflows import FanOut, Gate, InvalidTransition, PermanentError, Retry, Task, Workflow
 from workflows.models import FanOutItem
 from workflows.testing import run_pending
@@ -50,9 +51,7 @@ class Approval(Workflow):
 
 def failed_pipeline():
     BROKEN.add("transform")
-    run = workflows.start_run(Pipeline)
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline(Pipeline)
     assert run.status == "failed"
     assert run.steps.get(name="load").status == "cancelled"
     return run
@@ -112,9 +111,7 @@ def test_skip_refuses_completed_steps(operator):
 
 def test_retry_run_retries_failed_fanout_items_only(operator):
     BROKEN.add("b")
-    run = workflows.start_run(Fan)
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline(Fan)
     assert run.status == "failed"
     BROKEN.clear()
     assert workflows.retry_run(run, user=operator).status == "running"
