@@ -1,18 +1,20 @@
-"""What the hooks (Django signals of ``workflows.hooks``) sent while a test ran."""
+"""What the hooks (the Django signals of ``workflows.hooks``) sent while a test ran."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from django.dispatch import Signal
 
+from workflows import hooks
+
 
 @contextmanager
-def receiving(names: Mapping[Signal, str]) -> Iterator[list[dict[str, Any]]]:
-    """Every call of the given hooks while the block runs, in order: ``{"hook": name,
-    "sender": sender, **arguments}``, each hook named by ``names``; disconnected after."""
+def receiving(*names: str) -> Iterator[list[dict[str, Any]]]:
+    """Every call of the hooks ``names`` (attributes of ``workflows.hooks``) while the
+    block runs, in order: ``{"hook": name, "sender": sender, **arguments}``."""
     calls: list[dict[str, Any]] = []
 
     def receiver_of(name: str) -> Callable[..., None]:
@@ -21,7 +23,7 @@ def receiving(names: Mapping[Signal, str]) -> Iterator[list[dict[str, Any]]]:
 
         return receive
 
-    connected = [(signal, receiver_of(name)) for signal, name in names.items()]
+    connected = [(getattr(hooks, name), receiver_of(name)) for name in names]
     for signal, receive in connected:
         signal.connect(receive)
     try:

@@ -63,20 +63,20 @@ class Unrecoverable(Workflow):
     pay = Task(f"{HERE}.decline", retry=ONCE)
 
 
-HOOK_NAMES = {
-    hooks.run_started: "run_started",
-    hooks.run_finished: "run_finished",
-    hooks.step_failed: "step_failed",
-    hooks.gate_waiting: "gate_waiting",
-    hooks.gate_decided: "gate_decided",
-    hooks.compensation_failed: "compensation_failed",
-}
+HOOKS = (
+    "run_started",
+    "run_finished",
+    "step_failed",
+    "gate_waiting",
+    "gate_decided",
+    "compensation_failed",
+)
 
 
 @pytest.fixture
 def received() -> Iterator[list[dict[str, Any]]]:
     """Every hook sent while the test runs: its name and arguments."""
-    with receiving(HOOK_NAMES) as calls:
+    with receiving(*HOOKS) as calls:
         yield calls
 
 

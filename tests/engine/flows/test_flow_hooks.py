@@ -18,25 +18,25 @@ from workflows.testing import run_pending
 pytestmark = pytest.mark.django_db
 
 
-HOOK_NAMES = {
-    hooks.flow_created: "flow_created",
-    hooks.flow_member_added: "flow_member_added",
-    hooks.flow_edge_added: "flow_edge_added",
-    hooks.flow_join_changed: "flow_join_changed",
-    hooks.flow_member_unblocked: "flow_member_unblocked",
-    hooks.flow_dependency_failed: "flow_dependency_failed",
-    hooks.flow_member_healed: "flow_member_healed",
-    hooks.flow_reopened: "flow_reopened",
-    hooks.flow_sealed: "flow_sealed",
-    hooks.flow_finished: "flow_finished",
-    hooks.run_finished: "run_finished",
-}
+HOOKS = (
+    "flow_created",
+    "flow_member_added",
+    "flow_edge_added",
+    "flow_join_changed",
+    "flow_member_unblocked",
+    "flow_dependency_failed",
+    "flow_member_healed",
+    "flow_reopened",
+    "flow_sealed",
+    "flow_finished",
+    "run_finished",
+)
 
 
 @pytest.fixture
 def received() -> Iterator[list[dict[str, Any]]]:
     """Every flow hook (and ``run_finished``) sent while the test runs, with its arguments."""
-    with receiving(HOOK_NAMES) as calls:
+    with receiving(*HOOKS) as calls:
         yield calls
 
 
