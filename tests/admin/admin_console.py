@@ -91,3 +91,8 @@ def staff(role: str) -> User:
 
 def notes(response) -> list[str]:
     return [str(message) for message in get_messages(response.wsgi_request)]
+
+
+def noted(response, text: str) -> bool:
+    """Whether one of the messages shown after ``response`` contains ``text``."""
+    return any(text in note for note in notes(response))

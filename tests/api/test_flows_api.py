@@ -9,13 +9,6 @@ from typing import Any
 
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, settings
-from schemathesis.checks import (
-    content_type_conformance,
-    not_a_server_error,
-    response_schema_conformance,
-    status_code_conformance,
-)
 
 import workflows
 from tests.support.flows import Broken, Held, Work
@@ -28,9 +21,9 @@ from workflows.testing import run_pending
 from .schema_doc import api_schema as served_schema, operation_at, request_errors
 from .test_api_basics import assert_error
 from .test_api_fuzz import (
-    _CREDENTIAL,
-    EXAMPLES_PER_OPERATION,
+    FUZZING,
     api_schema as api_schema,  # a fixture, requested by name
+    call_checked,
 )
 
 pytestmark = pytest.mark.django_db
@@ -495,22 +488,9 @@ def open_flow() -> str:
 
 @pytest.mark.slow
 @fuzzed.parametrize()
-@settings(
-    max_examples=EXAMPLES_PER_OPERATION,
-    deadline=None,
-    database=None,
-    suppress_health_check=list(HealthCheck),
-)
+@FUZZING
 def test_no_flow_operation_on_a_real_flow_answers_5xx_or_off_its_schema(case: Any) -> None:
     case.path_parameters = {**(case.path_parameters or {}), "id": open_flow()}
-    response = case.call_and_validate(
-        headers=dict(_CREDENTIAL),
-        checks=[
-            not_a_server_error,
-            status_code_conformance,
-            content_type_conformance,
-            response_schema_conformance,
-        ],
-    )
+    response = call_checked(case)
     if response.status_code == 404:  # a workflow the body names, never the flow
         assert response.json()["error"]["code"] != "flow_not_found"

@@ -7,9 +7,9 @@ import pytest
 
 import workflows
 from tests.support import revoke
-from tests.support.revoke import Parcels, Undoing, Wedged
-from workflows.engine import COMPENSATION, ITEM, claim, claim_step
-from workflows.models import CompensationRecord, Event, FanOutItem, Run, Step
+from tests.support.revoke import Parcels, Wedged
+from workflows.engine import claim_step
+from workflows.models import CompensationRecord, Event, Run, Step
 from workflows.testing import run_pending
 
 from .test_api_basics import assert_error
@@ -49,19 +49,14 @@ def test_revoke_a_running_step(api):
 
 
 def test_revoke_an_item_by_its_key_and_a_compensation(api):
-    run = workflows.start_run(Parcels)
-    item = FanOutItem.objects.get(step__run=run, key="p2")
-    claim(ITEM, item.pk, "host-2:1:1")
+    run, _ = revoke.running_item("p2", "host-2:1:1")
     ship = Step.objects.get(run=run, name="ship")
     response = post(api, revoke_url(ship), {"item": "p2", "attempt": 1})
     assert response.status_code == 200, response.content
     assert (response.json()["kind"], response.json()["item"]) == ("item", "p2")
     assert response.json()["step"]["id"] == ship.pk
 
-    undoing = workflows.start_run(Undoing)
-    run_pending(max_rounds=1)
-    record = CompensationRecord.objects.get(run=undoing)
-    claim(COMPENSATION, record.pk, "host-3:1:1")
+    undoing, record = revoke.running_compensation("host-3:1:1")
     reserve = Step.objects.get(run=undoing, name="reserve")
     response = post(
         api, revoke_url(reserve), {"compensation": True, "reason": "stuck", "attempt": 1}

@@ -62,6 +62,16 @@ def snapshot(gate: Step) -> tuple[int, str, int]:
     return fresh.version, fresh.status, Event.objects.filter(run_id=gate.run_id).count()
 
 
+def refused(client: Client, link: str, gate: Step, status: int, text: bytes) -> None:
+    """The link's GET and its POST both answer ``status`` with a page saying ``text``, and
+    the gate is as it was."""
+    before = snapshot(gate)
+    for response in (client.get(link), approve(client, link, version=gate.version)):
+        assert response.status_code == status
+        assert text in response.content
+    assert snapshot(gate) == before
+
+
 def approve(client: Client, link: str, **data):
     return client.post(link, {"version": 0, "decision": "approve", "selections": "express", **data})
 
@@ -185,13 +195,9 @@ def test_a_tampered_link_is_refused_with_403(gate, approver, link, where):
         "payload": f"{payload[:-2]}xx:{stamp}:{signature}",
         "truncated": f"{payload}:{stamp}",
     }[where]
-    before = snapshot(gate)
     client = signed_in(approver)
     url = reverse("admin:workflows_approval_link", args=[forged])
-    for response in (client.get(url), approve(client, url, version=gate.version)):
-        assert response.status_code == 403
-        assert b"This approval link is not valid" in response.content
-    assert snapshot(gate) == before
+    refused(client, url, gate, 403, b"This approval link is not valid")
 
 
 def test_a_value_signed_for_another_purpose_is_no_link(gate, approver):
@@ -207,12 +213,8 @@ def test_an_expired_link_is_refused_with_410(gate, approver, monkeypatch):
             signing.TimestampSigner, "timestamp", lambda self: signing.b62_encode(four_days_ago)
         )
         link = workflows.approval_link(gate, approver)
-    before = snapshot(gate)
     client = signed_in(approver)
-    for response in (client.get(link), approve(client, link, version=gate.version)):
-        assert response.status_code == 410
-        assert b"This approval link has expired" in response.content
-    assert snapshot(gate) == before
+    refused(client, link, gate, 410, b"This approval link has expired")
     with override_settings(WORKFLOWS={"APPROVAL_LINK_MAX_AGE": timedelta(days=5)}):
         assert client.get(link).status_code == 200
 
@@ -221,12 +223,8 @@ def test_a_link_whose_gate_moved_on_is_used(gate, approver, link):
     other = staff("colleague", "approve_dispatch")
     workflows.claim_gate(gate, other)
     workflows.unclaim_gate(gate, other)
-    before = snapshot(gate)
     client = signed_in(approver)
-    for response in (client.get(link), approve(client, link, version=gate.version)):
-        assert response.status_code == 409
-        assert b"This approval link has been used" in response.content
-    assert snapshot(gate) == before
+    refused(client, link, gate, 409, b"This approval link has been used")
 
 
 def test_a_decision_by_someone_else_between_get_and_post_makes_the_link_used(gate, approver, link):
@@ -269,23 +267,15 @@ def test_a_gate_claimed_by_someone_else_in_a_race_is_refused(gate, approver, lin
 
 
 def test_a_link_for_someone_else_is_refused_with_403(gate, link):
-    before = snapshot(gate)
     colleague = signed_in(staff("colleague", "approve_dispatch"))
-    for response in (colleague.get(link), approve(colleague, link, version=gate.version)):
-        assert response.status_code == 403
-        assert b"This approval link is for someone else" in response.content
-    assert snapshot(gate) == before
+    refused(colleague, link, gate, 403, b"This approval link is for someone else")
 
 
 def test_a_link_for_someone_who_may_not_decide_is_refused_with_403(gate):
     outsider = staff("outsider")
     link = workflows.approval_link(gate, outsider)
-    before = snapshot(gate)
     client = signed_in(outsider)
-    for response in (client.get(link), approve(client, link, version=gate.version)):
-        assert response.status_code == 403
-        assert b"You may not decide this gate" in response.content
-    assert snapshot(gate) == before
+    refused(client, link, gate, 403, b"You may not decide this gate")
 
 
 def test_a_link_survives_key_rotation_until_the_old_key_is_dropped(gate, approver):

@@ -13,8 +13,8 @@ from django.core.management.base import CommandError
 import workflows
 from tests.support import commands, revoke
 from tests.support.commands import run_command
-from tests.support.revoke import Parcels, Undoing, Wedged
-from workflows.engine import COMPENSATION, ITEM, claim, claim_step
+from tests.support.revoke import Parcels, Wedged
+from workflows.engine import claim_step
 from workflows.models import CompensationRecord, Event, FanOutItem, Run, Step
 from workflows.testing import run_pending
 
@@ -78,17 +78,12 @@ def test_revoke_by_business_key_and_step_id_as_json():
 
 
 def test_revoke_an_item_and_a_compensation():
-    run = workflows.start_run(Parcels)
-    item = FanOutItem.objects.get(step__run=run, key="p1")
-    claim(ITEM, item.pk, "host-2:1:1")
+    run, item = revoke.running_item("p1", "host-2:1:1")
     output = run_command("workflows_revoke", str(run.pk), "ship", "--item", "p1", "--attempt", "1")
     assert output.startswith("revoked attempt 1 of item 'p1' of step 'ship' of run ")
     assert FanOutItem.objects.get(pk=item.pk).status == "ready"
 
-    undoing = workflows.start_run(Undoing)
-    run_pending(max_rounds=1)
-    record = CompensationRecord.objects.get(run=undoing)
-    claim(COMPENSATION, record.pk, "host-3:1:1")
+    undoing, record = revoke.running_compensation("host-3:1:1")
     output = run_command(
         "workflows_revoke", str(undoing.pk), "reserve", "--compensation", "--attempt", "1"
     )
