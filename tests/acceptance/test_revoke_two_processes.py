@@ -31,7 +31,8 @@ from django.contrib.auth import get_user_model
 
 import workflows
 from tests.acceptance.harness import Processes, Side, race
-from tests.engine.verbs.test_revoke import Single, events, running, step_of
+from tests.engine.verbs.test_revoke import Single, running, step_of
+from tests.support.events import payloads
 from workflows import LeaseLost
 from workflows.engine import complete_work
 from workflows.engine.lease import Lease
@@ -111,7 +112,7 @@ def test_two_processes_revoking_one_attempt_revoke_it_once(
             "by": "operator",
             "reason": f"click {winner}",
         }
-        [revoked] = events(run, "lease.revoked")
+        [revoked] = payloads(run, "lease.revoked")
         assert (revoked["attempt"], revoked["reason"], revoked["status"]) == (
             1,
             f"click {winner}",
@@ -151,5 +152,5 @@ def test_a_late_revoke_racing_the_next_attempts_claim_leaves_that_attempt_alone(
         )
         assert work.lease_owner == HEALTHY
         assert work.lease_expires_at is not None
-        [revoked] = events(run, "lease.revoked")  # the setup's, of attempt 1
+        [revoked] = payloads(run, "lease.revoked")  # the setup's, of attempt 1
         assert (revoked["attempt"], revoked["reason"]) == (1, "wedged")

@@ -9,7 +9,7 @@ import pytest
 import workflows
 from tests.browser.chromium import shoot
 from tests.browser.test_console import operator, sign_in
-from tests.engine.flows.test_flows import Echo, finish
+from tests.support.flows import Echo, finish
 from workflows.models import Run
 from workflows.status import RunStatus
 

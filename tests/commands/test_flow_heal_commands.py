@@ -12,7 +12,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 import workflows
-from tests.engine.flows.test_flows import Echo, finish
+from tests.support.flows import Echo, finish
 from workflows.models import Event, Run
 from workflows.status import RunStatus
 

@@ -19,10 +19,11 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 import workflows
+from tests.support.events import payloads
 from tests.support.threads import eventually
 from workflows import FanOut, Retry, Task, Workflow
 from workflows.engine import STEP, claim_step, heartbeat, reclaim
-from workflows.models import Event, FanOutItem, Step
+from workflows.models import FanOutItem, Step
 from workflows.testing import run_pending
 from workflows.workers.runner import execute
 from workflows.workers.watchdog import deadline_of, watchdog
@@ -122,10 +123,6 @@ class Batched(Workflow):
 class Transactional(Workflow):
     name = "watchdog_transactional"
     book = Task(f"{HERE}.writes_slowly", timeout=SECOND, retry=RETRY, transactional=True)
-
-
-def payloads(run, type: str) -> list[dict]:
-    return list(Event.objects.filter(run=run, type=type).values_list("payload", flat=True))
 
 
 def test_a_handler_past_its_timeout_is_recorded_as_timeout_and_its_late_result_refused():

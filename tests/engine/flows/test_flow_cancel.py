@@ -12,7 +12,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 import workflows
-from workflows import Retry, Task, Workflow
+from tests.support.flows import add, statuses
 from workflows.engine import claim_step, complete_work
 from workflows.engine.flows import cancellation
 from workflows.errors import InvalidTransition
@@ -22,19 +22,6 @@ from workflows.testing import run_pending
 from workflows.workers.scanners import RECOVERY_SCANNERS, finish_flow_cancellations
 
 pytestmark = pytest.mark.django_db
-
-
-class Unit(Workflow):
-    name = "flow_cancel_unit"
-    work = Task("tests.support.handlers.noop", retry=Retry(max_attempts=1))
-
-
-def add(flow: Flow, member: str, after: tuple[str, ...] = ()) -> Run:
-    return workflows.add_to_flow(flow, Unit, {}, member=member, after=after)
-
-
-def statuses(flow: Flow) -> dict[str, str]:
-    return dict(Run.objects.filter(flow=flow).values_list("flow_member__name", "status"))
 
 
 def codes(flow: Flow) -> dict[str, str]:

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 import workflows
+from tests.support.flows import add
 from tests.support.threads import run_concurrently
-from workflows import Retry, Task, Workflow
 from workflows.errors import InvalidFlowChange, InvalidTransition
 from workflows.models import Event, Flow, Run
 from workflows.status import FlowStatus, RunStatus
@@ -20,15 +20,6 @@ from workflows.status import FlowStatus, RunStatus
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ROUNDS = 6
-
-
-class Unit(Workflow):
-    name = "flow_cancel_races_unit"
-    work = Task("tests.support.handlers.noop", retry=Retry(max_attempts=1))
-
-
-def add(flow: Flow, member: str, after: tuple[str, ...] = ()) -> Run:
-    return workflows.add_to_flow(flow, Unit, {}, member=member, after=after)
 
 
 def graph(name: str) -> Flow:

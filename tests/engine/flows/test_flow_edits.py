@@ -9,6 +9,7 @@ import pytest
 from django.contrib.auth.models import Permission, User
 
 import workflows
+from tests.support.flows import Unit, add
 from workflows import PermanentError, Retry, Task, Workflow
 from workflows.engine import claim_step, fail_attempt
 from workflows.errors import InvalidFlowChange
@@ -17,11 +18,6 @@ from workflows.status import FlowStatus, RunStatus, StepStatus
 from workflows.workers.scanners import repair_flows
 
 pytestmark = pytest.mark.django_db
-
-
-class Unit(Workflow):
-    name = "flow_edits_unit"
-    work = Task("tests.support.handlers.noop", retry=Retry(max_attempts=1))
 
 
 class OnePlace(Workflow):
@@ -46,10 +42,6 @@ def starter() -> User:
 @pytest.fixture
 def operator() -> User:
     return user_with("maintainer", "start_run", "operate_run")
-
-
-def add(flow: Flow, member: str, after: tuple[str, ...] = (), join: object = "all") -> Run:
-    return workflows.add_to_flow(flow, Unit, {}, member=member, after=after, join=join)
 
 
 def failed(flow: Flow, member: str) -> Run:

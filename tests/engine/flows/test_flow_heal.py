@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 import workflows
-from tests.engine.flows.test_flows import Broken, Echo, finish, flow_status, status, statuses
+from tests.engine.flows.test_flows import Broken
+from tests.support.flows import Echo, finish, flow_status, status, statuses
 from workflows import DependencyUnmet, InvalidTransition
 from workflows.engine.flows import settle
 from workflows.models import Event, Flow, Run, Step

@@ -17,21 +17,14 @@ from functools import partial
 import pytest
 
 import workflows
-from tests.engine.flows.test_flow_races import ROUNDS, Unit, claimed, complete, fail, no_errors
+from tests.engine.flows.test_flow_races import ROUNDS, claimed, complete, fail, no_errors
+from tests.support.flows import Unit, flow_status, status
 from workflows.engine.flows import settle
 from workflows.errors import InvalidTransition
 from workflows.models import Event, Flow, Run
 from workflows.status import FlowStatus, RunStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def status(run: Run) -> str:
-    return Run.objects.values_list("status", flat=True).get(pk=run.pk)
-
-
-def flow_status(flow: Flow) -> str:
-    return Flow.objects.values_list("status", flat=True).get(pk=flow.pk)
 
 
 def prepared(round_: int) -> tuple[Flow, Run, Run, Run]:

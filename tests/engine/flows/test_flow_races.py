@@ -35,6 +35,7 @@ from django.db import connections, transaction
 
 import workflows
 from tests.support.database import is_sqlite
+from tests.support.flows import add, status
 from tests.support.threads import THREAD_TIMEOUT_SECONDS, eventually
 from workflows import PermanentError, Retry, Task, Workflow
 from workflows.engine import claim_step, complete_work, fail_attempt
@@ -51,11 +52,6 @@ INTERLEAVING = "SQLite serialises writers (BEGIN IMMEDIATE): no two transitions 
 ROUNDS = 8
 
 
-class Unit(Workflow):
-    name = "flow_races_unit"
-    work = Task("tests.support.handlers.noop", retry=Retry(max_attempts=1))
-
-
 class OnePlaceA(Workflow):
     name = "flow_races_one_place_a"
     max_concurrent_runs = 1
@@ -66,10 +62,6 @@ class OnePlaceB(Workflow):
     name = "flow_races_one_place_b"
     max_concurrent_runs = 1
     work = Task("tests.support.handlers.noop", retry=Retry(max_attempts=1))
-
-
-def add(flow: Flow, member: str, after: tuple[str, ...] = (), join: Any = "all") -> Run:
-    return workflows.add_to_flow(flow, Unit, {}, member=member, after=after, join=join)
 
 
 def claimed(run: Run) -> Lease:
@@ -101,10 +93,6 @@ def closing_after(call: Any) -> Any:
             connections.close_all()
 
     return run
-
-
-def status(run: Run) -> str:
-    return Run.objects.values_list("status", flat=True).get(pk=run.pk)
 
 
 def starts(run: Run) -> int:

@@ -17,9 +17,9 @@ import pytest
 from django.db.models import Count
 
 import workflows
+from tests.support.flows import ECHO, Echo, finish, flow_status, status, statuses
 from tests.support.handlers import UNDO, UNDONE
 from workflows import PermanentError, Retry, Task, Workflow
-from workflows.engine import claim_step, complete_work, fail_attempt
 from workflows.engine.flows import settle
 from workflows.engine.flows.joins import JoinRule, Verdict
 from workflows.errors import (
@@ -40,10 +40,6 @@ HERE = "tests.engine.flows.test_flows"
 ONCE = Retry(max_attempts=1)
 
 
-def echo(ctx: Any) -> Any:
-    return ctx.input.get("value")
-
-
 def broken(ctx: Any) -> None:
     raise PermanentError("broken on purpose")
 
@@ -56,14 +52,9 @@ def read_upstream(ctx: Any) -> dict[str, Any]:
     }
 
 
-class Echo(Workflow):
-    name = "flows_echo"
-    answer = Task(f"{HERE}.echo", retry=ONCE)
-
-
 class Other(Workflow):
     name = "flows_other"
-    answer = Task(f"{HERE}.echo", retry=ONCE)
+    answer = Task(ECHO, retry=ONCE)
 
 
 class Broken(Workflow):
@@ -79,7 +70,7 @@ class Reader(Workflow):
 class Limited(Workflow):
     name = "flows_limited"
     max_concurrent_runs = 1
-    answer = Task(f"{HERE}.echo", retry=ONCE)
+    answer = Task(ECHO, retry=ONCE)
 
 
 class Booking(Workflow):
@@ -87,30 +78,11 @@ class Booking(Workflow):
     is undone."""
 
     name = "flows_booking"
-    book = Task(f"{HERE}.echo", compensate=UNDO, retry=ONCE)
-    pay = Task(f"{HERE}.echo", retry=ONCE)
+    book = Task(ECHO, compensate=UNDO, retry=ONCE)
+    pay = Task(ECHO, retry=ONCE)
 
 
 # -- helpers ---------------------------------------------------------------------------
-
-
-def status(run: Run) -> str:
-    return Run.objects.values_list("status", flat=True).get(pk=run.pk)
-
-
-def statuses(flow: Flow) -> dict[str, str]:
-    return dict(Run.objects.filter(flow=flow).values_list("flow_member__name", "status"))
-
-
-def finish(run: Run, *, fail: bool = False) -> None:
-    """Run the member's ready step now: complete it (the member completes), or fail it
-    for good (the member fails)."""
-    step = Step.objects.get(run=run, status=StepStatus.READY)
-    lease = claim_step(step.pk, "test")
-    if fail:
-        fail_attempt(lease, PermanentError("failed on purpose"))
-    else:
-        complete_work(lease, {"done": step.name})
 
 
 def started_events(run: Run) -> int:
@@ -119,10 +91,6 @@ def started_events(run: Run) -> int:
 
 def revision(flow: Flow) -> int:
     return Flow.objects.values_list("revision", flat=True).get(pk=flow.pk)
-
-
-def flow_status(flow: Flow) -> str:
-    return Flow.objects.values_list("status", flat=True).get(pk=flow.pk)
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import pytest
 from django.utils import timezone
 
 import workflows
+from tests.support.events import payloads
 from tests.support.handlers import NOOP
 from workflows import (
     DefinitionError,
@@ -22,7 +23,7 @@ from workflows import (
 from workflows.definitions import Budget
 from workflows.engine import STEP, claim_step, fail_attempt, reclaim
 from workflows.engine.failures import AttemptTimedOut, classify
-from workflows.models import Event, FanOutItem, Step
+from workflows.models import FanOutItem, Run, Step
 from workflows.status import FailureClass
 from workflows.testing import run_pending
 
@@ -111,8 +112,14 @@ def only_step(run) -> Step:
     return Step.objects.get(run=run, name="only")
 
 
-def payloads(run, type: str) -> list[dict]:
-    return list(Event.objects.filter(run=run, type=type).values_list("payload", flat=True))
+def failed_at_once(workflow: type[Workflow]) -> tuple[Run, Step]:
+    """A run of ``workflow`` gone as far as it can go within the hour, and its step
+    ``only``: failed in its first attempt, not retried."""
+    run = workflows.start_run(workflow)
+    run_pending(until=timezone.now() + LATER)
+    step = only_step(run)
+    assert (step.status, step.attempt) == ("failed", 1)
+    return run, step
 
 
 def assert_recorded(unit, failure_class: str) -> None:
@@ -137,20 +144,14 @@ def test_an_exception_is_transient_and_retried():
 
 
 def test_a_permanent_error_is_permanent_and_not_retried():
-    run = workflows.start_run(Declined)
-    run_pending(until=timezone.now() + LATER)
-    step = only_step(run)
-    assert (step.status, step.attempt) == ("failed", 1)
+    run, step = failed_at_once(Declined)
     assert_recorded(step, "permanent")
     assert [event["failure_class"] for event in payloads(run, "step.failed")] == ["permanent"]
     assert payloads(run, "step.retry_scheduled") == []
 
 
 def test_a_non_retryable_exception_is_permanent():
-    run = workflows.start_run(NonRetryable)
-    run_pending(until=timezone.now() + LATER)
-    step = only_step(run)
-    assert (step.status, step.attempt) == ("failed", 1)
+    _, step = failed_at_once(NonRetryable)
     assert_recorded(step, "permanent")
 
 
@@ -166,10 +167,7 @@ def test_a_start_refused_by_a_budget_is_budget_and_not_retried():
 
 
 def test_run_cancelled_is_cancelled_and_not_retried():
-    run = workflows.start_run(Cancelled)
-    run_pending(until=timezone.now() + LATER)
-    step = only_step(run)
-    assert (step.status, step.attempt) == ("failed", 1)
+    run, step = failed_at_once(Cancelled)
     assert_recorded(step, "cancelled")
     assert payloads(run, "step.retry_scheduled") == []
     assert [event["failure_class"] for event in payloads(run, "step.failed")] == ["cancelled"]

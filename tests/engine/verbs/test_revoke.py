@@ -13,6 +13,7 @@ from django.contrib.auth.models import User
 from django.db import connection, connections
 
 import workflows
+from tests.support.events import payloads
 from tests.support.handlers import BOOM, NOOP, UNDO, UNDONE, WORK
 from workflows import FanOut, InvalidTransition, LeaseLost, Retry, StepNotFound, Task, Workflow
 from workflows.engine import COMPENSATION, ITEM, STEP, claim, claim_step, complete_work, heartbeat
@@ -68,10 +69,6 @@ def told(result: workflows.RevokedLease) -> tuple[bool, str | None, int]:
     return result.revoked, result.reason, result.attempt
 
 
-def events(run: Run, kind: str) -> list[dict]:
-    return [event.payload for event in Event.objects.filter(run=run, type=kind).order_by("id")]
-
-
 def test_a_revoked_step_is_ready_again_and_keeps_its_only_attempt():
     run = workflows.start_run(Single)
     lease = running(run)
@@ -96,7 +93,7 @@ def test_a_revoked_step_is_ready_again_and_keeps_its_only_attempt():
         "owner": "wedged-worker",
         "failure_class": "revoked",
     }
-    [payload] = events(run, "lease.revoked")
+    [payload] = payloads(run, "lease.revoked")
     assert payload == {
         "kind": "step",
         "unit": revoked.pk,
@@ -111,7 +108,7 @@ def test_a_revoked_step_is_ready_again_and_keeps_its_only_attempt():
     with pytest.raises(LeaseLost) as lost:
         complete_work(lease, "late")  # the wedged worker's late result
     assert not isinstance(lost.value, RunCancelled)
-    assert events(run, "lease.lost")[-1]["action"] == "completion"
+    assert payloads(run, "lease.lost")[-1]["action"] == "completion"
 
     run_pending()  # the one attempt the policy allows was given back: it runs again
     work = step_of(run)
@@ -126,8 +123,8 @@ def test_the_revoked_workers_heartbeat_raises_lease_lost():
     workflows.revoke_lease(step_of(run).pk, expected_attempt=1)
     with pytest.raises(LeaseLost, match=r"heartbeat of step 'work' attempt 1 .* rejected"):
         heartbeat(lease)
-    assert events(run, "lease.lost")[-1]["action"] == "heartbeat"
-    assert events(run, "lease.revoked")[0]["by"] is None  # trusted code: the system
+    assert payloads(run, "lease.lost")[-1]["action"] == "heartbeat"
+    assert payloads(run, "lease.revoked")[0]["by"] is None  # trusted code: the system
 
 
 def test_a_newer_attempt_is_not_touched_by_the_old_workers_writes():
@@ -157,7 +154,7 @@ def test_a_running_item_is_revoked_by_its_step_and_key_or_by_itself():
         ("a", "ready", 2, "revoked"),
         ("b", "ready", 2, "revoked"),
     ]
-    assert [(p["kind"], p["item"]) for p in events(run, "lease.revoked")] == [
+    assert [(p["kind"], p["item"]) for p in payloads(run, "lease.revoked")] == [
         ("item", "a"),
         ("item", "b"),
     ]
@@ -186,7 +183,7 @@ def test_a_running_compensation_is_revoked_and_runs_again():
 
     assert isinstance(revoked, CompensationRecord)
     assert (revoked.status, revoked.failure_class) == ("ready", "revoked")
-    assert events(run, "lease.revoked")[0]["kind"] == "compensation"
+    assert payloads(run, "lease.revoked")[0]["kind"] == "compensation"
     with pytest.raises(LeaseLost):
         complete_work(lease, None)
     run_pending()
@@ -232,7 +229,7 @@ def test_a_repeated_revoke_changes_nothing_and_says_so():
     again = workflows.revoke_lease(step_of(run), expected_attempt=1)
     assert told(again) == (False, "already_revoked", 1)
     assert (again.unit.status, again.unit.max_attempts) == ("ready", 2)
-    assert len(events(run, "lease.revoked")) == 1
+    assert len(payloads(run, "lease.revoked")) == 1
 
 
 def test_a_revoke_of_a_replaced_attempt_leaves_the_new_attempt_alone():
@@ -248,7 +245,7 @@ def test_a_revoke_of_a_replaced_attempt_leaves_the_new_attempt_alone():
     work = step_of(run)
     assert (work.status, work.attempt, work.max_attempts) == ("running", 2, 2)
     assert work.lease_owner == "healthy-worker"
-    assert len(events(run, "lease.revoked")) == 1
+    assert len(payloads(run, "lease.revoked")) == 1
     complete_work(fresh, "fresh")
     assert step_of(run).status == "completed"
 
@@ -272,7 +269,7 @@ def test_revoking_in_a_cancelling_run_lets_the_cancel_finish():
     assert Run.objects.get(pk=run.pk).status == "cancelling"
     revoked = workflows.revoke_lease(step_of(run), expected_attempt=1).unit
     assert revoked.status == "cancelled"
-    assert events(run, "lease.revoked")[0]["status"] == "cancelled"
+    assert payloads(run, "lease.revoked")[0]["status"] == "cancelled"
     assert Run.objects.get(pk=run.pk).status == "cancelled"
 
 
@@ -308,13 +305,13 @@ def test_a_revoke_racing_the_completion_keeps_one_story(concurrently):
         if isinstance(completed, LeaseLost):  # the revoke won
             assert revoked.revoked, revoked
             assert (work.status, work.failure_class) == ("ready", "revoked")
-            assert len(events(run, "lease.lost")) == 1
+            assert len(payloads(run, "lease.lost")) == 1
             outcomes.add("revoked")
         else:  # the completion won; the revoke found nothing running
             assert not isinstance(completed, Exception), completed
             assert told(revoked) == (False, "not_leased", 1), revoked
             assert work.status == "completed"
-            assert not events(run, "lease.revoked")
+            assert not payloads(run, "lease.revoked")
             outcomes.add("completed")
     assert outcomes  # each round told one story; which one is the scheduler's choice
 
@@ -369,7 +366,7 @@ def test_ten_racing_revokes_of_one_attempt_revoke_it_once(concurrently):
         (True, None, 1)
     ]
     assert step_of(run).max_attempts == before + 1  # bumped once
-    assert len(events(run, "lease.revoked")) == 1
+    assert len(payloads(run, "lease.revoked")) == 1
 
     fresh = running(run, owner="healthy-worker")
     late = concurrently(
@@ -378,7 +375,7 @@ def test_ten_racing_revokes_of_one_attempt_revoke_it_once(concurrently):
     assert [told(r) for r in late] == [(False, "replaced", 1)] * 10, late
     work = step_of(run)
     assert (work.status, work.attempt, work.max_attempts) == ("running", 2, before + 1)
-    assert len(events(run, "lease.revoked")) == 1
+    assert len(payloads(run, "lease.revoked")) == 1
     complete_work(fresh, "fresh")
     assert step_of(run).status == "completed"
 
