@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import workflows
-from tests.support.flows import Broken, Work
+from tests.support.workflows import Broken, Work
 from workflows.models import Flow, Run
 from workflows.status import FlowStatus, RunStatus
 from workflows.testing import run_pending

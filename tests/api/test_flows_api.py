@@ -11,8 +11,8 @@ import pytest
 import schemathesis
 
 import workflows
-from tests.support.flows import Broken, Held, Work
 from tests.support.verb_access import asked as asked  # a fixture, requested by name
+from tests.support.workflows import Broken, Held, Work
 from workflows.api import flows as flow_api
 from workflows.models import Flow, FlowEdge, Run
 from workflows.services.access import OPERATE_RUNS, START_RUNS, VERBS

@@ -9,7 +9,7 @@ import pytest
 import workflows
 from tests.browser.chromium import shoot
 from tests.browser.test_console import operator, sign_in
-from tests.support.flows import Unit
+from tests.support.workflows import Unit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -21,7 +21,7 @@ from django.db import connection
 import workflows
 from tests.acceptance.harness import MANAGE, database_url
 from tests.support import commands
-from tests.support.flows import Broken, Waits, Work
+from tests.support.workflows import Broken, Waits, Work
 from workflows.models import Event, Flow, Run
 from workflows.queries.flows import flow_graph
 from workflows.testing import run_pending

@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 
 import workflows
 from tests.metrics.test_metrics import ENABLED, scrape
-from tests.support.flows import Broken, Waits, Work
+from tests.support.workflows import Broken, Waits, Work
 from workflows import Workflow
 from workflows.metrics.prometheus import SCRAPE_QUERIES
 from workflows.models import Flow

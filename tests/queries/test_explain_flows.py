@@ -22,7 +22,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 import workflows
-from tests.support.flows import Broken, Work
+from tests.support.workflows import Broken, Work
 from workflows.admin.run_page import hold_text
 from workflows.engine import claim_step, complete_work
 from workflows.engine.guards import RUN_VERBS

@@ -9,7 +9,8 @@ import pytest
 from django.contrib.auth.models import Permission, User
 
 import workflows
-from tests.support.flows import Unit, add
+from tests.support.flows import add
+from tests.support.workflows import Unit
 from workflows import PermanentError, Retry, Task, Workflow
 from workflows.engine import claim_step, fail_attempt
 from workflows.errors import InvalidFlowChange

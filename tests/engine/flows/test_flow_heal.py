@@ -15,7 +15,8 @@ import pytest
 
 import workflows
 from tests.engine.flows.test_flows import Broken
-from tests.support.flows import Echo, finish, flow_status, status, statuses
+from tests.support.flows import finish, flow_status, status, statuses
+from tests.support.workflows import Echo
 from workflows import DependencyUnmet, InvalidTransition
 from workflows.engine.flows import settle
 from workflows.models import Event, Flow, Run, Step

@@ -18,7 +18,8 @@ import pytest
 
 import workflows
 from tests.engine.flows.test_flow_races import ROUNDS, claimed, complete, fail, no_errors
-from tests.support.flows import Unit, flow_status, status
+from tests.support.flows import flow_status, status
+from tests.support.workflows import Unit
 from workflows.engine.flows import settle
 from workflows.errors import InvalidTransition
 from workflows.models import Event, Flow, Run

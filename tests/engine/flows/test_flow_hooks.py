@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 import workflows
-from tests.support.flows import Broken, Waits, Work
 from tests.support.hooks import receiving
+from tests.support.workflows import Broken, Waits, Work
 from workflows import hooks
 from workflows.models import Event, Flow, Run
 from workflows.testing import run_pending

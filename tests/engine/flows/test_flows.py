@@ -17,8 +17,9 @@ import pytest
 from django.db.models import Count
 
 import workflows
-from tests.support.flows import ECHO, Echo, finish, flow_status, status, statuses
+from tests.support.flows import finish, flow_status, status, statuses
 from tests.support.handlers import UNDO, UNDONE
+from tests.support.workflows import ECHO, Echo
 from workflows import PermanentError, Retry, Task, Workflow
 from workflows.engine.flows import settle
 from workflows.engine.flows.joins import JoinRule, Verdict

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 import workflows
 from tests.support.handlers import UNDO, UNDONE, WORK
+from tests.support.workflows import Work
 from workflows import (
     DefinitionError,
     Gate,
@@ -61,11 +62,6 @@ class Waiting(Workflow):
     name = "deadline_waiting"
     wait = WaitForSignal("go")
     after = Task(WORK)
-
-
-class Quick(Workflow):
-    name = "deadline_quick"
-    only = Task(WORK)
 
 
 class Limited(Workflow):
@@ -154,7 +150,7 @@ def test_the_workflow_s_deadline_applies_and_the_start_s_wins():
 
 
 def test_a_run_without_a_deadline_has_no_timer():
-    run = workflows.start_run(Quick)
+    run = workflows.start_run(Work)
     assert run.deadline is None
     assert not Timer.objects.filter(run=run).exists()
 
@@ -366,7 +362,7 @@ def test_a_child_s_own_deadline_fails_the_child_and_so_its_parent_step():
 
 
 def test_a_completed_run_takes_its_deadline_timer_with_it():
-    run = workflows.start_run(Quick, deadline=HOUR)
+    run = workflows.start_run(Work, deadline=HOUR)
     run_pending()
     assert refreshed(run).status == "completed"
     assert deadline_timer(run).status == "cancelled"
@@ -375,7 +371,7 @@ def test_a_completed_run_takes_its_deadline_timer_with_it():
 
 
 def test_a_deadline_timer_firing_on_an_ended_or_unwinding_run_changes_nothing():
-    done = workflows.start_run(Quick)
+    done = workflows.start_run(Work)
     run_pending()
     cancelling = workflows.start_run(Booking, deadline=HOUR)
     run_pending()
@@ -418,7 +414,7 @@ def test_explain_shows_the_deadline_and_the_time_left():
     assert as_dict["time_left"] == pytest.approx((run.deadline - now).total_seconds())
     passed = workflows.explain(run, now=run.deadline + timedelta(minutes=1))
     assert passed.deadline_passed and passed.time_left == timedelta(minutes=-1)
-    plain = workflows.explain(workflows.start_run(Quick))
+    plain = workflows.explain(workflows.start_run(Work))
     assert (plain.deadline, plain.time_left, plain.as_dict()["deadline_passed"]) == (
         None,
         None,

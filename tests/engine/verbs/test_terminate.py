@@ -10,6 +10,7 @@ from django.core.management.base import CommandError
 
 import workflows
 from tests.support.handlers import BOOM, UNDO, UNDONE, WORK
+from tests.support.workflows import Work
 from workflows import InvalidTransition, LeaseLost, SubWorkflow, Task, Workflow
 from workflows.engine import COMPENSATION, claim, claim_step, complete_work
 from workflows.models import CompensationRecord, Run, Step, Timer
@@ -30,14 +31,9 @@ class Doomed(Workflow):
     third = Task(BOOM)
 
 
-class Child(Workflow):
-    name = "terminate_child"
-    slow = Task(WORK)
-
-
 class Parent(Workflow):
     name = "terminate_parent"
-    child = SubWorkflow("terminate_child")
+    child = SubWorkflow(Work.name)
 
 
 def refreshed(run: Run) -> Run:
