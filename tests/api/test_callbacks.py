@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from django.contrib.auth.models import User
 from django.core import signing
-from django.core.cache import cache
 from rest_framework.test import APIClient
 
 import workflows
@@ -19,21 +16,13 @@ from workflows.engine.nodes.callback import SALT
 from workflows.models import Event, Run, Step
 from workflows.testing import run_pending
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_throttle")]
 
 
 class Transfer(Workflow):
     name = "api_callbacks_transfer"
     transfer = Task(ASK_BANK, retry=Retry(max_attempts=2))
     receipt = Task(NOOP, after=["transfer"])
-
-
-@pytest.fixture(autouse=True)
-def _fresh_tokens_and_throttle() -> Iterator[None]:
-    """Throttle counts live in the cache: each test starts with none."""
-    cache.clear()
-    yield
-    cache.clear()
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
 from django.dispatch import Signal
 
 from workflows import hooks
@@ -31,3 +32,15 @@ def receiving(*names: str) -> Iterator[list[dict[str, Any]]]:
     finally:
         for signal, receive in connected:
             signal.disconnect(receive)
+
+
+def received_fixture(*names: str) -> Any:
+    """A fixture ``received``: every call of the hooks ``names`` while its test runs
+    (:func:`receiving`). A module assigns it: ``received = received_fixture(...)``."""
+
+    @pytest.fixture
+    def received() -> Iterator[list[dict[str, Any]]]:
+        with receiving(*names) as calls:
+            yield calls
+
+    return received

@@ -7,7 +7,6 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from django.db import connection, transaction
 
 import workflows
 from tests.acceptance.harness import MANAGE, database_url
-from tests.support.hooks import receiving
+from tests.support.hooks import received_fixture
 from tests.support.runs import run_inline
 from tests.support.threads import sweeper_until
 from workflows import Gate, PermanentError, Retry, Task, Workflow, hooks
@@ -63,7 +62,8 @@ class Unrecoverable(Workflow):
     pay = Task(f"{HERE}.decline", retry=ONCE)
 
 
-HOOKS = (
+# Every hook sent while the test runs: its name and arguments.
+received = received_fixture(
     "run_started",
     "run_finished",
     "step_failed",
@@ -71,13 +71,6 @@ HOOKS = (
     "gate_decided",
     "compensation_failed",
 )
-
-
-@pytest.fixture
-def received() -> Iterator[list[dict[str, Any]]]:
-    """Every hook sent while the test runs: its name and arguments."""
-    with receiving(*HOOKS) as calls:
-        yield calls
 
 
 def hooks_of(calls: list[dict[str, Any]], run: Run) -> list[str]:

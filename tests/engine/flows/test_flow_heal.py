@@ -135,16 +135,23 @@ def test_healing_is_transitive_along_a_chain(flow):
     assert set(statuses(flow).values()) == {RunStatus.COMPLETED}
 
 
-def test_an_all_join_with_another_failed_upstream_stays_cancelled(flow):
-    """Healing one upstream of an ``all`` join leaves the member cancelled while another
-    upstream still failed; retrying that one heals it."""
+def both_upstreams_failed(flow: Flow, join: str = "all") -> tuple[Run, Run, Run]:
+    """``u1`` and ``u2`` failed in the sealed flow, and ``down`` after both (its ``join``)
+    cancelled for it."""
     u1 = workflows.add_to_flow(flow, Echo, {}, member="u1")
     u2 = workflows.add_to_flow(flow, Echo, {}, member="u2")
-    down = workflows.add_to_flow(flow, Echo, {}, member="down", after=["u1", "u2"])
+    down = workflows.add_to_flow(flow, Echo, {}, member="down", after=["u1", "u2"], join=join)
     workflows.seal_flow(flow)
     finish(u1, fail=True)
     finish(u2, fail=True)
     assert status(down) == RunStatus.CANCELLED
+    return u1, u2, down
+
+
+def test_an_all_join_with_another_failed_upstream_stays_cancelled(flow):
+    """Healing one upstream of an ``all`` join leaves the member cancelled while another
+    upstream still failed; retrying that one heals it."""
+    u1, u2, down = both_upstreams_failed(flow)
     workflows.retry_run(u1.pk)
     assert status(down) == RunStatus.CANCELLED
     with pytest.raises(DependencyUnmet) as raised:
@@ -157,13 +164,7 @@ def test_an_all_join_with_another_failed_upstream_stays_cancelled(flow):
 
 
 def test_an_any_join_heals_with_one_upstream_back(flow):
-    u1 = workflows.add_to_flow(flow, Echo, {}, member="u1")
-    u2 = workflows.add_to_flow(flow, Echo, {}, member="u2")
-    down = workflows.add_to_flow(flow, Echo, {}, member="down", after=["u1", "u2"], join="any")
-    workflows.seal_flow(flow)
-    finish(u1, fail=True)
-    finish(u2, fail=True)
-    assert status(down) == RunStatus.CANCELLED
+    u1, u2, down = both_upstreams_failed(flow, join="any")
     workflows.retry_run(u2.pk)
     assert status(down) == RunStatus.BLOCKED
     finish(u2)

@@ -3,13 +3,12 @@ the flow's name as sender and ``flow_id``; an event of the whole flow has no run
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import workflows
-from tests.support.hooks import receiving
+from tests.support.hooks import received_fixture
 from tests.support.workflows import Broken, Waits, Work
 from workflows import hooks
 from workflows.models import Event, Flow, Run
@@ -18,7 +17,8 @@ from workflows.testing import run_pending
 pytestmark = pytest.mark.django_db
 
 
-HOOKS = (
+# Every flow hook (and ``run_finished``) sent while the test runs, with its arguments.
+received = received_fixture(
     "flow_created",
     "flow_member_added",
     "flow_edge_added",
@@ -31,13 +31,6 @@ HOOKS = (
     "flow_finished",
     "run_finished",
 )
-
-
-@pytest.fixture
-def received() -> Iterator[list[dict[str, Any]]]:
-    """Every flow hook (and ``run_finished``) sent while the test runs, with its arguments."""
-    with receiving(*HOOKS) as calls:
-        yield calls
 
 
 def flow_hooks(calls: list[dict[str, Any]], flow: Flow) -> list[tuple[str, str | None]]:

@@ -86,6 +86,14 @@ class Booking(Workflow):
 # -- helpers ---------------------------------------------------------------------------
 
 
+def dependency_failed(run: Run) -> dict[str, Any]:
+    """The member's error, once checked that it was cancelled because an upstream failed."""
+    fresh = Run.objects.get(pk=run.pk)
+    assert fresh.status == RunStatus.CANCELLED
+    assert fresh.error["code"] == "dependency_failed"
+    return fresh.error
+
+
 def started_events(run: Run) -> int:
     return Event.objects.filter(run=run, type="run.started").count()
 
@@ -437,12 +445,10 @@ def test_an_all_join_that_can_no_longer_be_met_cancels_the_member(flow):
     ups, down = fan_in(flow, "all")
     finish(ups[0])
     finish(ups[1], fail=True)
-    run = Run.objects.get(pk=down.pk)
-    assert run.status == RunStatus.CANCELLED
-    assert run.error["code"] == "dependency_failed"
-    assert run.error["upstream"] == "u1"
-    assert run.error["upstream_status"] == RunStatus.FAILED
-    assert "'u1' ended failed" in run.error["message"]
+    error = dependency_failed(down)
+    assert error["upstream"] == "u1"
+    assert error["upstream_status"] == RunStatus.FAILED
+    assert "'u1' ended failed" in error["message"]
     assert started_events(down) == 0
     assert not Step.objects.filter(run=down).exclude(status=StepStatus.CANCELLED).exists()
     failed = Event.objects.get(flow=flow, type="flow.dependency_failed")
@@ -494,9 +500,7 @@ def test_an_any_join_whose_upstreams_all_failed_waits_until_the_flow_is_sealed(f
     run_pending()  # the cancellation's compensations, then its end
     assert status(down) == RunStatus.BLOCKED  # open: another upstream may come
     workflows.seal_flow(flow)
-    run = Run.objects.get(pk=down.pk)
-    assert run.status == RunStatus.CANCELLED
-    assert run.error["code"] == "dependency_failed"
+    dependency_failed(down)
 
 
 def test_a_k_join_out_of_reach_waits_while_the_flow_is_open(flow):
@@ -506,9 +510,7 @@ def test_a_k_join_out_of_reach_waits_while_the_flow_is_open(flow):
     finish(ups[1], fail=True)
     assert status(down) == RunStatus.BLOCKED
     workflows.seal_flow(flow)
-    run = Run.objects.get(pk=down.pk)
-    assert run.status == RunStatus.CANCELLED
-    assert run.error["code"] == "dependency_failed"
+    dependency_failed(down)
 
 
 def test_a_k_join_can_be_met_by_an_edge_added_later(flow):

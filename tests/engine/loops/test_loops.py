@@ -19,6 +19,7 @@ from tests.engine.sql.test_query_budget import (
     statements,
 )
 from tests.support.handlers import CALLS, NOOP
+from tests.support.loop_review import rejected
 from tests.support.runs import run_inline
 from workflows import FanOut, Gate, Loop, PermanentError, Retry, Task, Workflow
 from workflows.engine import claim_step, complete_work
@@ -51,10 +52,6 @@ def draft(ctx):
 
 def publish(ctx):
     return {"published": ctx.steps["draft"].output["text"], "review": ctx.steps["review"].output}
-
-
-def rejected(ctx) -> bool:
-    return ctx.steps["review"].output["decision"] == "rejected"
 
 
 class Review(Workflow):

@@ -84,6 +84,13 @@ def test_a_paused_run_starts_nothing_until_it_is_resumed():
     assert run.events.filter(type="run.resume_requested").count() == 1
 
 
+def resumed(run: Run) -> str:
+    """Resume ``run``, run what is ready inline and return its status."""
+    workflows.resume_run(run)
+    run_pending()
+    return status_of(run)
+
+
 @pytest.mark.django_db
 def test_work_running_when_paused_finishes_and_is_recorded_and_nothing_follows():
     run = workflows.start_run(Chain)
@@ -93,9 +100,7 @@ def test_work_running_when_paused_finishes_and_is_recorded_and_nothing_follows()
     assert steps_of(run) == {"first": "completed", "second": "pending", "third": "pending"}
     assert CompensationRecord.objects.filter(run=run).count() == 1  # recorded, not run
     assert status_of(run) == "paused"
-    workflows.resume_run(run)
-    run_pending()
-    assert status_of(run) == "completed"
+    assert resumed(run) == "completed"
 
 
 @pytest.mark.django_db
@@ -159,9 +164,7 @@ def test_a_lease_expiring_while_paused_returns_the_work_to_ready_for_the_resume(
     )
     assert reclaim_expired_leases().done == 1
     assert steps_of(run)["first"] == "ready"
-    workflows.resume_run(run)
-    run_pending()
-    assert status_of(run) == "completed"
+    assert resumed(run) == "completed"
 
 
 @pytest.mark.django_db
@@ -173,9 +176,7 @@ def test_a_fanout_paused_mid_way_releases_no_item_and_finishes_after_the_resume(
     complete_work(lease, 0, claim_next=True)
     assert FanOutItem.objects.filter(step__run=run, status="ready").count() == 1
     assert FanOutItem.objects.filter(step__run=run, status="pending").count() == 4
-    workflows.resume_run(run)
-    run_pending()
-    assert status_of(run) == "completed"
+    assert resumed(run) == "completed"
     assert Step.objects.get(run=run, name="each").output == [0, *["each"] * 5]
 
 
