@@ -14,11 +14,10 @@ from django.core.management.base import CommandError
 
 import workflows
 from tests.support.commands import run_command
-from tests.support.runs import run_inline
+from tests.support.runs import claimed, run_inline
 from tests.support.users import staff
 from tests.support.verb_access import Leased, Reviewed, Waiting, recording
 from workflows import PermanentError, Retry, Task, Workflow
-from workflows.engine import claim_step
 from workflows.models import Run
 from workflows.services.access import (
     CHANGE_BUDGETS,
@@ -79,7 +78,7 @@ def test_a_run_verb_records_a_named_user_with_or_without_operate_run(asked):
 def test_revoke_records_a_named_user_as_the_run_verbs_do(asked):
     staff("clerk")
     run = workflows.start_run(Leased, {})
-    claim_step(run.steps.get(name="work").pk, "wedged-worker")
+    claimed(run, "work", "wedged-worker")
     run_command("workflows_revoke", str(run.pk), "work", "--attempt", "1", "--user", "clerk")
     assert run.events.get(type="lease.revoked").payload["by"] == "clerk"
     assert asked == [OPERATE_RUNS] and VERBS["revoke"] is OPERATE_RUNS

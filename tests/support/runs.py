@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import workflows
+from workflows.engine import claim_step
+from workflows.engine.lease import Lease
 from workflows.models import Run, Step
 from workflows.testing import run_pending
 
@@ -27,3 +29,9 @@ def waiting_step(*args: Any, step: str, **options: Any) -> Step:
     waiting = run.steps.get(name=step)
     assert waiting.status == "waiting"
     return waiting
+
+
+def claimed(run: Run, step: str, worker: str) -> Lease:
+    """The lease of the run's step named ``step``, claimed by ``worker`` as a worker
+    would claim it."""
+    return claim_step(Step.objects.get(run=run, name=step).pk, worker)

@@ -20,9 +20,10 @@ from django.utils import timezone
 
 import workflows
 from tests.support.events import payloads
+from tests.support.runs import claimed
 from tests.support.threads import eventually
 from workflows import FanOut, Retry, Task, Workflow
-from workflows.engine import STEP, claim_step, heartbeat, reclaim
+from workflows.engine import STEP, heartbeat, reclaim
 from workflows.models import FanOutItem, Step
 from workflows.testing import run_pending
 from workflows.workers.runner import execute
@@ -178,7 +179,7 @@ def test_a_watchdog_that_loses_to_a_reclaim_writes_nothing():
 
 def test_a_heartbeat_moves_the_deadline_on():
     run = workflows.start_run(Overrun)
-    lease = claim_step(Step.objects.get(run=run, name="slow").pk, "worker-a")
+    lease = claimed(run, "slow", "worker-a")
     started = time.monotonic()
     first = deadline_of(lease, started)
     assert first == pytest.approx(started + 1.0)

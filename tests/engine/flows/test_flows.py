@@ -399,11 +399,15 @@ def test_set_join_on_an_unknown_member_or_closed_flow_is_refused(flow):
 # -- join semantics ---------------------------------------------------------------------
 
 
-def fan_in(flow: Flow, join: Any, upstreams: int = 3) -> tuple[list[Run], Run]:
+def fan_in(flow: Flow, join: Any, upstreams: int = 3, failed: int = 0) -> tuple[list[Run], Run]:
+    """Members ``u0``, ``u1``, ... and ``down`` after them all with ``join``; the first
+    ``failed`` upstreams have failed."""
     ups = [workflows.add_to_flow(flow, Echo, {}, member=f"u{i}") for i in range(upstreams)]
     down = workflows.add_to_flow(
         flow, Echo, {}, member="down", after=[f"u{i}" for i in range(upstreams)], join=join
     )
+    for up in ups[:failed]:
+        finish(up, fail=True)
     return ups, down
 
 
@@ -505,18 +509,14 @@ def test_an_any_join_whose_upstreams_all_failed_waits_until_the_flow_is_sealed(f
 
 def test_a_k_join_out_of_reach_waits_while_the_flow_is_open(flow):
     """An open flow may still give the member more upstreams: only sealing settles it."""
-    ups, down = fan_in(flow, 2)
-    finish(ups[0], fail=True)
-    finish(ups[1], fail=True)
+    _, down = fan_in(flow, 2, failed=2)
     assert status(down) == RunStatus.BLOCKED
     workflows.seal_flow(flow)
     dependency_failed(down)
 
 
 def test_a_k_join_can_be_met_by_an_edge_added_later(flow):
-    ups, down = fan_in(flow, 2)
-    finish(ups[0], fail=True)
-    finish(ups[1], fail=True)
+    ups, down = fan_in(flow, 2, failed=2)
     finish(ups[2])
     workflows.add_to_flow(flow, Echo, {}, member="late")
     finish(Run.objects.get(flow_member__name="late"))

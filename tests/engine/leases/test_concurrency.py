@@ -17,6 +17,7 @@ from django.db import connections
 
 import workflows
 from tests.support.handlers import NOOP
+from tests.support.runs import claimed
 from workflows import IdempotencyConflict, StaleState, Task, Workflow
 from workflows.engine import claim_step, complete_work
 from workflows.models import Run, Step
@@ -119,10 +120,10 @@ def test_processes_claiming_the_same_steps_each_step_has_one_winner():
 def test_join_fires_once_when_both_branches_finish_at_the_same_moment(concurrently):
     for _ in range(10):
         run = workflows.start_run(Diamond)
-        start = claim_step(Step.objects.get(run=run, name="start").pk, "w")
+        start = claimed(run, "start", "w")
         complete_work(start, None)
-        left = claim_step(Step.objects.get(run=run, name="left").pk, "left-worker")
-        right = claim_step(Step.objects.get(run=run, name="right").pk, "right-worker")
+        left = claimed(run, "left", "left-worker")
+        right = claimed(run, "right", "right-worker")
         results = concurrently(
             partial(complete_work, left, None), partial(complete_work, right, None)
         )

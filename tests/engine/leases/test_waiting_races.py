@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import partial
 
 import pytest
@@ -10,7 +11,7 @@ from django.contrib.auth.models import User
 import workflows
 from workflows import FanOut, Gate, GateAlreadyDecided, InvalidTransition, Task, Workflow
 from workflows.engine import ITEM
-from workflows.models import FanOutItem
+from workflows.models import FanOutItem, Run, Step
 from workflows.testing import run_pending
 from workflows.workers.runner import execute
 
@@ -34,12 +35,17 @@ class Thousand(Workflow):
     work = FanOut(f"{HERE}.noop", items=lambda ctx: list(range(1000)), max_parallel=1000)
 
 
+def new_gates(rounds: int = 5) -> Iterator[tuple[Run, Step]]:
+    """A new run of :class:`Approval` and its gate, once a round: each round races anew."""
+    for _ in range(rounds):
+        run = workflows.start_run(Approval)
+        yield run, run.steps.get(name="gate")
+
+
 def test_two_concurrent_approvals_one_wins_and_the_run_advances_once(concurrently):
     approver = User.objects.create_user("approver")
     colleague = User.objects.create_user("colleague")
-    for _ in range(5):
-        run = workflows.start_run(Approval)
-        gate = run.steps.get(name="gate")
+    for run, gate in new_gates():
         results = concurrently(
             partial(workflows.approve_gate, gate.pk, user=approver),
             partial(workflows.reject_gate, gate.pk, user=colleague),
@@ -83,9 +89,7 @@ def test_a_skip_racing_a_decision_one_wins_and_one_decision_is_recorded(concurre
     wins, the loser writes nothing and is told the gate moved on."""
     approver = User.objects.create_user("approver")
     overrider = User.objects.create_superuser("overrider")
-    for _ in range(5):
-        run = workflows.start_run(Approval)
-        gate = run.steps.get(name="gate")
+    for run, gate in new_gates():
         results = concurrently(
             partial(workflows.approve_gate, gate.pk, user=approver),
             partial(workflows.skip_step, gate.pk, user=overrider, output={"feedback": "x"}),

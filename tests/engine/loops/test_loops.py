@@ -20,7 +20,7 @@ from tests.engine.sql.test_query_budget import (
 )
 from tests.support.handlers import CALLS, NOOP
 from tests.support.loop_review import rejected
-from tests.support.runs import run_inline
+from tests.support.runs import claimed, run_inline
 from workflows import FanOut, Gate, Loop, PermanentError, Retry, Task, Workflow
 from workflows.engine import claim_step, complete_work
 from workflows.engine.lease import Lease
@@ -337,7 +337,7 @@ class Budgeted(Workflow):
 def second_round_lease(run: Run) -> Lease:
     """The lease of ``draft`` in the second round, the first round done step by step."""
     for name in ("draft", "edit", "check"):
-        complete_work(claim_step(Step.objects.get(run=run, name=name).pk, "w"), None)
+        complete_work(claimed(run, name, "w"), None)
     draft = Step.objects.get(run=run, name="draft")
     assert (draft.status, draft.iteration) == ("ready", 2)
     return claim_step(draft.pk, "w")
@@ -368,7 +368,7 @@ class Reclaimed(Workflow):
 def test_a_lost_worker_in_the_second_round_reruns_only_its_step_under_the_same_key():
     run = workflows.start_run(Reclaimed)
     complete_work(second_round_lease(run), None)
-    lost = claim_step(Step.objects.get(run=run, name="edit").pk, "vanished")
+    lost = claimed(run, "edit", "vanished")
     assert reclaim_expired_leases(now=timezone.now() + timedelta(days=1)).done == 1
     run_pending()
     run.refresh_from_db()

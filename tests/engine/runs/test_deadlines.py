@@ -11,6 +11,7 @@ from django.utils import timezone
 
 import workflows
 from tests.support.handlers import UNDO, UNDONE, WORK
+from tests.support.runs import claimed
 from tests.support.workflows import Work
 from workflows import (
     DefinitionError,
@@ -23,7 +24,7 @@ from workflows import (
     WaitForSignal,
     Workflow,
 )
-from workflows.engine import claim_step, complete_work, fire_timer
+from workflows.engine import complete_work, fire_timer
 from workflows.engine.sql.clock import database_now
 from workflows.models import Run, Step, Timer
 from workflows.testing import run_pending
@@ -222,9 +223,9 @@ def test_at_its_deadline_a_run_fails_and_compensates_in_reverse_order():
 
 def test_a_running_attempt_loses_its_lease_at_the_deadline():
     run = workflows.start_run(Booking, deadline=HOUR)
-    reserve = claim_step(Step.objects.get(run=run, name="reserve").pk, "worker")
+    reserve = claimed(run, "reserve", "worker")
     complete_work(reserve, "reserved")
-    charge = claim_step(Step.objects.get(run=run, name="charge").pk, "worker")
+    charge = claimed(run, "charge", "worker")
 
     assert fire_due_timers(now=later()).done == 1
     with pytest.raises(LeaseLost):
@@ -247,7 +248,7 @@ def test_a_handler_stopped_by_the_deadline_before_its_timer_fails_the_run_by_it(
     database clock, maybe before the sweeper fires the timer: the run fails by its
     deadline all the same, with the step's failure as the cause."""
     run = workflows.start_run(Heartbeating, deadline=HOUR)
-    reserve = claim_step(Step.objects.get(run=run, name="reserve").pk, "worker")
+    reserve = claimed(run, "reserve", "worker")
     complete_work(reserve, "reserved")
     Run.objects.filter(pk=run.pk).update(deadline=timezone.now() - timedelta(seconds=1))
     run_pending()

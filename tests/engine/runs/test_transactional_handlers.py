@@ -20,10 +20,10 @@ from django.utils import timezone
 import workflows
 from tests.acceptance.flowapp.models import LedgerEntry, Order
 from tests.support.runs import run_inline
+from tests.support.workflows import Held
 from workflows import (
     DefinitionError,
     FanOut,
-    Gate,
     PermanentError,
     Retry,
     Task,
@@ -136,11 +136,6 @@ class Asked(Workflow):
 class Paid(Workflow):
     name = "tx_paid"
     paid = WaitForSignal("paid")
-
-
-class Approved(Workflow):
-    name = "tx_approved"
-    review = Gate(prompt="ship it?")
 
 
 def entries(run: Run) -> list[tuple[str, str, int]]:
@@ -272,9 +267,9 @@ def test_app_code_commits_its_write_with_a_start_or_rolls_back_both():
 
 def test_app_code_commits_its_write_with_a_gate_decision_or_rolls_back_both():
     approver = User.objects.create_user("approver")
-    run = workflows.start_run(Approved)
+    run = workflows.start_run(Held)
     run_pending()
-    gate = run.steps.get(name="review")
+    gate = run.steps.get(name="approve")
     with pytest.raises(Refused), transaction.atomic():
         Order.objects.create(number="B-1")
         workflows.approve_gate(gate.pk, user=approver)

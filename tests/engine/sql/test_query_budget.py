@@ -13,6 +13,7 @@ from django.test.utils import CaptureQueriesContext
 
 import workflows
 from tests.support.handlers import NOOP
+from tests.support.runs import claimed
 from workflows import FanOut, Task, Workflow
 from workflows.engine import ITEM, claim, claim_step, complete_work
 from workflows.engine.lease import LeaseBatch
@@ -76,7 +77,7 @@ def unchained_cost(workflow: type[Workflow], position: int, history: int = 0) ->
 
 def chained_cost(workflow: type[Workflow], position: int) -> int:
     run = workflows.start_run(workflow)
-    lease = claim_step(Step.objects.get(run=run, name="s000").pk, "w")
+    lease = claimed(run, "s000", "w")
     for _ in range(position):
         lease = complete_work(lease, None, claim_next=True)
     with CaptureQueriesContext(connection) as captured:
@@ -154,7 +155,7 @@ def test_deciding_a_gate_costs_the_same_queries_whatever_the_run_size():
 def attempt_cost(workflow: type[Workflow]) -> int:
     """Statements of one whole attempt as a worker runs it: handler, completion, next claim."""
     run = workflows.start_run(workflow)
-    lease = claim_step(Step.objects.get(run=run, name="s000").pk, "w")
+    lease = claimed(run, "s000", "w")
     with CaptureQueriesContext(connection) as captured:
         assert run_attempt(lease, chain=True) is not None
     return len(statements(captured))
@@ -272,7 +273,7 @@ def test_a_worker_chains_into_limited_work_at_a_fixed_price():
     # Graph evaluation instead of the one-statement claim, the slot handed back, and the
     # next slot taken in the same transaction.
     run = workflows.start_run(KeyedChain, {"customer": 1})
-    lease = claim_step(Step.objects.get(run=run, name="s000").pk, "w")
+    lease = claimed(run, "s000", "w")
     lease = complete_work(lease, None, claim_next=True)
     with CaptureQueriesContext(connection) as captured:
         lease = complete_work(lease, None, claim_next=True)

@@ -21,6 +21,7 @@ from django.db import connection
 
 import workflows
 from tests.support.database import is_sqlite
+from tests.support.runs import claimed
 from tests.support.threads import THREAD_TIMEOUT_SECONDS, run_concurrently
 from workflows import Task, Workflow
 from workflows.engine import claim_step, complete_work
@@ -113,7 +114,7 @@ def test_postgres_claim_between_read_and_update_of_cancel_is_not_overwritten():
 
 def test_claim_before_cancel_keeps_running_work_on_every_database():
     run = workflows.start_run(TwoBranches)
-    lease = claim_step(Step.objects.get(run=run, name="work").pk, "worker")
+    lease = claimed(run, "work", "worker")
     workflows.cancel_run(run, reason="operator")
     run.refresh_from_db()
     assert run.status == "cancelling"

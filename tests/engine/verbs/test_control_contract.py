@@ -13,8 +13,9 @@ import pytest
 
 import workflows
 from tests.support.handlers import UNDO, UNDONE, WORK
+from tests.support.runs import claimed
 from workflows import Retry, Task, WaitForSignal, Workflow
-from workflows.engine import claim_step, heartbeat
+from workflows.engine import heartbeat
 from workflows.models import Event, Run, Step
 from workflows.testing import run_pending
 
@@ -68,7 +69,7 @@ def test_the_contract_names_as_written(django_user_model):
 
     # Revoke: the running attempt loses its lease; the step is ready again, its attempt
     # given back; the revoked worker's heartbeat is refused.
-    lease = claim_step(Step.objects.get(run=by_start, name="reserve").pk, "wedged")
+    lease = claimed(by_start, "reserve", "wedged")
     revoked = workflows.revoke_lease(
         Step.objects.get(run=by_start, name="reserve"),
         expected_attempt=lease.attempt,

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 import workflows
 from tests.support.handlers import CALLS
+from tests.support.runs import claimed
 from workflows import FanOut, InvalidTransition, Retry, Sleep, StaleState, Task, Workflow
 from workflows.engine import ITEM, claim, claim_step, complete_work, fail_attempt
 from workflows.models import CompensationRecord, FanOutItem, Run, Step, Timer
@@ -73,7 +74,7 @@ def test_a_paused_run_starts_nothing_until_it_is_resumed():
     assert (run.status, run.paused_reason) == ("paused", "supplier outage")
     assert run_pending().steps == 0  # the ready step is not claimed
     with pytest.raises(StaleState, match="its run is paused"):
-        claim_step(Step.objects.get(run=run, name="first").pk, "worker")
+        claimed(run, "first", "worker")
     requested = run.events.get(type="run.pause_requested")
     assert requested.payload == {"by": "operator", "reason": "supplier outage"}
 
@@ -94,7 +95,7 @@ def resumed(run: Run) -> str:
 @pytest.mark.django_db
 def test_work_running_when_paused_finishes_and_is_recorded_and_nothing_follows():
     run = workflows.start_run(Chain)
-    lease = claim_step(Step.objects.get(run=run, name="first").pk, "worker")
+    lease = claimed(run, "first", "worker")
     workflows.pause_run(run)
     assert complete_work(lease, "first", claim_next=True) is None  # chains into nothing
     assert steps_of(run) == {"first": "completed", "second": "pending", "third": "pending"}
@@ -139,9 +140,9 @@ def test_a_retry_scheduled_while_paused_fires_after_the_resume():
 @pytest.mark.django_db
 def test_a_step_failing_for_good_while_paused_fails_the_run_on_resume():
     run = workflows.start_run(Chain)
-    lease = claim_step(Step.objects.get(run=run, name="first").pk, "worker")
+    lease = claimed(run, "first", "worker")
     complete_work(lease, "first")
-    second = claim_step(Step.objects.get(run=run, name="second").pk, "worker")
+    second = claimed(run, "second", "worker")
     workflows.pause_run(run)
     fail_attempt(second, workflows.PermanentError("bad data"))
     assert status_of(run) == "paused"
@@ -157,7 +158,7 @@ def test_a_step_failing_for_good_while_paused_fails_the_run_on_resume():
 @pytest.mark.django_db
 def test_a_lease_expiring_while_paused_returns_the_work_to_ready_for_the_resume():
     run = workflows.start_run(Chain)
-    claim_step(Step.objects.get(run=run, name="first").pk, "dead-worker")
+    claimed(run, "first", "dead-worker")
     workflows.pause_run(run)
     Step.objects.filter(run=run, name="first").update(
         lease_expires_at=timezone.now() - timedelta(minutes=1)
@@ -197,7 +198,7 @@ def test_a_paused_run_can_be_cancelled():
     run = workflows.start_run(Chain)
     run_pending()  # completed; start another that pauses mid-way
     run = workflows.start_run(Chain, {"again": 1})
-    lease = claim_step(Step.objects.get(run=run, name="first").pk, "worker")
+    lease = claimed(run, "first", "worker")
     complete_work(lease, "first")
     workflows.pause_run(run)
     workflows.cancel_run(run, reason="give up")
@@ -218,7 +219,7 @@ def test_the_commands_pause_and_resume_a_run_named_by_a_prefix_or_business_key(c
 def test_pause_racing_a_completion_never_loses_or_repeats_work(concurrently):
     for round_number in range(5):
         run = workflows.start_run(Chain, {"round": round_number})
-        lease = claim_step(Step.objects.get(run=run, name="first").pk, "worker")
+        lease = claimed(run, "first", "worker")
         results = concurrently(
             partial(complete_work, lease, "first", claim_next=True),
             partial(workflows.pause_run, run),

@@ -11,8 +11,8 @@ from django.urls import reverse
 
 import workflows
 from tests.admin.admin_console import staff
+from tests.support.runs import claimed
 from workflows import FanOut, InvalidInput, InvalidTransition, SubWorkflow, Task, Workflow
-from workflows.engine import claim_step
 from workflows.engine.verbs.priority import change_priority
 from workflows.models import Event, FanOutItem, Run, Step
 from workflows.queries.explanation import explain
@@ -58,7 +58,7 @@ def changed_event(run: Run) -> dict[str, Any]:
 def test_unstarted_work_follows_the_run_running_work_and_own_priorities_do_not():
     run = workflows.start_run(Mixed)
     for name in ("urgent", "first"):  # claims take the best priority first
-        claim_step(Step.objects.get(run=run, name=name).pk, "test-worker")
+        claimed(run, name, "test-worker")
     # "first" is running: it keeps the priority it was claimed with.
     assert Step.objects.get(run=run, name="first").status == "running"
     change = change_priority(run.pk, 40)

@@ -14,9 +14,10 @@ from django.utils import timezone
 
 import workflows
 from tests.support.handlers import BROKEN, CALLS, UNDONE
+from tests.support.runs import claimed
 from workflows import InvalidTransition, PermanentError, Task, WaitForSignal, Workflow
 from workflows.definitions.graph import Graph
-from workflows.engine import claim_step, complete_work
+from workflows.engine import complete_work
 from workflows.engine.replay import StepFacts, retry_plan
 from workflows.models import CompensationRecord, Run, Step
 from workflows.queries.explanation import QUERIES, REPLAY_QUERIES
@@ -114,8 +115,8 @@ def cancelled_without_compensation() -> Run:
 
 def terminated() -> Run:
     run = workflows.start_run(Trip)
-    complete_work(claim_step(Step.objects.get(run=run, name="book").pk, "w"), "book")
-    claim_step(Step.objects.get(run=run, name="pay").pk, "w")  # cut short by the terminate
+    complete_work(claimed(run, "book", "w"), "book")
+    claimed(run, "pay", "w")  # cut short by the terminate
     workflows.terminate_run(run)
     return run
 

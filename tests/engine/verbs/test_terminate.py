@@ -10,9 +10,10 @@ from django.core.management.base import CommandError
 
 import workflows
 from tests.support.handlers import BOOM, UNDO, UNDONE, WORK
+from tests.support.runs import claimed
 from tests.support.workflows import Work
 from workflows import InvalidTransition, LeaseLost, SubWorkflow, Task, Workflow
-from workflows.engine import COMPENSATION, claim, claim_step, complete_work
+from workflows.engine import COMPENSATION, claim, complete_work
 from workflows.models import CompensationRecord, Run, Step, Timer
 from workflows.testing import run_pending
 
@@ -44,9 +45,9 @@ def refreshed(run: Run) -> Run:
 @pytest.mark.django_db
 def test_terminate_stops_at_once_and_fences_out_the_running_attempt():
     run = workflows.start_run(Pipeline)
-    extract = claim_step(Step.objects.get(run=run, name="extract").pk, "worker")
+    extract = claimed(run, "extract", "worker")
     complete_work(extract, "extract")
-    load = claim_step(Step.objects.get(run=run, name="load").pk, "worker")
+    load = claimed(run, "load", "worker")
 
     workflows.terminate_run(run, reason="wrong customer")
     run = refreshed(run)
@@ -116,7 +117,7 @@ def test_the_command_terminates_and_refuses_in_one_line(capsys):
 def test_terminate_racing_a_completing_attempt_keeps_one_story(concurrently):
     for round_number in range(5):
         run = workflows.start_run(Pipeline, {"round": round_number})
-        lease = claim_step(Step.objects.get(run=run, name="extract").pk, "worker")
+        lease = claimed(run, "extract", "worker")
         completed, terminated = concurrently(
             partial(complete_work, lease, "extract", claim_next=True),
             partial(workflows.terminate_run, run),
