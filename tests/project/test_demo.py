@@ -117,21 +117,24 @@ def dispatch_waiting_for_approval(card: str):
     return run, gate
 
 
-def test_warehouse_dispatch_approved_packs_sleeps_and_charges():
+def approved_dispatch(card: str, shipping: str) -> Run:
+    """A dispatch paid with ``card``, approved by a superuser with ``shipping``, a
+    minute on."""
     admin = User.objects.create_superuser("boss")
-    run, gate = dispatch_waiting_for_approval("valid")
-    workflows.approve_gate(gate, user=admin, selections=["express"])
-    run = minutes_on(run)
+    run, gate = dispatch_waiting_for_approval(card)
+    workflows.approve_gate(gate, user=admin, selections=[shipping])
+    return minutes_on(run)
+
+
+def test_warehouse_dispatch_approved_packs_sleeps_and_charges():
+    run = approved_dispatch("valid", "express")
     assert run.status == "completed"
     assert run.output == {"charge": {"order": "W-1", "shipping": "express"}}
     assert record_kinds(run) == ["charge", "parcel_packed", "parcel_packed", "stock_hold"]
 
 
 def test_warehouse_dispatch_declined_card_undoes_packing_then_the_hold():
-    admin = User.objects.create_superuser("boss")
-    run, gate = dispatch_waiting_for_approval("declined")
-    workflows.approve_gate(gate, user=admin, selections=["standard"])
-    run = minutes_on(run)
+    run = approved_dispatch("declined", "standard")
     assert run.status == "compensated"
     assert run.error["message"] == "card declined by the issuer"
     undone = list(
