@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import workflows
@@ -11,12 +12,13 @@ from workflows.models import Run, Step
 from workflows.testing import run_pending
 
 
-def run_inline(*args: Any, **options: Any) -> Run:
+def run_inline(*args: Any, until: datetime | None = None, **options: Any) -> Run:
     """Start a run (the arguments of ``workflows.start_run``), run its ready work inline
-    until nothing more is ready (``run_pending``) and return it read again: ended, or
-    waiting on what no step of it can do (a gate, a signal, a timer)."""
+    until nothing more is ready (``run_pending``; with ``until``, timers due by then fire
+    too) and return it read again: ended, or waiting on what no step of it can do (a
+    gate, a signal, a later timer)."""
     run = workflows.start_run(*args, **options)
-    run_pending()
+    run_pending(until=until)
     run.refresh_from_db()
     return run
 

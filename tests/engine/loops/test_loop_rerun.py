@@ -191,9 +191,7 @@ def test_a_poll_that_ran_out_of_iterations_can_be_rerun_for_a_fresh_set_of_polls
     """A poll is a loop of its own: its rerun is a fresh set of polls from iteration 1,
     and the iteration that ran out stays in the history."""
     WANTED["rounds"] = 10
-    run = workflows.start_run(Polled)
-    run_pending(until=timezone.now() + timedelta(minutes=1))
-    run.refresh_from_db()
+    run = run_inline(Polled, until=timezone.now() + timedelta(minutes=1))
     assert run.error["code"] == "max_iterations_exceeded"
     WANTED["rounds"] = 2
     CALLS.clear()

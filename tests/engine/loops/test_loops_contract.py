@@ -112,9 +112,7 @@ def test_a_review_goes_round_twice_then_publishes_with_every_round_kept(client):
 
 
 def test_a_poll_sleeps_on_a_timer_between_iterations_until_done():
-    run = workflows.start_run(Export)
-    run_pending(until=timezone.now() + timedelta(minutes=16))
-    run.refresh_from_db()
+    run = run_inline(Export, until=timezone.now() + timedelta(minutes=16))
     assert run.status == "completed", run.error
     step = Step.objects.get(run=run)
     assert (step.iteration, step.output) == (3, {"ready": True})

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 import workflows
 from tests.support.handlers import CALLS, NOOP
+from tests.support.runs import run_inline
 from workflows import Loop, Retry, Task, Workflow
 from workflows.models import Run, Step, StepIteration, Timer
 from workflows.testing import run_pending
@@ -115,9 +116,7 @@ def test_a_poll_sleeps_on_a_timer_between_polls_and_finishes_when_done():
 
 
 def test_an_exhausted_poll_fails_the_run():
-    run = workflows.start_run(PollsOutFailing)
-    run_pending(until=timezone.now() + 3 * EVERY)
-    run.refresh_from_db()
+    run = run_inline(PollsOutFailing, until=timezone.now() + 3 * EVERY)
     assert run.status == "failed"
     assert run.error["code"] == "max_iterations_exceeded"
     assert run.error["step"] == "wait"
@@ -127,9 +126,7 @@ def test_an_exhausted_poll_fails_the_run():
 
 
 def test_an_exhausted_poll_that_continues_lets_the_run_go_on():
-    run = workflows.start_run(PollsOutContinuing)
-    run_pending(until=timezone.now() + 3 * EVERY)
-    run.refresh_from_db()
+    run = run_inline(PollsOutContinuing, until=timezone.now() + 3 * EVERY)
     assert run.status == "completed"
     assert len(CALLS) == 2
     wait = Step.objects.get(run=run, name="wait")
@@ -138,9 +135,7 @@ def test_an_exhausted_poll_that_continues_lets_the_run_go_on():
 
 
 def test_a_condition_that_raises_fails_the_step_with_condition_error():
-    run = workflows.start_run(PollsBroken)
-    run_pending(until=timezone.now() + 3 * EVERY)
-    run.refresh_from_db()
+    run = run_inline(PollsBroken, until=timezone.now() + 3 * EVERY)
     assert run.status == "failed"
     wait = Step.objects.get(run=run, name="wait")
     assert wait.status == "failed"
@@ -230,9 +225,7 @@ def test_a_run_cancelled_while_its_poll_sleeps_polls_no_more():
 
 def test_a_poll_that_ran_out_gets_a_fresh_count_when_retried():
     """As a rerun does (tests/engine/loops/test_loop_rerun.py)."""
-    run = workflows.start_run(PollsOutFailing)
-    run_pending(until=timezone.now() + 3 * EVERY)
-    run.refresh_from_db()
+    run = run_inline(PollsOutFailing, until=timezone.now() + 3 * EVERY)
     assert run.error["code"] == "max_iterations_exceeded"
     workflows.retry_run(run)
     run_pending(until=timezone.now() + 3 * EVERY)

@@ -92,9 +92,7 @@ def test_replayed_signal_has_one_effect_and_a_different_payload_conflicts():
 
 
 def test_signal_timeout_fails_the_run():
-    run = workflows.start_run(Payment)
-    run_pending(until=timezone.now() + timedelta(days=2))
-    run.refresh_from_db()
+    run = run_inline(Payment, until=timezone.now() + timedelta(days=2))
     assert run.steps.get(name="payment").status == "timed_out"
     assert run.status == "failed"
     assert run.error["cause"] == "signal_timeout"

@@ -132,18 +132,14 @@ def test_step_failing_every_attempt_fails_after_max_attempts_no_more():
 
 
 def test_idempotency_key_is_stable_across_retries():
-    run = workflows.start_run(FailsTwice)
-    run_pending(until=timezone.now() + timedelta(hours=1))
-    run.refresh_from_db()
+    run = run_inline(FailsTwice, until=timezone.now() + timedelta(hours=1))
     assert run.status == "completed"
     assert run.output == {"only": {"attempt": 3}}
     assert {key for _, key in ATTEMPTS} == {f"{run.pk}/only"}
 
 
 def test_permanent_error_is_not_retried():
-    run = workflows.start_run(Permanent)
-    run_pending(until=timezone.now() + timedelta(hours=1))
-    run.refresh_from_db()
+    run = run_inline(Permanent, until=timezone.now() + timedelta(hours=1))
     assert len(ATTEMPTS) == 1
     assert run.status == "failed"
     assert run.error["type"] == "workflows.errors.PermanentError"
@@ -151,9 +147,7 @@ def test_permanent_error_is_not_retried():
 
 
 def test_non_retryable_exception_is_not_retried():
-    run = workflows.start_run(NonRetryable)
-    run_pending(until=timezone.now() + timedelta(hours=1))
-    run.refresh_from_db()
+    run = run_inline(NonRetryable, until=timezone.now() + timedelta(hours=1))
     assert len(ATTEMPTS) == 1
     assert run.status == "failed"
     assert run.error["message"] == "no such thing"

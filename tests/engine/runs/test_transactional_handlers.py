@@ -227,9 +227,7 @@ def test_a_stale_worker_whose_heartbeat_is_refused_leaves_nothing_but_the_lost_l
 
 
 def test_each_fan_out_item_commits_its_write_with_its_own_completion():
-    run = workflows.start_run(Batch, {"bad_items": ["b"]})
-    run_pending(until=later())
-    run.refresh_from_db()
+    run = run_inline(Batch, {"bad_items": ["b"]}, until=later())
     assert run.status == "completed"
     assert sorted(entries(run)) == [("lines", "a", 1), ("lines", "c", 1)]
     assert run.steps.get(name="lines").output == ["booked a", None, "booked c"]

@@ -14,6 +14,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 import workflows
+from tests.support.runs import run_inline
 from workflows import Loop, Retry, Task, Workflow
 from workflows.models import Run, Step, StepRound
 from workflows.queries.frames import frames
@@ -83,10 +84,7 @@ def run_until_quiet() -> None:
 
 
 def finished(workflow: type[Workflow]) -> Run:
-    run = workflows.start_run(workflow)
-    run_until_quiet()
-    run.refresh_from_db()
-    return run
+    return run_inline(workflow, until=timezone.now() + timedelta(days=1))
 
 
 def test_rerun_from_starts_the_reset_steps_clean_and_keeps_the_old_round():
