@@ -1,23 +1,21 @@
-"""Shared fixtures: thread helpers that fail instead of hanging, database vendor flags, staff
-users, a recording executor, and the reset of the shared test handlers (`tests/handlers.py`)."""
+"""Shared fixtures and hooks: the xdist group of the tests that start processes, the
+wake-up listeners stopped before the test database is dropped, concurrent calls, long
+polls without a backstop, definitions taken out of the registry, a recording executor,
+and the reset of the shared test handlers. The plain helpers the modules share (threads,
+users, builders) are in ``tests/support/``."""
 
 from __future__ import annotations
 
 import os
-import threading
-import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Permission, User
-from django.db import connection, connections
 
-from tests import handlers
+from tests.support import handlers
+from tests.support.threads import run_concurrently
 from workflows.definitions import Workflow, registry
 
-THREAD_TIMEOUT_SECONDS = 60
 PROCESS_DIRECTORIES = ("acceptance", "install")
 PROCESS_MARKERS = ("acceptance", "processes")
 
@@ -38,29 +36,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group("processes"))
 
 
-def run_concurrently(*calls: Callable[[], Any]) -> list[Any]:
-    """Run each call in its own thread, released together by a barrier.
-
-    Returns each call's result, or the exception it raised. Every thread closes its
-    database connection so test databases can be torn down; a deadlock fails the test
-    after ``THREAD_TIMEOUT_SECONDS`` instead of hanging it.
-    """
-    barrier = threading.Barrier(len(calls), timeout=THREAD_TIMEOUT_SECONDS)
-
-    def wrapped(call: Callable[[], Any]) -> Any:
-        try:
-            barrier.wait()
-            return call()
-        except Exception as exc:
-            return exc
-        finally:
-            connections.close_all()
-
-    with ThreadPoolExecutor(max_workers=len(calls)) as pool:
-        futures = [pool.submit(wrapped, call) for call in calls]
-        return [future.result(timeout=THREAD_TIMEOUT_SECONDS) for future in futures]
-
-
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup: None) -> Iterator[None]:
     """pytest-django's, and then: the wake-up listeners (PostgreSQL) stop before the test
@@ -76,26 +51,6 @@ def concurrently() -> Callable[..., list[Any]]:
     return run_concurrently
 
 
-def sweeper_until(done: Callable[[], bool], *, timeout: float = THREAD_TIMEOUT_SECONDS) -> None:
-    """Run the sweeper in a thread (``workflows.testing.sweeper_running``) until
-    ``done()`` (or ``timeout`` seconds), then stop it; fail if it does not stop. The
-    thread closes its database connection so the test database can be dropped."""
-    from workflows.testing import sweeper_running
-
-    with sweeper_running():
-        eventually(done, timeout=timeout)
-
-
-def eventually(done: Callable[[], bool], *, timeout: float = THREAD_TIMEOUT_SECONDS) -> bool:
-    """Whether ``done()`` became true within ``timeout`` seconds (looked at every 10 ms)."""
-    give_up_at = time.monotonic() + timeout
-    while not done():
-        if time.monotonic() > give_up_at:
-            return False
-        time.sleep(0.01)
-    return True
-
-
 @pytest.fixture
 def no_backstop(monkeypatch: pytest.MonkeyPatch) -> None:
     """Long polls read again only when woken, within any wait a test makes: one that
@@ -104,19 +59,6 @@ def no_backstop(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(long_poll, "BACKSTOP_SQLITE", 600.0)
     monkeypatch.setattr(long_poll, "BACKSTOP_POSTGRESQL", 600.0)
-
-
-def once_watched(topic: str, verb: Callable[[], Any]) -> Any:
-    """Call ``verb`` once a waiter of this process watches ``topic`` (a long poll
-    watches before its first read, then waits)."""
-    from workflows.engine.wakeups.local import watchers
-
-    eventually(lambda: watchers(topic) > 0)
-    return verb()
-
-
-def is_sqlite() -> bool:
-    return connection.vendor == "sqlite"
 
 
 @pytest.fixture
@@ -132,14 +74,6 @@ def unregistered() -> Iterator[Callable[[type[Workflow]], None]]:
     yield unregister
     for workflow in taken:
         registry.register(workflow)
-
-
-def staff(username: str, *permissions: str) -> User:
-    """A staff user (password ``pw``) holding the given permission codenames."""
-    user = User.objects.create_user(username, password="pw", is_staff=True)
-    for codename in permissions:
-        user.user_permissions.add(Permission.objects.get(codename=codename))
-    return User.objects.get(pk=user.pk)  # fresh: no cached permissions
 
 
 # What the recording executor was sent: (kind, unit id, route) units of ready work.
@@ -164,5 +98,5 @@ def recording(settings: Any) -> Iterator[list[Any]]:
 
 @pytest.fixture(autouse=True)
 def _reset_shared_handlers() -> None:
-    """Every test starts with empty records in ``tests.handlers``."""
+    """Every test starts with empty records in ``tests/support/handlers.py``."""
     handlers.reset()

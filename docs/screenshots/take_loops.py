@@ -30,7 +30,7 @@ def build_demo() -> dict:
     from django.test import override_settings
 
     import workflows
-    from tests.loop_review import ExportPoll, rejected
+    from tests.support.loop_review import ExportPoll, rejected
     from workflows import Gate, Loop, Task, Workflow
     from workflows.testing import run_pending
 
@@ -40,17 +40,17 @@ def build_demo() -> dict:
 
     class ArticleReview(Workflow):
         name = "article_review"
-        draft = Task("tests.loop_review.draft")
+        draft = Task("tests.support.loop_review.draft")
         review = Gate(prompt="Publish {steps[draft][text]}?", on_reject="continue")
         revise = Loop(back_to="draft", while_=rejected, max_iterations=5)
-        publish = Task("tests.loop_review.draft")
+        publish = Task("tests.support.loop_review.draft")
 
     class Stubborn(Workflow):
         """A check that never passes: its loop runs out after 25 rounds."""
 
         name = "article_check"
-        draft = Task("tests.loop_review.draft")
-        check = Task("tests.loop_review.check_export")
+        draft = Task("tests.support.loop_review.draft")
+        check = Task("tests.support.loop_review.check_export")
         recheck = Loop(
             back_to="draft",
             while_=lambda ctx: not ctx.steps["check"].output["ready"],

@@ -37,7 +37,7 @@ def build_demo() -> dict:
     from django.utils import timezone
 
     import workflows
-    from tests.webhook_receiver import Receiver
+    from tests.support.webhook_receiver import Receiver
     from workflows.models import WebhookDelivery
     from workflows.testing import run_pending
     from workflows.webhooks.services import create_endpoint

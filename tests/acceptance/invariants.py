@@ -147,6 +147,20 @@ def queue_failures() -> list[str]:
     ]
 
 
+def every_problem(run_ids: Iterable[UUID]) -> list[str]:
+    """The checks a test of many runs makes, together: every completed step completed
+    once (:func:`completion_problems`), every side effect done once
+    (:func:`idempotency_problems`), "database is locked" nowhere
+    (:func:`lock_error_problems`) and no queue task that raised (:func:`queue_failures`)."""
+    ids = list(run_ids)
+    return [
+        *completion_problems(ids),
+        *idempotency_problems(ids),
+        *lock_error_problems(),
+        *queue_failures(),
+    ]
+
+
 def most_active_at_once(runs: Iterable[UUID] | None = None, *, workflow: str = "") -> int:
     """The most runs active at one point of the history (of ``runs``, or of ``workflow``):
     a run is active from its ``run.started`` to its final status, in event order.

@@ -7,12 +7,7 @@ import time
 
 import pytest
 
-from tests.acceptance.invariants import (
-    completion_problems,
-    idempotency_problems,
-    lock_error_problems,
-    queue_failures,
-)
+from tests.acceptance.invariants import every_problem
 from workflows.models import Run
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
@@ -45,10 +40,7 @@ def test_mixed_runs_all_finish_exactly_once_while_workers_are_killed_every_few_s
         pk: (run.status, run.error) for pk, run in runs.items() if run.status != "completed"
     }
     assert not_completed == {}
-    assert completion_problems(run_ids) == []
-    assert idempotency_problems(run_ids) == []
-    assert lock_error_problems() == []
-    assert queue_failures() == []
+    assert every_problem(run_ids) == []
     assert stack.monitor.problems == []
     assert stack.monitor.samples > 10
     assert Run.objects.filter(pk__in=run_ids, status="completed").count() == RUNS

@@ -10,7 +10,7 @@ import pytest
 from tests.acceptance.flowapp.models import HandlerCall
 from tests.acceptance.invariants import completion_problems
 from tests.acceptance.stack import Stack
-from tests.conftest import eventually
+from tests.support.threads import eventually
 from workflows.models import CompensationRecord, Event, Step, Timer
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]

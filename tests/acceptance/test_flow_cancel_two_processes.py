@@ -1,6 +1,6 @@
 """``cancel_flow`` raced by two real OS processes (issue #35, point 2).
 
-The engine tests race it with threads (:mod:`tests.engine.test_flow_cancel_races`); here
+The engine tests race it with threads (:mod:`tests.engine.flows.test_flow_cancel_races`); here
 two ``manage.py`` processes, each with its own interpreter and connection, call it on
 the same sealed flow at the same instant, as two web processes answering two operators
 would. The flow is that test's graph (a running gate, a chain of blocked members after
@@ -26,7 +26,7 @@ from django.contrib.auth import get_user_model
 
 import workflows
 from tests.acceptance.harness import Processes, Side, race
-from tests.engine.test_flow_cancel_races import graph
+from tests.engine.flows.test_flow_cancel_races import graph
 from workflows.models import Event, Flow, Run
 from workflows.status import FlowStatus, RunStatus
 
@@ -37,7 +37,7 @@ MEMBERS = {"gate", "b1", "b2", "b3", "b4"}
 PENDING = MEMBERS - {"gate"}
 # Both sides act as the operator, and must know the graph's workflow, which only
 # pytest's process imports otherwise.
-ACTING = ("--user", "operator", "--import", "tests.engine.test_flow_cancel_races")
+ACTING = ("--user", "operator", "--import", "tests.engine.flows.test_flow_cancel_races")
 
 
 def sealed_graph(name: str) -> Flow:

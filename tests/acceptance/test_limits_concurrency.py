@@ -30,12 +30,7 @@ from tests.acceptance.flowapp.handlers import BUSY_DIR
 from tests.acceptance.flowapp.limits import OnePerCustomer, PerCustomer
 from tests.acceptance.flowapp.models import HandlerCall
 from tests.acceptance.harness import Process, pid_of_owner
-from tests.acceptance.invariants import (
-    completion_problems,
-    idempotency_problems,
-    lock_error_problems,
-    queue_failures,
-)
+from tests.acceptance.invariants import every_problem
 from tests.acceptance.stack import Stack
 from workflows.models import Event, Step
 
@@ -114,10 +109,7 @@ def kill_cluster(stack: Stack, cluster: Process) -> None:
 def assert_finished_cleanly(stack: Stack, run_ids: list[UUID], runs: dict) -> None:
     not_completed = {pk: (r.status, r.error) for pk, r in runs.items() if r.status != "completed"}
     assert not_completed == {}
-    assert completion_problems(run_ids) == []
-    assert idempotency_problems(run_ids) == []
-    assert lock_error_problems() == []
-    assert queue_failures() == []
+    assert every_problem(run_ids) == []
     assert stack.monitor.problems == []
 
 

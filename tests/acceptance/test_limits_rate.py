@@ -28,12 +28,7 @@ from collections import Counter
 import pytest
 
 from tests.acceptance.flowapp.limits import RATE_LIMIT, RateLimited
-from tests.acceptance.invariants import (
-    completion_problems,
-    idempotency_problems,
-    lock_error_problems,
-    queue_failures,
-)
+from tests.acceptance.invariants import every_problem
 from workflows.definitions.limits import RateLimit
 from workflows.models import Event, Step, Timer
 
@@ -89,8 +84,5 @@ def test_a_rate_limit_holds_across_worker_processes_within_one_period(stack):
     held = Event.objects.filter(run__in=run_ids, type="step.held").values_list("payload", flat=True)
     assert {payload["on"] for payload in held} == {f"rate:task:{RateLimited.name}.call"}
     assert Timer.objects.filter(run__in=run_ids, kind="release", status="fired").exists()
-    assert completion_problems(run_ids) == []
-    assert idempotency_problems(run_ids) == []
-    assert lock_error_problems() == []
-    assert queue_failures() == []
+    assert every_problem(run_ids) == []
     assert stack.monitor.problems == []

@@ -16,6 +16,7 @@ import workflows
 from tests.acceptance.flowapp.models import HandlerCall
 from tests.acceptance.invariants import completion_problems
 from tests.acceptance.stack import Stack
+from tests.support.events import payloads
 from workflows.models import CompensationRecord, Event, Step
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
@@ -37,11 +38,6 @@ def spinning(stack: Stack, run_id: UUID) -> HandlerCall:
 def calls(run_id: UUID, step: str) -> list[tuple[int, str]]:
     rows = HandlerCall.objects.filter(run_id=run_id, step_name=step).order_by("id")
     return list(rows.values_list("attempt", "note"))
-
-
-def events(run_id: UUID, type: str) -> list[dict]:
-    rows = Event.objects.filter(run_id=run_id, type=type).order_by("id")
-    return list(rows.values_list("payload", flat=True))
 
 
 def test_a_revoked_heartbeating_worker_is_refused_and_the_step_runs_again_once(stack):
@@ -66,10 +62,10 @@ def test_a_revoked_heartbeating_worker_is_refused_and_the_step_runs_again_once(s
     assert calls(run_id, "spin") == [(1, ""), (1, "revoked"), (2, "")]
     spin = Step.objects.get(run_id=run_id, name="spin")
     assert (spin.status, spin.attempt, spin.output["attempt"]) == ("completed", 2, 2)
-    [revocation] = events(run_id, "lease.revoked")
+    [revocation] = payloads(run_id, "lease.revoked")
     assert (revocation["attempt"], revocation["reason"]) == (1, "worker wedged in a loop")
     assert f":{wedged.pid}:" in revocation["owner"]
-    lost = events(run_id, "lease.lost")
+    lost = payloads(run_id, "lease.lost")
     assert [(event["action"], event["attempt"]) for event in lost] == [
         ("heartbeat", 1),
         ("completion", 1),
@@ -98,7 +94,7 @@ def test_a_heartbeating_handler_stops_at_its_next_heartbeat_after_a_cancel(stack
     spin = Step.objects.get(run_id=run_id, name="spin")
     assert (spin.status, spin.attempt, spin.failure_class) == ("failed", 1, "cancelled")
     assert spin.error["failure_class"] == "cancelled"
-    assert not events(run_id, "lease.lost")  # it stopped while it still held the lease
+    assert not payloads(run_id, "lease.lost")  # it stopped while it still held the lease
     assert CompensationRecord.objects.get(run_id=run_id).status == "completed"
     assert calls(run_id, "reserve") == [(1, ""), (1, "compensated")]
     # A second cancel, from another operator: nothing changes, nothing is recorded.

@@ -1,7 +1,7 @@
 """``revoke_lease`` pinned to an attempt, raced by two real OS processes (issue #35,
 point 4).
 
-The engine tests race it with threads (:mod:`tests.engine.test_revoke`); here two
+The engine tests race it with threads (:mod:`tests.engine.verbs.test_revoke`); here two
 ``manage.py`` processes, each with its own interpreter and connection, act at the same
 instant on the step of that test's one-attempt workflow, as two operators' clicks (or a
 click and a worker) arriving at two web processes would. The race is repeated, a new
@@ -18,7 +18,7 @@ afterwards, never timings.
   The claim must succeed too: on PostgreSQL a late revoke that changed nothing used to
   hold the step's row lock, so the worker skipped the row as being claimed and dropped
   its nudge (``StaleState``); the revoke now locks the row only for an attempt it can
-  take (the engine test of that: ``tests/engine/test_revoke.py``).
+  take (the engine test of that: ``tests/engine/verbs/test_revoke.py``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from django.contrib.auth import get_user_model
 
 import workflows
 from tests.acceptance.harness import Processes, Side, race
-from tests.engine.test_revoke import Single, events, running, step_of
+from tests.engine.verbs.test_revoke import Single, running, step_of
+from tests.support.events import payloads
 from workflows import LeaseLost
 from workflows.engine import complete_work
 from workflows.engine.lease import Lease
@@ -45,7 +46,7 @@ WEDGED = "wedged-worker"  # the owner of attempt 1 (``running``'s default)
 HEALTHY = "healthy-worker"
 # Both sides act as the operator, and must know the engine test's workflow, which only
 # pytest's process imports otherwise.
-ACTING = ("--user", "operator", "--import", "tests.engine.test_revoke")
+ACTING = ("--user", "operator", "--import", "tests.engine.verbs.test_revoke")
 
 
 def revoking(steps: list[Step], reason: str, attempt: int = 1) -> Side:
@@ -111,7 +112,7 @@ def test_two_processes_revoking_one_attempt_revoke_it_once(
             "by": "operator",
             "reason": f"click {winner}",
         }
-        [revoked] = events(run, "lease.revoked")
+        [revoked] = payloads(run, "lease.revoked")
         assert (revoked["attempt"], revoked["reason"], revoked["status"]) == (
             1,
             f"click {winner}",
@@ -151,5 +152,5 @@ def test_a_late_revoke_racing_the_next_attempts_claim_leaves_that_attempt_alone(
         )
         assert work.lease_owner == HEALTHY
         assert work.lease_expires_at is not None
-        [revoked] = events(run, "lease.revoked")  # the setup's, of attempt 1
+        [revoked] = payloads(run, "lease.revoked")  # the setup's, of attempt 1
         assert (revoked["attempt"], revoked["reason"]) == (1, "wedged")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+from typing import Any
 from uuid import UUID
 
 import pytest
@@ -53,6 +54,17 @@ def status(run_id: UUID, step: str) -> str:
     return Step.objects.get(run_id=run_id, name=step).status
 
 
+def completed_on(stack: Any, run_id: UUID, step: str, process: Any) -> int:
+    """Wait for the run to end: it completed, each of its steps once, and ``step`` ran
+    once, in ``process`` (or a process of its); the process id it ran in."""
+    run = stack.wait_finished([run_id], timeout=RUN_TIMEOUT)[run_id]
+    assert run.status == "completed"
+    assert completion_problems([run_id]) == []
+    [owner] = starts(run_id, step)
+    assert owner in process.descendants()
+    return owner
+
+
 def test_a_step_requiring_a_capability_waits_for_a_worker_that_has_it(stack):
     plain = worker(stack, "worker-plain")
     assert "routes (django-q2 clusters): " in plain.log_tail()
@@ -75,12 +87,8 @@ def test_a_step_requiring_a_capability_waits_for_a_worker_that_has_it(stack):
 
     cuda = worker(stack, "worker-cuda", "--capability", "cuda")
     assert "default+cuda (queue 'default' requiring cuda)" in cuda.log_tail()
-    run = stack.wait_finished([run_id], timeout=RUN_TIMEOUT)[run_id]
 
-    assert run.status == "completed"
-    assert completion_problems([run_id]) == []
-    [owner] = starts(run_id, "train")
-    assert owner in cuda.descendants()
+    completed_on(stack, run_id, "train", cuda)
     assert all(pid in plain.descendants() for pid in starts(run_id, "prepare"))
 
 
@@ -99,12 +107,8 @@ def test_a_step_of_a_queue_runs_only_on_a_worker_serving_that_queue(stack):
 
     gpu = worker(stack, "worker-gpu", "--queue", "gpu")
     assert "queues: gpu\n" in gpu.log_tail()
-    run = stack.wait_finished([run_id], timeout=RUN_TIMEOUT)[run_id]
 
-    assert run.status == "completed"
-    assert completion_problems([run_id]) == []
-    [owner] = starts(run_id, "render")
-    assert owner in gpu.descendants()
+    owner = completed_on(stack, run_id, "render", gpu)
     assert owner not in default.descendants()
     with ON_WORKERS:
         assert workflows.explain(run_id).waiting_on == ()

@@ -16,7 +16,8 @@ from django_q.models import OrmQ
 from tests.acceptance.flowapp.models import HandlerCall, SideEffect
 from tests.acceptance.invariants import completion_problems, idempotency_problems
 from tests.acceptance.stack import Stack
-from workflows.models import Event, Step
+from tests.support.events import payloads
+from workflows.models import Step
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
 
@@ -34,10 +35,6 @@ def first_call(stack: Stack, run_id: UUID, step_name: str) -> HandlerCall:
         timeout=STARTUP_TIMEOUT,
         run_ids=[run_id],
     )
-
-
-def events(run_id: UUID, type: str) -> list[dict]:
-    return list(Event.objects.filter(run_id=run_id, type=type).values_list("payload", flat=True))
 
 
 def assert_run_invariants(stack: Stack, run_id: UUID) -> None:
@@ -66,7 +63,7 @@ def test_a_worker_killed_mid_step_is_reclaimed_after_its_lease_and_completes_onc
     calls = HandlerCall.objects.filter(run_id=run_id, step_name="hold")
     assert [(call.attempt, call.pid == killed.pid) for call in calls] == [(1, True), (2, False)]
     assert {call.idempotency_key for call in calls} == {f"{run_id}/hold"}
-    [expired] = events(run_id, "lease.expired")
+    [expired] = payloads(run_id, "lease.expired")
     assert expired["attempt"] == 1 and f":{killed.pid}:" in expired["owner"]
     # A worker that vanished: class lease_expired, retried by the default retry_on.
     assert expired["failure_class"] == "lease_expired"
@@ -89,7 +86,7 @@ def test_a_live_worker_past_its_timeout_is_failed_by_its_watchdog_and_its_result
     stack.release(run_id)
     [lost] = stack.wait_for(
         "the overrun attempt's late result to be refused",
-        lambda: events(run_id, "lease.lost"),
+        lambda: payloads(run_id, "lease.lost"),
         timeout=RUN_TIMEOUT,
         run_ids=[run_id],
     )
@@ -98,9 +95,9 @@ def test_a_live_worker_past_its_timeout_is_failed_by_its_watchdog_and_its_result
     step = Step.objects.get(run_id=run_id, name="slow")
     assert (step.status, step.attempt, step.output["attempt"]) == ("completed", 2, 2)
     assert (step.failure_class, step.error["failure_class"]) == ("timeout", "timeout")
-    [scheduled] = events(run_id, "step.retry_scheduled")
+    [scheduled] = payloads(run_id, "step.retry_scheduled")
     assert (scheduled["attempt"], scheduled["failure_class"]) == (1, "timeout")
-    assert events(run_id, "lease.expired") == []
+    assert payloads(run_id, "lease.expired") == []
     assert (lost["action"], lost["attempt"]) == ("completion", 1)
     assert f":{slow.pid}:" in lost["owner"]
     assert SideEffect.objects.get(idempotency_key=f"{run_id}/slow").attempt == 2
@@ -131,7 +128,7 @@ def test_a_worker_stopped_past_its_lease_has_its_late_heartbeat_and_result_rejec
         os.kill(frozen.pid, signal.SIGCONT)
     lost = stack.wait_for(
         "the stopped worker's heartbeat and result to be rejected",
-        lambda: (found := events(run_id, "lease.lost")) and len(found) >= 2 and found,
+        lambda: (found := payloads(run_id, "lease.lost")) and len(found) >= 2 and found,
         timeout=RUN_TIMEOUT,
         run_ids=[run_id],
     )
@@ -170,7 +167,7 @@ def test_a_step_whose_worker_dies_on_every_attempt_fails_after_max_attempts(stac
     calls = list(HandlerCall.objects.filter(run_id=run_id).values_list("attempt", "pid"))
     assert [attempt for attempt, _ in calls] == [1, 2, 3]
     assert len({pid for _, pid in calls}) == 3  # each attempt killed its own worker
-    assert [e["attempt"] for e in events(run_id, "lease.expired")] == [1, 2, 3]
+    assert [e["attempt"] for e in payloads(run_id, "lease.expired")] == [1, 2, 3]
     # No endless loop: the queue redelivers the dead workers' tasks once, they find the
     # step failed and do nothing, and the queue drains.
     stack.wait_for(
@@ -180,5 +177,5 @@ def test_a_step_whose_worker_dies_on_every_attempt_fails_after_max_attempts(stac
         run_ids=[run_id],
     )
     assert HandlerCall.objects.filter(run_id=run_id).count() == 3
-    assert len(events(run_id, "step.started")) == 3
+    assert len(payloads(run_id, "step.started")) == 3
     assert_run_invariants(stack, run_id)

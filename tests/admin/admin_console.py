@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import User
 from django.contrib.messages import get_messages
 
 import workflows
+from tests.support import users
 from workflows import FanOut, Retry, Task, WaitForSignal, Workflow
 from workflows.models import Run
 from workflows.testing import run_pending
@@ -85,11 +86,13 @@ ROLES: dict[str, tuple[str, ...]] = {
 
 def staff(role: str) -> User:
     """A staff user holding ``role``'s permissions (see :data:`ROLES`)."""
-    user = User.objects.create_user(role, password="pw", is_staff=True)
-    for codename in ROLES[role]:
-        user.user_permissions.add(Permission.objects.get(codename=codename))
-    return User.objects.get(pk=user.pk)
+    return users.staff(role, *ROLES[role])
 
 
 def notes(response) -> list[str]:
     return [str(message) for message in get_messages(response.wsgi_request)]
+
+
+def noted(response, text: str) -> bool:
+    """Whether one of the messages shown after ``response`` contains ``text``."""
+    return any(text in note for note in notes(response))

@@ -10,7 +10,7 @@ from django.contrib import admin
 from django.urls import reverse
 
 import workflows
-from tests.admin.admin_console import checkout, failed_checkout, fragile, notes, staff
+from tests.admin.admin_console import checkout, failed_checkout, fragile, noted, notes, staff
 from workflows.models import Event, Run, Step
 from workflows.testing import run_pending
 
@@ -77,7 +77,7 @@ def test_a_refused_verb_is_a_message_not_an_error_page(operator):
 def test_pause_and_terminate(operator, verb, data, status):
     run = checkout()
     response = operator.post(act(run, verb), data, follow=True)
-    assert any(f"is now {status}" in note for note in notes(response))
+    assert noted(response, f"is now {status}")
     assert Event.objects.get(run=run, type=f"run.{verb}_requested").payload["by"] == "operator"
 
 
@@ -95,7 +95,7 @@ def test_send_a_signal_with_a_json_payload(operator):
     response = operator.post(
         act(run, "signal"), {"name": "shipped", "payload": '{"carrier": "post"}'}, follow=True
     )
-    assert any("received signal “shipped”" in note for note in notes(response))
+    assert noted(response, "received signal “shipped”")
     run_pending()
     assert Run.objects.get(pk=run.pk).status == "completed"
 
@@ -123,7 +123,7 @@ def test_retry_a_failed_step(operator):
     run = fragile()
     charge = Step.objects.get(run=run, name="charge")
     response = operator.post(act(run, "retry_step"), {"step": charge.pk}, follow=True)
-    assert any("retries step “charge”" in note for note in notes(response))
+    assert noted(response, "retries step “charge”")
     assert Event.objects.get(run=run, type="step.retried").payload["by"] == "operator"
 
 
@@ -136,7 +136,7 @@ def test_rerun_from_a_chosen_step(operator):
     response = operator.post(
         act(run, "rerun"), {"step": charge.pk, "reason": "recharge"}, follow=True
     )
-    assert any("runs again from step" in note for note in notes(response))
+    assert noted(response, "runs again from step")
     assert Event.objects.get(run=run, type="run.rerun_requested").payload["by"] == "operator"
 
 
@@ -151,7 +151,7 @@ def test_a_step_of_another_run_is_refused(operator):
 def test_retry_a_failed_run(operator):
     run = fragile()
     response = operator.post(act(run, "retry"), follow=True)
-    assert any(f"Run {str(run.pk)[:8]} is now" in note for note in notes(response))
+    assert noted(response, f"Run {str(run.pk)[:8]} is now")
 
 
 @pytest.mark.parametrize("role", ["nobody", "viewer", "starter"])

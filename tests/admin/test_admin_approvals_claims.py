@@ -12,7 +12,7 @@ from django.urls import reverse
 
 import workflows
 from tests.admin.test_approvals_inbox import notes, waiting
-from tests.conftest import staff
+from tests.support.users import staff
 from workflows import Gate, Workflow
 from workflows.models import Step
 

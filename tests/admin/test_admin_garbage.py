@@ -24,8 +24,8 @@ from django.urls.resolvers import RoutePattern
 
 import workflows
 from tests.admin.admin_console import checkout, failed_checkout
-from tests.conftest import staff
-from tests.loop_review import ExportPoll, review_in_round
+from tests.support.loop_review import ExportPoll, review_in_round
+from tests.support.users import staff
 from workflows.admin.actions import RUN_ACTIONS
 from workflows.models import Run, Step
 from workflows.testing import run_pending

@@ -10,7 +10,7 @@ import pytest
 from django.urls import reverse
 
 from tests.admin.test_approvals_inbox import waiting
-from tests.conftest import staff
+from tests.support.users import staff
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ import pytest
 from django.urls import reverse
 
 from tests.admin.admin_console import checkout, staff
-from tests.live_rows import log, report, running_step
+from tests.support.live_rows import log, report, running_step
 from workflows.admin.live.log import PAGE_SIZE
 from workflows.models import Step
 from workflows.queries.log_tails import log_tails

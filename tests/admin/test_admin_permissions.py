@@ -7,8 +7,8 @@ import pytest
 from django.urls import reverse
 
 import workflows
-from tests.conftest import staff
-from tests.verb_access import (
+from tests.support.users import staff
+from tests.support.verb_access import (
     Reviewed,
     Waiting,
     asked as asked,  # a fixture, requested by name

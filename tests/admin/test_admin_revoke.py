@@ -8,30 +8,14 @@ import pytest
 from django.urls import reverse
 
 import workflows
-from tests.admin.admin_console import notes, staff
-from tests.handlers import BOOM, UNDO, WORK
-from workflows import FanOut, Retry, Task, Workflow
-from workflows.engine import COMPENSATION, ITEM, claim, claim_step
+from tests.admin.admin_console import noted, notes, staff
+from tests.support import revoke
+from tests.support.revoke import Wedged
+from workflows.engine import claim_step
 from workflows.models import CompensationRecord, Event, FanOutItem, Run, Step
 from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
-
-
-class Wedged(Workflow):
-    name = "admin_revoke_wedged"
-    load = Task(WORK, retry=Retry(max_attempts=1))
-
-
-class Parcels(Workflow):
-    name = "admin_revoke_parcels"
-    ship = FanOut(WORK, items=lambda ctx: ["p1", "p2"], key=lambda item: item)
-
-
-class Undoing(Workflow):
-    name = "admin_revoke_undoing"
-    reserve = Task(WORK, compensate=UNDO)
-    charge = Task(BOOM)
 
 
 def page(run: Run) -> str:
@@ -43,10 +27,7 @@ def act(run: Run, verb: str = "revoke") -> str:
 
 
 def running_load() -> tuple[Run, Step]:
-    run = workflows.start_run(Wedged)
-    step = Step.objects.get(run=run, name="load")
-    claim_step(step.pk, "host-1:4242:77")
-    return run, Step.objects.get(pk=step.pk)
+    return revoke.running_load("host-1:4242:77")
 
 
 @pytest.fixture
@@ -100,10 +81,9 @@ def test_posting_revokes_as_the_user_and_says_what_happened(operator):
         follow=True,
     )
     assert response.status_code == 200
-    assert any(
-        "revoked attempt 1 of step “load”, held by host-1:4242:77; it is ready and runs again"
-        in note
-        for note in notes(response)
+    assert noted(
+        response,
+        "revoked attempt 1 of step “load”, held by host-1:4242:77; it is ready and runs again",
     ), notes(response)
     revoked = Event.objects.get(run=run, type="lease.revoked").payload
     assert (revoked["by"], revoked["reason"]) == ("operator", "worker hung")
@@ -115,10 +95,10 @@ def test_a_unit_that_stopped_running_meanwhile_is_refused_as_a_message(operator)
     workflows.revoke_lease(step, expected_attempt=1)  # someone else was quicker
     shown = {"unit": f"step:{step.pk}", "attempts": f"step:{step.pk}=1", "reason": ""}
     response = operator.post(act(run), shown, follow=True)
-    assert any(
+    assert noted(
+        response,
         "Revoke lease refused: attempt 1 of step “load” was revoked already (a repeated "
-        "request); it is ready in attempt 1. Nothing changed." in note
-        for note in notes(response)
+        "request); it is ready in attempt 1. Nothing changed.",
     ), notes(response)
     assert Event.objects.filter(run=run, type="lease.revoked").count() == 1
 
@@ -130,10 +110,10 @@ def test_a_double_click_after_a_new_attempt_started_leaves_it_alone(operator):
     operator.post(act(run), shown)
     claim_step(step.pk, "host-2:1:1")
     response = operator.post(act(run), shown, follow=True)
-    assert any(
+    assert noted(
+        response,
         "attempt 1 of step “load” was replaced by a newer attempt, which was left alone; it "
-        "is running in attempt 2" in note
-        for note in notes(response)
+        "is running in attempt 2",
     ), notes(response)
     fresh = Step.objects.get(pk=step.pk)
     assert (fresh.status, fresh.attempt, fresh.lease_owner) == ("running", 2, "host-2:1:1")
@@ -159,9 +139,7 @@ def test_a_unit_of_another_run_is_not_accepted(operator):
 
 
 def test_a_fan_out_steps_button_offers_its_running_items(operator):
-    run = workflows.start_run(Parcels)
-    item = FanOutItem.objects.get(step__run=run, key="p2")
-    claim(ITEM, item.pk, "host-2:1:1")
+    run, item = revoke.running_item("p2", "host-2:1:1")
     ship = Step.objects.get(run=run, name="ship")
     assert f"{act(run)}?step={ship.pk}".encode() in operator.get(page(run)).content
     confirm = operator.get(act(run) + f"?step={ship.pk}").content.decode()
@@ -171,10 +149,7 @@ def test_a_fan_out_steps_button_offers_its_running_items(operator):
 
 
 def test_a_running_compensation_has_its_link_and_is_revoked(operator):
-    run = workflows.start_run(Undoing)
-    run_pending(max_rounds=1)
-    record = CompensationRecord.objects.get(run=run)
-    claim(COMPENSATION, record.pk, "host-3:1:1")
+    run, record = revoke.running_compensation("host-3:1:1")
     shown = operator.get(page(run)).content.decode()
     assert f"{act(run)}?step={record.step_id}" in shown
     unit = f"compensation:{record.pk}"
@@ -187,7 +162,5 @@ def test_cancelling_a_cancelled_run_says_nothing_changed(operator):
     workflows.cancel_run(run)
     before = Run.objects.get(pk=run.pk).version
     response = operator.post(act(run, "cancel"), {"reason": "", "compensate": "on"}, follow=True)
-    assert any("was cancelled already; nothing changed" in note for note in notes(response)), notes(
-        response
-    )
+    assert noted(response, "was cancelled already; nothing changed"), notes(response)
     assert Run.objects.get(pk=run.pk).version == before

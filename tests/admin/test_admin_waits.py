@@ -15,7 +15,7 @@ from django.utils import timezone
 
 import workflows
 from tests.admin.admin_console import checkout, staff
-from tests.handlers import ASK_BANK
+from tests.support.handlers import ASK_BANK
 from workflows import Gate, Task, Workflow
 from workflows.admin.waits import PAGE_SIZE
 from workflows.models import Step

@@ -15,7 +15,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 import workflows
-from tests.conftest import staff
+from tests.support.approvals import SHIP, dispatch_gate
+from tests.support.runs import waiting_step
+from tests.support.users import staff
 from workflows import Gate, Option, Task, Workflow
 from workflows.approvals import GateCount, count_waiting_gates
 from workflows.models import Event, Run, Step, WebhookEndpoint
@@ -23,25 +25,13 @@ from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
 
-HERE = "tests.admin.test_approvals_inbox"
 INBOX = "admin:workflows_approvals"
-
-
-def ship(ctx):
-    return {"shipped": ctx.steps["gate"].output["selections"]}
 
 
 class Dispatch(Workflow):
     name = "inbox_dispatch"
-    gate = Gate(
-        prompt="Dispatch order {input[order]}?",
-        options=[Option("standard", "Standard"), Option("express", "Express")],
-        min_selections=1,
-        max_selections=1,
-        timeout=timedelta(days=2),
-        permission="demo.approve_dispatch",
-    )
-    ship = Task(f"{HERE}.ship")
+    gate = dispatch_gate(timeout=timedelta(days=2))
+    ship = Task(SHIP)
 
 
 class Extras(Workflow):
@@ -56,13 +46,9 @@ class Extras(Workflow):
 
 
 def waiting(workflow: type[Workflow] = Dispatch, order: str = "A-1") -> Step:
-    run = workflows.start_run(
-        workflow, {"order": order, "parcels": [1, 2, 3]}, business_key=f"order-{order}"
+    return waiting_step(
+        workflow, {"order": order, "parcels": [1, 2, 3]}, business_key=f"order-{order}", step="gate"
     )
-    run_pending()
-    gate = run.steps.get(name="gate")
-    assert gate.status == "waiting"
-    return gate
 
 
 @pytest.fixture

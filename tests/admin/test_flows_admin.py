@@ -15,8 +15,8 @@ from django.urls import reverse
 
 import workflows
 from tests.admin.admin_console import Checkout, Fragile, notes
-from tests.conftest import staff
-from tests.verb_access import asked as asked  # a fixture, requested by name
+from tests.support.users import staff
+from tests.support.verb_access import asked as asked  # a fixture, requested by name
 from workflows.admin import flow_page
 from workflows.admin.graph_svg import GraphStep, layout
 from workflows.models import Event, Flow, Run

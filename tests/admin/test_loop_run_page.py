@@ -14,8 +14,8 @@ from django.urls import reverse
 
 import workflows
 from tests.admin.admin_console import checkout
-from tests.conftest import staff
-from tests.loop_review import ExportPoll, review_in_round
+from tests.support.loop_review import ExportPoll, review_in_round
+from tests.support.users import staff
 from workflows.models import Run, Step, StepIteration
 from workflows.testing import run_pending
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 from django.contrib.auth.models import Permission, User
+from django.core.cache import cache
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -44,6 +45,14 @@ def api() -> Callable[[str], APIClient]:
         return clients[role]
 
     return client_for
+
+
+@pytest.fixture
+def fresh_throttle() -> Iterator[None]:
+    """Throttle counts live in the cache: a test that requests this starts with none."""
+    cache.clear()
+    yield
+    cache.clear()
 
 
 @pytest.fixture

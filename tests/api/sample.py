@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import workflows
-from tests.handlers import NOOP
+from tests.support.handlers import NOOP
 from workflows import FanOut, Gate, Task, Workflow
 from workflows.definitions import Budget
 from workflows.engine.limits.budgets import record_usage

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.core.management import call_command
 
-from tests.handlers import NOOP
+from tests.support.handlers import NOOP
 from workflows import Task, Workflow
 
 pytestmark = pytest.mark.django_db

@@ -33,6 +33,14 @@ from tests.api.sample import populate
 from tests.api.test_api_basics import Described  # noqa: F401 - a registered workflow to find
 
 EXAMPLES_PER_OPERATION = 15
+# How each operation is fuzzed: a fixed number of examples, no deadline (a request's time
+# varies), no example database, and no health check (the strategies are the schema's).
+FUZZING = settings(
+    max_examples=EXAMPLES_PER_OPERATION,
+    deadline=None,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
 # The fuzzing user's credential, set by the fixture each test (cases carry no fixtures).
 _CREDENTIAL: dict[str, str] = {}
 
@@ -75,15 +83,10 @@ pytestmark = pytest.mark.slow
 schema = schemathesis.pytest.from_fixture("api_schema")
 
 
-@schema.parametrize()
-@settings(
-    max_examples=EXAMPLES_PER_OPERATION,
-    deadline=None,
-    database=None,
-    suppress_health_check=list(HealthCheck),
-)
-def test_no_operation_answers_5xx_or_off_its_schema(case: Any) -> None:
-    response = case.call_and_validate(
+def call_checked(case: Any) -> Any:
+    """Send the fuzzed request as the fuzzing user; fail on a 5xx or an answer off the
+    schema (its status, content type or body)."""
+    return case.call_and_validate(
         headers=dict(_CREDENTIAL),
         checks=[
             not_a_server_error,
@@ -92,6 +95,12 @@ def test_no_operation_answers_5xx_or_off_its_schema(case: Any) -> None:
             response_schema_conformance,
         ],
     )
+
+
+@schema.parametrize()
+@FUZZING
+def test_no_operation_answers_5xx_or_off_its_schema(case: Any) -> None:
+    response = call_checked(case)
     # Those take no credentials: a signed token in the body is theirs.
     if not case.path.startswith(("/api/callbacks/", "/api/signals/by-token/")):
         assert response.status_code != 401, "the fuzzing user's token was not used"

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 
 import workflows
-from tests.handlers import NOOP
+from tests.support.handlers import NOOP
 from workflows import Task, Workflow
 from workflows.definitions import Budget
 from workflows.engine.limits.budgets import record_usage

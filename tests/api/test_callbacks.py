@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from django.contrib.auth.models import User
 from django.core import signing
-from django.core.cache import cache
 from rest_framework.test import APIClient
 
 import workflows
 from tests.api.test_api_basics import assert_error
-from tests.handlers import ASK_BANK, NOOP, TOKENS
+from tests.support.handlers import ASK_BANK, NOOP, TOKENS
+from tests.support.runs import waiting_step
 from workflows import Retry, Task, Workflow
 from workflows.engine.nodes.callback import SALT
 from workflows.models import Event, Run, Step
 from workflows.testing import run_pending
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_throttle")]
 
 
 class Transfer(Workflow):
@@ -27,22 +25,10 @@ class Transfer(Workflow):
     receipt = Task(NOOP, after=["transfer"])
 
 
-@pytest.fixture(autouse=True)
-def _fresh_tokens_and_throttle() -> Iterator[None]:
-    """Throttle counts live in the cache: each test starts with none."""
-    cache.clear()
-    yield
-    cache.clear()
-
-
 @pytest.fixture
 def parked() -> Step:
     """A run whose transfer step waits for its callback (token in ``TOKENS[0]``)."""
-    run = workflows.start_run(Transfer)
-    run_pending()
-    step = run.steps.get(name="transfer")
-    assert step.status == "waiting"
-    return step
+    return waiting_step(Transfer, step="transfer")
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 
 import workflows
 from tests.api.test_api_basics import assert_error
-from tests.conftest import run_concurrently
+from tests.support.threads import run_concurrently
 from workflows.errors import ConsumerNotFound
 from workflows.models import Event, EventConsumer, Run
 

@@ -9,26 +9,29 @@ their two ends (``add_dependency_once``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 import workflows
-from tests.handlers import WORK
-from workflows import Task, WaitForSignal, Workflow
+from tests.support.workflows import Work
+from workflows import WaitForSignal, Workflow
 from workflows.models import Flow, FlowEdge, FlowMember, Run, Signal
 
 RACERS = 8
 
 
-class Keyed(Workflow):
-    name = "created_status_keyed"
-    only = Task(WORK)
-
-
 class Awaiting(Workflow):
     name = "created_status_awaiting"
     approved = WaitForSignal("approved")
+
+
+def token_of(api: Any, role: str) -> str:
+    """The token of ``role``'s user, which the ``api`` fixture creates."""
+    api(role)
+    return Token.objects.get(user__username=f"{role}-user").key
 
 
 def client(token: str) -> APIClient:
@@ -38,7 +41,7 @@ def client(token: str) -> APIClient:
 
 
 def test_a_repeat_start_by_key_is_200_and_the_first_201(api, db):
-    body = {"workflow": Keyed.name, "input": {"n": 1}, "idempotency_key": "order-1"}
+    body = {"workflow": Work.name, "input": {"n": 1}, "idempotency_key": "order-1"}
     first = api("starter").post("/api/runs/", body, format="json")
     again = api("starter").post("/api/runs/", body, format="json")
     assert (first.status_code, again.status_code) == (201, 200), again.content
@@ -46,21 +49,20 @@ def test_a_repeat_start_by_key_is_200_and_the_first_201(api, db):
 
 
 def test_start_run_once_says_which_call_created_the_run(db):
-    first = workflows.start_run_once(Keyed, {"n": 2}, idempotency_key="order-2")
-    again = workflows.start_run_once(Keyed, {"n": 2}, idempotency_key="order-2")
+    first = workflows.start_run_once(Work, {"n": 2}, idempotency_key="order-2")
+    again = workflows.start_run_once(Work, {"n": 2}, idempotency_key="order-2")
     assert (first.created, again.created) == (True, False)
     assert first.value.pk == again.value.pk
     assert isinstance(first, workflows.Created)
-    assert workflows.start_run(Keyed, {"n": 2}, idempotency_key="order-2").pk == first.value.pk
+    assert workflows.start_run(Work, {"n": 2}, idempotency_key="order-2").pk == first.value.pk
 
 
 @pytest.mark.django_db(transaction=True)
 def test_racing_starts_with_one_key_have_exactly_one_201(api, concurrently):
-    api("starter")  # creates the user and its token
-    token = Token.objects.get(user__username="starter-user").key
+    token = token_of(api, "starter")
     for round_number in range(3):
         body = {
-            "workflow": Keyed.name,
+            "workflow": Work.name,
             "input": {"round": round_number},
             "idempotency_key": f"race-{round_number}",
         }
@@ -92,8 +94,7 @@ def racing_answers(concurrently, token: str, url: str, body: dict) -> list[tuple
 
 @pytest.mark.django_db(transaction=True)
 def test_racing_signals_with_one_key_have_exactly_one_201(api, concurrently):
-    api("operator")
-    token = Token.objects.get(user__username="operator-user").key
+    token = token_of(api, "operator")
     for round_number in range(3):
         run = workflows.start_run(Awaiting)
         body = {"name": "approved", "payload": {"ok": round_number}, "idempotency_key": "k-1"}
@@ -140,8 +141,7 @@ def test_send_signal_once_says_which_call_created_the_signal(db):
 
 @pytest.mark.django_db(transaction=True)
 def test_racing_flow_creations_with_one_key_have_exactly_one_201(api, concurrently):
-    api("starter")
-    token = Token.objects.get(user__username="starter-user").key
+    token = token_of(api, "starter")
     for round_number in range(3):
         body = {"name": "nightly", "key": f"nightly-{round_number}"}
         answers = racing_answers(concurrently, token, "/api/flows/", body)
@@ -164,13 +164,12 @@ def without_read_time(answer: dict) -> dict:
 
 @pytest.mark.django_db(transaction=True)
 def test_racing_adds_of_one_member_have_exactly_one_201(api, concurrently):
-    api("starter")
-    token = Token.objects.get(user__username="starter-user").key
+    token = token_of(api, "starter")
     for round_number in range(3):
         flow = workflows.create_flow(f"members-{round_number}")
-        workflows.add_to_flow(flow, Keyed, {"n": 0}, member="first")
+        workflows.add_to_flow(flow, Work, {"n": 0}, member="first")
         body = {
-            "workflow": Keyed.name,
+            "workflow": Work.name,
             "member": "second",
             "input": {"n": round_number},
             "after": ["first"],
@@ -187,13 +186,12 @@ def test_racing_adds_of_one_member_have_exactly_one_201(api, concurrently):
 
 @pytest.mark.django_db(transaction=True)
 def test_racing_stagings_of_one_edge_have_exactly_one_201(api, concurrently):
-    api("starter")
-    token = Token.objects.get(user__username="starter-user").key
+    token = token_of(api, "starter")
     for round_number in range(3):
         flow = workflows.create_flow(f"edges-{round_number}")
-        workflows.add_to_flow(flow, Keyed, {"n": 1}, member="left")
-        workflows.add_to_flow(flow, Keyed, {"n": 2}, member="right")
-        workflows.add_to_flow(flow, Keyed, {"n": 3}, member="sink", after=["left"])
+        workflows.add_to_flow(flow, Work, {"n": 1}, member="left")
+        workflows.add_to_flow(flow, Work, {"n": 2}, member="right")
+        workflows.add_to_flow(flow, Work, {"n": 3}, member="sink", after=["left"])
         flow.refresh_from_db()
         read_at = flow.revision
         # Every racer staged against the revision it read: the losers find the winner's
@@ -209,19 +207,19 @@ def test_racing_stagings_of_one_edge_have_exactly_one_201(api, concurrently):
 
 def test_add_to_flow_once_says_which_call_created_the_member(db):
     flow = workflows.create_flow("once")
-    first = workflows.add_to_flow_once(flow, Keyed, {"n": 1}, member="m")
-    again = workflows.add_to_flow_once(flow, Keyed, {"n": 1}, member="m")
+    first = workflows.add_to_flow_once(flow, Work, {"n": 1}, member="m")
+    again = workflows.add_to_flow_once(flow, Work, {"n": 1}, member="m")
     assert (first.created, again.created) == (True, False)
     assert isinstance(first, workflows.Created)
     assert first.value.pk == again.value.pk
-    assert workflows.add_to_flow(flow, Keyed, {"n": 1}, member="m").pk == first.value.pk
+    assert workflows.add_to_flow(flow, Work, {"n": 1}, member="m").pk == first.value.pk
 
 
 def test_add_dependency_once_says_which_call_created_the_edge(db):
     flow = workflows.create_flow("once")
-    workflows.add_to_flow(flow, Keyed, {"n": 1}, member="up")
-    workflows.add_to_flow(flow, Keyed, {"n": 2}, member="other")
-    workflows.add_to_flow(flow, Keyed, {"n": 3}, member="down", after=["other"])
+    workflows.add_to_flow(flow, Work, {"n": 1}, member="up")
+    workflows.add_to_flow(flow, Work, {"n": 2}, member="other")
+    workflows.add_to_flow(flow, Work, {"n": 3}, member="down", after=["other"])
     first = workflows.add_dependency_once(flow, "up", "down")
     again = workflows.add_dependency_once(flow, "up", "down")
     assert (first.created, again.created) == (True, False)
@@ -231,13 +229,13 @@ def test_add_dependency_once_says_which_call_created_the_edge(db):
 
 def test_a_repeat_member_and_edge_over_the_api_are_200(api, db):
     flow = workflows.create_flow("repeats")
-    workflows.add_to_flow(flow, Keyed, {"n": 1}, member="up")
-    member = {"workflow": Keyed.name, "member": "down", "input": {"n": 2}, "after": ["up"]}
+    workflows.add_to_flow(flow, Work, {"n": 1}, member="up")
+    member = {"workflow": Work.name, "member": "down", "input": {"n": 2}, "after": ["up"]}
     first = api("starter").post(f"/api/flows/{flow.pk}/members/", member, format="json")
     again = api("starter").post(f"/api/flows/{flow.pk}/members/", member, format="json")
     assert (first.status_code, again.status_code) == (201, 200), again.content
     assert first.json()["id"] == again.json()["id"]
-    workflows.add_to_flow(flow, Keyed, {"n": 3}, member="side")
+    workflows.add_to_flow(flow, Work, {"n": 3}, member="side")
     edge = {"upstream": "side", "downstream": "down"}
     first = api("starter").post(f"/api/flows/{flow.pk}/edges/", edge, format="json")
     again = api("starter").post(f"/api/flows/{flow.pk}/edges/", edge, format="json")

@@ -12,7 +12,8 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 import workflows
-from tests.handlers import WORK
+from tests.support.handlers import WORK
+from tests.support.runs import run_inline
 from workflows import Task, WaitForSignal, Workflow
 from workflows.engine.sql.clock import database_now
 from workflows.models import Run
@@ -109,9 +110,9 @@ def test_the_runs_list_filters_by_deadline(api):
 
 
 def test_retry_and_rerun_take_a_new_deadline_and_clear_the_old(api):
-    run = workflows.start_run(Ticket, deadline=timedelta(minutes=5))
-    run_pending(until=timezone.now() + timedelta(minutes=10))
-    run.refresh_from_db()
+    run = run_inline(
+        Ticket, deadline=timedelta(minutes=5), until=timezone.now() + timedelta(minutes=10)
+    )
     assert run.error["code"] == "deadline_exceeded"
 
     response = api("operator").post(f"/api/runs/{run.pk}/retry/", {}, format="json")

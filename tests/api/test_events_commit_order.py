@@ -14,7 +14,8 @@ import threading
 import pytest
 from django.db import connections, transaction
 
-from tests.conftest import THREAD_TIMEOUT_SECONDS, is_sqlite
+from tests.support.database import is_sqlite
+from tests.support.threads import THREAD_TIMEOUT_SECONDS
 from workflows.models import Event, Run
 
 pytestmark = pytest.mark.django_db(transaction=True)

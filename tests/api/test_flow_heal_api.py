@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 
 import workflows
+from tests.support.workflows import Broken, Work
 from workflows.models import Flow, Run
 from workflows.status import FlowStatus, RunStatus
 from workflows.testing import run_pending
 
 from .test_api_basics import assert_error
-from .test_flows_api import Broken, Quick
 
 pytestmark = pytest.mark.django_db
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 def alpha_beta() -> tuple[Flow, Run, Run]:
     flow = workflows.create_flow("api-heal")
     alpha = workflows.add_to_flow(flow, Broken, {}, member="alpha")
-    beta = workflows.add_to_flow(flow, Quick, {}, member="beta", after=["alpha"])
+    beta = workflows.add_to_flow(flow, Work, {}, member="beta", after=["alpha"])
     workflows.seal_flow(flow)
     run_pending()
     assert Run.objects.get(pk=beta.pk).status == RunStatus.CANCELLED

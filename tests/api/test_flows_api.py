@@ -9,18 +9,10 @@ from typing import Any
 
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, settings
-from schemathesis.checks import (
-    content_type_conformance,
-    not_a_server_error,
-    response_schema_conformance,
-    status_code_conformance,
-)
 
 import workflows
-from tests.handlers import BOOM, NOOP
-from tests.verb_access import asked as asked  # a fixture, requested by name
-from workflows import Gate, Retry, Task, Workflow
+from tests.support.verb_access import asked as asked  # a fixture, requested by name
+from tests.support.workflows import Broken, Held, Work
 from workflows.api import flows as flow_api
 from workflows.models import Flow, FlowEdge, Run
 from workflows.services.access import OPERATE_RUNS, START_RUNS, VERBS
@@ -29,29 +21,12 @@ from workflows.testing import run_pending
 from .schema_doc import api_schema as served_schema, operation_at, request_errors
 from .test_api_basics import assert_error
 from .test_api_fuzz import (
-    _CREDENTIAL,
-    EXAMPLES_PER_OPERATION,
+    FUZZING,
     api_schema as api_schema,  # a fixture, requested by name
+    call_checked,
 )
 
 pytestmark = pytest.mark.django_db
-
-
-class Quick(Workflow):
-    name = "api_flows_quick"
-    only = Task(NOOP)
-
-
-class Broken(Workflow):
-    name = "api_flows_broken"
-    only = Task(BOOM, retry=Retry(max_attempts=1))
-
-
-class Held(Workflow):
-    """A member that waits at a gate, so that it has started and not ended."""
-
-    name = "api_flows_held"
-    approve = Gate(prompt="go?")
 
 
 def create(api: Any, body: dict[str, Any], role: str = "starter") -> Any:
@@ -62,7 +37,7 @@ def post(api: Any, flow: str, verb: str, body: Any, role: str = "starter") -> An
     return api(role).post(f"/api/flows/{flow}/{verb}/", body, format="json")
 
 
-def member(name: str, *, after: tuple[str, ...] = (), workflow: str = Quick.name, **extra: Any):
+def member(name: str, *, after: tuple[str, ...] = (), workflow: str = Work.name, **extra: Any):
     return {"workflow": workflow, "member": name, "after": list(after), **extra}
 
 
@@ -124,7 +99,7 @@ def test_the_flow_shows_members_edges_joins_and_revision(api, flow):
     assert (runs["c"]["join"], runs["c"]["upstream"], runs["c"]["workflow"]) == (
         1,
         ["a", "b"],
-        Quick.name,
+        Work.name,
     )
     assert runs["a"]["join"] == "all" and runs["a"]["upstream"] == []
     assert Run.objects.get(pk=runs["c"]["run_id"]).flow_id == uuid.UUID(flow)
@@ -163,7 +138,7 @@ def test_a_member_is_added_with_201_and_its_run_and_a_repeat_is_200(api, flow):
     first = post(api, flow, "members", member("a", input={"n": 1}))
     assert first.status_code == 201, first.content
     run = first.json()
-    assert run["workflow"] == Quick.name and run["status"] in ("pending", "running")
+    assert run["workflow"] == Work.name and run["status"] in ("pending", "running")
     again = post(api, flow, "members", member("a", input={"n": 1}))
     assert (again.status_code, again.json()["id"]) == (200, run["id"])
 
@@ -400,7 +375,7 @@ BAD_BODIES = [
     ("", {"name": "x", "key": ""}, "key"),
     ("", {"name": "x" * 201}, "name"),
     ("", {}, "name"),
-    ("members", {"workflow": Quick.name}, "member"),
+    ("members", {"workflow": Work.name}, "member"),
     ("members", {**member("a"), "after": "b"}, "after"),
     ("members", member("a", after=(NUL,)), "after"),
     ("members", member("a", join="some"), "join"),
@@ -507,28 +482,15 @@ def open_flow() -> str:
     built = workflows.create_flow("fuzzed")
     for name in ("order", "import"):
         workflows.add_to_flow(built, Held, {}, member=name)
-    workflows.add_to_flow(built, Quick, {}, member="dispatch", after=["order"])
+    workflows.add_to_flow(built, Work, {}, member="dispatch", after=["order"])
     return str(built.pk)
 
 
 @pytest.mark.slow
 @fuzzed.parametrize()
-@settings(
-    max_examples=EXAMPLES_PER_OPERATION,
-    deadline=None,
-    database=None,
-    suppress_health_check=list(HealthCheck),
-)
+@FUZZING
 def test_no_flow_operation_on_a_real_flow_answers_5xx_or_off_its_schema(case: Any) -> None:
     case.path_parameters = {**(case.path_parameters or {}), "id": open_flow()}
-    response = case.call_and_validate(
-        headers=dict(_CREDENTIAL),
-        checks=[
-            not_a_server_error,
-            status_code_conformance,
-            content_type_conformance,
-            response_schema_conformance,
-        ],
-    )
+    response = call_checked(case)
     if response.status_code == 404:  # a workflow the body names, never the flow
         assert response.json()["error"]["code"] != "flow_not_found"

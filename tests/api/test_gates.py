@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 import workflows
 from tests.api.conftest import user_with
 from tests.api.test_api_basics import assert_error
-from tests.handlers import NOOP
+from tests.support.handlers import NOOP
 from workflows import Gate, Option, Task, Workflow
 from workflows.models import Event, Step
 from workflows.testing import run_pending

@@ -12,8 +12,8 @@ import pytest
 from django.db import connection, connections, transaction
 
 import workflows
-from tests import live_rows
-from tests.conftest import once_watched, run_concurrently
+from tests.support import live_rows
+from tests.support.threads import once_watched, run_concurrently
 from workflows import Gate, Workflow
 from workflows.engine.sql.connection import engine_alias
 from workflows.engine.wakeups import Watch, wake

@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 
 import workflows
 from tests.api.conftest import user_with
-from tests.verb_access import (
+from tests.support.verb_access import (
     Leased,
     Reviewed,
     Waiting,

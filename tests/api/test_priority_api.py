@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import workflows
-from tests.handlers import WORK
+from tests.support.handlers import WORK
 from workflows import Task, WaitForSignal, Workflow
 from workflows.models import Event, Run
 from workflows.testing import run_pending

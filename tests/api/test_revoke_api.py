@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 import workflows
-from tests.handlers import BOOM, UNDO, WORK
-from workflows import FanOut, Retry, Task, Workflow
-from workflows.engine import COMPENSATION, ITEM, claim, claim_step
-from workflows.models import CompensationRecord, Event, FanOutItem, Run, Step
+from tests.support import revoke
+from tests.support.revoke import Parcels, Wedged
+from workflows.engine import claim_step
+from workflows.models import CompensationRecord, Event, Run, Step
 from workflows.testing import run_pending
 
 from .test_api_basics import assert_error
@@ -18,27 +18,8 @@ from .test_run_operations import post
 pytestmark = pytest.mark.django_db
 
 
-class Wedged(Workflow):
-    name = "api_revoke_wedged"
-    load = Task(WORK, retry=Retry(max_attempts=1))
-
-
-class Parcels(Workflow):
-    name = "api_revoke_parcels"
-    ship = FanOut(WORK, items=lambda ctx: ["p1", "p2"], key=lambda item: item)
-
-
-class Undoing(Workflow):
-    name = "api_revoke_undoing"
-    reserve = Task(WORK, compensate=UNDO)
-    charge = Task(BOOM)
-
-
 def running_load(owner: str = "host-1:1:1") -> tuple[Run, Step]:
-    run = workflows.start_run(Wedged)
-    step = Step.objects.get(run=run, name="load")
-    claim_step(step.pk, owner)
-    return run, step
+    return revoke.running_load(owner)
 
 
 def revoke_url(step: Step) -> str:
@@ -68,19 +49,14 @@ def test_revoke_a_running_step(api):
 
 
 def test_revoke_an_item_by_its_key_and_a_compensation(api):
-    run = workflows.start_run(Parcels)
-    item = FanOutItem.objects.get(step__run=run, key="p2")
-    claim(ITEM, item.pk, "host-2:1:1")
+    run, _ = revoke.running_item("p2", "host-2:1:1")
     ship = Step.objects.get(run=run, name="ship")
     response = post(api, revoke_url(ship), {"item": "p2", "attempt": 1})
     assert response.status_code == 200, response.content
     assert (response.json()["kind"], response.json()["item"]) == ("item", "p2")
     assert response.json()["step"]["id"] == ship.pk
 
-    undoing = workflows.start_run(Undoing)
-    run_pending(max_rounds=1)
-    record = CompensationRecord.objects.get(run=undoing)
-    claim(COMPENSATION, record.pk, "host-3:1:1")
+    undoing, record = revoke.running_compensation("host-3:1:1")
     reserve = Step.objects.get(run=undoing, name="reserve")
     response = post(
         api, revoke_url(reserve), {"compensation": True, "reason": "stuck", "attempt": 1}

@@ -11,8 +11,9 @@ import pytest
 from django.utils import timezone
 
 import workflows
-from tests.engine.test_rounds import FAILING, WANTED, Looping, Plain
-from tests.engine.test_unit_telemetry import Shipping
+from tests.engine.telemetry.test_rounds import FAILING, WANTED, Looping, Plain
+from tests.engine.telemetry.test_unit_telemetry import Shipping
+from tests.support.runs import run_inline
 from workflows.models import Run, Step
 from workflows.testing import run_pending
 
@@ -26,9 +27,7 @@ def _reset() -> None:
 
 
 def finished(workflow: Any) -> Run:
-    run = workflows.start_run(workflow)
-    run_pending(until=timezone.now() + timedelta(days=1))
-    return run
+    return run_inline(workflow, until=timezone.now() + timedelta(days=1))
 
 
 def test_step_and_run_representations_number_attempts_within_the_round(api):

@@ -8,7 +8,8 @@ import uuid
 import pytest
 
 import workflows
-from tests.handlers import BROKEN, WORK
+from tests.support.handlers import BROKEN, WORK
+from tests.support.runs import run_inline
 from workflows import Gate, Retry, Task, WaitForSignal, Workflow
 from workflows.models import Event, Run, Signal
 from workflows.testing import run_pending
@@ -38,9 +39,7 @@ class Payment(Workflow):
 
 def failed_pipeline() -> Run:
     BROKEN.add("load")
-    run = workflows.start_run(Pipeline)
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline(Pipeline)
     assert run.status == "failed"
     BROKEN.clear()
     return run

@@ -10,7 +10,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 import workflows
-from tests.handlers import NOOP
+from tests.support.handlers import NOOP
 from workflows import FanOut, Gate, InvalidInput, PermanentError, Retry, Task, Workflow
 from workflows.models import Event, Run
 from workflows.testing import run_pending

@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
 from django.core import signing
-from django.core.cache import cache
 from rest_framework.test import APIClient
 
 import workflows
 from tests.api.test_api_basics import assert_error
-from tests.handlers import NOOP
+from tests.support.handlers import NOOP
 from workflows import Task, WaitForSignal, Workflow
 from workflows.approvals.links import LINK_SALT
 from workflows.engine.nodes.callback import make_token
@@ -24,7 +22,7 @@ from workflows.models import Event, Run, Signal, Step
 from workflows.services.signal_tokens import SALT
 from workflows.testing import run_pending
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_throttle")]
 
 URL = "/api/signals/by-token/"
 
@@ -35,14 +33,6 @@ class Delivery(Workflow):
     delivered = WaitForSignal("delivered")
     invoice = Task(NOOP, after=["delivered"])
     returned = WaitForSignal("returned", after=["prepare"])
-
-
-@pytest.fixture(autouse=True)
-def _fresh_throttle() -> Iterator[None]:
-    """Throttle counts live in the cache: each test starts with none."""
-    cache.clear()
-    yield
-    cache.clear()
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from tests.loop_review import review_in_round
+from tests.support.loop_review import review_in_round
 from workflows.errors import RunNotFound, StepNotFound
 from workflows.models import Run
 from workflows.queries.iterations import step_iterations

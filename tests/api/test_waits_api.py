@@ -9,7 +9,7 @@ from django.utils import timezone
 
 import workflows
 from tests.api.test_api_basics import assert_error
-from tests.handlers import ASK_BANK
+from tests.support.handlers import ASK_BANK
 from workflows import Gate, Task, WaitForSignal, Workflow
 from workflows.models import Step
 from workflows.testing import run_pending

@@ -15,8 +15,9 @@ from django.test import Client, override_settings
 from django.urls import reverse
 
 import workflows
-from tests.conftest import staff
-from workflows import Gate, GateAlreadyDecided, InvalidTransition, Option, Task, Workflow
+from tests.support.approvals import SHIP, dispatch_gate
+from tests.support.users import staff
+from workflows import GateAlreadyDecided, InvalidTransition, Task, Workflow
 from workflows.approvals.links import read_token
 from workflows.conf import workflow_settings
 from workflows.models import Event, Run, Step
@@ -24,25 +25,14 @@ from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
 
-HERE = "tests.approvals.test_approval_links"
 OLD_KEY = "flowsite-test-old-key-" + "x" * 40
 NEW_KEY = "flowsite-test-new-key-" + "y" * 40
 
 
-def ship(ctx):
-    return {"shipped": ctx.steps["gate"].output["selections"]}
-
-
 class Mailed(Workflow):
     name = "links_mailed"
-    gate = Gate(
-        prompt="Dispatch order {input[order]}?",
-        options=[Option("standard", "Standard"), Option("express", "Express")],
-        min_selections=1,
-        max_selections=1,
-        permission="demo.approve_dispatch",
-    )
-    ship = Task(f"{HERE}.ship")
+    gate = dispatch_gate()
+    ship = Task(SHIP)
 
 
 def waiting(order: str = "M-1") -> Step:
@@ -70,6 +60,16 @@ def snapshot(gate: Step) -> tuple[int, str, int]:
     """What must not move when a link is only looked at."""
     fresh = Step.objects.get(pk=gate.pk)
     return fresh.version, fresh.status, Event.objects.filter(run_id=gate.run_id).count()
+
+
+def refused(client: Client, link: str, gate: Step, status: int, text: bytes) -> None:
+    """The link's GET and its POST both answer ``status`` with a page saying ``text``, and
+    the gate is as it was."""
+    before = snapshot(gate)
+    for response in (client.get(link), approve(client, link, version=gate.version)):
+        assert response.status_code == status
+        assert text in response.content
+    assert snapshot(gate) == before
 
 
 def approve(client: Client, link: str, **data):
@@ -195,13 +195,9 @@ def test_a_tampered_link_is_refused_with_403(gate, approver, link, where):
         "payload": f"{payload[:-2]}xx:{stamp}:{signature}",
         "truncated": f"{payload}:{stamp}",
     }[where]
-    before = snapshot(gate)
     client = signed_in(approver)
     url = reverse("admin:workflows_approval_link", args=[forged])
-    for response in (client.get(url), approve(client, url, version=gate.version)):
-        assert response.status_code == 403
-        assert b"This approval link is not valid" in response.content
-    assert snapshot(gate) == before
+    refused(client, url, gate, 403, b"This approval link is not valid")
 
 
 def test_a_value_signed_for_another_purpose_is_no_link(gate, approver):
@@ -217,12 +213,8 @@ def test_an_expired_link_is_refused_with_410(gate, approver, monkeypatch):
             signing.TimestampSigner, "timestamp", lambda self: signing.b62_encode(four_days_ago)
         )
         link = workflows.approval_link(gate, approver)
-    before = snapshot(gate)
     client = signed_in(approver)
-    for response in (client.get(link), approve(client, link, version=gate.version)):
-        assert response.status_code == 410
-        assert b"This approval link has expired" in response.content
-    assert snapshot(gate) == before
+    refused(client, link, gate, 410, b"This approval link has expired")
     with override_settings(WORKFLOWS={"APPROVAL_LINK_MAX_AGE": timedelta(days=5)}):
         assert client.get(link).status_code == 200
 
@@ -231,12 +223,8 @@ def test_a_link_whose_gate_moved_on_is_used(gate, approver, link):
     other = staff("colleague", "approve_dispatch")
     workflows.claim_gate(gate, other)
     workflows.unclaim_gate(gate, other)
-    before = snapshot(gate)
     client = signed_in(approver)
-    for response in (client.get(link), approve(client, link, version=gate.version)):
-        assert response.status_code == 409
-        assert b"This approval link has been used" in response.content
-    assert snapshot(gate) == before
+    refused(client, link, gate, 409, b"This approval link has been used")
 
 
 def test_a_decision_by_someone_else_between_get_and_post_makes_the_link_used(gate, approver, link):
@@ -279,23 +267,15 @@ def test_a_gate_claimed_by_someone_else_in_a_race_is_refused(gate, approver, lin
 
 
 def test_a_link_for_someone_else_is_refused_with_403(gate, link):
-    before = snapshot(gate)
     colleague = signed_in(staff("colleague", "approve_dispatch"))
-    for response in (colleague.get(link), approve(colleague, link, version=gate.version)):
-        assert response.status_code == 403
-        assert b"This approval link is for someone else" in response.content
-    assert snapshot(gate) == before
+    refused(colleague, link, gate, 403, b"This approval link is for someone else")
 
 
 def test_a_link_for_someone_who_may_not_decide_is_refused_with_403(gate):
     outsider = staff("outsider")
     link = workflows.approval_link(gate, outsider)
-    before = snapshot(gate)
     client = signed_in(outsider)
-    for response in (client.get(link), approve(client, link, version=gate.version)):
-        assert response.status_code == 403
-        assert b"You may not decide this gate" in response.content
-    assert snapshot(gate) == before
+    refused(client, link, gate, 403, b"You may not decide this gate")
 
 
 def test_a_link_survives_key_rotation_until_the_old_key_is_dropped(gate, approver):

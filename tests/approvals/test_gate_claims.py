@@ -6,18 +6,18 @@ import json
 import re
 from datetime import timedelta
 from functools import partial
-from io import StringIO
 
 import pytest
 from django.contrib.auth.models import AnonymousUser, Group, Permission, User
 from django.core.exceptions import PermissionDenied
-from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 import workflows
+from tests.support.commands import run_command
+from tests.support.runs import waiting_step
 from workflows import (
     Gate,
     GateAlreadyDecided,
@@ -58,11 +58,7 @@ class Open(Workflow):
 
 def waiting(workflow: type[Workflow], order: str = "A-1") -> Step:
     """Start a run of ``workflow`` and return its gate, waiting."""
-    run = workflows.start_run(workflow, {"order": order}, business_key=order)
-    run_pending()
-    gate = run.steps.get(name="gate")
-    assert gate.status == "waiting"
-    return gate
+    return waiting_step(workflow, {"order": order}, business_key=order, step="gate")
 
 
 def fresh(user: User) -> User:
@@ -360,49 +356,46 @@ def test_two_concurrent_claims_one_wins(concurrently):
 # -- commands ----------------------------------------------------------------------------
 
 
-def command(name: str, *args: str) -> str:
-    out = StringIO()
-    call_command(name, *args, stdout=out)
-    return out.getvalue()
-
-
 def test_workflows_gates_lists_every_waiting_gate_or_a_users(gates, assignee):
     workflows.claim_gate(gates["open"], assignee)
-    listing = command("workflows_gates").splitlines()
+    listing = run_command("workflows_gates").splitlines()
     assert listing[0].split()[:3] == ["STEP", "GATE", "RUN"]
     assert len(listing) == 5
     assert listing[1].split()[:2] == [str(gates["permission"].pk), "gate"]
     assert "Refund P-1?" in listing[1]
-    mine = command("workflows_gates", "--user", "assignee").splitlines()
+    mine = run_command("workflows_gates", "--user", "assignee").splitlines()
     assert [line.split()[0] for line in mine[1:]] == [str(gates["user"].pk), str(gates["open"].pk)]
     assert mine[2].rstrip().endswith("assignee")
-    data = json.loads(command("workflows_gates", "--user", "assignee", "--json"))
+    data = json.loads(run_command("workflows_gates", "--user", "assignee", "--json"))
     assert [gate["step"] for gate in data] == [gates["user"].pk, gates["open"].pk]
     assert data[1]["claimed_by"] == "assignee"
     assert data[1]["due_at"] is not None
 
 
 def test_workflows_gates_says_when_nothing_waits(stranger):
-    assert command("workflows_gates").strip() == "no gates waiting"
+    assert run_command("workflows_gates").strip() == "no gates waiting"
     assert (
-        command("workflows_gates", "--user", "stranger").strip() == "no gates waiting for stranger"
+        run_command("workflows_gates", "--user", "stranger").strip()
+        == "no gates waiting for stranger"
     )
     with pytest.raises(CommandError, match="no user named 'nobody'"):
-        command("workflows_gates", "--user", "nobody")
+        run_command("workflows_gates", "--user", "nobody")
 
 
 def test_workflows_claim_claims_and_releases(gates, assignee, stranger):
     step = str(gates["open"].pk)
-    line = command("workflows_claim", step, "--user", "assignee").strip()
+    line = run_command("workflows_claim", step, "--user", "assignee").strip()
     assert line.endswith(": waiting, claimed by assignee")
     with pytest.raises(CommandError, match=re.escape("gate 'gate' is claimed by assignee")):
-        command("workflows_claim", step, "--user", "stranger")
+        run_command("workflows_claim", step, "--user", "stranger")
     with pytest.raises(CommandError, match="claimed by assignee"):
-        command("workflows_claim", step, "--user", "stranger", "--release")
-    data = json.loads(command("workflows_claim", step, "--user", "assignee", "--release", "--json"))
+        run_command("workflows_claim", step, "--user", "stranger", "--release")
+    data = json.loads(
+        run_command("workflows_claim", step, "--user", "assignee", "--release", "--json")
+    )
     assert (data["claimed_by"], data["status"]) == (None, "waiting")
     with pytest.raises(CommandError, match="may not decide gate"):
-        command("workflows_claim", str(gates["user"].pk), "--user", "stranger")
+        run_command("workflows_claim", str(gates["user"].pk), "--user", "stranger")
 
 
 def test_a_decision_at_the_version_the_decider_saw_refuses_a_gate_changed_since():

@@ -29,9 +29,10 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 import workflows
-from tests.conftest import staff
-from tests.handlers import NOOP
-from tests.webhook_receiver import Receiver
+from tests.support.handlers import NOOP
+from tests.support.runs import waiting_step
+from tests.support.users import staff
+from tests.support.webhook_receiver import Receiver
 from workflows import Gate, Option, Task, Workflow
 from workflows.approvals import decidable_by, gates_for
 from workflows.engine.verbs import skip
@@ -87,11 +88,7 @@ def people() -> dict[str, User]:
 
 
 def waiting_gate() -> Step:
-    run = workflows.start_run(Dispatch)
-    run_pending()
-    gate = run.steps.get(name="approval")
-    assert gate.status == "waiting"
-    return gate
+    return waiting_step(Dispatch, step="approval")
 
 
 EXPRESS = {"decision": "approved", "selections": ["express"]}

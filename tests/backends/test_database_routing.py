@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings as django_settings
 
-from tests.conftest import is_sqlite
+from tests.support.database import is_sqlite
 from workflows import checks
 
 SCRIPT_TIMEOUT_SECONDS = 120

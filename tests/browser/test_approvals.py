@@ -2,57 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-from django.contrib.auth.models import Permission, User
 
 import workflows
-from workflows import Gate, Option, Task, Workflow
+from tests.support.approvals import SHIP, dispatch_gate
+from tests.support.browser import person, sign_in
+from workflows import Task, Workflow
 from workflows.models import Event, Run, Step
 from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-HERE = "tests.browser.test_approvals"
-PASSWORD = "correct-horse-battery"
-
-
-def ship(ctx):
-    return {"shipped": ctx.steps["gate"].output["selections"]}
-
 
 class Dispatch(Workflow):
     name = "browser_dispatch"
-    gate = Gate(
-        prompt="Dispatch order {input[order]} to {input[city]}?",
-        options=[Option("standard", "Standard"), Option("express", "Express")],
-        min_selections=1,
-        max_selections=1,
-        permission="demo.approve_dispatch",
-    )
-    ship = Task(f"{HERE}.ship")
+    gate = dispatch_gate("Dispatch order {input[order]} to {input[city]}?")
+    ship = Task(SHIP)
 
 
 def waiting(order: str = "B-1") -> Step:
     run = workflows.start_run(Dispatch, {"order": order, "city": "Lyon"}, business_key=order)
     run_pending()
     return run.steps.get(name="gate")
-
-
-def person(username: str, *permissions: str) -> User:
-    user = User.objects.create_user(username, password=PASSWORD, is_staff=True)
-    for codename in permissions:
-        user.user_permissions.add(Permission.objects.get(codename=codename))
-    return user
-
-
-def sign_in(page: Any, username: str, next_path: str = "/admin/") -> None:
-    page.goto(f"/admin/login/?next={next_path}")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_load_state()
 
 
 def state(gate: Step) -> tuple[int, str, int]:

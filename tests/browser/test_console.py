@@ -5,30 +5,22 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import User
 
 from tests.admin.admin_console import checkout
+from tests.support import browser
 from workflows.models import CompensationRecord, Event, Run
 from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-PASSWORD = "correct-horse-battery"
-
 
 def operator() -> User:
-    user = User.objects.create_user("operator", password=PASSWORD, is_staff=True)
-    for codename in ("view_run", "operate_run"):
-        user.user_permissions.add(Permission.objects.get(codename=codename))
-    return user
+    return browser.person("operator", "view_run", "operate_run")
 
 
 def sign_in(page: Any, next_path: str) -> None:
-    page.goto(f"/admin/login/?next={next_path}")
-    page.get_by_label("Username").fill("operator")
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_load_state()
+    browser.sign_in(page, "operator", next_path)
 
 
 def test_an_operator_bulk_cancels_after_the_dry_run_and_sees_compensation(new_page):

@@ -4,23 +4,18 @@ browser: the Delete link, its confirmation page, and the page without it afterwa
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import User
 
 import workflows
 from tests.browser.chromium import shoot
+from tests.support.browser import person, sign_in
 from workflows.models import Event, EventConsumer, Run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-PASSWORD = "correct-horse-battery"
-# Where the screenshots go when set (a directory), for a person to look at.
-
 
 def manager() -> User:
-    user = User.objects.create_user("manager", password=PASSWORD, is_staff=True)
-    for codename in ("view_run", "manage_consumers"):
-        user.user_permissions.add(Permission.objects.get(codename=codename))
-    return user
+    return person("manager", "view_run", "manage_consumers")
 
 
 def shot(page, name: str) -> None:
@@ -36,11 +31,7 @@ def test_a_manager_deletes_a_consumer_after_confirming(new_page):
     workflows.create_consumer("stale-reader")
     manager()
     page = new_page()
-    page.goto("/admin/login/?next=/admin/workflows/run/consumers/")
-    page.get_by_label("Username").fill("manager")
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_load_state()
+    sign_in(page, "manager", "/admin/workflows/run/consumers/")
 
     table = page.locator("#consumers")
     assert "stale-reader" in table.inner_text() and "billing" in table.inner_text()

@@ -9,22 +9,17 @@ import pytest
 import workflows
 from tests.browser.chromium import shoot
 from tests.browser.test_console import operator, sign_in
-from workflows import Retry, Task, Workflow
+from tests.support.workflows import Unit
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-class Member(Workflow):
-    name = "browser_flow_cancel_member"
-    work = Task("tests.handlers.noop", retry=Retry(max_attempts=1))
 
 
 def test_the_cancelled_flows_page_shows_policy_reason_and_actor(new_page):
     user = operator()
     flow = workflows.create_flow("nightly release")
-    workflows.add_to_flow(flow, Member, {}, member="build")
-    workflows.add_to_flow(flow, Member, {}, member="test", after=("build",))
-    workflows.add_to_flow(flow, Member, {}, member="publish", after=("test",))
+    workflows.add_to_flow(flow, Unit, {}, member="build")
+    workflows.add_to_flow(flow, Unit, {}, member="test", after=("build",))
+    workflows.add_to_flow(flow, Unit, {}, member="publish", after=("test",))
     record = workflows.cancel_flow(flow, "cancel_pending", reason="release pulled", user=user)
     assert record.cancelled == 2
 

@@ -9,7 +9,8 @@ import pytest
 import workflows
 from tests.browser.chromium import shoot
 from tests.browser.test_console import operator, sign_in
-from tests.engine.test_flows import Echo, finish
+from tests.support.flows import finish
+from tests.support.workflows import Echo
 from workflows.models import Run
 from workflows.status import RunStatus
 

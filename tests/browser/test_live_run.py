@@ -7,7 +7,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.test_console import operator, sign_in
-from tests.live_rows import log, report, running_step
+from tests.support.live_rows import log, report, running_step
 from workflows.models import Step
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.browser.test_console import operator, sign_in
-from tests.loop_review import review_in_round
+from tests.support.loop_review import review_in_round
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

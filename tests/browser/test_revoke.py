@@ -8,7 +8,7 @@ import pytest
 import workflows
 from tests.browser.chromium import shoot
 from tests.browser.test_console import operator, sign_in
-from tests.handlers import WORK
+from tests.support.handlers import WORK
 from workflows import Retry, Task, Workflow
 from workflows.engine import claim_step
 from workflows.models import Event, Step

@@ -13,7 +13,7 @@ from django.utils import timezone
 import workflows
 from tests.browser.chromium import shoot
 from tests.browser.test_console import operator, sign_in
-from tests.engine.test_rounds import FAILING, Flaky
+from tests.engine.telemetry.test_rounds import FAILING, Flaky
 from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from io import StringIO
 from typing import Any
 
 import pytest
@@ -14,10 +13,11 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 import workflows
-from tests.conftest import staff
-from tests.verb_access import Leased, Reviewed, Waiting, recording
+from tests.support.commands import run_command
+from tests.support.runs import claimed, run_inline
+from tests.support.users import staff
+from tests.support.verb_access import Leased, Reviewed, Waiting, recording
 from workflows import PermanentError, Retry, Task, Workflow
-from workflows.engine import claim_step
 from workflows.models import Run
 from workflows.services.access import (
     CHANGE_BUDGETS,
@@ -42,12 +42,6 @@ class Failing(Workflow):
     load = Task(f"{HERE}.fail", retry=Retry(max_attempts=1))
 
 
-def run_command(*args: str) -> str:
-    out = StringIO()
-    call_command(*args, stdout=out)
-    return out.getvalue()
-
-
 @pytest.fixture
 def asked(monkeypatch: pytest.MonkeyPatch) -> list[Access]:
     """The rows a command asked about the user ``--user`` names."""
@@ -61,9 +55,7 @@ def waiting(business_key: str = "") -> Run:
 
 
 def failed(business_key: str = "") -> Run:
-    run = workflows.start_run(Failing, {}, business_key=business_key or None)
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline(Failing, {}, business_key=business_key or None)
     assert run.status == "failed"
     return run
 
@@ -86,7 +78,7 @@ def test_a_run_verb_records_a_named_user_with_or_without_operate_run(asked):
 def test_revoke_records_a_named_user_as_the_run_verbs_do(asked):
     staff("clerk")
     run = workflows.start_run(Leased, {})
-    claim_step(run.steps.get(name="work").pk, "wedged-worker")
+    claimed(run, "work", "wedged-worker")
     run_command("workflows_revoke", str(run.pk), "work", "--attempt", "1", "--user", "clerk")
     assert run.events.get(type="lease.revoked").payload["by"] == "clerk"
     assert asked == [OPERATE_RUNS] and VERBS["revoke"] is OPERATE_RUNS

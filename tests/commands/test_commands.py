@@ -15,11 +15,12 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 
 import workflows
-from tests.loop_review import review_in_round
+from tests.support.commands import run_command, run_json
+from tests.support.loop_review import review_in_round
+from tests.support.runs import run_inline
 from workflows import InvalidInput, PermanentError, Retry, Sleep, Task, Workflow
 from workflows.models import Event, Run, Step
 from workflows.queries import describe_run
-from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
 
@@ -76,21 +77,8 @@ class Movable(Workflow):
     only = Task(f"{HERE}.replaceable")
 
 
-def run_command(name: str, *args: str) -> str:
-    out = StringIO()
-    call_command(name, *args, stdout=out)
-    return out.getvalue()
-
-
-def run_json(name: str, *args: str) -> Any:
-    return json.loads(run_command(name, *args, "--json"))
-
-
 def finished_run(workflow: str, data: dict[str, Any] | None = None, **keys: Any) -> Run:
-    run = workflows.start_run(workflow, data or {}, **keys)
-    run_pending()
-    run.refresh_from_db()
-    return run
+    return run_inline(workflow, data or {}, **keys)
 
 
 # workflows_start

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from io import StringIO
 
 import pytest
 from django.contrib.auth.models import Permission, User
@@ -11,15 +10,14 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 import workflows
+from tests.support import commands
 from workflows.models import Event, EventConsumer, Run
 
 pytestmark = pytest.mark.django_db
 
 
 def run_command(*args: str) -> str:
-    out = StringIO()
-    call_command("workflows_consumers", *args, stdout=out)
-    return out.getvalue()
+    return commands.run_command("workflows_consumers", *args)
 
 
 def test_create_list_delete():

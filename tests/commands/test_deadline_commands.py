@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
-from io import StringIO
 
 import pytest
-from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from tests.handlers import WORK
+from tests.support.commands import run_command
+from tests.support.handlers import WORK
 from workflows import Task, WaitForSignal, Workflow
 from workflows.engine.sql.clock import database_now
 from workflows.models import Run
@@ -25,12 +24,6 @@ class Errand(Workflow):
     name = "cmd_deadline_errand"
     wait = WaitForSignal("done")
     close = Task(WORK)
-
-
-def run_command(name: str, *args: str) -> str:
-    out = StringIO()
-    call_command(name, *args, stdout=out)
-    return out.getvalue()
 
 
 def test_start_takes_a_deadline_in_seconds_a_duration_or_a_moment():

@@ -12,7 +12,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 import workflows
-from tests.engine.test_flows import Echo, finish
+from tests.support.flows import finish
+from tests.support.workflows import Echo
 from workflows.models import Event, Run
 from workflows.status import RunStatus
 

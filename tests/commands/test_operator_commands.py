@@ -3,18 +3,15 @@ refusal into an error that names the problem, exits non-zero and writes nothing.
 
 from __future__ import annotations
 
-import json
-import re
-from io import StringIO
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, Permission, User
-from django.core.management import call_command
-from django.core.management.base import CommandError
 
 import workflows
-from tests.handlers import BROKEN, UNDO, UNDONE, WORK
+from tests.support.commands import refused, run_command, run_json
+from tests.support.handlers import BROKEN, UNDO, UNDONE, WORK
+from tests.support.runs import run_inline, waiting_step
 from workflows import (
     Gate,
     Option,
@@ -83,30 +80,8 @@ def outsider() -> User:
     return User.objects.create_user("outsider")
 
 
-def run_command(name: str, *args: str) -> str:
-    out = StringIO()
-    call_command(name, *args, stdout=out)
-    return out.getvalue()
-
-
-def run_json(name: str, *args: str) -> Any:
-    return json.loads(run_command(name, *args, "--json"))
-
-
-def refused(name: str, *args: str, message: str) -> None:
-    """Run a command that must fail with ``message`` (a literal) and write no history."""
-    events = Event.objects.count()
-    with pytest.raises(CommandError, match=re.escape(message)):
-        run_command(name, *args)
-    assert Event.objects.count() == events
-
-
 def waiting_gate() -> Step:
-    run = workflows.start_run(Review, {"order": "A-1"})
-    run_pending()
-    gate = run.steps.get(name="review")
-    assert gate.status == "waiting"
-    return gate
+    return waiting_step(Review, {"order": "A-1"}, step="review")
 
 
 def waiting_payment() -> Run:
@@ -118,9 +93,7 @@ def waiting_payment() -> Run:
 
 def failed_pipeline() -> Run:
     BROKEN.add("load")
-    run = workflows.start_run(Pipeline, {})
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline(Pipeline, {})
     assert run.status == "failed"
     BROKEN.clear()
     return run

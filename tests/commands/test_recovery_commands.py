@@ -15,7 +15,8 @@ from django.utils import timezone
 from django_q.models import Schedule
 
 import workflows
-from tests.handlers import WORK
+from tests.support.commands import run_command
+from tests.support.handlers import WORK
 from workflows import Retry, Sleep, Task, Workflow
 from workflows.engine import claim_step
 from workflows.models import Run, Step, Timer
@@ -37,12 +38,6 @@ class Napping(Workflow):
 class Leased(Workflow):
     name = "recover_cmd_leased"
     only = Task(WORK, retry=Retry(max_attempts=3))
-
-
-def command(name: str, *args: str) -> str:
-    out = StringIO()
-    call_command(name, *args, stdout=out)
-    return out.getvalue()
 
 
 @pytest.fixture
@@ -67,12 +62,12 @@ def state(napping: Run, leased: Run) -> tuple[list[str], list[tuple[str, int, st
 
 def test_recover_dry_run_counts_what_is_stranded_and_changes_nothing(stranded):
     before = state(*stranded)
-    counts = json.loads(command("workflows_recover", "--dry-run", "--json"))
+    counts = json.loads(run_command("workflows_recover", "--dry-run", "--json"))
     assert state(*stranded) == before
     assert set(counts) == set(RECOVERY_SCANNERS)
     assert counts["fire_due_timers"] == {"found": 1, "done": 0, "errors": 0, "skipped": 0}
     assert counts["reclaim_expired_leases"] == {"found": 1, "done": 0, "errors": 0, "skipped": 0}
-    lines = command("workflows_recover", "--dry-run").splitlines()
+    lines = run_command("workflows_recover", "--dry-run").splitlines()
     assert len(lines) == len(RECOVERY_SCANNERS)
     assert " ".join(lines[0].split()) == (
         "fire_due_timers found 1 would act on 0 skipped 0 errors 0"
@@ -81,7 +76,7 @@ def test_recover_dry_run_counts_what_is_stranded_and_changes_nothing(stranded):
 
 def test_recover_fires_the_overdue_timer_and_reclaims_the_lease(stranded):
     napping, leased = stranded
-    lines = command("workflows_recover").splitlines()
+    lines = run_command("workflows_recover").splitlines()
     assert lines[0].split()[:7] == ["fire_due_timers", "found", "1", "acted", "on", "1", "skipped"]
     assert lines[1].split()[:6] == ["reclaim_expired_leases", "found", "1", "acted", "on", "1"]
     assert list(Timer.objects.filter(run=napping).values_list("status", flat=True)) == [
@@ -91,7 +86,7 @@ def test_recover_fires_the_overdue_timer_and_reclaims_the_lease(stranded):
     assert (step.attempt, step.lease_owner) == (1, "")  # the dead worker's attempt counts
     assert step.status in {StepStatus.READY, StepStatus.RETRY_SCHEDULED}
     # Nothing is left for a second pass.
-    again = json.loads(command("workflows_recover", "--json"))
+    again = json.loads(run_command("workflows_recover", "--json"))
     assert again["fire_due_timers"]["found"] == again["reclaim_expired_leases"]["found"] == 0
     run_pending()  # the sleep is over: the step after it runs
     assert Run.objects.get(pk=napping.pk).status == "completed"
@@ -128,28 +123,28 @@ def expected() -> dict[str, tuple[str, str, int, int]]:
 
 def test_schedules_command_installs_each_schedule_once_however_often_it_runs():
     assert not Schedule.objects.exists()  # the test settings run steps inline
-    first = command("workflows_schedules").splitlines()
+    first = run_command("workflows_schedules").splitlines()
     assert first == [f"created: {spec.name}" for spec in SCHEDULES]
     rows = installed()
     assert {name: [row[1:] for row in found] for name, found in rows.items()} == {
         name: [spec] for name, spec in expected().items()
     }
     next_runs = dict(Schedule.objects.values_list("id", "next_run"))
-    second = command("workflows_schedules").splitlines()
+    second = run_command("workflows_schedules").splitlines()
     assert second == [f"updated: {spec.name}" for spec in SCHEDULES]
     assert installed() == rows  # the same rows, not new ones
     assert dict(Schedule.objects.values_list("id", "next_run")) == next_runs  # not postponed
 
 
 def test_schedules_command_puts_back_a_schedule_that_was_changed():
-    command("workflows_schedules")
+    run_command("workflows_schedules")
     rows = installed()
     recover_row = Schedule.objects.get(name="workflows: recover")
     # As an older version left it, or someone edited it in django-q2's admin.
     Schedule.objects.filter(pk=recover_row.pk).update(
         func="workflows.tasks.old_recover", minutes=30, repeats=0
     )
-    assert command("workflows_schedules").splitlines() == [
+    assert run_command("workflows_schedules").splitlines() == [
         f"updated: {spec.name}" for spec in SCHEDULES
     ]
     assert installed() == rows
@@ -159,14 +154,16 @@ def test_schedules_command_keeps_one_of_a_duplicated_schedule():
     """Two installs racing (two hosts migrating at once) or a copy made in the admin
     leave two rows with one name: the next install keeps the oldest and deletes the
     copy, instead of failing with MultipleObjectsReturned."""
-    command("workflows_schedules")
+    run_command("workflows_schedules")
     rows = installed()
     spec = SCHEDULES[0]
     Schedule.objects.create(
         name=spec.name, func=spec.func, schedule_type=Schedule.MINUTES, minutes=1, repeats=-1
     )
     assert len(installed()[spec.name]) == 2
-    assert command("workflows_schedules").splitlines() == [f"updated: {s.name}" for s in SCHEDULES]
+    assert run_command("workflows_schedules").splitlines() == [
+        f"updated: {s.name}" for s in SCHEDULES
+    ]
     assert installed() == rows
 
 

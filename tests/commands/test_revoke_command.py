@@ -4,8 +4,6 @@ a run cancelled already (it says so and exits 0)."""
 from __future__ import annotations
 
 import json
-import re
-from io import StringIO
 
 import pytest
 from django.contrib.auth.models import User
@@ -13,50 +11,23 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 import workflows
-from tests.handlers import BOOM, UNDO, WORK
-from workflows import FanOut, Retry, Task, Workflow
-from workflows.engine import COMPENSATION, ITEM, claim, claim_step
+from tests.support import commands, revoke
+from tests.support.commands import run_command
+from tests.support.revoke import Parcels, Wedged
+from workflows.engine import claim_step
 from workflows.models import CompensationRecord, Event, FanOutItem, Run, Step
 from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
 
 
-class Wedged(Workflow):
-    name = "cmd_revoke_wedged"
-    load = Task(WORK, retry=Retry(max_attempts=1))
-
-
-class Parcels(Workflow):
-    name = "cmd_revoke_parcels"
-    ship = FanOut(WORK, items=lambda ctx: ["p1", "p2"], key=lambda item: item)
-
-
-class Undoing(Workflow):
-    name = "cmd_revoke_undoing"
-    reserve = Task(WORK, compensate=UNDO)
-    charge = Task(BOOM)
-
-
-def run_command(*args: str) -> str:
-    out = StringIO()
-    call_command(*args, stdout=out)
-    return out.getvalue()
-
-
 def refused(*args: str, message: str) -> None:
     """The command fails with ``message`` (a literal) and writes no history."""
-    events = Event.objects.count()
-    with pytest.raises(CommandError, match=re.escape(message)):
-        run_command("workflows_revoke", *args)
-    assert Event.objects.count() == events
+    commands.refused("workflows_revoke", *args, message=message)
 
 
 def running_load(business_key: str | None = None) -> tuple[Run, Step]:
-    run = workflows.start_run(Wedged, business_key=business_key)
-    step = Step.objects.get(run=run, name="load")
-    claim_step(step.pk, "host-1:7:7")
-    return run, step
+    return revoke.running_load("host-1:7:7", business_key=business_key)
 
 
 def test_revoke_a_step_by_run_and_name_and_say_what_happened():
@@ -107,17 +78,12 @@ def test_revoke_by_business_key_and_step_id_as_json():
 
 
 def test_revoke_an_item_and_a_compensation():
-    run = workflows.start_run(Parcels)
-    item = FanOutItem.objects.get(step__run=run, key="p1")
-    claim(ITEM, item.pk, "host-2:1:1")
+    run, item = revoke.running_item("p1", "host-2:1:1")
     output = run_command("workflows_revoke", str(run.pk), "ship", "--item", "p1", "--attempt", "1")
     assert output.startswith("revoked attempt 1 of item 'p1' of step 'ship' of run ")
     assert FanOutItem.objects.get(pk=item.pk).status == "ready"
 
-    undoing = workflows.start_run(Undoing)
-    run_pending(max_rounds=1)
-    record = CompensationRecord.objects.get(run=undoing)
-    claim(COMPENSATION, record.pk, "host-3:1:1")
+    undoing, record = revoke.running_compensation("host-3:1:1")
     output = run_command(
         "workflows_revoke", str(undoing.pk), "reserve", "--compensation", "--attempt", "1"
     )
@@ -177,11 +143,11 @@ def test_the_help_says_what_a_revoke_does(capsys):
 def test_a_second_cancel_says_so_and_exits_zero():
     run = workflows.start_run(Wedged)
     first = run_command("workflows_cancel", str(run.pk))
-    assert first == f"run {run.pk} of cmd_revoke_wedged v1: cancelled\n"
+    assert first == f"run {run.pk} of {Wedged.name} v1: cancelled\n"
     version = Run.objects.get(pk=run.pk).version
     again = run_command("workflows_cancel", str(run.pk), "--reason", "again")
     assert again == (
-        f"run {run.pk} of cmd_revoke_wedged v1: cancelled (cancelled already; nothing changed)\n"
+        f"run {run.pk} of {Wedged.name} v1: cancelled (cancelled already; nothing changed)\n"
     )
     assert Run.objects.get(pk=run.pk).version == version
     assert json.loads(run_command("workflows_cancel", str(run.pk), "--json"))["already"] is True

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-from io import StringIO
 
 import pytest
-from django.core.management import call_command
 
 import workflows
-from tests.handlers import NOOP
+from tests.support.commands import run_command
+from tests.support.handlers import NOOP
 from workflows import PermanentError, Retry, Task, Workflow
 from workflows.testing import run_pending
 
@@ -29,9 +28,7 @@ class Declines(Workflow):
 
 
 def show(*args: str) -> str:
-    out = StringIO()
-    call_command("workflows_show", *args, stdout=out)
-    return out.getvalue()
+    return run_command("workflows_show", *args)
 
 
 def test_the_steps_table_says_how_the_last_attempt_failed():

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import re
 from datetime import timedelta
-from io import StringIO
 
 import pytest
-from django.core.management import call_command
 from django.core.management.base import CommandError
 
 import workflows
+from tests.support.commands import run_command
 from workflows import WaitForSignal, Workflow
 from workflows.models import Signal
 from workflows.testing import run_pending
@@ -25,9 +24,7 @@ class Paid(Workflow):
 
 
 def token_command(*args: str) -> str:
-    out = StringIO()
-    call_command("workflows_signal_token", *args, stdout=out)
-    return out.getvalue().strip()
+    return run_command("workflows_signal_token", *args).strip()
 
 
 def test_the_printed_token_delivers_its_signal_once():

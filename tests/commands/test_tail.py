@@ -13,8 +13,9 @@ from django.core.management.base import CommandError
 from django.db import connections
 
 import workflows
-from tests.conftest import THREAD_TIMEOUT_SECONDS
-from tests.live_rows import log, running_step
+from tests.support.commands import run_command
+from tests.support.live_rows import log, running_step
+from tests.support.threads import THREAD_TIMEOUT_SECONDS
 from workflows import Task, Workflow
 from workflows.queries.run_tail import RunTail
 from workflows.testing import run_pending
@@ -37,9 +38,7 @@ class Chatty(Workflow):
 
 
 def tail(*args: str) -> list[str]:
-    out = StringIO()
-    call_command("workflows_tail", *args, stdout=out)
-    return out.getvalue().splitlines()
+    return run_command("workflows_tail", *args).splitlines()
 
 
 def kinds(lines: list[str]) -> list[str]:

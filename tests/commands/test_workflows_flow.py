@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-from io import StringIO
 from typing import Any
 from uuid import UUID
 
@@ -21,8 +20,8 @@ from django.db import connection
 
 import workflows
 from tests.acceptance.harness import MANAGE, database_url
-from tests.handlers import BOOM, WORK
-from workflows import Retry, Task, WaitForSignal, Workflow
+from tests.support import commands
+from tests.support.workflows import Broken, Waits, Work
 from workflows.models import Event, Flow, Run
 from workflows.queries.flows import flow_graph
 from workflows.testing import run_pending
@@ -30,37 +29,18 @@ from workflows.testing import run_pending
 pytestmark = pytest.mark.django_db
 
 
-class Work(Workflow):
-    name = "flowcmd_work"
-    work = Task(WORK)
-
-
-class Broken(Workflow):
-    name = "flowcmd_broken"
-    boom = Task(BOOM, retry=Retry(max_attempts=1))
-
-
-class Waits(Workflow):
-    name = "flowcmd_waits"
-    go = WaitForSignal("go")
-
-
 def run_command(*args: str) -> str:
-    out = StringIO()
-    call_command("workflows_flow", *args, stdout=out)
-    return out.getvalue()
+    return commands.run_command("workflows_flow", *args)
 
 
 def run_json(*args: str) -> Any:
-    return json.loads(run_command(*args, "--json"))
+    return commands.run_json("workflows_flow", *args)
 
 
 def refused(*args: str, message: str) -> None:
     """``workflows_flow *args`` must fail with ``message`` (a literal) and write nothing."""
-    events, flows = Event.objects.count(), list(Flow.objects.values_list("status", "revision"))
-    with pytest.raises(CommandError, match=re.escape(message)):
-        run_command(*args)
-    assert Event.objects.count() == events
+    flows = list(Flow.objects.values_list("status", "revision"))
+    commands.refused("workflows_flow", *args, message=message)
     assert list(Flow.objects.values_list("status", "revision")) == flows
 
 
@@ -94,13 +74,13 @@ def test_show_prints_the_flow_and_each_member_with_its_join_and_upstreams():
     assert lines[4].split() == [
         "extract",
         "waiting",
-        "flowcmd_waits",
+        Waits.name,
         "all",
         "-",
         str(extract),
         "-",
     ]
-    assert lines[5].split() == ["load", "blocked", "flowcmd_work", "all", "extract", str(load), "-"]
+    assert lines[5].split() == ["load", "blocked", Work.name, "all", "extract", str(load), "-"]
 
 
 def test_show_names_the_members_that_did_not_complete_and_why():
@@ -360,9 +340,7 @@ def test_from_the_shell_a_refusal_exits_1_and_says_why():
 
 
 def status_command(*args: str) -> str:
-    out = StringIO()
-    call_command("workflows_status", *args, stdout=out)
-    return out.getvalue()
+    return commands.run_command("workflows_status", *args)
 
 
 def test_status_ends_with_the_flows_by_status_and_the_members_blocked():

@@ -31,7 +31,7 @@ import pytest
 from django.conf import settings
 
 from tests.acceptance.harness import database_url
-from tests.wheel_build import ROOT, build_wheel
+from tests.support.wheel_build import ROOT, build_wheel
 
 pytestmark = pytest.mark.acceptance
 

@@ -9,29 +9,14 @@ from django.test import Client, override_settings
 from django.test.utils import CaptureQueriesContext
 
 import workflows
-from tests.handlers import BOOM, WORK
 from tests.metrics.test_metrics import ENABLED, scrape
-from workflows import Retry, Task, WaitForSignal, Workflow
+from tests.support.workflows import Broken, Waits, Work
+from workflows import Workflow
 from workflows.metrics.prometheus import SCRAPE_QUERIES
 from workflows.models import Flow
 from workflows.testing import run_pending
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("enabled")]
-
-
-class Work(Workflow):
-    name = "flowmetrics_work"
-    work = Task(WORK)
-
-
-class Broken(Workflow):
-    name = "flowmetrics_broken"
-    boom = Task(BOOM, retry=Retry(max_attempts=1))
-
-
-class Waits(Workflow):
-    name = "flowmetrics_waits"
-    go = WaitForSignal("go")
 
 
 @pytest.fixture
@@ -70,10 +55,10 @@ def test_flows_are_counted_by_status_and_blocked_members_by_workflow(client: Cli
         labels[0][1]: value for (name, labels), value in samples.items() if name == "flowsite_flows"
     }
     assert flows == {"open": 1, "sealed": 1, "completed": 1, "failed": 1, "cancelled": 1}
-    blocked = ("flowsite_flow_members_blocked", (("workflow", "flowmetrics_work"),))
+    blocked = ("flowsite_flow_members_blocked", (("workflow", Work.name),))
     assert samples[blocked] == 3
     # The blocked runs are active runs too, in their own status.
-    active = ("flowsite_runs_active", (("status", "blocked"), ("workflow", "flowmetrics_work")))
+    active = ("flowsite_runs_active", (("status", "blocked"), ("workflow", Work.name)))
     assert samples[active] == 3
 
 

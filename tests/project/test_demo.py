@@ -13,7 +13,8 @@ from django.utils import timezone
 
 import workflows
 from flowsite.demo.models import DemoRecord
-from tests.conftest import staff
+from tests.support.runs import run_inline
+from tests.support.users import staff
 from workflows.models import Run, Step
 from workflows.testing import run_pending
 
@@ -26,17 +27,25 @@ ORDER = {
 }
 
 
+def minutes_on(run: Run, minutes: int = 1) -> Run:
+    """``run`` read again once its work due within ``minutes`` from now has run inline."""
+    run_pending(until=timezone.now() + timedelta(minutes=minutes))
+    run.refresh_from_db()
+    return run
+
+
+def record_kinds(run: Run) -> list[str]:
+    """The kinds of the demo records the run's handlers wrote, sorted."""
+    return sorted(DemoRecord.objects.filter(run_id=run.pk).values_list("kind", flat=True))
+
+
 def test_order_fulfilment_runs_every_branch_and_sleeps():
-    run = workflows.start_run("order_fulfilment", ORDER)
-    run_pending()
-    run.refresh_from_db()
+    run = run_inline("order_fulfilment", ORDER)
     assert run.status == "waiting"  # cooling off behind a durable timer
-    run_pending(until=timezone.now() + timedelta(minutes=1))
-    run.refresh_from_db()
+    run = minutes_on(run)
     assert run.status == "completed"
     assert run.output == {"send_receipt": {"to": "customer@example.com", "total": "33.00"}}
-    kinds = sorted(DemoRecord.objects.filter(run_id=run.pk).values_list("kind", flat=True))
-    assert kinds == ["gift_wrap", "invoice", "receipt", "reservation"]
+    assert record_kinds(run) == ["gift_wrap", "invoice", "receipt", "reservation"]
 
 
 def test_order_without_gift_skips_wrapping():
@@ -54,8 +63,7 @@ def test_order_input_is_validated():
 def test_flaky_import_retries_then_succeeds_with_one_record(monkeypatch):
     monkeypatch.setattr("flowsite.demo.steps.SECONDS_PER_ROW", 0)
     run = workflows.start_run("flaky_import", {"rows": 7})
-    run_pending(until=timezone.now() + timedelta(minutes=5))
-    run.refresh_from_db()
+    run = minutes_on(run, 5)
     assert run.status == "completed"
     record = DemoRecord.objects.get(run_id=run.pk)
     assert record.data == {"rows": 7, "attempts": 3}
@@ -109,24 +117,24 @@ def dispatch_waiting_for_approval(card: str):
     return run, gate
 
 
-def test_warehouse_dispatch_approved_packs_sleeps_and_charges():
+def approved_dispatch(card: str, shipping: str) -> Run:
+    """A dispatch paid with ``card``, approved by a superuser with ``shipping``, a
+    minute on."""
     admin = User.objects.create_superuser("boss")
-    run, gate = dispatch_waiting_for_approval("valid")
-    workflows.approve_gate(gate, user=admin, selections=["express"])
-    run_pending(until=timezone.now() + timedelta(minutes=1))
-    run.refresh_from_db()
+    run, gate = dispatch_waiting_for_approval(card)
+    workflows.approve_gate(gate, user=admin, selections=[shipping])
+    return minutes_on(run)
+
+
+def test_warehouse_dispatch_approved_packs_sleeps_and_charges():
+    run = approved_dispatch("valid", "express")
     assert run.status == "completed"
     assert run.output == {"charge": {"order": "W-1", "shipping": "express"}}
-    kinds = sorted(DemoRecord.objects.filter(run_id=run.pk).values_list("kind", flat=True))
-    assert kinds == ["charge", "parcel_packed", "parcel_packed", "stock_hold"]
+    assert record_kinds(run) == ["charge", "parcel_packed", "parcel_packed", "stock_hold"]
 
 
 def test_warehouse_dispatch_declined_card_undoes_packing_then_the_hold():
-    admin = User.objects.create_superuser("boss")
-    run, gate = dispatch_waiting_for_approval("declined")
-    workflows.approve_gate(gate, user=admin, selections=["standard"])
-    run_pending(until=timezone.now() + timedelta(minutes=1))
-    run.refresh_from_db()
+    run = approved_dispatch("declined", "standard")
     assert run.status == "compensated"
     assert run.error["message"] == "card declined by the issuer"
     undone = list(
@@ -258,8 +266,7 @@ def test_report_export_polls_on_a_timer_until_ready():
     run_pending()
     poll = run.steps.get(name="wait_until_ready")
     assert (poll.status, poll.iteration) == ("waiting", 2)  # asleep on its repeat timer
-    run_pending(until=timezone.now() + timedelta(minutes=1))
-    run.refresh_from_db()
+    run = minutes_on(run)
     assert run.status == "completed"
     assert run.output == {"deliver": {"report": "sales", "polls": 3}}
     earlier = run.steps.get(name="wait_until_ready").iterations.order_by("iteration")

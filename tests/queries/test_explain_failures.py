@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 import workflows
-from tests.handlers import NOOP
+from tests.support.handlers import NOOP
 from workflows import Retry, Task, Workflow
 from workflows.engine import STEP, claim_step, fail_attempt, reclaim
 from workflows.engine.failures import AttemptTimedOut

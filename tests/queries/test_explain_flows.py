@@ -22,8 +22,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 import workflows
-from tests.handlers import BOOM, NOOP
-from workflows import Retry, Task, Workflow
+from tests.support.workflows import Broken, Work
 from workflows.admin.run_page import hold_text
 from workflows.engine import claim_step, complete_work
 from workflows.engine.guards import RUN_VERBS
@@ -34,16 +33,6 @@ from workflows.testing import run_pending
 from workflows.workers.scanners import repair_flows
 
 pytestmark = pytest.mark.django_db
-
-
-class Target(Workflow):
-    name = "explain_flow_target"
-    build = Task(NOOP)
-
-
-class Broken(Workflow):
-    name = "explain_flow_broken"
-    build = Task(BOOM, retry=Retry(max_attempts=1))
 
 
 def explained(run: Run) -> dict[str, Any]:
@@ -67,11 +56,11 @@ def build_flow() -> tuple[Flow, dict[str, Run]]:
     """``link`` after ``compile`` and ``lint``; both upstreams started, nothing ran."""
     flow = workflows.create_flow("build")
     runs = {
-        name: workflows.add_to_flow(flow, Target, {"target": name}, member=name)
+        name: workflows.add_to_flow(flow, Work, {"target": name}, member=name)
         for name in ("compile", "lint")
     }
     runs["link"] = workflows.add_to_flow(
-        flow, Target, {"target": "link"}, member="link", after=["compile", "lint"]
+        flow, Work, {"target": "link"}, member="link", after=["compile", "lint"]
     )
     return flow, runs
 
@@ -110,11 +99,11 @@ def test_a_blocked_member_names_its_upstream_members_their_statuses_its_join_and
 def test_an_at_least_join_says_how_many_of_its_upstream_members_completed():
     flow = workflows.create_flow("fan-in")
     ups = {
-        name: workflows.add_to_flow(flow, Target, {"target": name}, member=name)
+        name: workflows.add_to_flow(flow, Work, {"target": name}, member=name)
         for name in ("a", "b", "c")
     }
     pack = workflows.add_to_flow(
-        flow, Target, {"target": "pack"}, member="pack", after=["a", "b", "c"], join=2
+        flow, Work, {"target": "pack"}, member="pack", after=["a", "b", "c"], join=2
     )
     finish(ups["a"])
 
@@ -134,9 +123,9 @@ def test_an_at_least_join_says_how_many_of_its_upstream_members_completed():
 def test_an_any_join_is_worded_as_one_of_its_upstream_members():
     flow = workflows.create_flow("race")
     for name in ("left", "right"):
-        workflows.add_to_flow(flow, Target, {"target": name}, member=name)
+        workflows.add_to_flow(flow, Work, {"target": name}, member=name)
     first = workflows.add_to_flow(
-        flow, Target, {}, member="first", after=["left", "right"], join="any"
+        flow, Work, {}, member="first", after=["left", "right"], join="any"
     )
 
     entry = flow_entry(first)
@@ -151,12 +140,12 @@ def test_an_any_join_is_worded_as_one_of_its_upstream_members():
 def test_a_member_cancelled_with_dependency_failed_names_the_upstream_that_failed():
     flow = workflows.create_flow("release")
     workflows.add_to_flow(flow, Broken, {}, member="compile")
-    workflows.add_to_flow(flow, Target, {"target": "docs"}, member="docs")
+    workflows.add_to_flow(flow, Work, {"target": "docs"}, member="docs")
     package = workflows.add_to_flow(
-        flow, Target, {"target": "package"}, member="package", after=["docs", "compile"]
+        flow, Work, {"target": "package"}, member="package", after=["docs", "compile"]
     )
     upload = workflows.add_to_flow(
-        flow, Target, {"target": "upload"}, member="upload", after=["package"]
+        flow, Work, {"target": "upload"}, member="upload", after=["package"]
     )
 
     run_pending()
@@ -178,9 +167,9 @@ def test_a_member_cancelled_with_dependency_failed_names_the_upstream_that_faile
 
 def test_a_member_cancelled_when_its_flow_closed_names_no_upstream_that_failed():
     flow = workflows.create_flow("short")
-    workflows.add_to_flow(flow, Target, {"target": "only"}, member="only")
+    workflows.add_to_flow(flow, Work, {"target": "only"}, member="only")
     pair = workflows.add_to_flow(
-        flow, Target, {"target": "pair"}, member="pair", after=["only"], join=2
+        flow, Work, {"target": "pair"}, member="pair", after=["only"], join=2
     )
 
     workflows.seal_flow(flow)  # two upstream members can never come now
@@ -246,7 +235,7 @@ def test_a_blocked_member_may_be_cancelled_terminated_or_reprioritised_and_nothi
 
 
 def test_a_run_outside_a_flow_has_no_place_in_one():
-    run = workflows.start_run(Target, {})
+    run = workflows.start_run(Work, {})
     data = explained(run)
     assert data["flow"] is None
     assert all(entry["kind"] != "flow" for entry in data["waiting_on"])
@@ -265,12 +254,10 @@ def cost(run: Run) -> int:
 def test_a_flow_member_costs_two_queries_more_whatever_its_number_of_upstreams():
     flow, runs = build_flow()
     many = [
-        workflows.add_to_flow(flow, Target, {"target": f"t{n}"}, member=f"t{n}") for n in range(20)
+        workflows.add_to_flow(flow, Work, {"target": f"t{n}"}, member=f"t{n}") for n in range(20)
     ]
-    wide = workflows.add_to_flow(
-        flow, Target, {}, member="wide", after=[f"t{n}" for n in range(20)]
-    )
-    outside = workflows.start_run(Target, {"target": "outside"})
+    wide = workflows.add_to_flow(flow, Work, {}, member="wide", after=[f"t{n}" for n in range(20)])
+    outside = workflows.start_run(Work, {"target": "outside"})
 
     assert FLOW_QUERIES == 2
     assert cost(runs["link"]) == cost(wide) == QUERIES + FLOW_QUERIES

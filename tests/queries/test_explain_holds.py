@@ -23,7 +23,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 import workflows
-from tests.handlers import NOOP
+from tests.support.handlers import NOOP
 from workflows import FanOut, Task, Workflow
 from workflows.admin.run_page import hold_text
 from workflows.engine import claim_step

@@ -11,8 +11,9 @@ import pytest
 from django.contrib.auth.models import User
 
 import workflows
-from tests.handlers import ASK_BANK, NOOP
 from tests.queries.test_explain import cost
+from tests.support.handlers import ASK_BANK, NOOP
+from tests.support.loop_review import rejected
 from workflows import Gate, Loop, Task, Workflow
 from workflows.models import Run, Step, Timer
 from workflows.queries.explain import QUERIES
@@ -22,10 +23,6 @@ pytestmark = pytest.mark.django_db
 
 HERE = "tests.queries.test_loop_explain"
 EVERY = timedelta(minutes=5)
-
-
-def rejected(ctx: Any) -> bool:
-    return ctx.steps["review"].output["decision"] == "rejected"
 
 
 def never(ctx: Any) -> bool:

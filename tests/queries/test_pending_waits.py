@@ -14,7 +14,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 import workflows
-from tests.handlers import ASK_BANK, NOOP
+from tests.support.handlers import ASK_BANK, NOOP
 from workflows import (
     FanOut,
     Gate,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import workflows
-from tests.conftest import once_watched, run_concurrently
+from tests.support.threads import once_watched, run_concurrently
 from workflows import Gate, RunNotFound, WaitTimeout, Workflow
 
 

@@ -19,7 +19,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 import workflows
-from tests.handlers import BROKEN, WORK
+from tests.support import commands
+from tests.support.handlers import BROKEN, WORK
 from workflows import InvalidInput, Retry, Task, WaitForSignal, Workflow, services
 from workflows.engine.guards import RUN_VERBS
 from workflows.models import Event, Run, Step
@@ -310,9 +311,7 @@ def test_select_runs_combines_its_filters(mixed):
 
 
 def run_command(*args: str) -> str:
-    out = StringIO()
-    call_command("workflows_bulk", *args, stdout=out)
-    return out.getvalue()
+    return commands.run_command("workflows_bulk", *args)
 
 
 @pytest.mark.parametrize(

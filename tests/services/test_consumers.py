@@ -15,7 +15,7 @@ import pytest
 from django.db import connections
 
 import workflows
-from tests.conftest import THREAD_TIMEOUT_SECONDS, run_concurrently
+from tests.support.threads import THREAD_TIMEOUT_SECONDS, run_concurrently
 from workflows.errors import InvalidInput, RunNotFound
 from workflows.models import Event, EventConsumer, Run
 

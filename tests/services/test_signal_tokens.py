@@ -15,7 +15,8 @@ from django.core import signing
 from django.test import override_settings
 
 import workflows
-from tests.handlers import NOOP
+from tests.support.handlers import NOOP
+from tests.support.runs import run_inline
 from workflows import (
     Gate,
     IdempotencyConflict,
@@ -67,9 +68,7 @@ class Approval(Workflow):
 @pytest.fixture
 def run() -> Run:
     """A run waiting at ``payment`` (and ``refund``)."""
-    started = workflows.start_run(Payment, business_key="INV-1")
-    run_pending()
-    started.refresh_from_db()
+    started = run_inline(Payment, business_key="INV-1")
     assert started.status == "waiting"
     return started
 

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.handlers import NOOP, noop
+from tests.support.handlers import NOOP, noop
 from workflows import DefinitionError, DefinitionMissing, Retry, Sleep, Task, Workflow
 from workflows.checks import check_definitions
 from workflows.definitions import registry

@@ -6,7 +6,7 @@ import zipfile
 
 import pytest
 
-from tests.wheel_build import ROOT, build_wheel
+from tests.support.wheel_build import ROOT, build_wheel
 
 
 @pytest.mark.processes

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from tests.handlers import NOOP
+from tests.support.handlers import NOOP
 from workflows import Sleep, Task, Workflow
 from workflows.definitions.render import to_dot, to_mermaid
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.handlers import NOOP
+from tests.support.handlers import NOOP
 from workflows import FanOut, Task, Workflow
 from workflows.definitions import registry
 from workflows.definitions.limits import Route

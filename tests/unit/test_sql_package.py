@@ -11,7 +11,9 @@ from __future__ import annotations
 import ast
 import itertools
 import re
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -115,33 +117,28 @@ def _sql_statements(tree: ast.Module) -> list[int]:
     )
 
 
-def test_no_module_imports_a_private_name_of_the_sql_package():
-    found = {
-        str(path.relative_to(ROOT)): names
-        for path in _sources()
-        if path.exists()  # a file moved away meanwhile
-        and (names := _private_sql_imports(ast.parse(path.read_text())))
+def _findings(paths: Iterable[Path], check: Callable[[ast.Module], list[Any]]) -> dict[str, Any]:
+    """Each of ``paths`` in which ``check`` finds something in the syntax tree, with what
+    it found."""
+    return {
+        str(path.relative_to(ROOT)): found
+        for path in paths
+        if (found := check(ast.parse(path.read_text())))
     }
-    assert found == {}
+
+
+def test_no_module_imports_a_private_name_of_the_sql_package():
+    sources = [path for path in _sources() if path.exists()]  # a file moved away meanwhile
+    assert _findings(sources, _private_sql_imports) == {}
 
 
 def test_every_statement_of_the_engine_lives_in_the_sql_package():
-    found = {
-        str(path.relative_to(ROOT)): lines
-        for path in sorted(ENGINE.rglob("*.py"))
-        if SQL_PACKAGE not in path.parents
-        and (lines := _sql_statements(ast.parse(path.read_text())))
-    }
-    assert found == {}
+    engine = [path for path in sorted(ENGINE.rglob("*.py")) if SQL_PACKAGE not in path.parents]
+    assert _findings(engine, _sql_statements) == {}
 
 
 def test_no_engine_module_formats_a_value_between_quotes():
-    found = {
-        str(path.relative_to(ROOT)): lines
-        for path in sorted(ENGINE.rglob("*.py"))
-        if (lines := _quoted_values(ast.parse(path.read_text())))
-    }
-    assert found == {}
+    assert _findings(sorted(ENGINE.rglob("*.py")), _quoted_values) == {}
 
 
 def test_only_identifiers_reads_a_table_name_from_a_model():

@@ -12,7 +12,7 @@ from uuid import UUID
 import pytest
 from django.core.exceptions import ValidationError
 
-from tests.webhook_receiver import verify
+from tests.support.webhook_receiver import verify
 from workflows.models import WebhookEndpoint
 from workflows.webhooks.event_types import (
     WEBHOOK_EVENT_TYPES,

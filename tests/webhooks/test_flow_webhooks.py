@@ -9,9 +9,9 @@ from django.core.exceptions import ValidationError
 from django.urls import reverse
 
 import workflows
-from tests.conftest import staff
-from tests.handlers import WORK
-from tests.webhook_receiver import Receiver
+from tests.support.handlers import WORK
+from tests.support.users import staff
+from tests.support.webhook_receiver import Receiver
 from workflows import Task, Workflow
 from workflows.models import Flow, WebhookDelivery, WebhookEndpoint
 from workflows.status import DeliveryStatus

@@ -1,6 +1,6 @@
 """Webhooks: signed deliveries from the history to a real HTTP receiver on 127.0.0.1.
 
-The receiver (``tests/webhook_receiver.py``) verifies each signature with its own code,
+The receiver (``tests/support/webhook_receiver.py``) verifies each signature with its own code,
 answers from a script of status codes and stops by itself at its deadline. Time moves
 with ``run_pending(until=...)``; retry delays are shortened by settings.
 """
@@ -28,8 +28,8 @@ from django_q.models import OrmQ
 
 import workflows
 from tests.acceptance.harness import MANAGE, database_url
-from tests.conftest import staff
-from tests.webhook_receiver import Receiver
+from tests.support.users import staff
+from tests.support.webhook_receiver import Receiver
 from workflows import PermanentError, Retry, Task, Workflow
 from workflows.checks import webhook_problems
 from workflows.conf import workflow_settings

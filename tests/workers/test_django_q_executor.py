@@ -7,7 +7,7 @@ from django.db import transaction
 from django_q.models import OrmQ
 
 import workflows
-from tests.handlers import NOOP
+from tests.support.handlers import NOOP
 from workflows import Task, Workflow
 from workflows.checks import django_q_problems
 from workflows.engine.executor import _load

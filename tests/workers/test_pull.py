@@ -12,7 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 import workflows
-from tests.handlers import NOOP
+from tests.support.handlers import NOOP
 from workflows import FanOut, Task, Workflow
 from workflows.engine import STEP, claim_step
 from workflows.engine.claims import claim

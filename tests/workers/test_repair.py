@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 
 import workflows
-from tests.conftest import sweeper_until
+from tests.support.threads import sweeper_until
 from workflows import Task, Workflow
 from workflows.models import CompensationRecord, Run, Step
 from workflows.testing import run_pending

@@ -16,8 +16,8 @@ from uuid import UUID
 import pytest
 
 import workflows
-from tests.conftest import eventually
-from tests.webhook_receiver import Receiver
+from tests.support.threads import eventually
+from tests.support.webhook_receiver import Receiver
 from workflows import Gate, Workflow, hooks
 from workflows.testing import sweeper_running
 from workflows.webhooks import services as webhook_services

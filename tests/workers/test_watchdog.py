@@ -19,9 +19,12 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 import workflows
+from tests.support.events import payloads
+from tests.support.runs import claimed
+from tests.support.threads import eventually
 from workflows import FanOut, Retry, Task, Workflow
-from workflows.engine import STEP, claim_step, heartbeat, reclaim
-from workflows.models import Event, FanOutItem, Step
+from workflows.engine import STEP, heartbeat, reclaim
+from workflows.models import FanOutItem, Step
 from workflows.testing import run_pending
 from workflows.workers.runner import execute
 from workflows.workers.watchdog import deadline_of, watchdog
@@ -42,12 +45,7 @@ def _reset():
 
 
 def wait_until(done: Callable[[], bool]) -> bool:
-    give_up_at = time.monotonic() + GIVE_UP
-    while not done():
-        if time.monotonic() > give_up_at:
-            return False
-        time.sleep(0.02)
-    return True
+    return eventually(done, timeout=GIVE_UP, every=0.02)
 
 
 def overruns(ctx):
@@ -128,10 +126,6 @@ class Transactional(Workflow):
     book = Task(f"{HERE}.writes_slowly", timeout=SECOND, retry=RETRY, transactional=True)
 
 
-def payloads(run, type: str) -> list[dict]:
-    return list(Event.objects.filter(run=run, type=type).values_list("payload", flat=True))
-
-
 def test_a_handler_past_its_timeout_is_recorded_as_timeout_and_its_late_result_refused():
     run = workflows.start_run(Overrun)
     step = Step.objects.get(run=run, name="slow")
@@ -185,7 +179,7 @@ def test_a_watchdog_that_loses_to_a_reclaim_writes_nothing():
 
 def test_a_heartbeat_moves_the_deadline_on():
     run = workflows.start_run(Overrun)
-    lease = claim_step(Step.objects.get(run=run, name="slow").pk, "worker-a")
+    lease = claimed(run, "slow", "worker-a")
     started = time.monotonic()
     first = deadline_of(lease, started)
     assert first == pytest.approx(started + 1.0)

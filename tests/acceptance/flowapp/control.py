@@ -20,22 +20,13 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from tests.acceptance.flowapp.handlers import output, record_call
+from tests.acceptance.flowapp.handlers import COMPENSATED, RECORDED, output, record_call
 from workflows import LeaseLost, Retry, RunCancelled, Task, Workflow
 from workflows.context import Context
 
 HERE = "tests.acceptance.flowapp.control"
 SPIN_AT_MOST_SECONDS = 8.0
 HEARTBEAT_EVERY_SECONDS = 0.2
-
-
-def quick(ctx: Context) -> dict[str, Any]:
-    record_call(ctx)
-    return output(ctx)
-
-
-def undo(ctx: Context) -> None:
-    record_call(ctx, note="compensated")
 
 
 def spin(ctx: Context) -> dict[str, Any]:
@@ -68,7 +59,7 @@ class Wedged(Workflow):
     name = "acceptance_wedged"
 
     spin = Task(f"{HERE}.spin", timeout=timedelta(seconds=2), retry=Retry(max_attempts=1))
-    then = Task(f"{HERE}.quick", timeout=timedelta(seconds=2))
+    then = Task(RECORDED, timeout=timedelta(seconds=2))
 
 
 class Cancellable(Workflow):
@@ -76,5 +67,5 @@ class Cancellable(Workflow):
 
     name = "acceptance_cancellable"
 
-    reserve = Task(f"{HERE}.quick", compensate=f"{HERE}.undo", timeout=timedelta(seconds=2))
+    reserve = Task(RECORDED, compensate=COMPENSATED, timeout=timedelta(seconds=2))
     spin = Task(f"{HERE}.spin", timeout=timedelta(seconds=2), retry=Retry(max_attempts=3))

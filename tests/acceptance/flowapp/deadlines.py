@@ -9,7 +9,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from tests.acceptance.flowapp.handlers import output, record_call
+from tests.acceptance.flowapp.handlers import COMPENSATED, RECORDED, output, record_call
 from workflows import LeaseLost, Retry, Task, Workflow
 from workflows.context import Context
 
@@ -18,15 +18,6 @@ HERE = "tests.acceptance.flowapp.deadlines"
 # so django-q2 never kills it, and well past the run's deadline.
 LINGER_AT_MOST_SECONDS = 8.0
 HEARTBEAT_EVERY_SECONDS = 0.2
-
-
-def book(ctx: Context) -> dict[str, Any]:
-    record_call(ctx)
-    return output(ctx)
-
-
-def unbook(ctx: Context) -> None:
-    record_call(ctx, note="compensated")
 
 
 def linger(ctx: Context) -> dict[str, Any]:
@@ -50,6 +41,6 @@ class Deadline(Workflow):
     name = "acceptance_deadline"
     deadline = timedelta(seconds=4)
 
-    book = Task(f"{HERE}.book", compensate=f"{HERE}.unbook", timeout=timedelta(seconds=2))
+    book = Task(RECORDED, compensate=COMPENSATED, timeout=timedelta(seconds=2))
     linger = Task(f"{HERE}.linger", timeout=timedelta(seconds=2), retry=Retry(max_attempts=1))
-    then = Task(f"{HERE}.book", timeout=timedelta(seconds=2))
+    then = Task(RECORDED, timeout=timedelta(seconds=2))

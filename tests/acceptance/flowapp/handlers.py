@@ -37,6 +37,9 @@ RELEASE_DIR = "release"
 BUSY_DIR = "busy"
 STALL_DIR = "stall"
 WRITTEN_DIR = "written"
+# The dotted paths of the handlers that only record their call (a step, a compensation).
+RECORDED = f"{__name__}.recorded"
+COMPENSATED = f"{__name__}.compensated"
 
 
 def var_path(*parts: Any) -> Path:
@@ -85,6 +88,17 @@ def apply_effect(ctx: Context) -> None:
 
 def output(ctx: Context) -> dict[str, Any]:
     return {"step": ctx.step_name, "attempt": ctx.attempt, "pid": os.getpid()}
+
+
+def recorded(ctx: Context) -> dict[str, Any]:
+    """A step that records its call and returns at once (no pause, no effect)."""
+    record_call(ctx)
+    return output(ctx)
+
+
+def compensated(ctx: Context) -> None:
+    """A compensation that records its call, noted ``compensated``."""
+    record_call(ctx, note="compensated")
 
 
 def pause(ctx: Context, seconds: float) -> None:

@@ -3,7 +3,7 @@
 Staging the edge ``upstream → downstream`` would close a cycle exactly when
 ``downstream`` already reaches ``upstream``. One recursive statement answers that,
 however large the flow, so staging an edge costs a fixed number of statements
-(``tests/engine/test_query_budget.py``); both SQLite and PostgreSQL run ``WITH
+(``tests/engine/sql/test_query_budget.py``); both SQLite and PostgreSQL run ``WITH
 RECURSIVE``, and ``UNION`` (not ``UNION ALL``) visits each member once.
 """
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from tests.acceptance.flowapp.management.starting_line import wait_for_file
 from workflows.engine import STEP, claim
 from workflows.models import Step
 from workflows.status import StepStatus
@@ -46,9 +47,6 @@ class Command(BaseCommand):
             time.sleep(0.01)
         lease = claim(STEP, step_id, worker_id())
         Path(f"{go_file}.claimed").write_text(str(os.getpid()))
-        while not Path(go_file).exists():
-            if time.monotonic() > give_up_at:
-                raise CommandError(f"{go_file} did not appear within {deadline} s")
-            time.sleep(0.01)
+        wait_for_file(go_file, give_up_at=give_up_at, deadline=deadline)
         run_attempt(lease, chain=False)
         self.stdout.write(json.dumps({"pid": os.getpid(), "attempt": lease.attempt}))

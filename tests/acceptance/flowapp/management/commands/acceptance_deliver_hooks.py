@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import os
 import time
-from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from tests.acceptance.flowapp.management.starting_line import add_go_file_argument, wait_for_go
 from workflows import hooks
 from workflows.models import Event
 from workflows.workers.scanners import deliver_hooks
@@ -25,9 +25,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("log_file", help="append '<event id> <pid>' for each hook")
-        parser.add_argument(
-            "--go-file", help="create GO_FILE.<pid>.ready, then wait for GO_FILE to start"
-        )
+        add_go_file_argument(parser)
         parser.add_argument("--batch", type=int, default=5, help="events per claim")
         parser.add_argument("--deadline", type=float, default=60.0, help="seconds")
 
@@ -44,11 +42,7 @@ class Command(BaseCommand):
         for signal in hooks.ALL_HOOKS:
             signal.connect(record, weak=False)
         if go_file:
-            Path(f"{go_file}.{os.getpid()}.ready").touch()
-            while not Path(go_file).exists():
-                if time.monotonic() > give_up_at:
-                    raise CommandError(f"{go_file} did not appear within {deadline} s")
-                time.sleep(0.01)
+            wait_for_go(go_file, give_up_at=give_up_at, deadline=deadline)
         delivered = 0
         while Event.objects.filter(published=False).exists():
             if time.monotonic() > give_up_at:

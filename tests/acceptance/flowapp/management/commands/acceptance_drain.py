@@ -16,6 +16,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from tests.acceptance.flowapp.management.starting_line import add_go_file_argument, wait_for_go
 from workflows.models import Run, Step
 from workflows.status import RUN_ACTIVE, StepStatus
 from workflows.workers.runner import execute_step
@@ -26,9 +27,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("runs_file", help="JSON list of run ids")
-        parser.add_argument(
-            "--go-file", help="create GO_FILE.<pid>.ready, then wait for GO_FILE to start"
-        )
+        add_go_file_argument(parser)
         parser.add_argument("--report", help="write a JSON summary to this file at the end")
         parser.add_argument("--deadline", type=float, default=120.0, help="seconds")
 
@@ -44,11 +43,7 @@ class Command(BaseCommand):
         run_ids = json.loads(Path(runs_file).read_text())
         give_up_at = time.monotonic() + deadline
         if go_file:
-            Path(f"{go_file}.{os.getpid()}.ready").touch()
-            while not Path(go_file).exists():
-                if time.monotonic() > give_up_at:
-                    raise CommandError(f"{go_file} did not appear within {deadline} s")
-                time.sleep(0.01)
+            wait_for_go(go_file, give_up_at=give_up_at, deadline=deadline)
         attempts = offers = 0
         while Run.objects.filter(pk__in=run_ids, status__in=RUN_ACTIVE).exists():
             if time.monotonic() > give_up_at:

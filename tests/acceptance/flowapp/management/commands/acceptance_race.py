@@ -33,6 +33,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 
 import workflows
+from tests.acceptance.flowapp.management.starting_line import wait_for_file
 from workflows.engine import claim_step
 from workflows.errors import WorkflowError
 
@@ -108,10 +109,7 @@ class Command(BaseCommand):
             verb, first, second = calls[start : start + 3]
             go = here / f"go-{round_}"
             give_up_at = time.monotonic() + deadline
-            while not go.exists():
-                if time.monotonic() > give_up_at:
-                    raise CommandError(f"{go} did not appear within {deadline} s")
-                time.sleep(GO_POLL_SECONDS)
+            wait_for_file(go, give_up_at=give_up_at, deadline=deadline, every=GO_POLL_SECONDS)
             outcome: dict[str, Any] = {"round": round_, "verb": verb}
             try:
                 outcome["result"] = VERBS[verb](first, second, reason, actor)
