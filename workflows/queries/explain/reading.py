@@ -14,10 +14,22 @@ from workflows.definitions.limits import Route
 from workflows.engine.work_kinds import WorkKind
 from workflows.errors import DefinitionMissing
 from workflows.models import Run
-from workflows.queries.explain.reads import UNIT_FIELDS
 from workflows.status import StepStatus, TimerKind, attempt_in_round
 
-__all__ = ["Reading", "Unit", "registered", "unit_of"]
+__all__ = ["UNIT_FIELDS", "Reading", "Unit", "registered", "unit_of"]
+
+# The columns of a step, item or compensation that make its :class:`Unit`.
+UNIT_FIELDS = (
+    "status",
+    "attempt",
+    "max_attempts",
+    "lease_owner",
+    "lease_expires_at",
+    "updated_at",
+    "queue",
+    "requires",
+    "held_on",
+)
 
 
 @dataclass(frozen=True)

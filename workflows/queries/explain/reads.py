@@ -40,6 +40,7 @@ from workflows.queries import (
     overdue_timer,
     undispatched_unit,
 )
+from workflows.queries.explain.reading import UNIT_FIELDS, Unit
 from workflows.queries.frames import STEP_TELEMETRY_FIELDS
 from workflows.queries.workers import live_workers
 from workflows.status import (
@@ -52,8 +53,6 @@ from workflows.status import (
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
-
-    from workflows.queries.explain.reading import Unit
 
     class _RunFacts(TypedDict):
         """What :func:`run_row` annotates the run with; the pause and queue facts are
@@ -69,7 +68,6 @@ if TYPE_CHECKING:
 __all__ = [
     "CONCURRENCY_KEYS_COUNTED",
     "QUERIES",
-    "UNIT_FIELDS",
     "compensations_in_hand",
     "held_slots",
     "item_counts",
@@ -107,18 +105,6 @@ _COMPENSATIONS_IN_HAND = (
     CompensationStatus.READY,
     CompensationStatus.RUNNING,
     CompensationStatus.RETRY_SCHEDULED,
-)
-
-UNIT_FIELDS = (
-    "status",
-    "attempt",
-    "max_attempts",
-    "lease_owner",
-    "lease_expires_at",
-    "updated_at",
-    "queue",
-    "requires",
-    "held_on",
 )
 
 
