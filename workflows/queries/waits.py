@@ -362,8 +362,6 @@ def _wait(
     now: datetime,
     *,
     kind: str,
-    since: datetime,
-    pk: Any,
     waits_for: str,
     step: str | None = None,
     step_id: int | None = None,
@@ -371,10 +369,11 @@ def _wait(
     due_at: datetime | None = None,
     details: dict[str, Any] | None = None,
 ) -> _Entry:
+    since = row["of_since"]
     return (
         since,
         rank,
-        pk,
+        row["id"],
         Wait(
             kind=str(kind),
             run=row["of_run"],
@@ -398,12 +397,13 @@ def _page(
     rows: QuerySet[Any], filters: _Filters, since: str, run: str, *fields: str, **columns: Any
 ) -> QuerySet[Any, dict[str, Any]]:
     """``rows`` in the page's order (``since``, id), at most one more than a page, as
-    dicts of ``fields``, of ``columns`` and of their run's columns (``of_run``,
+    dicts of ``id``, ``of_since``, ``fields``, ``columns`` and their run's (``of_run``,
     ``of_workflow``, ``of_business_key``, ``of_run_status``, ``of_deadline``), read
     through ``run``, the path from a row to its run (``""``: the row is the run)."""
     path = f"{run}__" if run else ""
     return (
         rows.annotate(
+            of_since=F(since),
             of_run=F(f"{path}id"),
             of_workflow=F(f"{path}workflow_name"),
             of_business_key=F(f"{path}business_key"),
@@ -414,7 +414,7 @@ def _page(
         .order_by(since, "id")
         .values(
             "id",
-            since,
+            "of_since",
             *fields,
             *columns,
             "of_run",
@@ -476,8 +476,6 @@ def _waiting_steps(filters: _Filters, rank: int, now: datetime) -> Iterator[_Ent
             row,
             now,
             kind=kind,
-            since=row["started_at"],
-            pk=row["id"],
             waits_for=waits_for,
             step=row["name"],
             step_id=row["id"],
@@ -539,8 +537,6 @@ def _held(model: type[Step] | type[FanOutItem], run: str) -> _Source:
                 row,
                 now,
                 kind=_LIMITS[limit],
-                since=row["updated_at"],
-                pk=row["id"],
                 waits_for=row["held_on"],
                 step=row["step_name"],
                 step_id=row["step_pk"],
@@ -594,8 +590,6 @@ def _runs(rows: QuerySet[Run], filters: _Filters, rank: int, now: datetime) -> I
             row,
             now,
             kind=kind,
-            since=row["created_at"],
-            pk=row["id"],
             waits_for=waits_for,
             details=details,
         )
