@@ -70,7 +70,14 @@ def test_filters_by_kind_workflow_and_age(client):
     )
     assert 'class="wait-gate"' in client.get(reverse(WAITS), {"age": "1d"}).content.decode()
     # Values the page does not offer are ignored, as a changelist ignores them.
-    for garbage in ({"kind": "nap"}, {"age": "x"}, {"cursor": "made-up"}, {"workflow": "\x00"}):
+    for garbage in (
+        {"kind": "nap"},
+        {"kind": "held"},
+        {"kind": "lease"},
+        {"age": "x"},
+        {"cursor": "made-up"},
+        {"workflow": "\x00"},
+    ):
         assert client.get(reverse(WAITS), garbage).status_code == 200
 
 

@@ -82,6 +82,8 @@ def test_filters_and_pages(api, refund):
     ("query", "field"),
     [
         ({"kind": "nap"}, "kind"),
+        ({"kind": "held"}, "kind"),  # the limits' old name: concurrency, rate, budget now
+        ({"kind": "lease"}, "kind"),  # a hold explain tells, not a wait the list has
         ({"older_than": "soon"}, "older_than"),
         ({"older_than": "-P1D"}, "older_than"),
         ({"page_size": 0}, "page_size"),

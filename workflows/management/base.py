@@ -3,6 +3,7 @@ service, print its answer."""
 
 from __future__ import annotations
 
+from abc import ABCMeta, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -25,26 +26,27 @@ class DeclaredCommand(BaseCommand):
         add_all(parser, self.arguments)
 
 
-class OperatorCommand(DeclaredCommand, Generic[Result]):
+class OperatorCommand(DeclaredCommand, Generic[Result], metaclass=ABCMeta):
     """Parse, call one service, print what it returns.
 
     :meth:`handle` calls :meth:`call`, which calls the service function, and prints its
     answer: :meth:`as_json` with ``--json``, else :meth:`text`. A refused verb (a
     ``WorkflowError`` or ``PermissionDenied``) exits with status 1 and its message, and
-    nothing is printed.
+    nothing is printed. Every command says its :meth:`call` and :meth:`text` (abstract:
+    a command that forgets one cannot be made).
     """
 
+    @abstractmethod
     def call(self, options: dict[str, Any]) -> Result:
         """Call the command's service function with what ``options`` say; its answer."""
-        raise NotImplementedError
 
     def as_json(self, result: Result) -> Any:
         """What ``--json`` prints of ``result`` (``result`` itself unless a command says)."""
         return result
 
+    @abstractmethod
     def text(self, result: Result) -> str:
         """What the command prints of ``result`` for people."""
-        raise NotImplementedError
 
     def handle(self, *args: Any, **options: Any) -> None:
         with refusals_as_command_errors():
