@@ -553,8 +553,8 @@ def _held_by(kinds: frozenset[HoldKind]) -> Q:
     wanted = [kind for kind in LIMIT_KINDS if kind in kinds]
     if len(wanted) == len(LIMIT_KINDS):
         return Q()
-    prefixes = (Q(held_on__startswith=held_marker(kind, "")) for kind in wanted)
-    return reduce(or_, prefixes, Q(pk__in=[]))
+    # Never empty: the source is read only when a limit kind is asked for.
+    return reduce(or_, (Q(held_on__startswith=held_marker(kind, "")) for kind in wanted))
 
 
 def _waiting_runs(status: RunStatus) -> _Source:
