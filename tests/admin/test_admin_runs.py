@@ -10,7 +10,7 @@ from django.urls import reverse
 
 import workflows
 from tests.admin.admin_console import checkout, failed_checkout, staff
-from workflows.admin.graph_svg import GraphStep, layout
+from workflows.admin.graph import GraphStep, layout
 from workflows.admin.runs import COUNT_CAP, BoundedCountPaginator, id_prefix_range
 from workflows.models import Run
 

@@ -18,7 +18,7 @@ from tests.admin.admin_console import Checkout, Fragile, notes
 from tests.support.users import staff
 from tests.support.verb_access import asked as asked  # a fixture, requested by name
 from workflows.admin import flow_page
-from workflows.admin.graph_svg import GraphStep, layout
+from workflows.admin.graph import GraphStep, layout
 from workflows.models import Event, Flow, Run
 from workflows.services.access import VERBS
 from workflows.testing import run_pending

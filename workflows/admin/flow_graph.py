@@ -1,5 +1,5 @@
 """A flow's members as the flow page's picture: the run page's layout
-(:mod:`workflows.admin.graph_svg`), with member nodes.
+(:mod:`workflows.admin.graph`), with member nodes.
 
 Each node is a member: its name, its workflow, and its run's status with its join
 (``all of 3``: it waits for all of its three upstream members); it is coloured by the
@@ -17,7 +17,7 @@ from uuid import UUID
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from workflows.admin.graph_svg import Geometry, Placed, draw, label
+from workflows.admin.graph import Geometry, Placed, draw, label
 from workflows.queries.flows import MemberView
 from workflows.status import RUN_FINAL, RunStatus
 

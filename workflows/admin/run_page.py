@@ -23,7 +23,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.utils.timesince import timesince, timeuntil
 
-from workflows.admin.graph_svg import graph_steps, label, step_graph_svg
+from workflows.admin.graph import graph_steps, label, step_graph_svg
 from workflows.admin.live.progress import live_steps
 from workflows.admin.runs import badge, duration, pretty
 from workflows.definitions import WaitForSignal

@@ -27,7 +27,7 @@ from django.utils.safestring import SafeString
 
 from workflows import services
 from workflows.admin.actions import REFUSALS, refusal_text
-from workflows.admin.graph_svg import graph_steps, step_graph_svg
+from workflows.admin.graph import graph_steps, step_graph_svg
 from workflows.definitions import Workflow, registry
 from workflows.definitions.deadline import deadline_problems, parse_deadline
 from workflows.models import Run
