@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 
@@ -87,6 +88,16 @@ def test_a_random_dag_of_30_nodes_draws_every_edge_and_through_no_box(seed):
     assert problems(svg) == []
     assert read(svg).pairs() == edges_of(graph)
     assert max(arrow_ends(svg).values()) == 1  # no two edges share an arrow
+
+
+def test_jumps_back_in_a_crowded_graph_go_around_every_box():
+    graph = random_dag(30, 4)
+    loops = {"n9": "n2", "n17": "n5", "n28": "n20"}  # each goes back to an earlier node
+    drawn = [replace(step, back_to=loops.get(step.name), max_iterations=3) for step in steps(graph)]
+    svg = str(step_graph_svg(drawn, title="loops"))
+    assert problems(svg) == []
+    backs = Counter((e.source, e.target) for e in read(svg).edges if "back" in e.classes)
+    assert backs == Counter(loops.items())
 
 
 def demo_workflows() -> list[type[Workflow]]:

@@ -72,6 +72,15 @@ class Layout(Generic[V]):
         """The right edge of the rightmost box."""
         return max((place.x for place in self.placed), default=0) + self.geometry.node_width
 
+    def clear_below(self, place: Placed[V]) -> bool:
+        """Whether nothing (no box, no edge passing through) is below ``place`` in its
+        column, so a line may drop straight from its bottom."""
+        left, right = place.x, place.x + self.geometry.node_width
+        bottom = place.y + self.geometry.node_height
+        boxes = any(other.x == place.x and other.y > place.y for other in self.placed)
+        edges = any(left <= x <= right and y > bottom for r in self.routes for x, y in r.points)
+        return not boxes and not edges
+
     @property
     def bottom(self) -> int:
         """The bottom of the lowest box, or of the lowest edge routed past the boxes."""

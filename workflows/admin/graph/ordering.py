@@ -25,23 +25,29 @@ def _sort_by_barycentre(
 ) -> None:
     """Sort ``layer`` in place by its items' neighbours' mean position; an item with
     none keeps its own, so it stays where it was."""
-
-    def key(item: int) -> tuple[float, float]:
+    keys = {}
+    for item in layer:
         near = neighbours[item]
         own = position[item]
-        return (sum(position[n] for n in near) / len(near) if near else own, own)
-
-    layer.sort(key=key)
+        keys[item] = (sum([position[n] for n in near]) / len(near) if near else own, own)
+    layer.sort(key=keys.__getitem__)
     for index, item in enumerate(layer):
         position[item] = index
 
 
-def _pair_crossings(
-    left: int, right: int, neighbours: list[list[int]], position: list[float]
-) -> int:
-    """Crossings between the edges of ``left`` and ``right`` (in that order) towards
-    one side: pairs whose far ends are in the opposite order."""
-    return sum(1 for a in neighbours[left] for b in neighbours[right] if position[a] > position[b])
+def _swap_gain(left: int, right: int, neighbours: list[list[int]], position: list[float]) -> int:
+    """How many fewer crossings the edges of ``left`` and ``right`` towards one side
+    make with the two swapped: pairs whose far ends are in the opposite order now,
+    less those that would be after the swap."""
+    gain = 0
+    for a in neighbours[left]:
+        far = position[a]
+        for b in neighbours[right]:
+            if far > position[b]:
+                gain += 1
+            elif far < position[b]:
+                gain -= 1
+    return gain
 
 
 def _transpose(layer: list[int], graph: LayeredGraph, position: list[float]) -> None:
@@ -50,13 +56,8 @@ def _transpose(layer: list[int], graph: LayeredGraph, position: list[float]) -> 
         return
     for index in range(len(layer) - 1):
         left, right = layer[index], layer[index + 1]
-        now = _pair_crossings(left, right, graph.preds, position) + _pair_crossings(
-            left, right, graph.succs, position
-        )
-        swapped = _pair_crossings(right, left, graph.preds, position) + _pair_crossings(
-            right, left, graph.succs, position
-        )
-        if swapped < now:
+        gain = _swap_gain(left, right, graph.preds, position)
+        if gain + _swap_gain(left, right, graph.succs, position) > 0:
             layer[index], layer[index + 1] = right, left
             position[left], position[right] = index + 1, index
 

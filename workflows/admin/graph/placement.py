@@ -12,8 +12,8 @@ between its branches and a fork between its children.
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from itertools import accumulate, pairwise
 
 from workflows.admin.graph.layers import LayeredGraph
 
@@ -27,54 +27,60 @@ DUMMY_PULL = 4.0
 def _fit(wishes: list[float], weights: list[float], spacing: list[float]) -> list[float]:
     """The places nearest ``wishes`` (weighted least squares) with each place at least
     ``spacing[i]`` below the one before it."""
-    offsets = [0.0]
-    for gap in spacing:
-        offsets.append(offsets[-1] + gap)
-    # Blocks of pooled items: [weight, weighted sum, count]; their means must not fall.
-    blocks: list[list[float]] = []
+    offsets = [0.0, *accumulate(spacing)]
+    # Pooled blocks of adjacent items, as parallel stacks: their means must not fall.
+    mass: list[float] = []
+    total: list[float] = []
+    size: list[int] = []
     for wish, weight, offset in zip(wishes, weights, offsets, strict=True):
-        blocks.append([weight, weight * (wish - offset), 1])
-        while len(blocks) > 1 and blocks[-2][1] / blocks[-2][0] > blocks[-1][1] / blocks[-1][0]:
-            last = blocks.pop()
-            blocks[-1] = [a + b for a, b in zip(blocks[-1], last, strict=True)]
+        mass.append(weight)
+        total.append(weight * (wish - offset))
+        size.append(1)
+        while len(mass) > 1 and total[-2] * mass[-1] > total[-1] * mass[-2]:
+            last_mass, last_total, last_size = mass.pop(), total.pop(), size.pop()
+            mass[-1] += last_mass
+            total[-1] += last_total
+            size[-1] += last_size
     places: list[float] = []
-    for weight, total, count in blocks:
-        places.extend([total / weight] * int(count))
+    for block_mass, block_total, count in zip(mass, total, size, strict=True):
+        places += [block_total / block_mass] * count
     return [place + offset for place, offset in zip(places, offsets, strict=True)]
 
 
 def _sweep(
-    graph: LayeredGraph,
     layers: list[list[int]],
-    neighbours: Callable[[int], list[int]],
+    neighbours: Sequence[Sequence[int]],
     y: list[float],
-    spacing: Callable[[int, int], float],
+    pull: Sequence[float],
+    gaps: dict[int, list[float]],
 ) -> None:
+    """Place each of ``layers`` in turn nearest its items' ``neighbours``."""
     for layer in layers:
         wishes, weights = [], []
         for item in layer:
-            near = neighbours(item)
-            wishes.append(sum(y[n] for n in near) / len(near) if near else y[item])
-            pull = DUMMY_PULL if graph.is_dummy(item) else 1.0
-            weights.append(pull * len(near) if near else 0.1)
-        gaps = [spacing(a, b) for a, b in itertools.pairwise(layer)]
-        for item, place in zip(layer, _fit(wishes, weights, gaps), strict=True):
+            near = neighbours[item]
+            if near:
+                wishes.append(sum([y[n] for n in near]) / len(near))
+                weights.append(pull[item] * len(near))
+            else:  # nothing to follow: stay put, gently
+                wishes.append(y[item])
+                weights.append(0.1)
+        for item, place in zip(layer, _fit(wishes, weights, gaps[id(layer)]), strict=True):
             y[item] = place
 
 
 def place_items(graph: LayeredGraph, spacing: Callable[[int, int], float]) -> list[float]:
     """Each item's centre ``y`` (from an arbitrary origin): items in a layer keep their
     order, ``spacing(a, b)`` apart at least (centre to centre)."""
+    gaps = {id(layer): [spacing(a, b) for a, b in pairwise(layer)] for layer in graph.layers}
+    pull = [DUMMY_PULL if graph.is_dummy(item) else 1.0 for item in range(len(graph.layer_of))]
     y = [0.0] * len(graph.layer_of)
     for layer in graph.layers:
-        for before, item in itertools.pairwise(layer):
-            y[item] = y[before] + spacing(before, item)
-
-    def both(item: int) -> list[int]:
-        return graph.preds[item] + graph.succs[item]
-
+        for (before, item), gap in zip(pairwise(layer), gaps[id(layer)], strict=True):
+            y[item] = y[before] + gap
+    both = [up + down for up, down in zip(graph.preds, graph.succs, strict=True)]
     for _ in range(SWEEPS):
-        _sweep(graph, graph.layers[1:], graph.preds.__getitem__, y, spacing)
-        _sweep(graph, graph.layers[-2::-1], graph.succs.__getitem__, y, spacing)
-    _sweep(graph, graph.layers, both, y, spacing)
+        _sweep(graph.layers[1:], graph.preds, y, pull, gaps)
+        _sweep(graph.layers[-2::-1], graph.succs, y, pull, gaps)
+    _sweep(graph.layers, both, y, pull, gaps)
     return y

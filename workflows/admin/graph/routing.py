@@ -97,27 +97,34 @@ def path(points: Sequence[Point]) -> str:
     return " ".join(commands)
 
 
+def _down_from(
+    place: Placed[V], clear: bool, lane_x: int, depth: int, geometry: Geometry
+) -> list[Point]:
+    """From the bottom of ``place`` down to ``depth``: straight when nothing is below it
+    in its column, else by a short step under it and the gap right of its column."""
+    middle, bottom = place.x + geometry.node_width // 2, place.y + geometry.node_height
+    if clear:
+        return [(middle, bottom), (middle, depth)]
+    below = bottom + geometry.edge_gap // 2
+    return [(middle, bottom), (middle, below), (lane_x, below), (lane_x, depth)]
+
+
 def back_edge_points(
-    source: Placed[V], target: Placed[V], depth: int, lane: int, geometry: Geometry
+    source: Placed[V],
+    target: Placed[V],
+    depth: int,
+    lane: int,
+    geometry: Geometry,
+    clear: tuple[bool, bool] = (True, True),
 ) -> list[Point]:
     """A jump back from ``source`` to the earlier ``target``, routed around every box:
-    down out of the source's bottom, along the gap right of its column down to
-    ``depth`` (below all boxes), back along to the gap right of the target's column, up
-    that gap and into the target's bottom. ``lane`` (0, 1, ...) keeps several such
-    jumps apart in the gaps."""
-    below = geometry.edge_gap // 2
+    down out of the source's bottom to ``depth`` (below all boxes), back along, and up
+    into the target's bottom. Where a box or an edge is below the source (or the
+    target) in its column, as ``clear`` says, the line steps aside under the box into
+    the gap right of its column. ``lane`` (0, 1, ...) keeps several jumps apart there."""
     shift = min(10 + 5 * lane, geometry.column_gap - 6)
-    width, height = geometry.node_width, geometry.node_height
-    out_x, in_x = source.x + width + shift, target.x + width + shift
-    source_x, target_x = source.x + width // 2, target.x + width // 2
-    source_low, target_low = source.y + height + below, target.y + height + below
-    return [
-        (source_x, source.y + height),
-        (source_x, source_low),
-        (out_x, source_low),
-        (out_x, depth),
-        (in_x, depth),
-        (in_x, target_low),
-        (target_x, target_low),
-        (target_x, target.y + height + ARROW_ROOM),
-    ]
+    right = geometry.node_width + shift
+    down = _down_from(source, clear[0], source.x + right, depth, geometry)
+    up = _down_from(target, clear[1], target.x + right, depth, geometry)[::-1]
+    end_x, end_y = up[-1]
+    return down + up[:-1] + [(end_x, end_y + ARROW_ROOM)]

@@ -57,6 +57,10 @@ def _back_edges(
                 drawing.bottom + BACK_EDGE_DROP + lane * BACK_EDGE_ROOM,
                 lane,
                 drawing.geometry,
+                (
+                    drawing.clear_below(by_name[edge.source]),
+                    drawing.clear_below(by_name[edge.target]),
+                ),
             ),
         )
         for lane, edge in enumerate(drawable)
