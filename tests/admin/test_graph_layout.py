@@ -81,6 +81,19 @@ def test_the_issue_flow_puts_each_member_right_of_its_upstreams():
         assert all(placed[up].x < placed[name].x for up in after)
 
 
+def test_a_root_that_feeds_only_a_late_join_sits_just_before_it():
+    graph = {"a": (), "b": ("a",), "c": ("b",), "late": (), "join": ("c", "late")}
+    placed = {place.step.name: place.column for place in layout(steps(graph))}
+    assert placed == {"a": 0, "b": 1, "c": 2, "late": 2, "join": 3}
+
+
+def test_edges_declared_crosswise_are_drawn_without_crossing():
+    # Declared order would put c (after b) above d (after a): the sweeps swap them.
+    graph = {"a": (), "b": (), "c": ("b",), "d": ("a",), "e": ("a",), "f": ("b",)}
+    rows = {place.step.name: place.y for place in layout(steps(graph))}
+    assert (rows["a"] < rows["b"]) == (max(rows["d"], rows["e"]) < min(rows["c"], rows["f"]))
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_a_random_dag_of_30_nodes_draws_every_edge_and_through_no_box(seed):
     graph = random_dag(30, seed)

@@ -14,8 +14,10 @@ from workflows.admin.graph.layers import LayeredGraph
 
 __all__ = ["crossings", "order_layers"]
 
-# Down-and-up sweeps at most; they stop early once the edges cross nowhere.
-SWEEPS = 6
+# Down-and-up sweeps at most; they stop early once the edges cross nowhere, or after
+# PATIENCE sweeps in a row that found no better order.
+SWEEPS = 8
+PATIENCE = 2
 # Layers longer than this are not transposed: each pass is quadratic in the layer.
 TRANSPOSE_LIMIT = 120
 
@@ -91,8 +93,9 @@ def order_layers(graph: LayeredGraph) -> None:
             position[item] = index
     best = [list(layer) for layer in graph.layers]
     fewest = crossings(graph, position)
+    stale = 0
     for _ in range(SWEEPS):
-        if fewest == 0:
+        if fewest == 0 or stale == PATIENCE:
             break
         for layer in graph.layers[1:]:
             _sort_by_barycentre(layer, graph.preds, position)
@@ -102,5 +105,7 @@ def order_layers(graph: LayeredGraph) -> None:
             _transpose(layer, graph, position)
         now = crossings(graph, position)
         if now < fewest:
-            best, fewest = [list(layer) for layer in graph.layers], now
+            best, fewest, stale = [list(layer) for layer in graph.layers], now, 0
+        else:
+            stale += 1
     graph.layers[:] = best
