@@ -91,13 +91,14 @@ class Asker:
         # A row naming no permission (the gate verbs) leaves it to the gate's rule.
         if access.permission is not None and not access.allows(self.user):
             found.append(access.refusal)
-        rule = GATE_RULES.get(verb) if gate is not None else None
+        rule = GATE_RULES.get(verb)
         if gate is not None and rule is not None:
             key = (rule, gate.pk)
             if key not in self._asked:
                 self._asked[key] = _refusal_of(rule, gate, self.user)
-            if self._asked[key] is not None:
-                found.append(str(self._asked[key]))
+            refusal = self._asked[key]
+            if refusal is not None:
+                found.append(refusal)
         return found
 
 
