@@ -12,11 +12,25 @@ from django.utils import timezone
 
 import workflows
 from tests.admin.admin_console import Fragile, notes, staff
+from tests.support.handlers import BOOM, NOOP
+from workflows import PermanentError, Retry, Task, Workflow
 from workflows.admin.deadline_field import shown_deadline
 from workflows.models import Run
 from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
+
+
+def stuck_undo(ctx) -> None:
+    raise PermanentError("the stock system is down")
+
+
+class Unwinding(Workflow):
+    """Holds stock, fails to charge, and cannot give the stock back."""
+
+    name = "replay_deadline_unwinding"
+    hold = Task(NOOP, compensate=f"{__name__}.stuck_undo", retry=Retry(max_attempts=1))
+    charge = Task(BOOM)
 
 
 @pytest.fixture
@@ -113,3 +127,14 @@ def test_rerun_keeps_the_deadline_as_shown_too(operator):
     response = operator.post(act(run, "rerun"), data)
     assert response.status_code == 302
     assert deadline_of(run) == run.deadline
+
+
+def test_a_run_whose_compensation_failed_is_retried_without_a_deadline(operator):
+    run = workflows.start_run(Unwinding, {}, deadline=timedelta(hours=2))
+    run_pending()
+    assert Run.objects.get(pk=run.pk).status == "compensation_failed"
+    form = operator.get(act(run, "retry")).context["form"]
+    assert form["deadline"].value() is None
+    assert "no deadline stops" in form.fields["deadline"].help_text
+    response = operator.post(act(run, "retry"), {"deadline": ""})
+    assert notes(response)[-1].startswith(f"Run {str(run.pk)[:8]} is now compensating")

@@ -42,7 +42,7 @@ from workflows.queries import get_run
 from workflows.queries.explain import explain
 from workflows.services.access import OPERATE_RUNS, VERBS
 from workflows.services.bulk import BulkResult, bulk
-from workflows.status import DecisionVia
+from workflows.status import DecisionVia, RunStatus
 
 if TYPE_CHECKING:
     from django.http import QueryDict
@@ -152,7 +152,8 @@ class ReplayDeadlineForm(RunForm):
     A replay clears the deadline unless given one (:func:`workflows.services.retry_run`),
     so the field starts with the run's deadline and posts it back: left as shown it is
     kept (to the microsecond), changed it is the new one, emptied there is none. A
-    deadline that has passed cannot be kept: the field then starts empty and says so.
+    deadline that has passed cannot be kept, nor can a run whose compensation failed
+    have one: the field then starts empty and says why.
     """
 
     deadline = DeadlineField()
@@ -161,7 +162,13 @@ class ReplayDeadlineForm(RunForm):
         super().__init__(*args, run=run, **kwargs)
         self.kept = run.deadline
         field = self.fields["deadline"]
-        if self.kept is None:
+        if run.status == RunStatus.COMPENSATION_FAILED:
+            # Its retry unwinds again, which the engine lets no deadline stop.
+            field.help_text = (
+                "None: a retry runs the failed compensations again, which no deadline stops."
+            )
+            self.kept = None
+        elif self.kept is None:
             field.help_text = f"Optional: none now. {DEADLINE_FORMS.capitalize()}."
         elif self.kept <= timezone.now():
             field.help_text = (
