@@ -3,9 +3,10 @@
     .venv/bin/python docs/screenshots/take_gate_override.py
 
 Like ``take.py`` (whose database setup and server it reuses): an operator whom the
-dispatch gate's rule does not admit is refused when skipping it; one who holds
-``workflows.override_gate_rule`` skips it through the console's form, and the run page
-then shows the override.
+dispatch gate's rule does not admit finds the gate's decision and skip under "Not
+possible now" on the run page, and is refused when skipping it by the form's address;
+one who holds ``workflows.override_gate_rule`` skips it through the console's form, and
+the run page then shows the override.
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ def skip(camera, demo: dict, photo_form: str | None, photo_after: str) -> None:
 def shoot(base_url: str, demo: dict) -> list[Path]:
     taken: list[Path] = []
     with signed_in(base_url, "operator") as camera:
+        camera.page.goto(f"/admin/workflows/run/{demo['run']}/change/")
+        camera.page.get_by_text("Not possible now").click()
+        camera.photo_until("run-page-operator", camera.page.locator("#content"), "#graph-title")
         skip(camera, demo, "skip-gate-form", "skip-gate-refused")
     taken += camera.taken
     with signed_in(base_url, "duty-manager") as camera:

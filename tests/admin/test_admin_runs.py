@@ -140,8 +140,10 @@ def test_the_run_page_tells_a_waiting_runs_story(viewer):
     assert 'id="step-charge"' in html
     assert "3 of 3 items done" in html or "Fan-outs" in html
     assert "run.started" in html
-    # A viewer sees what is possible but gets no buttons.
-    assert "operate runs" in html
+    # A viewer gets no buttons: each action is listed with the permission it needs.
+    assert (
+        "<strong>Cancel</strong>: operating runs needs the permission workflows.operate_run" in html
+    )
     assert reverse("admin:workflows_run_act", args=[run.pk, "cancel"]) not in html
 
 

@@ -29,7 +29,8 @@ def test_the_run_page_shows_why_a_member_cannot_be_retried(new_page):
     page = new_page()
     sign_in(page, f"/admin/workflows/run/{beta.pk}/change/")
     refused = page.locator("details", has=page.get_by_text("Not possible now"))
-    refused.locator("summary").click()
+    # Nothing is offered for the member, so the list is open already.
+    assert refused.evaluate("details => details.open")
     items = refused.locator("ul.refused li")
     retry = items.filter(has_text="retry").first
     assert retry.is_visible()

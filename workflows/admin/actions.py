@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -27,9 +28,11 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
+from django.utils import timezone
 from django.utils.translation import ngettext
 
 from workflows import services
+from workflows.admin.deadline_field import DEADLINE_FORMS, DeadlineField, shown_deadline
 from workflows.admin.revoke import RevokeForm, revoke
 from workflows.engine.guards import RUN_VERBS, STEP_VERBS
 from workflows.errors import DefinitionMissing, WorkflowError
@@ -37,8 +40,9 @@ from workflows.models import Run, Step
 from workflows.permissions import OVERRIDE_GATE_RULE
 from workflows.queries import get_run
 from workflows.queries.explain import explain
-from workflows.services.bulk import bulk
-from workflows.status import DecisionVia
+from workflows.services.access import OPERATE_RUNS, VERBS
+from workflows.services.bulk import BulkResult, bulk
+from workflows.status import DecisionVia, RunStatus
 
 if TYPE_CHECKING:
     from django.http import QueryDict
@@ -66,20 +70,33 @@ __all__ = [
 
 # Engine refusals a person can act on: shown as messages.
 REFUSALS = (WorkflowError, PermissionDenied)
-# Skipped runs listed by id on a bulk confirmation page; the rest are counted by reason.
+# Runs a bulk skips listed by id on its confirmation page, and after it is applied; the
+# rest are counted by reason.
 SKIPPED_SHOWN = 20
 
 
-class ReasonForm(forms.Form):
+class RunForm(forms.Form):
+    """The form of a run verb, built for its run (``run``: ``None`` for a bulk action's).
+
+    The forms of a verb are mixed (a rerun asks for a step, a reason and a deadline):
+    each passes ``run`` on, and this one, last before Django's form, drops it.
+    """
+
+    def __init__(self, *args: Any, run: Run | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+
+
+class NoOptionsForm(RunForm):
+    pass
+
+
+class ReasonForm(RunForm):
     reason = forms.CharField(
         required=False,
         max_length=2000,
         widget=forms.Textarea(attrs={"rows": 2, "cols": 60}),
         help_text="Kept in the run's history with your name.",
     )
-
-    def __init__(self, *args: Any, run: Run | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
 
 
 class CancelForm(ReasonForm):
@@ -91,7 +108,7 @@ class CancelForm(ReasonForm):
     )
 
 
-class PriorityForm(forms.Form):
+class PriorityForm(RunForm):
     priority = forms.IntegerField(
         min_value=-1000,
         max_value=1000,
@@ -100,14 +117,9 @@ class PriorityForm(forms.Form):
     )
 
     def __init__(self, *args: Any, run: Run | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, run=run, **kwargs)
         if run is not None:
             self.fields["priority"].initial = run.priority
-
-
-class NoOptionsForm(forms.Form):
-    def __init__(self, *args: Any, run: Run | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
 
 
 def _step_choices(run: Run, verb: str | None) -> list[tuple[str, str]]:
@@ -121,20 +133,65 @@ def _step_choices(run: Run, verb: str | None) -> list[tuple[str, str]]:
     ]
 
 
-class StepForm(forms.Form):
+class StepForm(RunForm):
     """A step of the run; ``step_verb`` narrows the choice to the steps it accepts."""
 
     step_verb: str | None = None
     step = forms.ChoiceField()
 
     def __init__(self, *args: Any, run: Run, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, run=run, **kwargs)
         step = self.fields["step"]
         assert isinstance(step, forms.ChoiceField)  # declared so above
         step.choices = _step_choices(run, self.step_verb)
 
 
-class RerunForm(StepForm, ReasonForm):
+class ReplayDeadlineForm(RunForm):
+    """The deadline of a replay (retry, rerun), shown as the run's deadline now.
+
+    A replay clears the deadline unless given one (:func:`workflows.services.retry_run`),
+    so the field starts with the run's deadline and posts it back: left as shown it is
+    kept (to the microsecond), changed it is the new one, emptied there is none. A
+    deadline that has passed cannot be kept, nor can a run whose compensation failed
+    have one: the field then starts empty and says why.
+    """
+
+    deadline = DeadlineField()
+
+    def __init__(self, *args: Any, run: Run, **kwargs: Any) -> None:
+        super().__init__(*args, run=run, **kwargs)
+        self.kept = run.deadline
+        field = self.fields["deadline"]
+        if run.status == RunStatus.COMPENSATION_FAILED:
+            # Its retry unwinds again, which the engine lets no deadline stop.
+            field.help_text = (
+                "None: a retry runs the failed compensations again, which no deadline stops."
+            )
+            self.kept = None
+        elif self.kept is None:
+            field.help_text = f"Optional: none now. {DEADLINE_FORMS.capitalize()}."
+        elif self.kept <= timezone.now():
+            field.help_text = (
+                f"The run's deadline, {shown_deadline(self.kept)}, has passed: give a new "
+                f"one ({DEADLINE_FORMS}), or leave this empty for none."
+            )
+            self.kept = None
+        else:
+            field.initial = shown_deadline(self.kept)
+            field.help_text = (
+                f"The run's deadline, kept as shown; change it ({DEADLINE_FORMS}), or "
+                "empty it for none."
+            )
+
+    def clean_deadline(self) -> timedelta | datetime | None:
+        posted = self.data.get(self.add_prefix("deadline"), "").strip()
+        if self.kept is not None and posted == shown_deadline(self.kept):
+            return self.kept
+        deadline: timedelta | datetime | None = self.cleaned_data["deadline"]
+        return deadline
+
+
+class RerunForm(ReplayDeadlineForm, StepForm, ReasonForm):
     pass
 
 
@@ -158,7 +215,7 @@ class SkipStepForm(StepForm):
     )
 
 
-class SignalForm(forms.Form):
+class SignalForm(RunForm):
     name = forms.CharField(max_length=200)
     payload = forms.JSONField(
         required=False, widget=forms.Textarea(attrs={"rows": 4, "cols": 60}), help_text="JSON."
@@ -168,7 +225,7 @@ class SignalForm(forms.Form):
     )
 
     def __init__(self, *args: Any, run: Run, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, run=run, **kwargs)
         try:
             names = services.signals_waited_for(run)
         except DefinitionMissing:
@@ -222,9 +279,27 @@ def _priority(run: Run, data: dict[str, Any], user: AnyUser) -> str:
     return f"has priority {done.priority} (it was {run.priority}); it is {done.status}"
 
 
+def _deadline_now(before: datetime | None, after: datetime | None) -> str:
+    """What a replay did to the run's deadline, in words."""
+    if after is None:
+        return "; it has no deadline now" if before is not None else ""
+    verb = "stays" if after == before else "is now"
+    return f"; its deadline {verb} {shown_deadline(after)}"
+
+
+def _retry(run: Run, data: dict[str, Any], user: AnyUser) -> str:
+    done = services.retry_run(run, user=user, deadline=data["deadline"])
+    return f"is now {done.status}{_deadline_now(run.deadline, done.deadline)}"
+
+
 def _rerun(run: Run, data: dict[str, Any], user: AnyUser) -> str:
-    done = services.rerun_from(run, int(data["step"]), reason=data["reason"], user=user)
-    return f"runs again from step #{data['step']}; it is now {done.status}"
+    done = services.rerun_from(
+        run, int(data["step"]), reason=data["reason"], user=user, deadline=data["deadline"]
+    )
+    return (
+        f"runs again from step #{data['step']}; it is now {done.status}"
+        f"{_deadline_now(run.deadline, done.deadline)}"
+    )
 
 
 def _retry_step(run: Run, data: dict[str, Any], user: AnyUser) -> str:
@@ -293,8 +368,8 @@ RUN_ACTIONS: dict[str, RunAction] = {
             "retry",
             "Retry run",
             RUN_VERBS["retry"].summary,
-            NoOptionsForm,
-            _plain(services.retry_run),
+            ReplayDeadlineForm,
+            _retry,
             "retry",
         ),
         RunAction(
@@ -331,9 +406,13 @@ RUN_ACTIONS: dict[str, RunAction] = {
 
 
 def run_action(model_admin: RunAdmin, request: HttpRequest, run_id: str, verb: str) -> HttpResponse:
-    """GET: the confirmation page of ``verb`` on the run. POST: do it, then the run page."""
-    if not model_admin.has_operate_permission(request):
-        raise PermissionDenied
+    """GET: the confirmation page of ``verb`` on the run. POST: do it, then the run page.
+
+    Who may is the verb's row of :data:`VERBS` (operating runs for every verb here), the
+    row the run page asks before it offers the verb (:mod:`workflows.admin.offers`)."""
+    access = VERBS.get(verb, OPERATE_RUNS)
+    if not access.allows(request.user):
+        raise PermissionDenied(access.refusal)
     site = model_admin.admin_site.name
     action = RUN_ACTIONS.get(verb)
     try:
@@ -406,11 +485,18 @@ def confirmed(
 
 @dataclass(frozen=True)
 class BulkVerb:
-    """A run verb offered as an admin action on the selected runs, and its form."""
+    """A run verb offered as an admin action on the selected runs, and its form.
+
+    ``needs``: the option of the form without which the dry run cannot say which runs it
+    would act on (the step a rerun starts from; the priority, which the verb refuses to
+    go without), and ``ask``: what the page says until the form gives it.
+    """
 
     verb: str
     label: str
     form: type[forms.Form]
+    needs: str | None = None
+    ask: str = ""
 
 
 class BulkRerunForm(ReasonForm):
@@ -425,46 +511,80 @@ BULK_VERBS = (
     BulkVerb("pause", "Pause selected runs…", ReasonForm),
     BulkVerb("resume", "Resume selected runs…", NoOptionsForm),
     BulkVerb("retry", "Retry selected runs…", NoOptionsForm),
-    BulkVerb("rerun", "Rerun selected runs from a step…", BulkRerunForm),
+    BulkVerb(
+        "rerun",
+        "Rerun selected runs from a step…",
+        BulkRerunForm,
+        "from_step",
+        "Name the step to rerun from to see which runs have it.",
+    ),
+    BulkVerb(
+        "priority",
+        "Set the priority of selected runs…",
+        PriorityForm,
+        "priority",
+        "Give the priority to see which runs take it.",
+    ),
 )
 
 
-def _options(verb: str, data: dict[str, Any]) -> dict[str, Any]:
+def _options(data: dict[str, Any]) -> dict[str, Any]:
     """The form's data as :func:`workflows.bulk` options (no empty reason)."""
     return {name: value for name, value in data.items() if not (name == "reason" and not value)}
+
+
+def _report(
+    model_admin: admin.ModelAdmin[Run], request: HttpRequest, verb: str, result: BulkResult
+) -> None:
+    """The totals of an applied bulk, then each run it did not act on with the reason
+    (the first :data:`SKIPPED_SHOWN` by id, the rest counted by reason)."""
+    totals = ", ".join(f"{count} {name}" for name, count in result.totals().items())
+    level = messages.SUCCESS if not result.failed else messages.WARNING
+    model_admin.message_user(request, f"Bulk {verb}: {totals}.", level)
+    not_done = [item for item in result.items if item.outcome != "done"]
+    for item in not_done[:SKIPPED_SHOWN]:
+        state = f" ({item.status})" if item.status else ""
+        model_admin.message_user(
+            request,
+            f"Run {item.run[:8]}{state} {item.outcome}: {item.reason}",
+            messages.WARNING if item.outcome == "failed" else messages.INFO,
+        )
+    for reason, count in Counter(item.reason for item in not_done[SKIPPED_SHOWN:]).most_common(5):
+        runs = ngettext("%(count)d more run", "%(count)d more runs", count) % {"count": count}
+        model_admin.message_user(request, f"{runs}: {reason}", messages.INFO)
 
 
 def _bulk_action(spec: BulkVerb) -> Callable[..., HttpResponse | None]:
     def action(
         model_admin: admin.ModelAdmin[Run], request: HttpRequest, queryset: QuerySet[Run]
     ) -> HttpResponse | None:
-        form = spec.form(request.POST if "confirm" in request.POST else None)
-        if "confirm" in request.POST and form.is_valid():
+        # Bound once the page was shown (checked again, or confirmed): what was typed
+        # stays in the form, and a bad value is an error on its field.
+        posted = "confirm" in request.POST or "preview" in request.POST
+        form = spec.form(request.POST if posted else None)
+        valid = posted and form.is_valid()
+        if "confirm" in request.POST and valid:
             try:
                 result = bulk(
                     spec.verb,
                     queryset,
                     dry_run=False,
                     user=request.user,
-                    **_options(spec.verb, form.cleaned_data),
+                    **_options(form.cleaned_data),
                 )
             except REFUSALS as error:
                 messages.error(request, f"Bulk {spec.verb} refused: {refusal_text(error)}")
                 return None
-            totals = ", ".join(f"{count} {name}" for name, count in result.totals().items())
-            level = messages.SUCCESS if not result.failed else messages.WARNING
-            model_admin.message_user(request, f"Bulk {spec.verb}: {totals}.", level)
-            for reason, count in Counter(
-                item.reason for item in result.items if item.outcome != "done"
-            ).most_common(5):
-                runs = ngettext("%(count)d run", "%(count)d runs", count) % {"count": count}
-                model_admin.message_user(request, f"{runs}: {reason}", messages.INFO)
+            _report(model_admin, request, spec.verb, result)
             return None
-        step = request.POST.get("from_step") or None
-        dry_options: dict[str, Any] = {"from_step": step} if spec.verb == "rerun" and step else {}
         try:
-            no_step = spec.verb == "rerun" and not step
-            dry = None if no_step else bulk(spec.verb, queryset, dry_run=True, **dry_options)
+            if spec.needs is None:
+                dry: BulkResult | None = bulk(spec.verb, queryset, dry_run=True)
+            elif valid:
+                needed = {spec.needs: form.cleaned_data[spec.needs]}
+                dry = bulk(spec.verb, queryset, dry_run=True, **needed)
+            else:
+                dry = None
         except REFUSALS as error:
             messages.error(request, f"Bulk {spec.verb} refused: {refusal_text(error)}")
             return None

@@ -32,6 +32,7 @@ from django.utils.timesince import timeuntil
 from django.views.decorators.http import require_POST
 
 from workflows import services
+from workflows.admin.offers import gate_offers
 from workflows.admin.runs import items
 from workflows.approvals import (
     GateCount,
@@ -479,11 +480,17 @@ class ApprovalsViews:
             if decide(request, gate, form):
                 return HttpResponseRedirect(reverse(f"{self.admin_site.name}:workflows_approvals"))
             return HttpResponseRedirect(request.path)
+        claim_url = reverse(f"{self.admin_site.name}:workflows_approval_claim", args=[gate.pk])
+        offered, withheld = gate_offers(
+            request.user, gate, request.path, claim_url, claimed=gate.claimed_by_id is not None
+        )
         context = self.context(
             request,
             f"Decide “{gate.name}”",
             form=DecisionForm(gate),
-            may_decide=self.may_decide(request, gate),
+            may_decide=any(offer.verb == "approve" for offer in offered),
+            allowed_actions=offered,
+            refused_actions=withheld,
             action=request.path,
             **self.gate_facts(request, gate),
         )

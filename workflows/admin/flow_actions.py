@@ -26,6 +26,7 @@ from django.urls import reverse
 from django.utils.translation import ngettext
 
 from workflows.admin.actions import confirmed, refusal_text
+from workflows.admin.offers import Offer, because, split
 from workflows.engine.flows.close import CancelPolicy
 from workflows.errors import WorkflowError
 from workflows.models import Flow, Run
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from workflows.admin.flows import FlowAdmin
     from workflows.permissions import AnyUser
 
-__all__ = ["FLOW_ACTIONS", "FlowAction", "flow_action"]
+__all__ = ["FLOW_ACTIONS", "FlowAction", "flow_action", "flow_offers"]
 
 
 def _members(count: int) -> str:
@@ -119,8 +120,10 @@ def _cancel(flow: Flow, data: dict[str, Any], user: AnyUser) -> str:
 
 
 def _seal_refusal(flow: Flow) -> str | None:
-    if flow.status in (FlowStatus.OPEN, FlowStatus.SEALED):
+    if flow.status == FlowStatus.OPEN:
         return None
+    if flow.status == FlowStatus.SEALED:
+        return "the flow is sealed already; it ends once every member has ended"
     return f"the flow is {flow.status}; only an open flow can be sealed"
 
 
@@ -158,6 +161,25 @@ FLOW_ACTIONS: dict[str, FlowAction] = {
         ),
     )
 }
+
+
+def flow_offers(user: AnyUser, flow: Flow, admin_name: str) -> tuple[list[Offer], list[Offer]]:
+    """The flow page's actions for ``user``: each offered, or withheld for the flow's
+    state and for the permission its row of the verb table names (what
+    :func:`flow_action` asks before it acts)."""
+    return split(
+        Offer(
+            verb=action.verb,
+            label=action.title,
+            summary=action.summary,
+            url=reverse(f"{admin_name}:workflows_flow_act", args=[flow.pk, action.verb]),
+            reason=because(
+                action.refusal(flow),
+                [] if action.access.allows(user) else [action.access.refusal],
+            ),
+        )
+        for action in FLOW_ACTIONS.values()
+    )
 
 
 def flow_action(

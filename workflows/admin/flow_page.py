@@ -119,13 +119,9 @@ def _counts(graph: FlowGraph) -> list[SafeString]:
     return [badge(status, f"{count} {status.replace('_', ' ')}") for status, count in ordered]
 
 
-def flow_page_context(
-    request: HttpRequest, flow: Flow, admin_name: str, may: Mapping[str, bool]
-) -> dict[str, Any]:
-    """Everything the flow page template shows about ``flow``.
-
-    ``may`` says which actions to offer: ``cancel`` (operate runs), ``seal`` (start runs).
-    """
+def flow_page_context(request: HttpRequest, flow: Flow, admin_name: str) -> dict[str, Any]:
+    """Everything the flow page template shows about ``flow`` but its actions
+    (:func:`workflows.admin.flow_actions.flow_offers`)."""
     graph = flow_graph(flow)
     run_url = {
         member.run_id: reverse(f"{admin_name}:workflows_run_change", args=[member.run_id])
@@ -158,9 +154,6 @@ def flow_page_context(
         else [],
         "summary": pretty(flow.summary) if flow.summary else None,
         "cancellation": flow_cancellation(flow),
-        "may": may,
-        "cancel_url": reverse(f"{admin_name}:workflows_flow_act", args=[flow.pk, "cancel"]),
-        "seal_url": reverse(f"{admin_name}:workflows_flow_act", args=[flow.pk, "seal"]),
         **_member_rows(graph, request, run_url),
         **_history(flow, request, {member.run_id: member.name for member in graph.members}),
     }

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from workflows.admin.actions import act_url
 from workflows.admin.changelist import SafeChangelistMixin
-from workflows.admin.flow_actions import FLOW_ACTIONS, flow_action
+from workflows.admin.flow_actions import flow_action, flow_offers
 from workflows.admin.flow_page import flow_page_context
 from workflows.admin.readonly import ReadOnlyMixin
 from workflows.admin.runs import StatusBadgeColumn, search_with_id_prefix
@@ -101,13 +101,15 @@ class FlowAdmin(SafeChangelistMixin, ReadOnlyMixin, StatusBadgeColumn, admin.Mod
             # Django's own "no such object" message and redirect, as the run page gives;
             # its stubs leave this private helper out.
             return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)  # type: ignore[attr-defined]
-        may = {verb: action.access.allows(request.user) for verb, action in FLOW_ACTIONS.items()}
+        offered, withheld = flow_offers(request.user, flow, self.admin_site.name)
         context = {
             **self.admin_site.each_context(request),
             "title": f"Flow {flow.name}",
             "subtitle": None,
             "opts": self.opts,
-            **flow_page_context(request, flow, self.admin_site.name, may),
+            "allowed_actions": offered,
+            "refused_actions": withheld,
+            **flow_page_context(request, flow, self.admin_site.name),
             **(extra_context or {}),
         }
         return TemplateResponse(request, "workflows/admin/flow_page.html", context)

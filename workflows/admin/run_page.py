@@ -25,11 +25,12 @@ from django.utils.timesince import timesince, timeuntil
 
 from workflows.admin.graph import graph_steps, label, step_graph_svg
 from workflows.admin.live.progress import live_steps
+from workflows.admin.offers import run_offers
 from workflows.admin.runs import badge, duration, pretty
-from workflows.definitions import WaitForSignal
+from workflows.definitions import Gate, WaitForSignal
 from workflows.holds import describe
 from workflows.models import CompensationRecord, Event, Run, Signal, Step, Timer
-from workflows.queries.explain import Action, Explanation, WaitingOn, explain
+from workflows.queries.explain import Explanation, WaitingOn, explain
 from workflows.queries.iterations import Iteration, earlier_iterations
 from workflows.queries.rounds import Round, as_round, ended_rounds
 from workflows.status import (
@@ -293,15 +294,6 @@ def _events(run: Run, request: HttpRequest, step_names: Mapping[int | None, str]
     }
 
 
-def _actions(explanation: Explanation) -> tuple[list[Action], list[Action]]:
-    """Allowed and refused verbs; a gate's decisions belong to the approvals pages."""
-    allowed: list[Action] = []
-    refused: list[Action] = []
-    for action in explanation.allowed_actions:
-        (allowed if action.allowed else refused).append(action)
-    return allowed, refused
-
-
 def subject_link(request: HttpRequest, run: Run, admin_name: str) -> dict[str, Any] | None:
     """The host's object the run is about: its model and key, and the link to its admin
     change page when that admin registers the model and the user may view it.
@@ -362,7 +354,15 @@ def run_page_context(
     # Keyed so that an event, timer or signal naming no step looks up ``None``.
     step_names: dict[int | None, str] = {step.pk: step.name for step in steps}
     links = _StepLinks(run, admin_name, may)
-    allowed, refused = _actions(explanation)
+    allowed, refused = run_offers(
+        request.user,
+        run,
+        explanation.allowed_actions,
+        {step.pk: step for step in steps if step.kind == Gate.kind},
+        admin_name,
+        may_signal=run.status not in RUN_FINAL
+        and any(step.kind == WaitForSignal.kind for step in steps),
+    )
     return {
         "run": run,
         "subject": subject_link(request, run, admin_name),
@@ -378,8 +378,6 @@ def run_page_context(
         "holds": [hold_text(entry, now) for entry in explanation.waiting_on],
         "allowed_actions": allowed,
         "refused_actions": refused,
-        "may_signal": run.status not in RUN_FINAL
-        and any(step.kind == WaitForSignal.kind for step in steps),
         "graph": step_graph_svg(
             graph_steps(
                 run.snapshot, _graph_states(steps), {step.name: step.iteration for step in steps}

@@ -12,7 +12,6 @@ and links the run that the key started, instead of claiming a start.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django import forms
@@ -27,9 +26,9 @@ from django.utils.safestring import SafeString
 
 from workflows import services
 from workflows.admin.actions import REFUSALS, refusal_text
+from workflows.admin.deadline_field import DEADLINE_FORMS, DeadlineField
 from workflows.admin.graph import graph_steps, step_graph_svg
 from workflows.definitions import Workflow, registry
-from workflows.definitions.deadline import deadline_problems, parse_deadline
 from workflows.models import Run
 
 if TYPE_CHECKING:
@@ -58,26 +57,10 @@ class StartForm(forms.Form):
         max_length=255,
         help_text="Optional: starting again with the same key returns the same run.",
     )
-    deadline = forms.CharField(
-        required=False,
-        max_length=64,
+    deadline = DeadlineField(
         help_text="Optional: when the run must have ended, or it fails and compensates: "
-        "seconds from now, an ISO 8601 duration (PT30M) or date and time with its offset "
-        "(2026-12-24T18:00:00+01:00). Default: the workflow's deadline.",
+        f"{DEADLINE_FORMS}. Default: the workflow's deadline.",
     )
-
-    def clean_deadline(self) -> timedelta | datetime | None:
-        text = self.cleaned_data["deadline"].strip()
-        if not text:
-            return None
-        try:
-            deadline = parse_deadline(text)
-        except ValueError as exc:
-            raise forms.ValidationError(str(exc)) from exc
-        problems = deadline_problems(deadline)
-        if problems:
-            raise forms.ValidationError(problems[0])
-        return deadline
 
     def __init__(self, *args: Any, names: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
