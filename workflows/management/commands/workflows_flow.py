@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+from uuid import UUID
 
 from workflows.engine.flows.close import CancelPolicy
 from workflows.errors import FlowNotFound
@@ -33,7 +34,7 @@ from workflows.management.options import (
 from workflows.management.output import run_line, table, to_json
 from workflows.models import Flow, FlowMember
 from workflows.queries import run_summary
-from workflows.queries.flows import FlowGraph, MemberView, flow_graph, get_flow, list_flows
+from workflows.queries.flows import MemberView, flow_graph, get_flow, list_flows
 from workflows.services.flows import (
     FlowCancellation,
     add_dependency_once,
@@ -253,26 +254,14 @@ class Command(DeclaredCommand):
                 self._create(options)
                 return
             flow = flow_from_options(options)
-            if action == "show":
-                self._show(flow_graph(flow), options["json"])
-                return
-            if action == "add":
-                self._add(flow, options)
-                return
-            if action == "edge":
-                self._edge(flow, options)
-                return
-            if action == "seal":
-                seal_flow(flow, user=acting_user(options["user"], "seal_flow"))
-                cancelled = None
-            else:
-                cancelled = cancel_flow(
-                    flow,
-                    options["policy"],
-                    reason=options["reason"],
-                    user=acting_user(options["user"], "cancel_flow"),
-                )
-        self._changed(Flow.objects.values(*SUMMARY_FIELDS).get(pk=flow.pk), cancelled, options)
+            acts = {
+                "show": self._show,
+                "add": self._add,
+                "edge": self._edge,
+                "seal": self._seal,
+                "cancel": self._cancel,
+            }
+            acts[action](flow, options)
 
     def _create(self, options: dict[str, Any]) -> None:
         made = create_flow_once(
@@ -307,7 +296,7 @@ class Command(DeclaredCommand):
                 )
             )
             return
-        line = f"member {member!r} of flow {flow.pk} {flow.name!r}: {run_line(run)}"
+        line = f"member {member!r} of {flow_named(flow.pk, flow.name)}: {run_line(run)}"
         self.stdout.write(line if added.created else f"{line}; already a member, nothing changed")
 
     def _edge(self, flow: Flow, options: dict[str, Any]) -> None:
@@ -335,7 +324,7 @@ class Command(DeclaredCommand):
             )
             return
         line = (
-            f"edge {upstream!r} → {downstream!r} of flow {flow.pk} {flow.name!r}: "
+            f"edge {upstream!r} → {downstream!r} of {flow_named(flow.pk, flow.name)}: "
             f"revision {staged.value}; {downstream!r} is {waiting.status}"
         )
         self.stdout.write(
@@ -359,9 +348,10 @@ class Command(DeclaredCommand):
         else:
             self.stdout.write("no flows match")
 
-    def _show(self, graph: FlowGraph, as_json: bool) -> None:
+    def _show(self, flow: Flow, options: dict[str, Any]) -> None:
+        graph = flow_graph(flow)
         shown = graph.as_dict()
-        if as_json:
+        if options["json"]:
             self.stdout.write(to_json(shown))
             return
         self.stdout.write(flow_line(shown))
@@ -378,9 +368,24 @@ class Command(DeclaredCommand):
         self.stdout.write("")
         self.stdout.write(table(MEMBER_COLUMNS, (_member_row(m) for m in graph.members)))
 
+    def _seal(self, flow: Flow, options: dict[str, Any]) -> None:
+        seal_flow(flow, user=acting_user(options["user"], "seal_flow"))
+        self._changed(flow, None, options)
+
+    def _cancel(self, flow: Flow, options: dict[str, Any]) -> None:
+        cancelled = cancel_flow(
+            flow,
+            options["policy"],
+            reason=options["reason"],
+            user=acting_user(options["user"], "cancel_flow"),
+        )
+        self._changed(flow, cancelled, options)
+
     def _changed(
-        self, flow: Mapping[str, Any], cancelled: FlowCancellation | None, options: dict[str, Any]
+        self, changed: Flow, cancelled: FlowCancellation | None, options: dict[str, Any]
     ) -> None:
+        """Print the flow as seal or cancel left it (and what cancel cancelled)."""
+        flow = Flow.objects.values(*SUMMARY_FIELDS).get(pk=changed.pk)
         if options["json"]:
             summary = flow_summary(flow)
             if cancelled is not None:
@@ -421,7 +426,13 @@ def flow_summary(flow: Mapping[str, Any]) -> dict[str, Any]:
 def flow_line(flow: Mapping[str, Any]) -> str:
     """One line saying which flow and where it stands: ``flow <id> 'name': open, revision 3``."""
     key = f" (key {flow['key']!r})" if flow["key"] else ""
-    return f"flow {flow['id']} {flow['name']!r}{key}: {flow['status']}, revision {flow['revision']}"
+    named = flow_named(flow["id"], flow["name"])
+    return f"{named}{key}: {flow['status']}, revision {flow['revision']}"
+
+
+def flow_named(flow_id: UUID | str, name: str) -> str:
+    """Which flow, as every line of this command names it: ``flow <id> 'name'``."""
+    return f"flow {flow_id} {name!r}"
 
 
 def _many(count: int, thing: str) -> str:
