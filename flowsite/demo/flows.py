@@ -217,3 +217,40 @@ class ReportExport(Workflow):
                 "report_export needs a 'report' and a positive number of 'polls_until_ready'"
             )
         return data
+
+
+class SupplierFeed(Workflow):
+    """Fetch one supplier's stock feed: a member of the demo's stock sync flow
+    (:mod:`flowsite.demo.stock_sync`). A feed the input marks ``"retired"`` fails at
+    once, every time, so the flow shows a failed member and what it holds back.
+    """
+
+    name = "supplier_feed"
+    version = 1
+    input_example = {"supplier": "acme"}
+
+    fetch = Task("flowsite.demo.steps.fetch_feed")
+
+    @classmethod
+    def clean_input(cls, data: dict) -> dict:
+        if not data.get("supplier"):
+            raise InvalidInput("supplier_feed needs a 'supplier'")
+        return data
+
+
+class StockUpdate(Workflow):
+    """Apply the stock that a flow member's completed upstream feeds fetched to one
+    ``target`` (the warehouse, the shop's prices, ...): the other members of the demo's
+    stock sync flow. Outside a flow it has no feeds and applies nothing."""
+
+    name = "stock_update"
+    version = 1
+    input_example = {"target": "warehouse"}
+
+    apply = Task("flowsite.demo.steps.apply_stock")
+
+    @classmethod
+    def clean_input(cls, data: dict) -> dict:
+        if not data.get("target"):
+            raise InvalidInput("stock_update needs a 'target'")
+        return data

@@ -182,3 +182,36 @@ def check_export(ctx: Context) -> dict[str, Any]:
 def deliver_export(ctx: Context) -> dict[str, Any]:
     polls = ctx.steps["wait_until_ready"].output["poll"]
     return _record(ctx, "export_delivered", {"report": ctx.input["report"], "polls": polls})
+
+
+# The stock each supplier's pretend feed lists: a few SKUs and their counts.
+SUPPLIER_STOCK = {
+    "acme": {"BOOK-42": 120, "MUG-7": 40},
+    "globex": {"MUG-7": 25, "LAMP-3": 8},
+    "initech": {"DESK-1": 4},
+}
+
+
+def fetch_feed(ctx: Context) -> dict[str, Any]:
+    """Fetch a supplier's stock; a feed marked retired fails for good (no retry helps)."""
+    supplier = ctx.input["supplier"]
+    if ctx.input.get("feed") == "retired":
+        raise PermanentError(f"{supplier}'s stock feed was retired: the supplier answers 410 Gone")
+    stock = SUPPLIER_STOCK.get(supplier, {})
+    return _record(ctx, "stock_feed", {"supplier": supplier, "stock": stock})
+
+
+def apply_stock(ctx: Context) -> dict[str, Any]:
+    """Add up the stock of the upstream feeds that completed (under an ``any`` join some
+    may not have) and apply it to the input's target."""
+    totals: dict[str, int] = {}
+    feeds = []
+    for member, upstream in sorted(ctx.upstream.items()):
+        if upstream.status != "completed" or "fetch" not in (upstream.output or {}):
+            continue
+        feeds.append(member)
+        for sku, count in upstream.output["fetch"]["stock"].items():
+            totals[sku] = totals.get(sku, 0) + count
+    return _record(
+        ctx, "stock_applied", {"target": ctx.input["target"], "from": feeds, "stock": totals}
+    )

@@ -114,6 +114,30 @@ def test_the_flows_list_filters_by_status_and_searches_name_key_and_id(client, o
     assert listed(q=str(other.pk)[:6]) == {"weekly report"}
 
 
+def test_with_no_flow_at_all_the_list_says_how_flows_come_to_exist(client, operator):
+    html = client.get(reverse("admin:workflows_flow_changelist")).content.decode()
+    help_text = " ".join(html[html.index('id="flows-help"') :].split("</div>")[0].split())
+    assert "<strong>No flows yet.</strong>" in help_text
+    for way in (
+        "workflows.create_flow(",
+        "workflows.add_to_flow(",
+        'manage.py workflows_flow create "nightly" --key nightly-1',
+        "manage.py workflows_flow add --key nightly-1 my_workflow --member load",
+        "POST /api/flows/",
+        '<a href="/api/docs/">',
+        "docs/guide/flows.md",
+    ):
+        assert way in help_text, way
+
+
+def test_the_help_is_gone_once_a_flow_exists_even_when_a_search_finds_none(client, operator):
+    workflows.create_flow("nightly")
+    changelist = reverse("admin:workflows_flow_changelist")
+    for query in ({}, {"q": "no-such-flow"}, {"status__exact": "failed"}):
+        html = client.get(changelist, query).content.decode()
+        assert 'id="flows-help"' not in html, query
+
+
 # -- the flow page -------------------------------------------------------------------
 
 

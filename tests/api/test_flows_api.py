@@ -15,7 +15,7 @@ from tests.support.verb_access import asked as asked  # a fixture, requested by 
 from tests.support.workflows import Broken, Held, Work
 from workflows.api import flows as flow_api
 from workflows.models import Flow, FlowEdge, Run
-from workflows.services.access import OPERATE_RUNS, START_RUNS, VERBS
+from workflows.services.access import BUILD_FLOWS, OPERATE_RUNS, VERBS
 from workflows.testing import run_pending
 
 from .schema_doc import api_schema as served_schema, operation_at, request_errors
@@ -337,6 +337,14 @@ def test_building_a_flow_needs_start_run(api, flow, verb, body):
     assert graph(api, flow)["revision"] == 0
 
 
+def test_a_refused_flow_change_says_what_is_refused_why_and_the_permission(api):
+    refusal = assert_error(create(api, {"name": "x"}, "operator"), 403, "permission_denied")
+    assert refusal["message"] == (
+        "Creating or changing a flow is refused: a flow starts its members as runs, so it "
+        "needs the permission workflows.start_run."
+    )
+
+
 def test_cancelling_needs_operate_run_and_reading_view_run(api, flow):
     for role in ("viewer", "starter"):
         assert_error(post(api, flow, "cancel", {}, role), 403, "permission_denied")
@@ -360,7 +368,7 @@ def test_each_flow_endpoint_asks_its_row_of_the_verb_table(api, flow, asked):
         assert asked == [VERBS[name]], verb
     asked.clear()
     create(api, {"name": "x"})
-    assert asked == [VERBS["create_flow"]] == [START_RUNS]
+    assert asked == [VERBS["create_flow"]] == [BUILD_FLOWS]
     assert VERBS["cancel_flow"] is OPERATE_RUNS
 
 

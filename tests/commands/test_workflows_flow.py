@@ -1,4 +1,4 @@
-"""``workflows_flow`` (list, show, seal, cancel a flow) and the flows line of
+"""``workflows_flow`` (list, show, create, add, edge, seal, cancel a flow) and the flows line of
 ``workflows_status``: what they print, what they change, and refusals that name the
 problem, exit non-zero and write nothing."""
 
@@ -21,7 +21,7 @@ from django.db import connection
 import workflows
 from tests.acceptance.harness import MANAGE, database_url
 from tests.support import commands
-from tests.support.workflows import Broken, Waits, Work
+from tests.support.workflows import Broken, Echo, Waits, Work
 from workflows.models import Event, Flow, Run
 from workflows.queries.flows import flow_graph
 from workflows.testing import run_pending
@@ -158,6 +158,179 @@ def test_a_flow_that_is_not_there_or_not_one_is_refused():
             refused(verb, *args, message=message)
 
 
+# -- create, add, edge -----------------------------------------------------------------------
+
+
+def test_create_makes_an_open_flow_once_per_key():
+    user = User.objects.create_user("ops")
+    output = run_command("create", "nightly", "--key", "nightly-8", "--user", "ops")
+    flow = Flow.objects.get(key="nightly-8")
+    assert output == f"created flow {flow.pk} 'nightly' (key 'nightly-8'): open, revision 0\n"
+    assert flow.created_by == user
+    assert run_command("create", "nightly", "--key", "nightly-8") == (
+        f"flow {flow.pk} 'nightly' (key 'nightly-8'): open, revision 0; made before with "
+        "this key, nothing changed\n"
+    )
+    again = run_json("create", "nightly", "--key", "nightly-8")
+    assert (again["id"], again["status"], again["created"]) == (str(flow.pk), "open", False)
+    assert Flow.objects.count() == 1
+    # Without a key every create makes a flow of its own.
+    made = run_json("create", "nightly")
+    assert (made["key"], made["created"]) == (None, True)
+    assert Flow.objects.count() == 2
+
+
+def test_add_starts_a_free_member_and_blocks_one_behind_another():
+    flow = workflows.create_flow("build", key="build-1")
+    first = run_command("add", "--key", "build-1", Waits.name, "--member", "extract")
+    extract = flow_graph(flow).member("extract").run_id
+    assert first == (
+        f"member 'extract' of flow {flow.pk} 'build': run {extract} of {Waits.name} v1: waiting\n"
+    )
+    added = run_json(
+        "add",
+        str(flow.pk),
+        Echo.name,
+        "--member",
+        "load",
+        "--input",
+        '{"value": 7}',
+        "--after",
+        "extract",
+        "--join",
+        "any",
+    )
+    load = Run.objects.get(flow_member__flow=flow, flow_member__name="load")
+    assert (added["member"], added["created"], added["run"]["id"]) == ("load", True, str(load.pk))
+    assert (added["run"]["status"], load.input) == ("blocked", {"value": 7})
+    shown = flow_graph(flow).member("load")
+    assert (shown.join, shown.upstream) == ("any", ("extract",))
+    # The same member again changes nothing and says so.
+    again = run_command(
+        "add", str(flow.pk), Echo.name, "--member", "load", "--input", '{"value": 7}'
+    )
+    assert again.endswith(": blocked; already a member, nothing changed\n")
+    assert Run.objects.filter(flow_member__flow=flow).count() == 2
+
+
+def test_add_takes_several_upstreams_and_an_at_least_join():
+    flow = workflows.create_flow("build")
+    for name in ("a", "b", "c"):
+        workflows.add_to_flow(flow, Waits, {}, member=name)
+    run_command(
+        "add",
+        str(flow.pk),
+        Work.name,
+        "--member",
+        "d",
+        "--after",
+        "a",
+        "b",
+        "--after",
+        "c",
+        "--join",
+        "2",
+    )
+    shown = flow_graph(flow).member("d")
+    assert (shown.join, shown.upstream) == (2, ("a", "b", "c"))
+
+
+def test_edge_stages_a_dependency_and_prints_the_new_revision():
+    flow = workflows.create_flow("build", key="edges")
+    workflows.add_to_flow(flow, Broken, {}, member="feed")
+    workflows.add_to_flow(flow, Work, {}, member="backup")
+    workflows.add_to_flow(flow, Work, {}, member="catalogue", after=["feed"], join="any")
+    run_pending()
+    assert status_of(flow, "catalogue") == "blocked"  # its only upstream failed; flow open
+    output = run_command("edge", "--key", "edges", "backup", "catalogue")
+    assert output == (
+        f"edge 'backup' → 'catalogue' of flow {flow.pk} 'build': revision 4; "
+        "'catalogue' is running\n"
+    )
+    again = run_json("edge", str(flow.pk), "backup", "catalogue")
+    assert again == {
+        "flow": str(flow.pk),
+        "upstream": "backup",
+        "downstream": "catalogue",
+        "revision": 4,
+        "created": False,
+        "downstream_status": "running",
+    }
+
+
+def test_edge_refuses_a_cycle_and_a_stale_revision():
+    flow = waiting_flow(key="cycle")
+    refused(
+        "edge",
+        "--key",
+        "cycle",
+        "load",
+        "extract",
+        message="an edge 'load' → 'extract' would close a cycle: 'load' already waits for "
+        "'extract'",
+    )
+    workflows.add_to_flow(flow, Waits, {}, member="other")
+    refused(
+        "edge",
+        str(flow.pk),
+        "other",
+        "load",
+        "--expected-revision",
+        "1",
+        message="flow 'nightly' is at revision 3, not 1: its graph changed since it was read",
+    )
+
+
+BUILD_REFUSALS = [
+    (("create", ""), "flow name must not be empty"),
+    (("create", "other", "--key", "taken"), "flow key 'taken' was used for flow"),
+    (("add", "--key", "taken", "no_such_workflow", "--member", "new"), "no workflow named"),
+    (("add", "--key", "taken", Work.name, "--member", "new", "--input", "[1]"), "JSON object"),
+    (
+        ("add", "--key", "taken", Work.name, "--member", "new", "--after", "ghost"),
+        "has no member 'ghost'",
+    ),
+    (
+        ("add", "--key", "taken", Work.name, "--member", "new", "--join", "sometimes"),
+        'join must be "all", "any" or a positive int, not \'sometimes\'',
+    ),
+    (("add", "--key", "taken", Work.name, "--member", "new", "--join", "0"), "join must be"),
+    (("add", "--key", "nobody", Work.name, "--member", "new"), "no flow has key 'nobody'"),
+    (("add", Work.name, "--member", "new"), "name the flow by FLOW"),
+    (
+        ("add", "--key", "taken", Work.name, "--member", "new", "--user", "ghost"),
+        "no user named 'ghost'",
+    ),
+    (("add", "--key", "taken", Work.name, "--member", ""), "member must not be empty"),
+    (("edge", "--key", "taken", "ghost", "m"), "flow 'taken' has no member 'ghost'"),
+    (("edge", "--key", "taken", "m", "m"), "member 'm' cannot depend on itself"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BUILD_REFUSALS)
+def test_building_refuses_bad_input_naming_the_problem(args, message):
+    flow = workflows.create_flow("taken", key="taken")
+    workflows.add_to_flow(flow, Work, {}, member="m")
+    members = Run.objects.count()
+    refused(*args, message=message)
+    assert Run.objects.count() == members
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("create",), "the following arguments are required: NAME"),
+        (("add", "--key", "k", Work.name), "the following arguments are required: --member"),
+        (("add", "--key", "k", Work.name, "--member", "m", "--input", "{bad"), "not valid JSON"),
+        (("edge", "--key", "k", "a"), "the following arguments are required: DOWNSTREAM"),
+        (("edge", "--key", "k", "a", "b", "--expected-revision", "x"), "invalid int value"),
+    ],
+)
+def test_building_refuses_malformed_arguments(args, message):
+    with pytest.raises(CommandError, match=re.escape(message)):
+        run_command(*args)
+
+
 # -- seal ------------------------------------------------------------------------------------
 
 
@@ -270,7 +443,7 @@ def test_list_shows_flows_newest_first_with_their_members():
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ((), "the following arguments are required: {list,show,seal,cancel}"),
+        ((), "the following arguments are required: {list,show,create,add,edge,seal,cancel}"),
         (("drop",), "invalid choice: 'drop'"),
         (("list", "--status", "done"), "argument --status: invalid choice: 'done'"),
         (("list", "--limit", "0"), "must be a positive integer, got '0'"),
@@ -290,6 +463,9 @@ def test_the_help_explains_each_subcommand(capsys):
         "'show FLOW'",
         "'seal FLOW'",
         "'cancel FLOW [--policy P]'",
+        "'create NAME [--key KEY]'",
+        "'add FLOW WORKFLOW --member NAME [--input JSON] [--after MEMBER ...] [--join all|any|K]'",
+        "'edge FLOW UPSTREAM DOWNSTREAM'",
         "--key KEY",
     ):
         assert text in shown
@@ -298,6 +474,24 @@ def test_the_help_explains_each_subcommand(capsys):
     shown = " ".join(capsys.readouterr().out.split())
     for text in ("cancel_all:", "cancel_pending:", "flow_only:", "--reason TEXT", "--user U"):
         assert text in shown
+
+
+@pytest.mark.parametrize(
+    ("action", "says", "example"),
+    [
+        ("create", "Make an open flow", 'workflows_flow create "build 1.0" --key build-1.0'),
+        ("add", "Add a run of a workflow to the flow", "--after codegen proto --join any"),
+        ("edge", "wait for UPSTREAM too", "workflows_flow edge --key build-1.0 proto lib"),
+    ],
+)
+def test_the_help_of_each_building_action_says_what_it_does_with_an_example(
+    capsys, action, says, example
+):
+    with pytest.raises(SystemExit):
+        call_command("workflows_flow", action, "--help")
+    shown = capsys.readouterr().out
+    assert says in " ".join(shown.split())
+    assert "example" in shown and example in shown  # examples are kept on one line
 
 
 @pytest.mark.processes
@@ -328,6 +522,10 @@ def test_from_the_shell_a_refusal_exits_1_and_says_why():
         (("cancel", str(flow.pk), "--policy", "nope"), "policy must be one of cancel_all"),
         (("seal", "--key", "nobody"), "no flow has key 'nobody'"),
         (("show", "fffff"), "no flow has id prefix 'fffff'"),
+        (
+            ("add", "--key", "shell-1", "no_such", "--member", "m"),
+            "no workflow named 'no_such' is registered",
+        ),
     ):
         refused = manage(*args)
         assert (refused.returncode, refused.stdout) == (1, ""), refused.stderr

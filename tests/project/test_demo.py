@@ -13,9 +13,11 @@ from django.utils import timezone
 
 import workflows
 from flowsite.demo.models import DemoRecord
+from flowsite.demo.stock_sync import MEMBERS, build_stock_sync
 from tests.support.runs import run_inline
 from tests.support.users import staff
-from workflows.models import Run, Step
+from workflows.models import Flow, Run, Step
+from workflows.queries.flows import flow_graph
 from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
@@ -97,7 +99,8 @@ def test_demo_setup_is_idempotent_and_checks_pass():
     call_command("demo_setup", stdout=second)
     assert "created demo user admin / admin" in first.getvalue()
     assert "created demo user" not in second.getvalue()
-    assert Run.objects.count() == 9
+    assert Run.objects.count() == 9 + len(MEMBERS)  # the sample runs and the flow's members
+    assert Flow.objects.get().key == "demo-stock-sync"
     review = Run.objects.get(workflow_name="document_review")
     assert review.idempotency_key == "demo-review"
 
@@ -271,3 +274,60 @@ def test_report_export_polls_on_a_timer_until_ready():
     assert run.output == {"deliver": {"report": "sales", "polls": 3}}
     earlier = run.steps.get(name="wait_until_ready").iterations.order_by("iteration")
     assert [i.output for i in earlier] == [{"poll": 1, "ready": False}, {"poll": 2, "ready": False}]
+
+
+def test_the_demo_flow_shows_every_state_a_member_takes():
+    """Once its members have run: completed ones, a failed feed, the member of an ``all``
+    join after it cancelled, the ``any`` join after it still blocked (the flow is open),
+    and the ``any`` join of all three feeds completed from the feeds that did."""
+    flow = build_stock_sync()
+    run_pending()
+    graph = flow_graph(flow)
+    assert {m.name: (m.status, m.join) for m in graph.members} == {
+        "feed-acme": ("completed", "all"),
+        "feed-globex": ("completed", "all"),
+        "feed-initech": ("failed", "all"),
+        "warehouse-stock": ("completed", "all"),
+        "shop-prices": ("completed", "any"),
+        "restock-initech": ("cancelled", "all"),
+        "initech-catalogue": ("blocked", "any"),
+    }
+    assert graph.member("feed-initech").error["message"] == (
+        "initech's stock feed was retired: the supplier answers 410 Gone"
+    )
+    assert graph.member("restock-initech").error["code"] == "dependency_failed"
+    [waiting] = workflows.explain(graph.member("initech-catalogue").run_id).waiting_on
+    assert waiting.kind == "blocked"
+    prices = DemoRecord.objects.get(run_id=graph.member("shop-prices").run_id)
+    assert prices.data["from"] in (["feed-acme"], ["feed-acme", "feed-globex"])
+    stock = DemoRecord.objects.get(run_id=graph.member("warehouse-stock").run_id)
+    assert stock.data == {
+        "target": "warehouse",
+        "from": ["feed-acme", "feed-globex"],
+        "stock": {"BOOK-42": 120, "MUG-7": 65, "LAMP-3": 8},
+    }
+    # Built again (demo_setup run twice): the same flow, nothing added.
+    assert build_stock_sync().pk == flow.pk
+    assert flow_graph(flow).flow.revision == graph.flow.revision
+    assert Run.objects.filter(flow_member__flow=flow).count() == len(MEMBERS)
+
+
+def test_the_blocked_demo_member_starts_once_another_source_is_added():
+    """What the README suggests: the blocked member's ``any`` join is met by an edge
+    from a feed that completed."""
+    flow = build_stock_sync()
+    run_pending()
+    call_command(
+        "workflows_flow",
+        "edge",
+        "--key",
+        "demo-stock-sync",
+        "feed-globex",
+        "initech-catalogue",
+        stdout=StringIO(),
+    )
+    run_pending()
+    catalogue = flow_graph(flow).member("initech-catalogue")
+    assert catalogue.status == "completed"
+    record = DemoRecord.objects.get(run_id=catalogue.run_id)
+    assert record.data["from"] == ["feed-globex"]

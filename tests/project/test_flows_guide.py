@@ -13,17 +13,22 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import shlex
 import sys
 import types
 from collections.abc import Iterator
 from contextlib import contextmanager
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.management import call_command
 
 from tests.project.test_guide_tutorial import HEADER, code_blocks
 from workflows.definitions import Workflow, registry
+from workflows.models import Flow
+from workflows.testing import run_pending
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guide" / "flows.md"
 PACKAGE = "builds"
@@ -112,3 +117,28 @@ def test_guide_example(name: str, example: dict[str, Any], request: pytest.Fixtu
         for value in vars(sys.modules[FLOWS_MODULE]).values()
     )
     run_guide_test(example[name], request)
+
+
+def shell_commands(markdown: str) -> list[list[str]]:
+    """The ``workflows_flow`` command lines of the page's ``sh`` blocks, each split as a
+    shell splits it (a line ending in a backslash goes on on the next)."""
+    lines = [
+        shlex.split(line)
+        for language, code in code_blocks(markdown)
+        if language == "sh"
+        for line in code.replace("\\\n", " ").splitlines()
+    ]
+    return [words for words in lines if words[1:3] == ["manage.py", "workflows_flow"]]
+
+
+@pytest.mark.django_db
+def test_the_guides_commands_build_the_flow_they_describe(example):
+    commands = shell_commands(GUIDE.read_text())
+    assert [words[3] for words in commands] == ["create", "add", "add", "add", "edge", "seal"]
+    for words in commands:
+        call_command(*words[2:], stdout=StringIO())
+    run_pending()
+    flow = Flow.objects.get(key="build-1.0")
+    assert flow.status == "completed"
+    lib = flow.runs.get(flow_member__name="lib")
+    assert lib.steps.get().output == {"artifact": "lib.o", "from": ["codegen.o", "proto.o"]}

@@ -17,6 +17,7 @@ import workflows
 from workflows import permissions
 from workflows.engine.guards import RUN_VERBS, STEP_VERBS
 from workflows.services.access import (
+    BUILD_FLOWS,
     CHANGE_BUDGETS,
     DECIDE_GATES,
     OPERATE_RUNS,
@@ -103,6 +104,17 @@ def test_every_operator_verb_of_the_guards_is_in_the_table():
     assert VERBS["start"] is START_RUNS
     assert VERBS["raise_budget"] is VERBS["reset_budget"] is CHANGE_BUDGETS
     assert {VERBS[name] for name in ("approve", "reject", "claim", "release")} == {DECIDE_GATES}
+
+
+def test_building_a_flow_needs_start_run_and_a_refusal_says_why():
+    building = ("create_flow", "add_to_flow", "add_dependency", "set_join", "seal_flow")
+    assert {VERBS[name] for name in building} == {BUILD_FLOWS}
+    assert BUILD_FLOWS.permission == START_RUNS.permission == permissions.START_RUN
+    assert BUILD_FLOWS.refusal == (
+        "Creating or changing a flow is refused: a flow starts its members as runs, so it "
+        "needs the permission workflows.start_run."
+    )
+    assert START_RUNS.refusal == "starting runs needs the permission workflows.start_run"
 
 
 class Holder:

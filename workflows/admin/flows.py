@@ -16,7 +16,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.urls import URLPattern
+from django.urls import NoReverseMatch, URLPattern, reverse
 from django.utils import timezone
 
 from workflows.admin.actions import act_url
@@ -62,6 +62,8 @@ class FlowAdmin(SafeChangelistMixin, ReadOnlyMixin, StatusBadgeColumn, admin.Mod
     search_help_text = "A flow's name (or part of it), its key (or its start), or its id's start."
     list_per_page = 50
     ordering = ("-created_at", "-id")
+    # Django's list, and a paragraph saying how flows come to exist while there is none.
+    change_list_template = "workflows/admin/flow_change_list.html"
 
     class Media:
         css = {"all": ("workflows/console.css",)}
@@ -78,6 +80,12 @@ class FlowAdmin(SafeChangelistMixin, ReadOnlyMixin, StatusBadgeColumn, admin.Mod
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return super().has_view_permission(request, obj) or VIEW_RUNS.allows(request.user)
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """The list; while there is no flow at all, the help names the API's pages."""
+        return super().changelist_view(request, {"api_urls": _api_urls(), **(extra_context or {})})
 
     def get_urls(self) -> list[URLPattern]:
         return [
@@ -124,3 +132,15 @@ class FlowAdmin(SafeChangelistMixin, ReadOnlyMixin, StatusBadgeColumn, admin.Mod
     def members(self, flow: FlowWithCounts) -> str:
         """One column for both counts, so the list fits beside the sidebar and filters."""
         return f"{flow.member_count} / {flow.unfinished}"
+
+
+def _api_urls() -> dict[str, str] | None:
+    """Where the flows endpoint and the API's documentation are served, or ``None`` in a
+    project that does not include the app's API urls."""
+    try:
+        return {
+            "flows": reverse("workflows_api:flow-list"),
+            "docs": reverse("workflows_api:docs"),
+        }
+    except NoReverseMatch:
+        return None

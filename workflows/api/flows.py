@@ -37,7 +37,7 @@ from workflows.api.examples import START_DISPATCH, START_ORDER, request_examples
 from workflows.api.filters import any_status
 from workflows.api.ids import flow_pk
 from workflows.api.pagination import NewestFirst
-from workflows.api.permissions import CanOperateRuns, CanStartRuns, CanViewRuns
+from workflows.api.permissions import CanBuildFlows, CanOperateRuns, CanViewRuns
 from workflows.api.runs import run_detail, validated
 from workflows.api.schema import created_or_repeated
 from workflows.api.serializers_flows import (
@@ -80,7 +80,7 @@ SET_JOIN = {"member": "dispatch", "join": "any"}
 CANCEL_FLOW = {"policy": "cancel_pending", "reason": "orders moved to the next batch"}
 
 _PERMISSION_OF: dict[Access, type[BasePermission]] = {
-    permission.access: permission for permission in (CanViewRuns, CanStartRuns, CanOperateRuns)
+    permission.access: permission for permission in (CanViewRuns, CanBuildFlows, CanOperateRuns)
 }
 
 

@@ -14,6 +14,7 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from workflows.services.access import (
+    BUILD_FLOWS,
     MANAGE_EVENT_CONSUMERS,
     OPERATE_RUNS,
     START_RUNS,
@@ -49,6 +50,13 @@ class CanStartRuns(_HasPermission):
     """Start runs of registered workflows (``workflows.start_run``)."""
 
     access = START_RUNS
+
+
+class CanBuildFlows(_HasPermission):
+    """Create a flow, add members and edges, change joins, seal it (``workflows.start_run``:
+    a flow starts its members as runs)."""
+
+    access = BUILD_FLOWS
 
 
 class CanOperateRuns(_HasPermission):

@@ -11,6 +11,7 @@ function or constant here, so that it is worded and parsed alike everywhere.
 from __future__ import annotations
 
 import argparse
+import textwrap
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -60,11 +61,29 @@ class OneOf:
 
 @dataclass(frozen=True)
 class Subcommand:
-    """One action of a command (``list``, ``raise``, ...): its name, help and arguments."""
+    """One action of a command (``list``, ``raise``, ...): its name, help and arguments,
+    and command lines that use it, which its own ``--help`` ends with (``examples``)."""
 
     name: str
     help: str
     arguments: tuple[Declaration, ...]
+    examples: tuple[str, ...] = ()
+
+    def add_to(self, actions: argparse._SubParsersAction) -> None:
+        """Add the action's parser: the command's ``--help`` lists it by its ``help``,
+        and its own ``--help`` says that ``help`` as a sentence, then its examples (kept
+        as written, one a line)."""
+        listed = "\n".join(f"  {example}" for example in self.examples)
+        parser = actions.add_parser(
+            self.name,
+            help=self.help,
+            description=textwrap.fill(f"{self.help[:1].upper()}{self.help[1:]}."),
+            epilog=f"{'example' if len(self.examples) == 1 else 'examples'}:\n{listed}"
+            if self.examples
+            else None,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        add_all(parser, self.arguments)
 
 
 @dataclass(frozen=True)
@@ -88,7 +107,7 @@ class Subcommands:
             required=self.default is None,
         )
         for action in self.actions:
-            add_all(chosen.add_parser(action.name, help=action.help), action.arguments)
+            action.add_to(chosen)
         if self.default is not None:
             parser.set_defaults(**{self.dest: self.default})
 

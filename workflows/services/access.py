@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from workflows.permissions import AnyUser
 
 __all__ = [
+    "BUILD_FLOWS",
     "CHANGE_BUDGETS",
     "DECIDE_GATES",
     "MANAGE_EVENT_CONSUMERS",
@@ -57,10 +58,19 @@ class Access:
     doing: str
     permission: str | None
     named: bool
+    # Why these verbs need the permission, when their name does not say it (a flow's
+    # verbs need ``start_run`` because its members are runs): the refusal says so.
+    because: str = ""
 
     @property
     def refusal(self) -> str:
-        """The message of a refusal: ``"operating runs needs the permission ..."``."""
+        """The message of a refusal: ``"operating runs needs the permission ..."``; with
+        a reason, a sentence naming what is refused, why, and the permission."""
+        if self.because:
+            return (
+                f"{self.doing[:1].upper()}{self.doing[1:]} is refused: {self.because}, so "
+                f"it needs the permission {self.permission}."
+            )
         return f"{self.doing} needs the permission {self.permission}"
 
     def allows(self, user: AnyUser | None) -> bool:
@@ -83,6 +93,12 @@ class Access:
 VIEW_RUNS = Access("viewing runs", VIEW_RUN, named=False)
 OPERATE_RUNS = Access("operating runs", OPERATE_RUN, named=False)
 START_RUNS = Access("starting runs", START_RUN, named=False)
+BUILD_FLOWS = Access(
+    "creating or changing a flow",
+    START_RUN,
+    named=False,
+    because="a flow starts its members as runs",
+)
 # A budget is shared by every run of its workflow: raising one releases work of
 # thousands of runs, so whoever code or a command names must hold the permission too.
 CHANGE_BUDGETS = Access("changing a budget", OPERATE_RUN, named=True)
@@ -101,11 +117,11 @@ VERBS: dict[str, Access] = {
     "bulk": OPERATE_RUNS,
     "start": START_RUNS,
     # Building a flow starts runs (its members); cancelling it operates them.
-    "create_flow": START_RUNS,
-    "add_to_flow": START_RUNS,
-    "add_dependency": START_RUNS,
-    "set_join": START_RUNS,
-    "seal_flow": START_RUNS,
+    "create_flow": BUILD_FLOWS,
+    "add_to_flow": BUILD_FLOWS,
+    "add_dependency": BUILD_FLOWS,
+    "set_join": BUILD_FLOWS,
+    "seal_flow": BUILD_FLOWS,
     "cancel_flow": OPERATE_RUNS,
     "raise_budget": CHANGE_BUDGETS,
     "reset_budget": CHANGE_BUDGETS,

@@ -1,4 +1,4 @@
-"""Prepare the demo site: an admin login and a few sample runs (safe to run twice)."""
+"""Prepare the demo site: an admin login, a few sample runs and a flow (safe to run twice)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
 import workflows
+from flowsite.demo.stock_sync import KEY, MEMBERS, build_stock_sync
 
 SAMPLE_ORDERS = [
     {
@@ -42,7 +43,10 @@ ARTICLE_CUSTOMER = "acme"
 
 
 class Command(BaseCommand):
-    help = "Create the demo admin user (admin/admin) and start sample demo runs once."
+    help = (
+        "Create the demo admin user (admin/admin), start sample demo runs once and build "
+        "the demo flow 'stock sync'."
+    )
 
     def handle(self, *args: Any, **options: Any) -> None:
         user_model = get_user_model()
@@ -111,4 +115,11 @@ class Command(BaseCommand):
         self.stdout.write(
             f"report_export run {run.pk} [{run.status}]: polls its export every 10 seconds "
             "until it is ready (the third poll)"
+        )
+        flow = build_stock_sync(user)
+        self.stdout.write(
+            f"flow {flow.pk} {flow.name!r}: {len(MEMBERS)} members; once the worker has "
+            "run them, its page (Flows in the admin) shows a failed feed, a member "
+            "cancelled because of it, one still blocked and the rest completed; print it "
+            f"with `manage.py workflows_flow show --key {KEY}`"
         )
