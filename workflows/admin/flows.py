@@ -9,6 +9,7 @@ own view permission of flows.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.contrib import admin
@@ -16,13 +17,14 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.urls import URLPattern
+from django.urls import URLPattern, path
 from django.utils import timezone
 
 from workflows.admin.actions import act_url
 from workflows.admin.changelist import SafeChangelistMixin
 from workflows.admin.flow_actions import FLOW_ACTIONS, flow_action
 from workflows.admin.flow_page import flow_page_context
+from workflows.admin.live.pages import flow_live
 from workflows.admin.readonly import ReadOnlyMixin
 from workflows.admin.runs import StatusBadgeColumn, search_with_id_prefix
 from workflows.errors import FlowNotFound
@@ -79,9 +81,18 @@ class FlowAdmin(SafeChangelistMixin, ReadOnlyMixin, StatusBadgeColumn, admin.Mod
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return super().has_view_permission(request, obj) or VIEW_RUNS.allows(request.user)
 
+    def page_permissions(self, request: HttpRequest) -> dict[str, bool]:
+        """Which actions the flow page offers ``request``'s user."""
+        return {verb: action.access.allows(request.user) for verb, action in FLOW_ACTIONS.items()}
+
     def get_urls(self) -> list[URLPattern]:
         return [
             act_url(self, flow_action, "<str:object_id>", "workflows_flow_act"),
+            path(
+                "<str:flow_id>/live/",
+                self.admin_site.admin_view(partial(flow_live, self)),
+                name="workflows_flow_live",
+            ),
             *super().get_urls(),
         ]
 
@@ -101,7 +112,7 @@ class FlowAdmin(SafeChangelistMixin, ReadOnlyMixin, StatusBadgeColumn, admin.Mod
             # Django's own "no such object" message and redirect, as the run page gives;
             # its stubs leave this private helper out.
             return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)  # type: ignore[attr-defined]
-        may = {verb: action.access.allows(request.user) for verb, action in FLOW_ACTIONS.items()}
+        may = self.page_permissions(request)
         context = {
             **self.admin_site.each_context(request),
             "title": f"Flow {flow.name}",
