@@ -13,3 +13,6 @@ WORKFLOWS = {**WORKFLOWS, "EXECUTOR": "inline"}  # noqa: F405
 
 # Test users need no costly password hashing (the API tests create one per role).
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# The demo's import goes at a pace a person can watch; tests need not watch it.
+DEMO_IMPORT_SECONDS_PER_ROW = 0

@@ -193,9 +193,14 @@ HOLDS: Mapping[HoldKind, Hold] = {
         ),
         Hold(
             HoldKind.LEASE,
-            "Worker {worker} runs {unit} (attempt {attempt} of {max_attempts}), lease "
-            "[{expired:if}expired {expires_at} — the worker died or hangs]"
-            "[{expired:unless}until {expires_at}]",
+            # Once its run is cancelling, forward work says that it was asked to stop.
+            "[{cancel_requested_at:unless}Worker {worker} runs {unit} (attempt {attempt} of "
+            "{max_attempts}), ]"
+            "[Cancel requested {cancel_requested_at}; {unit} stops at its next heartbeat "
+            "(worker {worker}, attempt {attempt} of {max_attempts}; ]"
+            "[{cancel_requested_at:if}last heartbeat {heartbeat_at}, ]"
+            "lease [{expired:if}expired {expires_at} — the worker died or hangs]"
+            "[{expired:unless}until {expires_at}][{cancel_requested_at:if})]",
             ("revoke", "cancel", "terminate"),
             "the attempt ending, or its lease expiring",
             defaults={"worker": "?"},

@@ -9,7 +9,10 @@ through the engine's own telemetry write (the one ``ctx.progress``, ``ctx.log`` 
 keeps, so the oldest were dropped; two event consumers, one behind. Photographed: the
 run page with the step's progress bar and last log lines, the step's Log page with the
 trim note, the Log page of a step that wrote nothing yet and of a parameter it did not
-issue, the Event consumers page, and the Log page as a user without permission.
+issue, the Event consumers page, and the Log page as a user without permission. Then a
+second export whose first step waits for a worker: its page before the step starts,
+the same page (not reloaded) once a worker claimed it and it reported progress, and
+once the run was cancelled while the step runs.
 """
 
 from __future__ import annotations
@@ -83,7 +86,50 @@ def build_demo() -> dict:
     workflows.ack("billing-sync", billing[-1].cursor)
     workflows.consume("audit-export", limit=100)
     silent = run.steps.get(name="publish_feed")
-    return {"run": str(run.pk), "step": step.pk, "silent": silent.pk}
+    waiting = workflows.start_run(
+        CatalogueExport, {"shop": "south", "rows": ROWS}, business_key="export-2026-11-28"
+    )
+    return {
+        "run": str(run.pk),
+        "step": step.pk,
+        "silent": silent.pk,
+        "waiting": str(waiting.pk),
+        "first": waiting.steps.get(name="load_catalogue").pk,
+    }
+
+
+def start_and_report(step_id: int) -> None:
+    """A worker claims the step and reports progress and a line, as a handler does."""
+    import time
+
+    from workflows.engine import claim_step
+    from workflows.engine.telemetry.flush import flush_telemetry
+    from workflows.engine.telemetry.pending import PendingTelemetry, Progress
+    from workflows.engine.telemetry.trimming import FrameBudget
+
+    lease = claim_step(step_id, "worker-5.prod:41902:140871")
+    line = "connecting to catalogue-db (shop south)"
+    pending = PendingTelemetry(
+        progress=Progress(120, ROWS, f"loading the catalogue: row 120 of {ROWS}"),
+        frames=[("stdout", line, time.time(), len(line))],
+        patches=[],
+    )
+    flush_telemetry(lease, pending, FrameBudget(max_frames=40, max_bytes=1 << 20))
+
+
+def shoot_live(camera, ids: dict) -> None:  # type: ignore[no-untyped-def]
+    """The waiting export's page as its first step starts, then as the run is cancelled."""
+    import workflows
+
+    page = camera.page
+    page.goto(f"/admin/workflows/run/{ids['waiting']}/change/")
+    camera.photo("run-page-live-before")
+    start_and_report(ids["first"])
+    page.locator(f"#live-{ids['first']} .live-line").first.wait_for()
+    camera.photo("run-page-live-after")
+    workflows.cancel_run(ids["waiting"], reason="south feed postponed")
+    page.locator(f"#live-{ids['first']}.live-stopping").wait_for()
+    camera.photo("run-page-cancelling")
 
 
 def shoot(base_url: str, ids: dict) -> list[Path]:
@@ -92,6 +138,7 @@ def shoot(base_url: str, ids: dict) -> list[Path]:
         page.goto(f"/admin/workflows/run/{ids['run']}/change/")
         page.locator(f"#live-{ids['step']} .live-line").first.wait_for()
         camera.photo("run-page-live")
+        shoot_live(camera, ids)
         page.goto(f"/admin/workflows/run/{ids['run']}/steps/{ids['step']}/log/")
         camera.photo("step-log")
         page.goto(f"/admin/workflows/run/{ids['run']}/steps/{ids['silent']}/log/")

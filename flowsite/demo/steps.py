@@ -6,6 +6,8 @@ import time
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
+
 from flowsite.demo.models import DemoRecord
 from workflows import PermanentError
 from workflows.context import Context
@@ -73,26 +75,36 @@ def send_receipt(ctx: Context) -> dict[str, Any]:
     )
 
 
-# The import goes one row at a time at a pace a person can watch: its progress bar and
-# log lines move on the run page (and in ``manage.py workflows_tail RUN --follow``).
-SECONDS_PER_ROW = 0.25
+# The import goes one row at a time at a pace a person can watch, and can cancel: its
+# progress bar and log lines move on the run page (and in ``manage.py workflows_tail
+# RUN --follow``) for a minute or more, and it heartbeats after every row, so a cancel
+# stops it within a row's time. The pace is the setting DEMO_IMPORT_SECONDS_PER_ROW
+# (the test settings make it 0).
+SECONDS_PER_ROW = 2.5
+
+
+def _seconds_per_row() -> float:
+    return float(getattr(settings, "DEMO_IMPORT_SECONDS_PER_ROW", SECONDS_PER_ROW))
 
 
 def import_batch(ctx: Context) -> dict[str, Any]:
     """Fails on its first two attempts (a flaky upstream), then imports the batch row by
-    row, reporting its progress, logging every fifth row and keeping a summary."""
+    row, reporting its progress, heartbeating (where a cancel stops it: ``RunCancelled``),
+    logging every fifth row and keeping a summary."""
     rows = ctx.input.get("rows", 10)
+    pace = _seconds_per_row()
     ctx.log(f"attempt {ctx.attempt}: connecting to the upstream feed")
     if ctx.attempt < 3:
         ctx.log("upstream feed unavailable", stream="stderr")
         raise ConnectionError(f"upstream feed unavailable (attempt {ctx.attempt})")
     ctx.summary({"rows": rows, "imported": 0})
     for row in range(1, rows + 1):
-        time.sleep(SECONDS_PER_ROW)
+        time.sleep(pace)
         ctx.progress(row, rows, f"importing row {row} of {rows}")
         if row % 5 == 0 or row == rows:
             ctx.log(f"imported rows 1-{row}")
             ctx.summary({"imported": row})
+        ctx.heartbeat()
     return _record(ctx, "import", {"rows": rows, "attempts": ctx.attempt})
 
 

@@ -98,13 +98,16 @@ def test_log_text_message_and_summary_are_escaped(client):
     assert summary and "&quot;rows&quot;: 10" in summary[1] and "&lt;script&gt;" in summary[1]
 
 
-def test_a_page_with_nothing_running_has_no_live_section_and_no_script(client):
+def test_a_page_with_nothing_running_has_no_live_section_but_stays_live(client):
     client.force_login(staff("viewer"))
     run = checkout()
 
     html = client.get(reverse("admin:workflows_run_change", args=[run.pk])).content.decode()
 
-    assert 'id="live"' not in html and "live.js" not in html
+    assert 'id="live"' not in html
+    # Where a block appears once a step starts.
+    assert re.search(r'data-live-region="live">\s*</div>', html)
+    assert f'data-live-url="/admin/workflows/run/{run.pk}/live/"' in html
     assert "step-log-link" not in html  # no step wrote frames
 
 

@@ -169,6 +169,12 @@ def test_the_gate_page_withholds_the_decision_from_those_the_gate_does_not_admit
         assert 'name="decision"' not in html
 
 
+BUILD = (
+    "Creating or changing a flow is refused: a flow starts its members as runs, so it "
+    "needs the permission workflows.start_run."
+)
+
+
 def test_the_flow_page_names_the_permission_each_flow_action_needs():
     flow = workflows.create_flow("weekly")
     viewer = signed_in(staff("viewer", "view_run"))
@@ -176,13 +182,13 @@ def test_the_flow_page_names_the_permission_each_flow_action_needs():
     assert offered == []
     assert reasons(withheld) == {
         "Cancel flow": OPERATE,
-        "Seal flow": "starting runs needs the permission workflows.start_run",
+        "Seal flow": BUILD,
     }
     operator = signed_in(staff("operator", "view_run", "operate_run"))
     offered, withheld, html = flow_page(operator, flow)
     assert labels(offered) == {"Cancel flow"}
     assert reasons(withheld) == {
-        "Seal flow": "starting runs needs the permission workflows.start_run"
+        "Seal flow": BUILD
     }
     assert reverse("admin:workflows_flow_act", args=[flow.pk, "cancel"]) in html
 

@@ -62,8 +62,7 @@ def test_order_input_is_validated():
         workflows.start_run("order_fulfilment", {"lines": []})
 
 
-def test_flaky_import_retries_then_succeeds_with_one_record(monkeypatch):
-    monkeypatch.setattr("flowsite.demo.steps.SECONDS_PER_ROW", 0)
+def test_flaky_import_retries_then_succeeds_with_one_record():
     run = workflows.start_run("flaky_import", {"rows": 7})
     run = minutes_on(run, 5)
     assert run.status == "completed"
@@ -71,9 +70,8 @@ def test_flaky_import_retries_then_succeeds_with_one_record(monkeypatch):
     assert record.data == {"rows": 7, "attempts": 3}
 
 
-def test_flaky_import_reports_progress_logs_and_a_summary(monkeypatch):
+def test_flaky_import_reports_progress_logs_and_a_summary():
     """The demo's long step moves where a new user looks: its progress bar, its log."""
-    monkeypatch.setattr("flowsite.demo.steps.SECONDS_PER_ROW", 0)
     run = workflows.start_run("flaky_import", {"rows": 7})
     run_pending(until=timezone.now() + timedelta(minutes=5))
     step = run.steps.get(name="import_batch")
@@ -90,6 +88,28 @@ def test_flaky_import_reports_progress_logs_and_a_summary(monkeypatch):
         (3, "stdout", "imported rows 1-5"),
         (3, "stdout", "imported rows 1-7"),
     ]
+
+
+def test_a_cancel_stops_the_flaky_import_at_its_next_heartbeat(monkeypatch):
+    """A new user cancels the long import while it runs: the row it is on is its last,
+    the attempt fails as cancelled and is not retried, and the run ends cancelled."""
+    run = workflows.start_run("flaky_import", {"rows": 40})
+    pauses = []
+
+    def operator_cancels_at_row_3(seconds: float) -> None:
+        pauses.append(seconds)
+        if len(pauses) == 3:
+            workflows.cancel_run(run.pk, reason="watched enough")
+
+    monkeypatch.setattr("flowsite.demo.steps.time.sleep", operator_cancels_at_row_3)
+    run = minutes_on(run, 5)
+
+    step = run.steps.get(name="import_batch")
+    assert run.status == "cancelled"
+    assert (step.status, step.attempt, step.failure_class) == ("failed", 3, "cancelled")
+    assert (step.progress_done, step.progress_total) == (3, 40)
+    assert len(pauses) == 3
+    assert not DemoRecord.objects.filter(run_id=run.pk).exists()
 
 
 def test_demo_setup_is_idempotent_and_checks_pass():

@@ -40,7 +40,7 @@ from workflows.conf import workflow_settings
 from workflows.engine import COMPENSATION, ITEM, claim, claim_step, complete_work, fail_attempt
 from workflows.engine.guards import RUN_VERBS, STEP_VERBS
 from workflows.holds import HoldKind
-from workflows.models import CompensationRecord, FanOutItem, Run, Step, Timer
+from workflows.models import CompensationRecord, Event, FanOutItem, Run, Step, Timer
 from workflows.queries import Attention, runs_needing_attention
 from workflows.queries.explain import QUERIES, Explanation, WaitingOn
 from workflows.services import pause_run
@@ -379,9 +379,25 @@ def test_a_running_step_says_its_worker_lease_and_attempt():
             "expired": False,
             "attempt": 1,
             "max_attempts": 3,
+            # The claim took the lease for the step's timeout (a minute).
+            "heartbeat_at": (step.lease_expires_at - timedelta(minutes=1)).isoformat(),
+            "cancel_requested_at": None,
         }
     ]
     assert holds(run, "dispatch") == []
+
+
+def test_a_running_step_of_a_cancelling_run_says_since_when_it_was_asked_to_stop():
+    run = workflows.start_run(Single)
+    step = run.steps.get(name="work")
+    claim_step(step.pk, "worker-1")
+    workflows.cancel_run(run, reason="not needed")
+    cancelling = Event.objects.get(run=run, type="run.cancelling")
+
+    (entry,) = holds(run, "lease")
+
+    assert entry["cancel_requested_at"] == cancelling.created_at.isoformat()
+    assert entry["worker"] == "worker-1"
 
 
 def test_ready_work_says_since_when_it_waits_for_a_worker():

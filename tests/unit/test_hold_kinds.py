@@ -68,6 +68,27 @@ def test_optional_pieces_are_said_only_when_their_details_are_set():
     assert running.endswith("lease until in 3\xa0minutes")
 
 
+def test_work_a_cancel_asked_to_stop_says_it_stops_at_its_next_heartbeat():
+    now = timezone.now()
+    lease = {
+        "unit": "step",
+        "worker": "w-1",
+        "attempt": 3,
+        "max_attempts": 4,
+        "expired": False,
+        "expires_at": now + timedelta(minutes=4),
+        "heartbeat_at": now - timedelta(minutes=1),
+        "cancel_requested_at": now - timedelta(minutes=2),
+    }
+    assert describe("lease", "import", lease, now) == (
+        "Cancel requested 2\xa0minutes ago; step “import” stops at its next heartbeat "
+        "(worker w-1, attempt 3 of 4; last heartbeat 1\xa0minute ago, lease until in "
+        "4\xa0minutes)"
+    )
+    expired = describe("lease", "import", {**lease, "expired": True, "expires_at": now}, now)
+    assert expired.endswith("lease expired 0\xa0minutes ago — the worker died or hangs)")
+
+
 def test_a_detail_that_looks_like_a_placeholder_is_said_as_it_is():
     now = timezone.now()
     sentence = describe("signal", "wait", {"name": "{due_at} [x]"}, now)

@@ -18,14 +18,28 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.safestring import SafeString
 
+from workflows.admin.flow_actions import flow_offers
 from workflows.admin.flow_graph import join_label, member_graph_svg, member_nodes
+from workflows.admin.live.regions import (
+    FLOW_REGIONS,
+    POLL_INTERVAL_MS,
+    flow_fingerprint,
+    flow_settled,
+    region_templates,
+)
 from workflows.admin.runs import badge, pretty
 from workflows.holds import HoldKind
 from workflows.models import Event, Flow
 from workflows.queries.flows import FlowGraph, MemberView, flow_cancellation, flow_graph
-from workflows.status import FLOW_FINAL, RUN_FINAL, RunStatus
+from workflows.status import RUN_FINAL, RunStatus
 
-__all__ = ["EVENTS_PER_PAGE", "GRAPH_LIMIT", "MEMBERS_PER_PAGE", "flow_page_context"]
+__all__ = [
+    "EVENTS_PER_PAGE",
+    "GRAPH_LIMIT",
+    "MEMBERS_PER_PAGE",
+    "flow_page_context",
+    "flow_regions_context",
+]
 
 # Members drawn at most; a larger flow is listed, not drawn.
 GRAPH_LIMIT = 200
@@ -120,8 +134,19 @@ def _counts(graph: FlowGraph) -> list[SafeString]:
 
 
 def flow_page_context(request: HttpRequest, flow: Flow, admin_name: str) -> dict[str, Any]:
-    """Everything the flow page template shows about ``flow`` but its actions
-    (:func:`workflows.admin.flow_actions.flow_offers`)."""
+    """Everything the flow page template shows about ``flow``: its live regions
+    (:func:`flow_regions_context`), then one page of its history, which stays as rendered."""
+    context = flow_regions_context(request, flow, admin_name)
+    names = {member.run_id: member.name for member in context["flow_members"]}
+    return {**context, **_history(flow, request, names)}
+
+
+def flow_regions_context(request: HttpRequest, flow: Flow, admin_name: str) -> dict[str, Any]:
+    """What the page's live regions (:data:`~workflows.admin.live.regions.FLOW_REGIONS`)
+    show, read as the page reads it: the page renders them with it, and so does the
+    live endpoint (:mod:`workflows.admin.live.pages`) while the flow goes on. The actions
+    are the signed-in user's (:func:`~workflows.admin.flow_actions.flow_offers`)."""
+    offered, withheld = flow_offers(request.user, flow, admin_name)
     graph = flow_graph(flow)
     run_url = {
         member.run_id: reverse(f"{admin_name}:workflows_run_change", args=[member.run_id])
@@ -137,10 +162,12 @@ def flow_page_context(request: HttpRequest, flow: Flow, admin_name: str) -> dict
         else None
     )
     not_completed = (flow.summary or {}).get("not_completed")
+    settled = flow_settled(flow.status, graph.counts)
     return {
         "flow": flow,
+        "flow_members": graph.members,
         "badge": badge(flow.status),
-        "final": flow.status in FLOW_FINAL,
+        "final": settled,
         "graph": svg,
         "graph_limit": GRAPH_LIMIT,
         "member_count": len(graph.members),
@@ -154,6 +181,13 @@ def flow_page_context(request: HttpRequest, flow: Flow, admin_name: str) -> dict
         else [],
         "summary": pretty(flow.summary) if flow.summary else None,
         "cancellation": flow_cancellation(flow),
+        "allowed_actions": offered,
+        "refused_actions": withheld,
         **_member_rows(graph, request, run_url),
-        **_history(flow, request, {member.run_id: member.name for member in graph.members}),
+        "live_regions": region_templates("flow", FLOW_REGIONS),
+        "live_url": None
+        if settled
+        else reverse(f"{admin_name}:workflows_flow_live", args=[flow.pk]),
+        "live_interval": POLL_INTERVAL_MS,
+        "fingerprint": flow_fingerprint(flow.version, flow.status, flow.revision, graph.counts),
     }

@@ -9,6 +9,7 @@ own view permission of flows.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.contrib import admin
@@ -16,13 +17,14 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.urls import NoReverseMatch, URLPattern, reverse
+from django.urls import NoReverseMatch, URLPattern, path, reverse
 from django.utils import timezone
 
 from workflows.admin.actions import act_url
 from workflows.admin.changelist import SafeChangelistMixin
-from workflows.admin.flow_actions import flow_action, flow_offers
+from workflows.admin.flow_actions import flow_action
 from workflows.admin.flow_page import flow_page_context
+from workflows.admin.live.pages import flow_live
 from workflows.admin.readonly import ReadOnlyMixin
 from workflows.admin.runs import StatusBadgeColumn, search_with_id_prefix
 from workflows.errors import FlowNotFound
@@ -90,6 +92,11 @@ class FlowAdmin(SafeChangelistMixin, ReadOnlyMixin, StatusBadgeColumn, admin.Mod
     def get_urls(self) -> list[URLPattern]:
         return [
             act_url(self, flow_action, "<str:object_id>", "workflows_flow_act"),
+            path(
+                "<str:flow_id>/live/",
+                self.admin_site.admin_view(partial(flow_live, self)),
+                name="workflows_flow_live",
+            ),
             *super().get_urls(),
         ]
 
@@ -109,14 +116,11 @@ class FlowAdmin(SafeChangelistMixin, ReadOnlyMixin, StatusBadgeColumn, admin.Mod
             # Django's own "no such object" message and redirect, as the run page gives;
             # its stubs leave this private helper out.
             return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)  # type: ignore[attr-defined]
-        offered, withheld = flow_offers(request.user, flow, self.admin_site.name)
         context = {
             **self.admin_site.each_context(request),
             "title": f"Flow {flow.name}",
             "subtitle": None,
             "opts": self.opts,
-            "allowed_actions": offered,
-            "refused_actions": withheld,
             **flow_page_context(request, flow, self.admin_site.name),
             **(extra_context or {}),
         }

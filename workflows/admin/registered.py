@@ -29,8 +29,9 @@ from workflows.admin.consumers import consumer_delete, consumers
 from workflows.admin.dashboard import dashboard
 from workflows.admin.deadlines import DeadlineFilter
 from workflows.admin.live.log import step_log
+from workflows.admin.live.pages import run_live
 from workflows.admin.readonly import ReadOnlyMixin
-from workflows.admin.run_page import run_page_context
+from workflows.admin.run_page import PAGE_RELATED, run_page_context
 from workflows.admin.runs import (
     AttentionFilter,
     BoundedCountPaginator,
@@ -130,6 +131,13 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, StatusBadgeColumn, admin.Mode
     def has_start_permission(self, request: HttpRequest) -> bool:
         return START_RUNS.allows(request.user)
 
+    def page_permissions(self, request: HttpRequest) -> dict[str, bool]:
+        """Which links and verbs the run page offers ``request``'s user."""
+        return {
+            "operate": self.has_operate_permission(request),
+            "view_items": request.user.has_perm(VIEW_FANOUTITEM),
+        }
+
     def get_urls(self) -> list[URLPattern]:
         wrap = self.admin_site.admin_view
         return [
@@ -147,6 +155,7 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, StatusBadgeColumn, admin.Mode
                 name="workflows_consumer_delete",
             ),
             act_url(self, run_action, "<str:run_id>", "workflows_run_act"),
+            path("<str:run_id>/live/", wrap(partial(run_live, self)), name="workflows_run_live"),
             path(
                 "<str:run_id>/steps/<str:step_id>/log/",
                 wrap(partial(step_log, self)),
@@ -174,9 +183,7 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, StatusBadgeColumn, admin.Mode
     ) -> HttpResponse:
         """The run page (:mod:`workflows.admin.run_page`) instead of a form."""
         run = (
-            Run.objects.select_related(
-                "parent_run", "parent_step", "created_by", "flow", "flow_member"
-            )
+            Run.objects.select_related(*PAGE_RELATED)
             # A malformed id is None, which Django reads as ``IS NULL``: no run, as for an
             # unknown id. The plugin types an exact lookup by its non-null field.
             .filter(pk=_uuid_or_none(object_id))  # type: ignore[misc]
@@ -188,10 +195,7 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, StatusBadgeColumn, admin.Mode
             return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)  # type: ignore[attr-defined]
         if not self.has_view_permission(request, run):
             raise PermissionDenied
-        may = {
-            "operate": self.has_operate_permission(request),
-            "view_items": request.user.has_perm(VIEW_FANOUTITEM),
-        }
+        may = self.page_permissions(request)
         context = {
             **self.admin_site.each_context(request),
             "title": f"Run {str(run.pk)[:8]}",

@@ -25,10 +25,16 @@ from django.utils.timesince import timesince, timeuntil
 
 from workflows.admin.graph import graph_steps, label, step_graph_svg
 from workflows.admin.live.progress import live_steps
+from workflows.admin.live.regions import (
+    POLL_INTERVAL_MS,
+    RUN_REGIONS,
+    region_templates,
+    run_fingerprint,
+)
 from workflows.admin.offers import run_offers
 from workflows.admin.runs import badge, duration, pretty
 from workflows.definitions import Gate, WaitForSignal
-from workflows.holds import describe
+from workflows.holds import HoldKind, describe
 from workflows.models import CompensationRecord, Event, Run, Signal, Step, Timer
 from workflows.queries.explain import Explanation, WaitingOn, explain
 from workflows.queries.iterations import Iteration, earlier_iterations
@@ -42,7 +48,16 @@ from workflows.status import (
     attempt_in_round,
 )
 
-__all__ = ["EVENTS_PER_PAGE", "FAILURE_EVENTS", "LIST_LIMIT", "hold_text", "run_page_context"]
+__all__ = [
+    "EVENTS_PER_PAGE",
+    "FAILURE_EVENTS",
+    "LIST_LIMIT",
+    "PAGE_RELATED",
+    "hold_text",
+    "run_page_context",
+    "run_regions_context",
+    "run_steps",
+]
 
 EVENTS_PER_PAGE = 50
 # Timers, compensations, signals and child runs shown; a fan-out of thousands has more,
@@ -338,38 +353,77 @@ class _StepLinks:
         return reverse(f"{self.admin_name}:workflows_step_log", args=[self.run.pk, step.pk])
 
 
+# What the run page reads along with its run: the links and facts of its head.
+PAGE_RELATED = ("parent_run", "parent_step", "created_by", "flow", "flow_member")
+
+
+def run_steps(run: Run) -> list[Step]:
+    """The run's steps as the page shows them, oldest first (one query)."""
+    return list(
+        Step.objects.filter(run_id=run.pk).select_related("decided_by", "claimed_by").order_by("id")
+    )
+
+
 def run_page_context(
     request: HttpRequest, run: Run, admin_name: str, may: Mapping[str, bool]
 ) -> dict[str, Any]:
-    """Everything the run page template shows about ``run`` (loaded with its parent).
+    """Everything the run page template shows about ``run`` (loaded with
+    :data:`PAGE_RELATED`): its live regions (:func:`run_regions_context`), then the
+    lists and the history, which stay as rendered.
 
     ``may`` says which links to offer: ``operate`` (verbs), ``view_items``,
     ``view_events`` (the per-model admin lists).
     """
-    now = timezone.now()
-    explanation = explain(run, now=now)
-    steps = list(
-        Step.objects.filter(run_id=run.pk).select_related("decided_by", "claimed_by").order_by("id")
-    )
+    steps = run_steps(run)
     # Keyed so that an event, timer or signal naming no step looks up ``None``.
     step_names: dict[int | None, str] = {step.pk: step.name for step in steps}
+    return {
+        **run_regions_context(request, run, admin_name, may, steps),
+        **_lists(run, step_names, admin_name),
+        **_events(run, request, step_names),
+    }
+
+
+def _stopping(explanation: Explanation, now: datetime) -> dict[str, str]:
+    """What a cancelling run says about each step it asked to stop: the step's lease
+    hold, which says when the cancel came and when the step will notice it."""
+    return {
+        entry.step: hold_text(entry, now)
+        for entry in explanation.waiting_on
+        if entry.kind == HoldKind.LEASE and entry.step and entry.details.get("cancel_requested_at")
+    }
+
+
+def run_regions_context(
+    request: HttpRequest,
+    run: Run,
+    admin_name: str,
+    may: Mapping[str, bool],
+    steps: list[Step],
+) -> dict[str, Any]:
+    """What the page's live regions (:data:`~workflows.admin.live.regions.RUN_REGIONS`)
+    show, read as the page reads it: the page renders them with it, and so does the
+    live endpoint (:mod:`workflows.admin.live.pages`) while the run goes on."""
+    now = timezone.now()
+    explanation = explain(run, now=now)
     links = _StepLinks(run, admin_name, may)
+    final = run.status in RUN_FINAL
     allowed, refused = run_offers(
         request.user,
         run,
         explanation.allowed_actions,
         {step.pk: step for step in steps if step.kind == Gate.kind},
         admin_name,
-        may_signal=run.status not in RUN_FINAL
-        and any(step.kind == WaitForSignal.kind for step in steps),
+        may_signal=not final and any(step.kind == WaitForSignal.kind for step in steps),
     )
     return {
         "run": run,
+        "may": may,
         "subject": subject_link(request, run, admin_name),
         "now": now,
         "badge": badge(run.status),
         "alarming": run.status in ALARMING,
-        "final": run.status in RUN_FINAL,
+        "final": final,
         "duration": duration(run.started_at, run.finished_at, now),
         "deadline": explanation.deadline,
         "deadline_when": _deadline_when(run, explanation, now),
@@ -385,7 +439,7 @@ def run_page_context(
             title=f"Steps of {run.workflow_name} v{run.workflow_version} and their states",
         ),
         "step_rows": _step_rows(run, steps, now, links.items, links.log),
-        "live": live_steps(steps, links.log),
+        "live": live_steps(steps, links.log, _stopping(explanation, now)),
         "errors": step_errors(steps),
         "run_error": pretty(run.error) if run.error else None,
         "input": pretty(run.input),
@@ -399,8 +453,12 @@ def run_page_context(
             for step in steps
             if step.items_total
         ],
-        **_lists(run, step_names, admin_name),
-        **_events(run, request, step_names),
+        "live_regions": region_templates("run", RUN_REGIONS),
+        "live_url": None if final else reverse(f"{admin_name}:workflows_run_live", args=[run.pk]),
+        "live_interval": POLL_INTERVAL_MS,
+        "fingerprint": run_fingerprint(
+            run.version, run.status, len(steps), sum(step.version for step in steps)
+        ),
     }
 
 

@@ -1,15 +1,16 @@
-"""The run page's live section: each running step's progress bar, message and last log
-lines, as they stood when the page was rendered.
+"""The run page's "Running now" region: each running step's progress bar, message and
+last log lines, as they stood when the region was rendered.
 
-The page is whole without JavaScript; ``workflows/live.js`` then keeps each block
-current by polling the API (the step, and its frames after the last ``seq`` shown),
-using the addresses this module puts on each block. A project that does not mount the
-API gets the page as it stood at load, which is what a browser without JavaScript gets.
+The page is whole without JavaScript. ``workflows/live_page.js`` renders the region
+again whenever the run moves (:mod:`.pages`; a step's progress moves it), which needs
+no API; where the project mounts the API, ``workflows/live.js`` also keeps each block
+current between two renderings by polling it (the step, and its frames after the last
+``seq`` shown), using the addresses this module puts on each block.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from urllib.parse import quote
 
@@ -56,7 +57,8 @@ def progress_text(done: float | None, total: float | None) -> str:
 class LiveStep:
     """A running step's block: its progress, its summary document (as indented JSON,
     ``""`` while it has none), its last log lines and where the script reads the next
-    ones (``None`` when the project serves no API)."""
+    ones (``None`` when the project serves no API); ``stopping``: what its run says
+    about it once it asked it to stop (``""`` until then)."""
 
     step: Step
     percent: float | None
@@ -66,6 +68,7 @@ class LiveStep:
     log_url: str | None
     step_api_url: str | None
     frames_api_url: str | None
+    stopping: str = ""
 
     @property
     def lines(self) -> int:
@@ -91,10 +94,15 @@ def _frames_api_url(step: Step) -> str | None:
     return f"{run_url}steps/{quote(step.name, safe='')}/frames/" if run_url else None
 
 
-def live_steps(steps: list[Step], log_url: Callable[[Step], str | None]) -> list[LiveStep]:
+def live_steps(
+    steps: list[Step],
+    log_url: Callable[[Step], str | None],
+    stopping: Mapping[str, str],
+) -> list[LiveStep]:
     """A block for each running step (at most :data:`LIVE_LIMIT`), in the order given;
     one query reads the log tails of them all. A fan-out's items run, not the fan-out
-    itself: the page's fan-out table shows its progress."""
+    itself: the page's fan-out table shows its progress. ``stopping``: by step name,
+    what the run says about a step it asked to stop."""
     running = [
         step for step in steps if step.status == StepStatus.RUNNING and step.kind != FanOut.kind
     ][:LIVE_LIMIT]
@@ -109,6 +117,7 @@ def live_steps(steps: list[Step], log_url: Callable[[Step], str | None]) -> list
             log_url=log_url(step),
             step_api_url=_api_url("step-detail", step.pk),
             frames_api_url=_frames_api_url(step),
+            stopping=stopping.get(step.name, ""),
         )
         for step in running
     ]

@@ -126,6 +126,7 @@ def explain(run: Run | UUID | str, *, now: datetime | None = None) -> Explanatio
     steps = steps_of(row.pk, now)
     timers = scheduled_timers(row.pk, now)
     reading = Reading(row, steps, timers, item_counts(row.pk))
+    reading.cancel_requested_at = row.cancel_requested_at
     items = items_in_hand(row.pk, now)
     compensations = compensations_in_hand(row.pk, now)
     children = live_children(row.pk)

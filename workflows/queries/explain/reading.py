@@ -91,6 +91,8 @@ class Reading:
         # read, the work does not go to workers), and held slots per concurrency key.
         self.workers: list[tuple[frozenset[str], frozenset[str]]] | None = None
         self.held_slots: dict[str, int] = {}
+        # Filled by explain(): since when a cancelling run asks its running work to stop.
+        self.cancel_requested_at: datetime | None = None
 
     def served(self, route: Route) -> bool:
         """Whether a live worker serves ``route`` (or workers were not asked about)."""

@@ -55,12 +55,13 @@ if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
 
     class _RunFacts(TypedDict):
-        """What :func:`run_row` annotates the run with; the pause and queue facts are
-        ``None`` unless the run is paused or queued."""
+        """What :func:`run_row` annotates the run with; the pause, cancel and queue facts
+        are ``None`` unless the run is paused, cancelling or queued."""
 
         attention: str
         paused_by: str | None
         paused_at: datetime | None
+        cancel_requested_at: datetime | None
         queued_ahead: int | None
 
     ExplainedRun = WithAnnotations[Run, _RunFacts]
@@ -92,6 +93,8 @@ CONCURRENCY_KEYS_COUNTED = 3
 
 # The history entry a pause writes: who paused the run, and when.
 PAUSE_EVENT = "run.pause_requested"
+# The history entry of a run's move to ``cancelling`` (by a cancel, or its flow's).
+CANCELLING_EVENT = f"run.{RunStatus.CANCELLING}"
 
 
 # What the claim writes into the ``held_on`` of work a concurrency limit holds:
@@ -109,8 +112,10 @@ _COMPENSATIONS_IN_HAND = (
 
 
 def run_row(run_id: UUID | str, now: datetime) -> ExplainedRun:
-    """The run with its attention class and, when paused, who paused it and when."""
+    """The run with its attention class and, when paused, who paused it and when; when
+    cancelling, since when."""
     last_pause = Event.objects.filter(run_id=OuterRef("pk"), type=PAUSE_EVENT).order_by("-id")
+    last_cancel = Event.objects.filter(run_id=OuterRef("pk"), type=CANCELLING_EVENT).order_by("-id")
     # get_run returns a row of the queryset it is given, annotated as below; its
     # signature (and RunQuerySet) only says Run.
     row = get_run(
@@ -130,6 +135,12 @@ def run_row(run_id: UUID | str, now: datetime) -> ExplainedRun:
                 When(
                     status=RunStatus.PAUSED,
                     then=Subquery(last_pause.values("created_at")[:1]),
+                )
+            ),
+            cancel_requested_at=Case(
+                When(
+                    status=RunStatus.CANCELLING,
+                    then=Subquery(last_cancel.values("created_at")[:1]),
                 )
             ),
             # Likewise counted for a queued run only: the queued runs of its workflow

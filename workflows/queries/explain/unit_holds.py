@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from workflows.conf import workflow_settings
+from workflows.engine.work_kinds import COMPENSATION
 from workflows.holds import HoldKind
 from workflows.queries.explain.reading import Reading, Unit
 from workflows.queries.explain.records import WaitingOn
@@ -26,6 +27,16 @@ def _entry(kind: HoldKind, reading: Reading, unit: Unit, **details: Any) -> Wait
 
 
 def lease(reading: Reading, unit: Unit) -> WaitingOn:
+    """A worker runs the unit. Forward work of a cancelling run was asked to stop
+    (``cancel_requested_at``) and stops at its next heartbeat: ``heartbeat_at`` is when
+    its lease was last taken or renewed (its expiry less the node's timeout)."""
+    forward = unit.kind is not COMPENSATION
+    node = reading.node(unit.step_id)
+    renewed = (
+        unit.lease_expires_at - node.effective_timeout
+        if node is not None and unit.lease_expires_at is not None and forward
+        else None
+    )
     return _entry(
         HoldKind.LEASE,
         reading,
@@ -35,6 +46,8 @@ def lease(reading: Reading, unit: Unit) -> WaitingOn:
         expired=unit.lease_expired,
         attempt=unit.attempt,
         max_attempts=unit.max_attempts,
+        heartbeat_at=renewed,
+        cancel_requested_at=reading.cancel_requested_at if forward else None,
     )
 
 

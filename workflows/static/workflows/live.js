@@ -1,5 +1,5 @@
 /*
- * The run page's running steps, kept current without reloading the page.
+ * The run page's running steps, kept current between two renderings of their region.
  *
  * Each block (.live-step, rendered by workflows/admin/live/progress.py) names the API
  * address of its step (data-step-url) and of its log frames (data-frames-url), and the
@@ -7,18 +7,19 @@
  * message, status) and the frames after the cursor, updates the block in place, and
  * reads again after data-interval milliseconds (or at once after a long poll, when the
  * section gives data-wait seconds). It stops when the step is no longer running and
- * says so. Without JavaScript, or if a read fails, the page stays as it was rendered.
- * No library, no CDN: plain DOM and fetch.
+ * says so. live_page.js renders the whole region again when the run moves (a block
+ * then stands for its step anew, found by its id) and fires "wf:regions": blocks that
+ * appeared are followed from then on. Without the API, the region's renderings alone
+ * move the blocks; without JavaScript, or if a read fails, the page stays as it was
+ * rendered. No library, no CDN: plain DOM and fetch.
  */
 (function () {
   "use strict";
 
-  var section = document.getElementById("live");
-  if (!section || !window.fetch) {
+  if (!window.fetch) {
     return;
   }
-  var interval = Number(section.dataset.interval) || 1000;
-  var wait = section.dataset.wait || "";
+  var following = {};
 
   function sleep(ms) {
     return new Promise(function (resolve) { setTimeout(resolve, ms); });
@@ -78,7 +79,11 @@
   function appendLines(block, frames) {
     var tail = block.querySelector(".live-tail");
     var keep = Number(block.dataset.lines) || 5;
+    var after = Number(block.dataset.after) || 0;
     frames.forEach(function (frame) {
+      if (frame.seq <= after) {
+        return; // a rendering of the region since the read shows it already
+      }
       var line = document.createElement("div");
       line.className = "live-line stream-" + frame.stream;
       line.textContent = frame.text; // text, never markup
@@ -95,25 +100,38 @@
     badge.className = "live-status wf-badge st-" + status;
     badge.textContent = status.replace(/_/g, " ");
     var note = block.querySelector(".live-note");
-    note.textContent = "The step is no longer running: reload the page for the rest of the run.";
+    note.textContent = "The step is no longer running.";
     note.hidden = false;
     block.classList.add("live-ended");
   }
 
+  function section(block) {
+    return block.closest("#live") || block;
+  }
+
   function framesURL(block) {
     var url = block.dataset.framesUrl + "?after=" + encodeURIComponent(block.dataset.after || "0");
+    var wait = section(block).dataset.wait;
     return wait ? url + "&wait=" + encodeURIComponent(wait) : url;
   }
 
-  async function follow(block) {
+  async function follow(id) {
+    var block = document.getElementById(id);
     var readFrames = Boolean(block.dataset.framesUrl);
     for (;;) {
+      block = document.getElementById(id);
+      if (!block) {
+        delete following[id]; // the step's block went with a new rendering
+        return;
+      }
       var step;
       try {
         step = await readJSON(block.dataset.stepUrl);
       } catch (error) {
+        delete following[id];
         return; // the page stays as rendered
       }
+      block = document.getElementById(id) || block; // a rendering may have come meanwhile
       showProgress(block, step);
       if (readFrames) {
         try {
@@ -124,15 +142,23 @@
       }
       if (step.status !== "running") {
         showEnded(block, step.status);
+        delete following[id];
         return;
       }
-      await sleep(wait && readFrames ? 200 : interval);
+      var live = section(block);
+      await sleep(live.dataset.wait && readFrames ? 200 : Number(live.dataset.interval) || 1000);
     }
   }
 
-  Array.prototype.forEach.call(section.querySelectorAll(".live-step[data-step-url]"), function (block) {
-    if (block.dataset.stepUrl) {
-      follow(block);
-    }
-  });
+  function followNew() {
+    Array.prototype.forEach.call(document.querySelectorAll(".live-step[data-step-url]"), function (block) {
+      if (block.dataset.stepUrl && block.id && !following[block.id]) {
+        following[block.id] = true;
+        follow(block.id);
+      }
+    });
+  }
+
+  followNew();
+  document.addEventListener("wf:regions", followNew);
 })();
