@@ -29,7 +29,7 @@ from workflows.errors import InvalidInput
 from workflows.holds import HOLDS, HoldKind
 from workflows.models import Run
 from workflows.queries.waits import WAIT_CHOICES, WAIT_KINDS, Wait, pending_waits
-from workflows.text import relative
+from workflows.text import relative, short_id
 from workflows.validation import check_text
 
 __all__ = ["AGES", "PAGE_SIZE", "waits"]
@@ -129,7 +129,7 @@ def _rows(page: Iterable[Wait], site: str, now: datetime) -> list[dict[str, Any]
         {
             "wait": wait,
             "run_url": reverse(f"{site}:workflows_run_change", args=[wait.run]),
-            "run_short": str(wait.run)[:8],
+            "run_short": short_id(wait.run),
             "status": badge(wait.run_status),
             "waiting": duration(wait.since, now, now),
             "since": _moment(wait.since),

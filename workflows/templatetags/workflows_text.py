@@ -3,7 +3,7 @@
 ``{{ moment|ago }}`` says a moment from now (``5 minutes ago``, ``just now``, ``in 2
 hours``) and ``{{ moment|age }}`` how long ago it was as a span (``45 seconds``), both
 with :mod:`workflows.text` in place of Django's ``timesince``, which says ``0 minutes``
-for anything under a minute.
+for anything under a minute; ``{{ run.pk|short_id }}`` is an id's short form.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from django import template
 from django.utils import timezone
 
-from workflows.text import duration, relative
+from workflows.text import duration, relative, short_id
 
 register = template.Library()
 
@@ -30,3 +30,6 @@ def age(moment: datetime | None) -> str:
     if moment is None:
         return ""
     return duration(max(timezone.now() - moment, timedelta(seconds=1)))
+
+
+register.filter("short_id", short_id)
