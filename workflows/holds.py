@@ -10,9 +10,10 @@ engine code that produces it (``docs/architecture.md``, "What a run waits on").
 A row's :attr:`Hold.sentence` is a small template over the entry's ``details`` (and
 ``step``):
 
-- ``{name}`` is a detail; a time reads as "in 5 minutes" or "5 minutes ago" from ``now``.
-  ``{name:spec}`` shapes it: ``words`` (``gate_timeout`` → ``gate timeout``), ``short``
-  (the first 8 characters of an id), ``items`` (``3 items``), ``capital`` (first letter
+- ``{name}`` is a detail; a time reads as "in 5 minutes", "40 seconds ago" or "just now"
+  from ``now`` (:func:`workflows.text.relative`). ``{name:spec}`` shapes it: ``words``
+  (``gate_timeout`` → ``gate timeout``), ``short`` (an id's short form,
+  :func:`workflows.text.short_id`), ``items`` (``3 items``), ``capital`` (first letter
   upper case).
 - ``{unit}`` / ``{Unit}`` name the work an entry is about: ``step “charge”``, ``item 7 of
   “charge”``, ``compensation of “charge”`` (from ``details["unit"]`` and ``details["item"]``).
@@ -34,8 +35,9 @@ from datetime import datetime
 from typing import Any
 
 from django.db import models
-from django.utils.timesince import timesince, timeuntil
 from django.utils.translation import ngettext
+
+from workflows.text import relative, short_id
 
 __all__ = ["HOLDS", "LIMIT_KINDS", "Hold", "HoldKind", "describe", "held_marker", "listed_kinds"]
 
@@ -303,23 +305,17 @@ def _field(name: str, spec: str | None, values: Mapping[str, Any], now: datetime
         return phrase[:1].upper() + phrase[1:] if name == "Unit" else phrase
     value = values[name]
     if isinstance(value, datetime):
-        return _when(value, now)
+        return relative(value, now)
     text = str(value)
     if spec == "words":
         return text.replace("_", " ")
     if spec == "short":
-        return text[:8]
+        return short_id(text)
     if spec == "items":
         return ngettext("%(count)d item", "%(count)d items", int(value)) % {"count": value}
     if spec == "capital":
         return text[:1].upper() + text[1:]
     return text
-
-
-def _when(moment: datetime, now: datetime) -> str:
-    if moment > now:
-        return f"in {timeuntil(moment, now, depth=2)}"
-    return f"{timesince(moment, now, depth=2)} ago"
 
 
 def _unit_phrase(values: Mapping[str, Any]) -> str:

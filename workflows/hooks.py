@@ -106,9 +106,9 @@ flow_join_changed = Signal()
 ``event`` is ``flow.join_changed``: ``payload["member"]``, ``["join"]``, ``["revision"]``."""
 
 flow_member_unblocked = Signal()
-"""A member's run started: its join was satisfied, or nothing held it when it was
-added. ``run_id`` is its run; ``event`` is ``flow.member_unblocked``:
-``payload["member"]`` and ``["join"]``."""
+"""A blocked member's run started: its join was satisfied after it was added (a member
+that nothing held when it was added starts at once and fires none). ``run_id`` is its
+run; ``event`` is ``flow.member_unblocked``: ``payload["member"]`` and ``["join"]``."""
 
 flow_dependency_failed = Signal()
 """A blocked member's join can no longer be satisfied: its run is being cancelled with

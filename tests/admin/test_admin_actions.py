@@ -50,6 +50,16 @@ def test_cancel_confirms_first_then_cancels_with_compensation_as_the_user(operat
     assert Event.objects.filter(run=run, type="compensation.completed").exists()
 
 
+@pytest.mark.parametrize("verb", ["cancel", "terminate", "pause", "retry", "priority"])
+def test_a_confirmation_page_names_the_run_once(operator, verb):
+    run = checkout()
+    html = operator.get(act(run, verb)).content.decode()
+    what = html[html.index('<p class="what">') :]
+    what = what[: what.index("</p>")]
+    assert "</strong> — run <span" in what
+    assert "run of run" not in html.replace("</strong>", "")
+
+
 def test_cancel_without_compensation(operator):
     run = checkout()
     operator.post(act(run, "cancel"), {"reason": ""})

@@ -34,7 +34,19 @@ def test_the_dashboard_counts_runs_and_links_to_the_filtered_list(client):
     assert "0 completed, 2 failed" in html  # compensated and failed both count as failed
     assert "console_checkout" in html
     assert "Expired leases not reclaimed" in html
-    assert "Queue (django-q2 ORM broker)" in html
+    assert "Queue (django-q2, ORM broker)" in html
+    assert " message" in html  # the ORM queue's depth is read and shown
+
+
+def test_on_redis_the_dashboard_names_the_broker_and_where_its_depth_is_shown(client, settings):
+    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "redis": "redis://localhost:6379/0"}
+    settings.Q_CLUSTER.pop("orm", None)
+    client.force_login(staff("viewer"))
+    html = client.get(reverse(DASHBOARD)).content.decode()
+    assert "Queue (django-q2, Redis broker)" in html
+    assert "the Redis broker keeps the queue outside the database" in html
+    assert "manage.py qinfo" in html
+    assert "not the ORM broker" not in html
 
 
 def test_worker_health_shows_expired_leases_and_the_last_sweep(client):

@@ -13,9 +13,9 @@ import workflows
 from tests.admin.admin_console import Checkout, checkout, failed_checkout, notes, staff
 from workflows.admin.approvals import summarise_input
 from workflows.admin.run_page import hold_text
-from workflows.admin.workers import ago
 from workflows.queries.explain import WaitingOn
 from workflows.testing import run_pending
+from workflows.text import relative
 
 pytestmark = pytest.mark.django_db
 
@@ -35,8 +35,8 @@ def test_the_inbox_summary_and_a_workers_report_count_in_words():
     assert summarise_input({"parcels": [1]}) == "parcels: [1 item]"
     assert summarise_input({"parcels": [1, 2]}) == "parcels: [2 items]"
     now = timezone.now()
-    assert ago(now - timedelta(seconds=1), now) == "1 second ago"
-    assert ago(now - timedelta(seconds=5), now) == "5 seconds ago"
+    assert relative(now - timedelta(seconds=61), now) == "1\xa0minute, 1\xa0second ago"
+    assert relative(now - timedelta(seconds=5), now) == "5\xa0seconds ago"
 
 
 def test_a_bulk_action_counts_one_skipped_run_as_one_run(client, monkeypatch):

@@ -51,7 +51,7 @@ def test_the_page_lists_each_wait_with_its_run_and_timeout(client):
     for run in (gated, shipping):
         assert reverse("admin:workflows_run_change", args=[run.pk]) in html
     assert "R-1" in html and "C-1" in html
-    assert re.search(r"in 3h 5\dm", html)  # the gate's timeout, 4 hours from its start
+    assert re.search(r"in 3\xa0hours, 5\d\xa0minutes", html)  # the gate's timeout, 4 hours on
     assert 'id="waits-next"' not in html
 
 

@@ -5,18 +5,21 @@ round a gate waits in."""
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
+from django.contrib.messages import get_messages
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import timezone
 
 import workflows
 from tests.admin.admin_console import checkout
 from tests.support.loop_review import ExportPoll, review_in_round
 from tests.support.users import staff
-from workflows.models import Run, Step, StepIteration
+from workflows.models import Run, Step, StepIteration, Timer
 from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
@@ -84,7 +87,10 @@ def test_the_steps_table_lists_the_earlier_iterations_with_their_decisions(clien
     rounds = re.findall(r'<li value="(\d+)" class="wf-iteration">(.*?)</li>', review, re.S)
     assert [number for number, _ in rounds] == ["1", "2"]
     first = rounds[0][1]
-    assert "completed" in first
+    # The gate step completed (the loop went on), but the round was rejected: its badge
+    # says so, never the green "completed".
+    assert '<span class="wf-badge st-rejected">rejected</span>' in first
+    assert "st-completed" not in first
     assert "rejected by reviewer — “not yet (1)”" in first
     assert "&quot;decision&quot;" not in first  # a gate's output is its decision, said once
     draft = step_row(html, "draft")
@@ -142,6 +148,21 @@ def test_the_inbox_and_the_decision_page_name_the_gates_round(client, reviewer, 
     assert b"earlier-rounds" not in decide.content
 
 
+def test_rejecting_a_loops_gate_says_what_was_done(client, reviewer, run):
+    gate = Step.objects.get(run=run, name="review")
+    client.force_login(reviewer)
+    response = client.post(
+        reverse("admin:workflows_approval", args=[gate.pk]),
+        {"version": gate.version, "decision": "reject", "feedback": "again"},
+        follow=True,
+    )
+    [note] = [str(message) for message in get_messages(response.wsgi_request)]
+    # The loop reset the gate for round 4 in the same transition: the note still says
+    # what was decided.
+    assert note.startswith(f"Rejected gate “review” of run {str(run.pk)[:8]}; ")
+    assert note.endswith("the run is now running.")
+
+
 def test_without_the_view_permission_the_run_page_shows_no_history(client, run):
     client.force_login(staff("nobody"))
     response = client.get(reverse("admin:workflows_run_change", args=[run.pk]))
@@ -153,7 +174,15 @@ def test_a_polling_task_between_polls_says_when_it_polls_again(client, reviewer)
     run = workflows.start_run(ExportPoll)
     run_pending()
     html = run_page(client, reviewer, run)
-    assert "Task “check” polls again in " in html
+    assert re.search(
+        r"Task “check” polls again in (5\xa0minutes|4\xa0minutes, \d+\xa0seconds)", html
+    )
+    Timer.objects.filter(run=run, kind="repeat").update(
+        due_at=timezone.now() + timedelta(seconds=40)
+    )
+    soon = run_page(client, reviewer, run)
+    assert re.search(r"Task “check” polls again in \d+\xa0seconds", soon)
+    assert "0\xa0minutes" not in soon
     assert "round 2 of at most 12" in html
     assert "next start" not in html  # a poll is not a limit's hold
     client.force_login(staff("operator", "view_run"))
@@ -169,7 +198,8 @@ def test_the_loops_section_says_where_each_loop_stands(client, reviewer, run):
     row = row[: row.index("</tr>")]
     assert "3 of at most 5" in row
     assert "draft, review" in row
-    assert "while_ is false after review" in row
+    assert "review ends and “rejected” no longer holds" in row
+    assert "while_" not in html
 
 
 def test_a_polling_task_is_listed_and_a_run_without_loops_has_no_section(client, reviewer):

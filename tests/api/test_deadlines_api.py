@@ -79,6 +79,17 @@ def test_a_bad_deadline_is_a_400_naming_the_field(api, deadline, words):
     assert not Run.objects.exists()
 
 
+def test_a_bad_duration_is_said_in_words_not_as_python(api):
+    error = assert_error(start(api, deadline=-90), 400, "validation_error")
+    assert error["details"]["deadline"] == [
+        "deadline must be a positive duration, got minus 1\xa0minute, 30\xa0seconds"
+    ]
+    error = assert_error(start(api, deadline=4 * 10**9), 400, "validation_error")
+    [said] = error["details"]["deadline"]
+    assert said.startswith("deadline must be at most 100\xa0years, got 126\xa0years, 306\xa0days")
+    assert "timedelta" not in said
+
+
 def test_a_moment_already_past_is_a_400_from_the_engine(api):
     error = assert_error(start(api, deadline="2001-01-01T00:00:00+00:00"), 400, "invalid_input")
     assert "is not in the future" in error["message"]

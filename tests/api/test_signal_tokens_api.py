@@ -142,6 +142,27 @@ def test_a_refused_token_has_its_status_and_code_and_writes_nothing(
     assert written() == before
 
 
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (forged, "the signal token is not valid"),
+        (lambda t: t[:-4], "the signal token is not valid"),
+        (lambda t: t + "x" * 10_000, "a signal token is text of 1 to 4096 ASCII characters"),
+        (
+            lambda t: signing.dumps({**signing.loads(t, salt=SALT), "e": 1}, salt=SALT),
+            "the signal token expired at 1970-01-01T00:00:01+00:00; ask for a new one",
+        ),
+    ],
+    ids=["bit flip", "truncated", "huge", "expired"],
+)
+def test_an_anonymous_caller_is_told_the_problem_without_internals(run, token, client, make, says):
+    message = post(client, {"token": make(token)}).json()["error"]["message"]
+    assert message.startswith(says)
+    for internal in ("SECRET_KEY", "fallback", "WORKFLOWS[", "signal_token made", "timedelta"):
+        assert internal not in message
+    assert len(message) < 120
+
+
 def test_naming_another_signal_is_403_wrong_signal(run, token, client):
     before = written()
     error = assert_error(

@@ -218,7 +218,8 @@ def test_show_says_which_round_a_loop_is_in_and_what_ends_it(django_user_model):
     loops = output.split("\nloops\n")[1].split("\nallowed actions\n")[0].splitlines()
     assert loops[0].split() == ["LOOP", "KIND", "ROUND", "OF", "AT", "MOST", "ENDS", "WHEN"]
     assert loops[1].split()[:4] == ["again", "loop", "3", "5"]
-    assert "after 5 iterations (then fail)" in loops[1]
+    assert "after 5 iterations (then the run fails)" in loops[1]
+    assert "while_" not in output
     steps = output.split("\nsteps\n")[1].split("\nhistory\n")[0].splitlines()
     review = next(line for line in steps if " review " in line)
     assert review.split()[1:5] == ["review", "gate", "waiting", "3"]

@@ -71,7 +71,9 @@ def test_explain_says_which_round_a_loop_is_in_and_what_ends_it():
         "on_exhausted": "fail",
         "every_seconds": None,
         "next_poll_at": None,
-        "ends_when": "while_ is false after review, or after 5 iterations (then fail)",
+        "ends_when": (
+            "review ends and “rejected” no longer holds, or after 5 iterations (then the run fails)"
+        ),
     }
     assert explanation.as_dict()["loops"] == [loop]
     assert cost(run) == QUERIES
@@ -110,7 +112,7 @@ def test_a_poll_between_iterations_waits_for_its_next_poll_not_a_callback():
         "every_seconds": EVERY.total_seconds(),
         "next_poll_at": repeat.due_at,
         "ends_when": (
-            "repeat_until is true after an iteration, or after 4 iterations (then continue)"
+            "an iteration ends and “never” holds, or after 4 iterations (then the run goes on)"
         ),
     }
     assert explanation.as_dict()["loops"][0]["next_poll_at"] == repeat.due_at.isoformat()

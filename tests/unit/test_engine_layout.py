@@ -25,6 +25,7 @@ LAYERS: dict[str, int] = {
     "workflows.errors": 0,
     "workflows.status": 0,
     "workflows.holds": 0,
+    "workflows.text": 0,
     "workflows.validation": 0,
     "workflows.conf": 0,
     "workflows.permissions": 0,

@@ -59,7 +59,7 @@ def test_optional_pieces_are_said_only_when_their_details_are_set():
     lease = {"unit": "item", "item": "7", "worker": None, "attempt": 1, "max_attempts": 3}
     expired = describe("lease", "fit", {**lease, "expired": True, "expires_at": now}, now)
     assert expired == (
-        "Worker ? runs item 7 of “fit” (attempt 1 of 3), lease expired 0\xa0minutes ago"
+        "Worker ? runs item 7 of “fit” (attempt 1 of 3), lease expired just now"
         " — the worker died or hangs"
     )
     running = describe(

@@ -43,6 +43,7 @@ from workflows.queries.explain import explain
 from workflows.services.access import OPERATE_RUNS, VERBS
 from workflows.services.bulk import BulkResult, bulk
 from workflows.status import DecisionVia, RunStatus
+from workflows.text import short_id
 
 if TYPE_CHECKING:
     from django.http import QueryDict
@@ -431,13 +432,13 @@ def run_action(model_admin: RunAdmin, request: HttpRequest, run_id: str, verb: s
 
         def perform() -> str:
             _check_step(run, form.cleaned_data)
-            return f"Run {str(run.pk)[:8]} {action.perform(run, form.cleaned_data, request.user)}."
+            return f"Run {short_id(run.pk)} {action.perform(run, form.cleaned_data, request.user)}."
 
         return confirmed(request, action.title, perform, run_url)
     refusal = RUN_VERBS[action.guard].refusal(run.status) if action.guard else None
     context = {
         **model_admin.admin_site.each_context(request),
-        "title": f"{action.title} {str(run.pk)[:8]}?",
+        "title": f"{action.title} {short_id(run.pk)}?",
         "opts": Run._meta,
         "run": run,
         "run_url": run_url,
@@ -546,7 +547,7 @@ def _report(
         state = f" ({item.status})" if item.status else ""
         model_admin.message_user(
             request,
-            f"Run {item.run[:8]}{state} {item.outcome}: {item.reason}",
+            f"Run {short_id(item.run)}{state} {item.outcome}: {item.reason}",
             messages.WARNING if item.outcome == "failed" else messages.INFO,
         )
     for reason, count in Counter(item.reason for item in not_done[SKIPPED_SHOWN:]).most_common(5):

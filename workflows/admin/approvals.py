@@ -28,7 +28,6 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.decorators import method_decorator
-from django.utils.timesince import timeuntil
 from django.views.decorators.http import require_POST
 
 from workflows import services
@@ -57,6 +56,7 @@ from workflows.permissions import VIEW_RUN, VIEW_STEP
 from workflows.queries import get_step
 from workflows.queries.iterations import earlier_iterations
 from workflows.status import StepStatus
+from workflows.text import duration, short_id
 
 if TYPE_CHECKING:
     from django.http import QueryDict
@@ -71,7 +71,6 @@ INPUT_SUMMARY_CHARS = 120
 # The inbox lists the oldest waiting gates, this many: a person decides the oldest
 # first, and thousands of rows are seconds to build and render.
 INBOX_ROWS = 100
-SHORT_ID_CHARS = 8
 
 # Why a signed link cannot be used: the page's title and what the person may do.
 LINK_REFUSALS: dict[str, tuple[str, str]] = {
@@ -179,7 +178,7 @@ def time_left(due_at: datetime | None, now: datetime) -> str:
         return "no timeout"
     if due_at <= now:
         return "overdue"
-    return timeuntil(due_at, now, depth=2)
+    return duration(due_at - now)
 
 
 class OfferedOptions(forms.MultipleChoiceField):
@@ -250,7 +249,7 @@ def _address(request: HttpRequest) -> str | None:
 
 
 def _short(run_id: Any) -> str:
-    return str(run_id)[:SHORT_ID_CHARS]
+    return short_id(run_id)
 
 
 def gone(gate: Step) -> str:
@@ -327,7 +326,7 @@ def decide(request: HttpRequest, gate: Step, form: DecisionForm) -> bool:
     label = f"{run.business_key} ({_short(run.pk)})" if run.business_key else _short(run.pk)
     messages.success(
         request,
-        f"{decided.decision.capitalize()} gate “{decided.name}” of run {label}; "
+        f"{'Approved' if approve else 'Rejected'} gate “{decided.name}” of run {label}; "
         f"the run is now {run.status}.",
     )
     return True

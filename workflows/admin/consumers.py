@@ -24,12 +24,12 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
-from workflows.admin.runs import duration
 from workflows.errors import WorkflowError
 from workflows.models import Run
 from workflows.queries.consumers import consumer_lag, consumer_lags
 from workflows.services.access import MANAGE_EVENT_CONSUMERS
 from workflows.services.consumers import delete_consumer
+from workflows.text import relative
 
 __all__ = ["consumer_delete", "consumers"]
 
@@ -43,7 +43,7 @@ def consumers(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpRespon
         {
             "consumer": consumer,
             "position": f"event {consumer.position.id}" if consumer.position.id else "the start",
-            "acked": f"{duration(consumer.acked_at, now, now)} ago" if consumer.acked_at else "",
+            "acked": relative(consumer.acked_at, now) if consumer.acked_at else "",
         }
         for consumer in consumer_lags()
     ]

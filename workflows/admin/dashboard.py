@@ -191,9 +191,27 @@ def _expired_leases(now: datetime) -> int:
     return first.union(*others, all=True).count()
 
 
+# django-q2's brokers in the order it picks one (``django_q.brokers.get_broker``): the
+# first of these ``Q_CLUSTER`` keys that is set names it; none of them, Redis.
+_BROKERS = (
+    ("broker_class", "a custom broker"),
+    ("iron_mq", "IronMQ"),
+    ("sqs", "Amazon SQS"),
+    ("orm", "ORM"),
+    ("mongo", "MongoDB"),
+)
+
+
+def queue_broker() -> str:
+    """The broker that carries django-q2's queue, named as an operator knows it."""
+    q_cluster = getattr(settings, "Q_CLUSTER", {})
+    return next((name for key, name in _BROKERS if q_cluster.get(key)), "Redis")
+
+
 def _queue_depth() -> tuple[int, int] | None:
     """Messages in django-q2's ORM queue, and those a worker has taken: ``None`` when
-    another broker (Redis) carries the queue."""
+    another broker (:func:`queue_broker`) carries the queue, whose depth only its own
+    tools see."""
     q_cluster = getattr(settings, "Q_CLUSTER", {})
     if "orm" not in q_cluster:
         return None
@@ -261,5 +279,6 @@ def dashboard(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpRespon
         "activity_window": ACTIVITY_WINDOW,
         "expired_leases": _expired_leases(now),
         "queue": _queue_depth(),
+        "queue_broker": queue_broker(),
     }
     return TemplateResponse(request, "workflows/admin/dashboard.html", context)

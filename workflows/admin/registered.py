@@ -19,7 +19,6 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
-from django.utils.timesince import timesince
 
 from workflows.admin import runs as admin_runs
 from workflows.admin.actions import act_url, bulk_actions, run_action
@@ -50,6 +49,7 @@ from workflows.permissions import VIEW_FANOUTITEM
 from workflows.queries import Attention
 from workflows.services.access import OPERATE_RUNS, START_RUNS
 from workflows.status import StepStatus
+from workflows.text import relative, short_id
 
 if TYPE_CHECKING:
     from django.contrib.admin.options import _FieldGroups
@@ -198,7 +198,7 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, StatusBadgeColumn, admin.Mode
         may = self.page_permissions(request)
         context = {
             **self.admin_site.each_context(request),
-            "title": f"Run {str(run.pk)[:8]}",
+            "title": f"Run {short_id(run.pk)}",
             "subtitle": None,
             "opts": self.opts,
             "may": may,
@@ -235,9 +235,9 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, StatusBadgeColumn, admin.Mode
         now = timezone.now()
         took = admin_runs.duration(run.started_at, run.finished_at, now)
         return format_html(
-            '<span class="wf-nowrap" title="{}">{} ago</span><div class="wf-quiet">{} {}</div>',
+            '<span class="wf-nowrap" title="{}">{}</span><div class="wf-quiet">{} {}</div>',
             timezone.localtime(run.started_at).isoformat(timespec="seconds"),
-            timesince(run.started_at, now, depth=1),
+            relative(run.started_at, now, depth=1),
             "took" if run.finished_at else "for",
             took,
         )

@@ -21,7 +21,6 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
-from django.utils.timesince import timesince, timeuntil
 
 from workflows.admin.graph import graph_steps, label, step_graph_svg
 from workflows.admin.live.progress import live_steps
@@ -47,6 +46,7 @@ from workflows.status import (
     StepStatus,
     attempt_in_round,
 )
+from workflows.text import relative
 
 __all__ = [
     "EVENTS_PER_PAGE",
@@ -86,9 +86,8 @@ def _deadline_when(run: Run, explanation: Explanation, now: datetime) -> str:
     if run.status in RUN_FINAL:
         exceeded = (run.error or {}).get("code") == "deadline_exceeded"
         return "exceeded: the run failed by it" if exceeded else "the run ended before it"
-    if explanation.deadline > now:
-        return f"in {timeuntil(explanation.deadline, now, depth=2)}"
-    return f"passed {timesince(explanation.deadline, now, depth=2)} ago"
+    moment = relative(explanation.deadline, now)
+    return moment if explanation.deadline > now else f"passed {moment}"
 
 
 def hold_text(entry: WaitingOn, now: datetime) -> str:

@@ -35,6 +35,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import ngettext
 
+from workflows import text
 from workflows.definitions import registry
 from workflows.models import Run, Step
 from workflows.queries import (
@@ -74,7 +75,6 @@ __all__ = [
 # row of a large table takes a full index scan per page view on PostgreSQL and SQLite;
 # nobody pages through ten thousand runs, they filter.
 COUNT_CAP = 10_000
-SHORT_ID_CHARS = 8
 # Step statuses that count as done in a run's progress.
 DONE_STEPS = (StepStatus.COMPLETED, StepStatus.SKIPPED)
 _HEX = re.compile(r"^[0-9a-f]{1,32}$")
@@ -182,9 +182,7 @@ def id_prefix_range(term: str) -> Q | None:
 
 def short_id(run_id: Any) -> SafeString:
     """A run id as its first characters, the whole id on hover; never wraps."""
-    return format_html(
-        '<span class="wf-id" title="{}">{}</span>', run_id, str(run_id)[:SHORT_ID_CHARS]
-    )
+    return format_html('<span class="wf-id" title="{}">{}</span>', run_id, text.short_id(run_id))
 
 
 def badge(status: str, label: str | None = None) -> SafeString:
@@ -213,23 +211,12 @@ def items(count: int) -> str:
 
 
 def duration(start: datetime | None, end: datetime | None, now: datetime) -> str:
-    """A short duration (``2h 05m``, ``4m 10s``, ``850 ms``); empty without a start."""
+    """How long from ``start`` to ``end`` (or ``now``) in the app's words
+    (:func:`workflows.text.duration`: ``2 hours, 5 minutes``, ``850 ms``); empty
+    without a start."""
     if start is None:
         return ""
-    span = (end or now) - start
-    if span < timedelta(seconds=1):
-        return f"{max(span.total_seconds(), 0) * 1000:.0f} ms"
-    seconds = int(span.total_seconds())
-    days, rest = divmod(seconds, 86_400)
-    hours, rest = divmod(rest, 3_600)
-    minutes, seconds = divmod(rest, 60)
-    if days:
-        return f"{days}d {hours:02d}h"
-    if hours:
-        return f"{hours}h {minutes:02d}m"
-    if minutes:
-        return f"{minutes}m {seconds:02d}s"
-    return f"{seconds}s"
+    return text.duration(max((end or now) - start, timedelta(0)))
 
 
 class WorkflowFilter(admin.SimpleListFilter):

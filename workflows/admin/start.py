@@ -30,6 +30,7 @@ from workflows.admin.deadline_field import DEADLINE_FORMS, DeadlineField
 from workflows.admin.graph import graph_steps, step_graph_svg
 from workflows.definitions import Workflow, registry
 from workflows.models import Run
+from workflows.text import short_id
 
 if TYPE_CHECKING:
     from workflows.admin.registered import RunAdmin
@@ -38,7 +39,6 @@ __all__ = ["StartForm", "printable", "start_run"]
 
 # How much of an unknown name a message quotes.
 QUOTED_CHARS = 80
-SHORT_ID_CHARS = 8
 
 
 class StartForm(forms.Form):
@@ -177,14 +177,12 @@ def _start(
     if repeat:
         messages.info(request, _already_started(run, key, run_url))
     else:
-        messages.success(
-            request, f"Started run {str(run.pk)[:SHORT_ID_CHARS]} of {run.workflow_name}."
-        )
+        messages.success(request, f"Started run {short_id(run.pk)} of {run.workflow_name}.")
     return HttpResponseRedirect(run_url or request.path)
 
 
 def _already_started(run: Run, key: str | None, run_url: str | None) -> SafeString:
-    short = str(run.pk)[:SHORT_ID_CHARS]
+    short = short_id(run.pk)
     run_ref = format_html('<a href="{}">{}</a>', run_url, short) if run_url else short
     return format_html(
         "Run {} of {} was already started with idempotency key “{}”; nothing new was "

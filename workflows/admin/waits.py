@@ -29,6 +29,7 @@ from workflows.errors import InvalidInput
 from workflows.holds import HOLDS, HoldKind
 from workflows.models import Run
 from workflows.queries.waits import WAIT_CHOICES, WAIT_KINDS, Wait, pending_waits
+from workflows.text import relative, short_id
 from workflows.validation import check_text
 
 __all__ = ["AGES", "PAGE_SIZE", "waits"]
@@ -49,13 +50,13 @@ def _moment(moment: datetime | None) -> str:
 
 
 def _timeout(due_at: datetime | None, now: datetime, what: str = "") -> str:
-    """``times out in 3h 59m`` (``what`` happens then), ``overdue by 2m 10s``, or ``""``
-    for no timeout."""
+    """``times out in 3 hours, 59 minutes`` (``what`` happens then), ``overdue by 2
+    minutes, 10 seconds``, or ``""`` for no timeout."""
     if due_at is None:
         return ""
     if due_at < now:
         return f"overdue by {duration(due_at, now, now)}"
-    return " ".join(filter(None, (what, f"in {duration(now, due_at, now)}")))
+    return " ".join(filter(None, (what, relative(due_at, now))))
 
 
 def _name(workflow: str) -> str:
@@ -128,7 +129,7 @@ def _rows(page: Iterable[Wait], site: str, now: datetime) -> list[dict[str, Any]
         {
             "wait": wait,
             "run_url": reverse(f"{site}:workflows_run_change", args=[wait.run]),
-            "run_short": str(wait.run)[:8],
+            "run_short": short_id(wait.run),
             "status": badge(wait.run_status),
             "waiting": duration(wait.since, now, now),
             "since": _moment(wait.since),

@@ -9,15 +9,12 @@ worker serves. Viewing needs ``workflows.view_run``, as for runs.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.utils.safestring import SafeString
-from django.utils.timesince import timesince
-from django.utils.translation import ngettext
 
 from workflows.admin.changelist import SafeChangelistMixin
 from workflows.admin.readonly import ReadOnlyMixin
@@ -25,16 +22,7 @@ from workflows.admin.runs import badge
 from workflows.models import WorkerPresence
 from workflows.permissions import VIEW_RUN
 from workflows.queries.workers import is_live
-
-
-def ago(moment: datetime, now: datetime, depth: int = 2) -> str:
-    """``12 seconds ago`` under a minute (a live worker's last report), else Django's
-    ``3 days, 2 hours ago``."""
-    seconds = int((now - moment).total_seconds())
-    if seconds < 60:
-        shown = max(seconds, 0)
-        return ngettext("%(n)d second ago", "%(n)d seconds ago", shown) % {"n": shown}
-    return f"{timesince(moment, now, depth=depth)} ago"
+from workflows.text import relative
 
 
 @admin.register(WorkerPresence)
@@ -71,11 +59,11 @@ class WorkerPresenceAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
 
     @admin.display(description="started", ordering="started_at")
     def started(self, worker: WorkerPresence) -> str:
-        return ago(worker.started_at, timezone.now())
+        return relative(worker.started_at, timezone.now())
 
     @admin.display(description="last seen", ordering="seen_at")
     def last_seen(self, worker: WorkerPresence) -> str:
-        return ago(worker.seen_at, timezone.now(), depth=1)
+        return relative(worker.seen_at, timezone.now(), depth=1)
 
     @admin.display(description="state")
     def state(self, worker: WorkerPresence) -> SafeString:

@@ -39,6 +39,8 @@ from workflows.api.ids import integer_id
 from workflows.api.long_poll import (
     WAIT_PARAMETER,
     checked_query,
+    timed_out,
+    timed_out_field,
     wait_seconds,
     waiting,
     without_request_transaction,
@@ -75,6 +77,7 @@ class EventPageSerializer(serializers.Serializer):
     )
     previous = serializers.URLField(allow_null=True, help_text="always null: pages go forward")
     results = EventSerializer(many=True)
+    timed_out = timed_out_field()
 
 
 def _as_validation_error(exc: InvalidInput) -> APIError:
@@ -114,6 +117,7 @@ def run_events_page(request: Request, run_id: UUID) -> Response:
             "next": next_url,
             "previous": None,
             "results": EventSerializer(events, many=True).data,
+            "timed_out": timed_out(timeout, bool(events)),
         }
     )
 
@@ -138,6 +142,7 @@ class ConsumedEventSerializer(serializers.Serializer):
 class ConsumedSerializer(serializers.Serializer):
     consumer = serializers.CharField()
     events = ConsumedEventSerializer(many=True)
+    timed_out = timed_out_field()
 
 
 class AckSerializer(StrictSerializer):
@@ -194,7 +199,11 @@ class EventsView(FlowsiteAPIView):
         except InvalidInput as exc:
             raise _as_validation_error(exc) from None
         return Response(
-            {"consumer": query["consumer"], "events": [event.as_dict() for event in events]}
+            {
+                "consumer": query["consumer"],
+                "events": [event.as_dict() for event in events],
+                "timed_out": timed_out(timeout, bool(events)),
+            }
         )
 
 

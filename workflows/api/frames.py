@@ -23,7 +23,14 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from workflows.api.long_poll import WAIT_PARAMETER, checked_query, wait_seconds, waiting
+from workflows.api.long_poll import (
+    WAIT_PARAMETER,
+    checked_query,
+    timed_out,
+    timed_out_field,
+    wait_seconds,
+    waiting,
+)
 from workflows.errors import StepNotFound
 from workflows.models import Run
 from workflows.queries.frames import (
@@ -87,6 +94,7 @@ class FramePageSerializer(serializers.Serializer):
         allow_null=True, help_text="send as after= next; null: no frame yet and no after given"
     )
     dropped = serializers.IntegerField(help_text="frames trimmed by the per-attempt bound so far")
+    timed_out = timed_out_field()
 
 
 def step_frames_page(request: Request, run: Run, step: str) -> Response:
@@ -118,5 +126,6 @@ def step_frames_page(request: Request, run: Run, step: str) -> Response:
             "frames": FrameSerializer([frame.as_dict() for frame in page], many=True).data,
             "next_after": page[-1].seq if page else query["after"],
             "dropped": frames_dropped(found, query["round"]),
+            "timed_out": timed_out(seconds, bool(page)),
         }
     )

@@ -11,6 +11,10 @@ side every such endpoint shares:
   user's ``WORKFLOWS["LONG_POLLS_PER_USER"]`` slots while it waits (one more is a 429
   ``too_many_waits``, :class:`~workflows.errors.TooManyWaits`, refused before any
   wait), and stops the wait when the client has hung up (:func:`client_gone`).
+- :func:`timed_out` says whether the answer came because the wait ran out, the
+  ``timed_out`` every long poll's answer carries (:func:`timed_out_field` in its
+  serializer): a client tells "nothing yet, ask again" from "here it is" without
+  comparing the answer with the last one.
 - :func:`checked_query` reads the rest of such an endpoint's query string through a
   serializer: a 400 ``validation_error`` naming the bad parameter.
 - :func:`without_request_transaction` marks a view so that ``ATOMIC_REQUESTS`` does not
@@ -57,6 +61,20 @@ WAIT_PARAMETER = OpenApiParameter(
 )
 
 V = TypeVar("V", bound=Callable[..., Any])
+
+
+def timed_out(seconds: float, arrived: bool) -> bool:
+    """Whether a long poll answered because its ``wait`` ran out: it waited (``seconds``
+    above 0) and what it waits for had not ``arrived``. False without a wait."""
+    return seconds > 0 and not arrived
+
+
+def timed_out_field() -> serializers.BooleanField:
+    """The ``timed_out`` field of a long poll's answer (:func:`timed_out`)."""
+    return serializers.BooleanField(
+        help_text="true: the wait ran out before what it waits for came, and this is the "
+        "current state (ask again); false: it came, or no wait was asked"
+    )
 
 
 def wait_seconds(request: Request) -> float:

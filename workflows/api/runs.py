@@ -35,7 +35,7 @@ from workflows.api.filters import RunFilter
 from workflows.api.frames import FRAME_PARAMETERS, FramePageSerializer, step_frames_page
 from workflows.api.ids import run_pk
 from workflows.api.iterations import IterationSerializer, step_iterations_page
-from workflows.api.long_poll import WAIT_PARAMETER, LongPollViews, waiting
+from workflows.api.long_poll import WAIT_PARAMETER, LongPollViews, timed_out, waiting
 from workflows.api.pagination import InSequence, NewestFirst
 from workflows.api.permissions import CanOperateRuns, CanStartRuns, CanViewRuns
 from workflows.api.rounds import RoundSerializer, step_rounds_page
@@ -47,6 +47,7 @@ from workflows.api.serializers_runs import (
     CancelledRunSerializer,
     CancelSerializer,
     EmptySerializer,
+    PolledRunSerializer,
     PrioritySerializer,
     ReasonSerializer,
     RerunSerializer,
@@ -65,6 +66,7 @@ from workflows.queries import get_run, signal_summary
 from workflows.queries.explain import explain
 from workflows.queries.results import wait_for_run
 from workflows.services import bulk as bulk_verbs
+from workflows.status import RUN_FINAL
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -149,12 +151,19 @@ def refused_as_invalid_state(run_id: UUID, verb: Callable[[], T]) -> T:
         raise APIError(409, code, exc.message, {**exc.details, "allowed_actions": actions}) from exc
 
 
-def run_detail(run_id: UUID, *, status: int = 200, already: bool | None = None) -> Response:
+def run_detail(
+    run_id: UUID, *, status: int = 200, already: bool | None = None, waited: float | None = None
+) -> Response:
     """The run with ``explain``'s reading of it: what every run endpoint answers; after
-    a cancel (``already`` given), also whether it had been cancelled already."""
+    a cancel (``already`` given), also whether it had been cancelled already; after a
+    long poll (``waited``: its ``wait`` in seconds, 0 for none), also whether the wait
+    ran out before the run ended."""
     # Typed with the attribute the serializer reads, which the next line sets.
     run = cast("WithAnnotations[Run, _Explained]", get_run(run_id))
     run.explained = explain(run)
+    if waited is not None:
+        run.timed_out = timed_out(waited, run.status in RUN_FINAL)  # type: ignore[attr-defined]
+        return Response(PolledRunSerializer(run).data, status=status)
     if already is None:
         return Response(RunDetailSerializer(run).data, status=status)
     run.already = already  # type: ignore[attr-defined]  # read by CancelledRunSerializer
@@ -269,18 +278,18 @@ class RunViewSet(LongPollViews, mixins.ListModelMixin, FlowsiteViewSet):
 
     @extend_schema(
         parameters=[WAIT_PARAMETER],
-        responses={200: RunDetailSerializer, **error_responses(400, 401, 403, 404, 429)},
+        responses={200: PolledRunSerializer, **error_responses(400, 401, 403, 404, 429)},
     )
     def retrieve(self, request: Request, pk: str) -> Response:
         """A run with its steps, what it waits on and what may be done about it.
 
         With ``wait=S``, a long poll: answers as soon as the run is in a final status, or
-        after ``S`` seconds with its current state."""
+        after ``S`` seconds with its current state and ``timed_out: true``."""
         run_id = run_pk(pk)
         with waiting(request) as seconds:
             if seconds:
                 wait_for_run(run_id, seconds)
-        return run_detail(run_id)
+        return run_detail(run_id, waited=seconds)
 
     @extend_schema(
         parameters=RUN_EVENT_PARAMETERS,

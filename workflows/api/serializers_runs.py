@@ -17,6 +17,7 @@ from django.contrib.contenttypes.models import ContentType
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from workflows.api.long_poll import timed_out_field
 from workflows.api.strict import StrictCharField, StrictSerializer, StrictUUIDField
 from workflows.definitions.deadline import deadline_problems, parse_deadline
 from workflows.holds import HoldKind
@@ -440,6 +441,18 @@ class RunDetailSerializer(RunSerializer):
     def get_time_left(self, run: Any) -> float | None:
         left = run.explained.time_left
         return left.total_seconds() if left is not None else None
+
+
+class PolledRunSerializer(RunDetailSerializer):
+    """A run as ``GET /api/runs/{id}/`` answers it, a long poll with ``wait``: with
+    ``timed_out`` set on the instance too (whether the wait ran out before the run
+    ended)."""
+
+    timed_out = timed_out_field()
+
+    class Meta(RunDetailSerializer.Meta):
+        fields = [*RunDetailSerializer.Meta.fields, "timed_out"]
+        read_only_fields = fields
 
 
 class CancelledRunSerializer(RunDetailSerializer):

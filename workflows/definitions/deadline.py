@@ -14,6 +14,8 @@ from datetime import datetime, timedelta
 
 from django.utils.dateparse import parse_datetime, parse_duration
 
+from workflows.text import duration
+
 # The furthest a deadline may lie: beyond it ``now + deadline`` leaves the calendar a
 # database stores, and no run is meant to wait that long.
 MAX_DEADLINE = timedelta(days=100 * 365)
@@ -27,9 +29,11 @@ def deadline_problems(value: object, *, moment_allowed: bool = True) -> list[str
     """
     if isinstance(value, timedelta):
         if value <= timedelta(0):
-            return [f"deadline must be a positive duration, got {value!r}"]
+            return [f"deadline must be a positive duration, got {duration(value)}"]
         if value > MAX_DEADLINE:
-            return [f"deadline must be at most {MAX_DEADLINE.days} days, got {value!r}"]
+            return [
+                f"deadline must be at most {duration(MAX_DEADLINE, depth=1)}, got {duration(value)}"
+            ]
         return []
     if isinstance(value, datetime) and moment_allowed:
         if value.tzinfo is None or value.utcoffset() is None:

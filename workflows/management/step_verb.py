@@ -59,8 +59,11 @@ class GateDecisionCommand(StepVerbCommand, ABC):
     options of its own, and calls its service function in :meth:`decide`."""
 
     verb: str
+    decided: str  # the decision in words: "approved", "rejected"
     feedback_help: str
     decision_arguments: ClassVar[tuple[Declaration, ...]] = ()
+    # The gate as it was decided: its round and the decider's username (set by apply).
+    decided_in: tuple[int, str] | None = None
 
     @abstractmethod
     def decide(self, gate: Step, user: AnyUser, options: dict[str, Any]) -> Step:
@@ -79,4 +82,19 @@ class GateDecisionCommand(StepVerbCommand, ABC):
         )
 
     def apply(self, step: Step, options: dict[str, Any]) -> Step:
+        self.decided_in = (step.iteration, options["user"])
         return self.decide(step, named_acting_user(options["user"], self.verb), options)
+
+    def text(self, result: Step) -> str:
+        """The step line; when a loop went back over the gate in the same transition,
+        its row holds the next round, undecided (``pending``), so the line says the
+        decision made and the round that follows instead."""
+        if result.decision or self.decided_in is None:
+            return super().text(result)
+        round_decided, decider = self.decided_in
+        summary = step_summary(result)
+        return (
+            f"step {summary['id']} {summary['name']!r} ({summary['kind']}) of run "
+            f"{summary['run']}: {self.decided} by {decider} in round {round_decided}; a loop "
+            f"went back over it, so it is {summary['status']} in round {result.iteration}"
+        )

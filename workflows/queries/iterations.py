@@ -59,6 +59,13 @@ class Iteration:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @property
+    def outcome(self) -> str:
+        """What the iteration came to, as its badge says it: a decided gate's decision
+        (a rejected round of a loop completes its gate step, yet was rejected), else its
+        status."""
+        return self.decision or self.status
+
 
 def as_iteration(row: Step | StepIteration, *, current: bool) -> Iteration:
     """One iteration from the row that holds it (its decider loaded); its ``attempt``

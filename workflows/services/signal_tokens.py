@@ -50,6 +50,7 @@ from workflows.errors import (
 from workflows.models import Run, Signal
 from workflows.queries import get_run
 from workflows.services.signals import check_signal
+from workflows.text import duration
 
 __all__ = [
     "DEFAULT_EXPIRES_IN",
@@ -71,6 +72,13 @@ DEFAULT_EXPIRES_IN = timedelta(days=7)
 # A real token is a few hundred characters (a 200-character signal name fits well
 # within this); anything longer is refused before any signature is computed.
 MAX_TOKEN_LENGTH = 4096
+# What a caller is told of a token that this site did not sign as it is: no more than
+# that, since the caller may be anyone (the class docstring, for readers of the code,
+# says why a token fails to verify).
+INVALID_TOKEN = (
+    "the signal token is not valid: it was cut short or changed on its way, or it was "
+    "not made by this site"
+)
 # Values signed by the site for other purposes: a token that verifies under one of these
 # was pasted into the wrong place (``signal_token_foreign``), not forged.
 _OTHER_SALTS = (CALLBACK_SALT, LINK_SALT)
@@ -102,12 +110,14 @@ def signal_token(
     max_age = workflow_settings.SIGNAL_TOKEN_MAX_AGE
     if not isinstance(expires_in, timedelta) or expires_in <= timedelta(0):
         raise InvalidInput(
-            f"expires_in must be a positive timedelta, got {expires_in!r}",
+            "expires_in must be a positive timedelta, got "
+            + (duration(expires_in) if isinstance(expires_in, timedelta) else repr(expires_in)),
             field="expires_in",
         )
     if expires_in > max_age:
         raise InvalidInput(
-            f"expires_in {expires_in} is longer than WORKFLOWS['SIGNAL_TOKEN_MAX_AGE'] ({max_age})",
+            f"expires_in {duration(expires_in)} is longer than "
+            f"WORKFLOWS['SIGNAL_TOKEN_MAX_AGE'] ({duration(max_age)})",
             field="expires_in",
             max_age=max_age.total_seconds(),
         )
@@ -129,15 +139,15 @@ def read_signal_token(token: Any) -> SignalGrant:
         # Checked first: a lone surrogate cannot even be hashed, and a megabyte of text
         # is not worth one.
         raise SignalTokenInvalid(
-            "a signal token is a non-empty ASCII string of at most "
-            f"{MAX_TOKEN_LENGTH} characters, as signal_token made it"
+            f"a signal token is text of 1 to {MAX_TOKEN_LENGTH} ASCII characters; this is not one"
         )
     max_age = workflow_settings.SIGNAL_TOKEN_MAX_AGE
     try:
         claims = signing.loads(token, salt=SALT, max_age=max_age)
     except signing.SignatureExpired:
         raise SignalTokenExpired(
-            f"signal token issued more than {max_age} ago (WORKFLOWS['SIGNAL_TOKEN_MAX_AGE'])"
+            f"the signal token is more than {duration(max_age)} old, longer than this site "
+            "accepts; ask for a new one"
         ) from None
     except signing.BadSignature:
         if _signed_for_another_purpose(token):
@@ -146,11 +156,11 @@ def read_signal_token(token: Any) -> SignalGrant:
                 "not for sending a signal",
                 reason="other_purpose",
             ) from None
-        raise SignalTokenInvalid() from None
+        raise SignalTokenInvalid(INVALID_TOKEN) from None
     grant = _grant(claims)
     if time.time() >= grant.expires_at.timestamp():
         raise SignalTokenExpired(
-            f"signal token expired at {grant.expires_at.isoformat()}",
+            f"the signal token expired at {grant.expires_at.isoformat()}; ask for a new one",
             expired_at=grant.expires_at.isoformat(),
         )
     return grant

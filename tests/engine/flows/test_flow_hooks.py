@@ -53,8 +53,7 @@ def test_a_flow_fires_a_hook_for_each_change_to_its_graph_and_for_its_end(receiv
     run_pending()
     assert flow_hooks(received, flow) == [
         ("flow_created", None),
-        ("flow_member_added", "extract"),
-        ("flow_member_unblocked", "extract"),  # nothing holds it: it starts at once
+        ("flow_member_added", "extract"),  # nothing holds it: it starts at once, unblocked by none
         ("flow_member_added", "load"),
         ("flow_edge_added", "load"),
         ("flow_member_added", "report"),
@@ -72,7 +71,7 @@ def test_a_flow_fires_a_hook_for_each_change_to_its_graph_and_for_its_end(receiv
     assert created["event"].payload == {"flow": "nightly", "key": "nightly-1", "by": None}
     assert (finished["status"], finished["event"].type) == ("completed", "flow.completed")
     assert finished["event"].payload["not_completed"] == {}
-    staged = flow_calls[7]["event"].payload
+    staged = flow_calls[6]["event"].payload
     assert (staged["upstream"], staged["downstream"]) == ("extract", "report")
     # The members' own hooks keep their workflow as sender and carry no flow_id.
     ends = [call for call in received if call["hook"] == "run_finished"]

@@ -445,6 +445,18 @@ def test_a_k_join_fires_at_the_kth_completion(flow):
     assert unblocked.flow_id == flow.pk
 
 
+def test_only_a_member_that_was_blocked_is_recorded_as_unblocked(flow):
+    up = workflows.add_to_flow(flow, Echo, {}, member="up")
+    waiting = workflows.add_to_flow(flow, Echo, {}, member="waiting", after=["up"])
+    assert status(waiting) == RunStatus.BLOCKED
+    finish(up)  # its upstream completes normally: the blocked member starts
+    assert status(waiting) == RunStatus.RUNNING
+    late = workflows.add_to_flow(flow, Echo, {}, member="late", after=["up"])
+    assert status(late) == RunStatus.RUNNING  # its upstream had completed: never blocked
+    unblocked = Event.objects.filter(flow=flow, type="flow.member_unblocked")
+    assert list(unblocked.values_list("payload__member", flat=True)) == ["waiting"]
+
+
 def test_an_all_join_that_can_no_longer_be_met_cancels_the_member(flow):
     ups, down = fan_in(flow, "all")
     finish(ups[0])
@@ -715,10 +727,8 @@ def test_a_flows_history_records_each_change(flow):
     history = list(Event.objects.filter(flow=flow).values_list("type", "run_id"))
     assert [kind for kind, _ in history] == [
         "flow.created",
-        "flow.member_added",
-        "flow.member_unblocked",  # a: nothing to wait for
-        "flow.member_added",
-        "flow.member_unblocked",  # b
+        "flow.member_added",  # a: nothing to wait for, so it starts, never blocked
+        "flow.member_added",  # b: the same
         "flow.member_added",
         "flow.edge_added",
         "flow.member_added",
@@ -781,7 +791,8 @@ def test_an_upstream_settles_a_thousand_downstream_members_in_batches(
         for callback in callbacks:
             callback()
     assert set(statuses(flow).values()) == {RunStatus.COMPLETED, RunStatus.RUNNING}
-    assert Event.objects.filter(flow=flow, type="flow.member_unblocked").count() == 1001
+    # The root never waited: only the thousand that were blocked are unblocked.
+    assert Event.objects.filter(flow=flow, type="flow.member_unblocked").count() == 1000
     assert Event.objects.filter(run__flow=flow, type="run.started").count() == 1001
 
 

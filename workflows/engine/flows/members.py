@@ -186,6 +186,14 @@ def _add(
         by=actor(user),
     )
     write_edges(flow, upstreams, member, revision, scope.events, by=actor(user))
-    decide(member, run, scope.events, more_may_come=True, upstreams=statuses, edit=edit)
+    decide(
+        member,
+        run,
+        scope.events,
+        more_may_come=True,
+        upstreams=statuses,
+        edit=edit,
+        just_added=True,
+    )
     scope.close()
     return Created(run, created=True)

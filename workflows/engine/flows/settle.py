@@ -63,12 +63,15 @@ def decide(
     more_may_come: bool,
     upstreams: list[tuple[str, str]] | None = None,
     edit: FlowEdit | None = None,
+    just_added: bool = False,
 ) -> Verdict | None:
     """Start, cancel or leave blocked the member whose run ``run`` this transition holds;
     ``None`` when it is no longer blocked (decided before). ``upstreams``: the (name,
     status) of every upstream member when the caller holds their runs (read otherwise).
     ``edit``: the graph edit deciding it, which must be allowed to cancel it
-    (:mod:`.edits`)."""
+    (:mod:`.edits`). ``just_added``: the transition that adds the member decides it;
+    started then, it was never seen blocked, so no ``flow.member_unblocked`` is
+    recorded."""
     if run.status != RunStatus.BLOCKED:
         return None
     if upstreams is None:
@@ -79,7 +82,7 @@ def decide(
         # Cancelled with a policy that cancels it: it waits for that, never starts.
         return Verdict.WAITING
     if verdict is Verdict.SATISFIED:
-        _unblock(member, run, rule, events)
+        _unblock(member, run, rule, events, was_blocked=not just_added)
     elif verdict is Verdict.IMPOSSIBLE:
         failed = [
             (name, status)
@@ -95,15 +98,19 @@ def decide(
     return verdict
 
 
-def _unblock(member: FlowMember, run: Run, rule: JoinRule, events: EventLog) -> None:
-    """``blocked →`` running (or queued for a place), its roots entered."""
+def _unblock(
+    member: FlowMember, run: Run, rule: JoinRule, events: EventLog, *, was_blocked: bool
+) -> None:
+    """``blocked →`` running (or queued for a place), its roots entered;
+    ``flow.member_unblocked`` recorded when it ``was_blocked`` in a committed state."""
     try:
         definition = registry.get(run.workflow_name, run.workflow_version)
     except DefinitionMissing as missing:
         stop_forward_work(run, events, reason="definition missing")
         set_run_status(run, RunStatus.FAILED, events, error=missing.as_dict())
         return
-    member_event(events, member, "flow.member_unblocked", join=rule.spec)
+    if was_blocked:
+        member_event(events, member, "flow.member_unblocked", join=rule.spec)
     if not run_limits.admit(definition, run.pk):
         set_run_status(run, RunStatus.QUEUED, events)
         events.add(

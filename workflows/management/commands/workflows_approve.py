@@ -21,6 +21,7 @@ class Command(GateDecisionCommand):
     )
 
     verb = "approve"
+    decided = "approved"
     feedback_help = "a note kept with the decision"
     decision_arguments = (
         argument(

@@ -20,6 +20,7 @@ class Command(GateDecisionCommand):
     )
 
     verb = "reject"
+    decided = "rejected"
     feedback_help = "why it was rejected, kept with it"
 
     def decide(self, gate: Step, user: AnyUser, options: dict[str, Any]) -> Step:

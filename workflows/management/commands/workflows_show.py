@@ -11,6 +11,7 @@ from workflows.management.options import RUN_ARGUMENTS, argument
 from workflows.management.output import cell, payload_summary, table, to_json
 from workflows.queries import describe_run
 from workflows.queries.explain import Explanation, explain
+from workflows.text import duration
 
 RUN_FIELDS = {
     "id": "run",
@@ -112,7 +113,7 @@ class Command(DeclaredCommand):
         self.stdout.write(f"{'attention':<{width}}  {explanation.attention}")
         if explanation.time_left is not None:
             left = explanation.time_left
-            words = "deadline passed" if explanation.deadline_passed else str(left).split(".")[0]
+            words = "deadline passed" if explanation.deadline_passed else duration(left)
             self.stdout.write(f"{'time left':<{width}}  {words}")
 
     def write_explanation(self, explanation: Explanation) -> None:

@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
-
-from django.utils import timezone
 
 from workflows.management.arguments import refusals_as_command_errors, run_from_options
 from workflows.management.base import DeclaredCommand
 from workflows.management.options import RUN_ARGUMENTS, argument
-from workflows.management.output import payload_summary
+from workflows.management.output import cell, payload_summary
 from workflows.models import Event
 from workflows.queries.run_tail import RunTail, StepFrame
 
 # Seconds one wait of --follow lasts before it reads again anyway: the long poll's own
 # backstop reads more often; this only bounds how long one call blocks.
 FOLLOW_WAIT = 30.0
-
-
-def _when(moment: datetime) -> str:
-    return f"{timezone.localtime(moment):%Y-%m-%d %H:%M:%S}"
 
 
 def entry_line(entry: Event | StepFrame) -> str:
@@ -30,11 +23,11 @@ def entry_line(entry: Event | StepFrame) -> str:
     if isinstance(entry, StepFrame):
         frame = entry.frame
         text = frame.text.replace("\n", "\n    ")
-        return f"{_when(frame.at)} {entry.step} #{frame.seq} {frame.stream}| {text}"
+        return f"{cell(frame.at)} {entry.step} #{frame.seq} {frame.stream}| {text}"
     step_name = getattr(entry, "step_name", None)
     step = f" [{step_name}]" if step_name else ""
     payload = f" {payload_summary(entry.payload)}" if entry.payload else ""
-    return f"{_when(entry.created_at)} {entry.type}{step}{payload}"
+    return f"{cell(entry.created_at)} {entry.type}{step}{payload}"
 
 
 class Command(DeclaredCommand):

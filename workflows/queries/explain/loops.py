@@ -3,7 +3,8 @@ definition and the rows already read, at no query."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import inspect
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from workflows.definitions import Loop, Task
@@ -40,7 +41,8 @@ def loops(reading: Reading, steps: list[dict[str, Any]]) -> list[dict[str, Any]]
                     workflow.graph.loop_bodies[name],
                     node.max_iterations,
                     node.on_exhausted,
-                    f"while_ is false after {reached_after}",
+                    f"{reached_after} ends and {_condition(node.while_, 'its go-again condition')} "
+                    "no longer holds",
                 )
             )
         elif isinstance(node, Task) and node.repeat_until is not None:
@@ -51,12 +53,25 @@ def loops(reading: Reading, steps: list[dict[str, Any]]) -> list[dict[str, Any]]
                 (name,),
                 node.max_iterations,
                 node.on_exhausted,
-                "repeat_until is true after an iteration",
+                f"an iteration ends and {_condition(node.repeat_until, 'its done condition')} "
+                "holds",
             )
             entry["every_seconds"] = node.every.total_seconds() if node.every else 0.0
             entry["next_poll_at"] = reading.timeouts.get((row["id"], TimerKind.REPEAT))
             entries.append(entry)
     return entries
+
+
+def _condition(condition: Callable[..., Any], unnamed: str) -> str:
+    """A loop's or a poll's condition in words, never the parameter that holds it: the
+    first line of its function's docstring, else its function's name in words
+    (``needs_review`` → “needs review”), else (a lambda, a callable object) ``unnamed``."""
+    if not inspect.isfunction(condition) or condition.__name__ == "<lambda>":
+        return unnamed
+    doc = inspect.getdoc(condition)
+    if doc:
+        return f"“{doc.splitlines()[0].rstrip('.')}”"
+    return f"“{condition.__name__.replace('_', ' ').strip()}”"
 
 
 def _loop_entry(
@@ -68,7 +83,8 @@ def _loop_entry(
     on_exhausted: str,
     condition: str,
 ) -> dict[str, Any]:
-    bound = f", or after {max_iterations} iterations (then {on_exhausted})"
+    then = "the run fails" if on_exhausted == "fail" else "the run goes on"
+    bound = f", or after {max_iterations} iterations (then {then})"
     return {
         "kind": kind,
         "loop": row["name"],
