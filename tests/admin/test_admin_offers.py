@@ -187,9 +187,7 @@ def test_the_flow_page_names_the_permission_each_flow_action_needs():
     operator = signed_in(staff("operator", "view_run", "operate_run"))
     offered, withheld, html = flow_page(operator, flow)
     assert labels(offered) == {"Cancel flow"}
-    assert reasons(withheld) == {
-        "Seal flow": BUILD
-    }
+    assert reasons(withheld) == {"Seal flow": BUILD}
     assert reverse("admin:workflows_flow_act", args=[flow.pk, "cancel"]) in html
 
 
