@@ -86,7 +86,7 @@ def test_work_a_cancel_asked_to_stop_says_it_stops_at_its_next_heartbeat():
         "4\xa0minutes)"
     )
     expired = describe("lease", "import", {**lease, "expired": True, "expires_at": now}, now)
-    assert expired.endswith("lease expired 0\xa0minutes ago — the worker died or hangs)")
+    assert expired.endswith("lease expired just now — the worker died or hangs)")
 
 
 def test_a_detail_that_looks_like_a_placeholder_is_said_as_it_is():
