@@ -77,7 +77,8 @@ def send_receipt(ctx: Context) -> dict[str, Any]:
 
 # The import goes one row at a time at a pace a person can watch, and can cancel: its
 # progress bar and log lines move on the run page (and in ``manage.py workflows_tail
-# RUN --follow``) for a minute or more, and it heartbeats after every row, so a cancel
+# RUN --follow``) for as long as its rows take (``demo_setup`` asks for 120: five
+# minutes), and it heartbeats after every row, so a cancel
 # stops it within a row's time. The pace is the setting DEMO_IMPORT_SECONDS_PER_ROW
 # (the test settings make it 0).
 SECONDS_PER_ROW = 2.5

@@ -66,7 +66,7 @@ class Command(BaseCommand):
                 user=user,
             )
             self.stdout.write(f"order_fulfilment run {run.pk} [{run.status}]")
-        run = workflows.start_run("flaky_import", {"rows": 25}, idempotency_key="demo-import")
+        run = workflows.start_run("flaky_import", {"rows": 120}, idempotency_key="demo-import")
         self.stdout.write(f"flaky_import run {run.pk} [{run.status}]")
         for order_id, card in (("W-2001", "valid"), ("W-2002", "declined")):
             run = workflows.start_run(
