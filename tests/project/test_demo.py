@@ -318,6 +318,10 @@ def test_the_demo_flow_shows_every_state_a_member_takes():
     assert graph.member("restock-initech").error["code"] == "dependency_failed"
     [waiting] = workflows.explain(graph.member("initech-catalogue").run_id).waiting_on
     assert waiting.kind == "blocked"
+    assert waiting.details["message"].endswith(
+        "0 of 1 completed; every upstream member has ended, so it waits for a new edge into "
+        "it while the flow is open (or cancel it)"
+    )
     prices = DemoRecord.objects.get(run_id=graph.member("shop-prices").run_id)
     assert prices.data["from"] in (["feed-acme"], ["feed-acme", "feed-globex"])
     stock = DemoRecord.objects.get(run_id=graph.member("warehouse-stock").run_id)

@@ -91,6 +91,11 @@ def blocked(run: Run, place: FlowPlace | None) -> list[WaitingOn]:
         message += f"; waiting on {waits}"
     if verdict is not Verdict.WAITING:
         message += f"; its join is {_DECIDED[verdict]}"
+    elif not pending:
+        message += (
+            "; every upstream member has ended, so it waits for a new edge into it while "
+            "the flow is open (or cancel it)"
+        )
     return [
         WaitingOn(
             HoldKind.BLOCKED,
