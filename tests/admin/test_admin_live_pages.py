@@ -177,3 +177,20 @@ def test_the_flow_endpoint_follows_its_members_statuses(client, django_assert_nu
 
     client.force_login(staff("nobody"))
     assert client.get(url).status_code == 403
+
+
+@pytest.mark.parametrize("bad_id", ["not-a-uuid", "0", "%00", "' OR 1=1 --", "a" * 300])
+def test_a_hostile_id_or_parameter_is_a_404_or_an_answer_never_a_500(client, bad_id):
+    client.force_login(staff("viewer"))
+    for name in ("admin:workflows_run_live", "admin:workflows_flow_live"):
+        answer = client.get(reverse(name, args=[bad_id]))
+        assert answer.status_code == 404, (name, bad_id, answer.status_code)
+    run = checkout()
+    flow = workflows.create_flow("hostile")
+    for url in (
+        reverse("admin:workflows_run_live", args=[run.pk]),
+        reverse("admin:workflows_flow_live", args=[flow.pk]),
+    ):
+        answer = client.get(url, {"fingerprint": bad_id, "members_page": bad_id})
+        assert answer.status_code == 200, (url, answer.status_code)
+        assert "regions" in answer.json()
