@@ -17,6 +17,13 @@ def install_schedules_after_migrate(**kwargs: Any) -> None:
         install_schedules()
 
 
+def install_declared_schedules_after_migrate(**kwargs: Any) -> None:
+    """Install the schedules workflow classes declare (``Workflow.schedules``)."""
+    from workflows.services.schedules import install_declared_schedules
+
+    install_declared_schedules()
+
+
 class WorkflowsConfig(AppConfig):
     name = "workflows"
     verbose_name = "Workflows"
@@ -28,3 +35,4 @@ class WorkflowsConfig(AppConfig):
 
         autodiscover()
         post_migrate.connect(install_schedules_after_migrate, sender=self)
+        post_migrate.connect(install_declared_schedules_after_migrate, sender=self)

@@ -204,6 +204,12 @@ class FlowNotFound(WorkflowError):
     code = "flow_not_found"
 
 
+class ScheduleNotFound(WorkflowError):
+    """No schedule has this key."""
+
+    code = "schedule_not_found"
+
+
 class InvalidFlowChange(WorkflowError):
     """The flow's graph refuses this change: an unknown member, a self edge, an edge that
     would close a cycle, a downstream already started, or a closed flow."""

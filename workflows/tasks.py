@@ -15,6 +15,7 @@ from workflows.engine.work_kinds import COMPENSATION, ITEM, STEP
 from workflows.webhooks.sender import send_endpoint
 from workflows.workers.runner import execute
 from workflows.workers.scanners import fire_due_timers, recover as run_scanners
+from workflows.workers.schedule_slots import fire_due_schedules
 
 
 def run_step(step_id: int) -> int:
@@ -41,8 +42,11 @@ def send_webhooks(endpoint_id: int) -> int:
 
 
 def fire_timers() -> dict[str, int]:
-    """Scheduled fallback for deployments without the sweeper process."""
-    return asdict(fire_due_timers())
+    """Scheduled fallback for deployments without the sweeper process: due timers, and
+    the slots of schedules (which then start up to a minute late)."""
+    fired = asdict(fire_due_timers())
+    slots = asdict(fire_due_schedules())
+    return {**fired, **{f"schedules_{name}": count for name, count in slots.items()}}
 
 
 def recover() -> dict[str, Any]:

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from workflows.engine.wakeups.postgresql import stop_listeners
 from workflows.engine.work_kinds import WORK_KINDS
+from workflows.models import Schedule
 from workflows.status import RUN_HELD, StepStatus
 from workflows.webhooks.sender import send_due
 from workflows.workers.runner import execute
@@ -22,6 +23,7 @@ from workflows.workers.scanners import (
     fire_due_timers,
     repair_flows,
 )
+from workflows.workers.schedule_slots import fire_due_schedules
 from workflows.workers.sweeper import sweep_forever
 
 # How long a stopping sweeper thread may take (seconds) before it counts as stuck.
@@ -65,16 +67,18 @@ def sweeper_running() -> Iterator[None]:
 
 @dataclass
 class PendingResult:
-    """What :func:`run_pending` did: attempts run, timers fired, rounds taken."""
+    """What :func:`run_pending` did: attempts run, timers fired, schedules' passes that
+    decided slots, rounds taken."""
 
     steps: int = 0
     timers: int = 0
     rounds: int = 0
+    schedules: int = 0
 
 
 def run_pending(until: datetime | None = None, *, max_rounds: int = 10_000) -> PendingResult:
     """Run every ready step, fan-out item and compensation in this process, and fire
-    timers due by ``until``.
+    timers and schedules' slots due by ``until``.
 
     ``until`` defaults to now; pass a later moment to let sleeps, timeouts and retry
     backoffs elapse without waiting. Repeats until nothing is runnable and returns
@@ -82,6 +86,11 @@ def run_pending(until: datetime | None = None, *, max_rounds: int = 10_000) -> P
     Work of a paused run waits, as it does for workers. Hooks of the events written
     are sent at the end, as the sweeper would send them, and so are webhooks: every
     delivery due by ``until``, retries included, until none is due.
+
+    Schedules fire as if time ran from now to ``until`` with a sweeper running: each
+    slot at its own instant, oldest first, with the work it started run before the next
+    slot is decided (so an overlap policy sees whether the earlier run has ended), none
+    missed for being older than the catch-up window.
     """
     until = until or timezone.now()
     result = PendingResult()
@@ -89,6 +98,9 @@ def run_pending(until: datetime | None = None, *, max_rounds: int = 10_000) -> P
         result.rounds += 1
         fired = fire_due_timers(now=until).done
         result.timers += fired
+        slots = _fire_next_slots(until)
+        result.schedules += slots
+        fired += slots
         cancelled = cancel_orphaned_children().done
         cancelled += repair_flows().done
         ready = [
@@ -114,3 +126,15 @@ def run_pending(until: datetime | None = None, *, max_rounds: int = 10_000) -> P
     while send_due(now=webhooks_due_by):
         pass
     return result
+
+
+def _fire_next_slots(until: datetime) -> int:
+    """Decide the schedules whose slot fires first (at its instant), or those with
+    waiting slots; how many schedules a pass decided."""
+    earliest = (
+        Schedule.objects.filter(paused=False, next_fire_at__lte=until)
+        .order_by("next_fire_at")
+        .values_list("next_fire_at", flat=True)
+        .first()
+    )
+    return fire_due_schedules(now=earliest or until).done

@@ -208,6 +208,8 @@ ENGINE_LAYERS: dict[str, int] = {
     "workflows.engine.nodes": 6,
     # graphs of runs
     "workflows.engine.flows": 7,
+    # schedules start runs (start) in their own transitions
+    "workflows.engine.schedules": 7,
     # the operator verbs, which compose all of the above
     "workflows.engine.verbs": 8,
 }

@@ -38,6 +38,7 @@ MODELS = (
     "WorkerPresence",
     "WebhookEndpoint",
     "WebhookDelivery",
+    "Schedule",
 )
 
 

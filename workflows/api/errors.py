@@ -37,6 +37,7 @@ _STATUS_OF: list[tuple[type[errors.WorkflowError], int]] = [
     (errors.StepNotFound, status.HTTP_404_NOT_FOUND),
     (errors.DefinitionMissing, status.HTTP_404_NOT_FOUND),
     (errors.FlowNotFound, status.HTTP_404_NOT_FOUND),
+    (errors.ScheduleNotFound, status.HTTP_404_NOT_FOUND),
     (errors.ConsumerNotFound, status.HTTP_404_NOT_FOUND),
     # Too many long polls of one user at once: retry when one has answered.
     (errors.TooManyWaits, status.HTTP_429_TOO_MANY_REQUESTS),

@@ -9,6 +9,7 @@ from workflows.definitions.loop import Loop
 from workflows.definitions.nodes import LeasedNode, Node, Sleep, Task
 from workflows.definitions.registry import registry
 from workflows.definitions.retry import Retry
+from workflows.definitions.schedules import Schedule
 from workflows.definitions.waiting import SubWorkflow, WaitForSignal
 from workflows.definitions.workflow import Workflow
 
@@ -23,6 +24,7 @@ __all__ = [
     "RateLimit",
     "Retry",
     "Route",
+    "Schedule",
     "Sleep",
     "SubWorkflow",
     "Task",

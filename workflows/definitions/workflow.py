@@ -17,6 +17,7 @@ from workflows.definitions.limits import (
     priority_problems,
 )
 from workflows.definitions.nodes import LeasedNode, Node
+from workflows.definitions.schedules.spec import ScheduleSpec
 from workflows.errors import DefinitionError, InvalidInput
 
 
@@ -49,6 +50,10 @@ class Workflow:
     ``deadline`` (a positive ``timedelta``, or ``None``): each run must have ended that
     long after its start, or it fails with ``deadline_exceeded`` and compensates;
     ``start_run(deadline=...)`` gives one run another (``docs/guide/concepts.md``).
+
+    ``schedules``: ``Schedule.cron(...)`` and ``Schedule.every(...)`` declarations that
+    start runs of this workflow on a calendar, installed by ``migrate`` and at worker
+    start (``docs/guide/schedules.md``); :meth:`declared_schedules` gives them keyed.
     """
 
     name: ClassVar[str] = ""
@@ -59,6 +64,7 @@ class Workflow:
     max_concurrent_runs: ClassVar[int | None] = None
     deadline: ClassVar[timedelta | None] = None
     budgets: ClassVar[Sequence[Budget]] = ()
+    schedules: ClassVar[Sequence[ScheduleSpec]] = ()
     input_example: ClassVar[dict[str, Any] | None] = None
     nodes: ClassVar[dict[str, Node]] = {}
     graph: ClassVar[Graph]
@@ -132,7 +138,36 @@ class Workflow:
             if (budget.dimension, budget.per) in dimensions:
                 found.append(f"budget {budget.dimension!r} per {budget.per} is declared twice")
             dimensions.add((budget.dimension, budget.per))
+        found.extend(cls._schedule_problems())
         return found
+
+    @classmethod
+    def _schedule_problems(cls) -> list[str]:
+        if not isinstance(cls.schedules, list | tuple):
+            return [
+                f"schedules must be a list of Schedule.cron(...) or Schedule.every(...), "
+                f"got {cls.schedules!r}"
+            ]
+        keys: set[str] = set()
+        for declared in cls.schedules:
+            if not isinstance(declared, ScheduleSpec):
+                return [
+                    f"schedules must hold Schedule.cron(...) or Schedule.every(...), "
+                    f"got {declared!r}"
+                ]
+            try:
+                key = declared.with_default_key(cls.name).key
+            except InvalidInput as exc:
+                return [f"schedule {declared.key or declared.cron or declared.every}: {exc}"]
+            if key in keys:
+                return [f"schedule {key!r} is declared twice; give one a key of its own"]
+            keys.add(key)
+        return []
+
+    @classmethod
+    def declared_schedules(cls) -> list[ScheduleSpec]:
+        """The ``schedules`` of this class, each with its workflow and key."""
+        return [declared.with_default_key(cls.name) for declared in cls.schedules]
 
     @classmethod
     def route_of(cls, step: str) -> Route:

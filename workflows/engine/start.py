@@ -126,7 +126,8 @@ class NewRun:
 
     ``input_hash``: the input's fingerprint when the caller has it already (computed
     otherwise). ``parent``: a child run's. ``flow_id`` with ``blocked``: a flow member
-    waiting for its upstream members.
+    waiting for its upstream members. ``schedule_id`` with ``scheduled_for``: a run a
+    schedule started, and the slot it started for.
     """
 
     definition: type[Workflow]
@@ -141,6 +142,8 @@ class NewRun:
     parent: ChildOf | None = None
     flow_id: UUID | None = None
     blocked: bool = False
+    schedule_id: int | None = None
+    scheduled_for: datetime | None = None
 
 
 @transition
@@ -214,6 +217,8 @@ def _insert_run(new: NewRun, run_id: UUID, admitted: bool, due: datetime | None)
         priority=new.priority,
         flow_id=new.flow_id,
         deadline=due,
+        schedule_id=new.schedule_id,
+        scheduled_for=new.scheduled_for,
     )
 
 

@@ -9,7 +9,8 @@ model is imported from here (``from workflows.models import Run``), never from i
 module. ``runs`` (Run), ``leased`` (the abstract columns of leased work), ``steps``
 (Step and its past: iterations, rounds), ``units`` (fan-out items, compensations),
 ``waits`` (signals, timers), ``history`` (events, log frames, consumers), ``flows``,
-``limits`` (slots, rate buckets, budgets, usage, worker presence) and ``webhooks``
+``schedules``, ``limits`` (slots, rate buckets, budgets, usage, worker presence) and
+``webhooks``
 (endpoints, deliveries).
 """
 
@@ -24,6 +25,7 @@ from workflows.models.units import CompensationRecord, FanOutItem
 from workflows.models.waits import Signal, Timer
 from workflows.models.history import Event, EventConsumer, Frame
 from workflows.models.flows import Flow, FlowEdge, FlowMember
+from workflows.models.schedules import Schedule, ScheduleOrigin
 from workflows.models.limits import (
     BudgetCounter,
     ConcurrencySlot,
@@ -48,6 +50,8 @@ __all__ = [
     "RateBucket",
     "Run",
     "RunQuerySet",
+    "Schedule",
+    "ScheduleOrigin",
     "Signal",
     "Step",
     "StepIteration",

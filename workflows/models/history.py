@@ -36,6 +36,17 @@ class Event(models.Model):
         related_name="events",
         db_index=False,
     )
+    # The schedule of a schedule's event (``schedule.fired`` with its run, or
+    # ``schedule.skipped``, ``schedule.missed``, ... without one); kept, emptied, when the
+    # schedule is deleted.
+    schedule = models.ForeignKey(
+        "Schedule",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="events",
+        db_index=False,
+    )
     type = models.CharField(max_length=64)
     payload = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -55,6 +66,12 @@ class Event(models.Model):
             models.Index(fields=["xid", "id"], name="workflows_event_commit_order"),
             models.Index(
                 fields=["id"], condition=Q(published=False), name="workflows_event_unpublished"
+            ),
+            # A schedule's history; every other event stays out of it.
+            models.Index(
+                fields=["schedule", "id"],
+                condition=Q(schedule__isnull=False),
+                name="workflows_event_schedule",
             ),
             # A flow's history; runs outside flows (nearly every event) stay out of it.
             models.Index(

@@ -12,7 +12,7 @@ from django.contrib.contenttypes.models import ContentType
 from django.db import models
 from django.db.models import Q
 
-from workflows.status import RunStatus
+from workflows.status import RUN_FINAL, RunStatus
 
 
 def subject_of(obj: models.Model) -> dict[str, Any]:
@@ -68,6 +68,17 @@ class Run(models.Model):
     flow = models.ForeignKey(
         "Flow", null=True, blank=True, on_delete=models.CASCADE, related_name="runs", db_index=False
     )
+    # The schedule that started this run and the slot it started for (a trigger's: the
+    # instant of the trigger), if any. SET_NULL: a deleted schedule leaves its runs.
+    schedule = models.ForeignKey(
+        "Schedule",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="runs",
+        db_index=False,
+    )
+    scheduled_for = models.DateTimeField(null=True, blank=True)
     # Set by cancel_run(compensate=False): the run ends without running its compensations.
     skip_compensation = models.BooleanField(default=False)
     # Why and by whom the run was paused (empty unless paused).
@@ -132,6 +143,20 @@ class Run(models.Model):
                 fields=["parent_run"],
                 condition=Q(parent_run__isnull=False),
                 name="workflows_run_children",
+            ),
+            # Runs a schedule started only: a schedule's runs, newest slot first, and its
+            # live runs when a slot is decided.
+            models.Index(
+                fields=["schedule", "scheduled_for"],
+                condition=Q(schedule__isnull=False),
+                name="workflows_run_schedule",
+            ),
+            # The live runs of schedules: what a slot's overlap policy looks at, read
+            # without walking a schedule's years of ended runs.
+            models.Index(
+                fields=["schedule"],
+                condition=Q(schedule__isnull=False) & ~Q(status__in=sorted(RUN_FINAL)),
+                name="workflows_run_schedule_live",
             ),
             # Runs with a deadline only: the runs list's "near their deadline" filter.
             models.Index(

@@ -15,6 +15,10 @@ hook receiver is connected and no webhook endpoint is enabled (looked at once pe
 no longer wakes it: its events are marked published at the backstop. Under a stream of
 commits (each run's start and end notify) a pass per wake-up cost the sweeper and its
 PostgreSQL backend 0.5 ms of CPU per step (``docs/benchmarks.md``, issue #26).
+
+Schedules' slots (:mod:`workflows.workers.schedule_slots`) are looked at once per
+``TIMER_POLL_INTERVAL`` (200 ms by default), whatever woke the sweeper: a slot starts
+within that interval of its time, and a pass per commit costs nothing more.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from django.db import close_old_connections
 
 from workflows.conf import workflow_settings
 from workflows.engine.wakeups import Watch
+from workflows.services.schedules import install_declared_schedules
 from workflows.workers.scanners import (
     deliver_hooks,
     events_awaited,
@@ -35,6 +40,7 @@ from workflows.workers.scanners import (
     recover,
     send_webhooks,
 )
+from workflows.workers.schedule_slots import fire_due_schedules
 
 logger = logging.getLogger("workflows.sweeper")
 
@@ -87,14 +93,21 @@ def wait_for_work(watch: Watch, stop: threading.Event, timeout: float) -> None:
 
 
 def sweep_forever(stop: threading.Event) -> None:
-    """Fire timers and deliver hooks (and send webhooks recorded for them) when woken by a
-    commit and at least every ``TIMER_POLL_INTERVAL``, recover every
+    """Install the declared schedules, then fire timers and schedules' slots and deliver
+    hooks (and send webhooks recorded for them) when woken by a commit and at least every
+    ``TIMER_POLL_INTERVAL``, recover every
     ``RECOVERY_INTERVAL``, and repair stuck runs every ``REPAIR_INTERVAL``."""
     timer_interval = workflow_settings.TIMER_POLL_INTERVAL.total_seconds()
     clock = RecoveryClock(
         recovery_interval=workflow_settings.RECOVERY_INTERVAL.total_seconds(),
         repair_interval=workflow_settings.REPAIR_INTERVAL.total_seconds(),
     )
+    try:
+        installed = install_declared_schedules()
+        if any(asdict(installed).values()):
+            logger.info("declared schedules: %s", asdict(installed))
+    except Exception:
+        logger.exception("installing the declared schedules failed; firing the installed ones")
     # Made before the first pass reads anything: a commit during a pass wakes the next.
     watch, quiet = Watch(TOPICS), Watch(QUIET_TOPICS)
     webhooks = Watch(("webhooks",))
@@ -105,6 +118,11 @@ def sweep_forever(stop: threading.Event) -> None:
         try:
             if pass_started >= next_look:
                 awaited, next_look = events_awaited(), pass_started + timer_interval
+                # Schedules once per interval, not per wake-up: a stream of commits must
+                # not add a statement to every pass (see the module).
+                slots = fire_due_schedules()
+                if slots.found:
+                    logger.info("schedules: %s", asdict(slots))
             fired = fire_due_timers()
             if fired.found:
                 logger.info("timers: %s", asdict(fired))
