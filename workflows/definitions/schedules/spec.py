@@ -83,7 +83,7 @@ class ScheduleSpec:
     def check(self, *, declared: bool = False) -> None:
         """Raise :class:`InvalidInput` naming the first wrong field."""
         if not declared:
-            check_text(self.workflow, field="workflow", limit=200)
+            _text(self.workflow, field="workflow", limit=200)
             if not self.workflow:
                 raise InvalidInput("workflow is required", field="workflow")
         if not (declared and self.key == ""):
@@ -99,9 +99,12 @@ class ScheduleSpec:
         else:
             _check_interval(self.every, field="every", positive=True)
         zone(self.tz)
-        check_json(self.input, field="input")
         if not isinstance(self.input, dict):
             raise InvalidInput("input must be a JSON object", field="input")
+        try:
+            check_json(self.input, field="input")
+        except InvalidInput as exc:
+            raise InvalidInput(exc.message, field="input") from None
         if self.overlap not in OVERLAP_POLICIES:
             raise InvalidInput(
                 f"unknown overlap policy {self.overlap!r}; one of {', '.join(OVERLAP_POLICIES)}",
@@ -114,7 +117,7 @@ class ScheduleSpec:
             _check_instant(getattr(self, name), field=name)
         if self.start_at and self.end_at and self.end_at <= self.start_at:
             raise InvalidInput("end_at must be after start_at", field="end_at")
-        check_text(self.note, field="note", limit=2000)
+        _text(self.note, field="note", limit=2000)
 
     def with_default_key(self, workflow: str) -> ScheduleSpec:
         """The declared spec, for ``workflow``, keyed ``<workflow>:<cron or interval>``
@@ -148,8 +151,16 @@ def zone(name: Any) -> ZoneInfo:
         ) from None
 
 
+def _text(value: Any, *, field: str, limit: int) -> None:
+    """:func:`check_text`, its refusal naming ``field`` in its details."""
+    try:
+        check_text(value, field=field, limit=limit)
+    except InvalidInput as exc:
+        raise InvalidInput(exc.message, field=field) from None
+
+
 def _check_key(key: Any) -> None:
-    check_text(key, field="key", limit=MAX_KEY_LENGTH)
+    _text(key, field="key", limit=MAX_KEY_LENGTH)
     if not key.strip() or key != key.strip() or "/" in key:
         raise InvalidInput(
             f"key {key!r} must be non-empty, without surrounding spaces or '/'", field="key"
