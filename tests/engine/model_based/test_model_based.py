@@ -50,16 +50,18 @@ from workflows import (
     WaitForSignal,
     Workflow,
 )
+from workflows.definitions.schedules import OVERLAP_POLICIES
 from workflows.engine import claim_step, complete_work, fail_attempt
 from workflows.engine.lease import Lease
 from workflows.engine.work_kinds import WORK_KINDS
 from workflows.errors import WorkflowError
-from workflows.models import Event, FanOutItem, Flow, FlowEdge, FlowMember, Run, Step
+from workflows.models import Event, FanOutItem, Flow, FlowEdge, FlowMember, Run, Schedule, Step
 from workflows.queries.explain import explain
 from workflows.status import FLOW_FINAL, RUN_FINAL, RUN_HELD, FlowStatus, RunStatus, StepStatus
 from workflows.testing import run_pending
 from workflows.workers.runner import execute
 from workflows.workers.scanners import fire_due_timers, repair_flows
+from workflows.workers.schedule_slots import fire_due_schedules
 
 pytestmark = pytest.mark.django_db
 
@@ -230,6 +232,8 @@ class EngineMachine(RuleBasedStateMachine):
         self.savepoint.__enter__()
         self.seen = Seen()
         self.user = User.objects.create_superuser("model-root")
+        # Schedules end a few hourly slots from the start, so that a drain ends.
+        self.schedules_end = timezone.now() + timedelta(hours=4)
 
     def teardown(self) -> None:
         transaction.set_rollback(True)
@@ -549,6 +553,38 @@ class EngineMachine(RuleBasedStateMachine):
             return
         assert not impossible, f"{verb} started a member whose join cannot be met"
 
+    # -- rules: schedules --------------------------------------------------------
+
+    @rule(overlap=st.sampled_from(OVERLAP_POLICIES))
+    def schedule_slot(self, overlap: str) -> None:
+        """Fire the next slot of a schedule of the gate workflow (made on first use, with
+        the drawn overlap policy and an end a few slots away, so a drain ends)."""
+        key = f"model-{overlap}"
+        with on_commit():
+            schedule = workflows.create_schedule_once(
+                MbGate,
+                key=key,
+                every=timedelta(hours=1),
+                overlap=overlap,
+                end_at=self.schedules_end,
+            ).value
+            if schedule.next_fire_at is not None:
+                fire_due_schedules(now=schedule.next_fire_at)
+        self.seen_schedule_runs()
+
+    @rule(data=st.data())
+    def trigger_schedule(self, data: st.DataObject) -> None:
+        keys = sorted(Schedule.objects.values_list("key", flat=True))
+        if keys:
+            self.call(workflows.trigger_schedule, data.draw(st.sampled_from(keys)))
+            self.seen_schedule_runs()
+
+    def seen_schedule_runs(self) -> None:
+        known = {run.pk for run in self.seen.runs}
+        self.seen.runs += [
+            run for run in Run.objects.filter(schedule__isnull=False) if run.pk not in known
+        ]
+
     @rule(data=st.data())
     def send_signal(self, data: st.DataObject) -> None:
         run = self.run_of(data)
@@ -593,6 +629,22 @@ class EngineMachine(RuleBasedStateMachine):
             run__flow_member__in=FlowEdge.objects.filter(downstream=member).values("upstream"),
             type__in=("run.retry_requested", "run.rerun_requested"),
         ).exists()
+
+    @invariant()
+    def each_slot_starts_one_run_and_each_run_is_counted(self) -> None:
+        """A slot's key names one run, and a schedule's fired count is its runs."""
+        for schedule in Schedule.objects.all():
+            runs = list(
+                Run.objects.filter(schedule=schedule).values_list("idempotency_key", flat=True)
+            )
+            assert len(runs) == len(set(runs)), runs
+            assert schedule.fired_count == len(runs), (schedule.key, schedule.fired_count, runs)
+            if schedule.overlap in ("skip", "buffer_one", "buffer_all"):
+                slots = Run.objects.filter(schedule=schedule).exclude(
+                    idempotency_key__contains=":trigger:"
+                )
+                assert schedule.buffered_count <= (1 if schedule.overlap == "buffer_one" else 4)
+                assert slots.count() + schedule.skipped_count + schedule.buffered_count <= 4
 
     @invariant()
     def steps_start_after_their_predecessors(self) -> None:
