@@ -16,3 +16,7 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 # The demo's import goes at a pace a person can watch; tests need not watch it.
 DEMO_IMPORT_SECONDS_PER_ROW = 0
+
+# The demo's stock check fires every two minutes: declared here, it would fire in every
+# test that moves the clock on (tests/project/test_demo.py installs it on its own).
+DEMO_SCHEDULES = False

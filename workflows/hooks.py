@@ -13,7 +13,8 @@ other receivers and the rest of the batch still get their signals, and the event
 sent again. See the "Hooks" section of ``docs/architecture.md`` for why.
 
 The sender of a run's hook is its workflow's name; of a flow's hook, the flow's name,
-whether the event is about the whole flow (no run) or one of its members.
+whether the event is about the whole flow (no run) or one of its members; of a run
+schedule's hook, the name of the workflow it starts.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.db import connections, transaction
-from django.db.models import F
+from django.db.models import CharField, F
+from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce
 from django.dispatch import Signal
 
@@ -138,6 +140,40 @@ flow_finished = Signal()
 for an ended sealed flow ``payload["members"]`` and ``["not_completed"]``, member name →
 status; for a cancelled one ``["policy"]``, ``["reason"]`` and ``["by"]``)."""
 
+# The hooks of a run schedule: ``sender`` is the schedule's workflow name; arguments
+# ``schedule_id`` (None once it is deleted), ``run_id`` (the run a fired slot started,
+# else None), ``step_id`` (None) and ``event`` (the ``schedule.*`` event).
+
+schedule_fired = Signal()
+"""A slot started its run (or a trigger or backfill did). ``run_id`` is the run;
+``event`` is ``schedule.fired``: ``payload["slot"]``, and ``["late_ms"]`` (from the
+slot's instant to the start) for a slot the sweeper fired."""
+
+schedule_skipped = Signal()
+"""A slot started no run: an earlier run of the schedule had not ended and its overlap
+policy is ``skip``. ``event`` is ``schedule.skipped``."""
+
+schedule_buffered = Signal()
+"""A slot waits for an earlier run of the schedule to end (overlap ``buffer_*`` or
+``*_other``). ``event`` is ``schedule.buffered``."""
+
+schedule_missed = Signal()
+"""Slots older than the catch-up window were not started (after downtime). ``event`` is
+``schedule.missed``: ``payload["count"]`` and the first and last slot."""
+
+schedule_changed = Signal()
+"""A schedule was created, updated, paused, unpaused or deleted. Argument ``change``
+(``created``, ``updated``, ``paused``, ``unpaused`` or ``deleted``) and ``event`` (the
+``schedule.<change>`` event; ``payload["by"]``, and ``["note"]`` of a pause)."""
+
+SCHEDULE_HOOKS = (
+    schedule_fired,
+    schedule_skipped,
+    schedule_buffered,
+    schedule_missed,
+    schedule_changed,
+)
+
 FLOW_HOOKS = (
     flow_created,
     flow_member_added,
@@ -159,6 +195,7 @@ ALL_HOOKS = (
     gate_overridden,
     compensation_failed,
     *FLOW_HOOKS,
+    *SCHEDULE_HOOKS,
 )
 
 # Event type → the hook it fires. ``step.waiting`` fires a hook only for some reasons.
@@ -179,10 +216,20 @@ _HOOK_OF_TYPE: dict[str, Signal] = {
     "flow.reopened": flow_reopened,
     "flow.sealed": flow_sealed,
     **{f"flow.{status}": flow_finished for status in FLOW_FINAL},
+    "schedule.fired": schedule_fired,
+    "schedule.skipped": schedule_skipped,
+    "schedule.buffered": schedule_buffered,
+    "schedule.missed": schedule_missed,
+    **{
+        f"schedule.{change}": schedule_changed
+        for change in ("created", "updated", "paused", "unpaused", "deleted")
+    },
 }
 _HOOK_OF_WAITING_REASON: dict[str, Signal] = {Gate.kind: gate_waiting}
 # Hooks of an end, whose ``status`` argument is what follows the dot of the event type.
 _HOOKS_OF_AN_END = (run_finished, flow_finished)
+# ... and the hook of a schedule's change, whose ``change`` argument is.
+_HOOKS_OF_A_CHANGE = (schedule_changed,)
 
 
 @dataclass
@@ -204,8 +251,12 @@ def hook_for(event: Event) -> tuple[Signal, dict[str, Any]] | None:
     arguments: dict[str, Any] = {"run_id": event.run_id, "step_id": event.step_id, "event": event}
     if signal in FLOW_HOOKS:
         arguments["flow_id"] = event.flow_id
+    if signal in SCHEDULE_HOOKS:
+        arguments["schedule_id"] = event.schedule_id
     if signal in _HOOKS_OF_AN_END:
         arguments["status"] = event.type.partition(".")[2]
+    if signal in _HOOKS_OF_A_CHANGE:
+        arguments["change"] = event.type.partition(".")[2]
     return signal, arguments
 
 
@@ -245,8 +296,15 @@ def claim_events(limit: int) -> tuple[int, list[_NamedEvent]]:
     if not hooked:
         return len(ids), []
     events = Event.objects.filter(id__in=ids, type__in=hooked)
-    # A flow's event names its flow (with or without a run); any other names its run.
-    sender = Coalesce(F("flow__name"), F("run__workflow_name"))
+    # A flow's event names its flow (with or without a run); a schedule's, its workflow
+    # (kept in the payload of its deletion); any other names its run.
+    sender = Coalesce(
+        F("flow__name"),
+        F("run__workflow_name"),
+        F("schedule__workflow_name"),
+        KeyTextTransform("workflow", "payload"),
+        output_field=CharField(),
+    )
     return len(ids), list(events.annotate(sender=sender).order_by("id"))
 
 

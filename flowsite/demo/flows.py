@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 from decimal import Decimal
 
+from django.conf import settings
+
 from workflows import (
     FanOut,
     Gate,
@@ -12,6 +14,7 @@ from workflows import (
     Loop,
     Option,
     Retry,
+    Schedule,
     Sleep,
     Task,
     WaitForSignal,
@@ -254,3 +257,23 @@ class StockUpdate(Workflow):
         if not data.get("target"):
             raise InvalidInput("stock_update needs a 'target'")
         return data
+
+
+STOCK_CHECK_SCHEDULE = Schedule.every(
+    timedelta(minutes=2), key="demo-stock-check", input={"suppliers": ["acme", "globex"]}
+)
+"""The demo's run schedule: a stock check every two minutes, so a new user of ``make run``
+sees a schedule fire (Schedules in the admin, ``manage.py workflows_schedule list``)."""
+
+
+class StockCheck(Workflow):
+    """Count the stock the suppliers' feeds report: a small, quick run that the demo's
+    schedule starts every two minutes. The test settings declare no schedule
+    (``DEMO_SCHEDULES``): every test that moves the clock on would otherwise fire it."""
+
+    name = "stock_check"
+    version = 1
+    input_example = {"suppliers": ["acme"]}
+    schedules = [STOCK_CHECK_SCHEDULE] if getattr(settings, "DEMO_SCHEDULES", True) else []
+
+    count = Task("flowsite.demo.steps.count_stock")

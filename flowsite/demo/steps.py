@@ -214,6 +214,15 @@ def fetch_feed(ctx: Context) -> dict[str, Any]:
     return _record(ctx, "stock_feed", {"supplier": supplier, "stock": stock})
 
 
+def count_stock(ctx: Context) -> dict[str, Any]:
+    """The units each listed supplier has in stock, for the slot that started the run."""
+    counts = {
+        supplier: sum(SUPPLIER_STOCK.get(supplier, {}).values())
+        for supplier in ctx.input.get("suppliers", [])
+    }
+    return _record(ctx, "stock_check", {"units": counts, "total": sum(counts.values())})
+
+
 def apply_stock(ctx: Context) -> dict[str, Any]:
     """Add up the stock of the upstream feeds that completed (under an ``any`` join some
     may not have) and apply it to the input's target."""

@@ -12,12 +12,15 @@ from django.core.management import call_command
 from django.utils import timezone
 
 import workflows
+from flowsite import settings as demo_settings
+from flowsite.demo.flows import STOCK_CHECK_SCHEDULE, StockCheck
 from flowsite.demo.models import DemoRecord
 from flowsite.demo.stock_sync import MEMBERS, build_stock_sync
 from tests.support.runs import run_inline
 from tests.support.users import staff
-from workflows.models import Flow, Run, Step
+from workflows.models import Flow, Run, Schedule, Step
 from workflows.queries.flows import flow_graph
+from workflows.services.schedules import install_declared_schedules
 from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
@@ -355,3 +358,17 @@ def test_the_blocked_demo_member_starts_once_another_source_is_added():
     assert catalogue.status == "completed"
     record = DemoRecord.objects.get(run_id=catalogue.run_id)
     assert record.data["from"] == ["feed-globex"]
+
+
+def test_the_demo_declares_a_stock_check_every_two_minutes_that_fires(monkeypatch):
+    # Off in the test settings only: `make run` installs it at migrate.
+    assert getattr(demo_settings, "DEMO_SCHEDULES", True) is True
+    monkeypatch.setattr(StockCheck, "schedules", [STOCK_CHECK_SCHEDULE])
+    assert install_declared_schedules().created == ["demo-stock-check"]
+    schedule = Schedule.objects.get(key="demo-stock-check")
+    assert (schedule.workflow_name, schedule.every) == ("stock_check", timedelta(minutes=2))
+    run_pending(until=timezone.now() + timedelta(minutes=4, seconds=1))
+    runs = Run.objects.filter(schedule=schedule).order_by("scheduled_for")
+    assert [run.status for run in runs] == ["completed", "completed"]
+    record = DemoRecord.objects.filter(kind="stock_check").first()
+    assert record is not None and record.data["total"] > 0

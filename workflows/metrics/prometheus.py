@@ -7,9 +7,9 @@ counters would show only what the scraped process did. Each scrape runs
 
 Counters come from the rows and the event history, so they fall back when the purge
 scanner deletes old runs: Prometheus treats a falling counter as a reset. Histograms
-cover only the last ``WORKFLOWS["METRICS_WINDOW"]`` (steps finished, attempts started
-and timers fired in that window), bucketed in SQL, so a scrape stays cheap on a long
-history. Labels are ``workflow``, ``step`` and small enumerations, never a run id.
+cover only the last ``WORKFLOWS["METRICS_WINDOW"]`` (steps finished, attempts started,
+timers and schedules' slots fired in that window), bucketed in SQL, so a scrape stays
+cheap on a long history. Labels are ``workflow``, ``step`` and small enumerations, never a run id.
 """
 
 from __future__ import annotations
@@ -21,11 +21,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import (
+    BigIntegerField,
     Count,
     DateTimeField,
     DurationField,
     ExpressionWrapper,
     F,
+    Field,
     OuterRef,
     Q,
     QuerySet,
@@ -34,7 +36,7 @@ from django.db.models import (
 )
 from django.db.models.expressions import Combinable
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Cast, Coalesce
 from django.http import Http404, HttpRequest, HttpResponse
 from django.utils import timezone
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -47,7 +49,7 @@ from prometheus_client.core import (
 
 from workflows.conf import workflow_settings
 from workflows.definitions import Gate, Task
-from workflows.models import Event, Flow, Run, Step, Timer
+from workflows.models import Event, Flow, Run, Schedule, Step, Timer
 from workflows.permissions import VIEW_METRICS
 from workflows.queries.consumers import consumer_lags
 from workflows.status import (
@@ -104,8 +106,8 @@ _COUNTED_BY_LEASE_EVENT = (FailureClass.LEASE_EXPIRED, FailureClass.REVOKED)
 
 # Runs by status (blocked flow members among them), flows by status, attempts by
 # outcome, failed attempts by class, expired leases, waiting gates, stale progress,
-# consumer lag, three histograms.
-SCRAPE_QUERIES = 11
+# consumer lag, schedules' slots, four histograms.
+SCRAPE_QUERIES = 13
 
 
 class DatabaseCollector:
@@ -124,6 +126,7 @@ class DatabaseCollector:
         yield self._gates_waiting()
         yield _progress_stale(timezone.now() - workflow_settings.PROGRESS_STALE_AFTER)
         yield _consumer_lag()
+        yield from _schedule_slots()
         since = timezone.now() - workflow_settings.METRICS_WINDOW
         yield _histogram(
             "flowsite_step_duration_seconds",
@@ -149,6 +152,20 @@ class DatabaseCollector:
             Timer.objects.filter(status=TimerStatus.FIRED, fired_at__gte=since),
             {"workflow": "run__workflow_name"},
             F("fired_at") - F("due_at"),
+        )
+        yield _histogram(
+            "flowsite_schedule_lateness_seconds",
+            "How late schedules' slots fired within METRICS_WINDOW started their runs (the "
+            "late_ms of schedule.fired: from the slot's instant to the start).",
+            Event.objects.filter(
+                type="schedule.fired",
+                created_at__gte=since,
+                schedule__isnull=False,
+                payload__late_ms__isnull=False,
+            ),
+            {"workflow": "schedule__workflow_name", "schedule": "schedule__key"},
+            Cast(KeyTextTransform("late_ms", "payload"), BigIntegerField()),
+            milliseconds=True,
         )
 
     def _runs(self) -> Iterator[Metric]:
@@ -315,22 +332,59 @@ def _latest_ready_before() -> Subquery:
     )
 
 
+def _schedule_slots() -> Iterator[Metric]:
+    """Slots fired, skipped and missed by each schedule (its counters), in one statement."""
+    labels = ["workflow", "schedule"]
+    counters = {
+        outcome: CounterMetricFamily(
+            f"flowsite_schedule_slots_{outcome}_total",
+            f"Slots of a run schedule {words} (the schedule's own counter).",
+            labels=labels,
+        )
+        for outcome, words in (
+            ("fired", "that started a run"),
+            ("skipped", "skipped: an earlier run had not ended and the overlap policy is skip"),
+            ("missed", "missed: older than the catch-up window when the sweeper came to them"),
+        )
+    }
+    rows = Schedule.objects.order_by().values_list(
+        "workflow_name", "key", "fired_count", "skipped_count", "missed_count"
+    )
+    for workflow, key, *counts in rows:
+        for counter, count in zip(counters.values(), counts, strict=True):
+            counter.add_metric([workflow, key], count)
+    yield from counters.values()
+
+
 def _histogram(
     name: str,
     documentation: str,
     rows: QuerySet[Any],
     labels: dict[str, str],
     duration: Combinable,
+    *,
+    milliseconds: bool = False,
 ) -> HistogramMetricFamily:
     """A histogram of ``duration`` over ``rows``, grouped by ``labels`` (label → field),
-    counted per bucket in one SQL statement (a filtered COUNT per bucket)."""
+    counted per bucket in one SQL statement (a filtered COUNT per bucket). ``duration``
+    is an interval, or with ``milliseconds`` a whole number of them (a payload's)."""
     family = HistogramMetricFamily(name, documentation, labels=list(labels))
+
+    def bound_of(seconds: float) -> timedelta | float:
+        return seconds * 1000 if milliseconds else timedelta(seconds=seconds)
+
+    def seconds_of(total: Any) -> float:
+        if milliseconds:
+            return (total or 0) / 1000
+        return (total or timedelta(0)).total_seconds()
+
     per_bucket = {
-        f"le_{index}": Count("pk", filter=Q(metric_duration__lte=timedelta(seconds=bound)))
+        f"le_{index}": Count("pk", filter=Q(metric_duration__lte=bound_of(bound)))
         for index, bound in enumerate(BUCKETS)
     }
+    output: Field[Any, Any] = BigIntegerField() if milliseconds else DurationField()
     grouped = (
-        rows.annotate(metric_duration=ExpressionWrapper(duration, output_field=DurationField()))
+        rows.annotate(metric_duration=ExpressionWrapper(duration, output_field=output))
         .order_by()
         .values(*labels.values())
         .annotate(total=Count("pk"), seconds=Sum("metric_duration"), **per_bucket)
@@ -340,7 +394,7 @@ def _histogram(
         family.add_metric(
             [row[field] for field in labels.values()],
             [*buckets, ("+Inf", row["total"])],
-            (row["seconds"] or timedelta(0)).total_seconds(),
+            seconds_of(row["seconds"]),
         )
     return family
 

@@ -5,6 +5,8 @@ A webhook type is a history event type (``run.completed``, ``step.failed``,
 gate: the same choice as the hooks (:mod:`workflows.hooks`), so an integration sees the
 same moments either way. Every event of a flow is a webhook type: a flow is built while
 it runs, and a system watching it wants each change to its graph as well as its end.
+So is every event of a run schedule: a slot skipped or missed is what an operator
+alerts on.
 """
 
 from __future__ import annotations
@@ -33,6 +35,21 @@ FLOW_EVENT_TYPES: tuple[str, ...] = (
 """The history events of a flow (:meth:`~workflows.engine.events.EventLog.add_to_flow`):
 of the whole flow, or of one member (the event's run set)."""
 
+SCHEDULE_EVENT_TYPES: tuple[str, ...] = (
+    "schedule.created",
+    "schedule.updated",
+    "schedule.paused",
+    "schedule.unpaused",
+    "schedule.deleted",
+    "schedule.fired",
+    "schedule.skipped",
+    "schedule.buffered",
+    "schedule.missed",
+)
+"""The history events of a run schedule (``workflows.engine.schedules.history``): its
+changes, and each slot's fate (a run started, skipped or buffered by the overlap policy,
+missed for being older than the catch-up window)."""
+
 WEBHOOK_EVENT_TYPES: tuple[str, ...] = (
     "run.started",
     *sorted(f"run.{status}" for status in RUN_FINAL),
@@ -43,6 +60,7 @@ WEBHOOK_EVENT_TYPES: tuple[str, ...] = (
     "gate.overridden",
     "compensation.failed",
     *FLOW_EVENT_TYPES,
+    *SCHEDULE_EVENT_TYPES,
 )
 
 # The history event types worth reading when recording deliveries.

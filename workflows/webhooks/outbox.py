@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from django.db.models import F
+from django.db.models import CharField, F
+from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce, Now
 
 from workflows.models import Event, WebhookDelivery, WebhookEndpoint
@@ -36,8 +37,15 @@ def record_deliveries(event_ids: Sequence[int]) -> dict[int, int]:
     events = (
         Event.objects.filter(id__in=event_ids, type__in=SOURCE_EVENT_TYPES)
         .annotate(
-            workflow=F("run__workflow_name"),
+            # A schedule's event names its workflow; its deletion, in the payload.
+            workflow=Coalesce(
+                F("run__workflow_name"),
+                F("schedule__workflow_name"),
+                KeyTextTransform("workflow", "payload"),
+                output_field=CharField(),
+            ),
             step_name=F("step__name"),
+            schedule_key=F("schedule__key"),
             # A flow's own event names it; any event of a member run is in its flow too.
             in_flow=Coalesce(F("flow_id"), F("run__flow_id")),
         )
@@ -58,6 +66,9 @@ def record_deliveries(event_ids: Sequence[int]) -> dict[int, int]:
             workflow=event.workflow,
             payload=event.payload,
             flow_id=event.in_flow,
+            schedule=event.schedule_key or event.payload.get("key")
+            if kind.startswith("schedule.")
+            else None,
         )
         deliveries.extend(
             WebhookDelivery(

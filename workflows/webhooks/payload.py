@@ -5,7 +5,9 @@ where ``data`` is the event's own payload plus ``run_id``, ``step_id``, ``step``
 ``workflow`` and ``event_id``, and ``flow_id`` when the event is about a flow: an event
 of the flow itself (``run_id``, ``workflow`` empty: ``flow.sealed``, ``flow.completed``)
 or of one of its members (a member's ``flow.edge_added`` and its ``run.completed``
-alike), so a receiver can tell a member's end from a lone run's. The body is computed
+alike), so a receiver can tell a member's end from a lone run's; and ``schedule`` (its
+key) when the event is a run schedule's (``schedule.fired``: ``run_id`` is the run the
+slot started; ``workflow`` the schedule's). The body is computed
 once, when the delivery is recorded, and kept on the delivery: the purge may delete the
 run and its history, and the log and a replay still have what was (or would have been)
 sent.
@@ -32,6 +34,7 @@ def event_body(
     workflow: str | None,
     payload: dict[str, Any],
     flow_id: UUID | None = None,
+    schedule: str | None = None,
 ) -> dict[str, Any]:
     """The body of one event; the identifying fields win over same-named payload keys."""
     data = {
@@ -44,6 +47,8 @@ def event_body(
     }
     if flow_id is not None:
         data["flow_id"] = str(flow_id)
+    if schedule is not None:
+        data["schedule"] = schedule
     return {"type": webhook_type, "timestamp": created_at.isoformat(), "data": data}
 
 

@@ -1,4 +1,5 @@
-"""Install or update the django-q2 schedules of the scanners."""
+"""Install or update the django-q2 schedules of the scanners (not run schedules: those
+are ``workflows_schedule``, singular)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,11 @@ from workflows.workers.schedules import install_schedules
 
 
 class Command(BaseCommand):
-    help = "Install or update the django-q2 schedules that run the scanners (idempotent)."
+    help = (
+        "Install or update the scanners' django-q2 schedules: the periodic django-q2 tasks "
+        "that run the sweeper's scanners (idempotent). Not run schedules, which start runs "
+        "of a workflow on a calendar: those are workflows_schedule (singular)."
+    )
 
     def handle(self, *args: Any, **options: Any) -> None:
         for name, created in install_schedules():

@@ -1,0 +1,43 @@
+"""Schedules read for people: a schedule's calendar in words, and its latest runs."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from cronsim import CronSim
+
+from workflows.models import Run
+
+if TYPE_CHECKING:
+    from django.db.models import QuerySet
+
+    from workflows.definitions.schedules import ScheduleSpec
+    from workflows.models import Schedule
+
+_UNITS = (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1))
+
+
+def describe_spec(schedule: Schedule | ScheduleSpec) -> str:
+    """The calendar of ``schedule`` in words: cronsim's explanation of a cron expression
+    (``At 02:00 every day``, with its zone unless UTC), or ``every 5 minutes``."""
+    if schedule.cron:
+        words = CronSim(schedule.cron, datetime.now()).explain()
+        return words if schedule.tz == "UTC" else f"{words} ({schedule.tz})"
+    return interval_words(schedule.every) if schedule.every is not None else ""
+
+
+def interval_words(every: timedelta) -> str:
+    """``every minute``, ``every 90 seconds``, ``every 2 hours``: the largest unit that
+    divides the interval evenly."""
+    seconds = int(every.total_seconds())
+    for unit, size in _UNITS:
+        if seconds % size == 0 and seconds >= size:
+            count = seconds // size
+            return f"every {unit}" if count == 1 else f"every {count} {unit}s"
+    return f"every {every.total_seconds():g} seconds"
+
+
+def latest_runs(schedule: Schedule, limit: int = 5) -> QuerySet[Run]:
+    """The schedule's runs, the latest slot first."""
+    return Run.objects.filter(schedule=schedule).order_by("-scheduled_for", "-created_at")[:limit]
