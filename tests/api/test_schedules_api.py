@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 from tests.api.conftest import user_with
 from tests.support.workflows import Work
 from workflows import create_schedule, trigger_schedule
+from workflows.api.schedules import BACKFILL, CHANGE_SCHEDULE, CREATE_EVERY, CREATE_NIGHTLY, PAUSE
 from workflows.models import Event, Run, Schedule
 
 pytestmark = pytest.mark.django_db
@@ -304,3 +305,20 @@ def test_runs_filter_by_schedule_and_slot(admin):
     assert refused_field(admin.get("/api/runs/", {"scheduled_after": "soon"})) == (
         "scheduled_after"
     )
+
+
+def test_the_schema_examples_run_against_the_demo_workflows(admin):
+    made = [
+        admin.post("/api/schedules/", body, format="json")
+        for body in (CREATE_NIGHTLY, CREATE_EVERY)
+    ]
+    assert [response.status_code for response in made] == [201, 201], made[-1].content
+    key = CREATE_NIGHTLY["key"]
+    changed = admin.patch(f"/api/schedules/{key}/", CHANGE_SCHEDULE, format="json")
+    assert changed.status_code == 200, changed.content
+    paused = admin.post(f"/api/schedules/{key}/pause/", PAUSE, format="json")
+    assert paused.json()["note"] == PAUSE["note"]
+    counted = admin.post(f"/api/schedules/{key}/backfill/", BACKFILL, format="json")
+    assert counted.status_code == 200, counted.content
+    # Weekdays at 03:30 Berlin time, from Monday 5 to Thursday 8 January 2026: three.
+    assert counted.json() == {"slots": 3, "started": [], "existing": 0, "would_start": 3}
