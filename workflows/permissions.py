@@ -20,7 +20,10 @@ if TYPE_CHECKING:
     username; ``None`` (where a verb allows it) is the system acting on its own."""
 
 __all__ = [
+    "ADD_SCHEDULE",
+    "CHANGE_SCHEDULE",
     "CHANGE_WEBHOOKENDPOINT",
+    "DELETE_SCHEDULE",
     "EVERY_PERMISSION",
     "MANAGE_CONSUMERS",
     "OPERATE_RUN",
@@ -30,6 +33,7 @@ __all__ = [
     "VIEW_FANOUTITEM",
     "VIEW_METRICS",
     "VIEW_RUN",
+    "VIEW_SCHEDULE",
     "VIEW_STEP",
 ]
 
@@ -74,6 +78,20 @@ console's Consumers page, ``workflows_consumers``), and acknowledge for a consum
 does not exist yet (which creates it). Reading a consumer's events needs only
 :data:`VIEW_RUN` and never creates one."""
 
+VIEW_SCHEDULE = "workflows.view_schedule"
+"""See schedules without seeing runs (Django's view permission on schedules);
+:data:`VIEW_RUN` shows them too."""
+
+ADD_SCHEDULE = "workflows.add_schedule"
+"""Create schedules (Django's add permission on schedules)."""
+
+CHANGE_SCHEDULE = "workflows.change_schedule"
+"""Change, pause and unpause schedules; with :data:`START_RUN`, trigger and backfill
+them (Django's change permission on schedules)."""
+
+DELETE_SCHEDULE = "workflows.delete_schedule"
+"""Delete schedules; their runs stay (Django's delete permission on schedules)."""
+
 EVERY_PERMISSION = (
     VIEW_RUN,
     START_RUN,
@@ -85,5 +103,9 @@ EVERY_PERMISSION = (
     OVERRIDE_GATE_RULE,
     CHANGE_WEBHOOKENDPOINT,
     MANAGE_CONSUMERS,
+    VIEW_SCHEDULE,
+    ADD_SCHEDULE,
+    CHANGE_SCHEDULE,
+    DELETE_SCHEDULE,
 )
 """Each of the above, for checks that every one of them exists."""

@@ -11,6 +11,7 @@ Bounded in examples per operation, so the suite stays fast and deterministic.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -29,8 +30,9 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
+import workflows
 from tests.api.sample import populate
-from tests.api.test_api_basics import Described  # noqa: F401 - a registered workflow to find
+from tests.api.test_api_basics import Described
 
 EXAMPLES_PER_OPERATION = 15
 # How each operation is fuzzed: a fixed number of examples, no deadline (a request's time
@@ -54,10 +56,21 @@ def api_schema(db: Any) -> Iterator[Any]:
     since Django's test client switches it back on) as the test client does it.
     """
     populate()
+    # Keyed as a generated path often is, so the schedule verbs meet a schedule too.
+    for key in ("0", "a"):
+        workflows.create_schedule(Described, key=key, every=timedelta(minutes=5))
     user = User.objects.create_user("fuzzer")
     user.user_permissions.add(
         *Permission.objects.filter(
-            codename__in=["view_run", "start_run", "operate_run", "manage_consumers"]
+            codename__in=[
+                "view_run",
+                "start_run",
+                "operate_run",
+                "manage_consumers",
+                "add_schedule",
+                "change_schedule",
+                "delete_schedule",
+            ]
         )
     )
     token = Token.objects.create(user=user)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -24,7 +25,8 @@ from django.urls import URLPattern
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from tests.api.sample import Sample
+import workflows
+from tests.api.sample import Gated, Sample
 from workflows.api.urls import urlpatterns
 
 pytestmark = pytest.mark.django_db
@@ -69,6 +71,7 @@ HOSTILE_QUERIES = [
     "&".join(f"p{index}=1" for index in range(settings.DATA_UPLOAD_MAX_NUMBER_FIELDS + 1)),
 ]
 TEN_MB = b"x" * (10 * 1024 * 1024)
+SCHEDULE_KEY = "api-sample-hourly"
 
 
 def operations() -> Iterator[tuple[str, str]]:
@@ -95,11 +98,19 @@ def real_values(sample: Sample, route: str) -> dict[str, str]:
         "budgets": str(sample.budget.pk),
         "flows": str(sample.flow.pk),
     }.get(resource, "")
-    return {"pk": pk, "name": "api_sample_gated", "verb": "cancel", "step": "approve"}
+    return {
+        "pk": pk,
+        "name": "api_sample_gated",
+        "verb": "cancel",
+        "step": "approve",
+        "key": SCHEDULE_KEY,
+    }
 
 
 @pytest.fixture
 def client(sample: Sample) -> APIClient:
+    # A schedule for the schedule routes' hostile input to reach.
+    workflows.create_schedule(Gated, key=SCHEDULE_KEY, every=timedelta(hours=1))
     user = User.objects.create_superuser("hostile", password="pw")
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")

@@ -224,7 +224,10 @@ def test_runs_are_listed_newest_first_and_filtered(api):
         "started_at",
         "finished_at",
         "deadline",
+        "schedule",
+        "scheduled_for",
     }
+    assert (row["schedule"], row["scheduled_for"]) == (None, None)
 
 
 @pytest.mark.parametrize(

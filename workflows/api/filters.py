@@ -87,6 +87,19 @@ class RunFilter(filters.FilterSet):
         lookup_expr="gte",
         help_text="runs whose deadline falls at or after this moment (ISO 8601)",
     )
+    schedule = filters.CharFilter(
+        field_name="schedule__key", help_text="runs started by the schedule with this key"
+    )
+    scheduled_after = UtcDateTimeFilter(
+        field_name="scheduled_for",
+        lookup_expr="gte",
+        help_text="runs of a schedule's slot at or after this moment (ISO 8601)",
+    )
+    scheduled_before = UtcDateTimeFilter(
+        field_name="scheduled_for",
+        lookup_expr="lt",
+        help_text="runs of a schedule's slot before this moment (ISO 8601)",
+    )
     near_deadline = WholeSeconds(
         method="filter_near_deadline",
         min_value=0,

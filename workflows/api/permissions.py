@@ -14,11 +14,16 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from workflows.services.access import (
+    ADD_SCHEDULES,
     BUILD_FLOWS,
+    CHANGE_SCHEDULES,
+    DELETE_SCHEDULES,
     MANAGE_EVENT_CONSUMERS,
     OPERATE_RUNS,
     START_RUNS,
+    START_SCHEDULED_RUNS,
     VIEW_RUNS,
+    VIEW_SCHEDULES,
     Access,
 )
 
@@ -69,3 +74,34 @@ class CanManageConsumers(_HasPermission):
     """Create and delete event consumers (``workflows.manage_consumers``)."""
 
     access = MANAGE_EVENT_CONSUMERS
+
+
+class CanViewSchedules(_HasPermission):
+    """Read schedules (``workflows.view_run``, or Django's ``workflows.view_schedule``)."""
+
+    access = VIEW_SCHEDULES
+
+
+class CanAddSchedules(_HasPermission):
+    """Create schedules (Django's ``workflows.add_schedule``)."""
+
+    access = ADD_SCHEDULES
+
+
+class CanChangeSchedules(_HasPermission):
+    """Change, pause and unpause schedules (Django's ``workflows.change_schedule``)."""
+
+    access = CHANGE_SCHEDULES
+
+
+class CanDeleteSchedules(_HasPermission):
+    """Delete schedules (Django's ``workflows.delete_schedule``)."""
+
+    access = DELETE_SCHEDULES
+
+
+class CanStartScheduledRuns(_HasPermission):
+    """Trigger and backfill schedules: they change the schedule and start runs now
+    (``workflows.change_schedule`` and ``workflows.start_run``)."""
+
+    access = START_SCHEDULED_RUNS

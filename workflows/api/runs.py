@@ -98,6 +98,8 @@ RUN_LIST_FIELDS = (
     "started_at",
     "finished_at",
     "deadline",
+    "scheduled_for",
+    "schedule__key",
 )
 
 IDEMPOTENCY_HEADER = OpenApiParameter(
@@ -237,7 +239,7 @@ class RunViewSet(LongPollViews, mixins.ListModelMixin, FlowsiteViewSet):
     filter_backends = [DjangoFilterBackend]
     filterset_class = RunFilter
     # The list reads only these columns: inputs, outputs and snapshots can be large.
-    queryset = Run.objects.only(*RUN_LIST_FIELDS)
+    queryset = Run.objects.select_related("schedule").only(*RUN_LIST_FIELDS)
     # Anything up to the next slash, so that a malformed id is a 404 run_not_found.
     lookup_value_regex = r"[^/]+"
 

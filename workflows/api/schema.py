@@ -57,7 +57,7 @@ class FlowsiteAutoSchema(AutoSchema):
 
     def _get_response_bodies(self, direction: Direction = "response") -> dict[str, Any]:
         responses = super()._get_response_bodies(direction)
-        shared = {**_EVERY_OPERATION, **(_WITH_BODY if self.method == "POST" else {})}
+        shared = {**_EVERY_OPERATION, **(_WITH_BODY if self.method in ("POST", "PATCH") else {})}
         if (
             self.method == "GET"
             and self._is_list_view()

@@ -292,6 +292,12 @@ class RunSerializer(serializers.ModelSerializer):
 
     workflow = serializers.CharField(source="workflow_name")
     subject = serializers.SerializerMethodField()
+    schedule = serializers.CharField(
+        source="schedule.key", allow_null=True, help_text="the key of the schedule that started it"
+    )
+    scheduled_for = serializers.DateTimeField(
+        allow_null=True, help_text="the schedule's slot (or trigger instant) it was started for"
+    )
 
     class Meta:
         model = Run
@@ -308,6 +314,8 @@ class RunSerializer(serializers.ModelSerializer):
             "started_at",
             "finished_at",
             "deadline",
+            "schedule",
+            "scheduled_for",
         ]
         read_only_fields = fields
 

@@ -28,6 +28,7 @@ from workflows.api.events import EventAckView, EventsView
 from workflows.api.flows import FlowViewSet
 from workflows.api.gates import GateViewSet
 from workflows.api.runs import RunViewSet
+from workflows.api.schedules import ScheduleViewSet
 from workflows.api.signal_tokens import SignalTokenViewSet
 from workflows.api.steps import StepViewSet
 from workflows.api.waits import WaitsView
@@ -62,6 +63,7 @@ router.register("callbacks", CallbackViewSet, basename="callback")
 router.register("budgets", BudgetViewSet, basename="budget")
 router.register("flows", FlowViewSet, basename="flow")
 router.register("signals", SignalTokenViewSet, basename="signal")
+router.register("schedules", ScheduleViewSet, basename="schedule")
 resources: list[URLPattern | URLResolver] = [
     *router.urls,
     path("waits/", WaitsView.as_view(), name="waits"),

@@ -1,19 +1,19 @@
-"""Schedules read for people: a schedule's calendar in words, and its latest runs."""
+"""Schedules as surfaces read them: the list, a schedule's calendar in words, its latest
+runs.
+
+:func:`describe_spec` is the one wording of a calendar, so the admin, the API and the
+command say the same thing of one schedule.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from cronsim import CronSim
+from django.db.models import QuerySet
 
-from workflows.models import Run
-
-if TYPE_CHECKING:
-    from django.db.models import QuerySet
-
-    from workflows.definitions.schedules import ScheduleSpec
-    from workflows.models import Schedule
+from workflows.definitions.schedules import ScheduleSpec
+from workflows.models import Run, Schedule
 
 _UNITS = (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1))
 
@@ -36,6 +36,11 @@ def interval_words(every: timedelta) -> str:
             count = seconds // size
             return f"every {unit}" if count == 1 else f"every {count} {unit}s"
     return f"every {every.total_seconds():g} seconds"
+
+
+def list_schedules() -> QuerySet[Schedule]:
+    """Every schedule by key, with its last run read in the same query."""
+    return Schedule.objects.select_related("last_run").order_by("key")
 
 
 def latest_runs(schedule: Schedule, limit: int = 5) -> QuerySet[Run]:

@@ -26,26 +26,35 @@ from django.core.exceptions import PermissionDenied
 
 from workflows.engine.guards import RUN_VERBS, STEP_VERBS
 from workflows.permissions import (
+    ADD_SCHEDULE,
+    CHANGE_SCHEDULE,
     CHANGE_WEBHOOKENDPOINT,
+    DELETE_SCHEDULE,
     MANAGE_CONSUMERS,
     OPERATE_RUN,
     START_RUN,
     VIEW_RUN,
+    VIEW_SCHEDULE,
 )
 
 if TYPE_CHECKING:
     from workflows.permissions import AnyUser
 
 __all__ = [
+    "ADD_SCHEDULES",
     "BUILD_FLOWS",
     "CHANGE_BUDGETS",
+    "CHANGE_SCHEDULES",
     "DECIDE_GATES",
+    "DELETE_SCHEDULES",
     "MANAGE_EVENT_CONSUMERS",
     "OPERATE_RUNS",
     "REPLAY_DELIVERIES",
     "START_RUNS",
+    "START_SCHEDULED_RUNS",
     "VERBS",
     "VIEW_RUNS",
+    "VIEW_SCHEDULES",
     "Access",
 ]
 
@@ -61,11 +70,21 @@ class Access:
     # Why these verbs need the permission, when their name does not say it (a flow's
     # verbs need ``start_run`` because its members are runs): the refusal says so.
     because: str = ""
+    # A permission that allows these verbs as well as ``permission`` does (reading
+    # schedules: viewing runs, or Django's view permission on schedules).
+    alternative: str | None = None
+    # A permission needed besides ``permission`` (triggering a schedule changes it
+    # and starts a run).
+    also: str | None = None
 
     @property
     def refusal(self) -> str:
         """The message of a refusal: ``"operating runs needs the permission ..."``; with
         a reason, a sentence naming what is refused, why, and the permission."""
+        if self.alternative:
+            return f"{self.doing} needs the permission {self.permission} or {self.alternative}"
+        if self.also:
+            return f"{self.doing} needs the permissions {self.permission} and {self.also}"
         if self.because:
             return (
                 f"{self.doing[:1].upper()}{self.doing[1:]} is refused: {self.because}, so "
@@ -78,14 +97,19 @@ class Access:
         gate verbs, whether they are signed in: the gate's rule decides per gate)."""
         if not (user is not None and user.is_authenticated):
             return False
-        return self.permission is None or user.has_perm(self.permission)
+        if self.permission is None:
+            return True
+        held = user.has_perm(self.permission) or bool(
+            self.alternative and user.has_perm(self.alternative)
+        )
+        return held and (self.also is None or user.has_perm(self.also))
 
     def check_named(self, user: AnyUser | None) -> None:
         """Refuse a user named by code or ``--user`` who lacks the permission, where
         these verbs hold named users to it; ``None`` is trusted code."""
         if user is None or not self.named or self.permission is None:
             return
-        if not user.has_perm(self.permission):
+        if not self.allows(user):
             raise PermissionDenied(self.refusal)
 
 
@@ -109,6 +133,15 @@ REPLAY_DELIVERIES = Access("replaying webhook deliveries", CHANGE_WEBHOOKENDPOIN
 # allowed to manage consumers create one (reading never does) or delete one, a user
 # named by code or ``--user`` included.
 MANAGE_EVENT_CONSUMERS = Access("managing event consumers", MANAGE_CONSUMERS, named=True)
+# Schedules: Django's model permissions, so a team grants them as it grants any other;
+# a verb that starts a run now (trigger, backfill) needs starting runs besides.
+VIEW_SCHEDULES = Access("viewing schedules", VIEW_RUN, named=False, alternative=VIEW_SCHEDULE)
+ADD_SCHEDULES = Access("creating schedules", ADD_SCHEDULE, named=False)
+CHANGE_SCHEDULES = Access("changing schedules", CHANGE_SCHEDULE, named=False)
+DELETE_SCHEDULES = Access("deleting schedules", DELETE_SCHEDULE, named=False)
+START_SCHEDULED_RUNS = Access(
+    "triggering or backfilling schedules", CHANGE_SCHEDULE, named=False, also=START_RUN
+)
 
 VERBS: dict[str, Access] = {
     **{name: OPERATE_RUNS for name in RUN_VERBS},
@@ -132,6 +165,13 @@ VERBS: dict[str, Access] = {
     "replay": REPLAY_DELIVERIES,
     "create_consumer": MANAGE_EVENT_CONSUMERS,
     "delete_consumer": MANAGE_EVENT_CONSUMERS,
+    "create_schedule": ADD_SCHEDULES,
+    "update_schedule": CHANGE_SCHEDULES,
+    "pause_schedule": CHANGE_SCHEDULES,
+    "unpause_schedule": CHANGE_SCHEDULES,
+    "delete_schedule": DELETE_SCHEDULES,
+    "trigger_schedule": START_SCHEDULED_RUNS,
+    "backfill_schedule": START_SCHEDULED_RUNS,
 }
 """Every write verb a surface offers, and what it needs. The run and step verbs are
 those of :mod:`workflows.engine.guards`, so a new verb there is covered here."""

@@ -121,8 +121,9 @@ def get_schedule(key: str | Schedule) -> Schedule:
     """The schedule ``key`` (or the row given, read again): :class:`ScheduleNotFound`."""
     if isinstance(key, Schedule):
         key = key.key
-    if not isinstance(key, str):
-        raise ScheduleNotFound(f"{key!r} is not a schedule key", key=str(key))
+    # A NUL is in no key, and PostgreSQL refuses it in a query: not found, as any other.
+    if not isinstance(key, str) or "\x00" in key:
+        raise ScheduleNotFound(f"{key!r} is not a schedule key", key=repr(key))
     schedule = Schedule.objects.filter(key=key).first()
     if schedule is None:
         raise ScheduleNotFound(f"no schedule has the key {key!r}", key=key)
