@@ -139,6 +139,8 @@ def test_jitter_is_below_its_bound_and_the_same_in_every_process() -> None:
             },
             "end_at",
         ),
+        ({"cron": "0 2 * * *", "start_at": datetime(9999, 12, 31, tzinfo=UTC)}, "start_at"),
+        ({"cron": "0 2 * * *", "end_at": datetime(1, 1, 1, tzinfo=UTC)}, "end_at"),
         ({"cron": "0 2 * * *", "key": ""}, "key"),
         ({"cron": "0 2 * * *", "key": "a/b"}, "key"),
         ({"cron": "0 2 * * *", "key": "x" * 201}, "key"),

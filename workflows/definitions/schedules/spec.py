@@ -48,6 +48,9 @@ MAX_KEY_LENGTH = 200
 
 DEFAULT_CATCHUP_WINDOW = timedelta(hours=1)
 
+FIRST_YEAR, LAST_YEAR = 1900, 8999
+"""The years a schedule's bounds and a backfill's range may name."""
+
 
 @dataclass(frozen=True)
 class ScheduleSpec:
@@ -199,6 +202,16 @@ def _check_instant(value: Any, *, field: str) -> None:
         return
     if not isinstance(value, datetime) or value.tzinfo is None:
         raise InvalidInput(f"{field} must be a timezone-aware datetime", field=field)
+    check_moment(value, field=field)
+
+
+def check_moment(value: datetime, *, field: str) -> None:
+    """Refuse a moment outside the years slots are computed in (1900 to 8999): the
+    arithmetic near the ends of the calendar would overflow."""
+    if not FIRST_YEAR <= value.year <= LAST_YEAR:
+        raise InvalidInput(
+            f"{field} must be between the years {FIRST_YEAR} and {LAST_YEAR}", field=field
+        )
 
 
 def _interval_text(every: timedelta | None) -> str:

@@ -17,6 +17,7 @@ from workflows.definitions.schedules import (
     next_fire_times as _next_fire_times,
     slots_between,
 )
+from workflows.definitions.schedules.spec import check_moment
 from workflows.engine.created import Created, value_of
 from workflows.engine.schedules import manual, rows
 from workflows.engine.schedules.slot_runs import slot_key
@@ -208,6 +209,7 @@ def backfill_schedule(
     for name, value in (("start", start), ("end", end)):
         if not isinstance(value, datetime) or value.tzinfo is None:
             raise InvalidInput(f"{name} must be a timezone-aware datetime", field=name)
+        check_moment(value, field=name)
     now = database_now()
     if end <= start:
         raise InvalidInput("end must be after start", field="end")
