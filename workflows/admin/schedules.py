@@ -46,14 +46,20 @@ RUNS_PER_PAGE = 25
 
 
 def in_zones(instant: datetime, tz: str) -> SafeString:
-    """``instant`` in the viewer's zone, and in the schedule's when that is another."""
+    """``instant`` in the viewer's zone, and its wall-clock time in the schedule's zone
+    when that shows another (with the date too when that differs)."""
     viewer = timezone.localtime(instant)
     own = instant.astimezone(ZoneInfo(tz))
-    shown = format_html('<span class="wf-nowrap">{}</span>', f"{viewer:%Y-%m-%d %H:%M %Z}")
-    if own.utcoffset() == viewer.utcoffset() and own.tzname() == viewer.tzname():
+    shown = format_html(
+        '<span class="wf-nowrap" title="{}">{}</span>',
+        viewer.isoformat(),
+        f"{viewer:%d %b %H:%M %Z}",
+    )
+    if (own.utcoffset(), own.tzname()) == (viewer.utcoffset(), viewer.tzname()):
         return shown
+    there = f"{own:%H:%M %Z}" if own.date() == viewer.date() else f"{own:%d %b %H:%M %Z}"
     return format_html(
-        '{} <span class="wf-quiet wf-nowrap">({} {})</span>', shown, f"{own:%Y-%m-%d %H:%M}", tz
+        '{} <span class="wf-quiet wf-nowrap" title="in {}">· {}</span>', shown, tz, there
     )
 
 
@@ -68,6 +74,13 @@ def fire_list(schedule: Schedule, count: int) -> SafeString:
     if schedule.paused:
         return format_html('{}<div class="wf-quiet">{}</div>', lines, "(when unpaused)")
     return lines
+
+
+def paused(schedule: Schedule) -> SafeString | str:
+    """A paused schedule's badge and note; nothing for one that fires."""
+    if not schedule.paused:
+        return ""
+    return format_html("<div>{} {}</div>", badge("paused"), schedule.note)
 
 
 def run_link(site: str, run: Any) -> SafeString:
@@ -85,7 +98,8 @@ def run_link(site: str, run: Any) -> SafeString:
 class ScheduleAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
     """Schedules: what each starts, when next, how its slots went, paused or not."""
 
-    list_display = ("key", "workflow", "spec", "next_fires", "last", "counts", "state")
+    list_display = ("schedule", "spec", "next_fires", "runs")
+    list_display_links = ("schedule",)
     list_filter = (
         ("workflow_name", admin.AllValuesFieldListFilter),
         "paused",
@@ -104,45 +118,37 @@ class ScheduleAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Schedule]:
         return super().get_queryset(request).defer("input")
 
-    @admin.display(description="workflow", ordering="workflow_name")
-    def workflow(self, schedule: Schedule) -> str:
-        return schedule.workflow_name
+    @admin.display(description="schedule · workflow", ordering="key")
+    def schedule(self, schedule: Schedule) -> SafeString:
+        return format_html('{}<div class="wf-quiet">{}</div>', schedule.key, schedule.workflow_name)
 
     @admin.display(description="when")
     def spec(self, schedule: Schedule) -> SafeString:
-        expression = schedule.cron or "interval"
+        expression = format_html("<code>{}</code> · ", schedule.cron) if schedule.cron else ""
         return format_html(
-            '{}<div class="wf-quiet"><code>{}</code> · {} · overlap {}</div>',
+            '{}<div class="wf-quiet">{}{} · overlap {}</div>{}',
             describe_spec(schedule),
             expression,
             schedule.tz,
             schedule.overlap,
+            paused(schedule),
         )
 
-    @admin.display(description="next fire times")
+    @admin.display(description="next fire times (yours · its zone)")
     def next_fires(self, schedule: Schedule) -> SafeString:
         return fire_list(schedule, SHOWN_FIRES)
 
-    @admin.display(description="last run", ordering="last_fired_at")
-    def last(self, schedule: Schedule) -> SafeString | str:
-        if schedule.last_run is None:
-            return "-"
-        return run_link(self.admin_site.name, schedule.last_run)
-
-    @admin.display(description="fired · skipped · missed")
-    def counts(self, schedule: Schedule) -> SafeString:
+    @admin.display(description="last run · slots", ordering="last_fired_at")
+    def runs(self, schedule: Schedule) -> SafeString:
+        last = run_link(self.admin_site.name, schedule.last_run) if schedule.last_run else "-"
         return format_html(
-            '<span class="wf-nowrap">{} fired · {} skipped · {} missed</span>',
+            '<div class="wf-nowrap">{}</div><div class="wf-quiet">{} fired · {} skipped · '
+            "{} missed</div>",
+            last,
             schedule.fired_count,
             schedule.skipped_count,
             schedule.missed_count,
         )
-
-    @admin.display(description="state", ordering="paused")
-    def state(self, schedule: Schedule) -> SafeString:
-        if not schedule.paused:
-            return badge("running", "active")
-        return format_html('{}<div class="wf-quiet">{}</div>', badge("paused"), schedule.note or "")
 
     def get_urls(self) -> list[URLPattern]:
         return [
