@@ -2,6 +2,6 @@
 family. Django's admin autodiscovery imports this package; importing it registers every
 page (each module registers its own ModelAdmins)."""
 
-from workflows.admin import budgets, flows, registered, webhooks, workers
+from workflows.admin import budgets, flows, registered, schedules, webhooks, workers
 
-__all__ = ["budgets", "flows", "registered", "webhooks", "workers"]
+__all__ = ["budgets", "flows", "registered", "schedules", "webhooks", "workers"]

@@ -41,6 +41,7 @@ from workflows.admin.runs import (
     runs_with_progress,
     search_with_id_prefix,
 )
+from workflows.admin.schedule_filter import ScheduleFilter
 from workflows.admin.start import start_run
 from workflows.admin.waits import waits
 from workflows.definitions import Gate
@@ -89,6 +90,7 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, StatusBadgeColumn, admin.Mode
         WorkflowFilter,
         AttentionFilter,
         DeadlineFilter,
+        ScheduleFilter,
         ("created_at", admin.DateFieldListFilter),
     )
     search_fields = ("business_key",)

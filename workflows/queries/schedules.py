@@ -13,7 +13,7 @@ from cronsim import CronSim
 from django.db.models import QuerySet
 
 from workflows.definitions.schedules import ScheduleSpec
-from workflows.models import Run, Schedule
+from workflows.models import Event, Run, Schedule
 
 _UNITS = (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1))
 
@@ -46,3 +46,18 @@ def list_schedules() -> QuerySet[Schedule]:
 def latest_runs(schedule: Schedule, limit: int = 5) -> QuerySet[Run]:
     """The schedule's runs, the latest slot first."""
     return Run.objects.filter(schedule=schedule).order_by("-scheduled_for", "-created_at")[:limit]
+
+
+def schedule_events(schedule: Schedule) -> QuerySet[Event]:
+    """The schedule's events (``schedule.*``), newest first."""
+    return Event.objects.filter(schedule_id=schedule.pk).order_by("-id")
+
+
+def schedule_runs(schedule: Schedule) -> QuerySet[Run]:
+    """The runs the schedule started (its slots, triggers and backfills), newest slot
+    first; large columns left out."""
+    return (
+        Run.objects.filter(schedule_id=schedule.pk)
+        .defer("input", "output", "snapshot", "error")
+        .order_by("-scheduled_for", "-created_at")
+    )

@@ -27,6 +27,10 @@ if TYPE_CHECKING:
 
 register = template.Library()
 
+# Django's own permissions of the schedule model: either lets a user see the list.
+VIEW_SCHEDULE = "workflows.view_schedule"
+CHANGE_SCHEDULE = "workflows.change_schedule"
+
 
 @register.simple_tag(takes_context=True)
 def workflows_console(context: dict[str, Any]) -> dict[str, Any]:
@@ -38,12 +42,14 @@ def workflows_console(context: dict[str, Any]) -> dict[str, Any]:
         return {"visible": False}
     views = user.has_perm(VIEW_RUN)
     starts = START_RUNS.allows(user)
+    schedules = user.has_perm(VIEW_SCHEDULE) or user.has_perm(CHANGE_SCHEDULE)
     return {
-        "visible": views or starts,
+        "visible": views or starts or schedules,
         "dashboard_url": reverse("admin:workflows_dashboard") if views else None,
         "runs_url": reverse("admin:workflows_run_changelist") if views else None,
         "waits_url": reverse("admin:workflows_waits") if views else None,
         "consumers_url": reverse("admin:workflows_consumers") if views else None,
+        "schedules_url": reverse("admin:workflows_schedule_changelist") if schedules else None,
         "start_url": reverse("admin:workflows_run_start") if starts else None,
     }
 
