@@ -3,7 +3,8 @@
 ``{{ moment|ago }}`` says a moment from now (``5 minutes ago``, ``just now``, ``in 2
 hours``) and ``{{ moment|age }}`` how long ago it was as a span (``45 seconds``), both
 with :mod:`workflows.text` in place of Django's ``timesince``, which says ``0 minutes``
-for anything under a minute; ``{{ run.pk|short_id }}`` is an id's short form.
+for anything under a minute; ``{{ span|duration }}`` words a ``timedelta`` (``1 hour``);
+``{{ run.pk|short_id }}`` is an id's short form.
 """
 
 from __future__ import annotations
@@ -33,3 +34,4 @@ def age(moment: datetime | None) -> str:
 
 
 register.filter("short_id", short_id)
+register.filter("duration", duration)
