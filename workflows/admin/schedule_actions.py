@@ -23,15 +23,13 @@ from django.urls import reverse
 from workflows.admin.actions import REFUSALS, confirmed, refusal_text
 from workflows.models import Schedule
 from workflows.services import schedules as verbs
-from workflows.services.access import START_RUNS, Access
+from workflows.services.access import CHANGE_SCHEDULES, START_SCHEDULED_RUNS
 from workflows.text import short_id
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
 
     from workflows.permissions import AnyUser
-
-CHANGE_SCHEDULES = Access("changing a schedule", "workflows.change_schedule", named=False)
 
 
 class NoteForm(forms.Form):
@@ -158,9 +156,9 @@ def schedule_action(
     action = SCHEDULE_ACTIONS.get(verb)
     if action is None:
         raise Http404(f"There is no schedule action called “{verb}”.")
-    for access in (CHANGE_SCHEDULES, START_RUNS) if action.starts else (CHANGE_SCHEDULES,):
-        if not access.allows(request.user):
-            raise PermissionDenied(access.refusal)
+    access = START_SCHEDULED_RUNS if action.starts else CHANGE_SCHEDULES
+    if not access.allows(request.user):
+        raise PermissionDenied(access.refusal)
     schedule = schedule_or_404(schedule_id)
     site = model_admin.admin_site.name
     page_url = reverse(f"{site}:workflows_schedule_change", args=[schedule.pk])

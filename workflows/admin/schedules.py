@@ -27,15 +27,10 @@ from workflows.admin.actions import act_url
 from workflows.admin.changelist import SafeChangelistMixin
 from workflows.admin.readonly import ReadOnlyMixin
 from workflows.admin.runs import badge
-from workflows.admin.schedule_actions import (
-    CHANGE_SCHEDULES,
-    SCHEDULE_ACTIONS,
-    schedule_action,
-    schedule_or_404,
-)
+from workflows.admin.schedule_actions import SCHEDULE_ACTIONS, schedule_action, schedule_or_404
 from workflows.models import Schedule
 from workflows.queries.schedules import describe_spec, schedule_events, schedule_runs
-from workflows.services.access import START_RUNS
+from workflows.services.access import CHANGE_SCHEDULES, START_SCHEDULED_RUNS, VIEW_SCHEDULES
 from workflows.services.schedules import next_fire_times
 from workflows.text import short_id
 
@@ -115,6 +110,10 @@ class ScheduleAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
     class Media:
         css = {"all": ("workflows/console.css",)}
 
+    def has_view_permission(self, request: HttpRequest, obj: Schedule | None = None) -> bool:
+        """Schedules are seen by who may see runs or schedules, as in the API."""
+        return VIEW_SCHEDULES.allows(request.user) or super().has_view_permission(request, obj)
+
     def get_queryset(self, request: HttpRequest) -> QuerySet[Schedule]:
         return super().get_queryset(request).defer("input")
 
@@ -173,7 +172,7 @@ class ScheduleAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
         )
         runs = Paginator(schedule_runs(schedule), RUNS_PER_PAGE).get_page(request.GET.get("runs"))
         changes = CHANGE_SCHEDULES.allows(request.user)
-        starts = changes and START_RUNS.allows(request.user)
+        starts = START_SCHEDULED_RUNS.allows(request.user)
         offered = [
             (action, reverse(f"{site}:workflows_schedule_act", args=[schedule.pk, action.verb]))
             for action in SCHEDULE_ACTIONS.values()

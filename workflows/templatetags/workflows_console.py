@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from workflows.permissions import VIEW_RUN
-from workflows.services.access import START_RUNS
+from workflows.services.access import CHANGE_SCHEDULES, START_RUNS, VIEW_SCHEDULES
 
 if TYPE_CHECKING:
     from django.contrib.admin.views.main import ChangeList
@@ -26,10 +26,6 @@ if TYPE_CHECKING:
     from workflows.permissions import AnyUser
 
 register = template.Library()
-
-# Django's own permissions of the schedule model: either lets a user see the list.
-VIEW_SCHEDULE = "workflows.view_schedule"
-CHANGE_SCHEDULE = "workflows.change_schedule"
 
 
 @register.simple_tag(takes_context=True)
@@ -42,7 +38,7 @@ def workflows_console(context: dict[str, Any]) -> dict[str, Any]:
         return {"visible": False}
     views = user.has_perm(VIEW_RUN)
     starts = START_RUNS.allows(user)
-    schedules = user.has_perm(VIEW_SCHEDULE) or user.has_perm(CHANGE_SCHEDULE)
+    schedules = VIEW_SCHEDULES.allows(user) or CHANGE_SCHEDULES.allows(user)
     return {
         "visible": views or starts or schedules,
         "dashboard_url": reverse("admin:workflows_dashboard") if views else None,
