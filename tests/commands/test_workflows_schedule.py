@@ -141,7 +141,7 @@ def test_list_shows_key_workflow_spec_next_fire_paused_and_counts():
     assert lines[2].startswith("nightly") and "At 02:00 every day" in lines[2]
     assert lines[2].split()[-4:] == ["yes", "0", "0", "0"]
     listed = run_json("list", "--workflow", Echo.name)
-    assert [(s["key"], s["spec"], s["paused"]) for s in listed] == [
+    assert [(s["key"], s["spec_in_words"], s["paused"]) for s in listed] == [
         ("nightly", "At 02:00 every day", True)
     ]
 
@@ -263,7 +263,7 @@ def test_each_commands_help_names_the_other():
 def test_run_pending_fires_what_the_command_created():
     run_command("create", Work.name, "--key", "beat", "--every", "1m")
     run_pending(until=datetime.now(UTC) + timedelta(minutes=3))
-    assert run_json("show", "beat")["fired"] >= 3
+    assert run_json("show", "beat")["fired_count"] >= 3
 
 
 @pytest.mark.processes

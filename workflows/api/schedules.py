@@ -17,8 +17,7 @@ or neither of ``cron`` and ``every``, an input the workflow does not take) is a 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from django.db.models import QuerySet
 from django_filters import rest_framework as filters
@@ -52,7 +51,7 @@ from workflows.api.serializers_schedules import (
     UpdateScheduleSerializer,
 )
 from workflows.models import Schedule
-from workflows.queries.schedules import describe_spec, list_schedules
+from workflows.queries.schedules import list_schedules, schedule_facts
 from workflows.services import schedules as schedule_verbs
 from workflows.services.access import VERBS, Access
 
@@ -103,48 +102,10 @@ _READ_ERRORS = error_responses(401, 403, 404)
 _CHANGE_ERRORS = error_responses(400, 401, 403, 404, 409, 413)
 
 
-def _seconds(span: timedelta | None) -> float | None:
-    """A span as the API answers one: seconds, as a deadline is."""
-    return None if span is None else span.total_seconds()
-
-
-def schedule_body(schedule: Schedule) -> dict[str, Any]:
-    """The schedule as :class:`ScheduleSerializer` answers it."""
-    last_run = schedule.last_run
-    return {
-        "key": schedule.key,
-        "workflow": schedule.workflow_name,
-        "cron": schedule.cron,
-        "every": _seconds(schedule.every),
-        "tz": schedule.tz,
-        "input": schedule.input,
-        "overlap": schedule.overlap,
-        "catchup_window": _seconds(schedule.catchup_window),
-        "jitter": _seconds(schedule.jitter),
-        "start_at": schedule.start_at,
-        "end_at": schedule.end_at,
-        "paused": schedule.paused,
-        "note": schedule.note,
-        "origin": schedule.origin,
-        "spec_in_words": describe_spec(schedule),
-        "next_fire_times": schedule_verbs.next_fire_times(schedule, 3),
-        "next_slot_at": schedule.next_slot_at,
-        "fired_count": schedule.fired_count,
-        "skipped_count": schedule.skipped_count,
-        "missed_count": schedule.missed_count,
-        "buffered": schedule.buffered_slots(),
-        "last_run": last_run.pk if last_run else None,
-        "last_run_status": last_run.status if last_run else None,
-        "last_fired_at": schedule.last_fired_at,
-        "created_at": schedule.created_at,
-        "updated_at": schedule.updated_at,
-    }
-
-
 def answer(schedule: Schedule, *, status: int = 200) -> Response:
     """The schedule, read again: what the schedule endpoints answer."""
     fresh = list_schedules().get(pk=schedule.pk)
-    return Response(ScheduleSerializer(schedule_body(fresh)).data, status=status)
+    return Response(ScheduleSerializer(schedule_facts(fresh)).data, status=status)
 
 
 class ScheduleFilter(filters.FilterSet):
@@ -183,7 +144,7 @@ class ScheduleViewSet(FlowsiteViewSet):
         page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
         # Never None: pagination_class is set.
         schedules = cast(list[Schedule], page)
-        bodies = [schedule_body(schedule) for schedule in schedules]
+        bodies = [schedule_facts(schedule) for schedule in schedules]
         return self.get_paginated_response(ScheduleSerializer(bodies, many=True).data)
 
     @extend_schema(
@@ -223,7 +184,7 @@ class ScheduleViewSet(FlowsiteViewSet):
     def destroy(self, request: Request, key: str) -> Response:
         """Delete the schedule (its runs and history stay): the schedule as it was."""
         schedule = schedule_verbs.get_schedule(key)
-        body = schedule_body(schedule)
+        body = schedule_facts(schedule)
         schedule_verbs.delete_schedule(schedule, user=request.user)
         return Response(ScheduleSerializer(body).data)
 

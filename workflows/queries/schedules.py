@@ -8,11 +8,13 @@ command say the same thing of one schedule.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from cronsim import CronSim
 from django.db.models import QuerySet
 
-from workflows.definitions.schedules import ScheduleSpec
+from workflows.definitions.schedules import ScheduleSpec, next_fire_times
+from workflows.engine.sql.clock import database_now
 from workflows.models import Event, Run, Schedule
 
 _UNITS = (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1))
@@ -36,6 +38,44 @@ def interval_words(every: timedelta) -> str:
             count = seconds // size
             return f"every {unit}" if count == 1 else f"every {count} {unit}s"
     return f"every {every.total_seconds():g} seconds"
+
+
+def schedule_facts(schedule: Schedule) -> dict[str, Any]:
+    """A schedule as the API answers it and ``workflows_schedule --json`` prints it: its
+    specification (spans in seconds), in words too, and where its firing stands."""
+    last_run = schedule.last_run
+    return {
+        "key": schedule.key,
+        "workflow": schedule.workflow_name,
+        "cron": schedule.cron,
+        "every": _seconds(schedule.every),
+        "tz": schedule.tz,
+        "input": schedule.input,
+        "overlap": schedule.overlap,
+        "catchup_window": _seconds(schedule.catchup_window),
+        "jitter": _seconds(schedule.jitter),
+        "start_at": schedule.start_at,
+        "end_at": schedule.end_at,
+        "paused": schedule.paused,
+        "note": schedule.note,
+        "origin": schedule.origin,
+        "spec_in_words": describe_spec(schedule),
+        "next_fire_times": next_fire_times(schedule, 3, database_now()),
+        "next_slot_at": schedule.next_slot_at,
+        "fired_count": schedule.fired_count,
+        "skipped_count": schedule.skipped_count,
+        "missed_count": schedule.missed_count,
+        "buffered": schedule.buffered_slots(),
+        "last_run": last_run.pk if last_run else None,
+        "last_run_status": last_run.status if last_run else None,
+        "last_fired_at": schedule.last_fired_at,
+        "created_at": schedule.created_at,
+        "updated_at": schedule.updated_at,
+    }
+
+
+def _seconds(span: timedelta | None) -> float | None:
+    return None if span is None else span.total_seconds()
 
 
 def list_schedules() -> QuerySet[Schedule]:

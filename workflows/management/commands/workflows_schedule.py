@@ -26,7 +26,7 @@ from workflows.management.options import (
 from workflows.management.output import run_line, table, to_json
 from workflows.models import Run, Schedule
 from workflows.queries import run_summary
-from workflows.queries.schedules import describe_spec, latest_runs
+from workflows.queries.schedules import describe_spec, latest_runs, schedule_facts
 from workflows.services.schedules import (
     backfill_schedule,
     create_schedule_once,
@@ -236,7 +236,7 @@ class Command(DeclaredCommand):
             selected = selected.filter(workflow_name=options["workflow"])
         schedules = list(selected[: options["limit"]])
         if options["json"]:
-            self.stdout.write(to_json([schedule_summary(s) for s in schedules]))
+            self.stdout.write(to_json([schedule_facts(s) for s in schedules]))
         elif schedules:
             self.stdout.write(table(LIST_COLUMNS, (_list_row(s) for s in schedules)))
         else:
@@ -249,7 +249,7 @@ class Command(DeclaredCommand):
         runs = [slot_run(run) for run in latest_runs(schedule)]
         if options["json"]:
             shown = {
-                **schedule_summary(schedule),
+                **schedule_facts(schedule),
                 "next_fire_times": [
                     {"utc": fire, "local": fire.astimezone(zone)} for fire in fires
                 ],
@@ -292,7 +292,7 @@ class Command(DeclaredCommand):
             user=acting_user(options["user"], "create_schedule"),
         )
         if options["json"]:
-            self.stdout.write(to_json({**schedule_summary(made.value), "created": made.created}))
+            self.stdout.write(to_json({**schedule_facts(made.value), "created": made.created}))
         elif made.created:
             self.stdout.write(f"created {schedule_line(made.value)}")
         else:
@@ -349,7 +349,7 @@ class Command(DeclaredCommand):
 
     def _delete(self, options: dict[str, Any]) -> None:
         schedule = get_schedule(options["key"])
-        summary = schedule_summary(schedule)
+        summary = schedule_facts(schedule)
         delete_schedule(schedule, user=acting_user(options["user"], "delete_schedule"))
         if options["json"]:
             self.stdout.write(to_json({**summary, "deleted": True}))
@@ -358,37 +358,9 @@ class Command(DeclaredCommand):
 
     def _changed(self, schedule: Schedule, options: dict[str, Any]) -> None:
         if options["json"]:
-            self.stdout.write(to_json(schedule_summary(schedule)))
+            self.stdout.write(to_json(schedule_facts(schedule)))
         else:
             self.stdout.write(schedule_line(schedule))
-
-
-def schedule_summary(schedule: Schedule) -> dict[str, Any]:
-    """What ``--json`` prints of a schedule: its specification, in words too, and state."""
-    return {
-        "key": schedule.key,
-        "workflow": schedule.workflow_name,
-        "cron": schedule.cron,
-        "every": _seconds(schedule.every),
-        "tz": schedule.tz,
-        "spec": describe_spec(schedule),
-        "input": schedule.input,
-        "overlap": schedule.overlap,
-        "catchup_window": _seconds(schedule.catchup_window),
-        "jitter": _seconds(schedule.jitter),
-        "start_at": schedule.start_at,
-        "end_at": schedule.end_at,
-        "origin": schedule.origin,
-        "paused": schedule.paused,
-        "note": schedule.note,
-        "next_fire_at": schedule.next_fire_at,
-        "fired": schedule.fired_count,
-        "skipped": schedule.skipped_count,
-        "missed": schedule.missed_count,
-        "buffered": schedule.buffered_count,
-        "last_fired_at": schedule.last_fired_at,
-        "last_run": str(schedule.last_run_id) if schedule.last_run_id else None,
-    }
 
 
 def slot_run(run: Run) -> dict[str, Any]:
