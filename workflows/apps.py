@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.apps import AppConfig, apps
+from django.db import DEFAULT_DB_ALIAS, router
 from django.db.models.signals import post_migrate
 
 
@@ -17,11 +18,14 @@ def install_schedules_after_migrate(**kwargs: Any) -> None:
         install_schedules()
 
 
-def install_declared_schedules_after_migrate(**kwargs: Any) -> None:
-    """Install the schedules workflow classes declare (``Workflow.schedules``)."""
+def install_declared_schedules_after_migrate(using: str = DEFAULT_DB_ALIAS, **kwargs: Any) -> None:
+    """Install the schedules workflow classes declare (``Workflow.schedules``), once the
+    database that holds schedules is migrated (a router may keep them off ``default``)."""
+    from workflows.models import Schedule
     from workflows.services.schedules import install_declared_schedules
 
-    install_declared_schedules()
+    if router.db_for_write(Schedule) == using:
+        install_declared_schedules()
 
 
 class WorkflowsConfig(AppConfig):
