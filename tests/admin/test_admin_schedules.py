@@ -90,6 +90,16 @@ def test_the_page_shows_runs_newest_slot_first_and_events(operator, samples):
     assert links == sorted(links, reverse=True)
 
 
+def test_the_page_shows_the_input_as_json_and_who_made_it(operator, samples):
+    Schedule.objects.filter(pk=samples.nightly.pk).update(input={"full": True, "to": None})
+    html = operator.get(page(samples.nightly)).content.decode()
+    assert "<code>{&quot;full&quot;: true, &quot;to&quot;: null}</code>" in html
+    assert "made by <strong>" in html
+    Schedule.objects.filter(pk=samples.nightly.pk).update(origin="code")
+    declared = operator.get(page(samples.nightly)).content.decode()
+    assert "declared in the code of <strong>support_work</strong>" in declared
+
+
 def test_pause_confirms_then_pauses_with_the_note(operator, samples):
     form = operator.get(act(samples.nightly, "pause"))
     assert form.status_code == 200 and b"no slot starts a run" in form.content

@@ -8,6 +8,7 @@ own, the zone its cron expression's wall-clock times are in.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -181,6 +182,7 @@ class ScheduleAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
         context = {
             **self.admin_site.each_context(request),
             "title": f"Schedule {schedule.key}",
+            "input_json": json.dumps(schedule.input, ensure_ascii=False),
             "opts": Schedule._meta,
             "schedule": schedule,
             "words": describe_spec(schedule),

@@ -4,6 +4,7 @@ installs the django-q2 schedules that run the scanners.)"""
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime, timedelta
 from typing import Any
@@ -26,7 +27,11 @@ from workflows.management.options import (
 from workflows.management.output import run_line, table, to_json
 from workflows.models import Run, Schedule
 from workflows.queries import run_summary
-from workflows.queries.schedules import describe_spec, latest_runs, schedule_facts
+from workflows.queries.schedules import (
+    describe_spec,
+    latest_runs,
+    schedule_facts,
+)
 from workflows.services.schedules import (
     backfill_schedule,
     create_schedule_once,
@@ -37,6 +42,7 @@ from workflows.services.schedules import (
     trigger_schedule,
     unpause_schedule,
 )
+from workflows.text import duration
 
 _DURATION = re.compile(r"(?P<number>[0-9]+)(?P<unit>[smhd]?)")
 _UNITS = {"": "seconds", "s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -378,15 +384,16 @@ def schedule_line(schedule: Schedule) -> str:
 
 
 def _details(schedule: Schedule) -> list[tuple[str, Any]]:
-    spec = f"cron {schedule.cron!r}" if schedule.cron else f"every {_seconds(schedule.every)}s"
+    spec = f"cron {schedule.cron!r}" if schedule.cron else describe_spec(schedule)
+    origin = "declared in the workflow's code" if schedule.origin == "code" else "an operator's"
     return [
         ("spec", f"{spec} in {schedule.tz}"),
-        ("input", to_json(schedule.input).replace("\n", " ")),
+        ("input", json.dumps(schedule.input, ensure_ascii=False)),
         ("overlap", schedule.overlap),
-        ("catch-up window", f"{_seconds(schedule.catchup_window)}s"),
-        ("jitter", f"{_seconds(schedule.jitter)}s" if schedule.jitter else "none"),
+        ("catch-up window", duration(schedule.catchup_window)),
+        ("jitter", f"up to {duration(schedule.jitter)}" if schedule.jitter else "none"),
         ("window", f"{_iso(schedule.start_at) or '-'} to {_iso(schedule.end_at) or '-'}"),
-        ("origin", schedule.origin),
+        ("origin", origin),
         (
             "slots",
             f"{schedule.fired_count} fired, {schedule.skipped_count} skipped, "
@@ -415,10 +422,6 @@ def _slot(run: dict[str, Any]) -> str:
 
 def _iso(moment: datetime | None) -> str:
     return moment.isoformat(timespec="seconds") if moment is not None else ""
-
-
-def _seconds(value: timedelta | None) -> float | None:
-    return value.total_seconds() if value is not None else None
 
 
 def _many(count: int, thing: str) -> str:
