@@ -297,7 +297,7 @@ def claim_events(limit: int) -> tuple[int, list[_NamedEvent]]:
         return len(ids), []
     events = Event.objects.filter(id__in=ids, type__in=hooked)
     # A flow's event names its flow (with or without a run); a schedule's, its workflow
-    # (kept in the payload of its deletion); any other names its run.
+    # (its payload keeps it once the schedule is deleted); any other names its run.
     sender = Coalesce(
         F("flow__name"),
         F("run__workflow_name"),

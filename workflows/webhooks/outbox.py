@@ -37,7 +37,8 @@ def record_deliveries(event_ids: Sequence[int]) -> dict[int, int]:
     events = (
         Event.objects.filter(id__in=event_ids, type__in=SOURCE_EVENT_TYPES)
         .annotate(
-            # A schedule's event names its workflow; its deletion, in the payload.
+            # A schedule's event names its workflow, in its payload too (the schedule may
+            # be deleted before the event is delivered).
             workflow=Coalesce(
                 F("run__workflow_name"),
                 F("schedule__workflow_name"),

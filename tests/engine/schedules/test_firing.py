@@ -195,3 +195,17 @@ def test_run_pending_fires_each_slot_in_turn() -> None:
     runs = runs_of("pending")
     assert len(runs) == 5
     assert all(run.status == RunStatus.COMPLETED for run in runs)
+
+
+def test_a_deleted_schedules_events_still_name_it() -> None:
+    from workflows import delete_schedule
+
+    create_schedule(Work, key="gone", every=MINUTE)
+    fire_due_schedules(now=at_next("gone"))
+    delete_schedule("gone")
+    events = list(Event.objects.filter(type__startswith="schedule.").order_by("id"))
+    assert [e.type for e in events] == ["schedule.created", "schedule.fired", "schedule.deleted"]
+    assert all(e.schedule_id is None for e in events)
+    assert all(e.payload["key"] == "gone" and e.payload["workflow"] == Work.name for e in events)
+    [run] = Run.objects.filter(idempotency_key__startswith="schedule:")
+    assert run.schedule_id is None and run.scheduled_for is not None

@@ -101,7 +101,7 @@ class _Pass:
     def __init__(self, schedule: Schedule, now: datetime) -> None:
         self.schedule = schedule
         self.now = now
-        self.history = ScheduleHistory(schedule.pk)
+        self.history = ScheduleHistory(schedule)
         self.live = live_runs(schedule.pk)
         self.waiting = schedule.buffered_slots()
         self.firing = Firing(claimed=True, overlap=schedule.overlap, key=schedule.key)

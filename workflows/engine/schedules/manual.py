@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 def trigger(key: str, *, now: datetime, user: AnyUser | None = None) -> Run:
     """Start one run of schedule ``key`` now."""
     schedule = locked(key)
-    history = ScheduleHistory(schedule.pk)
+    history = ScheduleHistory(schedule)
     run = start_slot(
         schedule, now, history, how="trigger", key=trigger_key(schedule.pk, now), user=user
     ).value
@@ -58,7 +58,7 @@ def backfill(
 ) -> Backfilled:
     """Start the run of each of ``slots`` (checked by the caller) that has none yet."""
     schedule = locked(key)
-    history = ScheduleHistory(schedule.pk)
+    history = ScheduleHistory(schedule)
     done = Backfilled()
     for slot in slots:
         started = start_slot(schedule, slot, history, how="backfill", user=user)

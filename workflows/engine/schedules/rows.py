@@ -95,10 +95,8 @@ def _insert(
         origin=origin,
         created_by=user if isinstance(user, get_user_model()) else None,
     )
-    history = ScheduleHistory(schedule.pk)
-    history.add(
-        "schedule.created", key=spec.key, workflow=spec.workflow, origin=origin, **_who(user)
-    )
+    history = ScheduleHistory(schedule)
+    history.add("schedule.created", origin=origin, **_who(user))
     history.flush()
     return schedule
 
@@ -132,7 +130,7 @@ def update(
         if getattr(before, name) != getattr(spec, name)
     )
     write(schedule, **changes)
-    history = ScheduleHistory(schedule.pk)
+    history = ScheduleHistory(schedule)
     history.add("schedule.updated", changed=changed, **_who(user))
     history.flush()
     return schedule
@@ -153,7 +151,7 @@ def set_paused(
     was = schedule.paused
     write(schedule, **changes)
     if was != paused:
-        history = ScheduleHistory(schedule.pk)
+        history = ScheduleHistory(schedule)
         history.add(
             "schedule.paused" if paused else "schedule.unpaused",
             note=schedule.note if paused else "",
@@ -167,8 +165,8 @@ def set_paused(
 def delete(key: str, *, user: AnyUser | None = None) -> None:
     """Delete schedule ``key``; its runs and events stay, no longer pointing at it."""
     schedule = locked(key)
-    history = ScheduleHistory(schedule.pk)
-    history.add("schedule.deleted", key=key, workflow=schedule.workflow_name, **_who(user))
+    history = ScheduleHistory(schedule)
+    history.add("schedule.deleted", **_who(user))
     history.flush()
     Schedule.objects.filter(pk=schedule.pk, version=schedule.version).delete()
 

@@ -75,11 +75,7 @@ def start_slot(
     # hand would make the insert fail and roll the whole pass back, to be decided again.
     scope = create_run(new)
     scope.close()
-    payload: dict[str, Any] = {
-        "slot": slot.isoformat(),
-        "how": how,
-        "workflow": schedule.workflow_name,
-    }
+    payload: dict[str, Any] = {"slot": slot.isoformat(), "how": how}
     if late_ms is not None:
         payload["late_ms"] = late_ms
     history.add("schedule.fired", run_id=scope.run.pk, **payload)
