@@ -20,7 +20,7 @@ from workflows.services.schedules import next_fire_times
 pytestmark = pytest.mark.django_db
 
 EVERYTHING = ("view_run", "view_schedule", "change_schedule", "start_run")
-SCHEDULE_PERMISSIONS = ("view_schedule", "change_schedule")
+SCHEDULE_PERMISSIONS = ("view_schedule", "change_schedule", "delete_schedule")
 
 
 def staff(username: str, *codenames: str) -> User:
@@ -192,3 +192,23 @@ def test_the_runs_list_filters_by_schedule_and_the_run_page_shows_the_slot(opera
 def test_the_console_links_the_schedules_list(operator, samples):
     html = operator.get(reverse("admin:index")).content.decode()
     assert reverse("admin:workflows_schedule_changelist") in html
+
+
+def test_delete_confirms_then_deletes_and_its_runs_stay(client, samples):
+    client.force_login(staff("remover", *EVERYTHING, "delete_schedule"))
+    assert b"Delete schedule" in client.get(page(samples.nightly)).content
+    form = client.get(act(samples.nightly, "delete"))
+    assert form.status_code == 200 and b"its history stay" in form.content
+    assert Schedule.objects.filter(pk=samples.nightly.pk).exists()
+    runs = [run.pk for run in runs_of(samples.nightly)]
+    done = client.post(act(samples.nightly, "delete"), {})
+    assert done.status_code == 302
+    assert done["Location"] == reverse("admin:workflows_schedule_changelist")
+    assert not Schedule.objects.filter(pk=samples.nightly.pk).exists()
+    assert Run.objects.filter(pk__in=runs, schedule__isnull=True).count() == len(runs) == 3
+
+
+def test_delete_needs_the_delete_permission(operator, samples):
+    assert b"Delete schedule" not in operator.get(page(samples.nightly)).content
+    assert operator.post(act(samples.nightly, "delete"), {}).status_code == 403
+    assert Schedule.objects.filter(pk=samples.nightly.pk).exists()

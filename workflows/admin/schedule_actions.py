@@ -23,7 +23,12 @@ from django.urls import reverse
 from workflows.admin.actions import REFUSALS, confirmed, refusal_text
 from workflows.models import Schedule
 from workflows.services import schedules as verbs
-from workflows.services.access import CHANGE_SCHEDULES, START_SCHEDULED_RUNS
+from workflows.services.access import (
+    CHANGE_SCHEDULES,
+    DELETE_SCHEDULES,
+    START_SCHEDULED_RUNS,
+    Access,
+)
 from workflows.text import short_id
 
 if TYPE_CHECKING:
@@ -56,7 +61,9 @@ class BackfillForm(forms.Form):
 class ScheduleAction:
     """A verb on one schedule: its title, what it does, its form and the call.
 
-    ``starts``: it starts runs, so it needs ``start_run`` besides ``change_schedule``.
+    ``access``: the verb table's row it needs (trigger and backfill start runs, so they
+    need ``start_run`` besides ``change_schedule``). ``leaves``: the schedule is gone
+    afterwards, so the list follows, not its page.
     ``perform(schedule, cleaned_data, user)`` returns what the success message says.
     """
 
@@ -65,7 +72,8 @@ class ScheduleAction:
     summary: str
     form: type[forms.Form]
     perform: Callable[[Schedule, dict[str, Any], AnyUser], str]
-    starts: bool = False
+    access: Access = CHANGE_SCHEDULES
+    leaves: bool = False
     when: Callable[[Schedule], bool] = lambda schedule: True
 
     def offered(self, schedule: Schedule) -> bool:
@@ -97,6 +105,11 @@ def _backfill(schedule: Schedule, data: dict[str, Any], user: AnyUser) -> str:
     )
 
 
+def _delete(schedule: Schedule, data: dict[str, Any], user: AnyUser) -> str:
+    verbs.delete_schedule(schedule.key, user=user)
+    return "is deleted; its runs and history stay"
+
+
 SCHEDULE_ACTIONS: dict[str, ScheduleAction] = {
     action.verb: action
     for action in (
@@ -123,7 +136,7 @@ SCHEDULE_ACTIONS: dict[str, ScheduleAction] = {
             "the overlap policy",
             NoOptionsForm,
             _trigger,
-            starts=True,
+            access=START_SCHEDULED_RUNS,
         ),
         ScheduleAction(
             "backfill",
@@ -132,7 +145,18 @@ SCHEDULE_ACTIONS: dict[str, ScheduleAction] = {
             "the overlap policy; the same range again starts nothing new",
             BackfillForm,
             _backfill,
-            starts=True,
+            access=START_SCHEDULED_RUNS,
+        ),
+        ScheduleAction(
+            "delete",
+            "Delete schedule",
+            "no slot of it starts again; the runs it started and its history stay, no "
+            "longer pointing at it (a schedule declared in code comes back at the next "
+            "migrate or sweeper start while its class declares it)",
+            NoOptionsForm,
+            _delete,
+            access=DELETE_SCHEDULES,
+            leaves=True,
         ),
     )
 }
@@ -156,9 +180,8 @@ def schedule_action(
     action = SCHEDULE_ACTIONS.get(verb)
     if action is None:
         raise Http404(f"There is no schedule action called “{verb}”.")
-    access = START_SCHEDULED_RUNS if action.starts else CHANGE_SCHEDULES
-    if not access.allows(request.user):
-        raise PermissionDenied(access.refusal)
+    if not action.access.allows(request.user):
+        raise PermissionDenied(action.access.refusal)
     schedule = schedule_or_404(schedule_id)
     site = model_admin.admin_site.name
     page_url = reverse(f"{site}:workflows_schedule_change", args=[schedule.pk])
@@ -171,7 +194,8 @@ def schedule_action(
             done = action.perform(schedule, form.cleaned_data, request.user)
             return f"Schedule {schedule.key} {done}."
 
-        return confirmed(request, action.title, perform, page_url)
+        list_url = reverse(f"{site}:workflows_schedule_changelist")
+        return confirmed(request, action.title, perform, list_url if action.leaves else page_url)
     dry, refusal = None, None
     if valid:
         try:

@@ -31,7 +31,7 @@ from workflows.admin.runs import badge
 from workflows.admin.schedule_actions import SCHEDULE_ACTIONS, schedule_action, schedule_or_404
 from workflows.models import Schedule
 from workflows.queries.schedules import describe_spec, schedule_events, schedule_runs
-from workflows.services.access import CHANGE_SCHEDULES, START_SCHEDULED_RUNS, VIEW_SCHEDULES
+from workflows.services.access import VIEW_SCHEDULES
 from workflows.services.schedules import next_fire_times
 from workflows.text import short_id
 
@@ -172,12 +172,10 @@ class ScheduleAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
             request.GET.get("events")
         )
         runs = Paginator(schedule_runs(schedule), RUNS_PER_PAGE).get_page(request.GET.get("runs"))
-        changes = CHANGE_SCHEDULES.allows(request.user)
-        starts = START_SCHEDULED_RUNS.allows(request.user)
         offered = [
             (action, reverse(f"{site}:workflows_schedule_act", args=[schedule.pk, action.verb]))
             for action in SCHEDULE_ACTIONS.values()
-            if action.offered(schedule) and (starts if action.starts else changes)
+            if action.offered(schedule) and action.access.allows(request.user)
         ]
         context = {
             **self.admin_site.each_context(request),
