@@ -91,9 +91,9 @@ def test_the_page_shows_runs_newest_slot_first_and_events(operator, samples):
 
 
 def test_the_page_shows_the_input_as_json_and_who_made_it(operator, samples):
-    Schedule.objects.filter(pk=samples.nightly.pk).update(input={"full": True, "to": None})
+    Schedule.objects.filter(pk=samples.nightly.pk).update(input={"to": None})
     html = operator.get(page(samples.nightly)).content.decode()
-    assert "<code>{&quot;full&quot;: true, &quot;to&quot;: null}</code>" in html
+    assert "<code>{&quot;to&quot;: null}</code>" in html
     assert "made by <strong>" in html
     Schedule.objects.filter(pk=samples.nightly.pk).update(origin="code")
     declared = operator.get(page(samples.nightly)).content.decode()
