@@ -296,12 +296,12 @@ def claim_events(limit: int) -> tuple[int, list[_NamedEvent]]:
     if not hooked:
         return len(ids), []
     events = Event.objects.filter(id__in=ids, type__in=hooked)
-    # A flow's event names its flow (with or without a run); a schedule's, its workflow
-    # (its payload keeps it once the schedule is deleted); any other names its run.
+    # A flow's event names its flow (with or without a run); any other names its run; a
+    # schedule's event without a run, the workflow its payload names (every schedule
+    # event's does, so it needs no join and outlives a deleted schedule).
     sender = Coalesce(
         F("flow__name"),
         F("run__workflow_name"),
-        F("schedule__workflow_name"),
         KeyTextTransform("workflow", "payload"),
         output_field=CharField(),
     )

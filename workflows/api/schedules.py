@@ -50,6 +50,7 @@ from workflows.api.serializers_schedules import (
     ScheduleSerializer,
     UpdateScheduleSerializer,
 )
+from workflows.engine.sql.clock import database_now
 from workflows.models import Schedule
 from workflows.queries.schedules import list_schedules, schedule_facts
 from workflows.services import schedules as schedule_verbs
@@ -144,7 +145,8 @@ class ScheduleViewSet(FlowsiteViewSet):
         page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
         # Never None: pagination_class is set.
         schedules = cast(list[Schedule], page)
-        bodies = [schedule_facts(schedule) for schedule in schedules]
+        now = database_now()
+        bodies = [schedule_facts(schedule, now) for schedule in schedules]
         return self.get_paginated_response(ScheduleSerializer(bodies, many=True).data)
 
     @extend_schema(

@@ -40,9 +40,11 @@ def interval_words(every: timedelta) -> str:
     return f"every {every.total_seconds():g} seconds"
 
 
-def schedule_facts(schedule: Schedule) -> dict[str, Any]:
+def schedule_facts(schedule: Schedule, now: datetime | None = None) -> dict[str, Any]:
     """A schedule as the API answers it and ``workflows_schedule --json`` prints it: its
-    specification (spans in seconds), in words too, and where its firing stands."""
+    specification (spans in seconds), in words too, and where its firing stands. ``now``
+    (default: the database clock, read once a call) is what its next fire times follow:
+    a list reads the clock once and passes it to each."""
     last_run = schedule.last_run
     return {
         "key": schedule.key,
@@ -60,7 +62,7 @@ def schedule_facts(schedule: Schedule) -> dict[str, Any]:
         "note": schedule.note,
         "origin": schedule.origin,
         "spec_in_words": describe_spec(schedule),
-        "next_fire_times": next_fire_times(schedule, 3, database_now()),
+        "next_fire_times": next_fire_times(schedule, 3, now or database_now()),
         "next_slot_at": schedule.next_slot_at,
         "fired_count": schedule.fired_count,
         "skipped_count": schedule.skipped_count,

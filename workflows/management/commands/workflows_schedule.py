@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 
 from django.core.management.base import CommandError
 
+from workflows.engine.sql.clock import database_now
 from workflows.management.arguments import acting_user, json_value, refusals_as_command_errors
 from workflows.management.base import DeclaredCommand
 from workflows.management.options import (
@@ -242,7 +243,8 @@ class Command(DeclaredCommand):
             selected = selected.filter(workflow_name=options["workflow"])
         schedules = list(selected[: options["limit"]])
         if options["json"]:
-            self.stdout.write(to_json([schedule_facts(s) for s in schedules]))
+            now = database_now()
+            self.stdout.write(to_json([schedule_facts(s, now) for s in schedules]))
         elif schedules:
             self.stdout.write(table(LIST_COLUMNS, (_list_row(s) for s in schedules)))
         else:
