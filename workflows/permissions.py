@@ -24,6 +24,7 @@ __all__ = [
     "CHANGE_SCHEDULE",
     "CHANGE_WEBHOOKENDPOINT",
     "DELETE_SCHEDULE",
+    "DO_EXTERNAL_WORK",
     "EVERY_PERMISSION",
     "MANAGE_CONSUMERS",
     "OPERATE_RUN",
@@ -48,6 +49,11 @@ OPERATE_RUN = "workflows.operate_run"
 """The operator verbs on runs and steps (cancel, terminate, pause, resume, retry,
 rerun, priority, retry or skip a step, signals, bulk) and raising or resetting usage
 budgets. Skipping a gate also needs the gate's rule or :data:`OVERRIDE_GATE_RULE`."""
+
+DO_EXTERNAL_WORK = "workflows.do_external_work"
+"""Do the work of external steps (``Task(external=True)``) over ``/api/work/``: claim,
+heartbeat, complete, fail and log. Meant for a service account that does work and
+nothing else: it sees no run and starts none."""
 
 VIEW_STEP = "workflows.view_step"
 """See every waiting gate in the approvals inbox, not only those the gate's rule lets
@@ -99,6 +105,7 @@ EVERY_PERMISSION = (
     VIEW_STEP,
     VIEW_FANOUTITEM,
     VIEW_METRICS,
+    DO_EXTERNAL_WORK,
     OVERRIDE_GATE_CLAIM,
     OVERRIDE_GATE_RULE,
     CHANGE_WEBHOOKENDPOINT,

@@ -69,6 +69,8 @@ class TimerKind(models.TextChoices):
     DEADLINE = "deadline"
     # A polling task's sleep between iterations (``Task(repeat_until=, every=)``).
     REPEAT = "repeat"
+    # A handler's ``Await``: the step resumes with ``{"timed_out": True}`` when it passes.
+    AWAIT_TIMEOUT = "await_timeout"
 
 
 class FailureClass(models.TextChoices):

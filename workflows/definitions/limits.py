@@ -45,6 +45,11 @@ def priority_problems(value: object) -> list[str]:
     return [f"priority must be an integer from -1000 to 1000, got {value!r}"]
 
 
+# How a row marks an external unit's route (``Task(external=True)``): a first entry of
+# ``requires`` no declared capability can be (names never hold ``@``).
+EXTERNAL_MARK = "@external"
+
+
 @dataclass(frozen=True)
 class Route:
     """Where a unit of work may run: a queue, and capabilities its worker must have.
@@ -54,34 +59,62 @@ class Route:
     ``Q_CLUSTER``), else the queue name, followed by ``+capability`` for each
     requirement in sorted order (``gpu+cuda``). A worker serving queue ``gpu`` with
     capability ``cuda`` listens on ``gpu`` and ``gpu+cuda``.
+
+    ``external``: the work of a ``Task(external=True)``, done by workers outside the
+    process (``claim_external``): no django-q2 worker serves it, nothing is enqueued
+    for it. Stored on its row as :data:`EXTERNAL_MARK` leading ``requires``, so every
+    reader of a row's route knows without another column.
     """
 
     queue: str = DEFAULT_QUEUE
     requires: frozenset[str] = frozenset()
+    external: bool = False
 
     @property
     def key(self) -> str | None:
-        if self.queue == DEFAULT_QUEUE and not self.requires:
+        if self.queue == DEFAULT_QUEUE and not self.requires and not self.external:
             return None
-        return "+".join([self.queue, *sorted(self.requires)])
+        return "+".join([self.queue, *([EXTERNAL_MARK] if self.external else []), *sorted(self.requires)])
 
     @cached_property
     def requires_text(self) -> str:
-        """The requirements as stored on a row: sorted, comma-separated."""
-        return ",".join(sorted(self.requires))
+        """The requirements as stored on a row: sorted, comma-separated, after the
+        external mark of an external route."""
+        return ",".join([*([EXTERNAL_MARK] if self.external else []), *sorted(self.requires)])
 
     @classmethod
     def of_row(cls, queue: str, requires_text: str) -> Route:
         """The route stored on a unit's row (``queue``, ``requires``)."""
-        return cls(queue or DEFAULT_QUEUE, frozenset(filter(None, requires_text.split(","))))
+        names = [name for name in requires_text.split(",") if name]
+        external = EXTERNAL_MARK in names
+        return cls(
+            queue or DEFAULT_QUEUE,
+            frozenset(name for name in names if name != EXTERNAL_MARK),
+            external,
+        )
+
+    def in_process(self) -> Route:
+        """This route without the external mark: where the Python work of an external
+        step runs (its compensation)."""
+        return Route(self.queue, self.requires) if self.external else self
 
     def served_by(self, queues: Iterable[str], capabilities: Iterable[str]) -> bool:
-        """Tell whether a worker serving ``queues`` with ``capabilities`` may run it."""
+        """Tell whether a worker serving ``queues`` with ``capabilities`` may run it
+        (an external worker asks :meth:`served_externally_by`)."""
+        return not self.external and self._matches(queues, capabilities)
+
+    def served_externally_by(self, queues: Iterable[str], capabilities: Iterable[str]) -> bool:
+        """Tell whether an external worker claiming ``queues`` with ``capabilities``
+        may do it."""
+        return self.external and self._matches(queues, capabilities)
+
+    def _matches(self, queues: Iterable[str], capabilities: Iterable[str]) -> bool:
         return self.queue in set(queues) and self.requires <= set(capabilities)
 
     def __str__(self) -> str:
         needs = f" requiring {', '.join(sorted(self.requires))}" if self.requires else ""
-        return f"queue {self.queue!r}{needs}"
+        where = "external queue" if self.external else "queue"
+        return f"{where} {self.queue!r}{needs}"
 
 
 @dataclass(frozen=True)

@@ -275,14 +275,21 @@ class Task(LeasedNode):
     ``on_exhausted="fail"`` fails the run with ``max_iterations_exceeded`` and
     ``"continue"`` lets the step complete. It is the short form of a one-step
     :class:`~workflows.definitions.loop.Loop` with a sleep in it.
+
+    External work: ``Task(external=True, queue="payments", timeout=...)`` has no
+    handler; workers outside the process claim it (``claim_external``, ``POST
+    /api/work/claim/``), and ``timeout`` is the lease they get and must heartbeat
+    within. Retries, failure classes, limits, budgets, deadlines, priority and revoke
+    apply as to any task; a ``compensate`` handler is Python and runs in process.
     """
 
     kind = NodeKind.TASK
 
     def __init__(
         self,
-        handler: str | Handler | None,
+        handler: str | Handler | None = None,
         *,
+        external: bool = False,
         repeat_until: Condition | None = None,
         every: timedelta | None = None,
         max_iterations: int | None = None,
@@ -290,6 +297,7 @@ class Task(LeasedNode):
         **options: Unpack[LeasedOptions],
     ) -> None:
         super().__init__(handler, **options)
+        self.external = external
         self.repeat_until = repeat_until
         self.every = every
         self.max_iterations = max_iterations
@@ -300,15 +308,31 @@ class Task(LeasedNode):
         found += repeat_problems(
             self.repeat_until, self.every, self.max_iterations, self.on_exhausted
         )
+        if not isinstance(self.external, bool):
+            return [f"external must be True or False, got {self.external!r}", *found]
+        if self.external:
+            return [*self._external_problems(), *found]
         if self.handler is None:
-            return ["Task needs a handler", *found]
+            return ["Task needs a handler (or external=True: workers outside do it)", *found]
+        return found
+
+    def _external_problems(self) -> list[str]:
+        """What an external task cannot have: its work runs outside this process."""
+        found = []
+        if self.handler is not None:
+            found.append("an external Task has no handler: workers outside the process do it")
+        if self.transactional:
+            found.append(
+                "an external Task cannot be transactional: its work commits outside the database"
+            )
         return found
 
     def describe(self) -> dict[str, Any]:
+        described = {**super().describe(), **({"external": True} if self.external else {})}
         if self.repeat_until is None:
-            return super().describe()
+            return described
         return {
-            **super().describe(),
+            **described,
             "repeat_until": True,
             "every": self.every.total_seconds() if self.every is not None else 0,
             "max_iterations": self.max_iterations,

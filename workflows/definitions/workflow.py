@@ -181,7 +181,11 @@ class Workflow:
         node = cls.nodes[step]
         queue = getattr(node, "queue", None) or cls.default_queue
         requires = getattr(node, "requires", None)
-        return Route(queue, frozenset(cls.default_requires if requires is None else requires))
+        return Route(
+            queue,
+            frozenset(cls.default_requires if requires is None else requires),
+            external=getattr(node, "external", False),
+        )
 
     @classmethod
     def routes(cls) -> set[Route]:
@@ -195,9 +199,16 @@ class Workflow:
         return run_priority if own is None else own
 
     @classmethod
-    def unit_columns(cls, step: str, run_priority: int) -> dict[str, Any]:
-        """The routing columns of a unit of ``step``'s work (step, item, compensation)."""
+    def unit_columns(
+        cls, step: str, run_priority: int, *, compensation: bool = False
+    ) -> dict[str, Any]:
+        """The routing columns of a unit of ``step``'s work (step, item, compensation).
+
+        A compensation is Python work, even of an external step: it runs on the
+        step's queue in process."""
         route = cls.route_of(step)
+        if compensation:
+            route = route.in_process()
         return {
             "queue": route.queue,
             "requires": route.requires_text,

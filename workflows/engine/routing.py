@@ -78,8 +78,9 @@ def set_this_worker(queues: Iterable[str], capabilities: Iterable[str]) -> None:
 
 
 def serves(owner: str, route: Route) -> bool:
-    """Tell whether the worker ``owner`` (this process) may run work of ``route``."""
-    return owner == INLINE_OWNER or this_worker().serves(route)
+    """Tell whether the worker ``owner`` (this process) may run work of ``route``: never
+    an external route, which only workers outside the process do."""
+    return not route.external and (owner == INLINE_OWNER or this_worker().serves(route))
 
 
 def routes_served(queues: Iterable[str], capabilities: Iterable[str]) -> list[Route]:

@@ -107,6 +107,10 @@ class Run(models.Model):
             ("start_run", "Can start runs of registered workflows"),
             ("operate_run", "Can operate runs: cancel, terminate, pause, resume, retry, rerun"),
             ("view_metrics", "Can read the Prometheus metrics of all runs"),
+            (
+                "do_external_work",
+                "Can claim, heartbeat, complete and fail external steps (/api/work/)",
+            ),
         ]
         constraints = [
             models.UniqueConstraint(

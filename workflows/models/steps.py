@@ -66,6 +66,12 @@ class Step(LeasedWork, ReportedProgress, GateDecision):
     claimed_at = models.DateTimeField(null=True, blank=True)
     # Wait for signal: the signal name this step consumes.
     signal_name = models.CharField(max_length=200, blank=True, default="")
+    # ``Await``: what the step's handler awaits while the step waits (``{"signals":
+    # [...], "until": iso or null, "since": iso}``; null when it awaits nothing), and
+    # how the last await ended (``{"signal": name, "payload": ...}`` or ``{"timed_out":
+    # true}``), which the next attempt's handler reads as ``ctx.resumed``.
+    awaiting = models.JSONField(null=True, blank=True)
+    resumed = models.JSONField(null=True, blank=True)
     # Bumped by each rerun of the step: part of its idempotency key, so external systems
     # see the rerun as new work.
     generation = models.PositiveIntegerField(default=0)

@@ -83,7 +83,7 @@ def record_compensation(
         },
         sequence=sequence,
         max_attempts=default_retry().max_attempts,
-        **advancer.workflow.unit_columns(node.name, run.priority),
+        **advancer.workflow.unit_columns(node.name, run.priority, compensation=True),
     )
     events.add(
         run.pk, "compensation.recorded", step_id=step_id, compensation=record.pk, sequence=sequence
