@@ -170,6 +170,14 @@ if TYPE_CHECKING:
         send_signal_with_token_once as send_signal_with_token_once,
         signal_token as signal_token,
     )
+    from workflows.workers.external import (
+        ExternalJob as ExternalJob,
+        claim_external as claim_external,
+        complete_external as complete_external,
+        fail_external as fail_external,
+        heartbeat_external as heartbeat_external,
+        log_external as log_external,
+    )
 
 # The verbs and reads that touch the database, loaded on first access (after apps are
 # ready): name -> the module that defines it. The TYPE_CHECKING imports above give
@@ -212,6 +220,12 @@ _LAZY: dict[str, str] = {
     "cancel_flow": "workflows.services.flows",
     "CancelPolicy": "workflows.services.flows",
     "FlowCancellation": "workflows.services.flows",
+    "ExternalJob": "workflows.workers.external",
+    "claim_external": "workflows.workers.external",
+    "complete_external": "workflows.workers.external",
+    "fail_external": "workflows.workers.external",
+    "heartbeat_external": "workflows.workers.external",
+    "log_external": "workflows.workers.external",
     "BackfillResult": "workflows.services.schedules",
     "backfill_schedule": "workflows.services.schedules",
     "create_schedule": "workflows.services.schedules",

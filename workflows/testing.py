@@ -14,6 +14,7 @@ from django.utils import timezone
 from workflows.engine.wakeups.postgresql import stop_listeners
 from workflows.engine.work_kinds import WORK_KINDS
 from workflows.models import Schedule
+from workflows.models.leased import EXTERNAL_UNITS
 from workflows.status import RUN_HELD, StepStatus
 from workflows.webhooks.sender import send_due
 from workflows.workers.runner import execute
@@ -110,6 +111,8 @@ def run_pending(until: datetime | None = None, *, max_rounds: int = 10_000) -> P
             .exclude(**{f"{kind.run_path}__status__in": RUN_HELD})
             # Held by a limit: released by the attempt, timer or operator that frees it.
             .filter(held_on="")
+            # Done by workers outside the process (claim_external).
+            .exclude(EXTERNAL_UNITS)
             # Highest priority first, as workers claim; then the order of each kind's
             # partial index of ready rows. Ordered by id alone, the planner would walk
             # the whole table, and every round would cost as much as the history is long.

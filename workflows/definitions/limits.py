@@ -74,7 +74,9 @@ class Route:
     def key(self) -> str | None:
         if self.queue == DEFAULT_QUEUE and not self.requires and not self.external:
             return None
-        return "+".join([self.queue, *([EXTERNAL_MARK] if self.external else []), *sorted(self.requires)])
+        return "+".join(
+            [self.queue, *([EXTERNAL_MARK] if self.external else []), *sorted(self.requires)]
+        )
 
     @cached_property
     def requires_text(self) -> str:

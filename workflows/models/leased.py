@@ -7,6 +7,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from workflows.definitions.limits import EXTERNAL_MARK
 from workflows.status import FailureClass, StepStatus
 
 
@@ -47,6 +48,12 @@ class LeasedWork(models.Model):
 
     class Meta:
         abstract = True
+
+
+# The units of external steps (``Task(external=True)``): their route's mark leads
+# ``requires``. No process of the project runs them, so the in-process runner and the
+# scanner that re-sends unclaimed ready work leave them out; outside workers claim them.
+EXTERNAL_UNITS = Q(requires__startswith=EXTERNAL_MARK)
 
 
 def claim_indexes(prefix: str) -> list[models.Index]:

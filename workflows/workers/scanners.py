@@ -52,6 +52,7 @@ from workflows.models import (
     Timer,
     WebhookEndpoint,
 )
+from workflows.models.leased import EXTERNAL_UNITS
 from workflows.status import (
     RUN_ACTIVE,
     RUN_ALIVE,
@@ -173,6 +174,7 @@ def redispatch_unclaimed(
                 status=StepStatus.READY, updated_at__lt=ready_before, held_on=""
             )
             .exclude(**{f"{kind.run_path}__status__in": RUN_HELD})
+            .exclude(EXTERNAL_UNITS)  # claimed from outside, never sent to a queue
             .order_by("-priority", "updated_at")  # re-sent highest priority first
             .values_list("id", flat=True)[:limit]
         )

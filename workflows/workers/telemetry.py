@@ -61,12 +61,19 @@ class AttemptTelemetry:
     writes nothing: the work belongs to another attempt now.
     """
 
-    def __init__(self, lease: Lease, beat: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        lease: Lease,
+        beat: Callable[[], None] | None = None,
+        budget: FrameBudget | None = None,
+    ) -> None:
+        """``budget``: the frames the attempt has written so far, when not all of them
+        were written through this object (an external worker's, one report a call)."""
         self._lease = lease
         # What extends the lease after a flush: the unit's own heartbeat, or its batch's.
         self._beat = beat or partial(heartbeat, lease)
         self._interval = workflow_settings.PROGRESS_INTERVAL.total_seconds()
-        self._budget = FrameBudget(
+        self._budget = budget or FrameBudget(
             workflow_settings.FRAMES_PER_ATTEMPT, workflow_settings.FRAME_BYTES_PER_ATTEMPT
         )
         self._pending = PendingTelemetry()

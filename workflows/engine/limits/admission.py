@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from django.db.models import F
 from django.utils import timezone
 
 from workflows.conf import workflow_settings
@@ -261,7 +262,16 @@ def nudge_held(kind: WorkKind, held_on: str) -> bool:
     if found is None:
         return False
     unit_id, queue, requires = found
-    enqueue([Work(kind, unit_id, Route.of_row(queue, requires))])
+    route = Route.of_row(queue, requires)
+    if route.external:
+        # No queue carries it to a claim that decides again: its hold is cleared, so the
+        # next claim_external decides (and holds it again if the limit still binds).
+        cleared = kind.model.objects.filter(
+            pk=unit_id, status=StepStatus.READY, held_on=held_on
+        ).update(held_on="", version=F("version") + 1)
+        if not cleared:
+            return False
+    enqueue([Work(kind, unit_id, route)])
     return True
 
 
