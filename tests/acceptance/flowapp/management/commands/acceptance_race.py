@@ -9,8 +9,9 @@ finished round ``i - 1``, so the two calls of a round start together, as two web
 worker processes of a deployment would, and one start-up serves every round.
 
 A call is three words: ``cancel_flow FLOW POLICY``, ``revoke_lease STEP_ID ATTEMPT``
-(pinned to that attempt) or ``claim_step STEP_ID OWNER`` (a worker starting the next
-attempt). An outcome is ``{"round", "verb", "result"}``, or ``{"round", "verb",
+(pinned to that attempt), ``claim_step STEP_ID OWNER`` (a worker starting the next
+attempt) or ``claim_external QUEUE WORKER`` (an outside worker claiming up to
+:data:`CLAIM_LIMIT` units). An outcome is ``{"round", "verb", "result"}``, or ``{"round", "verb",
 "error": {"class", "code", "message", "workflow_error"}}`` for an exception:
 ``workflow_error`` tells a clean :class:`~workflows.errors.WorkflowError` from a defect.
 ``--import`` names modules whose workflows this process must know (the engine tests'
@@ -56,8 +57,17 @@ def _claim_step(step: str, owner: str, reason: str, user: Any) -> dict[str, Any]
     return {"attempt": lease.attempt, "owner": lease.owner}
 
 
+def _claim_external(queue: str, worker: str, reason: str, user: Any) -> dict[str, Any]:
+    jobs = workflows.claim_external([queue], worker=worker, limit=CLAIM_LIMIT)
+    return {"jobs": [[str(job.run), job.step, job.attempt] for job in jobs]}
+
+
+# How many units one ``claim_external`` call of a race takes at most.
+CLAIM_LIMIT = 3
+
 VERBS: dict[str, Callable[[str, str, str, Any], dict[str, Any]]] = {
     "cancel_flow": _cancel_flow,
+    "claim_external": _claim_external,
     "revoke_lease": _revoke_lease,
     "claim_step": _claim_step,
 }
