@@ -82,6 +82,7 @@ def park_for_await(lease: Lease, request: Await) -> None:
             max_attempts=row.max_attempts + 1,
             lease_owner="",
             lease_expires_at=None,
+            started_at=db_now(),
             awaiting={
                 "signals": list(request.signals),
                 "until": until.isoformat() if until is not None else None,
