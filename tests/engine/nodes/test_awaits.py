@@ -78,6 +78,11 @@ class Flaky(Workflow):
     )
 
 
+class FlakyOnce(Workflow):
+    name = "await_flaky_once"
+    step = Task(f"{HERE}.flaky_after_resume", awaits="go", retry=Retry(max_attempts=1))
+
+
 class Bad(Workflow):
     name = "await_bad"
     step = Task(f"{HERE}.bad_await", awaits=["ok"])
@@ -245,3 +250,110 @@ def test_signal_names_a_task_declares_are_accepted_before_anything_awaits_them()
     with pytest.raises(workflows.UnknownSignal, match="'first', 'yes', 'no'"):
         workflows.send_signal(run, "maybe", None)
 
+
+
+# -- with the operator's verbs ---------------------------------------------------------
+
+
+def parked(workflow: type[Workflow] = Import, **options: Any) -> tuple[Any, Any]:
+    """A run whose ``load`` step awaits ``mapping``: the run and the step."""
+    run = workflows.start_run(workflow, **options)
+    run_pending()
+    step = run.steps.get(name="load")
+    assert step.status == "waiting" and step.awaiting is not None
+    return run, step
+
+
+def timer_status(step) -> str:
+    return Timer.objects.get(step=step, kind=TimerKind.AWAIT_TIMEOUT).status
+
+
+def test_cancelling_the_run_cancels_the_awaiting_step_and_its_timer():
+    run, step = parked()
+    workflows.cancel_run(run, reason="wrong file")
+    step.refresh_from_db()
+    run.refresh_from_db()
+    assert (run.status, step.status) == ("cancelled", "cancelled")
+    assert timer_status(step) == TimerStatus.CANCELLED
+    with pytest.raises(workflows.InvalidTransition, match="is cancelled"):
+        workflows.send_signal(run, "mapping", 1)
+
+
+def test_a_signal_while_paused_makes_the_step_ready_and_it_starts_at_the_resume():
+    run, step = parked()
+    workflows.pause_run(run, reason="audit")
+    workflows.send_signal(run, "mapping", "while paused")
+    step.refresh_from_db()
+    assert step.status == "ready"
+    run_pending()
+    step.refresh_from_db()
+    assert step.status == "ready" and step.attempt == 1  # nothing starts while paused
+    workflows.resume_run(run)
+    run_pending()
+    run.refresh_from_db()
+    assert run.status == "completed" and run.output == {"load": {"mapping": "while paused"}}
+
+
+def test_the_timeout_of_a_paused_run_waits_for_the_resume():
+    run, step = parked()
+    workflows.pause_run(run)
+    run_pending(until=timezone.now() + timedelta(hours=2))
+    step.refresh_from_db()
+    assert step.status == "waiting" and timer_status(step) == TimerStatus.SCHEDULED
+    workflows.resume_run(run)
+    run_pending(until=timezone.now() + timedelta(hours=2))
+    run.refresh_from_db()
+    assert run.output == {"load": {"mapping": "default"}}
+
+
+def test_skipping_the_awaiting_step_ends_its_await():
+    run, step = parked()
+    workflows.skip_step(step, output={"mapping": "by hand"})
+    step.refresh_from_db()
+    run.refresh_from_db()
+    assert (step.status, step.output, run.status) == ("completed", {"mapping": "by hand"}, "completed")
+    assert timer_status(step) == TimerStatus.CANCELLED
+    assert SEEN == [None]  # the handler does not run again
+
+
+def test_rerun_from_the_step_forgets_the_await_and_the_handler_starts_afresh():
+    run, step = parked()
+    workflows.send_signal(run, "mapping", "first")
+    run_pending()
+    workflows.rerun_from(run, "load")
+    run_pending()
+    step.refresh_from_db()
+    assert step.status == "waiting" and step.resumed is None
+    assert SEEN == [None, {"signal": "mapping", "payload": "first"}, None]
+
+
+def test_a_revoke_of_an_awaiting_step_is_refused_nothing_runs():
+    run, step = parked()
+    revoked = workflows.revoke_lease(step, expected_attempt=step.attempt)
+    assert (revoked.revoked, revoked.reason) == (False, "not_leased")
+    step.refresh_from_db()
+    assert step.status == "waiting"
+
+
+def test_the_run_deadline_fails_an_awaiting_run_and_cancels_its_timer():
+    run, step = parked(deadline=timedelta(minutes=30))
+    run_pending(until=timezone.now() + timedelta(minutes=31))
+    run.refresh_from_db()
+    step.refresh_from_db()
+    assert run.status == "failed" and run.error["code"] == "deadline_exceeded"
+    assert step.status == "cancelled"
+    assert timer_status(step) == TimerStatus.CANCELLED
+
+
+def test_retrying_a_step_that_failed_after_its_resume_runs_it_with_the_same_signal():
+    run = workflows.start_run(FlakyOnce)
+    run_pending()
+    workflows.send_signal(run, "go", "once")
+    run_pending()
+    run.refresh_from_db()
+    assert run.status == "failed"
+    workflows.retry_step(run.steps.get())
+    run_pending()
+    run.refresh_from_db()
+    assert run.status == "completed" and run.output == {"step": "once"}
+    assert SEEN == [None, {"signal": "go", "payload": "once"}, {"signal": "go", "payload": "once"}]
