@@ -42,16 +42,16 @@ class Await:
     ) -> None:
         names = (signal,) if isinstance(signal, str) else signal
         if not isinstance(names, list | tuple) or not names:
-            raise PermanentError(
-                f"Await needs a signal name or a list of them, got {signal!r}"
-            )
+            raise PermanentError(f"Await needs a signal name or a list of them, got {signal!r}")
         for name in names:
             if not isinstance(name, str) or not name:
-                raise PermanentError(f"Await: a signal name must be a non-empty string, got {name!r}")
-            check_text(name, field="Await signal name", limit=SIGNAL_NAME_LIMIT, error=PermanentError)
-        if timeout is not None and (
-            not isinstance(timeout, timedelta) or timeout <= timedelta(0)
-        ):
+                raise PermanentError(
+                    f"Await: a signal name must be a non-empty string, got {name!r}"
+                )
+            check_text(
+                name, field="Await signal name", limit=SIGNAL_NAME_LIMIT, error=PermanentError
+            )
+        if timeout is not None and (not isinstance(timeout, timedelta) or timeout <= timedelta(0)):
             raise PermanentError(
                 f"Await: timeout must be a positive timedelta or None, got {timeout!r}"
             )

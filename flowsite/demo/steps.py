@@ -129,7 +129,9 @@ def import_catalogue(ctx: Context) -> Any:
         return Await("mapping", timeout=timedelta(days=1))
     answer = (ctx.resumed or {}).get("payload")
     mapping = answer if isinstance(answer, dict) else {}
-    wrong = sorted({str(field) for field in mapping.values() if field is not None} - CATALOGUE_FIELDS)
+    wrong = sorted(
+        {str(field) for field in mapping.values() if field is not None} - CATALOGUE_FIELDS
+    )
     if wrong:
         raise PermanentError(f"the mapping names fields the shop does not know: {wrong}")
     fields = {

@@ -251,7 +251,6 @@ def test_signal_names_a_task_declares_are_accepted_before_anything_awaits_them()
         workflows.send_signal(run, "maybe", None)
 
 
-
 # -- with the operator's verbs ---------------------------------------------------------
 
 
@@ -311,7 +310,11 @@ def test_skipping_the_awaiting_step_ends_its_await():
     workflows.skip_step(step, output={"mapping": "by hand"})
     step.refresh_from_db()
     run.refresh_from_db()
-    assert (step.status, step.output, run.status) == ("completed", {"mapping": "by hand"}, "completed")
+    assert (step.status, step.output, run.status) == (
+        "completed",
+        {"mapping": "by hand"},
+        "completed",
+    )
     assert timer_status(step) == TimerStatus.CANCELLED
     assert SEEN == [None]  # the handler does not run again
 
@@ -328,7 +331,7 @@ def test_rerun_from_the_step_forgets_the_await_and_the_handler_starts_afresh():
 
 
 def test_a_revoke_of_an_awaiting_step_is_refused_nothing_runs():
-    run, step = parked()
+    _run, step = parked()
     revoked = workflows.revoke_lease(step, expected_attempt=step.attempt)
     assert (revoked.revoked, revoked.reason) == (False, "not_leased")
     step.refresh_from_db()

@@ -112,10 +112,10 @@ def park_for_await(lease: Lease, request: Await) -> None:
             timer_armed(until)
 
 
-def resume_on_signal(advancer: Advancer, signal: Signal) -> bool:
+def resume_on_signal(advancer: Advancer, signal: Signal) -> None:
     """Resume the oldest step of the run whose handler awaits ``signal``'s name with it;
-    ``False`` when none does (the signal is kept). Called under the run's lock by the
-    transition that delivers the signal."""
+    when none does, the signal is kept. Called under the run's lock by the transition
+    that delivers the signal."""
     awaiting = (
         Step.objects.filter(
             run_id=advancer.run.pk, status=StepStatus.WAITING, awaiting__isnull=False
@@ -123,12 +123,13 @@ def resume_on_signal(advancer: Advancer, signal: Signal) -> bool:
         .order_by("id")
         .values_list("name", "awaiting")
     )
-    name = next((step for step, what in awaiting if signal.name in what["signals"]), None)
-    if name is None:
-        return False
-    (row,) = step_rows(advancer.run.pk, [name])
-    _resume_with(advancer, row, signal)
-    return True
+    name = next(
+        (step for step, what in awaiting if what is not None and signal.name in what["signals"]),
+        None,
+    )
+    if name is not None:
+        (row,) = step_rows(advancer.run.pk, [name])
+        _resume_with(advancer, row, signal)
 
 
 def _resume_with(advancer: Advancer, row: StepRow, signal: Signal) -> None:
@@ -162,4 +163,3 @@ def _resume(advancer: Advancer, row: StepRow, resumed: dict[str, Any], **event: 
 def resumed_of(step_id: int) -> dict[str, Any] | None:
     """The step's ``resumed``: what ``ctx.resumed`` reads, on first access."""
     return Step.objects.filter(pk=step_id).values_list("resumed", flat=True).first()
-

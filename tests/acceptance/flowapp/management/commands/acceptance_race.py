@@ -11,9 +11,10 @@ worker processes of a deployment would, and one start-up serves every round.
 A call is three words: ``cancel_flow FLOW POLICY``, ``revoke_lease STEP_ID ATTEMPT``
 (pinned to that attempt), ``claim_step STEP_ID OWNER`` (a worker starting the next
 attempt), ``run_step STEP_ID OWNER`` (a worker claiming the step and running its
-attempt to its end, an await's parking included) or ``send_signal RUN NAME``. An outcome is ``{"round", "verb", "result"}``, or ``{"round", "verb",
-"error": {"class", "code", "message", "workflow_error"}}`` for an exception:
-``workflow_error`` tells a clean :class:`~workflows.errors.WorkflowError` from a defect.
+attempt to its end, an await's parking included) or ``send_signal RUN NAME``. An
+outcome is ``{"round", "verb", "result"}``, or ``{"round", "verb", "error": {"class",
+"code", "message", "workflow_error"}}`` for an exception: ``workflow_error`` tells a
+clean :class:`~workflows.errors.WorkflowError` from a defect.
 ``--import`` names modules whose workflows this process must know (the engine tests'
 workflows, which only pytest's process imports otherwise).
 """
