@@ -360,3 +360,12 @@ def test_retrying_a_step_that_failed_after_its_resume_runs_it_with_the_same_sign
     run.refresh_from_db()
     assert run.status == "completed" and run.output == {"step": "once"}
     assert SEEN == [None, {"signal": "go", "payload": "once"}, {"signal": "go", "payload": "once"}]
+
+
+def test_a_signal_token_for_an_awaited_name_resumes_the_handler():
+    run, step = parked()
+    token = workflows.signal_token(run, "mapping")
+    workflows.send_signal_with_token(token, {"from": "partner"})
+    step.refresh_from_db()
+    assert step.resumed == {"signal": "mapping", "payload": {"from": "partner"}}
+    assert run.events.get(type="signal.received").payload["via"] == "token"
