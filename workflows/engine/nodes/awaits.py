@@ -24,8 +24,8 @@ from workflows.context import Await
 from workflows.engine.advance import Advancer
 from workflows.engine.lease import Lease
 from workflows.engine.limits.admission import attempt_ended, attempt_holder
-from workflows.engine.signal_buffer import consume, oldest_kept
 from workflows.engine.scope import run_scope
+from workflows.engine.signal_buffer import consume, oldest_kept
 from workflows.engine.sql.expressions import db_now
 from workflows.engine.sql.rows import StepRow, step_row, step_rows
 from workflows.engine.sql.updates import cas_update

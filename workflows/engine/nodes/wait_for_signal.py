@@ -14,8 +14,8 @@ from workflows.engine.advance import Advancer, enters
 from workflows.engine.created import Created
 from workflows.engine.fingerprint import fingerprint
 from workflows.engine.nodes.awaits import resume_on_signal
-from workflows.engine.signal_buffer import consume, oldest_kept
 from workflows.engine.scope import run_scope
+from workflows.engine.signal_buffer import consume, oldest_kept
 from workflows.engine.sql.rows import StepRow, step_rows
 from workflows.engine.timers import cancel_timers, fires
 from workflows.engine.transaction import transition
