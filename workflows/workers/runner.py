@@ -213,9 +213,12 @@ def run_attempt(held: Held, *, chain: bool = True) -> Held | None:
 
 
 def _record_output(lease: Lease, result: Any, *, chain: bool) -> Held | None:
-    """Record a handler's result; a lost lease is logged, an output refused fails the unit."""
+    """Record a handler's result; a lost lease is logged, an output refused fails the unit,
+    an await in a run that stopped meanwhile is recorded as stopped."""
     try:
         return _record_result(lease, result, chain=chain)
+    except RunCancelled as cancelled:
+        _record_stopped(lease, cancelled)
     except LeaseLost as lost:
         logger.warning("%s", lost, extra=log_fields(lease))
     except DataError as exc:

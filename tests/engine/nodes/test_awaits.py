@@ -11,9 +11,11 @@ from django.utils import timezone
 import workflows
 from workflows import Await, FanOut, Loop, PermanentError, Retry, Task, Workflow
 from workflows.context import Context
+from workflows.engine import claim_step
 from workflows.models import Event, Signal, Timer
 from workflows.status import TimerKind, TimerStatus
 from workflows.testing import run_pending
+from workflows.workers.runner import run_attempt
 
 pytestmark = pytest.mark.django_db
 
@@ -369,3 +371,17 @@ def test_a_signal_token_for_an_awaited_name_resumes_the_handler():
     step.refresh_from_db()
     assert step.resumed == {"signal": "mapping", "payload": {"from": "partner"}}
     assert run.events.get(type="signal.received").payload["via"] == "token"
+
+
+def test_an_await_returned_after_the_run_was_cancelled_stops_the_attempt():
+    run = workflows.start_run(Import)
+    step = run.steps.get()
+    lease = claim_step(step.pk, "worker-1")
+    workflows.cancel_run(run)  # the handler is running: the run is cancelling
+    run_attempt(lease, chain=False)  # ... and its handler returns Await
+    run.refresh_from_db()
+    step.refresh_from_db()
+    assert (run.status, step.status, step.failure_class) == ("cancelled", "failed", "cancelled")
+    assert step.awaiting is None
+    assert not Timer.objects.filter(run=run, kind=TimerKind.AWAIT_TIMEOUT).exists()
+    assert not run.events.filter(type="step.awaiting").exists()

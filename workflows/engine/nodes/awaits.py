@@ -33,9 +33,9 @@ from workflows.engine.timers import cancel_timers, fires
 from workflows.engine.transaction import transition
 from workflows.engine.wakeups.hub import timer_armed
 from workflows.engine.work_kinds import STEP
-from workflows.errors import LeaseLost, PermanentError
+from workflows.errors import LeaseLost, PermanentError, RunCancelled
 from workflows.models import Signal, Step, Timer
-from workflows.status import StepStatus, TimerKind
+from workflows.status import RUN_ALIVE, StepStatus, TimerKind
 
 
 def checked_await(lease: Lease, request: Await) -> Await:
@@ -64,10 +64,17 @@ def park_for_await(lease: Lease, request: Await) -> None:
 
     A signal of those names the run keeps (sent before the await) is consumed at once:
     the step goes straight back to ``ready`` with it as ``resumed``. A lost lease (an
-    expired and reclaimed attempt, a revoke, a cancelled run's stop) raises
-    :class:`LeaseLost` and writes nothing; the attempt that holds the step now decides.
+    expired and reclaimed attempt, a revoke) raises :class:`LeaseLost` and writes
+    nothing; the attempt that holds the step now decides. A run that stopped while the
+    handler ran (cancelling, compensating, ended) raises :class:`RunCancelled`, also
+    writing nothing: nothing would ever resume the await, so the runner records the
+    attempt as stopped, as it does when a heartbeat finds the run stopping.
     """
     with run_scope(lease.run_id, workflow=lease.workflow) as scope:
+        if scope.run.status not in RUN_ALIVE:
+            raise RunCancelled(
+                f"{lease.label} attempt {lease.attempt} awaits, but its run is {scope.run.status}"
+            )
         advancer = scope.advancer  # settles the run's status at the end: waiting, as a rule
         row = step_row(lease.step_id)
         now = timezone.now()
