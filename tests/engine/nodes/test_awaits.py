@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any
+from uuid import uuid4
 
 import pytest
 from django.utils import timezone
@@ -385,3 +386,21 @@ def test_an_await_returned_after_the_run_was_cancelled_stops_the_attempt():
     assert step.awaiting is None
     assert not Timer.objects.filter(run=run, kind=TimerKind.AWAIT_TIMEOUT).exists()
     assert not run.events.filter(type="step.awaiting").exists()
+
+
+def test_ctx_resumed_is_read_once_on_first_access_and_never_without_one():
+    reads: list[int] = []
+
+    def read() -> dict[str, Any]:
+        reads.append(1)
+        return {"timed_out": True}
+
+    def context() -> Context:
+        return Context(run_id=uuid4(), input={}, step_names=("a",), read_resumed=read)
+
+    context()  # a handler that never looks
+    assert reads == []
+    looked = context()
+    assert looked.resumed == {"timed_out": True} and looked.resumed == {"timed_out": True}
+    assert reads == [1]
+    assert Context(run_id=uuid4(), input={}, step_names=("a",)).resumed is None
