@@ -40,6 +40,7 @@ from hypothesis.stateful import (
 
 import workflows
 from workflows import (
+    Await,
     FanOut,
     Gate,
     Loop,
@@ -55,9 +56,28 @@ from workflows.engine import claim_step, complete_work, fail_attempt
 from workflows.engine.lease import Lease
 from workflows.engine.work_kinds import WORK_KINDS
 from workflows.errors import WorkflowError
-from workflows.models import Event, FanOutItem, Flow, FlowEdge, FlowMember, Run, Schedule, Step
+from workflows.models import (
+    Event,
+    FanOutItem,
+    Flow,
+    FlowEdge,
+    FlowMember,
+    Run,
+    Schedule,
+    Step,
+    Timer,
+)
 from workflows.queries.explain import explain
-from workflows.status import FLOW_FINAL, RUN_FINAL, RUN_HELD, FlowStatus, RunStatus, StepStatus
+from workflows.status import (
+    FLOW_FINAL,
+    RUN_FINAL,
+    RUN_HELD,
+    FlowStatus,
+    RunStatus,
+    StepStatus,
+    TimerKind,
+    TimerStatus,
+)
 from workflows.testing import run_pending
 from workflows.workers.runner import execute
 from workflows.workers.scanners import fire_due_timers, repair_flows
@@ -96,6 +116,14 @@ def handle(ctx: Any) -> dict[str, Any]:
     if outcome == "permanent":
         raise PermanentError("permanent failure on purpose")
     return {"ok": True}
+
+
+def handle_await(ctx: Any) -> Any:
+    """Await signal ``go`` on a first run (with a timeout in every other run, by its id),
+    then do as :func:`handle`."""
+    if ctx.resumed is None:
+        return Await("go", timeout=timedelta(hours=1) if ctx.run_id.int % 2 else None)
+    return handle(ctx)
 
 
 def two_items(ctx: Any) -> list[int]:
@@ -140,6 +168,12 @@ class MbLoop(Workflow):
     done = Task(H, retry=TWICE)
 
 
+class MbAwait(Workflow):
+    name = "mb_await"
+    ask = Task(f"{HERE}.handle_await", awaits=["go"], retry=TWICE)
+    after = Task(H, retry=TWICE)
+
+
 class MbFan(Workflow):
     name = "mb_fan"
     fan = FanOut(H, items=two_items, retry=TWICE)
@@ -147,7 +181,7 @@ class MbFan(Workflow):
 
 
 WORKFLOWS: dict[str, type[Workflow]] = {
-    cls.name: cls for cls in (MbOne, MbChain, MbGate, MbSignal, MbLoop, MbFan)
+    cls.name: cls for cls in (MbOne, MbChain, MbGate, MbSignal, MbLoop, MbFan, MbAwait)
 }
 # The steps each step waits for (the definitions are sequences).
 PREDECESSORS: dict[str, dict[str, str]] = {
@@ -591,7 +625,37 @@ class EngineMachine(RuleBasedStateMachine):
         if run is not None:
             self.call(workflows.send_signal, run, "go", {"sent": True})
 
+    @rule(data=st.data())
+    def signal_an_awaiting_handler(self, data: st.DataObject) -> None:
+        """Send ``go`` to a run whose handler awaits it (the rule above sends it to any)."""
+        awaiting = list(
+            Step.objects.filter(status=StepStatus.WAITING, awaiting__isnull=False)
+            .order_by("id")
+            .values_list("run_id", flat=True)
+        )
+        if awaiting:
+            run_id = data.draw(st.sampled_from(awaiting), label="awaiting run")
+            self.call(workflows.send_signal, run_id, "go", {"sent": True})
+
     # -- invariants ---------------------------------------------------------------
+
+    @invariant()
+    def an_awaiting_step_waits_with_its_timer_iff_it_has_a_timeout(self) -> None:
+        """A step whose handler awaits is ``waiting`` with ``awaiting`` set, and has a
+        scheduled await timer exactly when the await has a timeout; a step in hand has
+        no await left, and no step that stopped waiting keeps a scheduled await timer."""
+        steps = Step.objects.filter(run__workflow_name=MbAwait.name, name="ask")
+        for pk, status, awaiting in steps.values_list("pk", "status", "awaiting"):
+            timers = Timer.objects.filter(
+                step_id=pk, kind=TimerKind.AWAIT_TIMEOUT, status=TimerStatus.SCHEDULED
+            ).count()
+            if status == StepStatus.WAITING:
+                assert awaiting is not None, (pk, status)
+                assert timers == (1 if awaiting["until"] else 0), (pk, awaiting, timers)
+            else:
+                assert timers == 0, (pk, status, timers)
+            if status in IN_HAND:
+                assert awaiting is None, (pk, status, awaiting)
 
     @invariant()
     def members_start_after_their_join(self) -> None:
