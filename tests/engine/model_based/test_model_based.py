@@ -43,6 +43,7 @@ from workflows import (
     Await,
     FanOut,
     Gate,
+    LeaseLost,
     Loop,
     PermanentError,
     Retry,
@@ -174,6 +175,12 @@ class MbAwait(Workflow):
     after = Task(H, retry=TWICE)
 
 
+class MbExternal(Workflow):
+    name = "mb_external"
+    work = Task(external=True, queue="mb_outside", retry=TWICE)
+    after = Task(H, retry=TWICE)
+
+
 class MbFan(Workflow):
     name = "mb_fan"
     fan = FanOut(H, items=two_items, retry=TWICE)
@@ -181,7 +188,7 @@ class MbFan(Workflow):
 
 
 WORKFLOWS: dict[str, type[Workflow]] = {
-    cls.name: cls for cls in (MbOne, MbChain, MbGate, MbSignal, MbLoop, MbFan, MbAwait)
+    cls.name: cls for cls in (MbOne, MbChain, MbGate, MbSignal, MbLoop, MbFan, MbAwait, MbExternal)
 }
 # The steps each step waits for (the definitions are sequences).
 PREDECESSORS: dict[str, dict[str, str]] = {
@@ -249,6 +256,15 @@ class Held:
 
 
 @dataclass
+class HeldOutside:
+    """A job an external worker claimed: its lease token, as the worker holds it."""
+
+    step_id: int
+    token: str
+    attempt: int  # as shown: within the round
+
+
+@dataclass
 class Seen:
     """What the machine knows beyond the database."""
 
@@ -256,6 +272,7 @@ class Seen:
     flows: list[Flow] = field(default_factory=list)
     held: list[Held] = field(default_factory=list)
     stale: list[Held] = field(default_factory=list)
+    outside: list[HeldOutside] = field(default_factory=list)
     tainted: set[Any] = field(default_factory=set)
 
 
@@ -483,6 +500,48 @@ class EngineMachine(RuleBasedStateMachine):
         step.refresh_from_db()
         assert (step.status, step.attempt, step.version) == before
 
+    # -- rules: external work -------------------------------------------------------
+
+    @rule()
+    def claim_outside(self) -> None:
+        """An external worker claims what is ready on its queue."""
+        jobs = self.call(workflows.claim_external, "mb_outside", worker="mb", limit=2) or []
+        for job in jobs:
+            step = Step.objects.get(run_id=job.run, name=job.step)
+            assert step.lease_owner == "external:mb" and step.status == StepStatus.RUNNING
+            self.seen.outside.append(HeldOutside(step.pk, job.lease, job.attempt))
+
+    @precondition(lambda self: bool(self.seen.outside))
+    @rule(data=st.data(), outcome=st.sampled_from((*OUTCOMES, "heartbeat")))
+    def act_outside(self, data: st.DataObject, outcome: str) -> None:
+        """The worker heartbeats, completes or fails a job; a lease that is no longer
+        the step's running attempt (revoked, cancelled, reclaimed, skipped) is refused
+        and writes nothing."""
+        held = data.draw(st.sampled_from(self.seen.outside), label="outside")
+        step = Step.objects.get(pk=held.step_id)
+        live = step.status == StepStatus.RUNNING and step.attempts_in_round.attempt == held.attempt
+        before = step.version
+        try:
+            with on_commit():
+                if outcome == "heartbeat":
+                    workflows.heartbeat_external(held.token)
+                elif outcome == "ok":
+                    workflows.complete_external(held.token, {"ok": True})
+                else:
+                    workflows.fail_external(held.token, "outside", permanent=outcome == "permanent")
+        except LeaseLost:
+            step.refresh_from_db()
+            cancelled = Run.objects.filter(pk=step.run_id, status__in=RUN_FINAL).exists() or (
+                step.failure_class == "cancelled"
+            )
+            assert not live or cancelled, (outcome, step.status, held)
+            assert step.version == before or cancelled, (outcome, step.status, held)
+            self.seen.outside.remove(held)
+            return
+        assert live, ("a stale lease was accepted", outcome, step.status, held)
+        if outcome != "heartbeat":
+            self.seen.outside.remove(held)
+
     # -- rules: every verb, checked against explain() -------------------------------
 
     @rule(data=st.data())
@@ -658,6 +717,15 @@ class EngineMachine(RuleBasedStateMachine):
                 assert awaiting is None, (pk, status, awaiting)
 
     @invariant()
+    def external_work_is_only_done_outside(self) -> None:
+        """No process of the project ever runs an external step: each of its attempts
+        was leased to an external worker."""
+        for owner in Step.objects.filter(
+            run__workflow_name=MbExternal.name, name="work", attempt__gt=0
+        ).values_list("lease_owner", flat=True):
+            assert owner == "" or owner.startswith("external:"), owner
+
+    @invariant()
     def members_start_after_their_join(self) -> None:
         """A member that started had its join satisfied (by completed upstreams)."""
         for member in FlowMember.objects.select_related("run"):
@@ -790,8 +858,16 @@ class EngineMachine(RuleBasedStateMachine):
         for held in self.seen.held:
             self.call(complete_work, held.lease, {"ok": True})
         self.seen.held.clear()
+        self.seen.outside.clear()
         with on_commit():
             run_pending(until=timezone.now() + FAR)
+        for _ in range(4):  # the outside worker does what is ready, and the run goes on
+            for job in (
+                self.call(workflows.claim_external, "mb_outside", worker="mb", limit=50) or []
+            ):
+                self.call(workflows.complete_external, job.lease, {"ok": True})
+            with on_commit():
+                run_pending(until=timezone.now() + FAR)
         for run in self.seen.runs:
             explanation = explain(run)
             if explanation.status in RUN_FINAL:
