@@ -97,7 +97,7 @@ class WaitField(serializers.FloatField):
 # Requests.
 
 
-class ClaimSerializer(StrictSerializer):
+class WorkClaimSerializer(StrictSerializer):
     queues = _names("the queues this worker serves", allow_empty=False)
     worker = StrictCharField(
         max_length=120,
@@ -126,7 +126,7 @@ class ClaimSerializer(StrictSerializer):
     )
 
 
-class HeartbeatSerializer(StrictSerializer):
+class WorkHeartbeatSerializer(StrictSerializer):
     lease = _lease()
     progress = ProgressField(required=False, allow_null=True, default=None)
     message = StrictCharField(
@@ -134,12 +134,12 @@ class HeartbeatSerializer(StrictSerializer):
     )
 
 
-class CompleteSerializer(StrictSerializer):
+class WorkCompleteSerializer(StrictSerializer):
     lease = _lease()
     output = serializers.JSONField(allow_null=True, help_text="the step's output (any JSON)")
 
 
-class FailSerializer(StrictSerializer):
+class WorkFailSerializer(StrictSerializer):
     lease = _lease()
     error = StrictCharField(help_text="why the work failed (kept up to 4000 characters)")
     permanent = Flag(required=False, default=False, help_text="do not retry")
@@ -153,7 +153,7 @@ class FailSerializer(StrictSerializer):
     )
 
 
-class LogSerializer(StrictSerializer):
+class WorkLogSerializer(StrictSerializer):
     lease = _lease()
     text = StrictCharField(allow_blank=True, help_text="one line (or more) of the log")
     stream = serializers.ChoiceField(
@@ -164,7 +164,7 @@ class LogSerializer(StrictSerializer):
 # Responses.
 
 
-class JobSerializer(serializers.Serializer):
+class WorkJobSerializer(serializers.Serializer):
     """One claimed attempt of an external step, and everything its worker needs."""
 
     lease = serializers.CharField(
@@ -190,28 +190,28 @@ class JobSerializer(serializers.Serializer):
     timeout = serializers.FloatField(help_text="seconds each heartbeat extends the lease by")
 
 
-class ClaimedSerializer(serializers.Serializer):
-    jobs = JobSerializer(many=True)
+class WorkClaimedSerializer(serializers.Serializer):
+    jobs = WorkJobSerializer(many=True)
     timed_out = timed_out_field()
 
 
-class HeartbeatAnswerSerializer(serializers.Serializer):
+class WorkHeartbeatAnswerSerializer(serializers.Serializer):
     lease_expires_at = serializers.DateTimeField(help_text="the lease's new expiry")
 
 
-class CompleteAnswerSerializer(serializers.Serializer):
+class WorkCompleteAnswerSerializer(serializers.Serializer):
     duplicate = serializers.BooleanField(
         help_text="true: the attempt had already completed with this output; nothing "
         "was written again"
     )
 
 
-class FailAnswerSerializer(serializers.Serializer):
+class WorkFailAnswerSerializer(serializers.Serializer):
     status = serializers.ChoiceField(
         choices=[StepStatus.RETRY_SCHEDULED, StepStatus.FAILED],
         help_text="retry_scheduled: another attempt follows; failed: the step failed",
     )
 
 
-class LoggedSerializer(serializers.Serializer):
+class WorkLoggedSerializer(serializers.Serializer):
     """An empty object: the line was kept."""

@@ -30,16 +30,16 @@ from workflows.api.permissions import CanDoExternalWork
 from workflows.api.runs import validated
 from workflows.api.schema import documented_action
 from workflows.api.serializers_work import (
-    ClaimedSerializer,
-    ClaimSerializer,
-    CompleteAnswerSerializer,
-    CompleteSerializer,
-    FailAnswerSerializer,
-    FailSerializer,
-    HeartbeatAnswerSerializer,
-    HeartbeatSerializer,
-    LoggedSerializer,
-    LogSerializer,
+    WorkClaimedSerializer,
+    WorkClaimSerializer,
+    WorkCompleteAnswerSerializer,
+    WorkCompleteSerializer,
+    WorkFailAnswerSerializer,
+    WorkFailSerializer,
+    WorkHeartbeatAnswerSerializer,
+    WorkHeartbeatSerializer,
+    WorkLoggedSerializer,
+    WorkLogSerializer,
 )
 from workflows.api.throttling import WorkerRateThrottle
 from workflows.workers.external import (
@@ -89,15 +89,15 @@ class WorkViewSet(LongPollViews, FlowsiteViewSet):
     long_poll_actions = frozenset({"claim"})
 
     @_verb(
-        ClaimSerializer,
-        ClaimedSerializer,
+        WorkClaimSerializer,
+        WorkClaimedSerializer,
         ("Wait for one job", CLAIM),
         ("Claim up to five", CLAIM_MANY),
     )
     def claim(self, request: Request) -> Response:
         """Claim up to ``limit`` ready steps of ``queues``, highest priority first; with
         ``wait``, an empty answer waits for work until the time is up (``timed_out``)."""
-        body = validated(request.data, ClaimSerializer)
+        body = validated(request.data, WorkClaimSerializer)
         with holding_wait(request, body["wait"]):
             jobs = claim_external(
                 body["queues"],
@@ -107,48 +107,48 @@ class WorkViewSet(LongPollViews, FlowsiteViewSet):
                 wait=body["wait"],
             )
         answer = {"jobs": jobs, "timed_out": timed_out(body["wait"], bool(jobs))}
-        return Response(ClaimedSerializer(answer).data)
+        return Response(WorkClaimedSerializer(answer).data)
 
-    @_verb(HeartbeatSerializer, HeartbeatAnswerSerializer, ("Three of ten done", HEARTBEAT))
+    @_verb(WorkHeartbeatSerializer, WorkHeartbeatAnswerSerializer, ("Three of ten done", HEARTBEAT))
     def heartbeat(self, request: Request) -> Response:
         """Extend the lease by the step's timeout, reporting progress; 409 when the
         attempt is no longer this worker's (stop the work)."""
-        body = validated(request.data, HeartbeatSerializer)
+        body = validated(request.data, WorkHeartbeatSerializer)
         expires = heartbeat_external(
             body["lease"], progress=body["progress"], message=body["message"]
         )
-        return Response(HeartbeatAnswerSerializer({"lease_expires_at": expires}).data)
+        return Response(WorkHeartbeatAnswerSerializer({"lease_expires_at": expires}).data)
 
-    @_verb(CompleteSerializer, CompleteAnswerSerializer, ("Done", COMPLETE))
+    @_verb(WorkCompleteSerializer, WorkCompleteAnswerSerializer, ("Done", COMPLETE))
     def complete(self, request: Request) -> Response:
         """Record the output and move the run on; the same output again is a
         ``duplicate``, another one a 409."""
-        body = validated(request.data, CompleteSerializer)
+        body = validated(request.data, WorkCompleteSerializer)
         written = complete_external(body["lease"], body["output"])
-        return Response(CompleteAnswerSerializer({"duplicate": not written}).data)
+        return Response(WorkCompleteAnswerSerializer({"duplicate": not written}).data)
 
     @_verb(
-        FailSerializer,
-        FailAnswerSerializer,
+        WorkFailSerializer,
+        WorkFailAnswerSerializer,
         ("Retry later", FAIL),
         ("Fail for good", FAIL_FOR_GOOD),
     )
     def fail(self, request: Request) -> Response:
         """Record the attempt as failed: retried per the task's policy unless
         ``permanent``; answers the step's new status."""
-        body = validated(request.data, FailSerializer)
+        body = validated(request.data, WorkFailSerializer)
         status = fail_external(
             body["lease"],
             body["error"],
             permanent=body["permanent"],
             failure_class=body["failure_class"],
         )
-        return Response(FailAnswerSerializer({"status": status}).data)
+        return Response(WorkFailAnswerSerializer({"status": status}).data)
 
-    @_verb(LogSerializer, LoggedSerializer, ("A line of output", LOG))
+    @_verb(WorkLogSerializer, WorkLoggedSerializer, ("A line of output", LOG))
     def log(self, request: Request) -> Response:
         """Append a line to the attempt's log (the run page's Log); the lease is not
         extended."""
-        body = validated(request.data, LogSerializer)
+        body = validated(request.data, WorkLogSerializer)
         log_external(body["lease"], body["text"], body["stream"])
-        return Response(LoggedSerializer({}).data)
+        return Response(WorkLoggedSerializer({}).data)
