@@ -50,21 +50,22 @@ from workflows.workers.external import (
     log_external,
 )
 
-# Request bodies for the schema, naming the demo's external step's queue; a lease is
-# what a claim answered (this one is a placeholder of the right shape).
+# Request bodies for the schema, naming the queue of the demo's external step
+# (``print_label`` of ``warehouse_dispatch``); a lease is what a claim answered (this
+# one is a placeholder of the right shape).
 LEASE = "eyJyIjoiMGI5YzNjNmUtNWYzZS00YTUyLTlkNTEtMmYwZDhhMWU3YzExIn0:1tLabel:Signature"
 CLAIM = {"queues": ["labels"], "worker": "label-printer-1", "wait": 30}
 CLAIM_MANY = {
     "queues": ["labels"],
     "worker": "label-printer-2",
     "limit": 5,
-    "capabilities": ["zebra"],
+    "capabilities": ["thermal"],
 }
-HEARTBEAT = {"lease": LEASE, "progress": [3, 10], "message": "printed 3 of 10 labels"}
-COMPLETE = {"lease": LEASE, "output": {"labels": 10, "printer": "zebra-2"}}
+HEARTBEAT = {"lease": LEASE, "progress": [1, 2], "message": "printing parcel P-1"}
+COMPLETE = {"lease": LEASE, "output": {"label": "LBL-ORD-1002", "parcels": 2}}
 FAIL = {"lease": LEASE, "error": "printer out of paper", "failure_class": "transient"}
 FAIL_FOR_GOOD = {"lease": LEASE, "error": "the parcel has no address", "permanent": True}
-LOG = {"lease": LEASE, "text": "label P-1 printed", "stream": "stdout"}
+LOG = {"lease": LEASE, "text": "label LBL-ORD-1002 printed", "stream": "stdout"}
 
 # A lease refused (409), and a worker over its rate or a user over its long polls (429).
 _LEASE_ERRORS = error_responses(400, 401, 403, 409, 429)
