@@ -59,7 +59,9 @@ class WorkerRateThrottle(SimpleRateThrottle):
     def get_cache_key(self, request: Request, view: APIView) -> str:
         # Hashed: a name is whatever the body says until the view checks it, and a
         # cache key must stay short and printable.
-        worker = hashlib.sha256(worker_named_by(request.data).encode()).hexdigest()[:32]
+        worker = hashlib.sha256(
+            worker_named_by(request.data).encode("utf-8", "surrogatepass")
+        ).hexdigest()[:32]
         return self.cache_format % {"scope": self.scope, "ident": f"{request.user.pk}:{worker}"}
 
 
