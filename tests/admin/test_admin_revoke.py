@@ -83,7 +83,8 @@ def test_posting_revokes_as_the_user_and_says_what_happened(operator):
     assert response.status_code == 200
     assert noted(
         response,
-        "revoked attempt 1 of step “load”, held by worker host-1:4242:77; it is ready and runs again",
+        "revoked attempt 1 of step “load”, held by worker host-1:4242:77; "
+        "it is ready and runs again",
     ), notes(response)
     revoked = Event.objects.get(run=run, type="lease.revoked").payload
     assert (revoked["by"], revoked["reason"]) == ("operator", "worker hung")

@@ -18,7 +18,8 @@ and workers run it), a limit holds it (``concurrency``, ``rate``, ``budget``, fr
 ``held_on`` the claim wrote; a concurrency hold adds one query per limit for its held
 slots, at most :data:`CONCURRENCY_KEYS_COUNTED`), else it waits for a worker to pick it
 up (``dispatch``). Ready external work (``Task(external=True)``) waits for an external
-worker to claim it from its queue (``external``). A ``queued`` run waits for a place under ``max_concurrent_runs``.
+worker to claim it from its queue (``external``). A ``queued`` run waits for a place
+under ``max_concurrent_runs``.
 
 A flow member's explanation says its place in the flow (``flow``: the flow, its join,
 its upstream members and their statuses, and for a member cancelled with
