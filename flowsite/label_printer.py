@@ -170,8 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # A signal ends a long poll at once: the handler raises in the blocked read.
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    say(f"claiming from queue {QUEUE!r} of {options.url} as {options.worker}")
     try:
+        say(f"claiming from queue {QUEUE!r} of {options.url} as {options.worker}")
         serve(Client(options.url, authorization(options)), options.worker, once=options.once)
     except Stopped:
         say("stopped")
