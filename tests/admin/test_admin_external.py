@@ -60,3 +60,12 @@ def test_a_claimed_external_step_shows_its_attempt_like_any_running_attempt(clie
     # The raw owner is data: the history's payloads keep it, the words never say it.
     assert "on external:go-1" not in html and "Worker external:go-1" not in html
     assert "@external" not in html
+
+
+def test_the_start_page_draws_the_workflows_external_step_as_external(client):
+    client.force_login(staff("starter"))
+    page = client.get(reverse("admin:workflows_run_start"), {"workflow": Labels.name})
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "external · pending" in html
+    assert "(external task, queue labels): pending" in html
