@@ -12,6 +12,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING
 
+from workflows.context import Await
 from workflows.definitions import (
     Budget,
     FanOut,
@@ -259,6 +260,7 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
+    "Await",
     "Budget",
     "CallbackAlreadyUsed",
     "CallbackExpired",

@@ -9,7 +9,54 @@ from decimal import Decimal
 from typing import Any, Protocol
 from uuid import UUID
 
-from workflows.errors import WorkflowError
+from workflows.errors import PermanentError, WorkflowError
+from workflows.validation import check_text
+
+# The longest signal name the database stores (``Signal.name``).
+SIGNAL_NAME_LIMIT = 200
+
+
+@dataclass(frozen=True, init=False)
+class Await:
+    """Returned by a task's handler to end its attempt and wait for a signal, mid-step.
+
+    ``Await("mapping", timeout=timedelta(hours=4))``, or several names (a list or
+    tuple: the first to arrive wins). The attempt ends without using one up; the step
+    waits, and the handler runs again, as its next attempt, when a matching signal
+    arrives (``ctx.resumed == {"signal": name, "payload": ...}``) or the timeout
+    passes (``{"timed_out": True}``). A signal sent before the await is kept and
+    consumed when the handler awaits. Each name must be declared by the task
+    (``Task(handler, awaits=[...])``), so that ``send_signal`` accepts it beforehand.
+
+    Checked when made, so a bad value fails the attempt for good (a
+    :class:`~workflows.errors.PermanentError` naming the problem): names are non-empty
+    strings of at most 200 characters, at least one of them; ``timeout`` a positive
+    ``timedelta`` or ``None`` (wait for as long as it takes).
+    """
+
+    signals: tuple[str, ...]
+    timeout: timedelta | None
+
+    def __init__(
+        self, signal: str | list[str] | tuple[str, ...], *, timeout: timedelta | None = None
+    ) -> None:
+        names = (signal,) if isinstance(signal, str) else signal
+        if not isinstance(names, list | tuple) or not names:
+            raise PermanentError(f"Await needs a signal name or a list of them, got {signal!r}")
+        for name in names:
+            if not isinstance(name, str) or not name:
+                raise PermanentError(
+                    f"Await: a signal name must be a non-empty string, got {name!r}"
+                )
+            check_text(
+                name, field="Await signal name", limit=SIGNAL_NAME_LIMIT, error=PermanentError
+            )
+        if timeout is not None and (not isinstance(timeout, timedelta) or timeout <= timedelta(0)):
+            raise PermanentError(
+                f"Await: timeout must be a positive timedelta or None, got {timeout!r}"
+            )
+        object.__setattr__(self, "signals", tuple(dict.fromkeys(names)))
+        object.__setattr__(self, "timeout", timeout)
 
 
 @dataclass(frozen=True)
@@ -208,6 +255,7 @@ class Context:
         progress: ReportsProgress = _no_progress,
         log: Logs = _no_log,
         summary: PatchesSummary = _no_summary,
+        read_resumed: Callable[[], dict[str, Any] | None] | None = None,
     ) -> None:
         self.run_id = run_id
         self.input = input
@@ -230,6 +278,8 @@ class Context:
         self._await_callback = await_callback
         self._report_usage = report_usage
         self._cancel_requested = cancel_requested
+        self._read_resumed = read_resumed
+        self._resumed: dict[str, Any] | None = None
         # Attributes, not forwarding methods: a handler may call them on every turn of a
         # tight loop, and a forwarding call doubled their cost (docs/benchmarks.md).
         self.progress: ReportsProgress = progress
@@ -281,6 +331,19 @@ class Context:
         ``workflows.RunCancelled``; ``heartbeat()`` raises that for you.
         """
         return self._cancel_requested()
+
+    @property
+    def resumed(self) -> dict[str, Any] | None:
+        """How the step's last :class:`Await` ended: ``{"signal": name, "payload": ...}``
+        or ``{"timed_out": True}``; ``None`` when its handler never awaited (a first run).
+
+        Read from the step's row on first access (one small query), then kept: a handler
+        that never looks at it pays nothing. A retried attempt after a resume sees the
+        same value: the signal it consumed is not sent again.
+        """
+        if self._read_resumed is not None:
+            self._resumed, self._read_resumed = self._read_resumed(), None
+        return self._resumed
 
     def await_callback(self, timeout: timedelta) -> Any:
         """Return this (with its ``.token``) to park the step until a callback resolves it.

@@ -40,7 +40,16 @@ from django.utils.translation import ngettext
 
 from workflows.text import lease_holder, relative, short_id
 
-__all__ = ["HOLDS", "LIMIT_KINDS", "Hold", "HoldKind", "describe", "held_marker", "listed_kinds"]
+__all__ = [
+    "HOLDS",
+    "LIMIT_KINDS",
+    "Hold",
+    "HoldKind",
+    "await_details",
+    "describe",
+    "held_marker",
+    "listed_kinds",
+]
 
 
 class HoldKind(models.TextChoices):
@@ -56,6 +65,7 @@ class HoldKind(models.TextChoices):
     GATE = "gate", "a gate waiting for a decision"
     SIGNAL = "signal", "a step waiting for a signal"
     CALLBACK = "callback", "a task parked on a callback"
+    AWAIT = "await", "a task whose handler awaits a signal"
     POLL = "poll", "a polling task waiting for its next poll"
     SLEEP = "sleep", "a sleep waiting for its time"
     CHILD = "child", "a step waiting for its child run"
@@ -143,6 +153,15 @@ HOLDS: Mapping[HoldKind, Hold] = {
             "the callback arriving (its token), or its expiry",
             listed=True,
             due="expires",
+        ),
+        Hold(
+            HoldKind.AWAIT,
+            "Task “{step}” awaits signal {names}[; times out {due_at}]"
+            "[{due_at:unless} (no timeout)]",
+            ("signal", "skip_step", "cancel"),
+            "one of its signals arriving (sent, or by a signal token), or its timeout",
+            listed=True,
+            due="resumes",
         ),
         Hold(
             HoldKind.POLL,
@@ -263,6 +282,20 @@ LIMIT_KINDS = (HoldKind.CONCURRENCY, HoldKind.RATE, HoldKind.BUDGET)
 def held_marker(kind: HoldKind, key: str) -> str:
     """What the claim writes into the ``held_on`` of ready work a limit holds."""
     return f"{kind}:{key}"
+
+
+def await_details(awaiting: Mapping[str, Any], due_at: datetime | None) -> dict[str, Any]:
+    """The details of an ``await`` hold, from its step's ``awaiting`` and its timer:
+    ``signals`` (the names), ``names`` (them as said: “yes” or “no”), ``since`` and
+    ``due_at`` (``None``: no timeout). ``explain`` and ``pending_waits`` both build them
+    here, so the two read alike."""
+    signals = list(awaiting["signals"])
+    return {
+        "signals": signals,
+        "names": " or ".join(f"“{name}”" for name in signals),
+        "since": datetime.fromisoformat(awaiting["since"]),
+        "due_at": due_at,
+    }
 
 
 def listed_kinds() -> tuple[HoldKind, ...]:

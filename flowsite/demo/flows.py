@@ -86,6 +86,30 @@ class FlakyImport(Workflow):
     settle = Sleep(timedelta(seconds=5))
 
 
+class CatalogueImport(Workflow):
+    """Import a supplier's catalogue file. Columns the shop does not know stop the import
+    mid-step: its handler asks for a mapping decision (``Await("mapping")``) and runs
+    again with the answer, e.g. ``{"colour_code": "colour"}`` (a column mapped to
+    ``null`` is dropped), or after a day drops the columns nobody mapped."""
+
+    name = "catalogue_import"
+    version = 1
+    input_example = {"supplier": "acme", "columns": ["sku", "name", "price", "colour_code"]}
+
+    import_file = Task(
+        "flowsite.demo.steps.import_catalogue",
+        awaits=["mapping"],
+        retry=Retry(max_attempts=3, initial_interval=timedelta(seconds=2)),
+    )
+
+    @classmethod
+    def clean_input(cls, data: dict) -> dict:
+        columns = data.get("columns")
+        if not data.get("supplier") or not isinstance(columns, list) or not columns:
+            raise InvalidInput("catalogue_import needs a 'supplier' and a list of 'columns'")
+        return data
+
+
 class WarehouseDispatch(Workflow):
     """Hold stock, wait for a dispatcher's approval, pack parcels in parallel, print the
     shipping label, cool off, charge. A declined card fails the run, which then undoes

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
 
 from flowsite.demo.models import DemoRecord
-from workflows import PermanentError
+from workflows import Await, PermanentError
 from workflows.context import Context
 
 TAX_RATE = Decimal("0.20")
@@ -107,6 +108,44 @@ def import_batch(ctx: Context) -> dict[str, Any]:
             ctx.summary({"imported": row})
         ctx.heartbeat()
     return _record(ctx, "import", {"rows": rows, "attempts": ctx.attempt})
+
+
+# The catalogue fields the shop knows; a file's other columns need a mapping decision.
+CATALOGUE_FIELDS = frozenset({"sku", "name", "price", "quantity", "colour", "size"})
+
+
+def import_catalogue(ctx: Context) -> Any:
+    """Import a catalogue file's columns; on columns the shop does not know, await a
+    person's mapping decision (signal ``mapping``, a day at most) and run again with it.
+
+    A mapping is ``{"column": "field"}`` (``null``: drop the column); a field the shop
+    does not know either is refused for good. Without an answer in time the unknown
+    columns are dropped.
+    """
+    columns = [str(column) for column in ctx.input["columns"]]
+    unknown = [column for column in columns if column not in CATALOGUE_FIELDS]
+    if unknown and ctx.resumed is None:
+        ctx.log(f"unknown columns {', '.join(unknown)}: asking for a mapping")
+        return Await("mapping", timeout=timedelta(days=1))
+    answer = (ctx.resumed or {}).get("payload")
+    mapping = answer if isinstance(answer, dict) else {}
+    wrong = sorted(
+        {str(field) for field in mapping.values() if field is not None} - CATALOGUE_FIELDS
+    )
+    if wrong:
+        raise PermanentError(f"the mapping names fields the shop does not know: {wrong}")
+    fields = {
+        column: column if column in CATALOGUE_FIELDS else mapping.get(column) for column in columns
+    }
+    return _record(
+        ctx,
+        "catalogue_import",
+        {
+            "supplier": ctx.input["supplier"],
+            "fields": {column: field for column, field in fields.items() if field is not None},
+            "dropped": [column for column, field in fields.items() if field is None],
+        },
+    )
 
 
 def hold_stock(ctx: Context) -> dict[str, Any]:

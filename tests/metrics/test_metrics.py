@@ -15,6 +15,7 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 import workflows
+from tests.support.handlers import AWAIT_MAPPING
 from workflows import Gate, Retry, Task, Workflow
 from workflows.checks import check_metrics
 from workflows.conf import workflow_settings
@@ -223,3 +224,21 @@ def test_enabled_metrics_without_prometheus_client_fail_the_check(monkeypatch):
     assert check_metrics() == []
     with override_settings(WORKFLOWS=ENABLED):
         assert [message.id for message in check_metrics()] == ["workflows.E011"]
+
+
+class Awaiting(Workflow):
+    name = "metrics_awaiting"
+    load = Task(AWAIT_MAPPING, awaits=["mapping", "skip"])
+
+
+@override_settings(WORKFLOWS=ENABLED)
+def test_an_attempt_that_awaits_is_counted_as_awaited(client):
+    run = workflows.start_run(Awaiting)
+    run_pending()
+    workflows.send_signal(run, "skip", None)
+    run_pending()
+    samples = scrape(client)
+    step = (("outcome", "awaited"), ("step", "load"), ("workflow", "metrics_awaiting"))
+    assert samples[("flowsite_step_attempts_total", step)] == 1
+    started = (("outcome", "started"), ("step", "load"), ("workflow", "metrics_awaiting"))
+    assert samples[("flowsite_step_attempts_total", started)] == 2

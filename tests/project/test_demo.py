@@ -130,7 +130,7 @@ def test_demo_setup_is_idempotent_and_checks_pass():
     assert not printer.is_staff and not printer.has_usable_password()
     assert sorted(printer.get_all_permissions()) == ["workflows.do_external_work"]
     assert printer.auth_token.key == TOKEN
-    assert Run.objects.count() == 9 + len(MEMBERS)  # the sample runs and the flow's members
+    assert Run.objects.count() == 10 + len(MEMBERS)  # the sample runs and the flow's members
     assert Flow.objects.get().key == "demo-stock-sync"
     review = Run.objects.get(workflow_name="document_review")
     assert review.idempotency_key == "demo-review"
@@ -244,6 +244,34 @@ def test_article_summary_waits_for_its_signal_then_publishes():
     assert run.status == "completed"
     published = DemoRecord.objects.get(run_id=run.pk, kind="published")
     assert published.data == {"title": "1000 words", "editor": "ed"}
+
+
+def test_catalogue_import_awaits_a_mapping_decision_mid_step_then_imports():
+    run = workflows.start_run(
+        "catalogue_import", {"supplier": "acme", "columns": ["sku", "colour_code", "ean"]}
+    )
+    run_pending()
+    step = run.steps.get()
+    assert step.status == "waiting" and step.awaiting["signals"] == ["mapping"]
+    workflows.send_signal(run, "mapping", {"colour_code": "colour", "ean": None})
+    run_pending()
+    run.refresh_from_db()
+    assert run.status == "completed"
+    assert DemoRecord.objects.get(run_id=run.pk).data == {
+        "supplier": "acme",
+        "fields": {"sku": "sku", "colour_code": "colour"},
+        "dropped": ["ean"],
+    }
+
+
+def test_catalogue_import_drops_unmapped_columns_after_a_day_and_knows_its_columns():
+    known = workflows.start_run("catalogue_import", {"supplier": "b", "columns": ["sku"]})
+    run_pending()
+    known.refresh_from_db()
+    assert known.status == "completed"
+    run = workflows.start_run("catalogue_import", {"supplier": "c", "columns": ["sku", "x"]})
+    run_pending(until=timezone.now() + timedelta(days=1, minutes=1))
+    assert DemoRecord.objects.get(run_id=run.pk).data["dropped"] == ["x"]
 
 
 def test_a_customer_that_used_up_its_tokens_holds_its_next_steps():

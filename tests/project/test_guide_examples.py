@@ -5,7 +5,9 @@ blocks become the module ``<package>.flows``, and each ``test_*`` function of
 
 - ``live-runs.md``: an export that reports as it goes (package ``exports``);
 - ``loops.md``: a proposal that goes round its review, and a poll of a printer
-  (package ``publishing``).
+  (package ``publishing``);
+- ``concepts.md``: a catalogue import whose handler awaits a mapping (package
+  ``catalogue``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,11 @@ from tests.project.test_flows_guide import (
 
 GUIDES = Path(__file__).resolve().parents[2] / "docs" / "guide"
 # guide → (its example's package, the fewest example tests it must hold)
-EXAMPLES = {"live-runs.md": ("exports", 4), "loops.md": ("publishing", 6)}
+EXAMPLES = {
+    "live-runs.md": ("exports", 4),
+    "loops.md": ("publishing", 6),
+    "concepts.md": ("catalogue", 3),
+}
 FILES = {guide: example_files((GUIDES / guide).read_text()) for guide in EXAMPLES}
 CASES = [
     (guide, name)

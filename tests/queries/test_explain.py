@@ -23,7 +23,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 import workflows
-from tests.support.handlers import NOOP
+from tests.support.handlers import AWAIT_MAPPING, NOOP
 from workflows import (
     FanOut,
     Gate,
@@ -297,6 +297,32 @@ def test_a_callback_says_when_it_expires():
         {"kind": "callback", "step": "transfer", "attempt": 1, "expires_at": due_at.isoformat()}
     ]
     assert holds(run, "lease") == []
+
+
+class Mapping(Workflow):
+    name = "explain_await"
+    load = Task(AWAIT_MAPPING, awaits=["mapping", "skip"])
+
+
+def test_an_await_says_its_signals_and_timeout_and_the_workflows_show_command_too():
+    run = workflows.start_run(Mapping)
+    run_pending()
+    step = Step.objects.get(run=run)
+    due_at = Timer.objects.get(run=run, kind="await_timeout").due_at
+    assert holds(run, "await") == [
+        {
+            "kind": "await",
+            "step": "load",
+            "signals": ["mapping", "skip"],
+            "names": "“mapping” or “skip”",
+            "since": step.awaiting["since"],
+            "due_at": due_at.isoformat(),
+        }
+    ]
+    assert holds(run, "callback") == holds(run, "lease") == []
+    out = StringIO()
+    call_command("workflows_show", str(run.pk), stdout=out)
+    assert "Task “load” awaits signal “mapping” or “skip”; times out in" in out.getvalue()
 
 
 def test_a_sub_workflow_step_waits_on_its_child_run():

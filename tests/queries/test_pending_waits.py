@@ -14,7 +14,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 import workflows
-from tests.support.handlers import ASK_BANK, NOOP
+from tests.support.handlers import ASK_BANK, AWAIT_MAPPING, NOOP
 from workflows import (
     FanOut,
     Gate,
@@ -49,6 +49,7 @@ class Everything(Workflow):
     approve = Gate(prompt="Ship order {input[order]}?", timeout=timedelta(days=2), after=[])
     payment = WaitForSignal("paid", timeout=timedelta(days=1), after=[])
     bank = Task(ASK_BANK, after=[])
+    mapping = Task(AWAIT_MAPPING, awaits=["mapping", "skip"], after=[])
     cool_off = Sleep(timedelta(hours=1), after=[])
     child = SubWorkflow("waits_signed", after=[])
 
@@ -117,7 +118,7 @@ def test_every_kind_of_wait_with_its_run_what_it_waits_for_and_its_timeout(every
         run.pk,
         "waits_everything",
         "ORDER-7",
-        "running",
+        "waiting",  # settled by the await's parking: nothing of it is in hand
     )
     assert (gate.step, gate.waits_for, gate.details) == (
         "approve",
@@ -141,6 +142,22 @@ def test_every_kind_of_wait_with_its_run_what_it_waits_for_and_its_timeout(every
         {"attempt": 1},
     )
     assert callback.due_at == Timer.objects.get(step=bank, kind="callback_timeout").due_at
+
+    [awaiting] = found["await"]
+    mapping = Step.objects.get(run=run, name="mapping")
+    assert (awaiting.step, awaiting.waits_for, awaiting.details) == (
+        "mapping",
+        "mapping, skip",
+        {"signals": ["mapping", "skip"]},
+    )
+    assert awaiting.since == mapping.started_at
+    assert awaiting.due_at == Timer.objects.get(step=mapping, kind="await_timeout").due_at
+    assert [identity(wait) for wait in workflows.pending_waits(kind="await")] == [
+        identity(awaiting)
+    ]
+    assert {wait.kind for wait in workflows.pending_waits(kind=["callback", "poll"])} == {
+        "callback"
+    }
 
     [sleep] = found["sleep"]
     assert (sleep.step, sleep.waits_for) == ("cool_off", "timer")
@@ -252,8 +269,8 @@ def test_pages_follow_the_cursor_without_gaps_or_repeats_even_at_equal_moments(e
     FanOutItem.objects.update(updated_at=moment)
     Run.objects.filter(status__in=["queued", "blocked"]).update(created_at=moment)
     everyone = [identity(wait) for wait in workflows.pending_waits()]
-    assert len(everyone) == 12
-    for size in (1, 2, 5, 11, 12):
+    assert len(everyone) == 13
+    for size in (1, 2, 5, 12, 13):
         seen: list[Any] = []
         cursor = None
         while True:
@@ -274,7 +291,7 @@ def test_a_fixed_number_of_queries_whatever_the_number_of_waits(
     everything, django_assert_num_queries
 ):
     with django_assert_num_queries(5):
-        assert len(workflows.pending_waits()) == 12
+        assert len(workflows.pending_waits()) == 13
     for _ in range(10):
         workflows.start_run(Everything, {"order": "B"})
         workflows.start_run(Fan)
@@ -304,7 +321,7 @@ def test_the_waits_of_runs_that_are_stopping_or_over_are_gone_a_paused_run_keeps
     workflows.pause_run(run, reason="audit")
     paused = [wait for wait in workflows.pending_waits() if wait.run == run.pk]
     assert {wait.run_status for wait in paused} == {"paused"}
-    assert len(paused) == 5
+    assert len(paused) == 6
     workflows.resume_run(run)
     workflows.cancel_run(run, reason="customer left")
     run_pending()
@@ -317,6 +334,7 @@ def test_a_decided_gate_and_a_consumed_signal_no_longer_wait(everything):
         Step.objects.get(run=run, name="approve"), user=User.objects.create_superuser("boss")
     )
     workflows.send_signal(run, "paid", {"amount": 1})
+    workflows.send_signal(run, "skip", None)  # resumes the awaiting handler: ready
     kinds = [wait.kind for wait in workflows.pending_waits() if wait.run == run.pk]
     assert sorted(kinds) == ["callback", "child", "sleep"]
 
@@ -351,4 +369,4 @@ def test_a_cursor_made_up_or_altered_is_refused(everything):
     assert cursor is not None
     with pytest.raises(InvalidInput, match="cursor"):
         workflows.pending_waits(cursor=cursor[:-2] + "xx")
-    assert len(workflows.pending_waits(cursor=cursor)) == 11
+    assert len(workflows.pending_waits(cursor=cursor)) == 12

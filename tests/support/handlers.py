@@ -16,6 +16,7 @@ NOOP = f"{__name__}.noop"
 WORK = f"{__name__}.work"
 UNDO = f"{__name__}.undo"
 ASK_BANK = f"{__name__}.ask_bank"
+AWAIT_MAPPING = f"{__name__}.await_mapping"
 BOOM = f"{__name__}.boom"
 
 # Names of the steps ``work`` fails permanently (with "<step> is broken").
@@ -45,6 +46,16 @@ def undo(ctx: Any) -> None:
 
 def boom(ctx: Any) -> None:
     raise PermanentError("boom")
+
+
+def await_mapping(ctx: Any) -> Any:
+    """Await signal ``mapping`` (or ``skip``) for an hour; then output how it resumed.
+    Its Task declares ``awaits=["mapping", "skip"]``."""
+    from workflows import Await
+
+    if ctx.resumed is None:
+        return Await(["mapping", "skip"], timeout=timedelta(hours=1))
+    return ctx.resumed
 
 
 def ask_bank(ctx: Any) -> Any:

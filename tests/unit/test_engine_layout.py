@@ -168,7 +168,7 @@ ENGINE_LAYERS: dict[str, int] = {
     "workflows.engine.sql": 0,
     # what a transition is written with, knowing no run: the transaction and its retry,
     # events and the wake-ups they cause, event consumers, the verbs' guards, routing,
-    # what makes a create idempotent
+    # what makes a create idempotent, kept signals
     "workflows.engine.transaction": 1,
     "workflows.engine.wakeups": 1,
     "workflows.engine.events": 1,
@@ -177,6 +177,8 @@ ENGINE_LAYERS: dict[str, int] = {
     "workflows.engine.created": 1,
     "workflows.engine.fingerprint": 1,
     "workflows.engine.consumers": 1,
+    # a run's kept signals, which WaitForSignal steps and awaits consume alike
+    "workflows.engine.signal_buffer": 1,
     # leased units of work: their kinds, leases, failures, live telemetry, and the port
     # that hands them to a worker
     "workflows.engine.work_kinds": 2,

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from workflows.api.serializers_runs import WaitingOnSerializer
 from workflows.api.waits import WaitSerializer
-from workflows.holds import HOLDS, HoldKind, describe, listed_kinds
+from workflows.holds import HOLDS, HoldKind, await_details, describe, listed_kinds
 from workflows.queries.waits import WAIT_KINDS
 from workflows.services.access import VERBS
 
@@ -99,3 +99,16 @@ def test_the_waits_and_the_api_offer_the_kinds_of_the_table():
     assert listed_kinds() == WAIT_KINDS
     assert set(WaitSerializer().fields["kind"].choices) == set(WAIT_KINDS)
     assert set(WaitingOnSerializer().fields["kind"].choices) == set(HoldKind)
+
+
+def test_an_await_names_its_signals_and_its_timeout_or_that_it_has_none():
+    now = timezone.now()
+    awaiting = {"signals": ["yes", "no"], "since": now.isoformat(), "until": None}
+    timed = await_details(awaiting, now + timedelta(hours=4))
+    assert describe("await", "import", timed, now) == (
+        "Task “import” awaits signal “yes” or “no”; times out in 4\xa0hours"
+    )
+    assert describe("await", "import", await_details(awaiting, None), now) == (
+        "Task “import” awaits signal “yes” or “no” (no timeout)"
+    )
+    assert "signal" in HOLDS[HoldKind.AWAIT].releases

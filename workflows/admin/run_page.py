@@ -423,7 +423,8 @@ def run_regions_context(
         explanation.allowed_actions,
         {step.pk: step for step in steps if step.kind == Gate.kind},
         admin_name,
-        may_signal=not final and any(step.kind == WaitForSignal.kind for step in steps),
+        may_signal=not final
+        and any(step.kind == WaitForSignal.kind or step.awaiting is not None for step in steps),
     )
     return {
         "run": run,

@@ -281,6 +281,10 @@ class Task(LeasedNode):
     /api/work/claim/``), and ``timeout`` is the lease they get and must heartbeat
     within. Retries, failure classes, limits, budgets, deadlines, priority and revoke
     apply as to any task; a ``compensate`` handler is Python and runs in process.
+
+    Awaits: ``awaits=["mapping"]`` names the signals the handler may await mid-step by
+    returning ``workflows.Await(...)``; ``send_signal`` accepts them for the run (and
+    keeps one sent early) as it does a ``WaitForSignal`` step's.
     """
 
     kind = NodeKind.TASK
@@ -290,6 +294,7 @@ class Task(LeasedNode):
         handler: str | Handler | None = None,
         *,
         external: bool = False,
+        awaits: Sequence[str] | str = (),
         repeat_until: Condition | None = None,
         every: timedelta | None = None,
         max_iterations: int | None = None,
@@ -298,6 +303,7 @@ class Task(LeasedNode):
     ) -> None:
         super().__init__(handler, **options)
         self.external = external
+        self.awaits: tuple[str, ...] = (awaits,) if isinstance(awaits, str) else tuple(awaits)
         self.repeat_until = repeat_until
         self.every = every
         self.max_iterations = max_iterations
@@ -308,6 +314,11 @@ class Task(LeasedNode):
         found += repeat_problems(
             self.repeat_until, self.every, self.max_iterations, self.on_exhausted
         )
+        found += [
+            f"awaits needs non-empty signal names, got {name!r}"
+            for name in self.awaits
+            if not isinstance(name, str) or not name
+        ]
         if not isinstance(self.external, bool):
             return [f"external must be True or False, got {self.external!r}", *found]
         if self.external:
@@ -325,10 +336,16 @@ class Task(LeasedNode):
             found.append(
                 "an external Task cannot be transactional: its work commits outside the database"
             )
+        if self.awaits:
+            found.append("an external Task cannot await signals: it has no handler to resume")
         return found
 
     def describe(self) -> dict[str, Any]:
-        described = {**super().describe(), **({"external": True} if self.external else {})}
+        described = {
+            **super().describe(),
+            **({"external": True} if self.external else {}),
+            **({"awaits": list(self.awaits)} if self.awaits else {}),
+        }
         if self.repeat_until is None:
             return described
         return {

@@ -21,6 +21,7 @@ from workflows.engine.flows import settle  # noqa: F401 - registers the run-end 
 from workflows.engine.lease import Lease
 from workflows.engine.loops import polling  # noqa: F401 - registers the poll's timer effect
 from workflows.engine.nodes import (  # noqa: F401 - node modules register themselves
+    awaits,
     callback,
     compensation,
     fanout,

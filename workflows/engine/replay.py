@@ -82,6 +82,8 @@ FORGOTTEN: dict[str, Any] = {
     "claimed_by": None,
     "claimed_at": None,
     "signal_name": "",
+    "awaiting": None,
+    "resumed": None,
     "items_total": 0,
     "items_completed": 0,
     "items_failed": 0,

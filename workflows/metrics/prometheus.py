@@ -89,6 +89,8 @@ ATTEMPT_OUTCOMES: dict[str, str] = {
     "step.retry_scheduled": "retry_scheduled",
     "step.failed": "failed",
     "lease.expired": "lease_expired",
+    # The handler returned ``Await``: the attempt ended without using one up.
+    "step.awaiting": "awaited",
 }
 
 # The events that record a failed attempt of leased work, each attempt once: its retry

@@ -9,6 +9,8 @@ all of them, for an operator's morning look or an outside system's dashboard. A 
 - ``gate``: a gate waiting for a decision (what it waits for: its prompt);
 - ``signal``: a ``WaitForSignal`` step (the signal's name);
 - ``callback``: a task parked on ``ctx.await_callback()`` (``"callback"``);
+- ``await``: a task whose handler returned ``Await(...)`` (the signal names it awaits,
+  comma-separated; ``details``: ``signals``, the list);
 - ``sleep``: a ``Sleep`` step (``"timer"``, its due time is the wake-up);
 - ``poll``: a polling task (``Task(repeat_until=...)``) between two iterations
   (``"next poll"``, its ``repeat`` timer's due time is the next one; ``details``: the
@@ -81,7 +83,8 @@ _LIMITS = {kind.value: kind for kind in LIMIT_KINDS}
 
 
 # The wait of a waiting step, by the step's kind, and the timers that end each. A
-# waiting task is a poll when its ``repeat`` timer is scheduled, else a callback.
+# waiting task is a poll when its ``repeat`` timer is scheduled, an await when its
+# ``awaiting`` is set, else a callback.
 _STEP_WAITS: dict[str, HoldKind] = {
     NodeKind.GATE: HoldKind.GATE,
     NodeKind.SIGNAL: HoldKind.SIGNAL,
@@ -89,11 +92,16 @@ _STEP_WAITS: dict[str, HoldKind] = {
     NodeKind.SLEEP: HoldKind.SLEEP,
     NodeKind.SUBWORKFLOW: HoldKind.CHILD,
 }
-_TASK_WAITS = frozenset({HoldKind.CALLBACK, HoldKind.POLL})
+_TASK_WAITS = {
+    HoldKind.CALLBACK: Q(polling=False, awaiting__isnull=True),
+    HoldKind.AWAIT: Q(polling=False, awaiting__isnull=False),
+    HoldKind.POLL: Q(polling=True),
+}
 _STEP_TIMERS = (
     TimerKind.GATE_TIMEOUT,
     TimerKind.SIGNAL_TIMEOUT,
     TimerKind.CALLBACK_TIMEOUT,
+    TimerKind.AWAIT_TIMEOUT,
     TimerKind.SLEEP,
     TimerKind.REPEAT,
 )
@@ -427,12 +435,13 @@ def _page(
 
 
 def _waiting_steps(filters: _Filters, rank: int, now: datetime) -> Iterator[_Entry]:
-    """Gates, signals, callbacks, polls, sleeps and children: steps ``waiting``, one
-    query."""
+    """Gates, signals, callbacks, awaits, polls, sleeps and children: steps ``waiting``,
+    one query."""
+    task_waits = [wait for wait in _TASK_WAITS if wait in filters.kinds]
     step_kinds = [
         step
         for step, wait in _STEP_WAITS.items()
-        if wait in filters.kinds or (step == NodeKind.TASK and filters.kinds & _TASK_WAITS)
+        if wait in filters.kinds or (step == NodeKind.TASK and task_waits)
     ]
     due = Timer.objects.filter(
         step_id=OuterRef("pk"), status=TimerStatus.SCHEDULED, kind__in=_STEP_TIMERS
@@ -447,9 +456,11 @@ def _waiting_steps(filters: _Filters, rank: int, now: datetime) -> Iterator[_Ent
     )
     if len(step_kinds) < len(_STEP_WAITS):
         rows = rows.filter(kind__in=step_kinds)
-    if len(filters.kinds & _TASK_WAITS) == 1:
-        # One of a task's two waits: leave out the tasks waiting the other way.
-        rows = rows.exclude(kind=NodeKind.TASK, polling=HoldKind.CALLBACK in filters.kinds)
+    if task_waits and len(task_waits) < len(_TASK_WAITS):
+        # Some of a task's waits: leave out the tasks waiting the other ways.
+        rows = rows.filter(
+            ~Q(kind=NodeKind.TASK) | reduce(or_, (_TASK_WAITS[wait] for wait in task_waits))
+        )
     rows = _of_workflow(rows, "run__workflow_name", filters.workflow)
     values = _page(
         _window(rows, filters, rank, "started_at", int),
@@ -460,6 +471,7 @@ def _waiting_steps(filters: _Filters, rank: int, now: datetime) -> Iterator[_Ent
         "kind",
         "prompt",
         "signal_name",
+        "awaiting",
         "attempt",
         "round_attempts_before",
         "iteration",
@@ -469,7 +481,13 @@ def _waiting_steps(filters: _Filters, rank: int, now: datetime) -> Iterator[_Ent
         poll=F("polling"),
     )
     for row in values:
-        kind = HoldKind.POLL if row["poll"] else _STEP_WAITS[row["kind"]]
+        kind = (
+            HoldKind.POLL
+            if row["poll"]
+            else HoldKind.AWAIT
+            if row["awaiting"] is not None
+            else _STEP_WAITS[row["kind"]]
+        )
         waits_for, details = _step_wait(kind, row)
         yield _wait(
             rank,
@@ -492,6 +510,9 @@ def _step_wait(kind: HoldKind, row: dict[str, Any]) -> tuple[str, dict[str, Any]
     if kind == HoldKind.CALLBACK:
         # Numbered within the step's round, as every surface numbers attempts.
         return "callback", {"attempt": row["attempt"] - row["round_attempts_before"]}
+    if kind == HoldKind.AWAIT:
+        signals = row["awaiting"]["signals"]
+        return ", ".join(signals), {"signals": signals}
     if kind == HoldKind.POLL:
         return "next poll", {"iteration": row["iteration"]}
     if kind == HoldKind.CHILD:
@@ -614,7 +635,7 @@ def _run_wait(kind: HoldKind, row: dict[str, Any]) -> tuple[str, dict[str, Any]]
 # The sources in their order among waits that began at the same moment: each the kinds
 # it yields and the function reading them.
 _SOURCES: list[tuple[frozenset[HoldKind], _Source]] = [
-    (frozenset(_STEP_WAITS.values()) | _TASK_WAITS, _waiting_steps),
+    (frozenset(_STEP_WAITS.values()) | frozenset(_TASK_WAITS), _waiting_steps),
     (frozenset(_LIMITS.values()), _held(Step, "run")),
     (frozenset(_LIMITS.values()), _held(FanOutItem, "step__run")),
     (frozenset({HoldKind.QUEUED}), _waiting_runs(RunStatus.QUEUED)),

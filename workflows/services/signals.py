@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from workflows.definitions import WaitForSignal, registry
+from workflows.definitions import Task, WaitForSignal, registry
 from workflows.engine.created import Created, value_of
 from workflows.engine.nodes.callback import resolve_callback
 from workflows.engine.nodes.wait_for_signal import send_signal_once as deliver_signal_once
@@ -89,7 +89,8 @@ def check_signal(run: Run, name: str, payload: Any, idempotency_key: str | None)
 
 
 def signals_waited_for(run: Run) -> list[str]:
-    """The signal names the ``WaitForSignal`` steps of the run's pinned definition wait for.
+    """The signal names the ``WaitForSignal`` steps of the run's pinned definition wait for,
+    and those its tasks declare they may await (``Task(awaits=[...])``).
 
     Read from the registered (name, version); for a run whose definition is not
     registered here, from the graph snapshot stored on the run, and if that does not
@@ -99,11 +100,13 @@ def signals_waited_for(run: Run) -> list[str]:
         definition = registry.get(run.workflow_name, run.workflow_version)
     except DefinitionMissing:
         return _signals_in_snapshot(run)
-    return list(
-        dict.fromkeys(
-            node.signal for node in definition.nodes.values() if isinstance(node, WaitForSignal)
-        )
-    )
+    names: list[str] = []
+    for node in definition.nodes.values():
+        if isinstance(node, WaitForSignal):
+            names.append(node.signal)
+        elif isinstance(node, Task):
+            names.extend(node.awaits)
+    return list(dict.fromkeys(names))
 
 
 def _signals_in_snapshot(run: Run) -> list[str]:
@@ -114,6 +117,7 @@ def _signals_in_snapshot(run: Run) -> list[str]:
             isinstance(step, dict)
             and isinstance(step.get("kind"), str)
             and (step["kind"] != WaitForSignal.kind or isinstance(step.get("signal"), str))
+            and isinstance(step.get("awaits", []), list)
             for step in steps
         )
     ):
@@ -125,7 +129,13 @@ def _signals_in_snapshot(run: Run) -> list[str]:
             version=run.workflow_version,
         )
     return list(
-        dict.fromkeys(step["signal"] for step in steps if step["kind"] == WaitForSignal.kind)
+        dict.fromkeys(
+            name
+            for step in steps
+            for name in (
+                [step["signal"]] if step["kind"] == WaitForSignal.kind else step.get("awaits", [])
+            )
+        )
     )
 
 

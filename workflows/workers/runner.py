@@ -18,13 +18,14 @@ from django.db import DataError
 from django.utils.module_loading import import_string
 
 from workflows.conf import workflow_settings
-from workflows.context import Context
+from workflows.context import Await, Context
 from workflows.engine import Lease, claim, complete_work, fail_attempt, heartbeat
 from workflows.engine.cancellation import cancel_requested
 from workflows.engine.claims import claimable
 from workflows.engine.failures import AttemptTimedOut
 from workflows.engine.lease import Held, LeaseBatch
 from workflows.engine.limits.budgets import record_usage
+from workflows.engine.nodes.awaits import checked_await, park_for_await, resumed_of
 from workflows.engine.nodes.callback import AwaitCallback, make_token, park_for_callback
 from workflows.engine.outcomes import heartbeat_batch, record_batch, record_lost_lease
 from workflows.engine.transaction import transition
@@ -164,6 +165,7 @@ def _context(
         progress=telemetry.progress,
         log=telemetry.log,
         summary=telemetry.summary,
+        read_resumed=partial(resumed_of, lease.step_id) if lease.kind is STEP else None,
     )
 
 
@@ -211,9 +213,12 @@ def run_attempt(held: Held, *, chain: bool = True) -> Held | None:
 
 
 def _record_output(lease: Lease, result: Any, *, chain: bool) -> Held | None:
-    """Record a handler's result; a lost lease is logged, an output refused fails the unit."""
+    """Record a handler's result; a lost lease is logged, an output refused fails the unit,
+    an await in a run that stopped meanwhile is recorded as stopped."""
     try:
         return _record_result(lease, result, chain=chain)
+    except RunCancelled as cancelled:
+        _record_stopped(lease, cancelled)
     except LeaseLost as lost:
         logger.warning("%s", lost, extra=log_fields(lease))
     except DataError as exc:
@@ -271,7 +276,8 @@ def _run_batch(batch: LeaseBatch, *, chain: bool) -> Held | None:
 
 
 def _call_handler(lease: Lease, batch: LeaseBatch | None = None) -> Any:
-    """Run the handler: its output checked for storage, or its request to wait for a callback.
+    """Run the handler: its output checked for storage, or its request to wait for a
+    callback or a signal (:class:`Await`, checked against its step's rules).
 
     The process's watchdog times it (:mod:`workflows.workers.watchdog`); a handler run
     inside a transaction, which the watchdog does not watch, is judged when it returns:
@@ -290,13 +296,19 @@ def _call_handler(lease: Lease, batch: LeaseBatch | None = None) -> Any:
             watchdog().unwatch(lease)
     if not watched and overran(lease, started):
         raise timed_out(lease)
+    if isinstance(result, Await):
+        return checked_await(lease, result)
     return result if isinstance(result, AwaitCallback) else checked_output(result)
 
 
 def _record_result(lease: Lease, result: Any, *, chain: bool) -> Held | None:
-    """Park the step behind its callback, or record the output; raises ``LeaseLost``."""
+    """Park the step behind its callback or its await, or record the output; raises
+    ``LeaseLost``."""
     if isinstance(result, AwaitCallback):
         park_for_callback(lease, result)
+        return None
+    if isinstance(result, Await):
+        park_for_await(lease, result)
         return None
     return complete_work(lease, result, claim_next=chain)
 
@@ -357,7 +369,7 @@ def _attempt_in_transaction(lease: Lease, chain: bool) -> Held | None:
         raise _RolledBack(late, "completion") from late
     except Exception as exc:  # a LeaseLost here comes from the handler's heartbeat
         raise _RolledBack(exc, "heartbeat") from exc
-    action = "parking" if isinstance(result, AwaitCallback) else "completion"
+    action = "parking" if isinstance(result, AwaitCallback | Await) else "completion"
     try:
         return _record_result(lease, result, chain=chain)
     except LeaseLost as lost:

@@ -14,4 +14,11 @@ class FlowAppConfig(AppConfig):
     def ready(self) -> None:
         # The limit, routing, deadline, loop, revoke and cancel tests' workflows live in modules
         # of their own; register them too.
-        from tests.acceptance.flowapp import control, deadlines, limits, loops, routed  # noqa: F401
+        from tests.acceptance.flowapp import (  # noqa: F401
+            control,
+            deadlines,
+            external,
+            limits,
+            loops,
+            routed,
+        )

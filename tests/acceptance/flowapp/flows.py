@@ -220,3 +220,11 @@ class FlowMemberFails(Workflow):
     name = "acceptance_flow_member_fails"
 
     fail = task("flaky", retry=Retry(max_attempts=2, initial_interval=timedelta(milliseconds=100)))
+
+
+class Awaiting(Workflow):
+    """A handler that awaits signal ``mapping`` mid-step, then outputs how it resumed."""
+
+    name = "acceptance_awaiting"
+
+    ask = task("await_mapping", awaits=["mapping"])

@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db.models import F
 
 from tests.acceptance.flowapp.models import HandlerCall, LedgerEntry, SharedCounter, SideEffect
-from workflows import LeaseLost
+from workflows import Await, LeaseLost
 from workflows.context import Context
 
 HEARTBEAT_EVERY_SECONDS = 0.5
@@ -227,3 +227,11 @@ def stall(ctx: Context) -> bool:
     path.write_text(str(os.getpid()))
     time.sleep(ctx.input.get("stall_seconds", 1.0))
     return True
+
+
+def await_mapping(ctx: Context) -> Any:
+    """Record the call; await ``mapping`` on a first run, else output what resumed it."""
+    record_call(ctx)
+    if ctx.resumed is None:
+        return Await("mapping")
+    return {"resumed": ctx.resumed, "attempt": ctx.attempt}

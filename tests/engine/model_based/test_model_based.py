@@ -40,8 +40,10 @@ from hypothesis.stateful import (
 
 import workflows
 from workflows import (
+    Await,
     FanOut,
     Gate,
+    LeaseLost,
     Loop,
     PermanentError,
     Retry,
@@ -55,9 +57,28 @@ from workflows.engine import claim_step, complete_work, fail_attempt
 from workflows.engine.lease import Lease
 from workflows.engine.work_kinds import WORK_KINDS
 from workflows.errors import WorkflowError
-from workflows.models import Event, FanOutItem, Flow, FlowEdge, FlowMember, Run, Schedule, Step
+from workflows.models import (
+    Event,
+    FanOutItem,
+    Flow,
+    FlowEdge,
+    FlowMember,
+    Run,
+    Schedule,
+    Step,
+    Timer,
+)
 from workflows.queries.explain import explain
-from workflows.status import FLOW_FINAL, RUN_FINAL, RUN_HELD, FlowStatus, RunStatus, StepStatus
+from workflows.status import (
+    FLOW_FINAL,
+    RUN_FINAL,
+    RUN_HELD,
+    FlowStatus,
+    RunStatus,
+    StepStatus,
+    TimerKind,
+    TimerStatus,
+)
 from workflows.testing import run_pending
 from workflows.workers.runner import execute
 from workflows.workers.scanners import fire_due_timers, repair_flows
@@ -96,6 +117,14 @@ def handle(ctx: Any) -> dict[str, Any]:
     if outcome == "permanent":
         raise PermanentError("permanent failure on purpose")
     return {"ok": True}
+
+
+def handle_await(ctx: Any) -> Any:
+    """Await signal ``go`` on a first run (with a timeout in every other run, by its id),
+    then do as :func:`handle`."""
+    if ctx.resumed is None:
+        return Await("go", timeout=timedelta(hours=1) if ctx.run_id.int % 2 else None)
+    return handle(ctx)
 
 
 def two_items(ctx: Any) -> list[int]:
@@ -140,6 +169,18 @@ class MbLoop(Workflow):
     done = Task(H, retry=TWICE)
 
 
+class MbAwait(Workflow):
+    name = "mb_await"
+    ask = Task(f"{HERE}.handle_await", awaits=["go"], retry=TWICE)
+    after = Task(H, retry=TWICE)
+
+
+class MbExternal(Workflow):
+    name = "mb_external"
+    work = Task(external=True, queue="mb_outside", retry=TWICE)
+    after = Task(H, retry=TWICE)
+
+
 class MbFan(Workflow):
     name = "mb_fan"
     fan = FanOut(H, items=two_items, retry=TWICE)
@@ -147,7 +188,7 @@ class MbFan(Workflow):
 
 
 WORKFLOWS: dict[str, type[Workflow]] = {
-    cls.name: cls for cls in (MbOne, MbChain, MbGate, MbSignal, MbLoop, MbFan)
+    cls.name: cls for cls in (MbOne, MbChain, MbGate, MbSignal, MbLoop, MbFan, MbAwait, MbExternal)
 }
 # The steps each step waits for (the definitions are sequences).
 PREDECESSORS: dict[str, dict[str, str]] = {
@@ -215,6 +256,15 @@ class Held:
 
 
 @dataclass
+class HeldOutside:
+    """A job an external worker claimed: its lease token, as the worker holds it."""
+
+    step_id: int
+    token: str
+    attempt: int  # as shown: within the round
+
+
+@dataclass
 class Seen:
     """What the machine knows beyond the database."""
 
@@ -222,6 +272,7 @@ class Seen:
     flows: list[Flow] = field(default_factory=list)
     held: list[Held] = field(default_factory=list)
     stale: list[Held] = field(default_factory=list)
+    outside: list[HeldOutside] = field(default_factory=list)
     tainted: set[Any] = field(default_factory=set)
 
 
@@ -449,6 +500,48 @@ class EngineMachine(RuleBasedStateMachine):
         step.refresh_from_db()
         assert (step.status, step.attempt, step.version) == before
 
+    # -- rules: external work -------------------------------------------------------
+
+    @rule()
+    def claim_outside(self) -> None:
+        """An external worker claims what is ready on its queue."""
+        jobs = self.call(workflows.claim_external, "mb_outside", worker="mb", limit=2) or []
+        for job in jobs:
+            step = Step.objects.get(run_id=job.run, name=job.step)
+            assert step.lease_owner == "external:mb" and step.status == StepStatus.RUNNING
+            self.seen.outside.append(HeldOutside(step.pk, job.lease, job.attempt))
+
+    @precondition(lambda self: bool(self.seen.outside))
+    @rule(data=st.data(), outcome=st.sampled_from((*OUTCOMES, "heartbeat")))
+    def act_outside(self, data: st.DataObject, outcome: str) -> None:
+        """The worker heartbeats, completes or fails a job; a lease that is no longer
+        the step's running attempt (revoked, cancelled, reclaimed, skipped) is refused
+        and writes nothing."""
+        held = data.draw(st.sampled_from(self.seen.outside), label="outside")
+        step = Step.objects.get(pk=held.step_id)
+        live = step.status == StepStatus.RUNNING and step.attempts_in_round.attempt == held.attempt
+        before = step.version
+        try:
+            with on_commit():
+                if outcome == "heartbeat":
+                    workflows.heartbeat_external(held.token)
+                elif outcome == "ok":
+                    workflows.complete_external(held.token, {"ok": True})
+                else:
+                    workflows.fail_external(held.token, "outside", permanent=outcome == "permanent")
+        except LeaseLost:
+            step.refresh_from_db()
+            cancelled = Run.objects.filter(pk=step.run_id, status__in=RUN_FINAL).exists() or (
+                step.failure_class == "cancelled"
+            )
+            assert not live or cancelled, (outcome, step.status, held)
+            assert step.version == before or cancelled, (outcome, step.status, held)
+            self.seen.outside.remove(held)
+            return
+        assert live, ("a stale lease was accepted", outcome, step.status, held)
+        if outcome != "heartbeat":
+            self.seen.outside.remove(held)
+
     # -- rules: every verb, checked against explain() -------------------------------
 
     @rule(data=st.data())
@@ -591,7 +684,46 @@ class EngineMachine(RuleBasedStateMachine):
         if run is not None:
             self.call(workflows.send_signal, run, "go", {"sent": True})
 
+    @rule(data=st.data())
+    def signal_an_awaiting_handler(self, data: st.DataObject) -> None:
+        """Send ``go`` to a run whose handler awaits it (the rule above sends it to any)."""
+        awaiting = list(
+            Step.objects.filter(status=StepStatus.WAITING, awaiting__isnull=False)
+            .order_by("id")
+            .values_list("run_id", flat=True)
+        )
+        if awaiting:
+            run_id = data.draw(st.sampled_from(awaiting), label="awaiting run")
+            self.call(workflows.send_signal, run_id, "go", {"sent": True})
+
     # -- invariants ---------------------------------------------------------------
+
+    @invariant()
+    def an_awaiting_step_waits_with_its_timer_iff_it_has_a_timeout(self) -> None:
+        """A step whose handler awaits is ``waiting`` with ``awaiting`` set, and has a
+        scheduled await timer exactly when the await has a timeout; a step in hand has
+        no await left, and no step that stopped waiting keeps a scheduled await timer."""
+        steps = Step.objects.filter(run__workflow_name=MbAwait.name, name="ask")
+        for pk, status, awaiting in steps.values_list("pk", "status", "awaiting"):
+            timers = Timer.objects.filter(
+                step_id=pk, kind=TimerKind.AWAIT_TIMEOUT, status=TimerStatus.SCHEDULED
+            ).count()
+            if status == StepStatus.WAITING:
+                assert awaiting is not None, (pk, status)
+                assert timers == (1 if awaiting["until"] else 0), (pk, awaiting, timers)
+            else:
+                assert timers == 0, (pk, status, timers)
+            if status in IN_HAND:
+                assert awaiting is None, (pk, status, awaiting)
+
+    @invariant()
+    def external_work_is_only_done_outside(self) -> None:
+        """No process of the project ever runs an external step: each of its attempts
+        was leased to an external worker."""
+        for owner in Step.objects.filter(
+            run__workflow_name=MbExternal.name, name="work", attempt__gt=0
+        ).values_list("lease_owner", flat=True):
+            assert owner == "" or owner.startswith("external:"), owner
 
     @invariant()
     def members_start_after_their_join(self) -> None:
@@ -726,8 +858,16 @@ class EngineMachine(RuleBasedStateMachine):
         for held in self.seen.held:
             self.call(complete_work, held.lease, {"ok": True})
         self.seen.held.clear()
+        self.seen.outside.clear()
         with on_commit():
             run_pending(until=timezone.now() + FAR)
+        for _ in range(4):  # the outside worker does what is ready, and the run goes on
+            for job in (
+                self.call(workflows.claim_external, "mb_outside", worker="mb", limit=50) or []
+            ):
+                self.call(workflows.complete_external, job.lease, {"ok": True})
+            with on_commit():
+                run_pending(until=timezone.now() + FAR)
         for run in self.seen.runs:
             explanation = explain(run)
             if explanation.status in RUN_FINAL:

@@ -22,6 +22,7 @@ from tests.acceptance.flowapp.models import LedgerEntry, Order
 from tests.support.runs import run_inline
 from tests.support.workflows import Held
 from workflows import (
+    Await,
     DefinitionError,
     FanOut,
     PermanentError,
@@ -91,6 +92,13 @@ def ask_partner(ctx: Context):
 TOKENS: list[str] = []
 
 
+def ask_mapping(ctx: Context):
+    write_entry(ctx)
+    if ctx.resumed is None:
+        return Await("mapping")
+    return ctx.resumed["payload"]
+
+
 def ask_bank(ctx: Context):
     handle = ctx.await_callback(timedelta(hours=1))
     TOKENS.append(handle.token)
@@ -126,6 +134,11 @@ class Undone(Workflow):
 class Partner(Workflow):
     name = "tx_partner"
     ask = Task(f"{HERE}.ask_partner", transactional=True)
+
+
+class Mapping(Workflow):
+    name = "tx_mapping"
+    ask = Task(f"{HERE}.ask_mapping", transactional=True, awaits=["mapping"])
 
 
 class Asked(Workflow):
@@ -247,6 +260,18 @@ def test_parking_behind_a_callback_commits_the_write_with_the_wait():
     run_pending()
     assert run.steps.get(name="ask").status == "waiting"
     assert entries(run) == [("ask", "", 1)]
+
+
+def test_an_await_commits_the_write_with_the_wait_and_the_resumed_attempt_writes_again():
+    run = workflows.start_run(Mapping)
+    run_pending()
+    assert run.steps.get(name="ask").status == "waiting"
+    assert entries(run) == [("ask", "", 1)]
+    workflows.send_signal(run, "mapping", "m")
+    run_pending()
+    run.refresh_from_db()
+    assert run.output == {"ask": "m"}
+    assert entries(run) == [("ask", "", 1), ("ask", "", 2)]
 
 
 def test_app_code_commits_its_write_with_a_start_or_rolls_back_both():

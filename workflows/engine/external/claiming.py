@@ -34,9 +34,8 @@ from workflows.errors import DefinitionMissing
 from workflows.models import Step
 from workflows.status import StepStatus
 
-# Units read beyond ``limit``: a unit a limit holds, or one whose run cannot start it,
-# is passed over, and the claim still fills its batch from the next ones.
-SLACK = 8
+# How many times one claim reads further units to replace those it passed over.
+PASSES = 4
 
 
 @dataclass(frozen=True)
@@ -76,25 +75,47 @@ def external_routes(queues: Iterable[str], capabilities: Iterable[str]) -> list[
 
 @transition
 def claim_external_units(routes: list[Route], owner: str, limit: int) -> ClaimOutcome:
-    """Begin an attempt of up to ``limit`` ready external steps of ``routes`` for ``owner``."""
+    """Begin an attempt of up to ``limit`` ready external steps of ``routes`` for ``owner``.
+
+    Reads (and on PostgreSQL locks) only as many units as it still needs, so a worker
+    claiming three does not hide a fourth from a worker claiming beside it; a unit it
+    passes over (a limit holds it, its definition is gone or no longer external) is
+    replaced by the next one, at most :data:`PASSES` times.
+    """
     claims: list[Lease] = []
     missing: list[tuple[UUID, DefinitionMissing]] = []
+    passed: set[int] = set()
     with unlocked_scope() as scope:  # each unit read SKIP LOCKED; its run is not locked
-        for unit_id in _candidates(routes, limit + SLACK):
-            row = STEP.read_claim(unit_id, preferred=False)
-            if row is None or row.status != StepStatus.READY:
-                continue  # claimed by another worker since the candidates were read
-            try:
-                workflow = registry.get(row.workflow_name, row.workflow_version)
-            except DefinitionMissing as gone:
-                missing.append((row.run_id, gone))
-                continue
-            lease = _begin(row, workflow, owner, scope.events)
-            if lease is not None:
-                claims.append(lease)
-            if len(claims) == limit:
+        for _ in range(PASSES):
+            wanted = limit - len(claims)
+            candidates = _candidates(routes, wanted, passed) if wanted else []
+            if not candidates:
                 break
+            for unit_id in candidates:
+                lease = _claim_one(unit_id, owner, scope.events, missing)
+                if lease is None:
+                    passed.add(unit_id)
+                else:
+                    claims.append(lease)
     return ClaimOutcome(_with_moments(claims), missing)
+
+
+def _claim_one(
+    unit_id: int,
+    owner: str,
+    events: EventLog,
+    missing: list[tuple[UUID, DefinitionMissing]],
+) -> Lease | None:
+    """Claim the candidate ``unit_id``; ``None`` when it is passed over."""
+    row = STEP.read_claim(unit_id, preferred=False)
+    if row is None or row.status != StepStatus.READY:
+        return None  # claimed by another worker since the candidates were read
+    try:
+        workflow = registry.get(row.workflow_name, row.workflow_version)
+    except DefinitionMissing as gone:
+        missing.append((row.run_id, gone))
+        return None
+    return _begin(row, workflow, owner, events)
 
 
 def ready_external(routes: list[Route]) -> bool:
@@ -115,11 +136,12 @@ def _ready(routes: list[Route]) -> QuerySet[Step]:
     )
 
 
-def _candidates(routes: list[Route], count: int) -> list[int]:
-    """The ``count`` best units of :func:`_ready`, locked ``SKIP LOCKED`` on PostgreSQL."""
+def _candidates(routes: list[Route], count: int, passed: set[int]) -> list[int]:
+    """The ``count`` best units of :func:`_ready` but those ``passed`` over, locked
+    ``SKIP LOCKED`` on PostgreSQL."""
     if not routes:
         return []
-    locked = _ready(routes).select_for_update(skip_locked=True, of=("self",))
+    locked = _ready(routes).exclude(pk__in=passed).select_for_update(skip_locked=True, of=("self",))
     return list(locked.values_list("id", flat=True)[:count])
 
 

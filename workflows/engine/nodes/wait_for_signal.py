@@ -1,4 +1,5 @@
-"""Signals: kept until a ``WaitForSignal`` step consumes them; idempotent by key."""
+"""Signals: kept until a ``WaitForSignal`` step (or a handler's ``Await``) consumes them;
+idempotent by key."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ from workflows.definitions import WaitForSignal
 from workflows.engine.advance import Advancer, enters
 from workflows.engine.created import Created
 from workflows.engine.fingerprint import fingerprint
+from workflows.engine.nodes.awaits import resume_on_signal
 from workflows.engine.scope import run_scope
+from workflows.engine.signal_buffer import consume, oldest_kept
 from workflows.engine.sql.rows import StepRow, step_rows
-from workflows.engine.sql.updates import cas_update
 from workflows.engine.timers import cancel_timers, fires
 from workflows.engine.transaction import transition
-from workflows.errors import IdempotencyConflict, InvalidTransition, StaleState
+from workflows.errors import IdempotencyConflict, InvalidTransition
 from workflows.models import Signal, Step
 from workflows.status import RUN_ALIVE, StepStatus, TimerKind
 
@@ -25,13 +27,9 @@ from workflows.status import RUN_ALIVE, StepStatus, TimerKind
 @enters(WaitForSignal)
 def enter_wait(advancer: Advancer, row: StepRow, node: WaitForSignal) -> str:
     """Consume a signal that arrived early, or park the step until one arrives."""
-    early = (
-        Signal.objects.filter(run_id=advancer.run.pk, name=node.signal, consumed_by__isnull=True)
-        .order_by("id")
-        .first()
-    )
+    early = oldest_kept(advancer.run.pk, [node.signal])
     if early is not None:
-        _consume(early, row.pk)
+        consume(early, row.pk)
         return advancer.complete(row, early.payload, signal=early.pk)
     due_at = timezone.now() + node.timeout if node.timeout is not None else None
     advancer.park(
@@ -57,22 +55,6 @@ def time_out_wait(advancer: Advancer, row: StepRow) -> None:
     advancer.move(row, StepStatus.TIMED_OUT, error=error, finished_at=timezone.now())
     advancer.events.add(advancer.run.pk, "step.timed_out", step_id=row.pk, code="signal_timeout")
     advancer.fail(row.name, error)
-
-
-def _consume(signal: Signal, step_id: int) -> None:
-    """Compare-and-set the signal from unconsumed to consumed by ``step_id``."""
-    consumed_at = timezone.now()
-    if not cas_update(
-        Signal,
-        signal.pk,
-        version=signal.version,
-        where={"consumed_by_id": None},
-        consumed_by_id=step_id,
-        consumed_at=consumed_at,
-    ):
-        raise StaleState(f"signal {signal.pk} was consumed by another step")
-    signal.consumed_by_id, signal.consumed_at = step_id, consumed_at
-    signal.version += 1
 
 
 def send_signal_once(
@@ -166,8 +148,10 @@ def _deliver(
         )
         if waiting is not None:
             (row,) = step_rows(run.pk, [waiting])
-            _consume(signal, row.pk)
+            consume(signal, row.pk)
             cancel_timers(row.pk, TimerKind.SIGNAL_TIMEOUT)
             scope.advancer.complete(row, payload, signal=signal.pk)
             scope.advancer.settled(row.name)
+        else:
+            resume_on_signal(scope.advancer, signal)
     return Created(signal, created=True)

@@ -208,6 +208,7 @@ def steps_of(run_id: UUID, now: datetime) -> list[dict[str, Any]]:
             "claimed_by__username",
             "claimed_at",
             "signal_name",
+            "awaiting",
             "items_total",
             "items_completed",
             "items_failed",

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from workflows.definitions import FanOut
-from workflows.holds import HoldKind
+from workflows.holds import HoldKind, await_details
 from workflows.queries.explain.reading import Reading
 from workflows.queries.explain.records import WaitingOn
 from workflows.status import NodeKind, StepStatus, TimerKind
@@ -58,9 +58,18 @@ def _signal(reading: Reading, step: dict[str, Any]) -> WaitingOn | None:
 
 def _callback(reading: Reading, step: dict[str, Any]) -> WaitingOn | None:
     """A waiting task waits for a callback (its handler returned
-    ``ctx.await_callback()``), or, a poll between two iterations, for its next poll."""
+    ``ctx.await_callback()``), for a signal (it returned ``Await``), or, a poll between
+    two iterations, for its next poll."""
     if step["status"] != StepStatus.WAITING:
         return None
+    if step["awaiting"] is not None:
+        return WaitingOn(
+            HoldKind.AWAIT,
+            step["name"],
+            await_details(
+                step["awaiting"], reading.timeouts.get((step["id"], TimerKind.AWAIT_TIMEOUT))
+            ),
+        )
     next_poll = reading.timeouts.get((step["id"], TimerKind.REPEAT))
     if next_poll is not None:
         return _poll(reading, step, next_poll)

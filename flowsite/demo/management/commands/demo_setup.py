@@ -74,6 +74,12 @@ class Command(BaseCommand):
             self.stdout.write(f"order_fulfilment run {run.pk} [{run.status}]")
         run = workflows.start_run("flaky_import", {"rows": 120}, idempotency_key="demo-import")
         self.stdout.write(f"flaky_import run {run.pk} [{run.status}]")
+        run = workflows.start_run(
+            "catalogue_import",
+            {"supplier": "acme", "columns": ["sku", "name", "price", "colour_code"]},
+            idempotency_key="demo-catalogue",
+        )
+        self.stdout.write(f"catalogue_import run {run.pk} [{run.status}] (awaits a mapping)")
         for order_id, card in (("W-2001", "valid"), ("W-2002", "declined")):
             run = workflows.start_run(
                 "warehouse_dispatch",

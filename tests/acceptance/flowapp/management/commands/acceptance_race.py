@@ -9,10 +9,13 @@ finished round ``i - 1``, so the two calls of a round start together, as two web
 worker processes of a deployment would, and one start-up serves every round.
 
 A call is three words: ``cancel_flow FLOW POLICY``, ``revoke_lease STEP_ID ATTEMPT``
-(pinned to that attempt) or ``claim_step STEP_ID OWNER`` (a worker starting the next
-attempt). An outcome is ``{"round", "verb", "result"}``, or ``{"round", "verb",
-"error": {"class", "code", "message", "workflow_error"}}`` for an exception:
-``workflow_error`` tells a clean :class:`~workflows.errors.WorkflowError` from a defect.
+(pinned to that attempt), ``claim_step STEP_ID OWNER`` (a worker starting the next
+attempt), ``run_step STEP_ID OWNER`` (a worker claiming the step and running its
+attempt to its end, an await's parking included), ``send_signal RUN NAME`` or
+``claim_external QUEUE WORKER`` (an outside worker claiming up to :data:`CLAIM_LIMIT`
+units). An outcome is ``{"round", "verb", "result"}``, or ``{"round", "verb", "error":
+{"class", "code", "message", "workflow_error"}}`` for an exception: ``workflow_error``
+tells a clean :class:`~workflows.errors.WorkflowError` from a defect.
 ``--import`` names modules whose workflows this process must know (the engine tests'
 workflows, which only pytest's process imports otherwise).
 """
@@ -36,6 +39,7 @@ import workflows
 from tests.acceptance.flowapp.management.starting_line import wait_for_file
 from workflows.engine import claim_step
 from workflows.errors import WorkflowError
+from workflows.workers.runner import execute_step
 
 GO_POLL_SECONDS = 0.001
 
@@ -56,10 +60,30 @@ def _claim_step(step: str, owner: str, reason: str, user: Any) -> dict[str, Any]
     return {"attempt": lease.attempt, "owner": lease.owner}
 
 
+def _claim_external(queue: str, worker: str, reason: str, user: Any) -> dict[str, Any]:
+    jobs = workflows.claim_external([queue], worker=worker, limit=CLAIM_LIMIT)
+    return {"jobs": [[str(job.run), job.step, job.attempt] for job in jobs]}
+
+
+# How many units one ``claim_external`` call of a race takes at most.
+CLAIM_LIMIT = 3
+
+
+def _run_step(step: str, owner: str, reason: str, user: Any) -> dict[str, Any]:
+    return {"attempts": execute_step(int(step), owner=owner, chain=False)}
+
+
+def _send_signal(run: str, name: str, reason: str, user: Any) -> dict[str, Any]:
+    return {"signal": workflows.send_signal(UUID(run), name, {"by": reason}, user=user).pk}
+
+
 VERBS: dict[str, Callable[[str, str, str, Any], dict[str, Any]]] = {
     "cancel_flow": _cancel_flow,
+    "claim_external": _claim_external,
     "revoke_lease": _revoke_lease,
     "claim_step": _claim_step,
+    "run_step": _run_step,
+    "send_signal": _send_signal,
 }
 
 
