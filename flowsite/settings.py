@@ -141,5 +141,7 @@ SPECTACULAR_SETTINGS = {
         "DecisionViaEnum": "workflows.status.DecisionVia",
         "NodeKindEnum": "workflows.status.NodeKind",
         "FlowStatusEnum": "workflows.status.FlowStatus",
+        "FailureClassEnum": "workflows.status.FailureClass",
+        "WorkerFailureClassEnum": "workflows.workers.external.WORKER_CLASSES",
     },
 }

@@ -78,6 +78,9 @@ DEFAULTS: dict[str, Any] = {
     # The callback endpoints, authorised by their token alone, are throttled per client
     # address (DRF rate syntax).
     "API_CALLBACK_RATE": "600/min",
+    # The external work endpoints (``/api/work/``) are throttled per worker: per user and
+    # worker name (DRF rate syntax; None: no limit).
+    "API_WORKER_RATE": "600/min",
     # The Prometheus endpoint (``workflows.metrics``): off (404) unless enabled; a
     # scraper authenticates with this bearer token (None: staff logins only)...
     "METRICS_ENABLED": False,

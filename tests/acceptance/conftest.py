@@ -9,6 +9,7 @@ process is gone before pytest-django empties the tables.
 from __future__ import annotations
 
 import os
+import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from tests.acceptance.harness import SUBPROCESS_SETTINGS, Processes, database_url
+from tests.acceptance.harness import SUBPROCESS_SETTINGS, Processes, database_url, wait_for
 from tests.acceptance.stack import Stack
 
 # Inherited variables that would point the processes somewhere else.
@@ -49,3 +50,41 @@ def processes(transactional_db: None, tmp_path: Path, var_dir: Path) -> Iterator
 @pytest.fixture
 def stack(processes: Processes, var_dir: Path) -> Stack:
     return Stack(processes, var_dir)
+
+
+def free_port() -> int:
+    """A port nothing listens on now (the server binds it a moment later)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def server(processes: Processes) -> str:
+    """The base URL of a running ``runserver`` (threaded: one thread and database
+    connection per request) on the test database, with the test settings: the demo
+    project's, which install ``rest_framework.authtoken``, and this app's workflows."""
+    port = free_port()
+    processes.start(
+        "runserver",
+        "runserver",
+        "--noreload",
+        f"127.0.0.1:{port}",
+        env={"DJANGO_SETTINGS_MODULE": "tests.settings"},
+    )
+
+    def answers() -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return True
+        except OSError:
+            return False
+
+    wait_for(
+        "the server to listen",
+        answers,
+        timeout=60,
+        on_poll=processes.check_watched,
+        describe=processes.logs,
+    )
+    return f"http://127.0.0.1:{port}"

@@ -10,7 +10,6 @@ project's, which install ``rest_framework.authtoken``, with steps left for
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import urllib.error
 import urllib.request
@@ -25,7 +24,6 @@ from django.contrib.auth.models import Permission, User
 from rest_framework.authtoken.models import Token
 
 import workflows
-from tests.acceptance.harness import Processes, wait_for
 from workflows.models import Event, Run, Step
 from workflows.testing import run_pending
 
@@ -34,43 +32,6 @@ pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
 REQUEST_TIMEOUT_SECONDS = 60.0
 ROUNDS = 5
 STARTERS = 8
-
-
-def free_port() -> int:
-    """A port nothing listens on now (the server binds it a moment later)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@pytest.fixture
-def server(processes: Processes) -> str:
-    """The base URL of a running ``runserver`` on the test database."""
-    port = free_port()
-    processes.start(
-        "runserver",
-        "runserver",
-        "--noreload",
-        f"127.0.0.1:{port}",
-        env={"DJANGO_SETTINGS_MODULE": "tests.settings"},
-    )
-    base = f"http://127.0.0.1:{port}"
-
-    def answers() -> bool:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return True
-        except OSError:
-            return False
-
-    wait_for(
-        "the server to listen",
-        answers,
-        timeout=60,
-        on_poll=processes.check_watched,
-        describe=processes.logs,
-    )
-    return base
 
 
 def token_for(username: str, *codenames: str) -> str:

@@ -70,6 +70,7 @@ def api_schema(db: Any) -> Iterator[Any]:
                 "add_schedule",
                 "change_schedule",
                 "delete_schedule",
+                "do_external_work",
             ]
         )
     )

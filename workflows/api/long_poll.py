@@ -10,7 +10,9 @@ side every such endpoint shares:
 - :func:`waiting` is the block a view waits in: it reads ``wait``, holds one of the
   user's ``WORKFLOWS["LONG_POLLS_PER_USER"]`` slots while it waits (one more is a 429
   ``too_many_waits``, :class:`~workflows.errors.TooManyWaits`, refused before any
-  wait), and stops the wait when the client has hung up (:func:`client_gone`).
+  wait), and stops the wait when the client has hung up (:func:`client_gone`);
+  :func:`holding_wait` is the same block for a wait given in the body (a claim of
+  external work, :mod:`workflows.api.work`).
 - :func:`timed_out` says whether the answer came because the wait ran out, the
   ``timed_out`` every long poll's answer carries (:func:`timed_out_field` in its
   serializer): a client tells "nothing yet, ask again" from "here it is" without
@@ -183,11 +185,19 @@ def waiting(request: Request) -> Iterator[float]:
     hung up (:func:`client_gone`).
     """
     seconds = wait_seconds(request)
-    if not seconds:
+    with holding_wait(request, seconds):
         yield seconds
+
+
+@contextmanager
+def holding_wait(request: Request, seconds: float) -> Iterator[None]:
+    """The block a long poll whose wait came another way (a field of its body) waits
+    in: as :func:`waiting`, for a wait of ``seconds`` already checked."""
+    if not seconds:
+        yield
         return
     with _slot(request), stopping_when(client_gone(request)):
-        yield seconds
+        yield
 
 
 # Attributes leading from a WSGI server's input stream to the connection's socket:

@@ -18,6 +18,7 @@ from workflows.services.access import (
     BUILD_FLOWS,
     CHANGE_SCHEDULES,
     DELETE_SCHEDULES,
+    EXTERNAL_WORK,
     MANAGE_EVENT_CONSUMERS,
     OPERATE_RUNS,
     START_RUNS,
@@ -105,3 +106,10 @@ class CanStartScheduledRuns(_HasPermission):
     (``workflows.change_schedule`` and ``workflows.start_run``)."""
 
     access = START_SCHEDULED_RUNS
+
+
+class CanDoExternalWork(_HasPermission):
+    """Claim, heartbeat, complete, fail and log external work
+    (``workflows.do_external_work``), and nothing else."""
+
+    access = EXTERNAL_WORK

@@ -32,6 +32,7 @@ from workflows.api.schedules import ScheduleViewSet
 from workflows.api.signal_tokens import SignalTokenViewSet
 from workflows.api.steps import StepViewSet
 from workflows.api.waits import WaitsView
+from workflows.api.work import WorkViewSet
 
 
 class ConsumerNameConverter:
@@ -64,6 +65,7 @@ router.register("budgets", BudgetViewSet, basename="budget")
 router.register("flows", FlowViewSet, basename="flow")
 router.register("signals", SignalTokenViewSet, basename="signal")
 router.register("schedules", ScheduleViewSet, basename="schedule")
+router.register("work", WorkViewSet, basename="work")
 resources: list[URLPattern | URLResolver] = [
     *router.urls,
     path("waits/", WaitsView.as_view(), name="waits"),

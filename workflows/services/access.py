@@ -30,6 +30,7 @@ from workflows.permissions import (
     CHANGE_SCHEDULE,
     CHANGE_WEBHOOKENDPOINT,
     DELETE_SCHEDULE,
+    DO_EXTERNAL_WORK,
     MANAGE_CONSUMERS,
     OPERATE_RUN,
     START_RUN,
@@ -47,6 +48,7 @@ __all__ = [
     "CHANGE_SCHEDULES",
     "DECIDE_GATES",
     "DELETE_SCHEDULES",
+    "EXTERNAL_WORK",
     "MANAGE_EVENT_CONSUMERS",
     "OPERATE_RUNS",
     "REPLAY_DELIVERIES",
@@ -143,6 +145,10 @@ START_SCHEDULED_RUNS = Access(
     "triggering or backfilling schedules", CHANGE_SCHEDULE, named=False, also=START_RUN
 )
 
+# The verbs of a worker outside the process over ``/api/work/``: a permission of their
+# own, so that a service account that does work can do nothing else.
+EXTERNAL_WORK = Access("doing external work", DO_EXTERNAL_WORK, named=False)
+
 VERBS: dict[str, Access] = {
     **{name: OPERATE_RUNS for name in RUN_VERBS},
     **{name: OPERATE_RUNS for name in STEP_VERBS},
@@ -172,6 +178,11 @@ VERBS: dict[str, Access] = {
     "delete_schedule": DELETE_SCHEDULES,
     "trigger_schedule": START_SCHEDULED_RUNS,
     "backfill_schedule": START_SCHEDULED_RUNS,
+    "claim_external": EXTERNAL_WORK,
+    "heartbeat_external": EXTERNAL_WORK,
+    "complete_external": EXTERNAL_WORK,
+    "fail_external": EXTERNAL_WORK,
+    "log_external": EXTERNAL_WORK,
 }
 """Every write verb a surface offers, and what it needs. The run and step verbs are
 those of :mod:`workflows.engine.guards`, so a new verb there is covered here."""
