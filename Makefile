@@ -31,7 +31,7 @@ run: $(STAMP)
 	$(BIN)/python manage.py migrate --no-input
 	$(BIN)/python manage.py demo_setup
 	@echo "Flowsite demo: http://$(HOST):$(PORT)/admin/  (login: admin / admin)"
-	@echo "Workers: workflows_worker (django-q2 cluster) + workflows_sweeper. Ctrl-C stops everything within 10 s."
+	@echo "Workers: workflows_worker (django-q2 cluster) + workflows_sweeper + label_printer (external, queue labels; service account label-printer, API token demo-label-printer-token). Ctrl-C stops everything within 10 s."
 	@# exec: make's SIGTERM must reach the supervisor itself, not a shell in between. make
 	@# does not pass on a SIGINT sent to it alone: the supervisor sees it in make (parent_watch).
 	exec $(BIN)/python manage.py demo_run --host $(HOST) --port $(PORT)

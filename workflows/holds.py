@@ -14,7 +14,8 @@ A row's :attr:`Hold.sentence` is a small template over the entry's ``details`` (
   from ``now`` (:func:`workflows.text.relative`). ``{name:spec}`` shapes it: ``words``
   (``gate_timeout`` → ``gate timeout``), ``short`` (an id's short form,
   :func:`workflows.text.short_id`), ``items`` (``3 items``), ``capital`` (first letter
-  upper case).
+  upper case), ``holder`` / ``Holder`` (a lease's owner in words,
+  :func:`workflows.text.lease_holder`: ``worker w-1``, ``external worker go-1``).
 - ``{unit}`` / ``{Unit}`` name the work an entry is about: ``step “charge”``, ``item 7 of
   “charge”``, ``compensation of “charge”`` (from ``details["unit"]`` and ``details["item"]``).
 - ``[...]`` is said only when every detail named inside it is set (not ``None``, empty or
@@ -37,7 +38,7 @@ from typing import Any
 from django.db import models
 from django.utils.translation import ngettext
 
-from workflows.text import relative, short_id
+from workflows.text import lease_holder, relative, short_id
 
 __all__ = [
     "HOLDS",
@@ -76,6 +77,7 @@ class HoldKind(models.TextChoices):
     LEASE = "lease", "work a worker runs"
     DISPATCH = "dispatch", "ready work waiting for a worker to pick it up"
     WORKER = "worker", "ready work no live worker serves"
+    EXTERNAL = "external", "ready work waiting for an external worker to claim it"
     CONCURRENCY = "concurrency", "ready work held by a concurrency limit"
     RATE = "rate", "ready work delayed by a rate limit"
     BUDGET = "budget", "ready work held by an exhausted budget"
@@ -215,10 +217,10 @@ HOLDS: Mapping[HoldKind, Hold] = {
         Hold(
             HoldKind.LEASE,
             # Once its run is cancelling, forward work says that it was asked to stop.
-            "[{cancel_requested_at:unless}Worker {worker} runs {unit} (attempt {attempt} of "
+            "[{cancel_requested_at:unless}{worker:Holder} runs {unit} (attempt {attempt} of "
             "{max_attempts}), ]"
             "[Cancel requested {cancel_requested_at}; {unit} stops at its next heartbeat "
-            "(worker {worker}, attempt {attempt} of {max_attempts}; ]"
+            "({worker:holder}, attempt {attempt} of {max_attempts}; ]"
             "[{cancel_requested_at:if}last heartbeat {heartbeat_at}, ]"
             "lease [{expired:if}expired {expires_at} — the worker died or hangs]"
             "[{expired:unless}until {expires_at}][{cancel_requested_at:if})]",
@@ -238,6 +240,13 @@ HOLDS: Mapping[HoldKind, Hold] = {
             _UNIT_WORDED,
             ("skip_step", "cancel"),
             "a worker serving its queue and capabilities starting",
+        ),
+        Hold(
+            HoldKind.EXTERNAL,
+            "{Unit} waits for an external worker to claim it from queue {queue}"
+            "[ with {capabilities}], ready since {since}",
+            ("priority", "skip_step", "cancel"),
+            "an external worker claiming it (claim_external, POST /api/work/claim/)",
         ),
         Hold(
             HoldKind.CONCURRENCY,
@@ -346,7 +355,9 @@ def _field(name: str, spec: str | None, values: Mapping[str, Any], now: datetime
         return short_id(text)
     if spec == "items":
         return ngettext("%(count)d item", "%(count)d items", int(value)) % {"count": value}
-    if spec == "capital":
+    if spec in ("holder", "Holder"):
+        text = lease_holder(text)
+    if spec in ("capital", "Holder"):
         return text[:1].upper() + text[1:]
     return text
 

@@ -111,9 +111,13 @@ class CatalogueImport(Workflow):
 
 
 class WarehouseDispatch(Workflow):
-    """Hold stock, wait for a dispatcher's approval, pack parcels in parallel, cool off,
-    charge. A declined card fails the run, which then undoes the packing and the stock
-    hold in reverse order (Saga compensation)."""
+    """Hold stock, wait for a dispatcher's approval, pack parcels in parallel, print the
+    shipping label, cool off, charge. A declined card fails the run, which then undoes
+    the packing and the stock hold in reverse order (Saga compensation).
+
+    ``print_label`` is an external step: no Python handler; the bundled label printer
+    (``flowsite/label_printer.py``, started by ``make run``) claims it over
+    ``/api/work/`` as a service in any language would."""
 
     name = "warehouse_dispatch"
     version = 1
@@ -141,6 +145,12 @@ class WarehouseDispatch(Workflow):
         key=lambda parcel: parcel["id"],
         max_parallel=3,
         compensate="flowsite.demo.steps.unpack_parcel",
+    )
+    print_label = Task(
+        external=True,
+        queue="labels",
+        retry=Retry(max_attempts=3, initial_interval=timedelta(seconds=2)),
+        timeout=timedelta(seconds=30),
     )
     cool_off = Sleep(timedelta(seconds=20))
     charge = Task("flowsite.demo.steps.charge_card", retry=Retry(max_attempts=1))

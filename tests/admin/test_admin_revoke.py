@@ -64,7 +64,7 @@ def test_the_confirmation_page_names_the_attempt_and_changes_nothing(operator):
     text = confirm.content.decode()
     assert "Revoke lease" in text
     assert "take the lease from the running attempt now" in text
-    assert "step “load”: attempt 1 of 1, held by host-1:4242:77, lease until" in text
+    assert "step “load”: attempt 1 of 1, held by worker host-1:4242:77, lease until" in text
     assert f'value="step:{step.pk}" required id="id_unit_0" checked>' in text  # preselected
     assert 'name="reason"' in text
     # The attempt shown (with a step's round) travels with the form: the revoke takes
@@ -83,7 +83,8 @@ def test_posting_revokes_as_the_user_and_says_what_happened(operator):
     assert response.status_code == 200
     assert noted(
         response,
-        "revoked attempt 1 of step “load”, held by host-1:4242:77; it is ready and runs again",
+        "revoked attempt 1 of step “load”, held by worker host-1:4242:77; "
+        "it is ready and runs again",
     ), notes(response)
     revoked = Event.objects.get(run=run, type="lease.revoked").payload
     assert (revoked["by"], revoked["reason"]) == ("operator", "worker hung")
@@ -143,7 +144,7 @@ def test_a_fan_out_steps_button_offers_its_running_items(operator):
     ship = Step.objects.get(run=run, name="ship")
     assert f"{act(run)}?step={ship.pk}".encode() in operator.get(page(run)).content
     confirm = operator.get(act(run) + f"?step={ship.pk}").content.decode()
-    assert "item “p2” of step “ship”: attempt 1 of 3, held by host-2:1:1" in confirm
+    assert "item “p2” of step “ship”: attempt 1 of 3, held by worker host-2:1:1" in confirm
     operator.post(act(run), {"unit": f"item:{item.pk}", "attempts": f"item:{item.pk}=1"})
     assert FanOutItem.objects.get(pk=item.pk).status == "ready"
 

@@ -38,14 +38,14 @@ def test_a_second_confirmation_of_the_same_page_revokes_nothing(new_page):
     for shown in (page, second):
         hidden = shown.locator('input[type="hidden"][name="attempts"]')
         assert hidden.get_attribute("value") == f"step:{step.pk}=1@1"  # attempt 1 of round 1
-        assert "attempt 1 of 2, held by worker-5.prod:48213:140121" in shown.content()
+        assert "attempt 1 of 2, held by worker worker-5.prod:48213:140121" in shown.content()
     page.get_by_label("Reason").fill("worker-5 wedged on a hung SFTP connection")
     shoot(page, "revoke-confirm")
 
     page.get_by_role("button", name="Revoke lease").click()
     page.wait_for_load_state()
     done = page.locator(".messagelist .success").inner_text()
-    assert "revoked attempt 1 of step “upload”, held by worker-5.prod:48213:140121" in done
+    assert "revoked attempt 1 of step “upload”, held by worker worker-5.prod:48213:140121" in done
     shoot(page, "revoke-done")
 
     second.get_by_role("button", name="Revoke lease").click()

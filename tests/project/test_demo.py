@@ -14,8 +14,10 @@ from django.utils import timezone
 import workflows
 from flowsite import settings as demo_settings
 from flowsite.demo.flows import STOCK_CHECK_SCHEDULE, StockCheck
+from flowsite.demo.label_account import TOKEN, USERNAME
 from flowsite.demo.models import DemoRecord
 from flowsite.demo.stock_sync import MEMBERS, build_stock_sync
+from flowsite.label_printer import label_for
 from tests.support.runs import run_inline
 from tests.support.users import staff
 from workflows.models import Flow, Run, Schedule, Step
@@ -122,6 +124,12 @@ def test_demo_setup_is_idempotent_and_checks_pass():
     call_command("demo_setup", stdout=second)
     assert "created demo user admin / admin" in first.getvalue()
     assert "created demo user" not in second.getvalue()
+    assert f"created service account {USERNAME} (API token {TOKEN})" in first.getvalue()
+    assert "created service account" not in second.getvalue()
+    printer = User.objects.get(username=USERNAME)
+    assert not printer.is_staff and not printer.has_usable_password()
+    assert sorted(printer.get_all_permissions()) == ["workflows.do_external_work"]
+    assert printer.auth_token.key == TOKEN
     assert Run.objects.count() == 10 + len(MEMBERS)  # the sample runs and the flow's members
     assert Flow.objects.get().key == "demo-stock-sync"
     review = Run.objects.get(workflow_name="document_review")
@@ -143,13 +151,40 @@ def dispatch_waiting_for_approval(card: str):
     return run, gate
 
 
+def print_labels() -> list[str]:
+    """Do what the bundled label printer does over HTTP, in process: claim every ready
+    ``print_label`` and complete it with the label it would print."""
+    printed = []
+    for job in workflows.claim_external(["labels"], worker="test-printer", limit=10):
+        workflows.complete_external(job.lease, label_for(job.input, "test-printer"))
+        printed.append(job.step)
+    return printed
+
+
 def approved_dispatch(card: str, shipping: str) -> Run:
-    """A dispatch paid with ``card``, approved by a superuser with ``shipping``, a
-    minute on."""
+    """A dispatch paid with ``card``, approved by a superuser with ``shipping``, its
+    label printed, a minute on."""
     admin = User.objects.create_superuser("boss")
     run, gate = dispatch_waiting_for_approval(card)
     workflows.approve_gate(gate, user=admin, selections=[shipping])
+    run_pending()
+    assert print_labels() == ["print_label"]
     return minutes_on(run)
+
+
+def test_warehouse_dispatch_waits_for_the_external_label_printer():
+    admin = User.objects.create_superuser("boss")
+    run, gate = dispatch_waiting_for_approval("valid")
+    workflows.approve_gate(gate, user=admin, selections=["standard"])
+    run = minutes_on(run, 5)
+    label = run.steps.get(name="print_label")
+    assert run.status == "running" and label.status == "ready"
+    [waiting] = [entry for entry in workflows.explain(run).waiting_on if entry.step == label.name]
+    assert waiting.kind == "external" and waiting.details["queue"] == "labels"
+    assert print_labels() == ["print_label"]
+    label.refresh_from_db()
+    assert label.output == {"label": "LBL-W-1", "parcels": 2, "by": "test-printer"}
+    assert minutes_on(run).status == "completed"
 
 
 def test_warehouse_dispatch_approved_packs_sleeps_and_charges():

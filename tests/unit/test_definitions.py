@@ -259,3 +259,9 @@ def test_an_input_example_is_optional_and_kept_as_declared():
 
     assert Example.input_example == {"order": "A-1", "lines": [{"sku": "X", "quantity": 1}]}
     assert Linear.input_example is None
+
+
+@pytest.mark.parametrize("name", ["label", "problems", "validate"])
+def test_a_step_named_after_a_workflow_attribute_is_refused_naming_it(name):
+    message = _definition_error({name: Task(NOOP)})
+    assert f"workflow 'broken' v1, step {name!r}: the name is an attribute of Workflow" in message

@@ -65,3 +65,17 @@ def test_a_conditional_root_is_marked_though_no_edge_leads_to_it():
 
 def test_dot_escapes_quotes_in_the_workflow_name():
     assert to_dot(Quoted).startswith('digraph "render \\"quoted\\" v1" {\n')
+
+
+class Labelled(Workflow, register=False):
+    name = "render_labelled"
+    print_label = Task(external=True, queue="labels")
+    anywhere = Task(external=True)
+
+
+def test_an_external_task_is_labelled_with_its_queue_never_with_its_route_mark():
+    drawn = to_mermaid(Labelled)
+    assert '    step_print_label["print_label (external task, queue labels)"]' in drawn
+    assert '    step_anywhere["anywhere (external task, queue default)"]' in drawn
+    assert "external task, queue labels" in to_dot(Labelled)
+    assert "@external" not in drawn + to_dot(Labelled)

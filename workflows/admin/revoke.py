@@ -25,6 +25,7 @@ from workflows.errors import InvalidTransition
 from workflows.models import CompensationRecord, FanOutItem, Run, Step
 from workflows.services.leases import not_revoked_text, shown_attempts
 from workflows.status import StepStatus
+from workflows.text import lease_holder
 
 if TYPE_CHECKING:
     from django.db.models import QuerySet
@@ -68,7 +69,7 @@ def _label(unit: LeasedUnit) -> str:
         what = f"compensation of step “{unit.step.name}”{of_item}"
     else:
         what = f"step “{unit.name}”"
-    held = f"attempt {shown_attempts(unit)}, held by {unit.lease_owner or '?'}"
+    held = f"attempt {shown_attempts(unit)}, held by {lease_holder(unit.lease_owner)}"
     if unit.lease_expires_at is not None:
         until = date_format(timezone.localtime(unit.lease_expires_at), "Y-m-d H:i:s")
         expired = " (expired)" if unit.lease_expires_at < timezone.now() else ""
@@ -203,7 +204,7 @@ def revoke(run: Run, data: dict[str, Any], user: AnyUser) -> str:
     )
     return (
         f"revoked attempt {result.attempt} of {_what(revoked)}, held by "
-        f"{error.get('owner') or '?'}; {then}"
+        f"{lease_holder(error.get('owner') or '')}; {then}"
     )
 
 

@@ -33,6 +33,7 @@ from workflows.admin.live.regions import (
 from workflows.admin.offers import run_offers
 from workflows.admin.runs import badge, duration, pretty
 from workflows.definitions import Gate, WaitForSignal
+from workflows.definitions.limits import Route
 from workflows.holds import HoldKind, describe
 from workflows.models import CompensationRecord, Event, Run, Signal, Step, Timer
 from workflows.queries.explain import Explanation, WaitingOn, explain
@@ -129,7 +130,8 @@ class StepRow:
     ``earlier``: the iterations before its current one, when a loop ran it again;
     ``attempts``: its attempts as the table shows them (``None``: none made), of its
     current iteration only when a loop ran it again (attempts count on across
-    iterations, each with a fresh budget).
+    iterations, each with a fresh budget); ``route``: where an external step's work is
+    claimed from (``external queue 'labels'``), beside its kind.
     """
 
     step: Step
@@ -144,6 +146,7 @@ class StepRow:
     earlier: tuple[EarlierIteration, ...] = ()
     attempts: str | None = None
     rounds: tuple[EndedRound, ...] = ()
+    route: str | None = None
 
 
 def _attempts(step: Step) -> str | None:
@@ -195,9 +198,16 @@ def _step_rows(
                 earlier=_earlier(iterations.get(step.pk, [])),
                 attempts=_attempts(step),
                 rounds=tuple(rounds.get(step.pk, ())),
+                route=_external_route(step),
             )
         )
     return rows
+
+
+def _external_route(step: Step) -> str | None:
+    """Where outside workers claim an external step from; ``None`` for any other step."""
+    route = Route.of_row(step.queue, step.requires)
+    return str(route) if route.external else None
 
 
 @dataclass(frozen=True)

@@ -2,23 +2,29 @@
 
 Pure functions of the definition (no database), so a picture can be drawn for any
 registered version, in docs or from ``manage.py workflows_graph``. Each node is labelled
-with its step name and kind. A step with ``when=`` may be skipped at run time, so its
-name gets a ``?`` and the edges into it are dashed. A loop goes back from its loop node
-to its ``back_to`` step: a dotted edge labelled with its bound, drawn apart from the
-graph's own edges (it is a jump the engine makes, not an edge of the acyclic graph).
+with its step name and kind (an external task with its queue: workers outside the
+process do it, ``print_label (external task, queue labels)``). A step with ``when=`` may
+be skipped at run time, so its name gets a ``?`` and the edges into it are dashed. A loop
+goes back from its loop node to its ``back_to`` step: a dotted edge labelled with its
+bound, drawn apart from the graph's own edges (it is a jump the engine makes, not an edge
+of the acyclic graph).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from workflows.definitions.limits import DEFAULT_QUEUE
 from workflows.definitions.loop import Loop
+from workflows.definitions.nodes import Task
 from workflows.definitions.workflow import Workflow
 
 
 def _label(workflow: type[Workflow], name: str) -> str:
     node = workflow.nodes[name]
     mark = "?" if node.when is not None else ""
+    if isinstance(node, Task) and node.external:
+        return f"{name}{mark} (external {node.kind}, queue {node.queue or DEFAULT_QUEUE})"
     return f"{name}{mark} ({node.kind})"
 
 

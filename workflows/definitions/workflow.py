@@ -80,7 +80,9 @@ class Workflow:
         ]
         cls.nodes = dict(sorted(found, key=lambda pair: pair[1].declaration_index))
         cls.graph = Graph.from_nodes(cls.nodes)
-        cls.validate()
+        # Through Workflow's own methods: a step named after one of them (``label``,
+        # ``validate``) shadows it on ``cls``, and must be reported, not crash the check.
+        Workflow.validate.__func__(cls)  # type: ignore[attr-defined]
         cls._routes = {step: cls._declared_route(step) for step in cls.nodes}
         if register:
             from workflows.definitions.registry import registry
@@ -95,22 +97,23 @@ class Workflow:
     def problems(cls) -> list[str]:
         """Return every problem of this definition, each naming the workflow and step."""
         found: list[str] = []
+        label = Workflow.label.__func__  # type: ignore[attr-defined]  # see __init_subclass__
         if not isinstance(cls.name, str) or not cls.name.strip():
-            found.append(f"{cls.label()}: name must be a non-empty string")
+            found.append(f"{label(cls)}: name must be a non-empty string")
         if not isinstance(cls.version, int) or isinstance(cls.version, bool) or cls.version < 1:
-            found.append(f"{cls.label()}: version must be an integer >= 1, got {cls.version!r}")
+            found.append(f"{label(cls)}: version must be an integer >= 1, got {cls.version!r}")
         for step, messages in cls.graph.problems().items():
-            where = f"{cls.label()}, step {step!r}" if step else cls.label()
+            where = f"{label(cls)}, step {step!r}" if step else label(cls)
             found.extend(f"{where}: {message}" for message in messages)
         for step, node in cls.nodes.items():
-            found.extend(f"{cls.label()}, step {step!r}: {m}" for m in node.problems())
+            found.extend(f"{label(cls)}, step {step!r}: {m}" for m in node.problems())
             if step in vars(Workflow):
                 found.append(
-                    f"{cls.label()}, step {step!r}: the name is an attribute of Workflow; "
+                    f"{label(cls)}, step {step!r}: the name is an attribute of Workflow; "
                     "call the step something else"
                 )
-        found.extend(f"{cls.label()}: {m}" for m in cls._limit_problems())
-        found.extend(f"{cls.label()}: {m}" for m in example_problems(cls.input_example))
+        found.extend(f"{label(cls)}: {m}" for m in cls._limit_problems())
+        found.extend(f"{label(cls)}: {m}" for m in example_problems(cls.input_example))
         return found
 
     @classmethod
@@ -218,7 +221,7 @@ class Workflow:
     @classmethod
     def validate(cls) -> None:
         """Raise :class:`DefinitionError` listing every problem, if there are any."""
-        found = cls.problems()
+        found = Workflow.problems.__func__(cls)  # type: ignore[attr-defined]
         if found:
             raise DefinitionError("; ".join(found), workflow=cls.name, problems=found)
 

@@ -4,7 +4,8 @@
 hours``) and ``{{ moment|age }}`` how long ago it was as a span (``45 seconds``), both
 with :mod:`workflows.text` in place of Django's ``timesince``, which says ``0 minutes``
 for anything under a minute; ``{{ span|duration }}`` words a ``timedelta`` (``1 hour``);
-``{{ run.pk|short_id }}`` is an id's short form.
+``{{ run.pk|short_id }}`` is an id's short form; ``{{ step.lease_owner|lease_holder }}``
+names who holds a lease (``worker host-1:7:7``, ``external worker go-1``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from datetime import datetime, timedelta
 from django import template
 from django.utils import timezone
 
-from workflows.text import duration, relative, short_id
+from workflows.text import duration, lease_holder, relative, short_id
 
 register = template.Library()
 
@@ -35,3 +36,4 @@ def age(moment: datetime | None) -> str:
 
 register.filter("short_id", short_id)
 register.filter("duration", duration)
+register.filter("lease_holder", lease_holder)

@@ -40,6 +40,8 @@ class GraphStep:
     # A loop node's: the step it goes back to, and at most how many rounds.
     back_to: str | None = None
     max_iterations: int | None = None
+    # An external task's queue (``Task(external=True)``): workers outside the process do it.
+    external_queue: str | None = None
 
 
 def graph_steps(
@@ -65,6 +67,7 @@ def graph_steps(
         upstream = tuple(after) if isinstance(after, list) else ((previous,) if previous else ())
         status, detail = states.get(name, ("pending", ""))
         back_to, rounds = entry.get("back_to"), entry.get("max_iterations")
+        queue = entry.get("queue") if entry.get("external") else None
         graph.append(
             GraphStep(
                 name=name,
@@ -76,6 +79,7 @@ def graph_steps(
                 iteration=(iterations or {}).get(name, 1),
                 back_to=back_to if isinstance(back_to, str) else None,
                 max_iterations=rounds if isinstance(rounds, int) else None,
+                external_queue=str(queue or "default") if entry.get("external") else None,
             )
         )
         previous = name
@@ -87,10 +91,13 @@ def _step_node(place: Placed[GraphStep]) -> SafeString:
     mark = "?" if step.conditional else ""
     # "x3" with a multiplication sign: the node's line is short, the tooltip says it in words.
     rounds = f"\N{MULTIPLICATION SIGN}{step.iteration}" if step.iteration > 1 else ""
+    # An external task says so where its kind would be; its tooltip names its queue.
+    kind = "external" if step.external_queue else step.kind
     second = " · ".join(
-        part for part in (step.kind, step.status.replace("_", " "), step.detail, rounds) if part
+        part for part in (kind, step.status.replace("_", " "), step.detail, rounds) if part
     )
-    tooltip = f"{step.name}{mark} ({step.kind}): {step.status}"
+    where = f"external {step.kind}, queue {step.external_queue}" if step.external_queue else kind
+    tooltip = f"{step.name}{mark} ({where}): {step.status}"
     if step.detail:
         tooltip += f", {step.detail}"
     if rounds:

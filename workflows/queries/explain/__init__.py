@@ -17,7 +17,9 @@ its route (``worker``; one more query, the live workers, when the run has ready 
 and workers run it), a limit holds it (``concurrency``, ``rate``, ``budget``, from the
 ``held_on`` the claim wrote; a concurrency hold adds one query per limit for its held
 slots, at most :data:`CONCURRENCY_KEYS_COUNTED`), else it waits for a worker to pick it
-up (``dispatch``). A ``queued`` run waits for a place under ``max_concurrent_runs``.
+up (``dispatch``). Ready external work (``Task(external=True)``) waits for an external
+worker to claim it from its queue (``external``). A ``queued`` run waits for a place
+under ``max_concurrent_runs``.
 
 A flow member's explanation says its place in the flow (``flow``: the flow, its join,
 its upstream members and their statuses, and for a member cancelled with
@@ -175,10 +177,10 @@ def explain(run: Run | UUID | str, *, now: datetime | None = None) -> Explanatio
 
 def _work_in_hand(reading: Reading, units: list[Unit], now: datetime) -> list[WaitingOn]:
     """Leases held, then ready work and why it has not started. The live workers are
-    read only when there is ready work that workers run, held slots only for ready work
-    a concurrency limit holds."""
+    read only when there is ready work that workers of the cluster run (not external
+    work), held slots only for ready work a concurrency limit holds."""
     in_hand = [unit for unit in units if unit.status == StepStatus.READY]
-    if in_hand and uses_django_q():
+    if any(not unit.route.external for unit in in_hand) and uses_django_q():
         reading.workers = live_worker_routes(now)
     reading.held_slots = held_slots(in_hand)
     return [

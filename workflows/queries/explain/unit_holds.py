@@ -1,7 +1,9 @@
 """What holds leased work, ready or running: a worker holds its lease, or ready work
 has not started, and why, most specific first: no running worker serves its route
 (``worker``), a limit holds it (``concurrency``, ``rate``, ``budget``, from the
-``held_on`` the claim wrote), else it waits for a worker to pick it up (``dispatch``)."""
+``held_on`` the claim wrote), else it waits for a worker to pick it up (``dispatch``),
+or for a worker outside the process to claim it (``external``: the work of a
+``Task(external=True)``, which no worker of the cluster ever serves)."""
 
 from __future__ import annotations
 
@@ -54,12 +56,17 @@ def lease(reading: Reading, unit: Unit) -> WaitingOn:
 def ready(reading: Reading, unit: Unit) -> WaitingOn:
     """Why ready work has not started, most specific first: no live worker may run it,
     a limit holds it (its ``held_on``, ``<kind>:<key>``, written by the claim), or it
-    waits for a worker to pick it up."""
-    if not reading.served(unit.route):
+    waits for a worker to pick it up. External work waits for an external worker (after
+    a limit, which its claims admit it by as any claim): the live workers of the
+    cluster say nothing about it."""
+    route = unit.route
+    if not route.external and not reading.served(route):
         return _worker(reading, unit)
     limit, _, key = unit.held_on.partition(":")
     if (hold := _HELD.get(limit)) is not None:
         return hold(reading, unit, key)
+    if route.external:
+        return _external(reading, unit)
     return _entry(
         HoldKind.DISPATCH, reading, unit, since=unit.updated_at, undispatched=unit.undispatched
     )
@@ -75,6 +82,20 @@ def _worker(reading: Reading, unit: Unit) -> WaitingOn:
         queue=route.queue,
         requires=sorted(route.requires),
         message=f"waiting for a worker of queue {route.queue!r}" + _capabilities(route.requires),
+    )
+
+
+def _external(reading: Reading, unit: Unit) -> WaitingOn:
+    route = unit.route
+    names = sorted(route.requires)
+    return _entry(
+        HoldKind.EXTERNAL,
+        reading,
+        unit,
+        since=unit.updated_at,
+        queue=route.queue,
+        requires=names,
+        capabilities=_capabilities(names).removeprefix(" with "),
     )
 
 

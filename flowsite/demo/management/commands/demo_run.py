@@ -1,4 +1,5 @@
-"""Run the demo site, a django-q2 cluster and the sweeper until Ctrl-C (``make run``)."""
+"""Run the demo site, a django-q2 cluster, the sweeper and the label printer until Ctrl-C
+(``make run``)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,15 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from flowsite.demo import label_account
 from flowsite.demo.supervisor import Child, supervise
 
 
 class Command(BaseCommand):
     help = (
-        "Run the demo until stopped: `workflows_worker`, `workflows_sweeper` and `runserver "
-        "--noreload HOST:PORT`, each in its own process group. Ctrl-C (SIGINT) or SIGTERM "
+        "Run the demo until stopped: `workflows_worker`, `workflows_sweeper`, `runserver "
+        "--noreload HOST:PORT` and the external label printer (flowsite/label_printer.py, "
+        "over the site's /api/work/), each in its own process group. Ctrl-C (SIGINT) or SIGTERM "
         "is passed on to each of them, as is a SIGINT or SIGHUP sent to its parent alone "
         "that the parent does not pass on (kill -INT of `make run`'s make, on Linux); "
         "whatever still runs after --grace seconds is "
@@ -46,6 +49,18 @@ class Command(BaseCommand):
             Child("workflows_worker", [*manage, "workflows_worker"]),
             Child("workflows_sweeper", [*manage, "workflows_sweeper"]),
             Child("runserver", [*manage, "runserver", "--noreload", address]),
+            # It retries until the site answers: started with it, it needs no wait.
+            Child(
+                "label_printer",
+                [
+                    sys.executable,
+                    str(settings.BASE_DIR / "flowsite" / "label_printer.py"),
+                    "--url",
+                    f"http://{address}",
+                    "--token",
+                    label_account.TOKEN,
+                ],
+            ),
         ]
         status = supervise(children, options["grace"], self._log)
         if status:

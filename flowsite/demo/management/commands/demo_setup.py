@@ -8,6 +8,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
 import workflows
+from flowsite.demo.label_account import TOKEN, USERNAME, ensure_label_printer
 from flowsite.demo.stock_sync import KEY, MEMBERS, build_stock_sync
 
 SAMPLE_ORDERS = [
@@ -44,8 +45,8 @@ ARTICLE_CUSTOMER = "acme"
 
 class Command(BaseCommand):
     help = (
-        "Create the demo admin user (admin/admin), start sample demo runs once and build "
-        "the demo flow 'stock sync'."
+        "Create the demo admin user (admin/admin) and the label printer's service account, "
+        "start sample demo runs once and build the demo flow 'stock sync'."
     )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -57,6 +58,11 @@ class Command(BaseCommand):
             user.set_password("admin")
             user.save()
             self.stdout.write("created demo user admin / admin")
+        if ensure_label_printer():
+            self.stdout.write(
+                f"created service account {USERNAME} (API token {TOKEN}): the label printer "
+                "that `make run` starts does warehouse_dispatch's print_label step with it"
+            )
         for order in SAMPLE_ORDERS:
             run = workflows.start_run(
                 "order_fulfilment",
@@ -85,7 +91,8 @@ class Command(BaseCommand):
             gate = run.steps.get(name="approval")
             self.stdout.write(
                 f"warehouse_dispatch run {run.pk} [{run.status}]: once its gate waits, approve "
-                f"with `manage.py workflows_approve {gate.pk} --user admin --select express`"
+                f"with `manage.py workflows_approve {gate.pk} --user admin --select express`; "
+                "the label printer then prints its label"
             )
         for number, article in enumerate(ARTICLES, start=1):
             run = workflows.start_run(
