@@ -19,7 +19,7 @@ from rest_framework.views import APIView
 from workflows.conf import workflow_settings
 from workflows.engine.external.tokens import read_lease_token
 from workflows.errors import LeaseLost
-from workflows.workers.external import OWNER_PREFIX
+from workflows.text.owners import EXTERNAL_OWNER
 
 
 class CallbackRateThrottle(SimpleRateThrottle):
@@ -73,6 +73,6 @@ def worker_named_by(body: object) -> str:
     if isinstance(body.get("worker"), str):
         return str(body["worker"])
     try:
-        return read_lease_token(body.get("lease")).owner.removeprefix(OWNER_PREFIX)
+        return read_lease_token(body.get("lease")).owner.removeprefix(EXTERNAL_OWNER)
     except LeaseLost:
         return ""

@@ -43,6 +43,7 @@ from workflows.errors import InvalidInput, PermanentError
 from workflows.models import Frame
 from workflows.queries.long_poll import long_poll
 from workflows.status import FailureClass, FrameStream
+from workflows.text.owners import EXTERNAL_OWNER
 from workflows.validation import check_json
 from workflows.workers.telemetry import AttemptTelemetry
 
@@ -52,8 +53,6 @@ MAX_WAIT = 60.0
 MAX_LIMIT = 100
 # A worker's name, as it appears in lease columns: printable, no spaces, not too long.
 _WORKER = re.compile(r"^[A-Za-z0-9_.:@/-]{1,120}$")
-# What the lease columns say of an external worker: its name after this prefix.
-OWNER_PREFIX = "external:"
 # The failure classes an external worker may name (the rest are the engine's to decide).
 WORKER_CLASSES = (FailureClass.TRANSIENT, FailureClass.PERMANENT, FailureClass.TIMEOUT)
 
@@ -106,7 +105,7 @@ def claim_external(
     capability_names = _names("capabilities", list(capabilities), allow_empty=True)
     _check_claim(worker, limit, wait)
     routes = external_routes(queue_names, capability_names)
-    owner = OWNER_PREFIX + worker
+    owner = EXTERNAL_OWNER + worker
 
     def claimed() -> list[ExternalJob]:
         if not ready_external(routes):  # a read first: finding nothing writes nothing
