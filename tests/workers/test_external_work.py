@@ -357,3 +357,24 @@ def test_the_step_version_moves_with_each_use():
     before = Step.objects.get(name="charge").version
     workflows.heartbeat_external(job.lease)
     assert Step.objects.get(name="charge").version == before + 1
+
+
+def one_key(ctx):
+    return "printer"
+
+
+class OnePrinter(Workflow):
+    name = "external_one_printer"
+    print_it = Task(external=True, queue="printers", concurrency_key=one_key, max_concurrent=1)
+
+
+def test_a_concurrency_limit_holds_external_work_until_a_slot_frees():
+    first, second = (workflows.start_run(OnePrinter, {}) for _ in range(2))
+    (job,) = workflows.claim_external("printers", worker="w", limit=2)
+    held = Step.objects.get(run__in=[first, second], status="ready")
+    assert held.held_on == "concurrency:printer"
+    assert Event.objects.filter(type="step.held", step=held).count() == 1
+    assert workflows.claim_external("printers", worker="w") == []
+    workflows.complete_external(job.lease, {"printed": True})
+    (next_job,) = workflows.claim_external("printers", worker="w")
+    assert next_job.run == held.run_id

@@ -402,13 +402,9 @@ def _claim(kind: WorkKind, unit_id: int, owner: str) -> Held | Hold:
     with unlocked_scope() as scope:  # the unit, read SKIP LOCKED; its run is not locked
         admitted = admit(kind, row, node, workflow)
         if isinstance(admitted, Hold):
-            if row.held_on != admitted.held_on:
-                scope.events.add(
-                    row.run_id, f"{kind.name}.held", step_id=row.step_id, on=admitted.held_on
-                )
-            hold(kind, row, admitted)
+            record_hold(kind, row, admitted, scope.events)
             return admitted
-        template = _lease_of(kind, row, owner, workflow, node, admitted.refusal)
+        template = lease_of(kind, row, owner, workflow, node, admitted.refusal)
         size = kind.batch_size_of(node)
         held: Held | None = (
             begin_batch(
@@ -428,7 +424,15 @@ def _claim(kind: WorkKind, unit_id: int, owner: str) -> Held | Hold:
         return held
 
 
-def _lease_of(
+def record_hold(kind: WorkKind, row: ClaimRow, held: Hold, events: EventLog) -> None:
+    """Record that a limit holds ``row`` (its ``held_on``, and an event when the hold is
+    new), as a claim that admitted it finds."""
+    if row.held_on != held.held_on:
+        events.add(row.run_id, f"{kind.name}.held", step_id=row.step_id, on=held.held_on)
+    hold(kind, row, held)
+
+
+def lease_of(
     kind: WorkKind,
     row: ClaimRow,
     owner: str,

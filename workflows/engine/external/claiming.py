@@ -21,10 +21,10 @@ from django.db.models import Q, QuerySet
 
 from workflows.definitions import Task, Workflow, registry
 from workflows.definitions.limits import Route
-from workflows.engine.claims import begin_attempt
+from workflows.engine.claims import begin_attempt, lease_of, record_hold
 from workflows.engine.events import EventLog
 from workflows.engine.lease import Lease
-from workflows.engine.limits.admission import Hold, admit, hold
+from workflows.engine.limits.admission import Hold, admit
 from workflows.engine.scope import unlocked_scope
 from workflows.engine.sql.claim_reads import ClaimRow
 from workflows.engine.sql.connection import engine_alias
@@ -153,24 +153,9 @@ def _begin(row: ClaimRow, workflow: type[Workflow], owner: str, events: EventLog
         return None  # the row's route says external, its definition no longer does
     admitted = admit(STEP, row, node, workflow)
     if isinstance(admitted, Hold):
-        if row.held_on != admitted.held_on:
-            events.add(row.run_id, "step.held", step_id=row.step_id, on=admitted.held_on)
-        hold(STEP, row, admitted)
+        record_hold(STEP, row, admitted, events)
         return None
-    template = Lease(
-        kind=STEP,
-        unit_id=row.pk,
-        run_id=row.run_id,
-        step_id=row.step_id,
-        step_name=row.step_name,
-        owner=owner,
-        workflow=workflow,
-        run_input=row.run_input,
-        handler_path="",
-        generation=row.generation,
-        iteration=row.iteration,
-        refusal=admitted.refusal,
-    )
+    template = lease_of(STEP, row, owner, workflow, node, admitted.refusal)
     return begin_attempt(template, row, events)
 
 
