@@ -27,7 +27,7 @@ from workflows.engine.cancellation import stop_reason
 from workflows.engine.events import EventLog
 from workflows.engine.failures import classify, retried
 from workflows.engine.lease import Held, Lease, LeaseBatch
-from workflows.engine.limits.admission import attempt_ended, attempt_holder
+from workflows.engine.limits.admission import free_attempt_slot
 from workflows.engine.scope import RunScope, run_scope, unlocked_scope
 from workflows.engine.sql.expressions import db_now, db_now_plus
 from workflows.engine.sql.locked_updates import RowWrite
@@ -77,12 +77,6 @@ def _failure(lease: Lease, exc: BaseException) -> tuple[dict[str, Any], timedelt
     failure_class = classify(exc, lease)
     error = error_from_exception(exc, attempt=lease.attempt, failure_class=failure_class.value)
     return error, lease.retry_delay() if retried(lease.retry, failure_class) else None
-
-
-def _free_slot(scope: RunScope, lease: Lease) -> None:
-    holder = attempt_holder(lease)
-    if holder is not None:
-        attempt_ended(scope, holder)
 
 
 def _reject(lease: Lease, action: str, events: EventLog) -> _Rejected:
@@ -270,7 +264,7 @@ def _complete(lease: Lease, output: Any, claim_next: bool) -> Held | _Rejected |
         if not scope.written:
             return _reject(lease, "completion", scope.events)
         lease.version += 1
-        _free_slot(scope, lease)
+        free_attempt_slot(scope, lease)
         lease.kind.settlement.completed(scope.advancer, lease, output)
     return scope.claimed
 
@@ -332,7 +326,7 @@ def _fail_row(
         if quiet:
             return _Rejected(f"failure of {lease.label} attempt {lease.attempt} rejected")
         return _reject(lease, "failure", scope.events)
-    _free_slot(scope, lease)
+    free_attempt_slot(scope, lease)
     unit = FailedUnit(
         lease.kind,
         lease.unit_id,

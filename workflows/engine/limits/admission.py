@@ -175,6 +175,14 @@ def attempt_ended(scope: RunScope, holder: slots.Holder) -> None:
                 scope.dispatch(*work)
 
 
+def free_attempt_slot(scope: RunScope, lease: Lease) -> None:
+    """Free the concurrency slot ``lease``'s attempt holds, if its node counts under a
+    key (:func:`attempt_ended`): for every transition that ends an attempt."""
+    holder = attempt_holder(lease)
+    if holder is not None:
+        attempt_ended(scope, holder)
+
+
 def attempt_holder(lease: Lease) -> slots.Holder | None:
     """The slot holder of ``lease``'s attempt, if its node counts under a concurrency key."""
     if lease.node.concurrency_key is None:

@@ -23,7 +23,7 @@ from django.utils import timezone
 from workflows.context import Await
 from workflows.engine.advance import Advancer
 from workflows.engine.lease import Lease
-from workflows.engine.limits.admission import attempt_ended, attempt_holder
+from workflows.engine.limits.admission import free_attempt_slot
 from workflows.engine.scope import run_scope
 from workflows.engine.signal_buffer import consume, oldest_kept
 from workflows.engine.sql.expressions import db_now
@@ -98,9 +98,7 @@ def park_for_await(lease: Lease, request: Await) -> None:
             updated_at=db_now(),
         ):
             raise LeaseLost(f"{lease.label} attempt {lease.attempt} lost its lease before awaiting")
-        holder = attempt_holder(lease)
-        if holder is not None:
-            attempt_ended(scope, holder)
+        free_attempt_slot(scope, lease)
         scope.events.add(
             scope.run.pk,
             "step.awaiting",

@@ -22,7 +22,7 @@ from workflows.definitions import LeasedNode
 from workflows.engine.advance import Advancer
 from workflows.engine.failures import retried
 from workflows.engine.lease import Lease, retry_delay
-from workflows.engine.limits.admission import attempt_ended, attempt_holder
+from workflows.engine.limits.admission import free_attempt_slot
 from workflows.engine.nodes.compensation import CompletedUnit, record_compensation
 from workflows.engine.outcomes import settle_failure
 from workflows.engine.scope import run_of_step, run_scope
@@ -92,9 +92,7 @@ def park_for_callback(lease: Lease, request: AwaitCallback) -> None:
             updated_at=db_now(),
         ):
             raise LeaseLost(f"{lease.label} attempt {lease.attempt} lost its lease before parking")
-        holder = attempt_holder(lease)
-        if holder is not None:
-            attempt_ended(scope, holder)
+        free_attempt_slot(scope, lease)
         due_at = timezone.now() + request.timeout
         Timer.objects.create(
             run_id=scope.run.pk, step_id=row.pk, kind=TimerKind.CALLBACK_TIMEOUT, due_at=due_at
