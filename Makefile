@@ -21,7 +21,7 @@ PORT ?= 8000
 PYTEST_WORKERS ?= auto
 XDIST = -n $(PYTEST_WORKERS) --maxprocesses=4 --dist loadgroup
 
-$(STAMP): requirements.txt requirements-test.txt pyproject.toml
+$(STAMP): requirements.txt requirements-test.txt requirements-docs.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt

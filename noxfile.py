@@ -106,7 +106,7 @@ def _install_app(session: nox.Session, django: str, *, pre: bool = False) -> Non
     session.install(
         *(["--pre"] if pre else []),
         f"Django~={django}.0{'a1' if pre else ''}",
-        ".[postgres,redis,metrics]",
+        ".[postgres,redis,metrics,otel]",
     )
 
 
