@@ -100,3 +100,16 @@ def recording(settings: Any) -> Iterator[list[Any]]:
 def _reset_shared_handlers() -> None:
     """Every test starts with empty records in ``tests/support/handlers.py``."""
     handlers.reset()
+
+
+@pytest.fixture
+def spans(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Record the spans Flowsite makes in this test (``tests/support/spans.py``): an SDK
+    provider with the in-memory exporter, where ``workflows.tracing`` looks for one."""
+    from opentelemetry import trace
+
+    from tests.support.spans import SpanRecorder
+
+    recorder = SpanRecorder()
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: recorder.provider)
+    return recorder

@@ -99,6 +99,13 @@ DEFAULTS: dict[str, Any] = {
     # dropping the oldest (counted in the step's ``frames_dropped``).
     "FRAMES_PER_ATTEMPT": 10_000,
     "FRAME_BYTES_PER_ATTEMPT": 1024 * 1024,
+    # Traces (``workflows.tracing``, docs/operations/traces.md): spans are made when the
+    # OpenTelemetry API is installed and the project set up its SDK; False makes none
+    # even then...
+    "TRACING": True,
+    # ...and the run page links a run's trace id through this template, e.g.
+    # "https://tempo.example.com/trace/{trace_id}" (None: the id is shown, not linked).
+    "TRACE_URL": None,
     # Webhooks (``workflows.webhooks``): how long one POST may take (connect, send, each
     # read), and the waits before each retry of a delivery that failed; after the last
     # one it has failed for good. Standard Webhooks' suggested schedule.
@@ -152,6 +159,26 @@ def _check_routing(merged: dict[str, Any]) -> None:
             raise ImproperlyConfigured(f"WORKFLOWS['QUEUE_RATE_LIMITS']: {problem}.")
 
 
+def _check_tracing(merged: dict[str, Any]) -> None:
+    """``TRACING`` is a bool; ``TRACE_URL`` None or a URL template naming ``{trace_id}``."""
+    if not isinstance(merged["TRACING"], bool):
+        raise ImproperlyConfigured(
+            f"WORKFLOWS['TRACING'] must be True or False, got {merged['TRACING']!r}."
+        )
+    template = merged["TRACE_URL"]
+    if template is None:
+        return
+    try:
+        named = isinstance(template, str) and template.format(trace_id="0") != template
+    except (KeyError, IndexError, ValueError):
+        named = False
+    if not named:
+        raise ImproperlyConfigured(
+            "WORKFLOWS['TRACE_URL'] must be None or a URL template with {trace_id} and no "
+            f"other field, e.g. 'https://tempo.example.com/trace/{{trace_id}}'; got {template!r}."
+        )
+
+
 class WorkflowSettings:
     """Attribute access to ``settings.WORKFLOWS`` merged over :data:`DEFAULTS`."""
 
@@ -198,6 +225,7 @@ class WorkflowSettings:
                 f"more (the wait before each retry), got {delays!r}."
             )
         _check_routing(merged)
+        _check_tracing(merged)
         token = merged["METRICS_TOKEN"]
         if token is not None and (not isinstance(token, str) or not token.strip()):
             raise ImproperlyConfigured(

@@ -31,6 +31,8 @@ LAYERS: dict[str, int] = {
     "workflows.permissions": 0,
     "workflows.definitions": 0,
     "workflows.backends": 0,
+    # OpenTelemetry spans: the API only, imported lazily; nothing of the app's above it.
+    "workflows.tracing": 0,
     # the data, and what a handler sees of it; the webhook models' validator and
     # defaults (event types, secrets, message ids) come with them
     "workflows.models": 1,

@@ -32,6 +32,7 @@ from workflows.admin.live.regions import (
 )
 from workflows.admin.offers import run_offers
 from workflows.admin.runs import badge, duration, pretty
+from workflows.conf import workflow_settings
 from workflows.definitions import Gate, WaitForSignal
 from workflows.definitions.limits import Route
 from workflows.holds import HoldKind, describe
@@ -48,6 +49,7 @@ from workflows.status import (
     attempt_in_round,
 )
 from workflows.text import relative
+from workflows.tracing import trace_id_of
 
 __all__ = [
     "EVENTS_PER_PAGE",
@@ -77,6 +79,16 @@ ALARMING = frozenset(
         RunStatus.TERMINATED,
     }
 )
+
+
+def trace_link(traceparent: str) -> dict[str, str] | None:
+    """The run's trace id, and its address in the project's trace viewer when
+    ``WORKFLOWS["TRACE_URL"]`` names one; ``None`` for a run whose start was not traced."""
+    trace_id = trace_id_of(traceparent)
+    if not trace_id:
+        return None
+    template = workflow_settings.TRACE_URL
+    return {"id": trace_id, "url": template.format(trace_id=trace_id) if template else ""}
 
 
 def _deadline_when(run: Run, explanation: Explanation, now: datetime) -> str:
@@ -437,6 +449,7 @@ def run_regions_context(
         "duration": duration(run.started_at, run.finished_at, now),
         "deadline": explanation.deadline,
         "deadline_when": _deadline_when(run, explanation, now),
+        "trace": trace_link(run.traceparent),
         "explanation": explanation,
         "attention": explanation.attention,
         "holds": [hold_text(entry, now) for entry in explanation.waiting_on],

@@ -26,6 +26,7 @@ from workflows.queries import Attention
 from workflows.queries.frames import STEP_TELEMETRY_FIELDS, UNIT_TELEMETRY_FIELDS
 from workflows.services.bulk import MAX_IDS
 from workflows.status import Decision, DecisionVia, FailureClass, RunStatus
+from workflows.tracing import trace_id_of
 from workflows.validation import max_length
 
 # The longest ``older_than`` a bulk filter takes: beyond it ``now - older_than`` would
@@ -419,6 +420,10 @@ class RunDetailSerializer(RunSerializer):
     steps = RunStepSerializer(many=True, source="explained.steps")
     time_left = serializers.SerializerMethodField()
     deadline_passed = serializers.BooleanField(source="explained.deadline_passed")
+    trace_id = serializers.SerializerMethodField(
+        help_text="the OpenTelemetry trace the run's spans belong to (32 hex digits; empty "
+        "when its start was not traced)"
+    )
 
     class Meta(RunSerializer.Meta):
         fields = [
@@ -436,8 +441,12 @@ class RunDetailSerializer(RunSerializer):
             "steps",
             "time_left",
             "deadline_passed",
+            "trace_id",
         ]
         read_only_fields = fields
+
+    def get_trace_id(self, run: Run) -> str:
+        return trace_id_of(run.traceparent)
 
     @extend_schema_field(
         serializers.FloatField(

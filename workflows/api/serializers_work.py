@@ -188,6 +188,10 @@ class WorkJobSerializer(serializers.Serializer):
         allow_null=True, help_text="when the run must have ended, if it must"
     )
     timeout = serializers.FloatField(help_text="seconds each heartbeat extends the lease by")
+    traceparent = serializers.CharField(
+        help_text="the W3C traceparent of the run's start: start the work's own spans under "
+        "it to join the run's trace (empty when the run is not traced)"
+    )
 
 
 class WorkClaimedSerializer(serializers.Serializer):

@@ -157,6 +157,7 @@ def _lease_in_scope(
         owner=scope.claim_owner,
         workflow=scope.workflow,
         run_input=scope.run.input,
+        traceparent=scope.run.traceparent,
         handler_path=node.handler_path,
         item_key=item_key,
         item=item,
@@ -209,6 +210,7 @@ def _admitted_in_scope(
         requires="",
         held_on="",
         business_key=run.business_key,
+        traceparent=run.traceparent,
         item=item,
     )
     admitted = admit(kind, facts, node, scope.workflow)
@@ -453,6 +455,7 @@ def lease_of(
         owner=owner,
         workflow=workflow,
         run_input=row.run_input,
+        traceparent=row.traceparent,
         handler_path=row.handler or node.handler_path,
         item_key=row.item_key,
         item=row.item,

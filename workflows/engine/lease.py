@@ -38,6 +38,8 @@ class Lease:
     workflow: type[Workflow]
     run_input: dict[str, Any]
     handler_path: str
+    # The run's W3C traceparent, which the attempt's span is a child of (workflows.tracing).
+    traceparent: str = ""
     attempt: int = 0
     max_attempts: int = 1
     version: int = 0
@@ -90,6 +92,27 @@ class Lease:
     @property
     def label(self) -> str:
         return self.kind.label(self.step_name, self.item_key)
+
+    def trace_attributes(self) -> dict[str, str | int]:
+        """What the attempt's ``workflow.step`` span says of it (workflows.tracing)."""
+        route = self.workflow.route_of(self.step_name)
+        attributes: dict[str, str | int] = {
+            "flowsite.run.id": str(self.run_id),
+            "flowsite.workflow.name": self.workflow.name,
+            "flowsite.workflow.version": self.workflow.version,
+            "flowsite.step.name": self.step_name,
+            "flowsite.step.attempt": self.attempt_in_round,
+            "flowsite.work.kind": self.kind.name,
+            "flowsite.queue": route.queue,
+            "flowsite.worker": self.owner,
+        }
+        if self.handler_path:
+            attributes["code.function.name"] = self.handler_path
+        if self.item_key:
+            attributes["flowsite.item.key"] = self.item_key
+        if self.iteration > 1:
+            attributes["flowsite.step.iteration"] = self.iteration
+        return attributes
 
     @property
     def fence(self) -> Fence:

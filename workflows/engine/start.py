@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 from uuid import UUID, uuid4
 
@@ -27,6 +28,7 @@ from workflows.engine.transaction import transition
 from workflows.errors import IdempotencyConflict, InvalidInput
 from workflows.models import Run, Step, Timer, subject_of
 from workflows.status import RunStatus, TimerKind
+from workflows.tracing import start_span
 
 if TYPE_CHECKING:
     from workflows.permissions import AnyUser
@@ -144,6 +146,14 @@ class NewRun:
     blocked: bool = False
     schedule_id: int | None = None
     scheduled_for: datetime | None = None
+    # The W3C traceparent to start under (a flow member's flow's); a child starts under
+    # its parent run's, any other run under its caller's current span (workflows.tracing).
+    trace_parent: str = ""
+
+    @property
+    def traced_under(self) -> str:
+        """The ``traceparent`` the run's ``workflow.start`` span is a child of."""
+        return self.parent.run.traceparent if self.parent is not None else self.trace_parent
 
 
 @transition
@@ -180,22 +190,45 @@ def create_run(new: NewRun, *, events: EventLog | None = None) -> RunScope:
     due = deadline_of(new.deadline if new.deadline is not None else definition.deadline)
     run_id = uuid4()
     admitted = not new.blocked and (new.parent is not None or run_limits.admit(definition, run_id))
-    run = _insert_run(new, run_id, admitted, due)
-    if due is not None:
-        Timer.objects.create(run_id=run.pk, kind=TimerKind.DEADLINE, due_at=due)
-    _insert_steps(run, definition, new.priority)
-    scope = held_scope(run, definition, events=events)
-    kind, about = _arrival(new, admitted)
-    if due is not None:
-        about["deadline"] = due.isoformat()
-    record_entry(scope.events, run, definition, kind, **about)
-    if admitted:
-        scope.advancer.start()
+    attributes = partial(_start_attributes, new, run_id)
+    with start_span("workflow.start", attributes, parent=new.traced_under) as traceparent:
+        run = _insert_run(new, run_id, admitted, due, traceparent)
+        if due is not None:
+            Timer.objects.create(run_id=run.pk, kind=TimerKind.DEADLINE, due_at=due)
+        _insert_steps(run, definition, new.priority)
+        scope = held_scope(run, definition, events=events)
+        kind, about = _arrival(new, admitted)
+        if due is not None:
+            about["deadline"] = due.isoformat()
+        record_entry(scope.events, run, definition, kind, **about)
+        if admitted:
+            scope.advancer.start()
     return scope
 
 
-def _insert_run(new: NewRun, run_id: UUID, admitted: bool, due: datetime | None) -> Run:
-    """The run's row: ``running`` when admitted, else ``blocked`` or ``queued``."""
+def _start_attributes(new: NewRun, run_id: UUID) -> dict[str, str | int]:
+    """What a run's ``workflow.start`` span says of it (docs/operations/traces.md)."""
+    attributes: dict[str, str | int] = {
+        "flowsite.run.id": str(run_id),
+        "flowsite.workflow.name": new.definition.name,
+        "flowsite.workflow.version": new.definition.version,
+    }
+    if new.business_key:
+        attributes["flowsite.run.business_key"] = new.business_key
+    if new.parent is not None:
+        attributes["flowsite.run.parent_id"] = str(new.parent.run.pk)
+    if new.flow_id is not None:
+        attributes["flowsite.flow.id"] = str(new.flow_id)
+    if new.schedule_id is not None:
+        attributes["flowsite.schedule.id"] = new.schedule_id
+    return attributes
+
+
+def _insert_run(
+    new: NewRun, run_id: UUID, admitted: bool, due: datetime | None, traceparent: str
+) -> Run:
+    """The run's row: ``running`` when admitted, else ``blocked`` or ``queued``;
+    ``traceparent``: its ``workflow.start`` span's."""
     definition, subject = new.definition, new.subject
     status = RunStatus.RUNNING if admitted else RunStatus.QUEUED
     return Run.objects.create(
@@ -219,6 +252,7 @@ def _insert_run(new: NewRun, run_id: UUID, admitted: bool, due: datetime | None)
         deadline=due,
         schedule_id=new.schedule_id,
         scheduled_for=new.scheduled_for,
+        traceparent=traceparent,
     )
 
 

@@ -35,6 +35,9 @@ class Flow(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The W3C traceparent of the span that created the flow: its members' runs start
+    # under it, so a flow is one trace (workflows.tracing). "" when not traced.
+    traceparent = models.CharField(max_length=128, blank=True, default="")
     # Set by cancel_flow in the transaction that closes the flow: what it does to the
     # members ("" until cancelled), why, and who asked (None: code, or a user since deleted).
     cancel_policy = models.CharField(max_length=16, blank=True, default="")

@@ -79,6 +79,9 @@ class Run(models.Model):
         db_index=False,
     )
     scheduled_for = models.DateTimeField(null=True, blank=True)
+    # The W3C traceparent of the span that started the run (workflows.tracing): each
+    # attempt's span is its child, in whatever process. "" when the start was not traced.
+    traceparent = models.CharField(max_length=128, blank=True, default="")
     # Set by cancel_run(compensate=False): the run ends without running its compensations.
     skip_compensation = models.BooleanField(default=False)
     # Why and by whom the run was paused (empty unless paused).

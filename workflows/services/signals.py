@@ -16,6 +16,7 @@ from workflows.errors import (
 )
 from workflows.models import Run, Signal
 from workflows.queries import get_run
+from workflows.tracing import note_decision
 from workflows.validation import check_json, check_text, max_length
 
 if TYPE_CHECKING:
@@ -44,13 +45,23 @@ def send_signal_once(
     """
     target = run if isinstance(run, Run) else get_run(run)
     check_signal(target, name, payload, idempotency_key)
-    return deliver_signal_once(
+    sent = deliver_signal_once(
         target.pk,
         name,
         payload,
         idempotency_key=idempotency_key,
         sent_by=user.get_username() if user is not None else None,
     )
+    note_decision(
+        "workflow.signal",
+        lambda: target.traceparent,
+        lambda: {
+            "flowsite.run.id": str(target.pk),
+            "flowsite.signal.name": name,
+            "flowsite.signal.created": sent.created,
+        },
+    )
+    return sent
 
 
 send_signal = value_of(

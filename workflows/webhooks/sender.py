@@ -22,8 +22,10 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 from urllib.error import HTTPError, URLError
+from uuid import UUID
 
 from django.db.models import Case, Value, When
 from django.db.models.functions import Now
@@ -32,8 +34,9 @@ from workflows.conf import workflow_settings
 from workflows.engine.sql.expressions import attempts_plus, db_now, db_now_plus
 from workflows.engine.sql.updates import cas_update
 from workflows.engine.transaction import transition
-from workflows.models import WebhookDelivery
+from workflows.models import Run, WebhookDelivery
 from workflows.status import DELIVERY_OPEN, DeliveryStatus
+from workflows.tracing import delivery_span
 from workflows.webhooks.enqueue import due, endpoints_due
 from workflows.webhooks.payload import encode
 from workflows.webhooks.services import disable_endpoint, lock_endpoint
@@ -62,6 +65,8 @@ class DeliveryLease:
     attempt: int
     owner: str
     version: int
+    # The run whose event it sends (None: a flow's), whose trace its POST's span joins.
+    run_id: UUID | None = None
 
 
 @dataclass(frozen=True)
@@ -134,6 +139,7 @@ def claim_head(
             attempt=head.attempt + 1,
             owner=owner,
             version=head.version + 1,
+            run_id=head.run_id,
         )
 
 
@@ -166,10 +172,29 @@ _OPENER = urllib.request.build_opener(_NoRedirects)
 
 
 def post(lease: DeliveryLease) -> Outcome:
-    """POST the delivery, signed now; never raises for what the network or receiver does."""
+    """POST the delivery, signed now; never raises for what the network or receiver does.
+
+    Traced as a client span in the trace of the run whose event it sends, with the W3C
+    trace headers, so a traced receiver continues that trace (:mod:`workflows.tracing`).
+    """
     body = encode(lease.body)
     headers = signed_headers(lease.secret, lease.message_id, int(time.time()), body)
-    request = urllib.request.Request(lease.url, data=body, headers=headers, method="POST")
+    attributes: dict[str, str | int] = {
+        "flowsite.webhook.message_id": lease.message_id,
+        "flowsite.webhook.attempt": lease.attempt,
+    }
+    with delivery_span(partial(_traceparent_of, lease.run_id), lease.url, attributes) as span:
+        sent = {**headers}
+        span.inject(sent)
+        outcome = _send(lease.url, body, sent, headers)
+        span.answered(outcome.status, outcome.error)
+    return outcome
+
+
+def _send(url: str, body: bytes, sent: dict[str, str], headers: dict[str, str]) -> Outcome:
+    """One POST of ``body`` with the headers ``sent``; the outcome keeps ``headers`` (the
+    signed ones the delivery log shows)."""
+    request = urllib.request.Request(url, data=body, headers=sent, method="POST")
     timeout = workflow_settings.WEBHOOK_TIMEOUT.total_seconds()
     try:
         with _OPENER.open(request, timeout=timeout) as response:
@@ -180,6 +205,12 @@ def post(lease: DeliveryLease) -> Outcome:
     except (URLError, OSError, http.client.HTTPException) as error:
         reason = getattr(error, "reason", error)
         return Outcome(headers, error=f"{type(error).__name__}: {reason}")
+
+
+def _traceparent_of(run_id: UUID | None) -> str:
+    if run_id is None:
+        return ""
+    return Run.objects.filter(pk=run_id).values_list("traceparent", flat=True).first() or ""
 
 
 def _excerpt(response: Any) -> str:

@@ -67,6 +67,8 @@ class ExternalJob:
     round, as every surface does; ``idempotency_key`` is stable across the attempts of
     the step (send it to the systems the work calls). ``lease_expires_at``: heartbeat
     before it; ``deadline``: when the run must have ended, if it must.
+    ``traceparent``: the W3C context of the run's start ("" when not traced), for the
+    worker's own spans to join the run's trace (docs/operations/traces.md).
     """
 
     lease: str
@@ -83,6 +85,7 @@ class ExternalJob:
     lease_expires_at: datetime
     deadline: datetime | None
     timeout: float
+    traceparent: str = ""
 
 
 def claim_external(
@@ -169,6 +172,7 @@ def _jobs(claims: list[ExternalClaim]) -> list[ExternalJob]:
                 lease_expires_at=claim.lease_expires_at,
                 deadline=claim.deadline,
                 timeout=lease.node.effective_timeout.total_seconds(),
+                traceparent=lease.traceparent,
             )
         )
     return jobs

@@ -31,6 +31,7 @@ from workflows.engine.outcomes import heartbeat_batch, record_batch, record_lost
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import STEP, WorkKind
 from workflows.errors import DefinitionMissing, LeaseLost, PermanentError, RunCancelled, StaleState
+from workflows.tracing import UNTRACED, AttemptSpan, attempt_span
 from workflows.validation import check_json
 from workflows.workers.telemetry import AttemptTelemetry
 from workflows.workers.watchdog import overran, timed_out, watchdog
@@ -189,41 +190,66 @@ def run_attempt(held: Held, *, chain: bool = True) -> Held | None:
     """
     if isinstance(held, LeaseBatch):
         return _run_batch(held, chain=chain)
-    lease = held
+    with attempt_span(held.traceparent, held.trace_attributes) as span:
+        return _run_one(held, span, chain=chain)
+
+
+def _run_one(lease: Lease, span: AttemptSpan, *, chain: bool) -> Held | None:
+    """:func:`run_attempt` for one unit, telling ``span`` how its attempt ended."""
     if lease.refusal is not None:  # a limit let it start only to fail (engine.admission)
-        _record_failure(lease, lease.refusal)
+        _record_failure(lease, lease.refusal, span)
         return None
     if lease.node.transactional:
-        return _run_in_transaction(lease, chain=chain)
+        return _run_in_transaction(lease, span, chain=chain)
     try:
         result = _call_handler(lease)
     except RunCancelled as cancelled:  # a LeaseLost, but the lease may still be held
-        _record_stopped(lease, cancelled)
+        _record_stopped(lease, cancelled, span)
         return None
     except AttemptTimedOut as late:
-        _record_stopped(lease, late, lost_action="completion")
+        _record_stopped(lease, late, span, lost_action="completion")
         return None
     except LeaseLost as lost:
-        logger.warning("%s", lost, extra=log_fields(lease))
+        _lost(lease, lost, span)
         return None
     except Exception as exc:
-        _record_failure(lease, exc)
+        _record_failure(lease, exc, span)
         return None
-    return _record_output(lease, result, chain=chain)
+    return _record_output(lease, result, span, chain=chain)
 
 
-def _record_output(lease: Lease, result: Any, *, chain: bool) -> Held | None:
+def _record_output(
+    lease: Lease, result: Any, span: AttemptSpan = UNTRACED, *, chain: bool
+) -> Held | None:
     """Record a handler's result; a lost lease is logged, an output refused fails the unit,
     an await in a run that stopped meanwhile is recorded as stopped."""
     try:
-        return _record_result(lease, result, chain=chain)
+        following = _record_result(lease, result, chain=chain)
     except RunCancelled as cancelled:
-        _record_stopped(lease, cancelled)
+        _record_stopped(lease, cancelled, span)
     except LeaseLost as lost:
-        logger.warning("%s", lost, extra=log_fields(lease))
+        _lost(lease, lost, span)
     except DataError as exc:
-        _record_failure(lease, _refused_output(exc))
+        _record_failure(lease, _refused_output(exc), span)
+    else:
+        span.ended(_ended_by(result))
+        return following
     return None
+
+
+def _ended_by(result: Any) -> str:
+    """The outcome of an attempt whose handler returned ``result``, once recorded."""
+    if isinstance(result, Await):
+        return "awaiting"
+    if isinstance(result, AwaitCallback):
+        return "waiting_for_callback"
+    return "completed"
+
+
+def _lost(lease: Lease, lost: LeaseLost, span: AttemptSpan = UNTRACED) -> None:
+    """Log an attempt whose lease was lost (its work is another worker's now)."""
+    logger.warning("%s", lost, extra=log_fields(lease))
+    span.ended("lease_lost", lost)
 
 
 def _run_batch(batch: LeaseBatch, *, chain: bool) -> Held | None:
@@ -251,15 +277,20 @@ def _run_batch(batch: LeaseBatch, *, chain: bool) -> Held | None:
         if unstarted is not None:
             failed.append((lease, unstarted))
             continue
-        try:
-            completed.append((lease, _call_handler(lease, batch)))
-        except RunCancelled as stop:  # recorded as class cancelled, as are the items after it
-            cancelled = stop
-            failed.append((lease, stop))
-        except LeaseLost as lost:
-            logger.warning("%s", lost, extra=log_fields(lease))
-        except Exception as exc:
-            failed.append((lease, exc))
+        with attempt_span(lease.traceparent, lease.trace_attributes) as span:
+            try:
+                completed.append((lease, _call_handler(lease, batch)))
+            except RunCancelled as stop:  # class cancelled, as are the items after it
+                cancelled = stop
+                failed.append((lease, stop))
+                span.ended("cancelled")
+            except LeaseLost as lost:
+                _lost(lease, lost, span)
+            except Exception as exc:
+                failed.append((lease, exc))
+                span.ended("failed", exc)
+            else:
+                span.ended("completed")
     if not completed and not failed:
         return None
     try:
@@ -334,7 +365,7 @@ class _RolledBack(Exception):
         self.action = action
 
 
-def _run_in_transaction(lease: Lease, *, chain: bool) -> Held | None:
+def _run_in_transaction(lease: Lease, span: AttemptSpan, *, chain: bool) -> Held | None:
     """Run a transactional handler and record its outcome in one database transaction.
 
     The handler's own writes commit only together with the completion (or the parking
@@ -345,24 +376,28 @@ def _run_in_transaction(lease: Lease, *, chain: bool) -> Held | None:
     """
     version_at_start = lease.version
     try:
-        return _attempt_in_transaction(lease, chain)
+        following, result = _attempt_in_transaction(lease, chain)
     except _RolledBack as undone:
         # Writes of the rolled-back transaction (a heartbeat, the completion) moved the
         # lease's version in memory only.
         lease.version = version_at_start
         rolled_back = undone
+    else:
+        span.ended(_ended_by(result))
+        return following
     if isinstance(rolled_back.error, RunCancelled | AttemptTimedOut):
-        _record_stopped(lease, rolled_back.error, lost_action=rolled_back.action)
+        _record_stopped(lease, rolled_back.error, span, lost_action=rolled_back.action)
     elif isinstance(rolled_back.error, LeaseLost):
-        logger.warning("%s", rolled_back.error, extra=log_fields(lease))
+        _lost(lease, rolled_back.error, span)
         record_lost_lease(lease, rolled_back.action)
     else:
-        _record_failure(lease, rolled_back.error)
+        _record_failure(lease, rolled_back.error, span)
     return None
 
 
 @transition
-def _attempt_in_transaction(lease: Lease, chain: bool) -> Held | None:
+def _attempt_in_transaction(lease: Lease, chain: bool) -> tuple[Held | None, Any]:
+    """The transactional attempt: the unit it chained to, and the handler's result."""
     try:
         result = _call_handler(lease)
     except AttemptTimedOut as late:  # it returned past its deadline: its result is refused
@@ -371,21 +406,28 @@ def _attempt_in_transaction(lease: Lease, chain: bool) -> Held | None:
         raise _RolledBack(exc, "heartbeat") from exc
     action = "parking" if isinstance(result, AwaitCallback | Await) else "completion"
     try:
-        return _record_result(lease, result, chain=chain)
+        return _record_result(lease, result, chain=chain), result
     except LeaseLost as lost:
         raise _RolledBack(lost, action) from lost
     except DataError as exc:
         raise _RolledBack(_refused_output(exc), action) from exc
 
 
-def _record_failure(lease: Lease, exc: BaseException) -> None:
+def _record_failure(lease: Lease, exc: BaseException, span: AttemptSpan = UNTRACED) -> None:
+    span.ended("failed", exc)
     try:
         fail_attempt(lease, exc)
     except LeaseLost as lost:
         logger.warning("%s", lost, extra=log_fields(lease))
 
 
-def _record_stopped(lease: Lease, exc: Exception, *, lost_action: str | None = None) -> None:
+def _record_stopped(
+    lease: Lease,
+    exc: Exception,
+    span: AttemptSpan = UNTRACED,
+    *,
+    lost_action: str | None = None,
+) -> None:
     """Record an attempt stopped by its run (:class:`RunCancelled`, class ``cancelled``) or
     by its deadline (:class:`AttemptTimedOut`, class ``timeout``) as failed, if it still
     holds its lease; never retried when cancelled.
@@ -395,6 +437,10 @@ def _record_stopped(lease: Lease, exc: Exception, *, lost_action: str | None = N
     with a transactional attempt or the loss is first seen here (``lost_action``: the
     action to record it for).
     """
+    if isinstance(exc, RunCancelled):  # the run's choice, not the attempt's error
+        span.ended("cancelled")
+    else:
+        span.ended("timeout", exc)
     try:
         fail_attempt(lease, exc, quiet=True)
     except LeaseLost as lost:

@@ -15,11 +15,13 @@ lost), and failing twice likewise. A completion with another output is refused.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.db import transaction
 from django.db.models import BooleanField, Case, Value, When
 from django.db.models.functions import Now
 
@@ -36,6 +38,7 @@ from workflows.engine.work_kinds import STEP
 from workflows.errors import DefinitionMissing, LeaseLost, RunCancelled
 from workflows.models import Run, Step
 from workflows.status import StepStatus
+from workflows.tracing import external_attempt_span
 
 # What a use of a lease reads of its step: the fence, the route and the outcome so far.
 _FIELDS = (
@@ -126,6 +129,7 @@ def _lease_of(claims: LeaseClaims) -> tuple[Lease, dict[str, Any]]:
         owner=claims.owner,
         workflow=workflow,
         run_input=run.input,
+        traceparent=run.traceparent,
         handler_path="",
         attempt=row["attempt"],
         max_attempts=row["max_attempts"],
@@ -149,7 +153,8 @@ def heartbeat_external_lease(
     as an in-process worker's would, and :class:`~workflows.RunCancelled` (a
     ``LeaseLost``) is raised once that is committed.
     """
-    lease, _ = held_lease(read_lease_token(token))
+    claims = read_lease_token(token)
+    lease, _ = held_lease(claims)
     reason = stop_reason(STEP, lease.run_id)
     if reason is not None:
         stopped = RunCancelled(
@@ -159,6 +164,7 @@ def heartbeat_external_lease(
             reason=reason,
         )
         fail_attempt(lease, stopped, quiet=True)
+        _traced(lease, claims, "cancelled")
         raise AfterCommit(stopped)
     if report is not None:
         report(lease)
@@ -191,6 +197,7 @@ def complete_external_lease(token: object, output: Any) -> Completion:
     if row["status"] != StepStatus.RUNNING or not row["live"]:
         raise LeaseLost(REFUSED)
     complete_work(lease, output)
+    _traced(lease, claims, "completed")
     return Completion()
 
 
@@ -208,4 +215,25 @@ def fail_external_lease(token: object, error: BaseException) -> str:
         return str(row["status"])
     if row["status"] != StepStatus.RUNNING or not row["live"]:
         raise LeaseLost(REFUSED)
-    return fail_attempt(lease, error)
+    status = fail_attempt(lease, error)
+    _traced(lease, claims, "failed", error)
+    return status
+
+
+def _traced(
+    lease: Lease, claims: LeaseClaims, outcome: str, error: BaseException | None = None
+) -> None:
+    """The ``workflow.step`` span of the external attempt that just ended, from its
+    claim to the commit of its end (:func:`~workflows.tracing.external_attempt_span`);
+    made once committed, so a transition retried on a locked SQLite makes one."""
+    started_ns = claims.claimed_ns or time.time_ns()
+    transaction.on_commit(
+        lambda: external_attempt_span(
+            lease.traceparent,
+            lambda: {**lease.trace_attributes(), "flowsite.work.kind": "external"},
+            started_ns=started_ns,
+            outcome=outcome,
+            error=error,
+        ),
+        using=engine_alias(),
+    )

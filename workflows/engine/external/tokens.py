@@ -9,6 +9,7 @@ is over (completed, failed, reclaimed, revoked, cancelled) it is useless.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -31,11 +32,15 @@ class LeaseClaims:
     step_id: int
     attempt: int
     owner: str
+    # When the attempt was claimed (ns since the epoch; 0 in a token minted before it was
+    # kept): the start of the attempt's span (workflows.tracing).
+    claimed_ns: int = 0
 
 
 def lease_token(run_id: UUID, step_id: int, attempt: int, owner: str) -> str:
-    """Sign the lease of ``attempt`` of step ``step_id`` held by ``owner``."""
-    return signing.dumps({"r": str(run_id), "s": step_id, "a": attempt, "o": owner}, salt=SALT)
+    """Sign the lease of ``attempt`` of step ``step_id`` held by ``owner``, claimed now."""
+    claims = {"r": str(run_id), "s": step_id, "a": attempt, "o": owner, "t": time.time_ns()}
+    return signing.dumps(claims, salt=SALT)
 
 
 def read_lease_token(token: object) -> LeaseClaims:
@@ -44,13 +49,16 @@ def read_lease_token(token: object) -> LeaseClaims:
         raise LeaseLost(REFUSED)
     try:
         claims = signing.loads(token, salt=SALT)
-        found = LeaseClaims(UUID(claims["r"]), claims["s"], claims["a"], claims["o"])
+        found = LeaseClaims(
+            UUID(claims["r"]), claims["s"], claims["a"], claims["o"], claims.get("t", 0)
+        )
     except (signing.BadSignature, KeyError, TypeError, ValueError, AttributeError):
         raise LeaseLost(REFUSED) from None
     if not (
         isinstance(found.step_id, int)
         and isinstance(found.attempt, int)
         and isinstance(found.owner, str)
+        and isinstance(found.claimed_ns, int)
     ):
         raise LeaseLost(REFUSED)
     return found

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError
@@ -32,6 +33,7 @@ from workflows.engine.start import NewRun, create_run
 from workflows.engine.transaction import transition
 from workflows.errors import IdempotencyConflict, InvalidInput
 from workflows.models import Flow, FlowMember, Run
+from workflows.tracing import start_span
 from workflows.validation import check_text, max_length
 
 if TYPE_CHECKING:
@@ -80,14 +82,25 @@ def _existing(name: str, key: str) -> Flow | None:
 
 @transition
 def _create(name: str, key: str | None, user: AnyUser | None) -> Flow:
-    flow = Flow.objects.create(
-        name=name,
-        key=key,
-        created_by=user if isinstance(user, get_user_model()) else None,
-    )
+    """The flow's row, under a ``workflow.flow`` span whose context its members start in
+    (:mod:`workflows.tracing`)."""
+    flow_id = uuid4()
+    attributes = partial(_flow_attributes, flow_id, name)
+    with start_span("workflow.flow", attributes) as traceparent:
+        flow = Flow.objects.create(
+            id=flow_id,
+            name=name,
+            key=key,
+            created_by=user if isinstance(user, get_user_model()) else None,
+            traceparent=traceparent,
+        )
     with unlocked_scope() as scope:
         scope.events.add_to_flow(flow.pk, "flow.created", flow=name, key=key, by=actor(user))
     return flow
+
+
+def _flow_attributes(flow_id: UUID, name: str) -> dict[str, str]:
+    return {"flowsite.flow.id": str(flow_id), "flowsite.flow.name": name}
 
 
 def add_to_flow_once(
@@ -169,6 +182,7 @@ def _add(
             priority=definition.default_priority,
             flow_id=flow.pk,
             blocked=True,
+            trace_parent=flow.traceparent,
         )
     )
     run = scope.run

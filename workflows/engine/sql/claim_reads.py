@@ -47,6 +47,8 @@ class ClaimRow:
     requires: str
     held_on: str
     business_key: str
+    # The run's W3C traceparent: the attempt's span is a child of it (workflows.tracing).
+    traceparent: str
     iteration: int = 1
     # The attempts a step made before its round (0 for items and compensations, which
     # have no rounds): the events number the attempt within the round.
@@ -57,14 +59,14 @@ class ClaimRow:
     payload: Any = None
 
 
-_CLAIM_COMMON = 19
+_CLAIM_COMMON = 20
 
 
 def _claim_columns(step: Literal["u", "s"]) -> str:
     return (
         f"u.id, u.status, u.version, u.attempt, u.max_attempts, {step}.id, {step}.name, "
         f"{step}.generation, r.id, r.status, r.input, r.workflow_name, r.workflow_version, "
-        f"u.queue, u.requires, u.held_on, r.business_key, {step}.iteration, "
+        f"u.queue, u.requires, u.held_on, r.business_key, r.traceparent, {step}.iteration, "
         + ("u.round_attempts_before" if step == "u" else "0")
     )
 

@@ -67,6 +67,7 @@ _LOCKED_RUN_COLUMNS = tuple(
         "priority",
         "business_key",
         "deadline",
+        "traceparent",
     }
 )
 assert _LOCKED_RUN_COLUMNS[0] == "id"
