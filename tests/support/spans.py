@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,8 @@ class RecordedSpan:
     links: list[tuple[str, str]] = field(default_factory=list)
     start_ns: int = 0
     end_ns: int = 0
+    # The process that made it (recorded by the span file's exporter).
+    pid: int = 0
 
     @classmethod
     def of(cls, span: Any) -> RecordedSpan:
@@ -103,7 +105,9 @@ def export_spans_from_env() -> None:
 
     class JsonLinesExporter(SpanExporter):
         def export(self, spans: Sequence[Any]) -> SpanExportResult:
-            lines = "".join(RecordedSpan.of(span).to_json() + "\n" for span in spans)
+            lines = "".join(
+                replace(RecordedSpan.of(span), pid=os.getpid()).to_json() + "\n" for span in spans
+            )
             with open(path, "a", encoding="utf-8") as out:  # one write: whole lines
                 out.write(lines)
             return SpanExportResult.SUCCESS

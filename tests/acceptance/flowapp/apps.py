@@ -12,8 +12,8 @@ class FlowAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # The limit, routing, deadline, loop, revoke and cancel tests' workflows live in modules
-        # of their own; register them too.
+        # The limit, routing, deadline, loop, revoke, cancel and traces tests' workflows live
+        # in modules of their own; register them too.
         from tests.acceptance.flowapp import (  # noqa: F401
             control,
             deadlines,
@@ -21,4 +21,9 @@ class FlowAppConfig(AppConfig):
             limits,
             loops,
             routed,
+            traced,
         )
+        from tests.support.spans import export_spans_from_env
+
+        # The traces test's processes record their spans to a file it names.
+        export_spans_from_env()

@@ -8,6 +8,7 @@ uses the inline executor and could not send them.
 from __future__ import annotations
 
 import json
+from contextlib import ExitStack
 from typing import Any
 
 from django.core.management.base import BaseCommand
@@ -21,7 +22,21 @@ class Command(BaseCommand):
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("workflow")
         parser.add_argument("inputs", help='JSON list of input objects, e.g. "[{}, {}]"')
+        parser.add_argument(
+            "--in-span",
+            default="",
+            help="start the runs inside a server span of this name, as a traced web request "
+            "would (the process's OpenTelemetry provider: tests/support/spans.py)",
+        )
 
-    def handle(self, *args: Any, workflow: str, inputs: str, **options: Any) -> None:
-        run_ids = [str(workflows.start_run(workflow, data).pk) for data in json.loads(inputs)]
+    def handle(self, *args: Any, workflow: str, inputs: str, in_span: str, **options: Any) -> None:
+        with ExitStack() as span:
+            if in_span:
+                from opentelemetry import trace
+
+                tracer = trace.get_tracer("acceptance.web")
+                span.enter_context(
+                    tracer.start_as_current_span(in_span, kind=trace.SpanKind.SERVER)
+                )
+            run_ids = [str(workflows.start_run(workflow, data).pk) for data in json.loads(inputs)]
         self.stdout.write(json.dumps(run_ids))
