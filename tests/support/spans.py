@@ -146,9 +146,10 @@ def span_tree(spans: Iterable[RecordedSpan]) -> str:
     lines: list[str] = []
 
     def draw(span: RecordedSpan, depth: int) -> None:
+        keys = _SHOWN[1:] if "flowsite.step.name" in span.attributes else _SHOWN
         shown = " ".join(
             f"{key.removeprefix('flowsite.')}={span.attributes[key]}"
-            for key in _SHOWN
+            for key in keys
             if key in span.attributes
         )
         notes = "".join(f" [event {name}]" for name, _ in span.events)

@@ -34,12 +34,21 @@ def api() -> ModuleType | None:
     return _api
 
 
+# The last provider asked and the tracer it gave: an SDK makes a new tracer object at
+# each ``get_tracer``, a cost every span would pay again.
+_made: tuple[Any, Any] = (None, None)
+
+
 def tracer() -> Any | None:
     """The tracer to make Flowsite's spans with, or ``None`` when none would be recorded."""
+    global _made
     trace = api()
     if trace is None or not workflow_settings.TRACING:
         return None
     provider = trace.get_tracer_provider()
+    if provider is _made[0]:
+        return _made[1]
     if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
         return None
-    return provider.get_tracer(SCOPE)
+    _made = (provider, provider.get_tracer(SCOPE))
+    return _made[1]

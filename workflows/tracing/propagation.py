@@ -9,6 +9,7 @@ join spans into a trace.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -29,9 +30,17 @@ def traceparent_of(span: Any) -> str:
 def context_of(traceparent: str) -> Any | None:
     """The OpenTelemetry context whose remote parent ``traceparent`` names; ``None`` for
     "" or a value that is not one (a span made under ``None`` starts from the current
-    context)."""
+    context). The last few are kept: a worker chaining through a run's steps asks for
+    the same one at each."""
+    if not traceparent:
+        return None
+    return _parsed(traceparent)
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(traceparent: str) -> Any | None:
     trace = api()
-    if trace is None or not traceparent:
+    if trace is None:
         return None
     match = _TRACEPARENT.match(traceparent)
     if match is None:
