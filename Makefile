@@ -3,6 +3,7 @@
 #                with a django-q2 worker cluster and the timer sweeper (Ctrl-C, or SIGINT or
 #                SIGTERM sent to make alone, stops all within 10 s)
 #   make test  - virtualenv if missing, then the whole test suite
+# make docs builds the documentation site into site/ (mkdocs.yml, --strict);
 # and, while editing, make test-fast: the tests that need no extra process or browser;
 # make test-matrix runs the suite on the other supported Pythons and Djangos
 SHELL := /bin/bash
@@ -13,7 +14,7 @@ STAMP := $(VENV)/.installed-stamp
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test test-fast test-postgres test-matrix lint bench clean
+.PHONY: run test test-fast test-postgres test-matrix lint docs bench clean
 
 # pytest-xdist: one pytest worker per core, at most four (PYTEST_WORKERS=0 runs in one
 # process). The tests that start real processes run one after another on one worker, the
@@ -61,6 +62,11 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# The documentation site (mkdocs.yml) into site/; --strict fails on any warning: a broken
+# link or anchor, a page missing from the navigation, a reference that no longer imports.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 bench: $(STAMP)
 	$(BIN)/python bench/throughput.py
 
@@ -69,4 +75,4 @@ bench-workers: $(STAMP)
 	$(BIN)/python bench/workers.py --database $${BENCH_DATABASE:-both}
 
 clean:
-	rm -rf $(VENV) .nox var .pytest_cache .ruff_cache .mypy_cache
+	rm -rf $(VENV) .nox var site .pytest_cache .ruff_cache .mypy_cache

@@ -258,22 +258,32 @@ class Context:
         read_resumed: Callable[[], dict[str, Any] | None] | None = None,
     ) -> None:
         self.run_id = run_id
+        """The run's id."""
         self.input = input
+        """The run's input, as given to ``start_run``."""
         self.steps = StepResults(run_id, step_names)
-        # A flow member's upstream members: ``ctx.upstream["build"].output``.
+        """The run's steps by name: ``ctx.steps["reserve"].output`` (a
+        :class:`StepResult`), each loaded on first access."""
         self.upstream = UpstreamResults(run_id)
+        """A flow member's upstream members by name: ``ctx.upstream["build"].output`` (an
+        :class:`UpstreamResult`); empty outside a flow."""
         self.step_name = step_name
+        """The name of the step this handler runs ("" in a ``when=`` condition)."""
         self.attempt = attempt
-        # The iteration of this step a loop is running, 1-based (1 outside loops): in a
-        # ``Loop`` body, the body's round; in a polling task, the poll's number; in a
-        # compensation, the iteration whose work it undoes; in a loop's ``while_``, the
-        # round that just ended.
+        """This attempt's number, from 1; it counts on across a step's rounds (a rerun,
+        a retry, a loop's next iteration), so it never repeats within one step."""
         self.iteration = iteration
+        """The iteration of this step a loop is running, 1-based (1 outside loops): in a
+        ``Loop`` body, the body's round; in a polling task, the poll's number; in a
+        compensation, the iteration whose work it undoes; in a loop's ``while_``, the
+        round that just ended."""
         self.idempotency_key = idempotency_key or f"{run_id}/{step_name}"
-        # The fan-out item this handler works on (None outside fan-out items).
+        """Stable across every attempt of this step (new for a rerun's or a loop's next
+        round): pass it to external systems so a retried side effect happens once."""
         self.item = item
-        # In a compensation handler: the output of the work being undone.
+        """The fan-out item this handler works on (``None`` outside fan-out items)."""
         self.compensated_output = compensated_output
+        """In a compensation handler: the output of the work being undone."""
         self._heartbeat = heartbeat
         self._await_callback = await_callback
         self._report_usage = report_usage

@@ -403,8 +403,8 @@ def test_the_demo_flow_shows_every_state_a_member_takes():
 
 
 def test_the_blocked_demo_member_starts_once_another_source_is_added():
-    """What the README suggests: the blocked member's ``any`` join is met by an edge
-    from a feed that completed."""
+    """What the demo's page (docs/quickstart.md) suggests: the blocked member's ``any``
+    join is met by an edge from a feed that completed."""
     flow = build_stock_sync()
     run_pending()
     call_command(

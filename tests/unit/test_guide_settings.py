@@ -1,4 +1,4 @@
-"""docs/guide/settings.md documents every WORKFLOWS key with its real default.
+"""docs/reference/settings.md documents every WORKFLOWS key with its real default.
 
 The page's tables hold one key per row, ``| `KEY` | `default` | meaning |``, the default
 written as the Python value of ``workflows.conf.DEFAULTS``. A key added to DEFAULTS
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from workflows.conf import DEFAULTS
 
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "guide" / "settings.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "settings.md"
 ROW = re.compile(r"^\| `(?P<key>[A-Z][A-Z0-9_]*)` \| `(?P<default>[^`]*)` \|", re.MULTILINE)
 
 
@@ -40,7 +40,7 @@ def test_the_parser_reads_rows():
 def test_every_setting_is_documented():
     rows = documented(PAGE.read_text())
     missing = sorted(set(DEFAULTS) - set(rows))
-    assert not missing, f"docs/guide/settings.md does not document {missing}"
+    assert not missing, f"docs/reference/settings.md does not document {missing}"
 
 
 def test_every_documented_default_is_the_real_one():
@@ -50,4 +50,4 @@ def test_every_documented_default_is_the_real_one():
         for key, written in rows.items()
         if key in DEFAULTS and value_of(written) != DEFAULTS[key]
     }
-    assert not wrong, f"docs/guide/settings.md has wrong defaults (page, code): {wrong}"
+    assert not wrong, f"docs/reference/settings.md has wrong defaults (page, code): {wrong}"
