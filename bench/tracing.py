@@ -14,7 +14,9 @@ the medians and their ratios to "absent" are printed, in steps/s and in CPU ms p
   check per span site);
 * ``sdk``: the SDK's ``TracerProvider`` with a ``SimpleSpanProcessor`` exporting to the
   in-memory exporter: every run's start and every attempt is a span, ended and exported
-  synchronously in the worker (a ``BatchSpanProcessor`` would export on a thread).
+  synchronously in the worker (a ``BatchSpanProcessor`` would export on a thread);
+* ``sampled``: the same with the sampler ``ParentBased(TraceIdRatioBased(0.1))``: one
+  run in ten is recorded, the others' attempts get the SDK's non-recording spans.
 
 ``--tree`` prints, instead, the trace of one order whose middle step is a child run, as
 the in-memory exporter recorded it (docs/operations/traces.md shows it).
@@ -37,7 +39,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-MODES = ("absent", "noop", "sdk")
+MODES = ("absent", "noop", "sdk", "sampled")
+# The share of runs each mode with an SDK records.
+SAMPLED = {"sdk": 1.0, "sampled": 0.1}
 
 
 class _Absent:
@@ -48,14 +52,15 @@ class _Absent:
             raise ImportError(f"No module named {name!r}")
 
 
-def _recording_provider() -> Any:
+def _recording_provider(ratio: float = 1.0) -> Any:
     from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
     exporter = InMemorySpanExporter()
-    provider = TracerProvider()
+    provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(ratio)))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
     return exporter
@@ -65,7 +70,8 @@ def one_mode(mode: str, runs: int) -> dict[str, float]:
     """Start and run ``runs`` runs in this process under ``mode``; steps/s and CPU."""
     if mode == "absent":
         sys.meta_path.insert(0, _Absent())
-    exporter = _recording_provider() if mode == "sdk" else None
+    ratio = SAMPLED.get(mode)
+    exporter = _recording_provider(ratio) if ratio is not None else None
 
     from bench.fresh_sqlite import measured_in_fresh_sqlite
     from bench.throughput import STEPS_PER_RUN, execute_pending, start_runs
