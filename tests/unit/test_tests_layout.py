@@ -11,9 +11,19 @@ APP = TESTS.parent / "workflows"
 
 # Folders that are not a package of the app: the layers that run real processes, the
 # tests without a database, the demo project, the operator commands
-# (workflows/management/commands/), the settings of the routing test and what the test
-# modules share (support/).
-LAYERS = {"acceptance", "browser", "install", "unit", "project", "commands", "routing", "support"}
+# (workflows/management/commands/), the settings of the routing test, the documentation
+# site's hooks (docs/hooks/) and what the test modules share (support/).
+LAYERS = {
+    "acceptance",
+    "browser",
+    "install",
+    "unit",
+    "project",
+    "commands",
+    "routing",
+    "docs",
+    "support",
+}
 IN_REAL_PROCESSES = ("acceptance", "browser", "install")
 STARTS_A_PROCESS = re.compile(
     r"\bsubprocess\.(run|Popen|call|check_\w+)\(|\bos\.fork\(|multiprocessing"
