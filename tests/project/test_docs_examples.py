@@ -14,9 +14,10 @@ the pages cannot drift from the code. How a page's blocks are read and run is in
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -181,9 +182,29 @@ def _an_order_function(namespace: dict[str, Any]) -> None:
     namespace["order_lines"] = lambda ctx: ctx.input["lines"]
 
 
+class _Recorded:
+    """The reader's ``OrderOutcome`` model, as far as the README's hook uses it."""
+
+    rows: ClassVar[list[dict[str, Any]]]
+    objects: ClassVar[Any]
+
+    def __init_subclass__(cls) -> None:
+        cls.rows = []
+        cls.objects = types.SimpleNamespace(create=lambda **row: cls.rows.append(row))
+
+
 def _a_gate_a_user_and_an_order(namespace: dict[str, Any]) -> None:
     """Given: ``gate_step``, a waiting gate, ``user``, who may decide it, and ``order``, a
-    saved instance of the reader's model (a group here), with a workflow for it."""
+    saved instance of the reader's model (a group here), with a workflow for it; what
+    the hooks' receivers call (``OrderOutcome``, ``notify_team``, ...), recording."""
+
+    class OrderOutcome(_Recorded):
+        pass
+
+    namespace["OrderOutcome"] = OrderOutcome
+    namespace["notices"] = notices = []
+    namespace["notify_team"] = lambda text, **details: notices.append((text, details))
+    namespace["send_approval_email"] = lambda *ids: notices.append(ids)
 
     class Approval(Workflow):
         __module__ = PAGE_MODULE
@@ -261,6 +282,12 @@ def _the_readmes_flow_and_order_runs_ended(namespace: dict[str, Any]) -> None:
     assert Flow.objects.get(key="build-1.0").status == "completed"
     (run,) = Run.objects.for_object(namespace["order"])
     assert run.status == "completed"
+    # The hooks' receivers heard of every run's end and of the flow's.
+    outcomes = {(row["workflow"], row["status"]) for row in namespace["OrderOutcome"].rows}
+    assert ("fulfil_order", "completed") in outcomes
+    assert ("build 1.0 completed", {"failed": {}}) in [
+        (text.removeprefix("build "), details) for text, details in namespace["notices"]
+    ]
 
 
 THEN: dict[str, Callable[[dict[str, Any]], None]] = {
