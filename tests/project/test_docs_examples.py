@@ -14,6 +14,7 @@ the pages cannot drift from the code. How a page's blocks are read and run is in
 
 from __future__ import annotations
 
+import time
 import types
 from collections.abc import Callable
 from datetime import timedelta
@@ -40,9 +41,10 @@ from tests.support.doc_examples import (
 )
 from workflows.conf import workflow_settings
 from workflows.definitions import Workflow
-from workflows.models import Flow, Run, Schedule
+from workflows.models import Flow, Run, Schedule, WebhookEndpoint
 from workflows.services.signal_tokens import send_signal_with_token
 from workflows.testing import run_pending
+from workflows.webhooks.signing import signed_headers
 
 # The most blocks the pages may leave unrun: one more needs a reason here too.
 MOST_NOT_RUN = 10
@@ -182,24 +184,16 @@ def _an_order_function(namespace: dict[str, Any]) -> None:
     namespace["order_lines"] = lambda ctx: ctx.input["lines"]
 
 
-class _Recorded:
-    """The reader's ``OrderOutcome`` model, as far as the README's hook uses it."""
-
-    rows: ClassVar[list[dict[str, Any]]]
-    objects: ClassVar[Any]
-
-    def __init_subclass__(cls) -> None:
-        cls.rows = []
-        cls.objects = types.SimpleNamespace(create=lambda **row: cls.rows.append(row))
-
-
 def _a_gate_a_user_and_an_order(namespace: dict[str, Any]) -> None:
     """Given: ``gate_step``, a waiting gate, ``user``, who may decide it, and ``order``, a
     saved instance of the reader's model (a group here), with a workflow for it; what
     the hooks' receivers call (``OrderOutcome``, ``notify_team``, ...), recording."""
 
-    class OrderOutcome(_Recorded):
-        pass
+    class OrderOutcome:
+        """The reader's model, as far as the README's receiver uses it."""
+
+        rows: ClassVar[list[dict[str, Any]]] = []
+        objects = types.SimpleNamespace(create=lambda **row: OrderOutcome.rows.append(row))
 
     namespace["OrderOutcome"] = OrderOutcome
     namespace["notices"] = notices = []
@@ -290,6 +284,19 @@ def _the_readmes_flow_and_order_runs_ended(namespace: dict[str, Any]) -> None:
     ]
 
 
+def _the_endpoint_signs_what_the_receiver_verifies(namespace: dict[str, Any]) -> None:
+    endpoint = namespace["endpoint"]
+    assert WebhookEndpoint.objects.get(pk=endpoint.pk).event_types == [
+        "run.completed",
+        "run.failed",
+        "gate.waiting",
+    ]
+    body = b'{"type":"run.completed"}'
+    headers = signed_headers(endpoint.secret, "msg_1", int(time.time()), body)
+    assert namespace["verify_webhook"](endpoint.secret, headers, body)
+    assert not namespace["verify_webhook"](endpoint.secret, headers, body + b" ")
+
+
 THEN: dict[str, Callable[[dict[str, Any]], None]] = {
     "README.md": _the_readmes_flow_and_order_runs_ended,
     "guide/budgets.md": _run_completed,
@@ -299,6 +306,7 @@ THEN: dict[str, Callable[[dict[str, Any]], None]] = {
     "guide/settings.md": _settings_are_accepted,
     "guide/schedules.md": _the_schedule_went_through_its_verbs,
     "guide/testing.md": _run_completed,
+    "guide/webhooks.md": _the_endpoint_signs_what_the_receiver_verifies,
     "install.md": _run_completed,
 }
 
