@@ -15,11 +15,13 @@ CODE = re.compile(r"(`[^`]*`)")
 
 def prose(text: str) -> str:
     """A docstring or help text as Markdown: its roles and literals as code, and outside
-    code the characters Markdown would read as HTML or emphasis escaped."""
+    code the characters Markdown would read as HTML, emphasis or a link escaped."""
     text = ROLE.sub(lambda match: f"`{match[1].rsplit('.', 1)[-1]}`", inspect.cleandoc(text))
     text = LITERAL.sub(r"`\1`", text)
     return "".join(
-        part if CODE.fullmatch(part) else part.replace("<", "&lt;").replace("*", "\\*")
+        part
+        if CODE.fullmatch(part)
+        else part.replace("<", "&lt;").replace("*", "\\*").replace("[", "\\[")
         for part in CODE.split(text)
     )
 
