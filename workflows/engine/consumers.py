@@ -5,7 +5,8 @@ A consumer's position is the last event it acknowledged, in commit order
 the position is handed out again until it is acknowledged, so a consumer that crashes
 before acknowledging gets the same events again: delivery is at least once.
 
-The only writes are here: creating a consumer at the start of the history, deleting
+The only writes are here: creating a consumer at the start of the history (with the
+filter it keeps for life: the workflows and event types it reads, none for all), deleting
 one, and moving its position forward with a compare-and-set on its ``version``. Reading
 writes nothing: who may create a consumer is decided above (the services and surfaces,
 ``workflows.manage_consumers``); an acknowledgement creates one only when told to.
@@ -39,10 +40,20 @@ class ConsumerPosition:
     id: int
     version: int
     acked_at: datetime | None
+    workflow_names: tuple[str, ...] = ()
+    event_types: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, row: EventConsumer) -> ConsumerPosition:
-        return cls(row.name, row.position_xid, row.position_id, row.version, row.acked_at)
+        return cls(
+            row.name,
+            row.position_xid,
+            row.position_id,
+            row.version,
+            row.acked_at,
+            tuple(row.workflow_names),
+            tuple(row.event_types),
+        )
 
 
 @dataclass(frozen=True)
@@ -53,10 +64,15 @@ class Acknowledgement:
     moved: bool
 
 
-def _created(name: str) -> tuple[EventConsumer, bool]:
+def _created(
+    name: str, workflow_names: tuple[str, ...] = (), event_types: tuple[str, ...] = ()
+) -> tuple[EventConsumer, bool]:
     # An INSERT in a savepoint; losing the unique key to a concurrent create reads the
     # winner's row instead, so of racing creates exactly one says it created.
-    return EventConsumer.objects.get_or_create(name=name)
+    return EventConsumer.objects.get_or_create(
+        name=name,
+        defaults={"workflow_names": list(workflow_names), "event_types": list(event_types)},
+    )
 
 
 def _existing(name: str) -> EventConsumer:
@@ -76,10 +92,14 @@ def register_consumer(name: str) -> ConsumerPosition:
 
 
 @transition
-def create_consumer(name: str) -> tuple[ConsumerPosition, bool]:
+def create_consumer(
+    name: str, workflow_names: tuple[str, ...] = (), event_types: tuple[str, ...] = ()
+) -> tuple[ConsumerPosition, bool]:
     """The consumer ``name`` and whether this call created it (at the start of the
-    history); of concurrent creates of one name exactly one says ``True``."""
-    row, created = _created(name)
+    history, reading only ``workflow_names`` and ``event_types`` when given); of
+    concurrent creates of one name exactly one says ``True``, and an existing consumer
+    keeps the filter it has (the caller compares)."""
+    row, created = _created(name, workflow_names, event_types)
     return ConsumerPosition.of(row), created
 
 

@@ -64,6 +64,9 @@ class Event(models.Model):
             models.Index(fields=["run", "id"], name="workflows_event_run"),
             # The commit order every cursor reads in (consumers across runs).
             models.Index(fields=["xid", "id"], name="workflows_event_commit_order"),
+            # A consumer filtered by event type reads only its types after its position
+            # (one range per type), not every event since: rare types stay cheap to wait for.
+            models.Index(fields=["type", "xid", "id"], name="workflows_event_type_order"),
             models.Index(
                 fields=["id"], condition=Q(published=False), name="workflows_event_unpublished"
             ),
@@ -113,6 +116,8 @@ class EventConsumer(models.Model):
 
     ``position_xid``/``position_id`` is the last acknowledged event in commit order
     (``Event.xid``, ``Event.id``); ``workflows.consume`` hands out what follows it.
+    ``workflow_names``/``event_types``, when not empty, narrow what it reads and its lag
+    to the events of those workflows' runs and of those types; set when it is created.
     """
 
     name = models.CharField(max_length=200, primary_key=True)
@@ -121,6 +126,9 @@ class EventConsumer(models.Model):
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
     acked_at = models.DateTimeField(null=True, blank=True)
+    # The consumer's filter (``[]``: everything), kept sorted so equal filters compare equal.
+    workflow_names = models.JSONField(default=list, blank=True)
+    event_types = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["name"]

@@ -4,6 +4,11 @@ behind each consumer is.
 An event handed to a consumer carries its ``cursor``, the opaque string of its position
 in commit order (:func:`workflows.queries.event_cursor.encode_cursor`): acknowledging it
 moves the consumer past this event and every one before it.
+
+A consumer created with a filter (:class:`EventFilter`) is handed only the events that
+match it, and its lag counts only those. Acknowledging one of them moves the position
+past every event before it, matching or not, so the events it never sees never hold it
+back.
 """
 
 from __future__ import annotations
@@ -14,19 +19,48 @@ from typing import Any
 from uuid import UUID
 
 from django.db import router
-from django.db.models import F, Func, OuterRef, Q, Subquery
+from django.db.models import Case, F, Func, OuterRef, Q, Subquery, When
 
 from workflows.models import Event, EventConsumer
 from workflows.queries.event_cursor import Position, encode_cursor, events_after
 
 __all__ = [
+    "EVERYTHING",
     "ConsumedEvent",
     "ConsumerLag",
+    "EventFilter",
     "consumer_lag",
     "consumer_lags",
-    "consumer_position",
+    "consumer_reading",
     "next_events",
 ]
+
+
+@dataclass(frozen=True)
+class EventFilter:
+    """What a consumer reads: the events of runs of ``workflows`` (a schedule's event
+    without a run, by the workflow it names) and of the types ``kinds``; an empty one
+    does not narrow."""
+
+    workflows: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()
+
+    def matching(self) -> Q:
+        """The condition an event must meet (``Q()``: every event)."""
+        condition = Q()
+        if self.kinds:
+            condition &= Q(type__in=self.kinds)
+        if self.workflows:
+            condition &= Q(run__workflow_name__in=self.workflows) | Q(
+                run__isnull=True, payload__workflow__in=self.workflows
+            )
+        return condition
+
+    def __bool__(self) -> bool:
+        return bool(self.workflows or self.kinds)
+
+
+EVERYTHING = EventFilter()
 
 
 @dataclass(frozen=True)
@@ -66,31 +100,47 @@ class ConsumedEvent:
         }
 
 
-def consumer_position(name: str) -> Position | None:
-    """Consumer ``name``'s acknowledged position; ``None`` if it was never used."""
+def consumer_reading(name: str) -> tuple[Position, EventFilter] | None:
+    """Consumer ``name``'s acknowledged position and its filter; ``None`` if it was
+    never used."""
     row = (
         EventConsumer.objects.using(router.db_for_read(EventConsumer))
         .filter(name=name)
-        .values_list("position_xid", "position_id")
+        .values_list("position_xid", "position_id", "workflow_names", "event_types")
         .first()
     )
-    return None if row is None else Position(*row)
+    if row is None:
+        return None
+    xid, event_id, workflow_names, event_types = row
+    return Position(xid, event_id), EventFilter(tuple(workflow_names), tuple(event_types))
 
 
-def next_events(position: Position, limit: int) -> list[ConsumedEvent]:
-    """Up to ``limit`` events after ``position`` in commit order, as consumers get them."""
-    return [ConsumedEvent.of(event) for event in events_after(position, limit)]
+def consumer_position(name: str) -> Position | None:
+    """Consumer ``name``'s acknowledged position; ``None`` if it was never used."""
+    reading = consumer_reading(name)
+    return None if reading is None else reading[0]
+
+
+def next_events(
+    position: Position, limit: int, event_filter: EventFilter = EVERYTHING
+) -> list[ConsumedEvent]:
+    """Up to ``limit`` events after ``position`` that match ``event_filter``, in commit
+    order, as consumers get them."""
+    events = events_after(position, limit, event_filter.matching())
+    return [ConsumedEvent.of(event) for event in events]
 
 
 @dataclass(frozen=True)
 class ConsumerLag:
-    """A consumer, its position, and how many events wait for its acknowledgement."""
+    """A consumer, its position, its filter, and how many events (of those it reads)
+    wait for its acknowledgement."""
 
     name: str
     position: Position
     lag: int
     acked_at: datetime | None
     created_at: datetime
+    event_filter: EventFilter = EVERYTHING
 
 
 def consumer_lag(name: str) -> ConsumerLag | None:
@@ -101,8 +151,12 @@ def consumer_lag(name: str) -> ConsumerLag | None:
 
 def consumer_lags(*, name: str | None = None) -> list[ConsumerLag]:
     """Every consumer by name (or the one named ``name``), with its lag: the events
-    after its position, committed or not yet below the horizon. One statement (a
-    correlated count per consumer over the ``(xid, id)`` index)."""
+    after its position that it reads, committed or not yet below the horizon.
+
+    One statement for the consumers without a filter (a correlated count per consumer
+    over the ``(xid, id)`` index), and one count more per filtered consumer, whose
+    filter is a list the database cannot join on both backends alike.
+    """
     alias = router.db_for_read(EventConsumer)
     behind = (
         Event.objects.using(alias)
@@ -117,12 +171,34 @@ def consumer_lags(*, name: str | None = None) -> list[ConsumerLag]:
     consumers = EventConsumer.objects.using(alias)
     if name is not None:
         consumers = consumers.filter(name=name)
+    unfiltered = Q(workflow_names=[], event_types=[])
     rows = (
-        consumers.annotate(lag=Subquery(behind))
+        consumers.annotate(lag=Case(When(unfiltered, then=Subquery(behind)), default=None))
         .order_by("name")
-        .values_list("name", "position_xid", "position_id", "lag", "acked_at", "created_at")
+        .values_list(
+            "name",
+            "position_xid",
+            "position_id",
+            "lag",
+            "acked_at",
+            "created_at",
+            "workflow_names",
+            "event_types",
+        )
     )
-    return [
-        ConsumerLag(consumer, Position(xid, event_id), lag or 0, acked_at, created_at)
-        for consumer, xid, event_id, lag, acked_at, created_at in rows
-    ]
+    found = []
+    for consumer, xid, event_id, lag, acked_at, created_at, workflow_names, types in rows:
+        position = Position(xid, event_id)
+        event_filter = EventFilter(tuple(workflow_names), tuple(types))
+        if event_filter:
+            lag = _filtered_lag(alias, position, event_filter)
+        found.append(ConsumerLag(consumer, position, lag or 0, acked_at, created_at, event_filter))
+    return found
+
+
+def _filtered_lag(alias: str, position: Position, event_filter: EventFilter) -> int:
+    return (
+        Event.objects.using(alias)
+        .filter(position.follows(), event_filter.matching(), xid__gte=position.xid)
+        .count()
+    )

@@ -116,12 +116,15 @@ def run_events_after(run_id: UUID, after: Position, limit: int) -> list[Event]:
     return list(readable(events).order_by("xid", "id")[:limit])
 
 
-def events_after(after: Position, limit: int) -> list[Event]:
-    """Up to ``limit`` events of any run after ``after``, in commit order, each with
-    its step's name (``step_name``). ``xid >= after.xid`` bounds the scan of the
-    ``(xid, id)`` index (a run's read leaves it out: the run's own index is the one)."""
+def events_after(after: Position, limit: int, where: Q | None = None) -> list[Event]:
+    """Up to ``limit`` events of any run after ``after`` (and matching ``where``), in
+    commit order, each with its step's name (``step_name``). ``xid >= after.xid`` bounds
+    the scan of the ``(xid, id)`` index, or of ``(type, xid, id)`` when ``where`` names
+    types (a run's read leaves it out: the run's own index is the one)."""
     events = (
-        _events().filter(after.follows(), xid__gte=after.xid).annotate(step_name=F("step__name"))
+        _events()
+        .filter(after.follows(), where or Q(), xid__gte=after.xid)
+        .annotate(step_name=F("step__name"))
     )
     return list(readable(events).order_by("xid", "id")[:limit])
 
