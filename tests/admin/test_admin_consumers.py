@@ -49,6 +49,18 @@ def test_the_page_lists_each_consumer_with_its_lag_and_last_ack(client):
     assert "<b>odd</b>" not in response.content.decode()  # escaped
 
 
+def test_the_page_shows_what_a_filtered_consumer_reads_and_its_lag_of_those(client):
+    run = Run.objects.create(workflow_name="billing", workflow_version=1, snapshot={})
+    Event.objects.create(run=run, type="run.failed")
+    Event.objects.create(run=run, type="step.completed")
+    workflows.create_consumer("failures", workflows=["billing"], kinds=["run.failed"])
+    workflows.create_consumer("all")
+    client.force_login(staff("viewer"))
+    page = unescape(client.get(reverse(CONSUMERS)).content.decode())
+    assert "workflows <code>billing</code>" in page and "types <code>run.failed</code>" in page
+    assert "1 event<" in page and "2 events" in page and "every event" in page
+
+
 def test_the_page_without_consumers_says_how_one_starts(client):
     client.force_login(staff("viewer"))
     response = client.get(reverse(CONSUMERS))
@@ -63,6 +75,7 @@ def test_the_page_costs_the_same_whatever_the_number_of_consumers(client):
         client.get(reverse(CONSUMERS))
     for name in ("two", "three", "four"):
         workflows.consume(name)
+    workflows.create_consumer("filtered", workflows=["consumer_page"], kinds=["run.failed"])
     with CaptureQueriesContext(connection) as more:
         client.get(reverse(CONSUMERS))
     assert len(more) == len(few)

@@ -86,7 +86,15 @@ class TestManagingConsumers:
         created = _create(api, "billing")
         assert created.status_code == 201, created.content
         body = created.json()
-        assert set(body) == {"name", "cursor", "lag", "acked_at", "created_at"}
+        assert set(body) == {
+            "name",
+            "cursor",
+            "lag",
+            "acked_at",
+            "created_at",
+            "workflows",
+            "kinds",
+        }
         assert body["name"] == "billing" and body["lag"] == 1 and body["acked_at"] is None
         again = _create(api, "billing")
         assert again.status_code == 200 and again.json() == body
@@ -177,3 +185,46 @@ def test_racing_creates_get_one_201_and_racing_deletes_one_200():
     results = run_concurrently(*(lambda c=c: c.delete(f"{CONSUMERS}raced/") for c in clients))
     assert sorted(result.status_code for result in results) == [200, 404, 404, 404]
     assert not EventConsumer.objects.exists()
+
+
+@pytest.mark.django_db
+class TestFilters:
+    def test_a_consumer_created_with_a_filter_shows_it_and_reads_through_it(self, api):
+        run = Run.objects.create(workflow_name="billing", workflow_version=1, snapshot={})
+        completed = Event.objects.create(run=run, type="run.completed")
+        Event.objects.create(run=run, type="step.completed")
+        response = api("manager").post(
+            CONSUMERS,
+            {"name": "done", "workflows": ["billing"], "kinds": ["run.completed"]},
+            format="json",
+        )
+        assert response.status_code == 201, response.content
+        body = response.json()
+        assert (body["workflows"], body["kinds"], body["lag"]) == (
+            ["billing"],
+            ["run.completed"],
+            1,
+        )
+        assert api("viewer").get(f"{CONSUMERS}done/").json()["kinds"] == ["run.completed"]
+        events = api("viewer").get("/api/events/", {"consumer": "done"}).json()
+        assert [event["id"] for event in events["events"]] == [completed.pk]
+
+    @pytest.mark.parametrize(
+        ("body", "field"),
+        [
+            ({"kinds": ["run.finished"]}, "kinds"),
+            ({"workflows": [" "]}, "workflows"),
+            ({"workflows": "billing"}, "workflows"),
+        ],
+    )
+    def test_a_bad_filter_is_a_400_naming_the_field(self, api, body, field):
+        response = api("manager").post(CONSUMERS, {"name": "c", **body}, format="json")
+        error = assert_error(response, 400, "validation_error")
+        assert field in error["details"]
+        assert not EventConsumer.objects.exists()
+
+    def test_an_existing_name_with_another_filter_is_a_400(self, api):
+        workflows.create_consumer("c", kinds=["run.failed"])
+        response = api("manager").post(CONSUMERS, {"name": "c"}, format="json")
+        error = assert_error(response, 400, "validation_error")
+        assert "another filter" in error["details"]["name"][0]

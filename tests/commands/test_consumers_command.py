@@ -26,11 +26,11 @@ def test_create_list_delete():
     Event.objects.create(run=run, type="one")
     assert (
         run_command("create", "billing")
-        == "consumer 'billing' created at the start of the history\n"
+        == "consumer 'billing' created at the start of the history; it reads everything\n"
     )
     assert "exists already; unchanged" in run_command("create", "billing")
     listed = run_command("list").splitlines()
-    assert listed[0].split() == ["CONSUMER", "POSITION", "LAG", "LAST", "ACK", "CREATED"]
+    assert listed[0].split() == ["CONSUMER", "POSITION", "LAG", "LAST", "ACK", "CREATED", "READS"]
     assert listed[1].split()[:5] == ["billing", "the", "start", "1", "never"]
     rows = json.loads(run_command("--json"))
     assert [(row["consumer"], row["lag"], row["position"]) for row in rows] == [("billing", 1, 0)]
@@ -68,3 +68,40 @@ def test_help_says_how(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "'create NAME' creates a consumer" in text and "'delete NAME' deletes one" in text
     assert "workflows.manage_consumers" in text
+
+
+def test_create_with_a_filter_lists_it():
+    run = Run.objects.create(workflow_name="billing", workflow_version=1, snapshot={})
+    Event.objects.create(run=run, type="run.completed")
+    Event.objects.create(run=run, type="step.completed")
+    line = run_command(
+        "create", "done", "--workflow", "billing", "--kind", "run.completed", "--kind", "run.failed"
+    )
+    assert line == (
+        "consumer 'done' created at the start of the history; it reads workflows billing; "
+        "types run.completed, run.failed\n"
+    )
+    assert (
+        run_command("list")
+        .splitlines()[1]
+        .endswith("workflows billing; types run.completed, run.failed")
+    )
+    [row] = json.loads(run_command("--json"))
+    assert (row["workflows"], row["kinds"], row["lag"]) == (
+        ["billing"],
+        ["run.completed", "run.failed"],
+        1,
+    )
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "words"),
+    [
+        ("--kind", "run.finished", "kinds: 'run.finished' is no event type"),
+        ("--workflow", " ", "blank"),
+    ],
+)
+def test_a_bad_filter_is_refused_naming_it(option, value, words):
+    with pytest.raises(CommandError, match=words):
+        run_command("create", "done", option, value)
+    assert not EventConsumer.objects.exists()

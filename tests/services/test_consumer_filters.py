@@ -92,6 +92,7 @@ class TestFilteredReads:
         ran = _event(_run("billing"), "step.completed")
         workflows.create_consumer("billing", workflows=["billing"])
         assert _read("billing") == [skipped, ran]
+        assert _lag("billing") == 2
 
     def test_ack_moves_past_the_events_it_does_not_read(self):
         run = _run()

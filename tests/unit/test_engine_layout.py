@@ -182,8 +182,9 @@ ENGINE_LAYERS: dict[str, int] = {
     # a run's kept signals, which WaitForSignal steps and awaits consume alike
     "workflows.engine.signal_buffer": 1,
     # leased units of work: their kinds, leases, failures, live telemetry, and the port
-    # that hands them to a worker
+    # that hands them to a worker; the event types, some made from the work kinds
     "workflows.engine.work_kinds": 2,
+    "workflows.engine.event_types": 2,
     "workflows.engine.executor": 2,
     "workflows.engine.dispatch": 2,
     "workflows.engine.lease": 2,

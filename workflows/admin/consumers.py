@@ -3,7 +3,9 @@ how far behind it is.
 
 One table over :func:`workflows.queries.consumers.consumer_lags`: the consumer's name,
 its position (the last event it acknowledged, in commit order), its lag (events after
-that position, the ones it has yet to acknowledge) and when it last acknowledged. A
+that position, the ones it has yet to acknowledge), when it last acknowledged, and what
+it reads (every event, or those of the workflows and types of its filter; its lag counts
+only those). A
 consumer that stopped acknowledging shows a growing lag and an old last ack. Viewing
 needs ``workflows.view_run``, as for runs; a consumer moves by acknowledging
 (``workflows.ack``, ``POST /api/events/ack/``).

@@ -4,7 +4,9 @@
 ``GET /events/consumers/{name}/`` is one of them (404 ``consumer_not_found``). Both need
 ``workflows.view_run``, as reading events does. ``POST /events/consumers/`` with
 ``{"name"}`` creates one at the start of the history (201; 200 with the same body when it
-existed already, so of racing creates exactly one gets 201) and
+existed already, so of racing creates exactly one gets 201), reading only the events of
+``workflows`` and ``kinds`` (event types) when the body lists them (400 naming the field
+for a blank name or an unknown type, or for an existing name with another filter), and
 ``DELETE /events/consumers/{name}/`` deletes one (200, the consumer as it was): both need
 ``workflows.manage_consumers``. Reading events (``GET /events/?consumer=``) never
 creates a consumer (:mod:`workflows.api.events`).
@@ -39,6 +41,12 @@ class ConsumerSerializer(serializers.Serializer):
     lag = serializers.IntegerField(help_text="events after the position, not yet acknowledged")
     acked_at = serializers.DateTimeField(allow_null=True, help_text="the last acknowledgement")
     created_at = serializers.DateTimeField()
+    workflows = serializers.ListField(
+        child=serializers.CharField(), help_text="the workflows it reads ([]: every one)"
+    )
+    kinds = serializers.ListField(
+        child=serializers.CharField(), help_text="the event types it reads ([]: every one)"
+    )
 
 
 class ConsumerListSerializer(serializers.Serializer):
@@ -47,6 +55,18 @@ class ConsumerListSerializer(serializers.Serializer):
 
 class CreateConsumerSerializer(StrictSerializer):
     name = StrictCharField(max_length=200, help_text="the consumer's name")
+    workflows = serializers.ListField(
+        child=StrictCharField(allow_blank=True),
+        required=False,
+        default=list,
+        help_text="read only the events of runs of these workflows (names)",
+    )
+    kinds = serializers.ListField(
+        child=StrictCharField(allow_blank=True),
+        required=False,
+        default=list,
+        help_text="read only the events of these types (e.g. run.completed)",
+    )
 
 
 def _as_dict(consumer: ConsumerLag) -> dict[str, Any]:
@@ -56,6 +76,8 @@ def _as_dict(consumer: ConsumerLag) -> dict[str, Any]:
         "lag": consumer.lag,
         "acked_at": consumer.acked_at,
         "created_at": consumer.created_at,
+        "workflows": list(consumer.event_filter.workflows),
+        "kinds": list(consumer.event_filter.kinds),
     }
 
 
@@ -96,10 +118,15 @@ class ConsumersView(_ConsumerAccess):
         one unchanged (200)."""
         body = CreateConsumerSerializer(data=request.data)
         body.is_valid(raise_exception=True)
+        data = body.validated_data
         try:
-            done = create_consumer(body.validated_data["name"], user=request.user)
+            done = create_consumer(
+                data["name"], workflows=data["workflows"], kinds=data["kinds"], user=request.user
+            )
         except InvalidInput as exc:
-            raise APIError(400, "validation_error", exc.message, {"name": [exc.message]}) from None
+            field = exc.details.get("field", "consumer")
+            field = "name" if field == "consumer" else field
+            raise APIError(400, "validation_error", exc.message, {field: [exc.message]}) from None
         return Response(_as_dict(_found(done.consumer)), status=201 if done.created else 200)
 
 

@@ -15,14 +15,31 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from django.db import router
-from django.db.models import Case, F, Func, OuterRef, Q, Subquery, When
+from django.db.models import (
+    BooleanField,
+    Case,
+    CharField,
+    F,
+    Func,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    When,
+)
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Coalesce
 
 from workflows.models import Event, EventConsumer
 from workflows.queries.event_cursor import Position, encode_cursor, events_after
+
+if TYPE_CHECKING:
+    from django.db.backends.base.base import BaseDatabaseWrapper
+    from django.db.models.sql.compiler import SQLCompiler, _AsSqlType
 
 __all__ = [
     "EVERYTHING",
@@ -58,6 +75,15 @@ class EventFilter:
 
     def __bool__(self) -> bool:
         return bool(self.workflows or self.kinds)
+
+    def in_words(self) -> str:
+        """What it lets through, as the console and the command say it."""
+        parts = []
+        if self.workflows:
+            parts.append("workflows " + ", ".join(self.workflows))
+        if self.kinds:
+            parts.append("types " + ", ".join(self.kinds))
+        return "; ".join(parts) or "everything"
 
 
 EVERYTHING = EventFilter()
@@ -149,31 +175,68 @@ def consumer_lag(name: str) -> ConsumerLag | None:
     return found[0] if found else None
 
 
+class _Admits(Func):
+    """The JSON list ``listed`` is empty or holds ``value``: one condition of a
+    consumer's filter, tested in the database row by row (Django's ``contains`` is not
+    supported on SQLite), so every consumer's lag is one statement."""
+
+    conditional = True
+    output_field = BooleanField()
+
+    def as_sql(
+        self,
+        compiler: SQLCompiler,
+        connection: BaseDatabaseWrapper,
+        function: str | None = None,
+        template: str | None = None,
+        arg_joiner: str | None = None,
+        **extra_context: Any,
+    ) -> _AsSqlType:
+        listed, listed_params = compiler.compile(self.source_expressions[0])
+        value, value_params = compiler.compile(self.source_expressions[1])
+        prefix = "jsonb" if connection.vendor == "postgresql" else "json"
+        rows = (
+            f"{prefix}_array_elements_text({listed}) AS listed(value)"
+            if connection.vendor == "postgresql"
+            else f"json_each({listed}) AS listed"
+        )
+        sql = (
+            f"({prefix}_array_length({listed}) = 0"
+            f" OR EXISTS (SELECT 1 FROM {rows} WHERE listed.value = {value}))"
+        )
+        return sql, (*listed_params, *listed_params, *value_params)
+
+
 def consumer_lags(*, name: str | None = None) -> list[ConsumerLag]:
     """Every consumer by name (or the one named ``name``), with its lag: the events
     after its position that it reads, committed or not yet below the horizon.
 
-    One statement for the consumers without a filter (a correlated count per consumer
-    over the ``(xid, id)`` index), and one count more per filtered consumer, whose
-    filter is a list the database cannot join on both backends alike.
+    One statement: a correlated count per consumer over the ``(xid, id)`` index, and
+    for a filtered consumer a count that tests its filter on each event after its
+    position (as :meth:`EventFilter.matching` does, by the event's workflow: its run's,
+    or the one a schedule's event names).
     """
     alias = router.db_for_read(EventConsumer)
-    behind = (
-        Event.objects.using(alias)
-        .filter(
-            Q(xid__gt=OuterRef("position_xid"))
-            | Q(xid=OuterRef("position_xid"), id__gt=OuterRef("position_id"))
-        )
-        .order_by()
-        .annotate(count=Func(F("id"), function="COUNT"))
-        .values("count")
+    after_position = Q(xid__gt=OuterRef("position_xid")) | Q(
+        xid=OuterRef("position_xid"), id__gt=OuterRef("position_id")
+    )
+    behind = Event.objects.using(alias).filter(after_position)
+    workflow = Coalesce(
+        F("run__workflow_name"), KeyTextTransform("workflow", "payload"), output_field=CharField()
+    )
+    behind_filtered = behind.filter(
+        _Admits(OuterRef("event_types"), F("type")),
+        _Admits(OuterRef("workflow_names"), workflow),
     )
     consumers = EventConsumer.objects.using(alias)
     if name is not None:
         consumers = consumers.filter(name=name)
-    unfiltered = Q(workflow_names=[], event_types=[])
+    lag = Case(
+        When(Q(workflow_names=[], event_types=[]), then=_count_of(behind)),
+        default=_count_of(behind_filtered),
+    )
     rows = (
-        consumers.annotate(lag=Case(When(unfiltered, then=Subquery(behind)), default=None))
+        consumers.annotate(lag=lag)
         .order_by("name")
         .values_list(
             "name",
@@ -186,19 +249,20 @@ def consumer_lags(*, name: str | None = None) -> list[ConsumerLag]:
             "event_types",
         )
     )
-    found = []
-    for consumer, xid, event_id, lag, acked_at, created_at, workflow_names, types in rows:
-        position = Position(xid, event_id)
-        event_filter = EventFilter(tuple(workflow_names), tuple(types))
-        if event_filter:
-            lag = _filtered_lag(alias, position, event_filter)
-        found.append(ConsumerLag(consumer, position, lag or 0, acked_at, created_at, event_filter))
-    return found
+    return [
+        ConsumerLag(
+            consumer,
+            Position(xid, event_id),
+            lag or 0,
+            acked_at,
+            created_at,
+            EventFilter(tuple(workflow_names), tuple(event_types)),
+        )
+        for consumer, xid, event_id, lag, acked_at, created_at, workflow_names, event_types in rows
+    ]
 
 
-def _filtered_lag(alias: str, position: Position, event_filter: EventFilter) -> int:
-    return (
-        Event.objects.using(alias)
-        .filter(position.follows(), event_filter.matching(), xid__gte=position.xid)
-        .count()
+def _count_of(events: QuerySet[Event]) -> Subquery:
+    return Subquery(
+        events.order_by().annotate(count=Func(F("id"), function="COUNT")).values("count")
     )

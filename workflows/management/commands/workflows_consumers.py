@@ -9,16 +9,33 @@ from workflows.management.base import DeclaredCommand
 from workflows.management.options import Subcommand, Subcommands, argument, json_option, user_option
 from workflows.management.output import table, to_json
 from workflows.permissions import MANAGE_CONSUMERS
-from workflows.queries.consumers import consumer_lags
+from workflows.queries.consumers import EventFilter, consumer_lags
 from workflows.queries.event_cursor import encode_cursor
 from workflows.services.consumers import create_consumer, delete_consumer
 
-COLUMNS = ("CONSUMER", "POSITION", "LAG", "LAST ACK", "CREATED")
+COLUMNS = ("CONSUMER", "POSITION", "LAG", "LAST ACK", "CREATED", "READS")
 # What creating or deleting a consumer takes.
 CHANGE = (
     argument("name", metavar="NAME", help="the consumer's name"),
     user_option(f"username of who does it (must hold {MANAGE_CONSUMERS})"),
     json_option("the result"),
+)
+# What only creating takes: the consumer's filter.
+FILTER = (
+    argument(
+        "--workflow",
+        action="append",
+        default=[],
+        metavar="W",
+        help="read only the events of runs of workflow W (repeat for more)",
+    ),
+    argument(
+        "--kind",
+        action="append",
+        default=[],
+        metavar="TYPE",
+        help="read only the events of type TYPE, e.g. run.completed (repeat for more)",
+    ),
 )
 
 
@@ -28,7 +45,9 @@ class Command(DeclaredCommand):
         "an action, or with 'list': every consumer with its position (the last event it "
         "acknowledged), its lag (events it has yet to acknowledge) and when it last "
         "acknowledged. 'create NAME' creates a consumer at the start of the history "
-        "(reading over HTTP never creates one: an unknown name is a 404); 'delete NAME' "
+        "(reading over HTTP never creates one: an unknown name is a 404), reading only the "
+        "events of the workflows named by --workflow and of the types named by --kind when "
+        "given (its filter for life); 'delete NAME' "
         "deletes one (its events stay). --user names who does it; that user must hold "
         f"{MANAGE_CONSUMERS}."
     )
@@ -40,7 +59,9 @@ class Command(DeclaredCommand):
                 Subcommand(
                     "list", "list the consumers (the default)", (json_option("the consumers"),)
                 ),
-                Subcommand("create", "create a consumer at the start of the history", CHANGE),
+                Subcommand(
+                    "create", "create a consumer at the start of the history", CHANGE + FILTER
+                ),
                 Subcommand("delete", "delete a consumer", CHANGE),
             ),
             default="list",
@@ -57,10 +78,18 @@ class Command(DeclaredCommand):
         with refusals_as_command_errors():
             user = acting_user(options["user"], f"{options['action']}_consumer")
             if options["action"] == "create":
-                created = create_consumer(name, user=user)
-                result = {"consumer": created.consumer, "created": created.created}
+                created = create_consumer(
+                    name, workflows=options["workflow"], kinds=options["kind"], user=user
+                )
+                result = {
+                    "consumer": created.consumer,
+                    "created": created.created,
+                    "workflows": list(created.workflows),
+                    "kinds": list(created.kinds),
+                }
+                read = EventFilter(created.workflows, created.kinds).in_words()
                 line = (
-                    f"consumer {name!r} created at the start of the history"
+                    f"consumer {name!r} created at the start of the history; it reads {read}"
                     if created.created
                     else f"consumer {name!r} exists already; unchanged"
                 )
@@ -83,6 +112,8 @@ class Command(DeclaredCommand):
                             "lag": consumer.lag,
                             "acked_at": consumer.acked_at,
                             "created_at": consumer.created_at,
+                            "workflows": list(consumer.event_filter.workflows),
+                            "kinds": list(consumer.event_filter.kinds),
                         }
                         for consumer in consumers
                     ]
@@ -99,6 +130,7 @@ class Command(DeclaredCommand):
                 consumer.lag,
                 consumer.acked_at or "never",
                 consumer.created_at,
+                consumer.event_filter.in_words(),
             ]
             for consumer in consumers
         )
