@@ -113,6 +113,11 @@ class PermanentError(Exception):
     """Raised by a handler to fail its step at once, without further retries."""
 
 
+class TransientError(Exception):
+    """Raised by a handler to say its failure is passing: class ``transient``, retried
+    as its task's ``Retry`` says, even when ``non_retryable`` lists one of its types."""
+
+
 class WorkHeld(StaleState):
     """The work may not start yet: a limit holds it (its ``held_on`` says which)."""
 

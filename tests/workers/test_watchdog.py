@@ -34,7 +34,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 HERE = "tests.workers.test_watchdog"
 GIVE_UP = 30.0
 SECOND = timedelta(seconds=1)
-RETRY = Retry(max_attempts=3, initial_interval=timedelta(milliseconds=10))
+# Timeouts retried: these tests follow an attempt after the one that timed out.
+RETRY = Retry(
+    max_attempts=3,
+    initial_interval=timedelta(milliseconds=10),
+    retry_on={"transient", "timeout", "lease_expired"},
+)
 # Notes of the handlers: what they saw.
 SEEN: list[object] = []
 

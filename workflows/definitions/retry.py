@@ -9,14 +9,18 @@ from typing import Any
 
 from django.utils.module_loading import import_string
 
-from workflows.errors import PermanentError
+from workflows.errors import PermanentError, TransientError
 from workflows.status import FailureClass
 
-# The failure classes a policy may retry, and those it retries unless told otherwise.
+# The failure classes a policy may retry.
 RETRYABLE_CLASSES: frozenset[str] = frozenset(
     {FailureClass.TRANSIENT, FailureClass.TIMEOUT, FailureClass.LEASE_EXPIRED}
 )
-DEFAULT_RETRY_ON: frozenset[str] = RETRYABLE_CLASSES
+# Those it retries unless told otherwise: not ``timeout``, whose handler may still be
+# running (no thread can be stopped from outside), so that a retry would run it twice at
+# once, and which an attempt that overruns by nature meets again every time
+# (docs/architecture.md, "Failure classes").
+DEFAULT_RETRY_ON: frozenset[str] = frozenset({FailureClass.TRANSIENT, FailureClass.LEASE_EXPIRED})
 
 
 @dataclass(frozen=True)
@@ -27,16 +31,20 @@ class Retry:
     engine's own attempt counter, so an attempt whose worker was killed still counts.
     ``non_retryable`` lists exception classes (or their dotted paths) that fail the step
     at once, as :class:`~workflows.PermanentError` always does: their failures are of
-    class ``permanent``.
+    class ``permanent``. A :class:`~workflows.TransientError` is ``transient`` even when
+    ``non_retryable`` lists one of its types: the handler said so.
 
     ``retry_on`` names the failure classes (:class:`~workflows.FailureClass` values or
     their names) this policy retries while attempts remain; by default ``transient``
-    (a handler's exception), ``timeout`` (it ran past its node's timeout) and
-    ``lease_expired`` (its worker vanished or stalled). Only those three may be named:
-    ``permanent``, ``cancelled`` and ``budget`` failures are never retried (the handler,
-    the run or the limit said no, and would say it again), and a ``revoked`` attempt
-    goes back to ``ready`` without using up an attempt, outside any policy. So
-    ``retry_on={"transient"}`` fails a step for good the first time it times out or its
+    (a handler's exception) and ``lease_expired`` (its worker vanished or stalled).
+    ``timeout`` (it ran past its node's timeout, or its callback did not come in time)
+    is retried only when named: the timed-out handler may still be running, and a retry
+    would run it again beside it. Only those three may be named: ``permanent``,
+    ``cancelled`` and ``budget`` failures are never retried (the handler, the run or the
+    limit said no, and would say it again), and a ``revoked`` attempt goes back to
+    ``ready`` without using up an attempt, outside any policy. So
+    ``retry_on={"transient", "timeout", "lease_expired"}`` retries every class that may
+    be retried, ``retry_on={"transient"}`` fails a step for good the first time its
     worker dies, and ``retry_on=set()`` never retries.
     """
 
@@ -91,12 +99,16 @@ class Retry:
         return min(timedelta(seconds=seconds), self.max_interval)
 
     def is_retryable(self, exc: BaseException) -> bool:
-        """Tell whether ``exc`` is retryable by nature: neither a
-        :class:`~workflows.PermanentError` nor one of ``non_retryable``. (Whether its
-        failure is retried also depends on ``retry_on``: see
-        :func:`workflows.engine.failures.classify`.)"""
+        """Tell whether ``exc`` is retryable by nature: a
+        :class:`~workflows.TransientError`, or neither a
+        :class:`~workflows.PermanentError` nor one of ``non_retryable`` (one that is both
+        a ``PermanentError`` and a ``TransientError`` is permanent: the safer reading).
+        Whether its failure is retried also depends on ``retry_on``: see
+        :func:`workflows.engine.failures.classify`."""
         if isinstance(exc, PermanentError):
             return False
+        if isinstance(exc, TransientError):
+            return True
         classes = tuple(
             import_string(entry) if isinstance(entry, str) else entry
             for entry in self.non_retryable

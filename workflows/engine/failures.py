@@ -6,12 +6,14 @@ the events that record the failure; ``Retry(retry_on=...)`` chooses by it. The c
 decided from what the handler (or the claim) raised are decided by :func:`classify`, in
 this one place; the others are recorded by the transition that causes them:
 
-- ``transient``: any other exception of the handler (:func:`classify`);
+- ``transient``: :class:`~workflows.TransientError` (whatever ``Retry.non_retryable``
+  lists), or any other exception of the handler (:func:`classify`);
 - ``permanent``: :class:`~workflows.PermanentError`, an exception listed in
   ``Retry.non_retryable``, an output the database refuses, a ``concurrency_key`` that
   cannot be computed (:func:`classify`);
 - ``timeout``: the handler ran past its node's timeout while its worker was alive
-  (:class:`AttemptTimedOut`, raised by the worker's watchdog; :func:`classify`);
+  (:class:`AttemptTimedOut`, raised by the worker's watchdog; :func:`classify`), or a
+  callback did not come in time; retried only when the policy's ``retry_on`` names it;
 - ``cancelled``: :class:`~workflows.RunCancelled`, the run is cancelling, terminated or
   past its deadline (:func:`classify`);
 - ``budget``: a budget declared ``on_exhausted="fail"`` refused the start, the claim's

@@ -22,7 +22,7 @@ from workflows import (
     Workflow,
 )
 from workflows.engine.nodes.callback import SALT
-from workflows.models import Signal
+from workflows.models import Signal, Step
 from workflows.testing import run_pending
 
 pytestmark = pytest.mark.django_db
@@ -43,8 +43,13 @@ class Payment(Workflow):
 
 class Bank(Workflow):
     name = "callback_bank"
-    transfer = Task(ASK_BANK, retry=Retry(max_attempts=2))
+    transfer = Task(ASK_BANK, retry=Retry(max_attempts=2, retry_on={"transient", "timeout"}))
     done = Task(NOOP)
+
+
+class BankOnce(Workflow):
+    name = "callback_bank_once"
+    transfer = Task(ASK_BANK, retry=Retry(max_attempts=2))
 
 
 def test_signal_completes_the_waiting_step_with_its_payload():
@@ -158,6 +163,16 @@ def test_callback_timeout_counts_as_a_failed_attempt():
     run.refresh_from_db()
     assert run.status == "failed"
     assert run.error["cause"] == "callback_timeout"
+
+
+def test_a_callback_timeout_is_not_retried_unless_retry_on_names_timeout():
+    run = workflows.start_run(BankOnce)
+    run_pending(until=timezone.now() + timedelta(minutes=11))
+    assert len(TOKENS) == 1
+    run.refresh_from_db()
+    assert run.status == "failed" and run.error["cause"] == "callback_timeout"
+    step = Step.objects.get(run=run, name="transfer")
+    assert (step.attempt, step.failure_class) == (1, "timeout")
 
 
 def test_a_signal_payload_that_is_not_json_is_refused():

@@ -18,6 +18,7 @@ from workflows import (
     Retry,
     RunCancelled,
     Task,
+    TransientError,
     Workflow,
 )
 from workflows.definitions import Budget
@@ -37,6 +38,14 @@ class Unsupported(Exception):
     pass
 
 
+class NotYet(TransientError, Unsupported):
+    """A handler's own word that it is passing, though of a type ``non_retryable`` lists."""
+
+
+class Contradictory(PermanentError, TransientError):
+    pass
+
+
 def flaky(ctx):
     if ctx.attempt == 1:
         raise ConnectionError("try again")
@@ -49,6 +58,12 @@ def declined(ctx):
 
 def unsupported(ctx):
     raise Unsupported("no such thing")
+
+
+def not_yet_then_done(ctx):
+    if ctx.attempt == 1:
+        raise NotYet("the ledger is closed until nine")
+    return ctx.attempt
 
 
 def cancels_then_stops(ctx):
@@ -79,6 +94,27 @@ class Declined(Workflow):
 class NonRetryable(Workflow):
     name = "failure_non_retryable"
     only = Task(f"{HERE}.unsupported", retry=Retry(max_attempts=3, non_retryable=(Unsupported,)))
+
+
+class NotYetThenDone(Workflow):
+    name = "failure_not_yet"
+    only = Task(
+        f"{HERE}.not_yet_then_done", retry=Retry(max_attempts=3, non_retryable=(Unsupported,))
+    )
+
+
+class NeverRetried(Workflow):
+    name = "failure_never_retried"
+    only = Task(f"{HERE}.not_yet_then_done", retry=Retry(max_attempts=3, retry_on=set()))
+
+
+class TimeoutRetried(Workflow):
+    name = "failure_timeout_retried"
+    only = Task(
+        NOOP,
+        timeout=timedelta(seconds=30),
+        retry=Retry(max_attempts=3, retry_on={"transient", "timeout", "lease_expired"}),
+    )
 
 
 class Cancelled(Workflow):
@@ -212,18 +248,34 @@ def test_retry_on_without_lease_expired_fails_a_reclaimed_unit_for_good():
     assert run.status == "failed"
 
 
-def test_a_timeout_is_retried_by_default_and_not_when_retry_on_leaves_it_out():
-    retried = workflows.start_run(Default)
+def test_a_timeout_is_not_retried_by_default_and_is_when_retry_on_names_it():
+    terminal = workflows.start_run(Default)
+    lease = claim_step(only_step(terminal).pk, "w")
+    assert fail_attempt(lease, AttemptTimedOut("too slow")) == "failed"
+    step = only_step(terminal)
+    assert (step.status, step.attempt) == ("failed", 1)
+    assert_recorded(step, "timeout")
+    [failed] = payloads(terminal, "step.failed")
+    assert failed["failure_class"] == "timeout"
+
+    retried = workflows.start_run(TimeoutRetried)
     lease = claim_step(only_step(retried).pk, "w")
     assert fail_attempt(lease, AttemptTimedOut("too slow")) == "retry_scheduled"
     assert_recorded(only_step(retried), "timeout")
 
-    refused = workflows.start_run(TransientOnly)
-    lease = claim_step(only_step(refused).pk, "w")
-    assert fail_attempt(lease, AttemptTimedOut("too slow")) == "failed"
-    step = only_step(refused)
-    assert (step.status, step.attempt) == ("failed", 1)
-    assert_recorded(step, "timeout")
+
+def test_a_transient_error_is_transient_and_retried_though_non_retryable_lists_its_type():
+    run = workflows.start_run(NotYetThenDone)
+    run_pending(until=timezone.now() + LATER)
+    step = only_step(run)
+    assert (step.status, step.attempt, step.output) == ("completed", 2, 2)
+    [scheduled] = payloads(run, "step.retry_scheduled")
+    assert scheduled["failure_class"] == "transient"
+
+
+def test_a_transient_error_is_retried_only_as_the_policy_says():
+    _, step = failed_at_once(NeverRetried)
+    assert_recorded(step, "transient")
 
 
 def test_retry_on_transient_only_still_retries_an_exception():
@@ -241,14 +293,19 @@ def test_classify_by_exception_and_lease():
     assert classify(AttemptTimedOut("x"), lease) == FailureClass.TIMEOUT
     assert classify(RunCancelled("x"), lease) == FailureClass.CANCELLED
     assert classify(ValueError("x")) == FailureClass.TRANSIENT
+    assert classify(NotYet("x"), lease) == FailureClass.TRANSIENT
+    assert classify(TransientError("x")) == FailureClass.TRANSIENT
+    # Both at once: the safer reading, not retried.
+    assert classify(Contradictory("x"), lease) == FailureClass.PERMANENT
 
 
 # -- the policy ---------------------------------------------------------------------------
 
 
-def test_retry_on_defaults_to_transient_timeout_and_lease_expired():
-    assert Retry().retry_on == {"transient", "timeout", "lease_expired"}
-    assert Retry().describe()["retry_on"] == ["lease_expired", "timeout", "transient"]
+def test_retry_on_defaults_to_transient_and_lease_expired():
+    assert Retry().retry_on == {"transient", "lease_expired"}
+    assert Retry().describe()["retry_on"] == ["lease_expired", "transient"]
+    assert Retry().retries("timeout") is False
     assert Retry(retry_on=[FailureClass.TIMEOUT]) == Retry(retry_on={"timeout"})
     assert hash(Retry(retry_on={"timeout"})) == hash(Retry(retry_on=("timeout",)))
     assert Retry(retry_on=set()).retries("transient") is False
