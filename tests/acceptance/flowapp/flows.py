@@ -70,7 +70,11 @@ class Overrun(Workflow):
     slow = task(
         "hold",
         timeout=timedelta(seconds=1),
-        retry=Retry(max_attempts=2, initial_interval=timedelta(milliseconds=100)),
+        retry=Retry(
+            max_attempts=2,
+            initial_interval=timedelta(milliseconds=100),
+            retry_on={"transient", "timeout"},
+        ),
     )
 
 
