@@ -6,7 +6,8 @@ Like ``take.py`` (whose database setup, server and signed-in browser it reuses):
 catalogue export whose long step is running, claimed by a worker, and has reported
 through the engine's own telemetry write (the one ``ctx.progress``, ``ctx.log`` and
 ``ctx.summary`` end in): its progress, a summary, and more log lines than its attempt
-keeps, so the oldest were dropped; two event consumers, one behind. Photographed: the
+keeps, so the oldest were dropped; three event consumers, one behind, one reading only
+the export's run outcomes. Photographed: the
 run page with the step's progress bar and last log lines, the step's Log page with the
 trim note, the Log page of a step that wrote nothing yet and of a parameter it did not
 issue, the Event consumers page, and the Log page as a user without permission. Then a
@@ -85,6 +86,9 @@ def build_demo() -> dict:
     billing = workflows.consume("billing-sync", limit=100)
     workflows.ack("billing-sync", billing[-1].cursor)
     workflows.consume("audit-export", limit=100)
+    workflows.create_consumer(
+        "export-outcomes", workflows=["catalogue_export"], kinds=["run.completed", "run.failed"]
+    )
     silent = run.steps.get(name="publish_feed")
     waiting = workflows.start_run(
         CatalogueExport, {"shop": "south", "rows": ROWS}, business_key="export-2026-11-28"
