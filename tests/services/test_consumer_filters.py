@@ -5,9 +5,14 @@ naming what is wrong. Runs on SQLite and on PostgreSQL (``DATABASE_URL``)."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
+from django.db import connections
 
 import workflows
+from tests.support.threads import THREAD_TIMEOUT_SECONDS
 from workflows.errors import InvalidInput
 from workflows.models import Event, EventConsumer, Run
 from workflows.queries.consumers import EventFilter, consumer_lag
@@ -130,3 +135,32 @@ class TestFilteredReads:
         workflows.create_consumer("all")
         assert _read("all") == ids and _lag("all") == 2
         assert consumer_lag("all").event_filter == EventFilter()  # type: ignore[union-attr]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_waiting_filtered_consumer_returns_on_its_event_not_on_the_others():
+    """A thread commits events the consumer does not read, one at a time, then one it
+    reads: the wait goes on through the others (each wakes it, it finds nothing) and
+    returns the one it reads, its lag never counting the others."""
+    run = _run()
+    workflows.create_consumer("failures", kinds=["run.failed"])
+
+    def commit_later() -> None:
+        try:
+            for _ in range(5):
+                time.sleep(0.05)
+                _event(run, "step.completed")
+            _event(run, "run.failed")
+        finally:
+            connections.close_all()
+
+    writer = threading.Thread(target=commit_later)
+    writer.start()
+    try:
+        events = workflows.consume("failures", wait=THREAD_TIMEOUT_SECONDS)
+    finally:
+        writer.join(THREAD_TIMEOUT_SECONDS)
+    assert [event.type for event in events] == ["run.failed"]
+    assert _lag("failures") == 1
+    workflows.ack("failures", events[0].cursor)
+    assert _lag("failures") == 0
