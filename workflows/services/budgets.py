@@ -1,8 +1,10 @@
-"""Usage budgets for operators: read them, raise them, reset them.
+"""Usage budgets for operators: read them, create or change them, raise them, reset
+them, report usage made outside any step.
 
 What the admin, the API and ``manage.py workflows_budgets`` call. Reading is plain
-queries; raising and resetting validate, check who asks (``workflows.operate_run``, the
-permission every run verb needs) and call one engine transition
+queries; the writes validate (every bad argument is :class:`InvalidInput` naming it,
+before anything is written), check who asks (``workflows.operate_run``, the permission
+every run verb needs) and call one engine transition
 (:mod:`workflows.engine.limits.budgets`), which also releases the work the budget held.
 
 Who changed a budget is logged (``workflows.budgets``, with the user's name); the admin
@@ -22,9 +24,10 @@ from django.db.models.functions import Concat
 from django.db.models.lookups import Exact
 from django.utils import timezone
 
-from workflows.definitions import Budget, registry
+from workflows.definitions import Budget, Workflow, registry
+from workflows.definitions.limits import name_problems
 from workflows.engine.limits import budgets
-from workflows.engine.limits.budgets import HELD_PREFIX, BudgetChange
+from workflows.engine.limits.budgets import HELD_PREFIX, BudgetChange, BudgetSet
 from workflows.errors import DefinitionMissing, InvalidInput
 from workflows.models import BudgetCounter, FanOutItem, Step
 from workflows.services.access import VERBS
@@ -36,11 +39,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BudgetChange",
+    "BudgetSet",
     "BudgetView",
     "budget_counters",
     "budget_view",
+    "create_budget",
     "get_budget",
     "raise_budget",
+    "report_usage",
     "reset_budget",
 ]
 
@@ -104,11 +110,15 @@ class BudgetView:
     limit: Decimal
     remaining: Decimal
     exhausted: bool
-    on_exhausted: str | None  # None when the workflow no longer declares the budget
+    on_exhausted: str | None  # None when the workflow no longer has the budget
+    # "code" (Workflow.budgets), "run time" (create_budget), None: no longer has it.
+    source: str | None
     period: timedelta | None
     period_started_at: datetime | None
     period_ends_at: datetime | None
     held: int
+    breaches: int  # reports that took the usage from below the limit to or past it
+    last_breached_at: datetime | None
     version: int
     updated_at: datetime
 
@@ -124,24 +134,30 @@ class BudgetView:
             "remaining": self.remaining,
             "exhausted": self.exhausted,
             "on_exhausted": self.on_exhausted,
+            "source": self.source,
             "period_seconds": self.period.total_seconds() if self.period else None,
             "period_started_at": self.period_started_at,
             "period_ends_at": self.period_ends_at,
             "held": self.held,
+            "breaches": self.breaches,
+            "last_breached_at": self.last_breached_at,
             "version": self.version,
             "updated_at": self.updated_at,
         }
 
 
-def _declared(counter: BudgetCounter) -> Budget | None:
+def _declared(counter: BudgetCounter) -> tuple[Budget, str] | None:
+    """The budget counting into ``counter`` and where it comes from ("code" or "run
+    time"); ``None`` when its workflow no longer has it."""
     per = "business_key" if counter.scope_key else "workflow"
     try:
         workflow = registry.latest(counter.workflow_name)
     except DefinitionMissing:
         return None
-    return next(
-        (b for b in workflow.budgets if b.dimension == counter.dimension and b.per == per), None
-    )
+    for budget in budgets.budgets_of(workflow):
+        if budget.dimension == counter.dimension and budget.per == per:
+            return budget, "code" if budget in workflow.budgets else "run time"
+    return None
 
 
 def budget_view(counter: BudgetCounter, now: datetime | None = None) -> BudgetView:
@@ -149,7 +165,8 @@ def budget_view(counter: BudgetCounter, now: datetime | None = None) -> BudgetVi
     (the application's clock: a display, not a decision; the engine decides on the
     database's)."""
     now = now or timezone.now()
-    declared = _declared(counter)
+    found = _declared(counter)
+    declared, source = found if found else (None, None)
     period = declared.period if declared else None
     used = counter.used
     ends_at = None
@@ -172,10 +189,13 @@ def budget_view(counter: BudgetCounter, now: datetime | None = None) -> BudgetVi
         remaining=max(counter.limit - used, Decimal(0)),
         exhausted=used >= counter.limit,
         on_exhausted=declared.on_exhausted if declared else None,
+        source=source,
         period=period,
         period_started_at=counter.period_started_at if ends_at else None,
         period_ends_at=ends_at,
         held=held,
+        breaches=counter.breaches,
+        last_breached_at=counter.last_breached_at,
         version=counter.version,
         updated_at=counter.updated_at,
     )
@@ -186,6 +206,105 @@ def _check_names(workflow_name: str, dimension: str, scope_key: str) -> None:
     check_text(dimension, field="dimension", limit=max_length(BudgetCounter, "dimension"))
     if scope_key:
         check_text(scope_key, field="business key", limit=max_length(BudgetCounter, "scope_key"))
+
+
+def _amount(value: Any, field: str) -> Decimal:
+    """``value`` (a number, or its decimal text from a form or the command line) as the
+    counters store it; :class:`InvalidInput` naming ``field`` otherwise."""
+    try:
+        return budgets.as_amount(Decimal(value) if isinstance(value, str) else value, what=field)
+    except (ValueError, ArithmeticError) as exc:
+        message = str(exc) if isinstance(exc, ValueError) else f"{field} is not a number: {value!r}"
+        raise InvalidInput(message, field=field) from None
+
+
+def _workflow(workflow: str | type[Workflow]) -> type[Workflow]:
+    """The latest registered version of ``workflow`` (a name or a class): budgets are
+    counted by workflow name, whatever version a run started on."""
+    name = (
+        workflow.name if isinstance(workflow, type) and issubclass(workflow, Workflow) else workflow
+    )
+    check_text(name, field="workflow", limit=max_length(BudgetCounter, "workflow_name"))
+    try:
+        return registry.latest(name)
+    except DefinitionMissing:
+        raise InvalidInput(f"no workflow named {name!r} is registered", field="workflow") from None
+
+
+def _budget_input(dimension: Any, limit: Any, per: Any, period: Any, on_exhausted: Any) -> Budget:
+    """The budget these arguments name, each checked; :class:`InvalidInput` names the
+    first that is wrong."""
+    for problem in name_problems("dimension", dimension):
+        raise InvalidInput(problem, field="dimension")
+    value = _amount(limit, "limit")
+    if per not in ("workflow", "business_key"):
+        raise InvalidInput(f"per must be 'workflow' or 'business_key', got {per!r}", field="per")
+    if period is not None and (not isinstance(period, timedelta) or period <= timedelta(0)):
+        raise InvalidInput(
+            f"period must be None or a positive timedelta, got {period!r}", field="period"
+        )
+    if on_exhausted not in ("hold", "fail"):
+        raise InvalidInput(
+            f"on_exhausted must be 'hold' or 'fail', got {on_exhausted!r}", field="on_exhausted"
+        )
+    return Budget(dimension, value, per=per, period=period, on_exhausted=on_exhausted)
+
+
+def create_budget(
+    workflow: str | type[Workflow],
+    dimension: str,
+    *,
+    limit: int | float | Decimal | str,
+    per: str = "workflow",
+    period: timedelta | None = None,
+    on_exhausted: str = "hold",
+    user: AnyUser | None = None,
+) -> BudgetSet:
+    """Create or change the budget ``workflow`` counts on ``dimension`` (for the whole
+    workflow, or each business key apart with ``per="business_key"``), without a deploy.
+
+    It replaces a budget the workflow declares on the same dimension and ``per``: the
+    operator's is the later, deliberate decision (``docs/guide/budgets.md``). The
+    counters already counting it take the new limit, and the work it held is released
+    so its claims decide again. ``limit`` is a number >= 0 (or its decimal text);
+    ``period`` a positive ``timedelta`` or ``None``. :class:`InvalidInput` names a bad
+    argument (nothing written), ``PermissionDenied`` a user without
+    ``workflows.operate_run``, :class:`StaleState` a change that lost a race.
+    """
+    VERBS["create_budget"].check_named(user)
+    definition = _workflow(workflow)
+    budget = _budget_input(dimension, limit, per, period, on_exhausted)
+    return budgets.set_budget(definition, budget, user=user)
+
+
+def report_usage(
+    workflow: str | type[Workflow],
+    dimension: str,
+    amount: int | float | Decimal | str,
+    *,
+    scope_key: str = "",
+    user: AnyUser | None = None,
+) -> list[BudgetView]:
+    """Record usage of ``dimension`` made outside any step, counted as a step's
+    ``ctx.report_usage`` is: against the workflow's budget, and with ``scope_key`` that
+    business key's too. Kept in the usage history with who reported it. Returns the
+    counters it counted into, read after. :class:`InvalidInput` names a bad argument
+    (a dimension no budget of the workflow counts, an amount that is not a number >= 0),
+    ``PermissionDenied`` a user without ``workflows.operate_run``."""
+    VERBS["report_usage"].check_named(user)
+    definition = _workflow(workflow)
+    check_text(dimension, field="dimension", limit=max_length(BudgetCounter, "dimension"))
+    if scope_key:
+        check_text(scope_key, field="scope_key", limit=max_length(BudgetCounter, "scope_key"))
+    value = _amount(amount, "amount")
+    try:
+        budgets.record_operator_usage(definition, dimension, value, scope_key=scope_key, user=user)
+    except ValueError as exc:
+        raise InvalidInput(str(exc), field="dimension") from None
+    counted = budget_counters(workflow=definition.name, dimension=dimension).filter(
+        scope_key__in={"", scope_key}
+    )
+    return [budget_view(counter) for counter in counted]
 
 
 def raise_budget(
@@ -203,11 +322,7 @@ def raise_budget(
     trusted code: the verb table, :mod:`workflows.services.access`)."""
     VERBS["raise_budget"].check_named(user)
     _check_names(workflow_name, dimension, scope_key)
-    try:
-        value = budgets.as_amount(Decimal(limit) if isinstance(limit, str) else limit, what="limit")
-    except (ValueError, ArithmeticError) as exc:
-        message = str(exc) if isinstance(exc, ValueError) else f"limit is not a number: {limit!r}"
-        raise InvalidInput(message, field="limit") from None
+    value = _amount(limit, "limit")
     return budgets.raise_budget(
         workflow_name, dimension, limit=value, scope_key=scope_key, user=user
     )
