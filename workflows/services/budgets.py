@@ -218,13 +218,22 @@ def _amount(value: Any, field: str) -> Decimal:
         raise InvalidInput(message, field=field) from None
 
 
+def _text(value: Any, field: str, column: str) -> str:
+    """``value`` checked as text the counters' ``column`` stores (:func:`check_text`);
+    :class:`InvalidInput` naming ``field`` otherwise."""
+    try:
+        return check_text(value, field=field, limit=max_length(BudgetCounter, column))
+    except InvalidInput as refused:
+        raise InvalidInput(refused.message, field=field) from None
+
+
 def _workflow(workflow: str | type[Workflow]) -> type[Workflow]:
     """The latest registered version of ``workflow`` (a name or a class): budgets are
     counted by workflow name, whatever version a run started on."""
     name = (
         workflow.name if isinstance(workflow, type) and issubclass(workflow, Workflow) else workflow
     )
-    check_text(name, field="workflow", limit=max_length(BudgetCounter, "workflow_name"))
+    _text(name, "workflow", "workflow_name")
     try:
         return registry.latest(name)
     except DefinitionMissing:
@@ -293,9 +302,8 @@ def report_usage(
     ``PermissionDenied`` a user without ``workflows.operate_run``."""
     VERBS["report_usage"].check_named(user)
     definition = _workflow(workflow)
-    check_text(dimension, field="dimension", limit=max_length(BudgetCounter, "dimension"))
-    if scope_key:
-        check_text(scope_key, field="scope_key", limit=max_length(BudgetCounter, "scope_key"))
+    _text(dimension, "dimension", "dimension")
+    _text(scope_key, "scope_key", "scope_key")
     value = _amount(amount, "amount")
     try:
         budgets.record_operator_usage(definition, dimension, value, scope_key=scope_key, user=user)
