@@ -407,10 +407,11 @@ def test_the_command_lists_raises_and_resets(recording):
         "WHEN",
         "EXHAUSTED",
         "HELD",
+        "BREACHES",
     ]
     assert [line.split()[1:] for line in lines[1:]] == [
-        ["budget_metered", "tokens", "workflow", "-", "50", "100", "-", "hold", "1"],
-        ["budget_metered", "tokens", "business_key", "acme", "50", "50", "-", "hold", "1"],
+        ["budget_metered", "tokens", "workflow", "-", "50", "100", "-", "hold", "1", "0"],
+        ["budget_metered", "tokens", "business_key", "acme", "50", "50", "-", "hold", "1", "1"],
     ]
     done = command("raise", "budget_metered", "tokens", "--key", "acme", "--limit", "75")
     assert done == (

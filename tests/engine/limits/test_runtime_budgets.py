@@ -5,14 +5,17 @@ refused by name before anything is written."""
 
 from __future__ import annotations
 
+import json
 import logging
 from datetime import timedelta
 from decimal import Decimal
 
 import pytest
 from django.core.exceptions import PermissionDenied
+from django.core.management.base import CommandError
 
 import workflows
+from tests.support.commands import run_command
 from tests.support.handlers import NOOP
 from tests.support.users import staff
 from workflows import Budget, Task, Workflow
@@ -274,3 +277,68 @@ def test_both_verbs_need_operate_run_even_for_a_user_named_by_code(caplog):
         "limit 5; 0 held units released" in caplog.messages
     )
     assert RuntimeBudget.objects.get().changed_by == "operator"
+
+
+# -- the command -----------------------------------------------------------------------
+
+
+def command(*args: str) -> str:
+    return run_command("workflows_budgets", *args)
+
+
+def test_the_command_creates_changes_and_reports():
+    staff("ops", "operate_run")
+    done = command("create", Quiet.name, "tokens", "--limit", "10", "--user", "ops")
+    assert done == (
+        "budget 'tokens' of runtime_budget_quiet per workflow created: limit 10, holds when "
+        "used up; 0 counters set, 0 held steps and items released\n"
+    )
+    done = command(
+        "create",
+        Quiet.name,
+        "tokens",
+        "--limit",
+        "12.5",
+        "--period",
+        "PT1H",
+        "--on-exhausted",
+        "fail",
+    )
+    assert done.startswith(
+        "budget 'tokens' of runtime_budget_quiet per workflow changed: limit 12.5 every "
+        "1:00:00, fails when used up"
+    )
+    done = command("report", Quiet.name, "tokens", "--amount", "13", "--user", "ops")
+    assert done == "budget 'tokens' of runtime_budget_quiet: 13 used of 12.5 (exhausted)\n"
+    assert UsageReport.objects.get().reported_by == "ops"
+    (row,) = json.loads(command("list", "--json"))
+    assert (row["breaches"], row["source"], row["on_exhausted"]) == (1, "run time", "fail")
+    made = json.loads(
+        command("create", Quiet.name, "calls", "--limit", "3", "--per", "business_key", "--json")
+    )
+    assert (made["created"], made["budget"]["per"], made["version"]) == (True, "business_key", 1)
+    (reported,) = json.loads(
+        command("report", Quiet.name, "calls", "--amount", "1", "--key", "acme", "--json")
+    )
+    assert (reported["scope_key"], reported["used"]) == ("acme", "1.000000")
+
+
+def test_the_command_refuses_create_and_report_with_a_message():
+    staff("viewer", "view_run")
+    with pytest.raises(CommandError, match="no workflow named 'nope' is registered"):
+        command("create", "nope", "tokens", "--limit", "1")
+    with pytest.raises(CommandError, match="invalid number value: 'ten'"):
+        command("create", Quiet.name, "tokens", "--limit", "ten")
+    with pytest.raises(CommandError, match="PERIOD must be seconds or an ISO 8601 duration"):
+        command("create", Quiet.name, "tokens", "--limit", "1", "--period", "hourly")
+    with pytest.raises(CommandError, match="period must be None or a positive timedelta"):
+        command("create", Quiet.name, "tokens", "--limit", "1", "--period", "0")
+    with pytest.raises(CommandError, match="invalid choice: 'customer'"):
+        command("create", Quiet.name, "tokens", "--limit", "1", "--per", "customer")
+    with pytest.raises(CommandError, match=r"workflows\.operate_run"):
+        command("create", Quiet.name, "tokens", "--limit", "1", "--user", "viewer")
+    with pytest.raises(CommandError, match="has no budget on 'dollars'"):
+        command("report", Declared.name, "dollars", "--amount", "1")
+    with pytest.raises(CommandError, match="amount must not be negative"):
+        command("report", Declared.name, "tokens", "--amount", "-1")
+    assert not RuntimeBudget.objects.exists() and not UsageReport.objects.exists()
