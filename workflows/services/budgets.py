@@ -112,7 +112,7 @@ class BudgetView:
     exhausted: bool
     on_exhausted: str | None  # None when the workflow no longer has the budget
     # "code" (Workflow.budgets), "run time" (create_budget), None: no longer has it.
-    source: str | None
+    origin: str | None
     period: timedelta | None
     period_started_at: datetime | None
     period_ends_at: datetime | None
@@ -134,7 +134,7 @@ class BudgetView:
             "remaining": self.remaining,
             "exhausted": self.exhausted,
             "on_exhausted": self.on_exhausted,
-            "source": self.source,
+            "origin": self.origin,
             "period_seconds": self.period.total_seconds() if self.period else None,
             "period_started_at": self.period_started_at,
             "period_ends_at": self.period_ends_at,
@@ -166,7 +166,7 @@ def budget_view(counter: BudgetCounter, now: datetime | None = None) -> BudgetVi
     database's)."""
     now = now or timezone.now()
     found = _declared(counter)
-    declared, source = found if found else (None, None)
+    declared, origin = found if found else (None, None)
     period = declared.period if declared else None
     used = counter.used
     ends_at = None
@@ -189,7 +189,7 @@ def budget_view(counter: BudgetCounter, now: datetime | None = None) -> BudgetVi
         remaining=max(counter.limit - used, Decimal(0)),
         exhausted=used >= counter.limit,
         on_exhausted=declared.on_exhausted if declared else None,
-        source=source,
+        origin=origin,
         period=period,
         period_started_at=counter.period_started_at if ends_at else None,
         period_ends_at=ends_at,

@@ -117,7 +117,7 @@ def test_a_run_time_budget_replaces_the_declared_one_of_the_same_name():
         workflows.services.budgets.budget_view(c)
         for c in workflows.budget_counters(workflow=Declared.name)
     ]
-    assert (view.source, view.on_exhausted, view.limit) == ("run time", "fail", 30)
+    assert (view.origin, view.on_exhausted, view.limit) == ("run time", "fail", 30)
 
     again = workflows.start_run(Declared)
     run_pending()
@@ -312,7 +312,7 @@ def test_the_command_creates_changes_and_reports():
     assert done == "budget 'tokens' of runtime_budget_quiet: 13 used of 12.5 (exhausted)\n"
     assert UsageReport.objects.get().reported_by == "ops"
     (row,) = json.loads(command("list", "--json"))
-    assert (row["breaches"], row["source"], row["on_exhausted"]) == (1, "run time", "fail")
+    assert (row["breaches"], row["origin"], row["on_exhausted"]) == (1, "run time", "fail")
     made = json.loads(
         command("create", Quiet.name, "calls", "--limit", "3", "--per", "business_key", "--json")
     )
