@@ -29,7 +29,7 @@ from workflows.definitions.limits import name_problems
 from workflows.engine.limits import budgets
 from workflows.engine.limits.budgets import HELD_PREFIX, BudgetChange, BudgetSet
 from workflows.errors import DefinitionMissing, InvalidInput
-from workflows.models import BudgetCounter, FanOutItem, Step
+from workflows.models import BudgetCounter, FanOutItem, RuntimeBudget, Step
 from workflows.services.access import VERBS
 from workflows.status import StepStatus
 from workflows.validation import check_text, max_length
@@ -48,6 +48,7 @@ __all__ = [
     "raise_budget",
     "report_usage",
     "reset_budget",
+    "runtime_budgets",
 ]
 
 
@@ -83,6 +84,13 @@ def budget_counters(
     if scope_key is not None:
         counters = counters.filter(scope_key=scope_key)
     return counters
+
+
+def runtime_budgets(*, workflow: str | None = None) -> QuerySet[RuntimeBudget]:
+    """The budgets set at run time (``create_budget``), optionally of one workflow:
+    shown even before anything was counted against them."""
+    found = RuntimeBudget.objects.all()
+    return found if workflow is None else found.filter(workflow_name=workflow)
 
 
 def get_budget(counter_id: int | str) -> BudgetCounter:

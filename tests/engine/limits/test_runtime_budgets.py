@@ -11,8 +11,10 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.contrib.admin.models import LogEntry
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import CommandError
+from django.urls import reverse
 
 import workflows
 from tests.support.commands import run_command
@@ -342,3 +344,68 @@ def test_the_command_refuses_create_and_report_with_a_message():
     with pytest.raises(CommandError, match="amount must not be negative"):
         command("report", Declared.name, "tokens", "--amount", "-1")
     assert not RuntimeBudget.objects.exists() and not UsageReport.objects.exists()
+
+
+# -- the admin page --------------------------------------------------------------------
+
+BUDGETS = "admin:workflows_budgetcounter_changelist"
+FORM = "admin:workflows_budget_form"
+
+
+def test_the_admin_creates_a_budget_shows_it_and_its_breaches_and_edits_it(client):
+    client.force_login(staff("operator", "view_run", "operate_run"))
+    listed = client.get(reverse(BUDGETS)).content.decode()
+    assert reverse(FORM) in listed and "Create a budget" in listed
+    page = client.get(reverse(FORM))
+    assert page.status_code == 200 and Quiet.name in page.content.decode()
+
+    body = {
+        "workflow": Quiet.name,
+        "dimension": "tokens",
+        "limit": "10",
+        "per": "workflow",
+        "period": "1:00:00",
+        "on_exhausted": "hold",
+    }
+    done = client.post(reverse(FORM), body)
+    assert done.status_code == 302 and done.url == reverse(BUDGETS)
+    rule = RuntimeBudget.objects.get()
+    assert (rule.limit, rule.period, rule.changed_by) == (10, timedelta(hours=1), "operator")
+    entry = LogEntry.objects.get()
+    assert entry.get_change_message().startswith(
+        "budget “tokens” of runtime_budget_quiet per workflow created"
+    )
+    listed = client.get(reverse(BUDGETS)).content.decode()
+    assert "Budgets set at run time" in listed and "runtime_budget_quiet" in listed
+
+    workflows.report_usage(Quiet, "tokens", 12)
+    listed = client.get(reverse(BUDGETS)).content.decode()
+    assert "set at run time" in listed and "last " in listed  # the origin, the breach
+    edit = client.get(reverse(FORM), {"counter": counter(Quiet.name).pk}).content.decode()
+    assert 'value="10"' in edit and "Change budget" in edit
+
+    done = client.post(reverse(FORM), {**body, "limit": "20", "on_exhausted": "fail"})
+    assert done.status_code == 302
+    assert (RuntimeBudget.objects.get().limit, counter(Quiet.name).limit) == (20, 20)
+    assert LogEntry.objects.count() == 2
+
+
+def test_the_admin_form_shows_each_refusal_on_its_field_and_writes_nothing(client):
+    client.force_login(staff("operator", "view_run", "operate_run"))
+    body = {"workflow": Quiet.name, "dimension": "two words", "limit": "5", "per": "workflow"}
+    refused = client.post(reverse(FORM), {**body, "on_exhausted": "hold"})
+    assert refused.status_code == 200
+    assert "dimension must be 1-60 letters" in refused.content.decode()
+    refused = client.post(reverse(FORM), {**body, "dimension": "t", "limit": "-1"})
+    text = refused.content.decode()
+    assert "greater than or equal to 0" in text and "This field is required" in text
+    refused = client.post(reverse(FORM), {**body, "workflow": "nope", "on_exhausted": "hold"})
+    assert "Select a valid choice" in refused.content.decode()
+    assert not RuntimeBudget.objects.exists() and not LogEntry.objects.exists()
+
+
+def test_the_admin_form_needs_operate_run(client):
+    client.force_login(staff("viewer", "view_run"))
+    assert client.get(reverse(FORM)).status_code == 403
+    assert client.post(reverse(FORM), {"workflow": Quiet.name}).status_code == 403
+    assert "Create a budget" not in client.get(reverse(BUDGETS)).content.decode()
