@@ -38,6 +38,7 @@ from workflows.permissions import VIEW_RUN
 from workflows.services import budgets as budget_services
 from workflows.services.access import CHANGE_BUDGETS
 from workflows.services.budgets import BudgetView
+from workflows.text.durations import duration, relative
 
 if TYPE_CHECKING:
     from workflows.permissions import AnyUser
@@ -80,7 +81,6 @@ class BudgetCounterAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
         "period_ends",
         "when_exhausted",
         "held",
-        "breached",
         "operations",
     )
     list_display_links = None
@@ -109,7 +109,10 @@ class BudgetCounterAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
         site = self.admin_site.name
         context = {
             "title": "Usage budgets",
-            "runtime_budgets": budget_services.runtime_budgets(),
+            "runtime_budgets": [
+                (rule, number(rule.limit), duration(rule.period) if rule.period else "none")
+                for rule in budget_services.runtime_budgets()
+            ],
             "may_change": self.has_operate_permission(request),
             "form_url": reverse(f"{site}:workflows_budget_form"),
             **(extra_context or {}),
@@ -153,12 +156,26 @@ class BudgetCounterAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
         state = "exhausted" if view.exhausted else "ok"
         return format_html(
             '<span class="wf-usage {}" title="{}% of the limit">'
-            '<span class="wf-usage-bar"><span style="width: {}%"></span></span> {} of {}</span>',
+            '<span class="wf-usage-bar"><span style="width: {}%"></span></span> {} of {}</span>{}',
             state,
             share,
             share,
             number(view.used),
             number(view.limit),
+            self._breaches(view),
+        )
+
+    @staticmethod
+    def _breaches(view: BudgetView) -> SafeString | str:
+        """How often usage crossed the limit, and when last: under the usage bar."""
+        if not view.breaches or view.last_breached_at is None:
+            return ""
+        times = "once" if view.breaches == 1 else f"{view.breaches} times"
+        return format_html(
+            '<br><span class="wf-origin wf-breaches" title="last at {}">reached {}, last {}</span>',
+            f"{timezone.localtime(view.last_breached_at):%Y-%m-%d %H:%M:%S}",
+            times,
+            relative(view.last_breached_at, timezone.now(), depth=1),
         )
 
     @admin.display(description="period ends")
@@ -179,18 +196,7 @@ class BudgetCounterAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
         shown = badge("waiting" if view.on_exhausted == "hold" else "failed", label)
         if view.origin != "run time":
             return shown
-        return format_html('{} <span class="wf-origin">set at run time</span>', shown)
-
-    @admin.display(description="breaches")
-    def breached(self, counter: BudgetCounter) -> SafeString | str:
-        view = self._view(counter)
-        if not view.breaches or view.last_breached_at is None:
-            return "none"
-        return format_html(
-            '{} <span class="wf-origin">last {}</span>',
-            view.breaches,
-            f"{timezone.localtime(view.last_breached_at):%Y-%m-%d %H:%M}",
-        )
+        return format_html('{}<br><span class="wf-origin">set at run time</span>', shown)
 
     @admin.display(description="held")
     def held(self, counter: BudgetCounter) -> SafeString | int:

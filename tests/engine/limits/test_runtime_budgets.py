@@ -380,7 +380,7 @@ def test_the_admin_creates_a_budget_shows_it_and_its_breaches_and_edits_it(clien
 
     workflows.report_usage(Quiet, "tokens", 12)
     listed = client.get(reverse(BUDGETS)).content.decode()
-    assert "set at run time" in listed and "last " in listed  # the origin, the breach
+    assert "set at run time" in listed and "reached once, last " in listed
     edit = client.get(reverse(FORM), {"counter": counter(Quiet.name).pk}).content.decode()
     assert 'value="10"' in edit and "Change budget" in edit
 
