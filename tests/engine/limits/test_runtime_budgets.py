@@ -308,7 +308,7 @@ def test_the_command_creates_changes_and_reports():
     )
     assert done.startswith(
         "budget 'tokens' of runtime_budget_quiet per workflow changed: limit 12.5 every "
-        "1:00:00, fails when used up"
+        "1\xa0hour, fails when used up"
     )
     done = command("report", Quiet.name, "tokens", "--amount", "13", "--user", "ops")
     assert done == "budget 'tokens' of runtime_budget_quiet: 13 used of 12.5 (exhausted)\n"

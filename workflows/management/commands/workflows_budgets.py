@@ -21,6 +21,7 @@ from workflows.management.options import (
 )
 from workflows.management.output import table, to_json
 from workflows.services import budgets as budget_services
+from workflows.text.durations import duration
 
 COLUMNS = (
     "ID",
@@ -225,7 +226,7 @@ class Command(DeclaredCommand):
             self.stdout.write(to_json(made))
             return
         budget = made.budget
-        every = f" every {budget.period}" if budget.period else ""
+        every = f" every {duration(budget.period)}" if budget.period else ""
         self.stdout.write(
             f"budget {budget.dimension!r} of {options['workflow']} per {budget.per} "
             f"{'created' if made.created else 'changed'}: limit "
