@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from django.db.models import F, Func, OuterRef, Q, QuerySet, Subquery, Value
+from django.db.models import Case, F, Func, OuterRef, Q, QuerySet, Subquery, Value, When
 from django.db.models.functions import Concat
 from django.db.models.lookups import Exact
 from django.utils import timezone
@@ -67,15 +67,33 @@ def _held(model: type[Step] | type[FanOutItem], run_path: str) -> Subquery:
     )
 
 
+def _rule(column: str) -> Subquery:
+    """``column`` of the budget set at run time that the counter (``OuterRef``) counts
+    for, or NULL: read in the counters' own query, so a page costs no query per row."""
+    per = Case(
+        When(Exact(OuterRef("scope_key"), Value("")), then=Value("workflow")),
+        default=Value("business_key"),
+    )
+    rules = RuntimeBudget.objects.filter(
+        workflow_name=OuterRef("workflow_name"), dimension=OuterRef("dimension"), per=per
+    )
+    return Subquery(rules.values(column)[:1])
+
+
 def budget_counters(
     *, workflow: str | None = None, dimension: str | None = None, scope_key: str | None = None
 ) -> QuerySet[BudgetCounter]:
     """Every budget counter (optionally of one workflow, dimension or scope), with
-    ``held_steps`` and ``held_items``: the ready units it holds now. The counts are
-    subqueries evaluated for the rows fetched (a page), each served by the partial index
-    of held ready units."""
+    ``held_steps`` and ``held_items``: the ready units it holds now, and ``rule_limit``,
+    ``rule_period``, ``rule_on_exhausted``: the budget set at run time it counts for, if
+    any. Subqueries evaluated for the rows fetched (a page); the held counts are served
+    by the partial index of held ready units, the budget by its unique index."""
     counters = BudgetCounter.objects.annotate(
-        held_steps=_held(Step, "run"), held_items=_held(FanOutItem, "step__run")
+        held_steps=_held(Step, "run"),
+        held_items=_held(FanOutItem, "step__run"),
+        rule_limit=_rule("limit"),
+        rule_period=_rule("period"),
+        rule_on_exhausted=_rule("on_exhausted"),
     )
     if workflow is not None:
         counters = counters.filter(workflow_name=workflow)
@@ -156,16 +174,28 @@ class BudgetView:
 
 def _declared(counter: BudgetCounter) -> tuple[Budget, str] | None:
     """The budget counting into ``counter`` and where it comes from ("code" or "run
-    time"); ``None`` when its workflow no longer has it."""
+    time"); ``None`` when its workflow no longer has it. The run-time one comes with the
+    counter from :func:`budget_counters`; the declared one from the registry."""
     per = "business_key" if counter.scope_key else "workflow"
+    if not hasattr(counter, "rule_on_exhausted"):  # not read by budget_counters()
+        counter = budget_counters().get(pk=counter.pk)
+    on_exhausted = getattr(counter, "rule_on_exhausted", None)
+    if on_exhausted is not None:
+        rule = Budget(
+            counter.dimension,
+            getattr(counter, "rule_limit", counter.limit),
+            per=per,  # type: ignore[arg-type]
+            period=getattr(counter, "rule_period", None),
+            on_exhausted=on_exhausted,
+        )
+        return rule, "run time"
     try:
         workflow = registry.latest(counter.workflow_name)
     except DefinitionMissing:
         return None
-    for budget in budgets.budgets_of(workflow):
-        if budget.dimension == counter.dimension and budget.per == per:
-            return budget, "code" if budget in workflow.budgets else "run time"
-    return None
+    found = (b for b in workflow.budgets if b.dimension == counter.dimension and b.per == per)
+    declared = next(found, None)
+    return (declared, "code") if declared is not None else None
 
 
 def budget_view(counter: BudgetCounter, now: datetime | None = None) -> BudgetView:
