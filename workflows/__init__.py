@@ -126,7 +126,9 @@ if TYPE_CHECKING:
     )
     from workflows.services.budgets import (
         budget_counters as budget_counters,
+        create_budget as create_budget,
         raise_budget as raise_budget,
+        report_usage as report_usage,
         reset_budget as reset_budget,
     )
     from workflows.services.bulk import (
@@ -208,7 +210,9 @@ _LAZY: dict[str, str] = {
     "terminate_run": "workflows.services",
     "unclaim_gate": "workflows.services",
     "budget_counters": "workflows.services.budgets",
+    "create_budget": "workflows.services.budgets",
     "raise_budget": "workflows.services.budgets",
+    "report_usage": "workflows.services.budgets",
     "reset_budget": "workflows.services.budgets",
     "bulk": "workflows.services.bulk",
     "create_flow": "workflows.services.flows",

@@ -365,12 +365,13 @@ class Context:
 
     def report_usage(self, dimension: str, amount: int | float | Decimal) -> None:
         """Count ``amount`` (a number >= 0: tokens, cents, calls) of ``dimension`` against
-        the budgets of this run's workflow (``Workflow.budgets``), at once and for good:
-        usage stays recorded even if this attempt then fails.
+        the budgets of this run's workflow (``Workflow.budgets`` and those set at run
+        time), at once and for good: usage stays recorded even if this attempt then fails.
 
-        ``dimension`` must be declared by one of the workflow's budgets: anything else
-        (and an amount that is not a finite number >= 0) raises ``ValueError`` naming
-        what is wrong, and nothing is recorded. Reaching a limit never interrupts the
+        ``dimension`` must be one a budget of the workflow counts (declared, or set at
+        run time with ``workflows.create_budget``): anything else (and an amount that is
+        not a finite number >= 0) raises ``ValueError`` naming what is wrong, and nothing
+        is recorded. Reaching a limit never interrupts the
         running handler; it holds (or fails) the run's next steps.
         """
         self._report_usage(dimension, amount)

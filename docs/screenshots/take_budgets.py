@@ -3,9 +3,10 @@
     .venv/bin/python docs/screenshots/take_budgets.py
 
 Like ``take.py`` (whose database setup and server it reuses): a workflow with a daily
-token budget, a token budget per customer and a money budget that fails, runs of four
-customers that reported usage (two of them over their budget, with steps held), and the
-budgets page as an operator sees it.
+token budget, a token budget per customer and a money budget that fails (lowered at run
+time by an operator), runs of four customers that reported usage (two of them over
+their budget, with steps held, and one breach each), usage an operator reported, the
+budgets page as an operator sees it, and its form to create a budget.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def build_demo() -> dict:
     from workflows.models import Step
 
     call_command("migrate", verbosity=0)
-    User.objects.create_superuser("operator", password=PASSWORD)
+    operator = User.objects.create_superuser("operator", password=PASSWORD)
 
     class Summarise(Workflow):
         name = "summarise_documents"
@@ -47,6 +48,7 @@ def build_demo() -> dict:
         summarise = Task("flowsite.demo.steps.reserve_stock")
 
     with override_settings(WORKFLOWS={"EXECUTOR": "inline"}):
+        workflows.create_budget(Summarise, "dollars", limit=150, on_exhausted="fail", user=operator)
         for customer, tokens in CUSTOMERS.items():
             for document in range(3):
                 run = workflows.start_run(Summarise, {"doc": document}, business_key=customer)
@@ -54,6 +56,7 @@ def build_demo() -> dict:
                 record_usage(run.pk, None, 1, Summarise, "dollars", tokens // 3 * 3 / 1000)
                 if tokens >= 50_000:
                     Step.objects.filter(run=run, status="ready").update(held_on="budget:tokens")
+        workflows.report_usage(Summarise, "tokens", 4_000, scope_key="initech", user=operator)
     return {}
 
 
@@ -64,6 +67,10 @@ def shoot(base_url: str, ids: dict) -> list[Path]:
         camera.page.get_by_role("link", name="Raise", exact=True).nth(2).click()
         camera.page.wait_for_load_state()
         camera.photo("budget-raise")
+        camera.page.goto("/admin/workflows/budgetcounter/")
+        camera.page.get_by_role("link", name="Create a budget").click()
+        camera.page.wait_for_load_state()
+        camera.photo("budget-create")
     return camera.taken
 
 

@@ -49,7 +49,8 @@ CONSOLE_QUERIES = {
     # The bench's run waits at a gate: its rule is asked once for the decision and once
     # for the skip (workflows.admin.offers), a query each.
     "run page": 18,
-    "budgets": 5,
+    # The counters' page, and the budgets set at run time listed above it (one read).
+    "budgets": 6,
     "workers": 5,
     "steps list": 6,
     "timers list": 5,

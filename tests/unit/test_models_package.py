@@ -34,6 +34,7 @@ MODELS = (
     "ConcurrencySlot",
     "RateBucket",
     "BudgetCounter",
+    "RuntimeBudget",
     "UsageReport",
     "WorkerPresence",
     "WebhookEndpoint",

@@ -1,6 +1,8 @@
-"""The budgets page of the admin: usage budget counters, and raising or resetting one.
+"""The budgets page of the admin: usage budget counters with their breaches, the budgets
+set at run time, creating or changing one (:mod:`workflows.admin.budget_form`), and
+raising or resetting one.
 
-Counters are read-only rows; the two actions are confirmation pages (what will change,
+Counters are read-only rows; raise and reset are confirmation pages (what will change,
 and how much held work it lets start) whose POST calls
 :mod:`workflows.services.budgets` with ``user=request.user``. Who did it is recorded as
 an admin ``LogEntry`` on the counter (its history page) and in the
@@ -11,6 +13,7 @@ an admin ``LogEntry`` on the counter (its history page) and in the
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from django import forms
@@ -19,12 +22,13 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.urls import URLPattern, reverse
+from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from workflows.admin.actions import act_url, confirmed
+from workflows.admin.budget_form import budget_form
 from workflows.admin.changelist import SafeChangelistMixin
 from workflows.admin.readonly import ReadOnlyMixin
 from workflows.admin.runs import badge
@@ -34,6 +38,7 @@ from workflows.permissions import VIEW_RUN
 from workflows.services import budgets as budget_services
 from workflows.services.access import CHANGE_BUDGETS
 from workflows.services.budgets import BudgetView
+from workflows.text.durations import duration, relative
 
 if TYPE_CHECKING:
     from workflows.permissions import AnyUser
@@ -101,7 +106,18 @@ class BudgetCounterAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
-        return super().changelist_view(request, {"title": "Usage budgets", **(extra_context or {})})
+        site = self.admin_site.name
+        context = {
+            "title": "Usage budgets",
+            "runtime_budgets": [
+                (rule, number(rule.limit), duration(rule.period) if rule.period else "none")
+                for rule in budget_services.runtime_budgets()
+            ],
+            "may_change": self.has_operate_permission(request),
+            "form_url": reverse(f"{site}:workflows_budget_form"),
+            **(extra_context or {}),
+        }
+        return super().changelist_view(request, context)
 
     @admin.display(description="workflow", ordering="workflow_name")
     def workflow(self, counter: BudgetCounter) -> str:
@@ -140,12 +156,26 @@ class BudgetCounterAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
         state = "exhausted" if view.exhausted else "ok"
         return format_html(
             '<span class="wf-usage {}" title="{}% of the limit">'
-            '<span class="wf-usage-bar"><span style="width: {}%"></span></span> {} of {}</span>',
+            '<span class="wf-usage-bar"><span style="width: {}%"></span></span> {} of {}</span>{}',
             state,
             share,
             share,
             number(view.used),
             number(view.limit),
+            self._breaches(view),
+        )
+
+    @staticmethod
+    def _breaches(view: BudgetView) -> SafeString | str:
+        """How often usage crossed the limit, and when last: under the usage bar."""
+        if not view.breaches or view.last_breached_at is None:
+            return ""
+        times = "once" if view.breaches == 1 else f"{view.breaches} times"
+        return format_html(
+            '<br><span class="wf-origin wf-breaches" title="last at {}">reached {}, last {}</span>',
+            f"{timezone.localtime(view.last_breached_at):%Y-%m-%d %H:%M:%S}",
+            times,
+            relative(view.last_breached_at, timezone.now(), depth=1),
         )
 
     @admin.display(description="period ends")
@@ -163,7 +193,10 @@ class BudgetCounterAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
         if view.on_exhausted is None:
             return "(not declared)"
         label = f"{view.on_exhausted}s" if view.on_exhausted == "hold" else "fails"
-        return badge("waiting" if view.on_exhausted == "hold" else "failed", label)
+        shown = badge("waiting" if view.on_exhausted == "hold" else "failed", label)
+        if view.origin != "run time":
+            return shown
+        return format_html('{}<br><span class="wf-origin">set at run time</span>', shown)
 
     @admin.display(description="held")
     def held(self, counter: BudgetCounter) -> SafeString | int:
@@ -176,13 +209,20 @@ class BudgetCounterAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
     def operations(self, counter: BudgetCounter) -> SafeString:
         site = self.admin_site.name
         return format_html(
-            '<a href="{}">Raise</a> · <a href="{}">Reset</a>',
+            '<a href="{}?counter={}">Edit</a> · <a href="{}">Raise</a> · <a href="{}">Reset</a>',
+            reverse(f"{site}:workflows_budget_form"),
+            counter.pk,
             reverse(f"{site}:workflows_budget_act", args=[counter.pk, "raise"]),
             reverse(f"{site}:workflows_budget_act", args=[counter.pk, "reset"]),
         )
 
     def get_urls(self) -> list[URLPattern]:
         return [
+            path(
+                "define/",
+                self.admin_site.admin_view(partial(budget_form, self)),
+                name="workflows_budget_form",
+            ),
             act_url(self, budget_action, "<int:counter_id>", "workflows_budget_act"),
             *super().get_urls(),
         ]

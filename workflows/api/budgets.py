@@ -1,20 +1,24 @@
-"""``/budgets/``: usage budgets, and raising or resetting one.
+"""``/budgets/``: usage budgets; creating or changing one without a deploy, raising or
+resetting one, reporting usage made outside any step.
 
 A budget counter appears once usage was reported against it (or an operator set it).
-Reading needs ``workflows.view_run``, changing ``workflows.operate_run``; both verbs go
-through :mod:`workflows.services.budgets` with the caller as the actor, and answer the
-counter after the change with how many held steps and items it released.
+Reading needs ``workflows.view_run``, every change ``workflows.operate_run``; the verbs
+go through :mod:`workflows.services.budgets` with the caller as the actor. Raise and
+reset answer the counter after the change with how many held steps and items it
+released; create answers the budget, report the counters it counted into.
 """
 
 from __future__ import annotations
 
-from typing import TypedDict, cast
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any, TypedDict, cast
 
 from django.db.models import QuerySet
 from django_filters import rest_framework as filters
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import extend_schema, extend_schema_field
-from rest_framework import serializers
+from rest_framework import serializers, status
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -31,6 +35,7 @@ from workflows.api.strict import StrictSerializer
 from workflows.engine.limits.budgets import BudgetChange
 from workflows.models import BudgetCounter
 from workflows.services import budgets as budget_services
+from workflows.services.budgets import BudgetSet
 
 
 class _Digits(TypedDict):
@@ -54,12 +59,21 @@ class BudgetSerializer(serializers.Serializer):
     remaining = serializers.DecimalField(**_NUMBER)
     exhausted = serializers.BooleanField()
     on_exhausted = serializers.CharField(
-        allow_null=True, help_text="hold or fail; null when no registered workflow declares it"
+        allow_null=True, help_text="hold or fail; null when the workflow no longer has it"
+    )
+    origin = serializers.ChoiceField(
+        choices=["code", "run time"],
+        allow_null=True,
+        help_text="declared in Workflow.budgets, or set at run time (it then wins)",
     )
     period_seconds = serializers.FloatField(allow_null=True)
     period_started_at = serializers.DateTimeField(allow_null=True)
     period_ends_at = serializers.DateTimeField(allow_null=True)
     held = serializers.IntegerField(help_text="ready steps and items this budget holds now")
+    breaches = serializers.IntegerField(
+        help_text="reports that took the usage from below the limit to or past it"
+    )
+    last_breached_at = serializers.DateTimeField(allow_null=True)
     version = serializers.IntegerField()
     updated_at = serializers.DateTimeField()
 
@@ -94,6 +108,66 @@ class RaiseBudgetSerializer(StrictSerializer):
     )
 
 
+# A period of up to a hundred years, in seconds.
+LONGEST_PERIOD = 100 * 366 * 24 * 3600
+
+
+class CreateBudgetSerializer(StrictSerializer):
+    workflow = serializers.CharField(max_length=200, help_text="a registered workflow's name")
+    dimension = serializers.CharField(
+        max_length=60, help_text="what is counted: letters, digits, '_', '.' or '-'"
+    )
+    limit = LimitField(**_NUMBER, min_value=0, help_text="a number >= 0")
+    per = serializers.ChoiceField(
+        choices=["workflow", "business_key"],
+        default="workflow",
+        help_text="count the whole workflow's usage, or each business key's apart",
+    )
+    period_seconds = serializers.IntegerField(
+        min_value=1,
+        max_value=LONGEST_PERIOD,
+        allow_null=True,
+        default=None,
+        help_text="start counting from zero every this many seconds; null: never",
+    )
+    on_exhausted = serializers.ChoiceField(
+        choices=["hold", "fail"],
+        default="hold",
+        help_text="what a used-up budget does to the steps it covers",
+    )
+
+
+class RuntimeBudgetSerializer(serializers.Serializer):
+    workflow = serializers.CharField()
+    dimension = serializers.CharField()
+    per = serializers.ChoiceField(choices=["workflow", "business_key"])
+    limit = serializers.DecimalField(**_NUMBER)
+    period_seconds = serializers.IntegerField(allow_null=True)
+    on_exhausted = serializers.ChoiceField(choices=["hold", "fail"])
+    created = serializers.BooleanField(help_text="false: an existing budget was changed")
+    version = serializers.IntegerField()
+    counters = serializers.IntegerField(help_text="existing counters that took the limit")
+    released = serializers.IntegerField(
+        help_text="held steps and items released and sent to workers"
+    )
+
+
+class ReportUsageSerializer(StrictSerializer):
+    workflow = serializers.CharField(max_length=200, help_text="a registered workflow's name")
+    dimension = serializers.CharField(max_length=60, help_text="a dimension it has a budget on")
+    amount = LimitField(**_NUMBER, min_value=0, help_text="how much was used, a number >= 0")
+    scope_key = serializers.CharField(
+        max_length=255,
+        allow_blank=True,
+        default="",
+        help_text="a business key: its budget counts it too (as a run with that key's)",
+    )
+
+
+class ReportedSerializer(serializers.Serializer):
+    counters = BudgetSerializer(many=True, help_text="the counters it counted into, after")
+
+
 class BudgetFilter(filters.FilterSet):
     workflow = filters.CharFilter(field_name="workflow_name", help_text="the workflow's name")
     dimension = filters.CharFilter()
@@ -126,11 +200,28 @@ def _changed(change: BudgetChange) -> Response:
     return Response(BudgetChangeSerializer(body).data)
 
 
+def _made(made: BudgetSet, workflow: str) -> dict[str, Any]:
+    budget = made.budget
+    return {
+        "workflow": workflow,
+        "dimension": budget.dimension,
+        "per": budget.per,
+        "limit": budget.limit,
+        "period_seconds": int(budget.period.total_seconds()) if budget.period else None,
+        "on_exhausted": budget.on_exhausted,
+        "created": made.created,
+        "version": made.version,
+        "counters": made.counters,
+        "released": made.released,
+    }
+
+
 BUDGET_VERB_ERRORS = error_responses(400, 401, 403, 404, 409, 413)
+CHANGES = ("create", "report", "raise_limit", "reset")
 
 
 class BudgetViewSet(FlowsiteViewSet):
-    """Usage budgets: list, one, raise, reset."""
+    """Usage budgets: list, one, create or change, report usage, raise, reset."""
 
     permission_classes = [CanViewRuns]
     serializer_class = BudgetSerializer
@@ -141,6 +232,62 @@ class BudgetViewSet(FlowsiteViewSet):
 
     def get_queryset(self) -> QuerySet[BudgetCounter]:
         return budget_services.budget_counters()
+
+    def get_permissions(self) -> Sequence[Any]:
+        """Every change needs ``workflows.operate_run``, as the services ask."""
+        return [CanOperateRuns()] if self.action in CHANGES else super().get_permissions()
+
+    @extend_schema(
+        request=CreateBudgetSerializer,
+        responses={
+            201: RuntimeBudgetSerializer,
+            200: RuntimeBudgetSerializer,
+            **error_responses(400, 401, 403, 409, 413),
+        },
+        examples=examples.request_examples(
+            ("a daily budget per customer", examples.CREATE_BUDGET),
+            ("a hard cap on the workflow", examples.CREATE_BUDGET_FAIL),
+        ),
+    )
+    def create(self, request: Request) -> Response:
+        """Create or change a budget without a deploy (201 created, 200 changed). It wins
+        over one the workflow declares on the same dimension and ``per``; existing
+        counters take its limit, and the work it held is released to be decided again."""
+        body = validated(request.data, CreateBudgetSerializer)
+        seconds = body["period_seconds"]
+        made = budget_services.create_budget(
+            body["workflow"],
+            body["dimension"],
+            limit=body["limit"],
+            per=body["per"],
+            period=timedelta(seconds=seconds) if seconds is not None else None,
+            on_exhausted=body["on_exhausted"],
+            user=request.user,
+        )
+        return Response(
+            RuntimeBudgetSerializer(_made(made, body["workflow"])).data,
+            status=status.HTTP_201_CREATED if made.created else status.HTTP_200_OK,
+        )
+
+    @extend_schema(
+        request=ReportUsageSerializer,
+        responses={200: ReportedSerializer, **error_responses(400, 401, 403, 409, 413)},
+        examples=examples.request_examples(("usage paid outside a step", examples.REPORT_USAGE)),
+    )
+    @action(detail=False, methods=["post"])
+    def report(self, request: Request) -> Response:
+        """Record usage made outside any step, counted as a step's ``ctx.report_usage``
+        is (the workflow's budget, and the business key's with ``scope_key``), and kept
+        in the usage history with the caller as who reported it."""
+        body = validated(request.data, ReportUsageSerializer)
+        views = budget_services.report_usage(
+            body["workflow"],
+            body["dimension"],
+            body["amount"],
+            scope_key=body["scope_key"],
+            user=request.user,
+        )
+        return Response(ReportedSerializer({"counters": [v.as_dict() for v in views]}).data)
 
     @extend_schema(responses={200: BudgetSerializer(many=True), **error_responses(400, 401, 403)})
     def list(self, request: Request) -> Response:
@@ -161,7 +308,7 @@ class BudgetViewSet(FlowsiteViewSet):
         responses={200: BudgetChangeSerializer, **BUDGET_VERB_ERRORS},
         examples=examples.request_examples(("raise the limit", examples.RAISE_BUDGET)),
     )
-    @action(detail=True, methods=["post"], url_path="raise", permission_classes=[CanOperateRuns])
+    @action(detail=True, methods=["post"], url_path="raise")
     def raise_limit(self, request: Request, pk: str) -> Response:
         """Set the budget's limit; the steps and items it held start again."""
         counter = _budget(pk)
@@ -179,7 +326,7 @@ class BudgetViewSet(FlowsiteViewSet):
     @extend_schema(
         request=EmptySerializer, responses={200: BudgetChangeSerializer, **BUDGET_VERB_ERRORS}
     )
-    @action(detail=True, methods=["post"], permission_classes=[CanOperateRuns])
+    @action(detail=True, methods=["post"])
     def reset(self, request: Request, pk: str) -> Response:
         """Set the budget's usage back to 0; the steps and items it held start again."""
         counter = _budget(pk)

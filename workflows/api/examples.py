@@ -44,6 +44,26 @@ REVOKE_ITEM = {"item": "P-2", "attempt": 1, "reason": "worker wedged"}
 APPROVE = {"selections": ["express"], "feedback": "customer pays for express"}
 REJECT = {"feedback": "out of stock"}
 RAISE_BUDGET = {"limit": "80000"}
+CREATE_BUDGET = {
+    "workflow": "order_fulfilment",
+    "dimension": "tokens",
+    "limit": "50000",
+    "per": "business_key",
+    "period_seconds": 86400,
+    "on_exhausted": "hold",
+}
+CREATE_BUDGET_FAIL = {
+    "workflow": "order_fulfilment",
+    "dimension": "usd",
+    "limit": 250,
+    "on_exhausted": "fail",
+}
+REPORT_USAGE = {
+    "workflow": "order_fulfilment",
+    "dimension": "tokens",
+    "amount": "1200",
+    "scope_key": "customer-42",
+}
 
 
 def request_examples(*bodies: tuple[str, dict[str, Any]]) -> list[OpenApiExample]:

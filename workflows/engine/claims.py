@@ -176,7 +176,9 @@ def _may_chain(scope: RunScope, step_name: str, *, admitting: bool = False) -> b
     assert isinstance(node, LeasedNode)
     if not serves(scope.claim_owner, scope.workflow.route_of(step_name)):
         return False
-    return admitting or not limited(scope.workflow, node)
+    return admitting or not limited(
+        scope.workflow, node, runtime_budgets=scope.run.has_runtime_budgets
+    )
 
 
 def _admitted_in_scope(
@@ -211,6 +213,7 @@ def _admitted_in_scope(
         held_on="",
         business_key=run.business_key,
         traceparent=run.traceparent,
+        runtime_budgets=run.has_runtime_budgets,
         item=item,
     )
     admitted = admit(kind, facts, node, scope.workflow)

@@ -30,6 +30,7 @@ from workflows.models.limits import (
     BudgetCounter,
     ConcurrencySlot,
     RateBucket,
+    RuntimeBudget,
     UsageReport,
     WorkerPresence,
 )
@@ -50,6 +51,7 @@ __all__ = [
     "RateBucket",
     "Run",
     "RunQuerySet",
+    "RuntimeBudget",
     "Schedule",
     "ScheduleOrigin",
     "Signal",

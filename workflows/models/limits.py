@@ -72,6 +72,9 @@ class BudgetCounter(models.Model):
     limit = models.DecimalField(max_digits=24, decimal_places=6)
     used = models.DecimalField(max_digits=24, decimal_places=6, default=0)
     period_started_at = models.DateTimeField(null=True, blank=True)
+    # How many reports took ``used`` from below ``limit`` to or past it, and the last time.
+    breaches = models.PositiveIntegerField(default=0)
+    last_breached_at = models.DateTimeField(null=True, blank=True)
     version = models.PositiveIntegerField(default=1)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -90,10 +93,51 @@ class BudgetCounter(models.Model):
         return f"{self.workflow_name} {self.dimension}{scope}: {self.used}/{self.limit}"
 
 
-class UsageReport(models.Model):
-    """One ``ctx.report_usage(dimension, amount)`` call, kept for audit."""
+class RuntimeBudget(models.Model):
+    """A budget an operator created or changed without a deploy (``create_budget``).
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="usage_reports")
+    Named like a declared one by workflow, dimension and ``per``; where both name the
+    same budget, this one wins (``docs/guide/budgets.md``). Its counters are the same
+    ``BudgetCounter`` rows a declared budget's would be.
+    """
+
+    workflow_name = models.CharField(max_length=200)
+    dimension = models.CharField(max_length=60)
+    per = models.CharField(max_length=16)  # "workflow" or "business_key"
+    limit = models.DecimalField(max_digits=24, decimal_places=6)
+    period = models.DurationField(null=True, blank=True)
+    on_exhausted = models.CharField(max_length=8)  # "hold" or "fail"
+    # Who last created or changed it ("" for trusted code).
+    changed_by = models.CharField(max_length=150, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    version = models.PositiveIntegerField(default=1)
+
+    class Meta:
+        ordering = ["workflow_name", "dimension", "per"]
+        verbose_name = "budget set at run time"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workflow_name", "dimension", "per"],
+                name="workflows_runtime_budget_unique",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_name} {self.dimension} per {self.per}: {self.limit}"
+
+
+class UsageReport(models.Model):
+    """One ``ctx.report_usage(dimension, amount)`` call, or an operator's
+    ``report_usage`` (no run: its workflow, business key and who), kept for audit."""
+
+    run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.CASCADE, related_name="usage_reports"
+    )
+    # An operator's report: the workflow and business key it counts for, and who made it.
+    workflow_name = models.CharField(max_length=200, blank=True, default="")
+    scope_key = models.CharField(max_length=255, blank=True, default="")
+    reported_by = models.CharField(max_length=150, blank=True, default="")
     step = models.ForeignKey(
         Step, null=True, blank=True, on_delete=models.CASCADE, related_name="usage_reports"
     )
@@ -106,7 +150,8 @@ class UsageReport(models.Model):
         ordering = ["reported_at", "id"]
 
     def __str__(self) -> str:
-        return f"{self.dimension} {self.amount} for run {self.run_id}"
+        what = f"run {self.run_id}" if self.run_id else f"workflow {self.workflow_name}"
+        return f"{self.dimension} {self.amount} for {what}"
 
 
 class WorkerPresence(models.Model):

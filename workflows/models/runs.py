@@ -101,6 +101,9 @@ class Run(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     objects = RunQuerySet.as_manager()
+    # Not a column: whether budgets were set at run time on the workflow, read with the
+    # engine's lock of the run; unknown (so asked) on a run read any other way.
+    has_runtime_budgets: bool = True
 
     class Meta:
         ordering = ["-created_at"]

@@ -162,8 +162,11 @@ VERBS: dict[str, Access] = {
     "set_join": BUILD_FLOWS,
     "seal_flow": BUILD_FLOWS,
     "cancel_flow": OPERATE_RUNS,
+    "create_budget": CHANGE_BUDGETS,
     "raise_budget": CHANGE_BUDGETS,
     "reset_budget": CHANGE_BUDGETS,
+    # Usage an operator reports counts against a shared budget and may hold its work.
+    "report_usage": CHANGE_BUDGETS,
     "approve": DECIDE_GATES,
     "reject": DECIDE_GATES,
     "claim": DECIDE_GATES,

@@ -169,8 +169,8 @@ def test_report_usage_refuses_undeclared_dimensions_and_bad_amounts_and_records_
     run_pending()
     assert locked(run).status == "completed"
     assert REFUSED[0] == (
-        "workflow 'budget_misreported' v1 declares no budget on 'dollars' "
-        "(declared dimensions: 'calls', 'tokens')"
+        "workflow 'budget_misreported' v1 has no budget on 'dollars' "
+        "(budget dimensions: 'calls', 'tokens')"
     )
     assert REFUSED[1:] == [
         "usage amount must not be negative, got -1",
@@ -347,9 +347,9 @@ def test_a_unit_no_longer_ready_or_held_on_another_budget_is_not_released(record
 
 
 def test_raise_and_reset_refuse_what_is_not_a_declared_budget_or_a_valid_limit():
-    with pytest.raises(InvalidInput, match="declares no budget on 'dollars' per workflow"):
+    with pytest.raises(InvalidInput, match="has no budget on 'dollars' per workflow"):
         raise_budget("budget_metered", "dollars", limit=5)
-    with pytest.raises(InvalidInput, match="declares no budget on 'calls' per business_key"):
+    with pytest.raises(InvalidInput, match="has no budget on 'calls' per business_key"):
         reset_budget("budget_metered", "calls", scope_key="acme")
     with pytest.raises(InvalidInput, match="no workflow named 'nope' is registered"):
         reset_budget("nope", "tokens")
@@ -407,10 +407,11 @@ def test_the_command_lists_raises_and_resets(recording):
         "WHEN",
         "EXHAUSTED",
         "HELD",
+        "BREACHES",
     ]
     assert [line.split()[1:] for line in lines[1:]] == [
-        ["budget_metered", "tokens", "workflow", "-", "50", "100", "-", "hold", "1"],
-        ["budget_metered", "tokens", "business_key", "acme", "50", "50", "-", "hold", "1"],
+        ["budget_metered", "tokens", "workflow", "-", "50", "100", "-", "hold", "1", "0"],
+        ["budget_metered", "tokens", "business_key", "acme", "50", "50", "-", "hold", "1", "1"],
     ]
     done = command("raise", "budget_metered", "tokens", "--key", "acme", "--limit", "75")
     assert done == (
@@ -430,7 +431,7 @@ def _json(text: str) -> Any:
 
 
 def test_the_command_refuses_with_a_message():
-    with pytest.raises(CommandError, match="declares no budget on 'dollars'"):
+    with pytest.raises(CommandError, match="has no budget on 'dollars'"):
         command("reset", "budget_metered", "dollars")
     with pytest.raises(CommandError, match="invalid number value: 'ten'"):
         command("raise", "budget_metered", "tokens", "--limit", "ten")

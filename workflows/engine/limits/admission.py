@@ -95,13 +95,19 @@ def rate_limits(workflow: type[Workflow], node: LeasedNode) -> list[tuple[str, R
     return found
 
 
-def limited(workflow: type[Workflow], node: LeasedNode) -> bool:
+def limited(workflow: type[Workflow], node: LeasedNode, *, runtime_budgets: bool) -> bool:
     """Tell whether a start of ``node``'s work must be admitted by a claim.
 
-    Asked for every chained step: the declared limits first, the project's queue limits
-    (usually none) last.
+    Asked for every chained step: the declared limits first, then the budgets set at
+    run time (``runtime_budgets``: read with the run or the claim), the project's queue
+    limits (usually none) last.
     """
-    if node.concurrency_key is not None or node.rate_limit is not None or workflow.budgets:
+    if (
+        node.concurrency_key is not None
+        or node.rate_limit is not None
+        or workflow.budgets
+        or runtime_budgets
+    ):
         return True
     return _queue_rate(workflow, node) is not None
 
@@ -132,9 +138,15 @@ def admit(
     it with :func:`hold`), an :class:`Admitted` with a ``refusal`` that it fails. A slot
     taken here is released again when a later check holds the unit.
     """
-    if kind not in _LIMITED_KINDS or not limited(workflow, node):
+    if kind not in _LIMITED_KINDS or not limited(
+        workflow, node, runtime_budgets=row.runtime_budgets
+    ):
         return Admitted()
-    exhausted = budgets.exhausted(workflow, row) if workflow.budgets else None
+    exhausted = (
+        budgets.exhausted(workflow, row, runtime=row.runtime_budgets)
+        if workflow.budgets or row.runtime_budgets
+        else None
+    )
     if exhausted is not None:
         if exhausted.on_exhausted == "fail":
             return Admitted(refusal=exhausted.error())

@@ -32,7 +32,7 @@ from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
-from django.db.models import F, Q, QuerySet
+from django.db.models import Case, F, Q, QuerySet, When
 from django.db.models.functions import Now
 
 from workflows.definitions import Budget, Route, Workflow, registry
@@ -44,7 +44,7 @@ from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import ITEM, STEP, WorkKind
 from workflows.errors import BudgetExhausted, DefinitionMissing, InvalidInput, StaleState
 from workflows.holds import HoldKind, held_marker
-from workflows.models import BudgetCounter, Run, UsageReport
+from workflows.models import BudgetCounter, Run, RuntimeBudget, UsageReport
 
 if TYPE_CHECKING:
     from workflows.permissions import AnyUser
@@ -84,15 +84,37 @@ def as_amount(value: Any, *, what: str = "usage amount") -> Decimal:
     return number.quantize(PLACES, rounding=ROUND_HALF_EVEN)
 
 
-def check_usage(workflow: type[Workflow], dimension: str, amount: Any) -> Decimal:
-    """Refuse a report the workflow's budgets cannot count (``ValueError`` naming the
-    declared dimensions, or what is wrong with the amount); return the amount."""
-    declared = sorted({budget.dimension for budget in workflow.budgets})
-    if dimension not in declared:
-        names = ", ".join(repr(name) for name in declared) or "none"
-        raise ValueError(
-            f"{workflow.label()} declares no budget on {dimension!r} (declared dimensions: {names})"
+def budgets_of(workflow: type[Workflow], *, runtime: bool = True) -> tuple[Budget, ...]:
+    """The budgets counting ``workflow``'s usage: its declared ones, each replaced by the
+    budget set at run time (``RuntimeBudget``) on the same dimension and ``per`` if
+    there is one, then the run-time ones it does not declare. The operator's wins: it
+    is the later, deliberate decision, and a deploy that keeps the declaration must not
+    undo it. ``runtime=False`` (a claim that read none exist) skips the query."""
+    if not runtime:
+        return tuple(workflow.budgets)
+    rules = {
+        (rule.dimension, rule.per): Budget(
+            dimension=rule.dimension,
+            limit=rule.limit,
+            per=rule.per,  # type: ignore[arg-type]
+            period=rule.period,
+            on_exhausted=rule.on_exhausted,  # type: ignore[arg-type]
         )
+        for rule in RuntimeBudget.objects.using(engine_alias())
+        .filter(workflow_name=workflow.name)
+        .order_by("id")
+    }
+    merged = [rules.pop((b.dimension, b.per), b) for b in workflow.budgets]
+    return (*merged, *rules.values())
+
+
+def check_usage(budgets: Sequence[Budget], label: str, dimension: str, amount: Any) -> Decimal:
+    """Refuse a report no budget of ``budgets`` can count (``ValueError`` naming the
+    budgets' dimensions, or what is wrong with the amount); return the amount."""
+    known = sorted({budget.dimension for budget in budgets})
+    if dimension not in known:
+        names = ", ".join(repr(name) for name in known) or "none"
+        raise ValueError(f"{label} has no budget on {dimension!r} (budget dimensions: {names})")
     return as_amount(amount)
 
 
@@ -138,7 +160,8 @@ def record_usage(
     counter's row and none is lost. Raises ``ValueError`` (nothing written) for an
     undeclared dimension or a bad amount.
     """
-    value = check_usage(workflow, dimension, amount)
+    budgets = budgets_of(workflow)
+    value = check_usage(budgets, workflow.label(), dimension, amount)
     business_key = (
         Run.objects.using(engine_alias())
         .filter(pk=run_id)
@@ -148,13 +171,60 @@ def record_usage(
     UsageReport.objects.using(engine_alias()).create(
         run_id=run_id, step_id=step_id, dimension=dimension, amount=value, attempt=attempt
     )
-    # One order for every report (the budgets' declaration order) so two reports never
-    # wait for each other's counters in opposite orders.
-    for budget in workflow.budgets:
+    _count(workflow.name, budgets, dimension, business_key, value)
+
+
+@transition
+def record_operator_usage(
+    workflow: type[Workflow],
+    dimension: str,
+    amount: Decimal,
+    *,
+    scope_key: str = "",
+    user: AnyUser | None = None,
+) -> None:
+    """Record ``amount`` of ``dimension`` an operator says ``workflow`` used outside any
+    step (a bill paid by hand, a batch run elsewhere), as if a run with business key
+    ``scope_key`` had reported it: the workflow's budgets count it, and with a
+    ``scope_key`` that key's too. Kept as a ``UsageReport`` without a run, with who
+    reported it. Races as :func:`record_usage`; ``ValueError`` for a dimension no budget
+    counts (nothing written)."""
+    budgets = budgets_of(workflow)
+    value = check_usage(budgets, workflow.label(), dimension, amount)
+    UsageReport.objects.using(engine_alias()).create(
+        workflow_name=workflow.name,
+        scope_key=scope_key,
+        reported_by=user.get_username() if user is not None else "",
+        dimension=dimension,
+        amount=value,
+    )
+    _count(workflow.name, budgets, dimension, scope_key, value)
+    logger.info(
+        "usage of %s %r reported for %r%s by %s",
+        _plain(value),
+        dimension,
+        workflow.name,
+        _scope_text(scope_key),
+        user.get_username() if user is not None else "a trusted caller",
+    )
+
+
+def _count(
+    workflow_name: str,
+    budgets: Sequence[Budget],
+    dimension: str,
+    business_key: str | None,
+    value: Decimal,
+) -> None:
+    """Add ``value`` to every counter of ``budgets`` on ``dimension`` covering a run with
+    ``business_key``."""
+    # One order for every report (the budgets' order) so two reports never wait for
+    # each other's counters in opposite orders.
+    for budget in budgets:
         scope = _scope_of(budget, business_key)
         if budget.dimension != dimension or scope is None:
             continue
-        counter_id = _counter_id(workflow.name, budget, scope)
+        counter_id = _counter_id(workflow_name, budget, scope)
         if budget.period is not None:
             _start_period_if_ended(counter_id, budget.period)
         _add(counter_id, value)
@@ -220,14 +290,23 @@ def _start_period_if_ended(counter_id: int, period: timedelta) -> None:
 
 
 def _add(counter_id: int, amount: Decimal) -> None:
-    """``UPDATE … SET used = used + amount, version = version + 1 WHERE id = ?``.
+    """``UPDATE … SET used = used + amount, version = version + 1 WHERE id = ?``, and a
+    breach counted when this add takes ``used`` from below ``limit`` to or past it.
 
     The state it expects is the row itself: an increment is commutative, so it needs no
     version to compare (as ``sql.bump_item_counter``); it still bumps ``version`` so a
-    compare-and-set that read the counter before sees it changed.
+    compare-and-set that read the counter before sees it changed. The breach test reads
+    the row's values before the update (SQL evaluates every ``SET`` on the old row), and
+    concurrent adds serialise on the row's lock: of two reports that together cross the
+    limit, exactly one sees ``used`` below it and the sum at or past it.
     """
+    crossing = Q(used__lt=F("limit"), used__gte=F("limit") - amount)
     _counters().filter(pk=counter_id).update(
-        used=F("used") + amount, version=F("version") + 1, updated_at=Now()
+        used=F("used") + amount,
+        breaches=F("breaches") + Case(When(crossing, then=1), default=0),
+        last_breached_at=Case(When(crossing, then=Now()), default=F("last_breached_at")),
+        version=F("version") + 1,
+        updated_at=Now(),
     )
 
 
@@ -287,9 +366,12 @@ class CoveredRun(Protocol):
     business_key: str
 
 
-def exhausted(workflow: type[Workflow], run: CoveredRun) -> Exhaustion | None:
-    """The first budget of ``workflow`` (declaration order) covering ``run`` whose usage
-    has reached its limit, or ``None``.
+def exhausted(
+    workflow: type[Workflow], run: CoveredRun, *, runtime: bool = True
+) -> Exhaustion | None:
+    """The first budget of ``workflow`` (:func:`budgets_of` order) covering ``run`` whose
+    usage has reached its limit, or ``None``. ``runtime=False``: the caller read that
+    no budget of the workflow was set at run time (the claim's read says so).
 
     ``run`` needs ``business_key`` (the locked run of a claim has it). One query for all
     the workflow's budgets; a pure read, so the claim's transaction takes no lock on the
@@ -299,7 +381,7 @@ def exhausted(workflow: type[Workflow], run: CoveredRun) -> Exhaustion | None:
     """
     covering = [
         (budget, scope)
-        for budget in workflow.budgets
+        for budget in budgets_of(workflow, runtime=runtime)
         if (scope := _scope_of(budget, run.business_key)) is not None
     ]
     if not covering:
@@ -354,8 +436,9 @@ class BudgetChange:
 
 
 def declared_budget(workflow_name: str, dimension: str, scope_key: str) -> Budget:
-    """The budget the latest registered version of ``workflow_name`` declares on
-    ``dimension`` for that kind of scope; :class:`InvalidInput` when there is none."""
+    """The budget counting ``workflow_name``'s usage of ``dimension`` for that kind of
+    scope (declared by its latest registered version, or set at run time:
+    :func:`budgets_of`); :class:`InvalidInput` when there is none."""
     per = "business_key" if scope_key else "workflow"
     try:
         workflow = registry.latest(workflow_name)
@@ -366,15 +449,118 @@ def declared_budget(workflow_name: str, dimension: str, scope_key: str) -> Budge
             workflow=workflow_name,
             dimension=dimension,
         ) from None
-    for budget in workflow.budgets:
+    found = budgets_of(workflow)
+    for budget in found:
         if budget.dimension == dimension and budget.per == per:
             return budget
-    declared = ", ".join(f"{b.dimension!r} per {b.per}" for b in workflow.budgets) or "none"
+    names = ", ".join(f"{b.dimension!r} per {b.per}" for b in found) or "none"
     raise InvalidInput(
-        f"{workflow.label()} declares no budget on {dimension!r} per {per} (declared: {declared})",
+        f"{workflow.label()} has no budget on {dimension!r} per {per} (budgets: {names})",
         workflow=workflow_name,
         dimension=dimension,
     )
+
+
+@dataclass(frozen=True)
+class BudgetSet:
+    """What :func:`set_budget` did."""
+
+    budget: Budget
+    created: bool  # no budget was set at run time on this name before
+    version: int  # of the ``RuntimeBudget`` row now
+    counters: int  # existing counters whose limit it set
+    released: int  # ready units no longer held, sent to the executor
+
+
+@transition
+def set_budget(
+    workflow: type[Workflow], budget: Budget, *, user: AnyUser | None = None
+) -> BudgetSet:
+    """Create or change the budget ``workflow`` counts on ``budget.dimension`` per
+    ``budget.per``, without a deploy; it replaces a declared one of the same name.
+
+    The ``RuntimeBudget`` row is inserted (``ON CONFLICT DO NOTHING``: of two first
+    creations one inserts, the other finds its row) or compare-and-set at the version
+    read under its row lock, so of two operators changing it at once both succeed in
+    turn and the later one's values stay; ``StaleState`` if the row changed between
+    read and write all the same (nothing written). The counters already counting this
+    budget take its limit (each compare-and-set at the version read under its lock, so
+    a concurrent report's add is never lost), and the ready units it held are released:
+    their claims decide again with the new budget.
+    """
+    limit = declared_limit(budget)
+    values = {
+        "limit": limit,
+        "period": budget.period,
+        "on_exhausted": budget.on_exhausted,
+        "changed_by": user.get_username() if user is not None else "",
+    }
+    rules = RuntimeBudget.objects.using(engine_alias())
+    named = rules.filter(workflow_name=workflow.name, dimension=budget.dimension, per=budget.per)
+    rule = named.select_for_update(no_key=True).first()
+    created = rule is None
+    if rule is None:
+        rules.bulk_create(
+            [
+                RuntimeBudget(
+                    workflow_name=workflow.name,
+                    dimension=budget.dimension,
+                    per=budget.per,
+                    **values,
+                )
+            ],
+            ignore_conflicts=True,
+        )
+        rule = named.select_for_update(no_key=True).get()
+        # Another creation may have won the insert: then this one changes its row.
+        created = all(getattr(rule, name) == value for name, value in values.items())
+    if not created:
+        if not named.filter(version=rule.version).update(
+            version=F("version") + 1, updated_at=Now(), **values
+        ):
+            raise StaleState(
+                f"budget {budget.dimension!r} of {workflow.name!r} changed meanwhile; "
+                "nothing was written"
+            )
+        rule.version += 1
+    counters = _set_counter_limits(workflow.name, budget)
+    released = release_held(workflow.name, budget.dimension)
+    logger.info(
+        "budget %r of %r per %s %s by %s: limit %s; %d held units released",
+        budget.dimension,
+        workflow.name,
+        budget.per,
+        "created" if created else "changed",
+        values["changed_by"] or "a trusted caller",
+        _plain(limit),
+        released,
+    )
+    return BudgetSet(budget, created, rule.version, counters, released)
+
+
+def _set_counter_limits(workflow_name: str, budget: Budget) -> int:
+    """Give the counters of ``budget`` (the workflow's, or every business key's) its
+    limit; how many there were."""
+    counters = (
+        _counters()
+        .select_for_update(no_key=True)
+        .filter(workflow_name=workflow_name, dimension=budget.dimension)
+    )
+    counters = (
+        counters.filter(scope_key="")
+        if budget.per == "workflow"
+        else counters.exclude(scope_key="")
+    )
+    limit = declared_limit(budget)
+    found = list(counters.values_list("id", "version"))
+    for counter_id, version in found:
+        if (
+            not _counters()
+            .filter(pk=counter_id, version=version)
+            .update(limit=limit, version=F("version") + 1, updated_at=Now())
+        ):
+            raise StaleState(f"budget counter {counter_id} changed meanwhile; nothing was written")
+    return len(found)
 
 
 def _scope_text(scope_key: str) -> str:

@@ -16,6 +16,7 @@ from workflows.engine.sql.connection import engine_connection
 from workflows.engine.sql.execute import fetch_one
 from workflows.engine.sql.identifiers import column, status_literal, table
 from workflows.engine.sql.locks import row_lock
+from workflows.engine.sql.runtime_budgets import runtime_budgets
 from workflows.models import CompensationRecord, FanOutItem, Run, Step
 from workflows.status import RUN_ACTIVE, StepStatus
 
@@ -49,6 +50,9 @@ class ClaimRow:
     business_key: str
     # The run's W3C traceparent: the attempt's span is a child of it (workflows.tracing).
     traceparent: str
+    # Whether an operator set a budget on the run's workflow (``RuntimeBudget``): read in
+    # the same statement, so a workflow without budgets pays no query for them.
+    runtime_budgets: bool
     iteration: int = 1
     # The attempts a step made before its round (0 for items and compensations, which
     # have no rounds): the events number the attempt within the round.
@@ -59,15 +63,15 @@ class ClaimRow:
     payload: Any = None
 
 
-_CLAIM_COMMON = 20
+_CLAIM_COMMON = 21
 
 
 def _claim_columns(step: Literal["u", "s"]) -> str:
     return (
         f"u.id, u.status, u.version, u.attempt, u.max_attempts, {step}.id, {step}.name, "
         f"{step}.generation, r.id, r.status, r.input, r.workflow_name, r.workflow_version, "
-        f"u.queue, u.requires, u.held_on, r.business_key, r.traceparent, {step}.iteration, "
-        + ("u.round_attempts_before" if step == "u" else "0")
+        f"u.queue, u.requires, u.held_on, r.business_key, r.traceparent, {runtime_budgets('r')}, "
+        f"{step}.iteration, " + ("u.round_attempts_before" if step == "u" else "0")
     )
 
 
@@ -88,6 +92,7 @@ def _read_claim(
     if row is None:
         return None
     claim = ClaimRow(*row[:_CLAIM_COMMON])
+    claim.runtime_budgets = bool(claim.runtime_budgets)
     claim.run_id = Run._meta.pk.to_python(claim.run_id)
     claim.run_input = from_db_json(Run, "input", claim.run_input, connection)
     return claim, row[_CLAIM_COMMON:]

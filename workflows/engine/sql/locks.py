@@ -13,6 +13,7 @@ from workflows.engine.sql.clock import from_db_datetime
 from workflows.engine.sql.connection import engine_connection
 from workflows.engine.sql.execute import fetch_one
 from workflows.engine.sql.identifiers import column, table
+from workflows.engine.sql.runtime_budgets import runtime_budgets
 from workflows.errors import RunBusy
 from workflows.models import Run
 
@@ -102,7 +103,7 @@ def locked_run_select(connection: BaseDatabaseWrapper, *, skip_locked: bool = Fa
     :func:`locked_run`."""
     columns = ", ".join(column(Run, name) for name in _LOCKED_RUN_COLUMNS[1:])
     return (
-        f"SELECT {columns} FROM {table(Run)} "
+        f"SELECT {columns}, {runtime_budgets(table(Run))} AS runtime_budgets FROM {table(Run)} "
         f"WHERE {column(Run, 'id')} = %s{row_lock(connection, skip_locked=skip_locked)}"
     )
 
@@ -112,6 +113,7 @@ def locked_run(run_id: UUID, row: Sequence[Any], connection: BaseDatabaseWrapper
     ``row``; any further ones are the caller's)."""
     values = dict(zip(_LOCKED_RUN_COLUMNS[1:], row[: len(_LOCKED_RUN_COLUMNS) - 1], strict=True))
     values["id"] = run_id
+    has_runtime_budgets = bool(row[len(_LOCKED_RUN_COLUMNS) - 1])
     values["input"] = from_db_json(Run, "input", values["input"], connection)
     values["error"] = from_db_json(Run, "error", values["error"], connection)
     values["skip_compensation"] = bool(values["skip_compensation"])
@@ -121,6 +123,9 @@ def locked_run(run_id: UUID, row: Sequence[Any], connection: BaseDatabaseWrapper
         values["parent_run_id"] = Run._meta.pk.to_python(values["parent_run_id"])
     # As the ORM builds a model it read: the columns not read are deferred, so reading
     # one of them later loads it instead of answering a default.
-    return Run.from_db(
+    run = Run.from_db(
         connection.alias, _LOCKED_RUN_COLUMNS, [values[name] for name in _LOCKED_RUN_COLUMNS]
     )
+    # Read with the lock for the claims the transition may chain into (admission).
+    run.has_runtime_budgets = has_runtime_budgets
+    return run

@@ -1,9 +1,14 @@
-"""List usage budgets; raise or reset one, releasing the work it held."""
+"""List usage budgets; create, raise or reset one (releasing the work it held); report
+usage made outside any step."""
 
 from __future__ import annotations
 
+import argparse
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
+
+from django.utils.dateparse import parse_duration
 
 from workflows.management.arguments import acting_user, refusals_as_command_errors
 from workflows.management.base import DeclaredCommand
@@ -16,6 +21,7 @@ from workflows.management.options import (
 )
 from workflows.management.output import table, to_json
 from workflows.services import budgets as budget_services
+from workflows.text.durations import duration
 
 COLUMNS = (
     "ID",
@@ -28,6 +34,7 @@ COLUMNS = (
     "PERIOD ENDS",
     "WHEN EXHAUSTED",
     "HELD",
+    "BREACHES",
 )
 
 
@@ -56,6 +63,17 @@ def number(text: str) -> Decimal:
         raise ValueError(text) from None
 
 
+def period(text: str) -> timedelta:
+    """argparse type of ``--period``: seconds (3600) or an ISO 8601 duration (PT1H, P1D).
+    Whether it is positive is the service's to say."""
+    found = parse_duration(text.strip())
+    if found is None:
+        raise argparse.ArgumentTypeError(
+            f"PERIOD must be seconds or an ISO 8601 duration (PT1H), got {text!r}"
+        )
+    return found
+
+
 class Command(DeclaredCommand):
     help = (
         "Usage budgets (Workflow.budgets, counted from ctx.report_usage). Without an "
@@ -64,7 +82,11 @@ class Command(DeclaredCommand):
         "many ready steps and items it holds now. 'raise WORKFLOW DIMENSION --limit N "
         "[--key K]' sets the limit; 'reset WORKFLOW DIMENSION [--key K]' sets the usage "
         "back to 0; both let the work the budget held start again. --key names one "
-        "business key's budget (per='business_key'); without it, the workflow's."
+        "business key's budget (per='business_key'); without it, the workflow's. 'create "
+        "WORKFLOW DIMENSION --limit N [--per business_key] [--period PT1H] "
+        "[--on-exhausted fail]' creates or changes a budget without a deploy (it wins over "
+        "one the workflow declares on the same dimension and per). 'report WORKFLOW "
+        "DIMENSION --amount N [--key K]' records usage made outside any step."
     )
 
     arguments = (
@@ -95,6 +117,57 @@ class Command(DeclaredCommand):
                     ),
                 ),
                 Subcommand("reset", "set a budget's usage back to 0", (*BUDGET, *CHANGE)),
+                Subcommand(
+                    "create",
+                    "create or change a budget without a deploy",
+                    (
+                        *BUDGET,
+                        argument(
+                            "--limit",
+                            required=True,
+                            type=number,
+                            metavar="N",
+                            help="the limit, a number >= 0",
+                        ),
+                        argument(
+                            "--per",
+                            choices=("workflow", "business_key"),
+                            default="workflow",
+                            help="count the whole workflow's usage (the default) or each "
+                            "business key's apart",
+                        ),
+                        argument(
+                            "--period",
+                            type=period,
+                            metavar="PERIOD",
+                            help="start counting from zero each period: seconds or an ISO "
+                            "8601 duration (PT1H, P1D); without it, never",
+                        ),
+                        argument(
+                            "--on-exhausted",
+                            choices=("hold", "fail"),
+                            default="hold",
+                            help="what a used-up budget does to the work it covers",
+                        ),
+                        user_option("username recorded as who did it"),
+                        json_option("the budget"),
+                    ),
+                ),
+                Subcommand(
+                    "report",
+                    "record usage made outside any step",
+                    (
+                        *BUDGET,
+                        argument(
+                            "--amount",
+                            required=True,
+                            type=number,
+                            metavar="N",
+                            help="how much was used, a number >= 0",
+                        ),
+                        *CHANGE,
+                    ),
+                ),
             ),
             default="list",
         ),
@@ -106,6 +179,12 @@ class Command(DeclaredCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if options["action"] == "list":
             self._list(options)
+            return
+        if options["action"] == "create":
+            self._create(options)
+            return
+        if options["action"] == "report":
+            self._report(options)
             return
         with refusals_as_command_errors():
             user = acting_user(options["user"], f"{options['action']}_budget")
@@ -132,6 +211,49 @@ class Command(DeclaredCommand):
             f"{change.released} held steps and items released"
         )
 
+    def _create(self, options: dict[str, Any]) -> None:
+        with refusals_as_command_errors():
+            made = budget_services.create_budget(
+                options["workflow"],
+                options["dimension"],
+                limit=options["limit"],
+                per=options["per"],
+                period=options["period"],
+                on_exhausted=options["on_exhausted"],
+                user=acting_user(options["user"], "create_budget"),
+            )
+        if options["json"]:
+            self.stdout.write(to_json(made))
+            return
+        budget = made.budget
+        every = f" every {duration(budget.period)}" if budget.period else ""
+        self.stdout.write(
+            f"budget {budget.dimension!r} of {options['workflow']} per {budget.per} "
+            f"{'created' if made.created else 'changed'}: limit "
+            f"{_number(Decimal(budget.limit))}{every}, {budget.on_exhausted}s when used up; "
+            f"{made.counters} counters set, {made.released} held steps and items released"
+        )
+
+    def _report(self, options: dict[str, Any]) -> None:
+        with refusals_as_command_errors():
+            views = budget_services.report_usage(
+                options["workflow"],
+                options["dimension"],
+                options["amount"],
+                scope_key=options["key"],
+                user=acting_user(options["user"], "report_usage"),
+            )
+        if options["json"]:
+            self.stdout.write(to_json([view.as_dict() for view in views]))
+            return
+        for view in views:
+            scope = f" for business key {view.scope_key!r}" if view.scope_key else ""
+            self.stdout.write(
+                f"budget {view.dimension!r} of {view.workflow_name}{scope}: "
+                f"{_number(view.used)} used of {_number(view.limit)}"
+                + (" (exhausted)" if view.exhausted else "")
+            )
+
     def _list(self, options: dict[str, Any]) -> None:
         views = [
             budget_services.budget_view(counter)
@@ -155,6 +277,7 @@ class Command(DeclaredCommand):
                 view.period_ends_at,
                 view.on_exhausted or "(not declared)",
                 view.held,
+                view.breaches,
             ]
             for view in views
         )
