@@ -1,9 +1,12 @@
 """What becomes of an attempt of leased work: heartbeat, completion, failure.
 
 Every write here is fenced by the worker's lease: a compare-and-set on (row, version,
-attempt, owner, ``running``). Losing a race never half-applies: the loser's write
-matches zero rows, nothing is written but a ``lease.lost`` event saying its result was
-rejected, and it gets :class:`~workflows.LeaseLost`. What a completion or a final
+attempt, owner, ``running``), and a heartbeat also on the lease being live on the
+database clock. Losing a race never half-applies: the loser's write matches zero rows,
+nothing is written but a ``lease.lost`` event saying its result was rejected, and it
+gets :class:`~workflows.LeaseLost` (a heartbeat whose lease merely expired writes not
+even that: :class:`~workflows.LeaseExpired`). A late duplicate of a completion that
+committed is a no-op the :class:`Completion` reports. What a completion or a final
 failure does to the run is the kind's :class:`~workflows.engine.work_kinds.Settlement`.
 
 A batch of fan-out items (:class:`~workflows.engine.lease.LeaseBatch`) is heartbeaten
@@ -37,7 +40,7 @@ from workflows.engine.wakeups import timer_armed
 from workflows.engine.work_kinds import FailedUnit
 from workflows.errors import LeaseExpired, LeaseLost, RunCancelled
 from workflows.models import Timer
-from workflows.status import StepStatus, TimerKind
+from workflows.status import FailureClass, StepStatus, TimerKind
 
 _T = TypeVar("_T")
 
@@ -98,21 +101,17 @@ def _failure(lease: Lease, exc: BaseException) -> tuple[dict[str, Any], timedelt
 
 
 def _reject(lease: Lease, action: str, events: EventLog) -> _Rejected:
-    """Record that ``lease`` no longer holds its work and say why; or, when the row is
-    still exactly as the lease left it (so only the clock fenced the write out: the
-    lease expired), record nothing and say that."""
+    """Record that ``lease`` no longer holds its work and say why; for a heartbeat whose
+    lease only expired (:func:`_expired`), record nothing and say that."""
     current = lease.kind.model.objects.filter(pk=lease.unit_id).values(
-        "status", "attempt", "lease_owner", "version"
+        "status", "attempt", "lease_owner", "version", "failure_class"
     ).first() or {"status": "deleted"}
-    if current == {
-        "status": StepStatus.RUNNING,
-        "attempt": lease.attempt,
-        "lease_owner": lease.owner,
-        "version": lease.version,
-    }:
+    failure_class = current.pop("failure_class", "")
+    if action == "heartbeat" and _expired(lease, current, failure_class):
         return _Rejected(
-            f"{action} of {lease.label} attempt {lease.attempt} by {lease.owner!r} "
-            "rejected: its lease expired; the lease scanner takes it back",
+            f"heartbeat of {lease.label} attempt {lease.attempt} by {lease.owner!r} "
+            "rejected: its lease expired (the lease scanner takes the attempt back as "
+            "lease_expired)",
             expired=True,
         )
     message = (
@@ -133,6 +132,18 @@ def _reject(lease: Lease, action: str, events: EventLog) -> _Rejected:
     return _Rejected(message)
 
 
+def _expired(lease: Lease, current: dict[str, Any], failure_class: str) -> bool:
+    """Whether a heartbeat of ``lease`` was fenced out only because its lease expired:
+    the row is still exactly as the lease left it (so only the clock failed), or the
+    reclaim already took this very attempt back as ``lease_expired``. Its ``lease.expired``
+    event is then the attempt's record; the stalled worker adds none."""
+    if current["status"] == "deleted" or current["attempt"] != lease.attempt:
+        return False
+    if current["status"] == StepStatus.RUNNING:
+        return current["lease_owner"] == lease.owner and current["version"] == lease.version
+    return failure_class == FailureClass.LEASE_EXPIRED
+
+
 def _lost(rejected: _Rejected, lease: Lease) -> LeaseLost:
     error = LeaseExpired if rejected.expired else LeaseLost
     return error(rejected.message, step=lease.step_name, attempt=lease.attempt)
@@ -150,12 +161,13 @@ def heartbeat(lease: Lease) -> None:
 
     The renewal rule: a lease is renewed only while it is live. A heartbeat after the
     lease expired raises :class:`LeaseExpired` (a ``LeaseLost``) even when no one has
-    reclaimed the work yet, so a worker that stalled past its lease stops; it writes
-    nothing (the lease scanner takes the attempt back as ``lease_expired``), and the
-    worker only logs it. The check is the database clock in the fenced ``UPDATE``'s
-    ``WHERE`` (``lease_expires_at > now``, :data:`~.sql.updates.LIVE_LEASE`): no
-    statement more than a heartbeat that succeeds; only a rejected one reads the row
-    to tell an expiry from a loss. A heartbeat also moves on the deadline the worker's
+    reclaimed the work yet, so a worker that stalled past its lease stops. It writes
+    nothing, before the reclaim or after it (as long as no later attempt began): the
+    reclaim's ``lease.expired`` is the attempt's record, and the worker only logs. The
+    check is the database clock in the fenced ``UPDATE``'s ``WHERE`` (``lease_expires_at
+    > now``, :data:`~.sql.updates.LIVE_LEASE`): no statement more than before for a
+    heartbeat that succeeds; only a rejected one reads the row, to tell an expiry from a
+    loss. A heartbeat also moves on the deadline the worker's
     watchdog holds the attempt to (``lease.renewed_at``).
 
     Cooperative cancel: once the run asks its attempts to stop (cancelling, cancelled,
