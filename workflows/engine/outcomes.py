@@ -103,9 +103,11 @@ def _failure(lease: Lease, exc: BaseException) -> tuple[dict[str, Any], timedelt
 def _reject(lease: Lease, action: str, events: EventLog) -> _Rejected:
     """Record that ``lease`` no longer holds its work and say why; for a heartbeat whose
     lease only expired (:func:`_expired`), record nothing and say that."""
-    row = lease.kind.model.objects.filter(pk=lease.unit_id).values(
-        "status", "attempt", "lease_owner", "version", "failure_class"
-    ).first()
+    row = (
+        lease.kind.model.objects.filter(pk=lease.unit_id)
+        .values("status", "attempt", "lease_owner", "version", "failure_class")
+        .first()
+    )
     current: dict[str, Any] = dict(row) if row is not None else {"status": "deleted"}
     failure_class = current.pop("failure_class", "")
     if action == "heartbeat" and _expired(lease, current, failure_class):
