@@ -56,6 +56,13 @@ class Expiring(Workflow):
     then = Task(NOOP)
 
 
+class Patient(Workflow):
+    """A lease long enough to outlast a race's process start (tests/acceptance)."""
+
+    name = "expiry_patient"
+    work = Task(NOOP, timeout=timedelta(hours=1), retry=Retry(max_attempts=3))
+
+
 class Stalling(Workflow):
     name = "expiry_stalling"
     work = Task(f"{HERE}.stalls_once", timeout=TIMEOUT, retry=Retry(max_attempts=2))
