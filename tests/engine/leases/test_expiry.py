@@ -24,7 +24,7 @@ from tests.support.handlers import NOOP
 from workflows import FanOut, LeaseExpired, LeaseLost, Retry, Task, Workflow
 from workflows.engine import ITEM, STEP, claim, claim_step, fail_attempt, heartbeat, reclaim
 from workflows.engine.outcomes import complete_work, heartbeat_batch, record_completion
-from workflows.models import Event, FanOutItem, Step
+from workflows.models import Event, FanOutItem, Frame, Step
 from workflows.workers.runner import execute_step, run_attempt
 
 pytestmark = pytest.mark.django_db
@@ -36,6 +36,7 @@ TIMEOUT = timedelta(seconds=30)
 def stalls_once(ctx):
     """The first attempt stalls past its lease, then heartbeats; the next one returns."""
     if ctx.attempt == 1:
+        ctx.log("working")  # pending: the heartbeat's flush would write it
         expire(Step.objects.filter(run_id=ctx.run_id, name=ctx.step_name))
         ctx.heartbeat()
         return {"reached": "after a refused heartbeat"}
@@ -167,6 +168,7 @@ def test_a_live_lease_past_its_worker_s_clock_is_still_renewed():
 
 @pytest.mark.parametrize("workflow", [Stalling, StallingInTransaction], ids=["plain", "tx"])
 def test_a_worker_that_stalled_past_its_lease_stops_logs_and_writes_nothing(workflow, caplog):
+    """Not even the log lines its heartbeat would have flushed first."""
     run = workflows.start_run(workflow)
     step = run.steps.get(name="work")
     with caplog.at_level(logging.WARNING, logger="workflows.runner"):
@@ -180,6 +182,7 @@ def test_a_worker_that_stalled_past_its_lease_stops_logs_and_writes_nothing(work
         None,
     )
     assert not Event.objects.filter(run=run, type__in=("lease.lost", "step.failed")).exists()
+    assert (step.frames_written, Frame.objects.filter(step=step).count()) == (0, 0)
 
     later = step.lease_expires_at + timedelta(seconds=5)
     assert reclaim(STEP, step.pk, now=later) == "ready"
