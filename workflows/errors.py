@@ -77,6 +77,14 @@ class LeaseLost(StaleState):
     code = "lease_lost"
 
 
+class LeaseExpired(LeaseLost):
+    """This worker's lease on the work expired before it was renewed: stop the work. No one
+    may have taken it yet, but the lease scanner will (as ``lease_expired``); nothing of
+    this attempt is written meanwhile."""
+
+    code = "lease_expired"
+
+
 class RunCancelled(LeaseLost):
     """This attempt's run was cancelled, terminated or is past its deadline: stop the work
     (the attempt is recorded as failed with class ``cancelled`` and is not retried)."""

@@ -27,6 +27,7 @@ from workflows.engine import STEP, heartbeat, reclaim
 from workflows.models import FanOutItem, Step
 from workflows.testing import run_pending
 from workflows.workers.runner import execute
+from workflows.workers.scanners import reclaim_expired_leases
 from workflows.workers.watchdog import deadline_of, watchdog
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -201,14 +202,25 @@ def test_each_item_of_a_batch_is_timed_alone():
     items = {item.key: item for item in FanOutItem.objects.filter(step__run=run)}
     slow = items[next(key for key, item in items.items() if item.index == 0)]
     assert (slow.status, slow.attempt, slow.failure_class) == ("retry_scheduled", 1, "timeout")
+    # Its siblings' leases ran out while it ran: the renewal before the next item is
+    # refused (a lease is renewed only while live), so this worker neither runs nor
+    # records them; the reclaim takes them back as lease_expired, and they run again.
     others = [item for item in items.values() if item.index != 0]
-    assert [(item.status, item.failure_class) for item in others] == [("completed", "")] * 2
+    assert [(item.status, item.attempt) for item in others] == [("running", 1)] * 2
+    assert {lost["current"]["status"] for lost in payloads(run, "lease.lost")} == {
+        "retry_scheduled"  # the slow item's own late writes; none of its siblings'
+    }
     [scheduled] = payloads(run, "item.retry_scheduled")
     assert scheduled["failure_class"] == "timeout"
 
-    run_pending(until=timezone.now() + timedelta(hours=1))
+    later = timezone.now() + timedelta(hours=1)
+    assert reclaim_expired_leases(now=later).done == 2
+    run_pending(until=later)
     run.refresh_from_db()
     assert run.status == "completed"
+    for item in others:
+        item.refresh_from_db()
+        assert (item.status, item.attempt, item.failure_class) == ("completed", 2, "lease_expired")
 
 
 def test_a_transactional_handler_is_judged_when_it_returns_and_its_writes_roll_back():

@@ -21,7 +21,12 @@ from workflows.engine.limits.admission import Admitted, Hold, admit, hold, limit
 from workflows.engine.routing import serves
 from workflows.engine.scope import RunScope, fail_missing_definition, unlocked_scope
 from workflows.engine.sql.claim_reads import ClaimRow
-from workflows.engine.sql.expressions import attempts_plus, db_now, db_now_plus
+from workflows.engine.sql.expressions import (
+    attempts_plus,
+    db_now,
+    db_now_plus,
+    db_now_unless_set,
+)
 from workflows.engine.sql.logged_updates import RowEvent, cas_update_many_logged
 from workflows.engine.sql.rows import STEP_ROW_FIELDS, StepRow
 from workflows.engine.sql.updates import cas_update, take_items
@@ -36,8 +41,10 @@ def begin_attempt(lease: Lease, row: StepRow | ClaimRow, events: EventLog) -> Le
 
     ``lease`` carries who claims and what the worker needs; attempt, budget and version
     come from ``row``. ``attempt`` goes up by one and the lease expires after the node's
-    timeout on the database clock. Returns ``None`` when the row changed since it was
-    read (another worker claimed it first): nothing is written then.
+    timeout on the database clock; ``started_at`` is set by the first claim only (a retry
+    or a reclaim keeps it: each attempt's start is its ``started`` event). Returns
+    ``None`` when the row changed since it was read (another worker claimed it first):
+    nothing is written then.
     """
     attempt = row.attempt + 1
     if not cas_update(
@@ -49,7 +56,7 @@ def begin_attempt(lease: Lease, row: StepRow | ClaimRow, events: EventLog) -> Le
         attempt=attempt,
         lease_owner=lease.owner,
         lease_expires_at=db_now_plus(lease.node.effective_timeout),
-        started_at=db_now(),
+        started_at=db_now_unless_set("started_at"),
         updated_at=db_now(),
         held_on="",
     ):
@@ -97,7 +104,7 @@ def _next_attempt_for(lease: Lease) -> dict[str, Any]:
         "attempt": attempts_plus(1),
         "lease_owner": lease.owner,
         "lease_expires_at": db_now_plus(lease.node.effective_timeout),
-        "started_at": db_now(),
+        "started_at": db_now_unless_set("started_at"),
         "updated_at": db_now(),
         "held_on": "",  # whatever held the unit before, it starts now
     }

@@ -1,9 +1,12 @@
 """What becomes of an attempt of leased work: heartbeat, completion, failure.
 
 Every write here is fenced by the worker's lease: a compare-and-set on (row, version,
-attempt, owner, ``running``). Losing a race never half-applies: the loser's write
-matches zero rows, nothing is written but a ``lease.lost`` event saying its result was
-rejected, and it gets :class:`~workflows.LeaseLost`. What a completion or a final
+attempt, owner, ``running``), and a heartbeat also on the lease being live on the
+database clock. Losing a race never half-applies: the loser's write matches zero rows,
+nothing is written but a ``lease.lost`` event saying its result was rejected, and it
+gets :class:`~workflows.LeaseLost` (a heartbeat whose lease merely expired writes not
+even that: :class:`~workflows.LeaseExpired`). A late duplicate of a completion that
+committed is a no-op the :class:`Completion` reports. What a completion or a final
 failure does to the run is the kind's :class:`~workflows.engine.work_kinds.Settlement`.
 
 A batch of fan-out items (:class:`~workflows.engine.lease.LeaseBatch`) is heartbeaten
@@ -31,38 +34,56 @@ from workflows.engine.limits.admission import free_attempt_slot
 from workflows.engine.scope import RunScope, run_scope, unlocked_scope
 from workflows.engine.sql.expressions import db_now, db_now_plus
 from workflows.engine.sql.locked_updates import RowWrite
-from workflows.engine.sql.updates import fenced_update_many
+from workflows.engine.sql.updates import LIVE_LEASE, fenced_update_many
 from workflows.engine.transaction import transition
 from workflows.engine.wakeups import timer_armed
 from workflows.engine.work_kinds import FailedUnit
-from workflows.errors import LeaseLost, RunCancelled
+from workflows.errors import LeaseExpired, LeaseLost, RunCancelled
 from workflows.models import Timer
-from workflows.status import StepStatus, TimerKind
+from workflows.status import FailureClass, StepStatus, TimerKind
 
 _T = TypeVar("_T")
 
 
 @dataclass
 class _Rejected:
-    """A fenced write matched no row: the reason, recorded as ``lease.lost``."""
+    """A fenced write matched no row: the reason, recorded as ``lease.lost`` unless the
+    lease had only ``expired`` (nothing is recorded then)."""
 
     message: str
+    expired: bool = False
 
 
-def _fenced(lease: Lease, **changes: Any) -> RowWrite:
-    """The compare-and-set of the leased row, fenced by (version, attempt, owner, running)."""
+@dataclass(frozen=True)
+class Completion:
+    """What a completion did: ``duplicate`` when the attempt had already completed with
+    the same output (nothing was written this time); ``following``: the work claimed
+    next for the same worker (``claim_next``), if any."""
+
+    duplicate: bool = False
+    following: Held | None = None
+
+
+def _fenced(lease: Lease, *, live: bool = False, **changes: Any) -> RowWrite:
+    """The compare-and-set of the leased row, fenced by (version, attempt, owner, running);
+    ``live``: and by its lease not having expired on the database clock (a heartbeat)."""
     return RowWrite(
         lease.kind.model,
         lease.unit_id,
         lease.version,
-        where={"attempt": lease.attempt, "lease_owner": lease.owner, "status": "running"},
+        where={
+            "attempt": lease.attempt,
+            "lease_owner": lease.owner,
+            "status": "running",
+            **(LIVE_LEASE if live else {}),
+        },
         changes=changes,
     )
 
 
-def _fenced_update(lease: Lease, **changes: Any) -> bool:
+def _fenced_update(lease: Lease, *, live: bool = False, **changes: Any) -> bool:
     """Compare-and-set the leased row (:func:`_fenced`); move the lease's version on."""
-    updated = _fenced(lease, **changes).run()
+    updated = _fenced(lease, live=live, **changes).run()
     if updated:
         lease.version += 1
     return updated
@@ -80,10 +101,22 @@ def _failure(lease: Lease, exc: BaseException) -> tuple[dict[str, Any], timedelt
 
 
 def _reject(lease: Lease, action: str, events: EventLog) -> _Rejected:
-    """Record that ``lease`` no longer holds its work and say why."""
-    current = lease.kind.model.objects.filter(pk=lease.unit_id).values(
-        "status", "attempt", "lease_owner", "version"
-    ).first() or {"status": "deleted"}
+    """Record that ``lease`` no longer holds its work and say why; for a heartbeat whose
+    lease only expired (:func:`_expired`), record nothing and say that."""
+    row = (
+        lease.kind.model.objects.filter(pk=lease.unit_id)
+        .values("status", "attempt", "lease_owner", "version", "failure_class")
+        .first()
+    )
+    current: dict[str, Any] = dict(row) if row is not None else {"status": "deleted"}
+    failure_class = current.pop("failure_class", "")
+    if action == "heartbeat" and _expired(lease, current, failure_class):
+        return _Rejected(
+            f"heartbeat of {lease.label} attempt {lease.attempt} by {lease.owner!r} "
+            "rejected: its lease expired (the lease scanner takes the attempt back as "
+            "lease_expired)",
+            expired=True,
+        )
     message = (
         f"{action} of {lease.label} attempt {lease.attempt} by {lease.owner!r} "
         f"rejected: it is now {current['status']}"
@@ -102,8 +135,21 @@ def _reject(lease: Lease, action: str, events: EventLog) -> _Rejected:
     return _Rejected(message)
 
 
+def _expired(lease: Lease, current: dict[str, Any], failure_class: str) -> bool:
+    """Whether a heartbeat of ``lease`` was fenced out only because its lease expired:
+    the row is still exactly as the lease left it (so only the clock failed), or the
+    reclaim already took this very attempt back as ``lease_expired``. Its ``lease.expired``
+    event is then the attempt's record; the stalled worker adds none."""
+    if current["status"] == "deleted" or current["attempt"] != lease.attempt:
+        return False
+    if current["status"] == StepStatus.RUNNING:
+        return current["lease_owner"] == lease.owner and current["version"] == lease.version
+    return failure_class == FailureClass.LEASE_EXPIRED
+
+
 def _lost(rejected: _Rejected, lease: Lease) -> LeaseLost:
-    return LeaseLost(rejected.message, step=lease.step_name, attempt=lease.attempt)
+    error = LeaseExpired if rejected.expired else LeaseLost
+    return error(rejected.message, step=lease.step_name, attempt=lease.attempt)
 
 
 def _unless_rejected(outcome: _T | _Rejected, lease: Lease) -> _T:
@@ -116,10 +162,16 @@ def _unless_rejected(outcome: _T | _Rejected, lease: Lease) -> _T:
 def heartbeat(lease: Lease) -> None:
     """Extend the lease by the node's timeout, or raise :class:`LeaseLost`.
 
-    A heartbeat after the lease expired still succeeds as long as no other worker has
-    reclaimed the work: the fence is (attempt, owner, version), not the clock. A
-    heartbeat also moves on the deadline the worker's watchdog holds the attempt to
-    (``lease.renewed_at``).
+    The renewal rule: a lease is renewed only while it is live. A heartbeat after the
+    lease expired raises :class:`LeaseExpired` (a ``LeaseLost``) even when no one has
+    reclaimed the work yet, so a worker that stalled past its lease stops. It writes
+    nothing, before the reclaim or after it (as long as no later attempt began): the
+    reclaim's ``lease.expired`` is the attempt's record, and the worker only logs. The
+    check is the database clock in the fenced ``UPDATE``'s ``WHERE`` (``lease_expires_at
+    > now``, :data:`~.sql.updates.LIVE_LEASE`): no statement more than before for a
+    heartbeat that succeeds; only a rejected one reads the row, to tell an expiry from a
+    loss. A heartbeat also moves on the deadline the worker's
+    watchdog holds the attempt to (``lease.renewed_at``).
 
     Cooperative cancel: once the run asks its attempts to stop (cancelling, cancelled,
     terminated, past its deadline: :mod:`workflows.engine.cancellation`), raises
@@ -148,7 +200,10 @@ def stop_if_cancelled(lease: Lease) -> None:
 def _heartbeat(lease: Lease) -> _Rejected | None:
     renewed_at = time.monotonic()
     if _fenced_update(
-        lease, lease_expires_at=db_now_plus(lease.node.effective_timeout), updated_at=db_now()
+        lease,
+        live=True,
+        lease_expires_at=db_now_plus(lease.node.effective_timeout),
+        updated_at=db_now(),
     ):
         lease.renewed_at = renewed_at
         return None
@@ -162,7 +217,9 @@ def heartbeat_batch(batch: LeaseBatch, caller: Lease | None = None) -> None:
     the worker between handlers once half the timeout has passed. An item whose lease
     was lost meanwhile (reclaimed after it expired, cancelled, terminated) does not
     match the fenced update: it is recorded as ``lease.lost`` and dropped from the
-    batch, so this worker neither runs nor records it. Raises :class:`LeaseLost` when
+    batch, so this worker neither runs nor records it; one whose lease only expired is
+    dropped too, with nothing recorded (:func:`heartbeat`'s renewal rule). Raises
+    :class:`LeaseLost` (:class:`LeaseExpired`) when
     ``caller`` (the item whose handler heartbeats) was one of them, and
     :class:`RunCancelled` to a ``caller`` whose run asks it to stop, as :func:`heartbeat`.
     """
@@ -195,6 +252,7 @@ def _heartbeat_batch(batch: LeaseBatch) -> list[tuple[Lease, _Rejected]]:
         first.kind.model,
         [lease.fence for lease in batch.leases],
         owner=first.owner,
+        live=True,
         lease_expires_at=db_now_plus(first.node.effective_timeout),
         updated_at=db_now(),
     )
@@ -237,17 +295,29 @@ def _record_rejection(lease: Lease, action: str) -> _Rejected:
 def complete_work(lease: Lease, output: Any, *, claim_next: bool = False) -> Held | None:
     """Record the attempt's output and release the work that now can run.
 
+    :func:`record_completion`, returning the work it claimed next (``None`` also for a
+    duplicate, which wrote nothing).
+    """
+    return record_completion(lease, output, claim_next=claim_next).following
+
+
+def record_completion(lease: Lease, output: Any, *, claim_next: bool = False) -> Completion:
+    """Record the attempt's output and release the work that now can run.
+
     For a step, an item or a compensation alike. Fenced by the lease: if the work was
     reclaimed or cancelled meanwhile, the output is rejected, a ``lease.lost`` event is
-    recorded and :class:`LeaseLost` raised. With ``claim_next`` the first task (or
+    recorded and :class:`LeaseLost` raised. A late duplicate, this attempt having
+    completed already with the same output (a completion retried after its commit was
+    not acknowledged), is a harmless no-op: nothing is written and the
+    :class:`Completion` says ``duplicate``. With ``claim_next`` the first task (or
     item, or batch of items) released is claimed for the same worker in the same
-    transaction and its lease returned.
+    transaction and its lease returned as the completion's ``following``.
     """
     return _unless_rejected(_complete(lease, output, claim_next), lease)
 
 
 @transition
-def _complete(lease: Lease, output: Any, claim_next: bool) -> Held | _Rejected | None:
+def _complete(lease: Lease, output: Any, claim_next: bool) -> Completion | _Rejected:
     owner = lease.owner if claim_next else None
     completion = _fenced(
         lease,
@@ -262,11 +332,25 @@ def _complete(lease: Lease, output: Any, claim_next: bool) -> Held | _Rejected |
         lease.run_id, workflow=lease.workflow, claim_owner=owner, write=completion
     ) as scope:
         if not scope.written:
+            if _completed_with(lease, output):
+                return Completion(duplicate=True)
             return _reject(lease, "completion", scope.events)
         lease.version += 1
         free_attempt_slot(scope, lease)
         lease.kind.settlement.completed(scope.advancer, lease, output)
-    return scope.claimed
+    return Completion(following=scope.claimed)
+
+
+def _completed_with(lease: Lease, output: Any) -> bool:
+    """Whether ``lease``'s attempt already completed with ``output`` (one read, made only
+    once its completion was fenced out)."""
+    recorded = lease.kind.model.objects.filter(
+        pk=lease.unit_id,
+        attempt=lease.attempt,
+        lease_owner=lease.owner,
+        status=StepStatus.COMPLETED,
+    ).values_list("output", flat=True)
+    return any(stored == output for stored in recorded)
 
 
 def fail_attempt(lease: Lease, exc: BaseException, *, quiet: bool = False) -> str:
@@ -314,6 +398,7 @@ def _fail_row(
     if scope.run.status not in kind.runs_while | kind.held_while:
         delay = None  # the run stopped meanwhile: no further attempt
     status = StepStatus.RETRY_SCHEDULED if delay is not None else StepStatus.FAILED
+    finished: dict[str, Any] = {} if delay is not None else {"finished_at": db_now()}
     if not _fenced_update(
         lease,
         status=status,
@@ -321,7 +406,7 @@ def _fail_row(
         failure_class=error["failure_class"],
         lease_expires_at=None,
         updated_at=db_now(),
-        **({} if delay is not None else {"finished_at": db_now()}),
+        **finished,
     ):
         if quiet:
             return _Rejected(f"failure of {lease.label} attempt {lease.attempt} rejected")

@@ -19,7 +19,7 @@ from django.utils.module_loading import import_string
 
 from workflows.conf import workflow_settings
 from workflows.context import Await, Context
-from workflows.engine import Lease, claim, complete_work, fail_attempt, heartbeat
+from workflows.engine import Lease, claim, fail_attempt, heartbeat
 from workflows.engine.cancellation import cancel_requested
 from workflows.engine.claims import claimable
 from workflows.engine.failures import AttemptTimedOut
@@ -27,7 +27,12 @@ from workflows.engine.lease import Held, LeaseBatch
 from workflows.engine.limits.budgets import record_usage
 from workflows.engine.nodes.awaits import checked_await, park_for_await, resumed_of
 from workflows.engine.nodes.callback import AwaitCallback, make_token, park_for_callback
-from workflows.engine.outcomes import heartbeat_batch, record_batch, record_lost_lease
+from workflows.engine.outcomes import (
+    heartbeat_batch,
+    record_batch,
+    record_completion,
+    record_lost_lease,
+)
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import STEP, WorkKind
 from workflows.errors import DefinitionMissing, LeaseLost, PermanentError, RunCancelled, StaleState
@@ -341,7 +346,15 @@ def _record_result(lease: Lease, result: Any, *, chain: bool) -> Held | None:
     if isinstance(result, Await):
         park_for_await(lease, result)
         return None
-    return complete_work(lease, result, claim_next=chain)
+    completion = record_completion(lease, result, claim_next=chain)
+    if completion.duplicate:
+        logger.info(
+            "%s attempt %s had completed already with this output: nothing written",
+            lease.label,
+            lease.attempt,
+            extra=log_fields(lease),
+        )
+    return completion.following
 
 
 def _refused_output(exc: DataError) -> PermanentError:

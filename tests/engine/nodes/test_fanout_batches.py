@@ -264,15 +264,17 @@ def test_a_heartbeat_that_finds_its_own_lease_lost_stops_that_item_only():
         reclaim(ITEM, stolen.unit_id, now=timezone.now() + timedelta(hours=1))
 
     def beat(ctx):
-        ctx.heartbeat()  # raises LeaseLost: this item is another worker's now
+        ctx.heartbeat()  # raises LeaseExpired: this attempt was taken back
 
     ACTIONS[0], ACTIONS[2] = steal_then_beat, beat
     run_attempt(batch, chain=False)
     assert [item for item, _, _ in SEEN] == [0, 1, 2, 3]
     statuses = dict(FanOutItem.objects.filter(step__run=run).values_list("key", "status"))
     assert statuses == {"0": "completed", "1": "completed", "2": "ready", "3": "completed"}
-    [lost] = Event.objects.filter(run=run, type="lease.lost")
-    assert (lost.payload["action"], lost.payload["attempt"]) == ("heartbeat", 1)
+    # The reclaim's lease.expired is the attempt's record; the refused heartbeat adds none.
+    assert not Event.objects.filter(run=run, type="lease.lost").exists()
+    [expired] = Event.objects.filter(run=run, type="lease.expired")
+    assert (expired.payload["kind"], expired.payload["attempt"]) == ("item", 1)
 
 
 def test_an_output_the_database_refuses_fails_that_item_alone(monkeypatch):

@@ -224,7 +224,9 @@ def test_a_stale_workers_write_is_rolled_back_with_its_rejected_completion():
     assert lost.payload["current"]["status"] == "completed"
 
 
-def test_a_stale_worker_whose_heartbeat_is_refused_leaves_nothing_but_the_lost_lease():
+def test_a_stale_worker_whose_heartbeat_is_refused_leaves_nothing():
+    """Its attempt was taken back for expiry: the heartbeat is refused (``LeaseExpired``),
+    the handler's writes roll back, and the reclaim's ``lease.expired`` is the record."""
     run = workflows.start_run(Booking, {"plan": {"1": ["heartbeat"]}})
     step = run.steps.get(name="book")
     stale = claim(STEP, step.pk, "worker-a")
@@ -233,8 +235,9 @@ def test_a_stale_worker_whose_heartbeat_is_refused_leaves_nothing_but_the_lost_l
     run_attempt(stale, chain=False)
 
     assert entries(run) == []
-    lost = run.events.get(type="lease.lost")
-    assert (lost.payload["action"], lost.payload["attempt"]) == ("heartbeat", 1)
+    assert not run.events.filter(type="lease.lost").exists()
+    expired = run.events.get(type="lease.expired")
+    assert (expired.payload["attempt"], expired.payload["owner"]) == (1, "worker-a")
     step.refresh_from_db()
     assert (step.status, step.attempt) == ("ready", 1)  # reclaimed: the next attempt is due
 

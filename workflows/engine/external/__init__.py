@@ -11,13 +11,13 @@ written, so a stale, forged or malformed one writes nothing.
 
 from workflows.engine.external.claiming import ExternalClaim, claim_external_units
 from workflows.engine.external.leases import (
-    Completion,
     complete_external_lease,
     fail_external_lease,
     heartbeat_external_lease,
     held_lease,
 )
 from workflows.engine.external.tokens import lease_token
+from workflows.engine.outcomes import Completion
 
 __all__ = [
     "Completion",

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -30,7 +29,7 @@ from workflows.definitions.limits import Route
 from workflows.engine.cancellation import stop_reason
 from workflows.engine.external.tokens import REFUSED, LeaseClaims, read_lease_token
 from workflows.engine.lease import Lease
-from workflows.engine.outcomes import complete_work, fail_attempt, heartbeat
+from workflows.engine.outcomes import Completion, complete_work, fail_attempt, heartbeat
 from workflows.engine.sql.connection import engine_alias
 from workflows.engine.sql.locks import lock_run
 from workflows.engine.transaction import AfterCommit, transition
@@ -57,14 +56,6 @@ _FIELDS = (
     "error",
     "lease_expires_at",
 )
-
-
-@dataclass(frozen=True)
-class Completion:
-    """What a completion did: ``duplicate`` when the attempt had already completed with
-    the same output (nothing was written this time)."""
-
-    duplicate: bool = False
 
 
 def held_lease(claims: LeaseClaims) -> tuple[Lease, dict[str, Any]]:

@@ -52,6 +52,21 @@ def db_now() -> SqlExpr:
     return _NOW
 
 
+@dataclass(frozen=True)
+class _NowUnlessSet(SqlExpr):
+    """``COALESCE(<column>, <the database clock>)``: ``sql`` is the quoted column."""
+
+    def render(self, vendor: str) -> tuple[str, tuple[Any, ...]]:
+        now, params = _NOW.render(vendor)
+        return f"COALESCE({self.sql}, {now})", params
+
+
+def db_now_unless_set(name: str) -> SqlExpr:
+    """The column ``name``'s value, or the database clock when it has none: a unit's
+    ``started_at`` stays its first claim's through retries and reclaims."""
+    return _NowUnlessSet(f'"{name}"')
+
+
 def db_now_plus(delta: timedelta) -> SqlExpr:
     """The database clock plus ``delta``: leases are compared on one clock for all hosts."""
     return DbClock("", offset=delta)

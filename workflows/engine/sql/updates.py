@@ -38,8 +38,11 @@ def update_sql(
     """``UPDATE … SET version = version + 1, <changes> [FROM joined] WHERE <where>``.
 
     A ``where`` value that is a list, tuple or set becomes ``IN (…)``, ``None`` becomes
-    ``IS NULL``, any other value ``= %s``. Every statement built here bumps ``version``:
-    a concurrent compare-and-set that read the row before sees it changed. ``joined``
+    ``IS NULL``, any other value ``= %s``; a key ``<field>__gt`` with an
+    :class:`~.expressions.SqlExpr` becomes ``<field> > <expression>`` (a lease still
+    live on the database clock: ``lease_expires_at__gt=db_now()``). Every statement
+    built here bumps ``version``: a concurrent compare-and-set that read the row before
+    sees it changed. ``joined``
     names a table of the statement's ``WITH`` clause to join (``UPDATE … FROM``); its
     columns must not share names with the model's. The text is built once per shape
     (:func:`_update_text`); only the parameters are built per call.
@@ -57,9 +60,14 @@ def update_sql(
                 value = value.pk  # a related object is stored by its key
             assigned.append((name, None))
             params.append(field_prep(model, name, native_uuid)(value, connection))
-    matched: list[tuple[str, int | None]] = []
+    matched: list[tuple[str, int | str | None]] = []
     for name, value in where.items():
-        if value is None:
+        if name.endswith("__gt"):
+            assert isinstance(value, SqlExpr), f"{name} compares with an expression"
+            sql, extra = value.render(vendor)
+            matched.append((name.removesuffix("__gt"), f"> {sql}"))
+            params.extend(extra)
+        elif value is None:
             matched.append((name, None))
         elif isinstance(value, list | tuple | set | frozenset):
             matched.append((name, len(value)))
@@ -75,13 +83,14 @@ def update_sql(
 def _update_text(
     model: type[models.Model],
     assigned: tuple[tuple[str, str | None], ...],
-    matched: tuple[tuple[str, int | None], ...],
+    matched: tuple[tuple[str, int | str | None], ...],
     joined: Literal["", "fence"],
 ) -> str:
     """The text of an ``UPDATE`` of :func:`update_sql`'s shape.
 
     ``assigned``: (field, SQL of its new value, or ``None`` for a parameter);
-    ``matched``: (field, ``None`` for ``IS NULL``, 0 for ``= %s``, n for ``IN`` of n).
+    ``matched``: (field, ``None`` for ``IS NULL``, 0 for ``= %s``, n for ``IN`` of n,
+    or the text of a comparison with an expression).
     """
     assignments = [f"{column(model, 'version')} = {column(model, 'version')} + 1"]
     for name, sql in assigned:
@@ -91,6 +100,8 @@ def _update_text(
         matched_column = column(model, name)
         if count is None:
             conditions.append(f"{matched_column} IS NULL")
+        elif isinstance(count, str):
+            conditions.append(f"{matched_column} {count}")
         elif count:
             conditions.append(f"{matched_column} IN ({', '.join(['%s'] * count)})")
         else:
@@ -228,6 +239,11 @@ def take_items(
     return [item_row(row[:-1], step_name, connection) for row in rows]
 
 
+# What a fenced write adds to its ``WHERE`` when the lease must still be live on the
+# database clock (a heartbeat): an expired lease is not renewed, even before a reclaim.
+LIVE_LEASE: Mapping[str, Any] = {"lease_expires_at__gt": db_now()}
+
+
 @dataclass(frozen=True)
 class Fence:
     """The identity of one claimed attempt: a fenced write must find it unchanged."""
@@ -256,6 +272,7 @@ def fenced_update_many(
     owner: str,
     values: Sequence[Any] | None = None,
     value_field: str = "",
+    live: bool = False,
     **changes: Any,
 ) -> set[int]:
     """The set-based fenced write: update each row that still holds its attempt.
@@ -264,7 +281,8 @@ def fenced_update_many(
     value), …) UPDATE … FROM fence WHERE id = fence.unit_id AND version =
     fence.expected_version AND attempt = fence.expected_attempt AND lease_owner = ? AND
     status = 'running'``. ``values`` (with ``value_field``) gives each row its own
-    new value (an output), in the order of ``fences``. Returns the ids of the rows it
+    new value (an output), in the order of ``fences``. ``live``: a row whose lease
+    expired does not match either (:data:`LIVE_LEASE`). Returns the ids of the rows it
     changed: a row whose lease was lost (reclaimed, cancelled, completed by another
     worker) does not match and is left exactly as it was.
     """
@@ -282,7 +300,7 @@ def fenced_update_many(
     if field is not None:
         cast = "jsonb" if isinstance(field, models.JSONField) else ""
         changes[value_field] = _FencedValue("", cast=cast)
-    where = {"lease_owner": owner, "status": "running"}
+    where = {"lease_owner": owner, "status": "running", **(LIVE_LEASE if live else {})}
     update, update_params = update_sql(connection, model, where, changes, joined="fence")
     target = table(model)
     sql = (

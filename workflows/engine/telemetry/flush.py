@@ -1,7 +1,9 @@
 """The fenced write of a running attempt's telemetry: progress, log frames, summary.
 
-One transition: a compare-and-set of the step row fenced like the attempt's result
-(``id``, ``version``, ``attempt``, ``lease_owner``, ``running``) sets the progress and
+One transition: a compare-and-set of the step row fenced like the attempt's heartbeat
+(``id``, ``version``, ``attempt``, ``lease_owner``, ``running``, and the lease live on
+the database clock: a worker that stalled past its lease writes nothing, not even its
+log, :func:`workflows.engine.outcomes.heartbeat`) sets the progress and
 the summary and moves ``frames_written`` on by the number of new frames, returning it:
 the new frames are numbered up to it, so numbering goes on across attempts and never
 repeats (an attempt that crashed after a flush leaves its frames and its count). Then
@@ -22,7 +24,7 @@ from typing import Any
 from workflows.engine.lease import Lease
 from workflows.engine.sql.expressions import counter_plus, db_now
 from workflows.engine.sql.frames import insert_frames
-from workflows.engine.sql.updates import cas_update_many
+from workflows.engine.sql.updates import LIVE_LEASE, cas_update_many
 from workflows.engine.telemetry.merge_patch import merge_patch
 from workflows.engine.telemetry.pending import PendingTelemetry
 from workflows.engine.telemetry.trimming import FrameBudget, Trim
@@ -80,6 +82,7 @@ def _flush(lease: Lease, pending: PendingTelemetry, trim: Trim) -> int:
             "attempt": lease.attempt,
             "lease_owner": lease.owner,
             "status": StepStatus.RUNNING,
+            **LIVE_LEASE,
         },
         returning=("frames_written",),
         **changes,

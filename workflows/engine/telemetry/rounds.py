@@ -21,8 +21,8 @@ from typing import Any
 from workflows.engine.sql.expressions import SqlExpr
 from workflows.engine.sql.iterations import archive_rounds
 
-# The columns a new round sets, row by row: telemetry emptied, the counters of attempts
-# and frames made so far kept as the round's start.
+# The columns a new round sets, row by row: telemetry emptied, no start yet, the
+# counters of attempts and frames made so far kept as the round's start.
 NEW_ROUND: dict[str, Any] = {
     "progress_done": None,
     "progress_total": None,
@@ -31,6 +31,8 @@ NEW_ROUND: dict[str, Any] = {
     "summary": {},
     "summary_version": 0,
     "frames_dropped": 0,
+    # Set again by the round's first claim (workflows.engine.claims.begin_attempt).
+    "started_at": None,
     "round": SqlExpr('"round" + 1'),
     "round_attempts_before": SqlExpr('"attempt"'),
     "round_frames_before": SqlExpr('"frames_written"'),

@@ -2,7 +2,7 @@
 
 The same calls as a task step's (``ctx.progress``, ``ctx.log``, ``ctx.summary``), the
 same fence: one compare-and-set of the unit's row by (``id``, ``version``, ``attempt``,
-``lease_owner``, ``running``), so a stale attempt's write is refused with
+``lease_owner``, ``running``, a live lease), so a stale attempt's write is refused with
 :class:`~workflows.LeaseLost` and changes nothing. Its log frames live on the row
 (``log``, a JSON list of ``{seq, attempt, stream, text, at}``), numbered by
 ``frames_written`` and bounded: the newest :data:`UNIT_FRAMES` frames of at most
@@ -18,7 +18,7 @@ from typing import Any
 
 from workflows.engine.lease import Lease
 from workflows.engine.sql.expressions import counter_plus, db_now
-from workflows.engine.sql.updates import cas_update
+from workflows.engine.sql.updates import LIVE_LEASE, cas_update
 from workflows.engine.telemetry.merge_patch import merge_patch
 from workflows.engine.telemetry.pending import PendingTelemetry
 from workflows.engine.transaction import transition
@@ -75,7 +75,12 @@ def flush_unit_telemetry(lease: Lease, pending: PendingTelemetry) -> None:
         model,
         lease.unit_id,
         version=lease.version,
-        where={"attempt": lease.attempt, "lease_owner": lease.owner, "status": "running"},
+        where={
+            "attempt": lease.attempt,
+            "lease_owner": lease.owner,
+            "status": "running",
+            **LIVE_LEASE,
+        },
         **changes,
     ):
         raise LeaseLost(

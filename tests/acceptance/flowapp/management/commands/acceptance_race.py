@@ -11,10 +11,13 @@ worker processes of a deployment would, and one start-up serves every round.
 A call is three words: ``cancel_flow FLOW POLICY``, ``revoke_lease STEP_ID ATTEMPT``
 (pinned to that attempt), ``claim_step STEP_ID OWNER`` (a worker starting the next
 attempt), ``run_step STEP_ID OWNER`` (a worker claiming the step and running its
-attempt to its end, an await's parking included), ``send_signal RUN NAME`` or
+attempt to its end, an await's parking included), ``send_signal RUN NAME``,
 ``claim_external QUEUE WORKER`` (an outside worker claiming up to :data:`CLAIM_LIMIT`
-units). An outcome is ``{"round", "verb", "result"}``, or ``{"round", "verb", "error":
-{"class", "code", "message", "workflow_error"}}`` for an exception: ``workflow_error``
+units), ``heartbeat STEP_ID OWNER/ATTEMPT/VERSION`` (the worker holding that attempt
+renewing its lease, as it held it) or ``reclaim STEP_ID NOW`` (the lease scanner taking
+the step back, its clock ``NOW``: an ISO time, or ``db`` for the database's). An
+outcome is ``{"round", "verb", "result"}``, or ``{"round", "verb", "error": {"class",
+"code", "message", "workflow_error"}}`` for an exception: ``workflow_error``
 tells a clean :class:`~workflows.errors.WorkflowError` from a defect.
 ``--import`` names modules whose workflows this process must know (the engine tests'
 workflows, which only pytest's process imports otherwise).
@@ -27,6 +30,7 @@ import json
 import time
 import traceback
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -37,8 +41,11 @@ from django.db import connection
 
 import workflows
 from tests.acceptance.flowapp.management.starting_line import wait_for_file
-from workflows.engine import claim_step
+from workflows.definitions import registry
+from workflows.engine import STEP, claim_step, heartbeat, reclaim
+from workflows.engine.lease import Lease
 from workflows.errors import WorkflowError
+from workflows.models import Step
 from workflows.workers.runner import execute_step
 
 GO_POLL_SECONDS = 0.001
@@ -77,11 +84,39 @@ def _send_signal(run: str, name: str, reason: str, user: Any) -> dict[str, Any]:
     return {"signal": workflows.send_signal(UUID(run), name, {"by": reason}, user=user).pk}
 
 
+def _heartbeat(step: str, held: str, reason: str, user: Any) -> dict[str, Any]:
+    owner, attempt, version = held.rsplit("/", 2)
+    row = Step.objects.select_related("run").get(pk=int(step))
+    lease = Lease(
+        kind=STEP,
+        unit_id=row.pk,
+        run_id=row.run_id,
+        step_id=row.pk,
+        step_name=row.name,
+        owner=owner,
+        workflow=registry.get(row.run.workflow_name, row.run.workflow_version),
+        run_input=row.run.input,
+        handler_path="",
+        attempt=int(attempt),
+        max_attempts=row.max_attempts,
+        version=int(version),
+    )
+    heartbeat(lease)
+    return {"renewed": True}
+
+
+def _reclaim(step: str, now: str, reason: str, user: Any) -> dict[str, Any]:
+    clock = None if now == "db" else datetime.fromisoformat(now)
+    return {"status": reclaim(STEP, int(step), now=clock)}
+
+
 VERBS: dict[str, Callable[[str, str, str, Any], dict[str, Any]]] = {
     "cancel_flow": _cancel_flow,
     "claim_external": _claim_external,
     "revoke_lease": _revoke_lease,
     "claim_step": _claim_step,
+    "heartbeat": _heartbeat,
+    "reclaim": _reclaim,
     "run_step": _run_step,
     "send_signal": _send_signal,
 }
