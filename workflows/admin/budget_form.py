@@ -26,6 +26,7 @@ from workflows.engine.limits.budgets import LARGEST
 from workflows.errors import InvalidInput, StaleState
 from workflows.models import BudgetCounter
 from workflows.services import budgets as budget_services
+from workflows.validation import check_text
 
 if TYPE_CHECKING:
     from workflows.admin.budgets import BudgetCounterAdmin
@@ -77,9 +78,15 @@ def _initial(request: HttpRequest) -> dict[str, Any]:
             return {}
         found = (view.workflow_name, view.dimension, view.per, view.limit)
         return _filled(*found, view.period, view.on_exhausted or "hold")
+    named = {key: query.get(key, "") for key in ("workflow", "dimension", "per")}
+    try:
+        for key, value in named.items():
+            check_text(value, field=key)
+    except InvalidInput:  # no budget can be named so: an empty form, not a 500
+        return {}
     rule = (
-        budget_services.runtime_budgets(workflow=query.get("workflow", ""))
-        .filter(dimension=query.get("dimension", ""), per=query.get("per", ""))
+        budget_services.runtime_budgets(workflow=named["workflow"])
+        .filter(dimension=named["dimension"], per=named["per"])
         .first()
     )
     if rule is None:
