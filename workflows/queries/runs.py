@@ -84,6 +84,13 @@ def get_run(run_id: UUID | str, *, runs: QuerySet[Run] | None = None) -> Run:
     return run
 
 
+def traceparent_of(run_id: UUID | None) -> str:
+    """The W3C ``traceparent`` a run keeps (workflows.tracing); "" for none, or no run."""
+    if run_id is None:
+        return ""
+    return Run.objects.filter(pk=run_id).values_list("traceparent", flat=True).first() or ""
+
+
 def describe_run(run_id: UUID | str) -> dict[str, Any]:
     """Return a run with its steps and its history (events in order), for inspection.
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import partial
 from typing import TYPE_CHECKING
-from uuid import UUID
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.validators import validate_ipv46_address
@@ -30,8 +29,9 @@ from workflows.errors import (
     InvalidTransition,
     StaleVersion,
 )
-from workflows.models import Run, Step
+from workflows.models import Step
 from workflows.permissions import OVERRIDE_GATE_RULE
+from workflows.queries.runs import traceparent_of
 from workflows.services.targets import step_of
 from workflows.status import Decision, StepStatus
 from workflows.tracing import note_decision
@@ -245,7 +245,7 @@ def _decide(
     )
     note_decision(
         f"workflow.gate.{decision}",
-        lambda: _traceparent_of_run(gate.run_id),
+        partial(traceparent_of, gate.run_id),
         lambda: {
             "flowsite.run.id": str(gate.run_id),
             "flowsite.step.name": gate.name,
@@ -253,10 +253,6 @@ def _decide(
         },
     )
     return step_of(gate)
-
-
-def _traceparent_of_run(run_id: UUID) -> str:
-    return Run.objects.filter(pk=run_id).values_list("traceparent", flat=True).first() or ""
 
 
 def claim_gate(step: Step | int, user: AnyUser, *, address: str | None = None) -> Step:

@@ -34,7 +34,8 @@ from workflows.conf import workflow_settings
 from workflows.engine.sql.expressions import attempts_plus, db_now, db_now_plus
 from workflows.engine.sql.updates import cas_update
 from workflows.engine.transaction import transition
-from workflows.models import Run, WebhookDelivery
+from workflows.models import WebhookDelivery
+from workflows.queries.runs import traceparent_of
 from workflows.status import DELIVERY_OPEN, DeliveryStatus
 from workflows.tracing import delivery_span
 from workflows.webhooks.enqueue import due, endpoints_due
@@ -183,7 +184,7 @@ def post(lease: DeliveryLease) -> Outcome:
         "flowsite.webhook.message_id": lease.message_id,
         "flowsite.webhook.attempt": lease.attempt,
     }
-    with delivery_span(partial(_traceparent_of, lease.run_id), lease.url, attributes) as span:
+    with delivery_span(partial(traceparent_of, lease.run_id), lease.url, attributes) as span:
         sent = {**headers}
         span.inject(sent)
         outcome = _send(lease.url, body, sent, headers)
@@ -205,12 +206,6 @@ def _send(url: str, body: bytes, sent: dict[str, str], headers: dict[str, str]) 
     except (URLError, OSError, http.client.HTTPException) as error:
         reason = getattr(error, "reason", error)
         return Outcome(headers, error=f"{type(error).__name__}: {reason}")
-
-
-def _traceparent_of(run_id: UUID | None) -> str:
-    if run_id is None:
-        return ""
-    return Run.objects.filter(pk=run_id).values_list("traceparent", flat=True).first() or ""
 
 
 def _excerpt(response: Any) -> str:
