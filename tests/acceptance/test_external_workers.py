@@ -153,8 +153,10 @@ def test_killed_external_workers_never_complete_a_step_twice(stack: Stack, tmp_p
         start_worker()
 
     def chaos() -> None:
+        # Every poll that finds a worker mid-job kills one, up to four: a
+        # coin toss here once let the twelve runs finish after a single kill.
         busy = [name for name in workers if (tmp_path / f"busy-{name}").exists()]
-        if len(kills) < 6 and busy and random.random() < 0.3:
+        if len(kills) < 4 and busy:
             victim = random.choice(busy)
             stack.processes.signal(workers[victim], signal.SIGKILL)
             workers.pop(victim).watched = False
