@@ -31,6 +31,7 @@ from django.db.models import (
 from django.db.models.functions import Concat
 
 from workflows.definitions import Gate
+from workflows.engine.sql.json_arrays import array_rows
 from workflows.models import Run, Step, Timer
 from workflows.permissions import OVERRIDE_GATE_CLAIM, OVERRIDE_GATE_RULE
 from workflows.status import RUN_ALIVE, StepStatus, TimerKind, TimerStatus
@@ -49,10 +50,8 @@ GATE_COUNT_CAP = 1_000
 class _Listed(Func):
     """``assignees[key]`` lists one of ``names`` (without ``names``: lists anyone).
 
-    ``names`` is one value or a subquery of values. Membership in a JSON array, which
-    Django's lookups test on PostgreSQL only (``contains`` is not supported on SQLite):
-    both databases expand the array into rows and ``EXISTS`` looks for a match, so the
-    test runs in the database, row by row.
+    ``names`` is one value or a subquery of values: ``EXISTS`` over the array's rows
+    (:mod:`workflows.engine.sql.json_arrays`), so the test runs in the database.
     """
 
     conditional = True
@@ -71,13 +70,8 @@ class _Listed(Func):
         arg_joiner: str | None = None,
         **extra_context: Any,
     ) -> _AsSqlType:
-        column, params = compiler.compile(self.source_expressions[0])
-        if connection.vendor == "postgresql":
-            rows = f"jsonb_array_elements_text({column} -> %s) AS listed(value)"
-            params = [*params, self.key]
-        else:
-            rows = f"json_each({column}, %s) AS listed"
-            params = [*params, f'$."{self.key}"']
+        column, column_params = compiler.compile(self.source_expressions[0])
+        rows, params = array_rows(column, column_params, connection.vendor, key=self.key)
         sql = f"EXISTS (SELECT 1 FROM {rows}"
         if len(self.source_expressions) > 1:
             names: Expression = self.source_expressions[1]

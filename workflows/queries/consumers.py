@@ -34,6 +34,7 @@ from django.db.models import (
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce
 
+from workflows.engine.sql.json_arrays import array_rows
 from workflows.models import Event, EventConsumer
 from workflows.queries.event_cursor import Position, encode_cursor, events_after
 
@@ -177,8 +178,8 @@ def consumer_lag(name: str) -> ConsumerLag | None:
 
 class _Admits(Func):
     """The JSON list ``listed`` is empty or holds ``value``: one condition of a
-    consumer's filter, tested in the database row by row (Django's ``contains`` is not
-    supported on SQLite), so every consumer's lag is one statement."""
+    consumer's filter, tested in the database over the list's rows
+    (:mod:`workflows.engine.sql.json_arrays`), so every consumer's lag is one statement."""
 
     conditional = True
     output_field = BooleanField()
@@ -194,17 +195,13 @@ class _Admits(Func):
     ) -> _AsSqlType:
         listed, listed_params = compiler.compile(self.source_expressions[0])
         value, value_params = compiler.compile(self.source_expressions[1])
-        prefix = "jsonb" if connection.vendor == "postgresql" else "json"
-        rows = (
-            f"{prefix}_array_elements_text({listed}) AS listed(value)"
-            if connection.vendor == "postgresql"
-            else f"json_each({listed}) AS listed"
-        )
+        length = "jsonb_array_length" if connection.vendor == "postgresql" else "json_array_length"
+        rows, rows_params = array_rows(listed, listed_params, connection.vendor)
         sql = (
-            f"({prefix}_array_length({listed}) = 0"
+            f"({length}({listed}) = 0"
             f" OR EXISTS (SELECT 1 FROM {rows} WHERE listed.value = {value}))"
         )
-        return sql, (*listed_params, *listed_params, *value_params)
+        return sql, (*listed_params, *rows_params, *value_params)
 
 
 def consumer_lags(*, name: str | None = None) -> list[ConsumerLag]:
