@@ -23,7 +23,9 @@ from tests.support.events import payloads
 from tests.support.runs import claimed
 from tests.support.threads import eventually
 from workflows import FanOut, Retry, Task, Workflow
-from workflows.engine import STEP, heartbeat, reclaim
+from workflows.engine import ITEM, STEP, claim, heartbeat, reclaim
+from workflows.engine.lease import LeaseBatch
+from workflows.engine.recovery import return_unstarted
 from workflows.models import FanOutItem, Step
 from workflows.testing import run_pending
 from workflows.workers.runner import execute
@@ -202,25 +204,46 @@ def test_each_item_of_a_batch_is_timed_alone():
     items = {item.key: item for item in FanOutItem.objects.filter(step__run=run)}
     slow = items[next(key for key, item in items.items() if item.index == 0)]
     assert (slow.status, slow.attempt, slow.failure_class) == ("retry_scheduled", 1, "timeout")
-    # Its siblings' leases ran out while it ran: the renewal before the next item is
-    # refused (a lease is renewed only while live), so this worker neither runs nor
-    # records them; the reclaim takes them back as lease_expired, and they run again.
+    # Its siblings' leases ran out while it ran, before they started: the renewal
+    # before the next item is refused (a lease is renewed only while live), and the
+    # worker gives them back without counting the attempt; they run again as attempt 1.
     others = [item for item in items.values() if item.index != 0]
-    assert [(item.status, item.attempt) for item in others] == [("running", 1)] * 2
+    for item in others:
+        item.refresh_from_db()
+    assert [(item.status, item.attempt, item.failure_class) for item in others] == [
+        ("completed", 1, "")
+    ] * 2
+    returned = payloads(run, "item.returned")
+    assert sorted((given["item"], given["attempt"]) for given in returned) == sorted(
+        (item.key, 1) for item in others
+    )
+    assert payloads(run, "lease.expired") == []
     assert {lost["current"]["status"] for lost in payloads(run, "lease.lost")} == {
         "retry_scheduled"  # the slow item's own late writes; none of its siblings'
     }
     [scheduled] = payloads(run, "item.retry_scheduled")
     assert scheduled["failure_class"] == "timeout"
 
-    later = timezone.now() + timedelta(hours=1)
-    assert reclaim_expired_leases(now=later).done == 2
-    run_pending(until=later)
+    run_pending(until=timezone.now() + timedelta(hours=1))
     run.refresh_from_db()
     assert run.status == "completed"
-    for item in others:
-        item.refresh_from_db()
-        assert (item.status, item.attempt, item.failure_class) == ("completed", 2, "lease_expired")
+
+
+def test_an_item_given_back_is_left_alone_once_reclaimed():
+    """The give-back is fenced: an item a reclaim took first keeps the reclaim's
+    counted attempt, and nothing of the give-back is written."""
+    run = workflows.start_run(Batched)
+    first = FanOutItem.objects.filter(step__run=run, status="ready").order_by("index")[0]
+    batch = claim(ITEM, first.pk, "worker-a")
+    assert isinstance(batch, LeaseBatch)
+    behind = batch.leases[1:]
+    later = timezone.now() + timedelta(hours=1)
+    assert reclaim_expired_leases(now=later).done == len(batch.leases)
+    assert return_unstarted(behind) == set()
+    for lease in behind:
+        item = FanOutItem.objects.get(pk=lease.unit_id)
+        assert (item.status, item.attempt, item.failure_class) == ("ready", 1, "lease_expired")
+    assert payloads(run, "item.returned") == []
 
 
 def test_a_transactional_handler_is_judged_when_it_returns_and_its_writes_roll_back():

@@ -33,6 +33,7 @@ _WRITTEN_LITERALLY = (
     "gate.decided",
     "gate.overridden",
     "gate.unclaimed",
+    "item.returned",
     "items.reset",
     "items.skipped",
     "lease.expired",

@@ -6,6 +6,7 @@ whether it acted; the scanners in :mod:`workflows.workers.scanners` find the can
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -16,12 +17,13 @@ from django.db.models.functions import Now
 from workflows.definitions import LeasedNode
 from workflows.definitions.limits import Route
 from workflows.engine.failures import retried
+from workflows.engine.lease import Lease
 from workflows.engine.limits.admission import attempt_ended
 from workflows.engine.limits.slots import Holder
 from workflows.engine.runs import unwind
 from workflows.engine.scope import RunScope, run_scope, unlocked_scope
-from workflows.engine.sql.expressions import db_now
-from workflows.engine.sql.updates import cas_update
+from workflows.engine.sql.expressions import attempts_plus, db_now
+from workflows.engine.sql.updates import cas_update, fenced_update_many
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import FailedUnit, WorkKind
 from workflows.errors import DefinitionMissing
@@ -178,6 +180,59 @@ def _retries_expiry(scope: RunScope, kind: WorkKind, step_name: str) -> bool:
     if not isinstance(node, LeasedNode):
         return True
     return retried(kind.retry_of(node), FailureClass.LEASE_EXPIRED)
+
+
+@transition
+def return_unstarted(leases: Sequence[Lease]) -> set[int]:
+    """Give back the items of a batch whose leases ran out before their worker started
+    them, without counting the attempt.
+
+    A batch's items are claimed together and run one after another; when one of them
+    runs past the whole lease, the renewal before the next is refused (a lease is renewed
+    only while live) and the items behind it were never run. The reclaim would count
+    their attempt as ``lease_expired``: an item could fail for good, or use up its
+    retries, without its handler ever being called. Their worker knows better, and while
+    it still holds their attempt (the fence: row, version, attempt, owner, ``running``)
+    it puts them back to ``ready`` with the attempt the claim added taken off, records
+    ``item.returned`` and sends them to the executor again. An item already reclaimed,
+    cancelled or otherwise changed does not match and is left as it is; so are all of
+    them in a run that stopped, whose unwinding waits for their reclaim. Returns the ids
+    given back.
+    """
+    if not leases:
+        return set()
+    first = leases[0]
+    kind = first.kind
+    with run_scope(first.run_id) as scope:
+        status = scope.run.status
+        if status not in kind.runs_while and status not in kind.held_while:
+            return set()
+        returned = fenced_update_many(
+            kind.model,
+            [lease.fence for lease in leases],
+            owner=first.owner,
+            status=StepStatus.READY,
+            attempt=attempts_plus(-1),
+            lease_owner="",
+            lease_expires_at=None,
+            updated_at=db_now(),
+        )
+        for lease in leases:
+            if lease.unit_id not in returned:
+                continue
+            attempt_ended(scope, Holder(kind.name, lease.unit_id, lease.attempt))
+            scope.events.add(
+                lease.run_id,
+                "item.returned",
+                step_id=lease.step_id,
+                item=lease.item_key,
+                attempt=lease.attempt,
+                owner=lease.owner,
+            )
+            scope.events.add(lease.run_id, f"{kind.name}.ready", step_id=lease.step_id)
+            if status in kind.runs_while:
+                scope.advancer.dispatch(kind, lease.unit_id, lease.step_name)
+    return returned
 
 
 @transition

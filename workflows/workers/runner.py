@@ -33,6 +33,7 @@ from workflows.engine.outcomes import (
     record_completion,
     record_lost_lease,
 )
+from workflows.engine.recovery import return_unstarted
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import STEP, WorkKind
 from workflows.errors import DefinitionMissing, LeaseLost, PermanentError, RunCancelled, StaleState
@@ -264,17 +265,24 @@ def _run_batch(batch: LeaseBatch, *, chain: bool) -> Held | None:
     Each handler gets its own context: its item, attempt and idempotency key, the same
     as unbatched. The leases are renewed together (``ctx.heartbeat()`` of any item, or
     this loop once half the timeout has passed), and an item whose lease was found lost
-    is neither run nor recorded. Should the database refuse the batch's transaction (an
-    output it cannot store), each item is recorded on its own, so only that item fails.
+    is neither run nor recorded; one whose lease only expired before it started is
+    given back, its attempt not counted (:func:`_give_back_unstarted`). Should the
+    database refuse the batch's transaction (an output it cannot store), each item is
+    recorded on its own, so only that item fails.
     A crash before the recording commits leaves every item of the batch ``running``:
     the lease scanner reclaims them and they run again with the same idempotency keys.
     """
     completed: list[tuple[Lease, Any]] = []
     failed: list[tuple[Lease, BaseException]] = []
     cancelled: RunCancelled | None = None
-    for lease in list(batch.leases):
+    leases = list(batch.leases)
+    held = len(leases)
+    for index, lease in enumerate(leases):
         if batch.renewal_due():
             heartbeat_batch(batch)
+        if len(batch.leases) != held:  # a renewal (this loop's or a handler's) dropped some
+            held = len(batch.leases)
+            _give_back_unstarted(batch, leases[index:])
         if not batch.holds(lease):
             continue  # lost to a reclaim or a cancel: another worker's now
         # A refused start fails; once the run asks to stop, the rest are not started.
@@ -309,6 +317,20 @@ def _run_batch(batch: LeaseBatch, *, chain: bool) -> Held | None:
     for lease, lease_lost in lost_leases:
         logger.warning("%s", lease_lost, extra=log_fields(lease))
     return following
+
+
+def _give_back_unstarted(batch: LeaseBatch, unstarted: list[Lease]) -> None:
+    """Give back the items of ``unstarted`` (not run yet) that ``batch`` no longer holds.
+
+    Behind an item that ran past the whole lease, the renewal finds the others' leases
+    expired: they were never run, so their attempt is not counted
+    (:func:`~workflows.engine.recovery.return_unstarted`); those a reclaim or a cancel
+    took meanwhile do not match its fence and stay as they are.
+    """
+    still = {id(lease) for lease in batch.leases}
+    dropped = [lease for lease in unstarted if id(lease) not in still]
+    if dropped:
+        return_unstarted(dropped)
 
 
 def _call_handler(lease: Lease, batch: LeaseBatch | None = None) -> Any:
