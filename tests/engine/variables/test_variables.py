@@ -460,6 +460,35 @@ def test_an_attempt_that_parks_behind_an_await_commits_its_patches_with_the_park
     assert SEEN[-1][2] == {"asked": True}
 
 
+def writes_branch(ctx: Any) -> str:
+    """Each branch writes the same key (``last``) and one of its own."""
+    ctx.set_variables({"last": ctx.step_name, "seen": {ctx.step_name: ctx.attempt}})
+    return ctx.step_name
+
+
+class Branches(Workflow):
+    """Two parallel branches writing one key (the two-process race of
+    tests/acceptance/test_variables_two_processes.py runs them on two workers)."""
+
+    name = "variables_branches"
+    left = Task(f"{HERE}.writes_branch", after=[])
+    right = Task(f"{HERE}.writes_branch", after=[])
+
+
+def test_of_two_parallel_branches_writing_one_key_the_later_commit_wins():
+    run = workflows.start_run(Branches)
+    right = claimed(run, "right", "worker-r")
+    left = claimed(run, "left", "worker-l")
+    for lease in (right, left):
+        lease.variable_patches.append({"last": lease.step_name, "seen": {lease.step_name: 1}})
+    complete_work(left, "left")
+    complete_work(right, "right")
+    run.refresh_from_db()
+    assert run.status == "completed"
+    assert run.variables == {"last": "right", "seen": {"left": 1, "right": 1}}
+    assert [write["step"] for write in writes(run)] == ["left", "right"]
+
+
 def test_set_variables_outside_a_running_handler_is_refused():
     from workflows.context import Context
 
