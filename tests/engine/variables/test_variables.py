@@ -245,7 +245,7 @@ def test_start_applies_the_variables_as_a_patch_to_nothing_so_a_null_is_not_stor
 def test_a_start_with_bad_variables_is_refused_naming_the_rule_and_writes_nothing(
     settings: Any, variables: Any, problem: str
 ):
-    settings.WORKFLOWS = {"MAX_VARIABLES_BYTES": 1024}
+    settings.WORKFLOWS = {**settings.WORKFLOWS, "MAX_VARIABLES_BYTES": 1024}
     with pytest.raises(InvalidInput, match="variables") as refused:
         workflows.start_run(Counter, variables=variables)
     assert problem in refused.value.message
@@ -327,7 +327,7 @@ def test_a_patch_fenced_out_with_its_completion_writes_nothing():
 
 
 def test_a_patch_past_the_limit_fails_the_attempt_for_good_naming_the_rule(settings: Any):
-    settings.WORKFLOWS = {"MAX_VARIABLES_BYTES": 1024}
+    settings.WORKFLOWS = {**settings.WORKFLOWS, "MAX_VARIABLES_BYTES": 1024}
     run = run_inline(TooMuch, variables={"small": 1})
     assert run.status == "failed"
     step = run.steps.get(name="write")
@@ -342,7 +342,7 @@ def test_a_patch_that_grows_past_the_limit_only_at_the_commit_fails_and_writes_n
 ):
     """A parallel branch committed meanwhile: the handler's own check passed, the
     commit's sees the committed values and refuses; the result is not written either."""
-    settings.WORKFLOWS = {"MAX_VARIABLES_BYTES": 1024}
+    settings.WORKFLOWS = {**settings.WORKFLOWS, "MAX_VARIABLES_BYTES": 1024}
     run = workflows.start_run(Counter)
     lease = claimed(run, "first", "worker-a")
     lease.variable_patches.append({"mine": "y" * 600})
@@ -497,3 +497,16 @@ def test_set_variables_outside_a_running_handler_is_refused():
     assert dict(ctx.variables) == {"a": 1}
     with pytest.raises(workflows.WorkflowError, match="only available inside a running"):
         ctx.set_variables({"a": 2})
+
+
+@pytest.mark.parametrize("value", [0, -1, True, 1.5, "64k"])
+def test_the_size_limit_setting_refuses_anything_but_a_whole_number_of_one_or_more(
+    settings: Any, value: Any
+):
+    from django.core.exceptions import ImproperlyConfigured  # noqa: PLC0415
+
+    from workflows.conf import workflow_settings  # noqa: PLC0415
+
+    settings.WORKFLOWS = {**settings.WORKFLOWS, "MAX_VARIABLES_BYTES": value}
+    with pytest.raises(ImproperlyConfigured, match="MAX_VARIABLES_BYTES"):
+        _ = workflow_settings.MAX_VARIABLES_BYTES
