@@ -493,9 +493,7 @@ def _variables(run: Run) -> dict[str, Any]:
     writers = last_writers(run.pk, run.variables)
     return {
         "all": pretty(run.variables) if run.variables else None,
-        "rows": [
-            (name, pretty(value), writers.get(name)) for name, value in run.variables.items()
-        ],
+        "rows": [(name, pretty(value), writers.get(name)) for name, value in run.variables.items()],
     }
 
 

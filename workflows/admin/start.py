@@ -64,8 +64,7 @@ class StartForm(forms.Form):
     variables = forms.JSONField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 3, "cols": 70}),
-        help_text="Optional: the run's first variables, a JSON object its steps read and "
-        "change.",
+        help_text="Optional: the run's first variables, a JSON object its steps read and change.",
     )
 
     def __init__(self, *args: Any, names: list[str], **kwargs: Any) -> None:

@@ -253,9 +253,7 @@ def _attempt_budget(lease: Lease) -> FrameBudget:
     return budget
 
 
-def complete_external(
-    lease: str, output: Any, *, variables: dict[str, Any] | None = None
-) -> bool:
+def complete_external(lease: str, output: Any, *, variables: dict[str, Any] | None = None) -> bool:
     """Record ``output`` (JSON) as the attempt's result and move the run on.
 
     Returns ``False`` when the attempt had already completed with the same output (a
