@@ -8,16 +8,20 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
 import workflows
 from tests.support.runs import claimed, run_inline
 from workflows import FanOut, Loop, Retry, Task, Workflow
+from workflows.conf import workflow_settings
+from workflows.context import Context
 from workflows.engine import complete_work
 from workflows.errors import InvalidInput, LeaseLost
 from workflows.models import Event, Run, Step
 from workflows.testing import run_pending
 from workflows.variables import patched
+from workflows.workers.runner import run_attempt
 
 pytestmark = pytest.mark.django_db
 
@@ -347,8 +351,6 @@ def test_a_patch_that_grows_past_the_limit_only_at_the_commit_fails_and_writes_n
     lease = claimed(run, "first", "worker-a")
     lease.variable_patches.append({"mine": "y" * 600})
     Run.objects.filter(pk=run.pk).update(variables={"theirs": "z" * 600})
-    from workflows.workers.runner import run_attempt
-
     lease.handler_path = f"{HERE}.reads"
     run_attempt(lease, chain=False)
     step = Step.objects.get(run=run, name="first")
@@ -490,8 +492,6 @@ def test_of_two_parallel_branches_writing_one_key_the_later_commit_wins():
 
 
 def test_set_variables_outside_a_running_handler_is_refused():
-    from workflows.context import Context
-
     run = workflows.start_run(Counter, variables={"a": 1})
     ctx = Context(run_id=run.pk, input={}, step_names=())
     assert dict(ctx.variables) == {"a": 1}
@@ -503,10 +503,6 @@ def test_set_variables_outside_a_running_handler_is_refused():
 def test_the_size_limit_setting_refuses_anything_but_a_whole_number_of_one_or_more(
     settings: Any, value: Any
 ):
-    from django.core.exceptions import ImproperlyConfigured  # noqa: PLC0415
-
-    from workflows.conf import workflow_settings  # noqa: PLC0415
-
     settings.WORKFLOWS = {**settings.WORKFLOWS, "MAX_VARIABLES_BYTES": value}
     with pytest.raises(ImproperlyConfigured, match="MAX_VARIABLES_BYTES"):
         _ = workflow_settings.MAX_VARIABLES_BYTES
