@@ -18,10 +18,9 @@ history says who wrote what, in commit order. An attempt that set nothing costs 
 from __future__ import annotations
 
 from workflows.engine.lease import Lease
+from workflows.engine.runs import update_locked_run
 from workflows.engine.scope import RunScope
-from workflows.engine.sql.expressions import db_now
-from workflows.engine.sql.updates import cas_update
-from workflows.errors import PermanentError, StaleState
+from workflows.errors import PermanentError
 from workflows.models import Run
 from workflows.variables import patched, size_problem
 
@@ -49,17 +48,7 @@ def commit_variables(scope: RunScope, lease: Lease) -> None:
     problem = size_problem(variables, field="the run's variables")
     if problem is not None:
         raise VariablesRefused(f"{lease.label} attempt {lease.attempt_in_round}: {problem}")
-    if not cas_update(
-        Run,
-        run.pk,
-        version=run.version,
-        where={"status": run.status},
-        variables=variables,
-        updated_at=db_now(),
-    ):
-        raise StaleState(f"run {run.pk} changed while writing its variables", run=str(run.pk))
-    run.version += 1
-    run.variables = variables
+    update_locked_run(run, "its variables were written", variables=variables)
     scope.events.add(
         run.pk,
         "run.variables_set",
