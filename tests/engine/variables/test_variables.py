@@ -330,6 +330,40 @@ def test_a_patch_fenced_out_with_its_completion_writes_nothing():
     assert writes(run) == []
 
 
+def test_terminate_fences_out_a_running_attempts_patch():
+    run = workflows.start_run(Counter, variables={"count": 0})
+    lease = claimed(run, "first", "worker-a")
+    lease.variable_patches.append({"count": 99})
+    workflows.terminate_run(run, reason="stop now")
+    with pytest.raises(LeaseLost):
+        complete_work(lease, "late")
+    assert Run.objects.get(pk=run.pk).variables == {"count": 0}
+
+
+def test_a_cancelled_runs_attempt_that_finishes_commits_its_patch_with_its_result():
+    """Cancel lets running attempts finish (then compensates): the result is recorded,
+    and so are the variables written with it."""
+    run = workflows.start_run(Counter, variables={"count": 0})
+    lease = claimed(run, "first", "worker-a")
+    lease.variable_patches.append({"count": 1})
+    workflows.cancel_run(run, reason="changed mind", compensate=False)
+    complete_work(lease, 1)
+    run.refresh_from_db()
+    assert run.status == "cancelled"
+    assert run.variables == {"count": 1}
+    assert replayed(run) == run.variables
+
+
+def test_pause_keeps_the_committed_values_for_the_steps_after_resume():
+    run = workflows.start_run(Counter, variables={"count": 5})
+    workflows.pause_run(run, reason="look first")
+    run_pending()
+    workflows.resume_run(run)
+    run_pending()
+    run.refresh_from_db()
+    assert (run.status, run.variables["count"]) == ("completed", 7)
+
+
 def test_a_patch_past_the_limit_fails_the_attempt_for_good_naming_the_rule(settings: Any):
     settings.WORKFLOWS = {**settings.WORKFLOWS, "MAX_VARIABLES_BYTES": 1024}
     run = run_inline(TooMuch, variables={"small": 1})
@@ -489,6 +523,25 @@ def test_of_two_parallel_branches_writing_one_key_the_later_commit_wins():
     assert run.status == "completed"
     assert run.variables == {"last": "right", "seen": {"left": 1, "right": 1}}
     assert [write["step"] for write in writes(run)] == ["left", "right"]
+
+
+def writes_in_transaction(ctx: Any) -> str:
+    ctx.set_variables({"booked": ctx.attempt})
+    if ctx.attempt == 1:
+        raise RuntimeError("rolled back with everything the attempt wrote")
+    return "booked"
+
+
+class Transactional(Workflow):
+    name = "variables_transactional"
+    book = Task(f"{HERE}.writes_in_transaction", transactional=True, retry=Retry(max_attempts=2))
+
+
+def test_a_transactional_handlers_patch_commits_with_its_completion_or_not_at_all():
+    run = run_inline(Transactional, until=_later())
+    assert run.status == "completed"
+    assert run.variables == {"booked": 2}
+    assert [write["attempt"] for write in writes(run)] == [2]
 
 
 def test_set_variables_outside_a_running_handler_is_refused():
