@@ -130,9 +130,12 @@ def test_start_refuses_bad_input_and_writes_nothing(args, message):
     assert not Run.objects.exists()
 
 
-def test_start_with_variables_gives_the_run_its_first_variables():
+def test_start_with_variables_gives_the_run_its_first_variables_and_show_shows_them():
     run_command("workflows_start", "commands_simple", "--input", "{}", "--variables", '{"a": 1}')
-    assert Run.objects.get().variables == {"a": 1}
+    run = Run.objects.get()
+    assert run.variables == {"a": 1}
+    assert run_json("workflows_show", str(run.pk))["variables"] == {"a": 1}
+    assert "variables" in run_command("workflows_show", str(run.pk))
 
 
 # workflows_status
