@@ -99,6 +99,9 @@ DEFAULTS: dict[str, Any] = {
     # dropping the oldest (counted in the step's ``frames_dropped``).
     "FRAMES_PER_ATTEMPT": 10_000,
     "FRAME_BYTES_PER_ATTEMPT": 1024 * 1024,
+    # Run variables (``ctx.set_variables``, ``start_run(variables=...)``): the most bytes
+    # of compact JSON a run's variables may take; a start or a patch beyond it is refused.
+    "MAX_VARIABLES_BYTES": 64 * 1024,
     # Traces (``workflows.tracing``, docs/operations/traces.md): spans are made when the
     # OpenTelemetry API is installed and the project set up its SDK; False makes none
     # even then...
@@ -133,7 +136,12 @@ _POSITIVE = (
     "WORKER_PRESENCE_INTERVAL",
 )
 # Settings that must hold a whole number of one or more.
-_COUNTS = ("FRAMES_PER_ATTEMPT", "FRAME_BYTES_PER_ATTEMPT", "LONG_POLLS_PER_USER")
+_COUNTS = (
+    "FRAMES_PER_ATTEMPT",
+    "FRAME_BYTES_PER_ATTEMPT",
+    "LONG_POLLS_PER_USER",
+    "MAX_VARIABLES_BYTES",
+)
 # What ATTENTION_UNDISPATCHED_GRACE adds to REDISPATCH_AFTER when it is not set.
 UNDISPATCHED_MARGIN = timedelta(seconds=30)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -11,6 +12,7 @@ from uuid import UUID
 
 from workflows.errors import PermanentError, WorkflowError
 from workflows.validation import check_text
+from workflows.variables import object_problem, patched, size_problem
 
 # The longest signal name the database stores (``Signal.name``).
 SIGNAL_NAME_LIMIT = 200
@@ -183,6 +185,64 @@ class UpstreamResults(Mapping[str, UpstreamResult]):
         return len(self._results())
 
 
+def read_run_variables(run_id: UUID) -> dict[str, Any]:
+    """The run's committed variables (one query)."""
+    from workflows.models import Run
+
+    found = Run.objects.filter(pk=run_id).values_list("variables", flat=True).first()
+    return found or {}
+
+
+class RunVariables(Mapping[str, Any]):
+    """The run's variables, read-only: ``ctx.variables["region"]``.
+
+    What a handler reads: the values committed when it first reads one (one query, on
+    first access, then kept for the attempt), with the attempt's own patches
+    (``ctx.set_variables``) applied on top, so a handler reads its own writes. A value
+    is handed out as a copy: changing it changes nothing; ``ctx.set_variables`` does.
+    A parallel branch's commit after that first read is not seen by this attempt; the
+    next step, loop round, retry or rerun reads afresh.
+    """
+
+    def __init__(self, run_id: UUID, patches: list[dict[str, Any]] | None = None) -> None:
+        self._run_id = run_id
+        # The attempt's own patches, in call order: the worker commits them with the
+        # attempt's result (shared with its lease); None outside a running handler.
+        self._patches = patches
+        self._committed: dict[str, Any] | None = None
+
+    def _current(self) -> dict[str, Any]:
+        if self._committed is None:
+            self._committed = read_run_variables(self._run_id)
+        return patched(self._committed, self._patches or ())
+
+    def apply(self, patch: dict[str, Any]) -> None:
+        """Check ``patch`` and keep it for the attempt's commit (``ctx.set_variables``)."""
+        if self._patches is None:
+            raise WorkflowError("set_variables() is only available inside a running handler")
+        problem = object_problem(patch, field="ctx.set_variables patch")
+        if problem is not None:
+            raise PermanentError(problem)
+        kept = copy.deepcopy(patch)
+        problem = size_problem(patched(self._current(), (kept,)), field="the run's variables")
+        if problem is not None:
+            raise PermanentError(f"ctx.set_variables refused: {problem}")
+        self._patches.append(kept)
+
+    def __getitem__(self, name: str) -> Any:
+        return copy.deepcopy(self._current()[name])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._current())
+
+    def __len__(self) -> int:
+        return len(self._current())
+
+    def as_dict(self) -> dict[str, Any]:
+        """A copy of every variable as this attempt sees them."""
+        return copy.deepcopy(self._current())
+
+
 def _no_heartbeat() -> None:
     raise WorkflowError("heartbeat() is only available inside a running handler")
 
@@ -256,6 +316,7 @@ class Context:
         log: Logs = _no_log,
         summary: PatchesSummary = _no_summary,
         read_resumed: Callable[[], dict[str, Any] | None] | None = None,
+        variable_patches: list[dict[str, Any]] | None = None,
     ) -> None:
         self.run_id = run_id
         """The run's id."""
@@ -284,6 +345,10 @@ class Context:
         """The fan-out item this handler works on (``None`` outside fan-out items)."""
         self.compensated_output = compensated_output
         """In a compensation handler: the output of the work being undone."""
+        self.variables = RunVariables(run_id, variable_patches)
+        """The run's variables, read-only (a :class:`RunVariables`): the values committed
+        when the handler first reads one, with this attempt's own ``set_variables``
+        patches applied. In a ``when=`` condition, the values committed so far."""
         self._heartbeat = heartbeat
         self._await_callback = await_callback
         self._report_usage = report_usage
@@ -354,6 +419,26 @@ class Context:
         if self._read_resumed is not None:
             self._resumed, self._read_resumed = self._read_resumed(), None
         return self._resumed
+
+    def set_variables(self, patch: dict[str, Any]) -> None:
+        """Change the run's variables with ``patch``, a JSON merge patch (RFC 7386) given
+        as a dict: members set, ``None`` removes one, dicts merge recursively, lists
+        are replaced whole.
+
+        Fenced by the attempt like its result and committed with it, in the same
+        transaction: an attempt that fails, times out, is revoked or loses its lease
+        writes no variables, and a retry starts from the committed values. Several calls
+        apply in order; ``ctx.variables`` shows them at once. Each commit is a
+        ``run.variables_set`` event naming the step and attempt, with the patches.
+        Two parallel branches writing one key: the later commit wins.
+
+        Raises :class:`~workflows.errors.PermanentError` (the attempt fails for good when
+        the handler lets it through), naming the rule, for a patch that is not a JSON
+        object of storable JSON, or that would take the variables past
+        ``WORKFLOWS["MAX_VARIABLES_BYTES"]``; the commit checks the size again against
+        the values committed by then.
+        """
+        self.variables.apply(patch)
 
     def await_callback(self, timeout: timedelta) -> Any:
         """Return this (with its ``.token``) to park the step until a callback resolves it.

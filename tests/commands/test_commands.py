@@ -120,12 +120,22 @@ def test_start_with_an_idempotency_key_returns_the_first_run_or_names_the_confli
         (["commands_simple", "--input", '{"n": -1}'], "commands_simple needs n >= 0"),
         (["commands_nope", "--input", "{}"], "no workflow named 'commands_nope'"),
         (["commands_simple"], "the following arguments are required: --input"),
+        (["commands_simple", "--input", "{}", "--variables", "{a"], "--variables is not valid"),
+        (["commands_simple", "--input", "{}", "--variables", "[1]"], "variables must be a JSON"),
     ],
 )
 def test_start_refuses_bad_input_and_writes_nothing(args, message):
     with pytest.raises(CommandError, match=message):
         run_command("workflows_start", *args)
     assert not Run.objects.exists()
+
+
+def test_start_with_variables_gives_the_run_its_first_variables_and_show_shows_them():
+    run_command("workflows_start", "commands_simple", "--input", "{}", "--variables", '{"a": 1}')
+    run = Run.objects.get()
+    assert run.variables == {"a": 1}
+    assert run_json("workflows_show", str(run.pk))["variables"] == {"a": 1}
+    assert "variables" in run_command("workflows_show", str(run.pk))
 
 
 # workflows_status

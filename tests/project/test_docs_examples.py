@@ -57,6 +57,7 @@ EXAMPLE_FILES = {
     "guide/loops.md": ({"publishing/flows", "publishing/tests"}, 6),
     "guide/schedules.md": ({"reports/flows", "reports/tests"}, 4),
     "guide/tutorial.md": ({"shop/flows", "shop/tests"}, 3),
+    "guide/variables.md": ({"pricing/flows", "pricing/tests"}, 2),
 }
 ALL_BLOCKS = [block for blocks in BLOCKS.values() for block in blocks]
 

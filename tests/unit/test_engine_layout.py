@@ -27,6 +27,8 @@ LAYERS: dict[str, int] = {
     "workflows.holds": 0,
     "workflows.text": 0,
     "workflows.validation": 0,
+    "workflows.merge_patch": 0,
+    "workflows.variables": 0,
     "workflows.conf": 0,
     "workflows.permissions": 0,
     "workflows.definitions": 0,
@@ -197,6 +199,7 @@ ENGINE_LAYERS: dict[str, int] = {
     "workflows.engine.scope": 3,
     "workflows.engine.cancellation": 3,
     "workflows.engine.replay": 3,
+    "workflows.engine.variables": 3,
     # work over time: admission limits, claims and outcomes, recovery, timers, deadlines,
     # loops going round
     "workflows.engine.limits": 4,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from workflows.engine.telemetry import merge_patch
+from workflows.merge_patch import merge_patch
 
 # RFC 7386, Appendix A: (original, patch, result), row by row.
 APPENDIX_A: list[tuple[Any, Any, Any]] = [

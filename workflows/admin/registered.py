@@ -111,7 +111,9 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, StatusBadgeColumn, admin.Mode
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[RunWithProgress]:
         # The list never shows input, output or snapshot, which can be large.
-        runs = super().get_queryset(request).defer("input", "output", "snapshot", "error")
+        runs = (
+            super().get_queryset(request).defer("input", "output", "snapshot", "error", "variables")
+        )
         return runs_with_progress(runs, timezone.now())
 
     def get_search_results(
@@ -392,7 +394,7 @@ class RunInline(ReadOnlyMixin, GenericTabularInline):
         return (
             super()
             .get_queryset(request)
-            .defer("input", "output", "snapshot", "error")
+            .defer("input", "output", "snapshot", "error", "variables")
             .prefetch_related(Prefetch("steps", queryset=waiting_gates, to_attr="waiting_gates"))
         )
 

@@ -40,6 +40,7 @@ from workflows.models import CompensationRecord, Event, Run, Signal, Step, Timer
 from workflows.queries.explain import Explanation, WaitingOn, explain
 from workflows.queries.iterations import Iteration, earlier_iterations
 from workflows.queries.rounds import Round, as_round, ended_rounds
+from workflows.queries.variables import last_writers
 from workflows.status import (
     RUN_FINAL,
     STEP_FINAL,
@@ -467,6 +468,7 @@ def run_regions_context(
         "run_error": pretty(run.error) if run.error else None,
         "input": pretty(run.input),
         "output": pretty(run.output) if run.output is not None else None,
+        "variables": _variables(run),
         "fanouts": [
             {
                 "step": step,
@@ -482,6 +484,16 @@ def run_regions_context(
         "fingerprint": run_fingerprint(
             run.version, run.status, len(steps), sum(step.version for step in steps)
         ),
+    }
+
+
+def _variables(run: Run) -> dict[str, Any]:
+    """The run's variables as the page shows them: the whole object, and each variable
+    with its value and the step (and attempt) that last wrote it, from the history."""
+    writers = last_writers(run.pk, run.variables)
+    return {
+        "all": pretty(run.variables) if run.variables else None,
+        "rows": [(name, pretty(value), writers.get(name)) for name, value in run.variables.items()],
     }
 
 

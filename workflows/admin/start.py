@@ -61,6 +61,11 @@ class StartForm(forms.Form):
         help_text="Optional: when the run must have ended, or it fails and compensates: "
         f"{DEADLINE_FORMS}. Default: the workflow's deadline.",
     )
+    variables = forms.JSONField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 70}),
+        help_text="Optional: the run's first variables, a JSON object its steps read and change.",
+    )
 
     def __init__(self, *args: Any, names: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -167,6 +172,7 @@ def _start(
             idempotency_key=key,
             user=request.user,
             deadline=data.get("deadline"),
+            variables=data.get("variables"),
         )
     except REFUSALS as error:
         messages.error(request, f"The run was not started: {refusal_text(error)}")

@@ -24,6 +24,7 @@ START_ORDER = {
         "email": "ada@example.com",
     },
     "business_key": "ORD-1001",
+    "variables": {"channel": "web"},
 }
 START_DISPATCH = {
     "workflow": "warehouse_dispatch",

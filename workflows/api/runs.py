@@ -274,6 +274,7 @@ class RunViewSet(LongPollViews, mixins.ListModelMixin, FlowsiteViewSet):
             user=request.user,
             priority=start.get("priority"),
             deadline=start.get("deadline"),
+            variables=start.get("variables"),
         )
         # 201 only for the request whose insert created the run, even under a race.
         return run_detail(started.value.pk, status=201 if started.created else 200)

@@ -136,6 +136,11 @@ class StartRunSerializer(StrictSerializer):
     )
     priority = priority_field(required=False)
     deadline = DeadlineField(required=False)
+    variables = JSONObjectField(
+        required=False,
+        help_text="the run's first variables, which its steps read (ctx.variables) and "
+        "change (ctx.set_variables); a JSON object of at most MAX_VARIABLES_BYTES bytes",
+    )
 
 
 class ReasonSerializer(StrictSerializer):
@@ -418,6 +423,10 @@ class RunDetailSerializer(RunSerializer):
     waiting_on = WaitingOnSerializer(many=True, source="explained.waiting_on")
     allowed_actions = ActionSerializer(many=True, source="explained.allowed_actions")
     steps = RunStepSerializer(many=True, source="explained.steps")
+    variables = serializers.DictField(
+        help_text="the run's variables as committed: set at its start, changed by its "
+        "steps' JSON merge patches (each write is a run.variables_set event)"
+    )
     time_left = serializers.SerializerMethodField()
     deadline_passed = serializers.BooleanField(source="explained.deadline_passed")
     trace_id = serializers.SerializerMethodField(
@@ -431,6 +440,7 @@ class RunDetailSerializer(RunSerializer):
             "idempotency_key",
             "priority",
             "input",
+            "variables",
             "output",
             "error",
             "version",

@@ -17,7 +17,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from workflows.api.long_poll import timed_out_field
-from workflows.api.serializers_runs import Flag, StrictInteger
+from workflows.api.serializers_runs import Flag, JSONObjectField, StrictInteger
 from workflows.api.strict import StrictCharField, StrictSerializer
 from workflows.status import FrameStream, StepStatus
 from workflows.workers.external import MAX_LIMIT, MAX_WAIT, WORKER_CLASSES
@@ -137,6 +137,11 @@ class WorkHeartbeatSerializer(StrictSerializer):
 class WorkCompleteSerializer(StrictSerializer):
     lease = _lease()
     output = serializers.JSONField(allow_null=True, help_text="the step's output (any JSON)")
+    variables = JSONObjectField(
+        required=False,
+        help_text="a JSON merge patch of the run's variables, committed with the output "
+        "(as ctx.set_variables); past MAX_VARIABLES_BYTES: 400 invalid_input, nothing written",
+    )
 
 
 class WorkFailSerializer(StrictSerializer):

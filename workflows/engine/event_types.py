@@ -53,6 +53,7 @@ _WRITTEN_LITERALLY = (
     "run.started",
     "run.retry_requested",
     "run.terminate_requested",
+    "run.variables_set",
     "schedule.buffered",
     "schedule.created",
     "schedule.deleted",

@@ -55,6 +55,9 @@ class Lease:
     # Set when a limit lets the unit start only to fail at once (engine.admission).
     refusal: Exception | None = None
     renewed_at: float = field(default_factory=time.monotonic)
+    # The handler's ``ctx.set_variables`` patches, in call order: committed with the
+    # attempt's outcome (workflows.engine.variables), fenced like it.
+    variable_patches: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def node(self) -> LeasedNode:

@@ -36,6 +36,7 @@ from workflows.engine.sql.expressions import db_now, db_now_plus
 from workflows.engine.sql.locked_updates import RowWrite
 from workflows.engine.sql.updates import LIVE_LEASE, fenced_update_many
 from workflows.engine.transaction import transition
+from workflows.engine.variables import commit_variables
 from workflows.engine.wakeups import timer_armed
 from workflows.engine.work_kinds import FailedUnit
 from workflows.errors import LeaseExpired, LeaseLost, RunCancelled
@@ -335,6 +336,7 @@ def _complete(lease: Lease, output: Any, claim_next: bool) -> Completion | _Reje
             if _completed_with(lease, output):
                 return Completion(duplicate=True)
             return _reject(lease, "completion", scope.events)
+        commit_variables(scope, lease)
         lease.version += 1
         free_attempt_slot(scope, lease)
         lease.kind.settlement.completed(scope.advancer, lease, output)
@@ -495,6 +497,8 @@ def _record_batch(
             else:
                 schedule_retry(scope.advancer, unit, attempt=failed.attempt_in_round, delay=delay)
         done = [(item, output) for item, output in completed if item.unit_id in recorded]
+        for item, _ in done:
+            commit_variables(scope, item)
         if done or ended:
             lease.kind.batch_settlement.ended(scope.advancer, done, ended)
     return scope.claimed, rejected

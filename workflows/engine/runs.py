@@ -108,6 +108,25 @@ def set_run_status(
             hook(run, events)
 
 
+def update_locked_run(run: Run, doing: str, **changes: Any) -> None:
+    """Compare-and-set ``changes`` on a run this transition holds, at the status and
+    version read under its lock, keeping its status; on success ``run`` carries them and
+    its new version. Raises :class:`StaleState` (``doing``: what was being done, for the
+    message) if the run moved, which its lock makes a defect rather than a race."""
+    if not cas_update(
+        Run,
+        run.pk,
+        version=run.version,
+        where={"status": run.status},
+        updated_at=db_now(),
+        **changes,
+    ):
+        raise StaleState(f"run {run.pk} changed while {doing}", run=str(run.pk))
+    run.version += 1
+    for name, value in changes.items():
+        setattr(run, name, value)
+
+
 def record_entry(
     events: EventLog,
     run: Run,

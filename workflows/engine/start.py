@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -29,6 +29,7 @@ from workflows.errors import IdempotencyConflict, InvalidInput
 from workflows.models import Run, Step, Timer, subject_of
 from workflows.status import RunStatus, TimerKind
 from workflows.tracing import start_span
+from workflows.variables import checked_variables
 
 if TYPE_CHECKING:
     from workflows.permissions import AnyUser
@@ -44,6 +45,7 @@ def start_run_once(
     subject: models.Model | None = None,
     priority: int | None = None,
     deadline: timedelta | datetime | None = None,
+    variables: dict[str, Any] | None = None,
 ) -> Created[Run]:
     """Start a run of ``workflow`` (a registered name, latest version, or a class).
 
@@ -55,7 +57,9 @@ def start_run_once(
     ``priority`` (-1000 to 1000, default the workflow's ``default_priority``): its ready
     work is claimed before that of runs with a lower one. ``deadline`` (default the
     workflow's ``deadline``): see :func:`create_run`; a repeat returns the first run
-    with its own deadline.
+    with its own deadline. ``variables``: the run's first variables
+    (:func:`workflows.variables.checked_variables`); not part of the fingerprint either,
+    so a repeat returns the first run with its own.
 
     Returns :class:`Created`: ``created`` is true only for the call whose insert made
     the run; a repeat, and the loser of a race on one key (its insert fails on the
@@ -67,6 +71,7 @@ def start_run_once(
     if deadline is not None and deadline_problems(deadline):
         raise InvalidInput(deadline_problems(deadline)[0], field="deadline")
     data = definition.check_input(input)
+    initial = checked_variables(variables)
     input_hash = fingerprint(data)
     if idempotency_key is not None:
         existing = _existing(definition, idempotency_key, input_hash)
@@ -84,6 +89,7 @@ def start_run_once(
                 subject=subject,
                 priority=definition.default_priority if priority is None else priority,
                 deadline=deadline,
+                variables=initial,
             )
         )
     except IntegrityError:
@@ -127,9 +133,11 @@ class NewRun:
     """A run to create: its workflow and checked input, and what its start says of it.
 
     ``input_hash``: the input's fingerprint when the caller has it already (computed
-    otherwise). ``parent``: a child run's. ``flow_id`` with ``blocked``: a flow member
-    waiting for its upstream members. ``schedule_id`` with ``scheduled_for``: a run a
-    schedule started, and the slot it started for.
+    otherwise). ``variables``: the run's first variables, checked
+    (:func:`workflows.variables.checked_variables`); a child run, a flow member and a
+    scheduled run start with none. ``parent``: a child run's. ``flow_id`` with
+    ``blocked``: a flow member waiting for its upstream members. ``schedule_id`` with
+    ``scheduled_for``: a run a schedule started, and the slot it started for.
     """
 
     definition: type[Workflow]
@@ -141,6 +149,7 @@ class NewRun:
     subject: models.Model | None = None
     priority: int = 0
     deadline: timedelta | datetime | None = None
+    variables: dict[str, Any] = field(default_factory=dict)
     parent: ChildOf | None = None
     flow_id: UUID | None = None
     blocked: bool = False
@@ -201,6 +210,8 @@ def create_run(new: NewRun, *, events: EventLog | None = None) -> RunScope:
         if due is not None:
             about["deadline"] = due.isoformat()
         record_entry(scope.events, run, definition, kind, **about)
+        if new.variables:
+            scope.events.add(run.pk, "run.variables_set", step=None, patches=[new.variables])
         if admitted:
             scope.advancer.start()
     return scope
@@ -239,6 +250,7 @@ def _insert_run(
         status=RunStatus.BLOCKED if new.blocked else status,
         input=new.data,
         input_hash=new.input_hash or fingerprint(new.data),
+        variables=new.variables,
         idempotency_key=new.idempotency_key,
         business_key=new.business_key,
         **(subject_of(subject) if subject is not None else {}),

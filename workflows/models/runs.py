@@ -43,6 +43,9 @@ class Run(models.Model):
     input = models.JSONField(default=dict, blank=True)
     output = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
+    # The run's variables: a JSON object that steps change with ``ctx.set_variables``
+    # (workflows.engine.variables), bounded by ``WORKFLOWS["MAX_VARIABLES_BYTES"]``.
+    variables = models.JSONField(default=dict, blank=True)
     # NULL, not "", for "no key": the unique constraint must ignore keyless runs.
     idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     input_hash = models.CharField(max_length=64, blank=True, default="")

@@ -111,6 +111,7 @@ def describe_run(run_id: UUID | str) -> dict[str, Any]:
         "finished_at": run.finished_at,
         "deadline": run.deadline,
         "input": run.input,
+        "variables": run.variables,
         "output": run.output,
         "error": run.error,
         "steps": [

@@ -41,6 +41,7 @@ def start_run_once(
     subject: models.Model | None = None,
     priority: int | None = None,
     deadline: timedelta | datetime | None = None,
+    variables: dict[str, Any] | None = None,
 ) -> Created[Run]:
     """Start a run of ``workflow`` (a registered name, latest version, or a class); the
     other options as :func:`start_run`.
@@ -73,6 +74,7 @@ def start_run_once(
         subject=subject,
         priority=priority,
         deadline=deadline,
+        variables=variables,
     )
 
 
@@ -97,6 +99,14 @@ start_run = value_of(
     clock. A run not ended by then fails with ``deadline_exceeded``, its running
     attempts lose their lease and what it completed is compensated
     (:mod:`workflows.engine.deadlines`). Anything else is :class:`InvalidInput`.
+
+    ``variables``: the run's first variables, a JSON object its steps read as
+    ``ctx.variables`` and change with ``ctx.set_variables`` (docs/guide/variables.md).
+    Applied as a merge patch to an empty object (a ``null`` member is not stored);
+    anything but a JSON object of storable JSON, or one past
+    ``WORKFLOWS["MAX_VARIABLES_BYTES"]``, is :class:`InvalidInput` (``field
+    "variables"``), refused before anything is written. Not part of the idempotency
+    fingerprint: a repeat returns the first run with its own variables.
     """,
 )
 

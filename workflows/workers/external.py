@@ -39,12 +39,14 @@ from workflows.engine.outcomes import fail_attempt
 from workflows.engine.scope import fail_missing_definition
 from workflows.engine.sql.rows import completed_outputs
 from workflows.engine.telemetry import FrameBudget
+from workflows.engine.variables import VariablesRefused
 from workflows.errors import InvalidInput, PermanentError
 from workflows.models import Frame
 from workflows.queries.long_poll import long_poll
 from workflows.status import FailureClass, FrameStream
 from workflows.text.owners import EXTERNAL_OWNER
 from workflows.validation import check_json
+from workflows.variables import object_problem
 from workflows.workers.telemetry import AttemptTelemetry
 
 # The longest a claim may wait for work (seconds): past it proxies and clients time out.
@@ -251,16 +253,32 @@ def _attempt_budget(lease: Lease) -> FrameBudget:
     return budget
 
 
-def complete_external(lease: str, output: Any) -> bool:
+def complete_external(lease: str, output: Any, *, variables: dict[str, Any] | None = None) -> bool:
     """Record ``output`` (JSON) as the attempt's result and move the run on.
 
     Returns ``False`` when the attempt had already completed with the same output (a
     retried request: nothing written again). Another output for a completed attempt,
     or any stale lease, raises :class:`~workflows.LeaseLost`; an output no database
     stores unchanged raises :class:`~workflows.InvalidInput`.
+
+    ``variables``: a JSON merge patch of the run's variables, committed with the
+    output as a Python handler's ``ctx.set_variables`` is (a ``run.variables_set``
+    event naming the step). A patch that is not a JSON object of storable JSON, or
+    that would take the variables past ``MAX_VARIABLES_BYTES``, raises
+    :class:`~workflows.InvalidInput` (``field "variables"``) and nothing is written:
+    the attempt still holds its lease.
     """
     checked = check_json(output, field="output", error=InvalidInput)
-    return not complete_external_lease(lease, checked).duplicate
+    patches = []
+    if variables is not None:
+        problem = object_problem(variables, field="variables")
+        if problem is not None:
+            raise InvalidInput(problem, field="variables")
+        patches.append(variables)
+    try:
+        return not complete_external_lease(lease, checked, patches).duplicate
+    except VariablesRefused as refused:
+        raise InvalidInput(str(refused), field="variables") from None
 
 
 def fail_external(

@@ -35,6 +35,7 @@ from workflows.engine.outcomes import (
 )
 from workflows.engine.recovery import return_unstarted
 from workflows.engine.transaction import transition
+from workflows.engine.variables import VariablesRefused
 from workflows.engine.work_kinds import STEP, WorkKind
 from workflows.errors import DefinitionMissing, LeaseLost, PermanentError, RunCancelled, StaleState
 from workflows.tracing import UNTRACED, AttemptSpan, attempt_span
@@ -173,6 +174,7 @@ def _context(
         log=telemetry.log,
         summary=telemetry.summary,
         read_resumed=partial(resumed_of, lease.step_id) if lease.kind is STEP else None,
+        variable_patches=lease.variable_patches,
     )
 
 
@@ -237,6 +239,8 @@ def _record_output(
         _lost(lease, lost, span)
     except DataError as exc:
         _record_failure(lease, _refused_output(exc), span)
+    except VariablesRefused as refused:
+        _record_failure(lease, refused, span)
     else:
         span.ended(_ended_by(result))
         return following
@@ -267,7 +271,8 @@ def _run_batch(batch: LeaseBatch, *, chain: bool) -> Held | None:
     this loop once half the timeout has passed), and an item whose lease was found lost
     is neither run nor recorded; one whose lease only expired before it started is
     given back, its attempt not counted (:func:`_give_back_unstarted`). Should the
-    database refuse the batch's transaction (an output it cannot store), each item is
+    database refuse the batch's transaction (an output it cannot store), or an item's
+    variables patches be refused at the commit (past their size limit), each item is
     recorded on its own, so only that item fails.
     A crash before the recording commits leaves every item of the batch ``running``:
     the lease scanner reclaims them and they run again with the same idempotency keys.
@@ -308,7 +313,7 @@ def _run_batch(batch: LeaseBatch, *, chain: bool) -> Held | None:
         return None
     try:
         following, lost_leases = record_batch(batch, completed, failed, claim_next=chain)
-    except DataError:
+    except (DataError, VariablesRefused):
         for lease, output in completed:
             _record_output(lease, output, chain=False)
         for lease, error in failed:
@@ -446,6 +451,8 @@ def _attempt_in_transaction(lease: Lease, chain: bool) -> tuple[Held | None, Any
         raise _RolledBack(lost, action) from lost
     except DataError as exc:
         raise _RolledBack(_refused_output(exc), action) from exc
+    except VariablesRefused as refused:
+        raise _RolledBack(refused, action) from refused
 
 
 def _record_failure(lease: Lease, exc: BaseException, span: AttemptSpan = UNTRACED) -> None:

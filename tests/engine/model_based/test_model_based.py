@@ -80,6 +80,7 @@ from workflows.status import (
     TimerStatus,
 )
 from workflows.testing import run_pending
+from workflows.variables import patched
 from workflows.workers.runner import execute
 from workflows.workers.scanners import fire_due_timers, repair_flows
 from workflows.workers.schedule_slots import fire_due_schedules
@@ -108,9 +109,21 @@ def revoke_lease(step: Step, attempt: int, round_: int) -> RevokedLease:
 
 # What the next handler call does: "ok", "transient" (retried) or "permanent".
 OUTCOME = {"next": "ok"}
+# The patch of the run's variables the next handler call writes first, if any.
+WRITES: dict[str, dict[str, Any] | None] = {"next": None}
+# Patches a step may write: set, nest, replace a list, remove.
+PATCHES = (
+    {"k": 1},
+    {"k": None},
+    {"n": {"a": [1, 2]}},
+    {"n": {"b": "x", "a": None}},
+    {"k": {"deep": True}, "l": [None]},
+)
 
 
 def handle(ctx: Any) -> dict[str, Any]:
+    if WRITES["next"] is not None:
+        ctx.set_variables(WRITES["next"])
     outcome = OUTCOME["next"]
     if outcome == "transient":
         raise RuntimeError("transient failure on purpose")
@@ -348,7 +361,8 @@ class EngineMachine(RuleBasedStateMachine):
     @rule(workflow=st.sampled_from(sorted(WORKFLOWS)))
     def start_run(self, workflow: str) -> None:
         with on_commit():
-            self.seen.runs.append(workflows.start_run(WORKFLOWS[workflow], {}))
+            started = workflows.start_run(WORKFLOWS[workflow], {}, variables={"k": 0})
+            self.seen.runs.append(started)
 
     @rule()
     def create_flow(self) -> None:
@@ -443,6 +457,18 @@ class EngineMachine(RuleBasedStateMachine):
         finally:
             OUTCOME["next"] = "ok"
 
+    @rule(data=st.data(), outcome=st.sampled_from(OUTCOMES), patch=st.sampled_from(PATCHES))
+    def run_one_unit_writing_variables(
+        self, data: st.DataObject, outcome: str, patch: dict[str, Any]
+    ) -> None:
+        """Run one ready unit whose handler writes ``patch`` of its run's variables, then
+        succeeds or fails as ``outcome`` says (a failed attempt's patch must not land)."""
+        WRITES["next"] = patch
+        try:
+            self.run_one_unit(data, outcome)
+        finally:
+            WRITES["next"] = None
+
     @rule()
     def time_passes(self) -> None:
         """Retry backoffs elapse; the flow backstop runs."""
@@ -472,6 +498,8 @@ class EngineMachine(RuleBasedStateMachine):
     def finish_held(self, data: st.DataObject, outcome: str) -> None:
         held = data.draw(st.sampled_from(self.seen.held), label="held")
         self.seen.held.remove(held)
+        # Its write lands with its completion only while it still holds the lease.
+        held.lease.variable_patches.append({"held": held.step_id})
         if outcome == "ok":
             self.call(complete_work, held.lease, {"ok": True})
         else:
@@ -822,6 +850,19 @@ class EngineMachine(RuleBasedStateMachine):
                 assert all(status == RunStatus.COMPLETED for status in members), members
             if flow_status in (FlowStatus.COMPLETED, FlowStatus.FAILED):
                 assert all(status in RUN_FINAL for status in members), (flow_status, members)
+
+    @invariant()
+    def variables_are_the_merge_of_their_committed_writes(self) -> None:
+        """A run's variables are exactly its ``run.variables_set`` events' patches merged
+        in history order: no write lands without its event, none is lost, and a failed,
+        stale or revoked attempt's patch is in neither."""
+        for run in self.seen.runs:
+            committed = Run.objects.values_list("variables", flat=True).get(pk=run.pk)
+            writes = Event.objects.filter(run_id=run.pk, type="run.variables_set").order_by("id")
+            replayed: dict[str, Any] = {}
+            for payload in writes.values_list("payload", flat=True):
+                replayed = patched(replayed, payload["patches"])
+            assert committed == replayed, (committed, replayed)
 
     @invariant()
     def histories_are_paths(self) -> None:

@@ -175,8 +175,11 @@ def report_external_lease(token: object, report: Callable[[Lease], None]) -> Non
 
 
 @transition
-def complete_external_lease(token: object, output: Any) -> Completion:
-    """Record ``output`` as the result of the attempt ``token`` names.
+def complete_external_lease(
+    token: object, output: Any, variable_patches: list[dict[str, Any]] | None = None
+) -> Completion:
+    """Record ``output`` as the result of the attempt ``token`` names, and commit
+    ``variable_patches`` of the run's variables with it.
 
     The same output again for an attempt that completed is a :class:`Completion` with
     ``duplicate``; another output, or an attempt that ended otherwise, :class:`LeaseLost`.
@@ -187,6 +190,7 @@ def complete_external_lease(token: object, output: Any) -> Completion:
         return Completion(duplicate=True)
     if row["status"] != StepStatus.RUNNING or not row["live"]:
         raise LeaseLost(REFUSED)
+    lease.variable_patches.extend(variable_patches or ())
     complete_work(lease, output)
     _traced(lease, claims, "completed")
     return Completion()

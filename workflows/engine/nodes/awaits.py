@@ -31,6 +31,7 @@ from workflows.engine.sql.rows import StepRow, step_row, step_rows
 from workflows.engine.sql.updates import cas_update
 from workflows.engine.timers import cancel_timers, fires
 from workflows.engine.transaction import transition
+from workflows.engine.variables import commit_variables
 from workflows.engine.wakeups.hub import timer_armed
 from workflows.engine.work_kinds import STEP
 from workflows.errors import LeaseLost, PermanentError, RunCancelled
@@ -99,6 +100,7 @@ def park_for_await(lease: Lease, request: Await) -> None:
         ):
             raise LeaseLost(f"{lease.label} attempt {lease.attempt} lost its lease before awaiting")
         free_attempt_slot(scope, lease)
+        commit_variables(scope, lease)
         scope.events.add(
             scope.run.pk,
             "step.awaiting",

@@ -31,6 +31,7 @@ from workflows.engine.sql.rows import StepRow, step_row
 from workflows.engine.sql.updates import cas_update
 from workflows.engine.timers import cancel_timers, fires
 from workflows.engine.transaction import transition
+from workflows.engine.variables import commit_variables
 from workflows.engine.work_kinds import STEP, FailedUnit
 from workflows.errors import (
     CallbackAlreadyUsed,
@@ -93,6 +94,7 @@ def park_for_callback(lease: Lease, request: AwaitCallback) -> None:
         ):
             raise LeaseLost(f"{lease.label} attempt {lease.attempt} lost its lease before parking")
         free_attempt_slot(scope, lease)
+        commit_variables(scope, lease)
         due_at = timezone.now() + request.timeout
         Timer.objects.create(
             run_id=scope.run.pk, step_id=row.pk, kind=TimerKind.CALLBACK_TIMEOUT, due_at=due_at

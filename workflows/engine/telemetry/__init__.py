@@ -1,9 +1,9 @@
 """Live telemetry of a running task step's attempt: progress, log frames and a summary
 document, written in fenced batches (:mod:`.flush`), bounded per attempt
-(:mod:`.trimming`), the summary changed by JSON merge patches (:mod:`.merge_patch`)."""
+(:mod:`.trimming`), the summary changed by JSON merge patches
+(:mod:`workflows.merge_patch`)."""
 
 from workflows.engine.telemetry.flush import flush_telemetry
-from workflows.engine.telemetry.merge_patch import merge_patch
 from workflows.engine.telemetry.pending import PendingFrame, PendingTelemetry, Progress
 from workflows.engine.telemetry.trimming import FrameBudget, Trim
 
@@ -14,5 +14,4 @@ __all__ = [
     "Progress",
     "Trim",
     "flush_telemetry",
-    "merge_patch",
 ]

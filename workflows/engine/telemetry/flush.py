@@ -25,13 +25,13 @@ from workflows.engine.lease import Lease
 from workflows.engine.sql.expressions import counter_plus, db_now
 from workflows.engine.sql.frames import insert_frames
 from workflows.engine.sql.updates import LIVE_LEASE, cas_update_many
-from workflows.engine.telemetry.merge_patch import merge_patch
 from workflows.engine.telemetry.pending import PendingTelemetry
 from workflows.engine.telemetry.trimming import FrameBudget, Trim
 from workflows.engine.telemetry.unit_log import flush_unit_telemetry
 from workflows.engine.transaction import transition
 from workflows.engine.wakeups import wake
 from workflows.errors import LeaseLost
+from workflows.merge_patch import merge_patch
 from workflows.models import Frame, Step
 from workflows.status import StepStatus
 

@@ -19,10 +19,10 @@ from typing import Any
 from workflows.engine.lease import Lease
 from workflows.engine.sql.expressions import counter_plus, db_now
 from workflows.engine.sql.updates import LIVE_LEASE, cas_update
-from workflows.engine.telemetry.merge_patch import merge_patch
 from workflows.engine.telemetry.pending import PendingTelemetry
 from workflows.engine.transaction import transition
 from workflows.errors import LeaseLost
+from workflows.merge_patch import merge_patch
 from workflows.models import CompensationRecord, FanOutItem
 
 # The rows a unit's telemetry goes to, by work kind name.

@@ -15,11 +15,11 @@ from uuid import UUID
 
 from workflows.engine.events import actor
 from workflows.engine.guards import PRIORITY
+from workflows.engine.runs import update_locked_run
 from workflows.engine.scope import run_scope
 from workflows.engine.sql.expressions import db_now
-from workflows.engine.sql.updates import cas_update, cas_update_many
+from workflows.engine.sql.updates import cas_update_many
 from workflows.engine.transaction import transition
-from workflows.errors import StaleState
 from workflows.models import CompensationRecord, FanOutItem, Run, Step
 from workflows.status import CompensationStatus, StepStatus
 
@@ -92,17 +92,7 @@ def change_priority(run_id: UUID, priority: int, *, user: AnyUser | None = None)
 
 def _set_run_priority(run: Run, priority: int) -> None:
     """Compare-and-set the run's priority at the status and version read under its lock."""
-    if not cas_update(
-        Run,
-        run.pk,
-        version=run.version,
-        where={"status": run.status},
-        priority=priority,
-        updated_at=db_now(),
-    ):
-        raise StaleState(f"run {run.pk} changed while its priority was set", run=str(run.pk))
-    run.version += 1
-    run.priority = priority
+    update_locked_run(run, "its priority was set", priority=priority)
 
 
 def _set_units_priority(run: Run, names: list[str], priority: int) -> tuple[int, int, int]:

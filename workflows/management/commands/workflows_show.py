@@ -27,6 +27,7 @@ RUN_FIELDS = {
     "deadline": "deadline",
     "updated_at": "updated",
     "input": "input",
+    "variables": "variables",
     "output": "output",
     "error": "error",
 }
@@ -71,7 +72,7 @@ def event_row(event: dict[str, Any]) -> list[Any]:
 
 class Command(DeclaredCommand):
     help = (
-        "Show run RUN: its status, input, output and error; whether it needs attention, "
+        "Show run RUN: its status, input, variables, output and error; whether it needs attention, "
         "what it waits on and which operator actions are allowed (and why not); each "
         "step's status, iteration (the round a loop runs it in), attempts, lease owner, the "
         "failure class of its last failed attempt "

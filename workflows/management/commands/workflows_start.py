@@ -19,7 +19,8 @@ class Command(OperatorCommand[Run]):
     help = (
         "Start a run of the latest registered version of workflow NAME and print the run's "
         "id and status. Its steps then run in the workers. --deadline gives the run a "
-        "deadline (default: the workflow's)."
+        "deadline (default: the workflow's); --variables the run's first variables, which "
+        "its steps read (ctx.variables) and change (ctx.set_variables)."
     )
 
     arguments = (
@@ -49,14 +50,18 @@ class Command(OperatorCommand[Run]):
             "default_priority); also the run's place in its workflow's queue",
         ),
         deadline_option(),
+        argument(
+            "--variables",
+            metavar="JSON",
+            help='the run\'s first variables, a JSON object, e.g. \'{"region": "eu"}\' '
+            "(at most MAX_VARIABLES_BYTES bytes)",
+        ),
         json_option("the run"),
     )
 
     def call(self, options: dict[str, Any]) -> Run:
-        try:
-            data = json.loads(options["input"])
-        except json.JSONDecodeError as exc:
-            raise CommandError(f"--input is not valid JSON: {exc}") from exc
+        data = _json_option(options, "input")
+        variables = _json_option(options, "variables") if options["variables"] else None
         return start_run(
             options["name"],
             data,
@@ -64,6 +69,7 @@ class Command(OperatorCommand[Run]):
             business_key=options["business_key"],
             priority=options["priority"],
             deadline=options["deadline"],
+            variables=variables,
         )
 
     def as_json(self, result: Run) -> dict[str, Any]:
@@ -71,3 +77,11 @@ class Command(OperatorCommand[Run]):
 
     def text(self, result: Run) -> str:
         return run_line(run_summary(result))
+
+
+def _json_option(options: dict[str, Any], name: str) -> Any:
+    """The JSON of option ``--<name>``; a clear error when it does not parse."""
+    try:
+        return json.loads(options[name])
+    except json.JSONDecodeError as exc:
+        raise CommandError(f"--{name} is not valid JSON: {exc}") from exc

@@ -1,4 +1,7 @@
-"""JSON merge patch (RFC 7386): how ``ctx.summary(patch)`` changes a step's summary."""
+"""JSON merge patch (RFC 7386): how ``ctx.summary(patch)`` changes a step's summary and
+``ctx.set_variables(patch)`` a run's variables. A pure function of JSON values, so it
+lives with the vocabulary every layer speaks (the context applies a handler's own
+patches to what it reads, the engine applies them as it commits)."""
 
 from __future__ import annotations
 
