@@ -105,6 +105,22 @@ class CompensationStatus(models.TextChoices):
     SKIPPED = "skipped"
 
 
+class RunTrigger(models.TextChoices):
+    """Which surface started a run (``Run.trigger``): set by that surface, never by the
+    run itself, so that an operator reading a run knows where it came from."""
+
+    # A direct Python call (``workflows.start_run``): the default.
+    CODE = "code"
+    API = "api"
+    ADMIN = "admin"
+    COMMAND = "command"
+    SCHEDULE = "schedule"
+    # A flow's member, started by the flow when its join is satisfied (or at once).
+    FLOW = "flow"
+    # A child run, started by its parent's step.
+    CHILD = "child"
+
+
 class Decision(models.TextChoices):
     APPROVED = "approved"
     REJECTED = "rejected"

@@ -318,15 +318,23 @@ def _attention_conditions(now: datetime) -> dict[Attention, Q]:
     ``failed`` leaves out runs an operator terminated on purpose: their error is the
     termination itself (code ``terminated``), which is a decision already taken, unless
     the run was failing when it was terminated (the termination keeps that ``cause``).
+    Neither ended class counts a run an operator dismissed (``dismiss_run``); the live
+    classes never meet one, since only ended runs are dismissed.
     """
     # Spelled out so that an error without a code is a failure rather than unknown (NULL).
     not_a_termination = (
         Q(error__code__isnull=True) | ~Q(error__code="terminated") | Q(error__has_key="cause")
     )
+    # A dismissed run (only ended ones are) was seen to by an operator: a decision
+    # taken, as a termination is (workflows.engine.verbs.dismiss).
+    shown = Q(dismissed_at__isnull=True)
     return {
-        Attention.COMPENSATION_FAILED: Q(status=RunStatus.COMPENSATION_FAILED),
-        Attention.FAILED: Q(status=RunStatus.FAILED)
-        | (Q(status=RunStatus.TERMINATED, error__isnull=False) & not_a_termination),
+        Attention.COMPENSATION_FAILED: Q(status=RunStatus.COMPENSATION_FAILED) & shown,
+        Attention.FAILED: (
+            Q(status=RunStatus.FAILED)
+            | (Q(status=RunStatus.TERMINATED, error__isnull=False) & not_a_termination)
+        )
+        & shown,
         Attention.LEASE_EXPIRED: _any_unit(lambda kind: expired_lease(now)),
         Attention.OVERDUE: Q(
             pk__in=Timer.objects.filter(overdue_timer(now)).order_by().values("run_id")

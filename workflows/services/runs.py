@@ -24,7 +24,7 @@ from workflows.errors import (
 )
 from workflows.models import Run, Step
 from workflows.services.targets import run_id_of, step_of
-from workflows.status import RunStatus
+from workflows.status import RunStatus, RunTrigger
 from workflows.validation import check_json, check_text, max_length
 
 if TYPE_CHECKING:
@@ -41,6 +41,8 @@ def start_run_once(
     subject: models.Model | None = None,
     priority: int | None = None,
     deadline: timedelta | datetime | None = None,
+    title: str = "",
+    trigger: str = RunTrigger.CODE,
 ) -> Created[Run]:
     """Start a run of ``workflow`` (a registered name, latest version, or a class); the
     other options as :func:`start_run`.
@@ -63,6 +65,8 @@ def start_run_once(
         business_key=business_key,
         subject=subject,
         priority=priority,
+        title=title,
+        trigger=trigger,
     )
     return engine.start_run_once(
         workflow,
@@ -73,6 +77,8 @@ def start_run_once(
         subject=subject,
         priority=priority,
         deadline=deadline,
+        title=title,
+        trigger=trigger,
     )
 
 
@@ -97,6 +103,15 @@ start_run = value_of(
     clock. A run not ended by then fails with ``deadline_exceeded``, its running
     attempts lose their lease and what it completed is compensated
     (:mod:`workflows.engine.deadlines`). Anything else is :class:`InvalidInput`.
+
+    ``title`` (text up to 200 characters, no NUL): what the console's lists and the API
+    show of the run; empty, they show its workflow. ``trigger`` says which surface
+    started the run (:class:`~workflows.status.RunTrigger`; ``"code"`` for a Python
+    call; the admin, the API, the commands, schedules, flows and parents say their own),
+    and ``user``, recorded as ``created_by``, who. Neither is part of the idempotency
+    fingerprint: a repeat with another title or trigger returns the first run as it is.
+    With ``Workflow.unique_business_key``, a ``business_key`` another live run of the
+    workflow holds is :class:`BusinessKeyInUse`.
     """,
 )
 
@@ -109,11 +124,20 @@ def _check_start(
     business_key: str | None,
     subject: models.Model | None,
     priority: int | None,
+    title: str,
+    trigger: str,
 ) -> None:
     """Refuse, before anything is written, what the database could not store or the
-    engine would reject: the priority, the name, the input's JSON, the keys, the subject."""
+    engine would reject: the priority, the name, the input's JSON, the keys, the subject,
+    the title and the trigger."""
     if priority is not None:
         _check_priority(priority)
+    check_text(title, field="title", limit=max_length(Run, "title"))
+    if trigger not in RunTrigger.values:
+        raise InvalidInput(
+            f"trigger must be one of {', '.join(RunTrigger.values)}, got {trigger!r}",
+            field="trigger",
+        )
     check_text(
         definition.name,
         field=f"the name of {definition.label()}",
