@@ -382,3 +382,13 @@ def runs_needing_attention(
         for earlier in list(conditions)[: list(conditions).index(wanted)]:
             matches &= ~conditions[earlier]
     return (Run.objects.all() if runs is None else runs).filter(matches)
+
+
+def dismissed_filter(runs: QuerySet[Run], value: str) -> QuerySet[Run]:
+    """``runs`` as the ``dismissed`` filter's ``value`` (no, yes, all) selects them: what
+    the API's list and the console's runs list both use."""
+    if value == "yes":
+        return runs.filter(dismissed_at__isnull=False)
+    if value == "all":
+        return runs
+    return runs.filter(dismissed_at__isnull=True)
