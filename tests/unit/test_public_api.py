@@ -60,6 +60,8 @@ def test_start_run_signature():
         "subject",
         "priority",
         "deadline",
+        "title",
+        "trigger",
     ]
     assert list(parameters) == ["workflow", "input", *keywords]
     assert all(parameters[name].kind is inspect.Parameter.KEYWORD_ONLY for name in keywords)

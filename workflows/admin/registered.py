@@ -27,6 +27,7 @@ from workflows.admin.changelist import SafeChangelistMixin
 from workflows.admin.consumers import consumer_delete, consumers
 from workflows.admin.dashboard import dashboard
 from workflows.admin.deadlines import DeadlineFilter
+from workflows.admin.dismissed import DismissedFilter
 from workflows.admin.live.log import step_log
 from workflows.admin.live.pages import run_live
 from workflows.admin.readonly import ReadOnlyMixin
@@ -82,6 +83,7 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, StatusBadgeColumn, admin.Mode
         "business_key",
         "progress",
         "started",
+        "trigger",
         "attention_badge",
     )
     list_display_links = ("short_id",)
@@ -89,6 +91,8 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, StatusBadgeColumn, admin.Mode
         "status",
         WorkflowFilter,
         AttentionFilter,
+        DismissedFilter,
+        "trigger",
         DeadlineFilter,
         ScheduleFilter,
         ("created_at", admin.DateFieldListFilter),
@@ -214,9 +218,13 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, StatusBadgeColumn, admin.Mode
     def short_id(self, run: Run) -> SafeString:
         return admin_runs.short_id(run.pk)
 
-    @admin.display(description="workflow", ordering="workflow_name")
-    def workflow(self, run: Run) -> str:
-        return f"{run.workflow_name} v{run.workflow_version}"
+    @admin.display(description="workflow · title", ordering="workflow_name")
+    def workflow(self, run: Run) -> SafeString | str:
+        """The run's title with its workflow under it; without a title, the workflow."""
+        name = f"{run.workflow_name} v{run.workflow_version}"
+        if not run.title:
+            return name
+        return format_html('{}<div class="wf-quiet">{}</div>', run.title, name)
 
     @admin.display(description="progress")
     def progress(self, run: RunWithProgress) -> SafeString:

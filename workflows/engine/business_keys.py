@@ -21,7 +21,9 @@ INDEX = "workflows_run_unique_live_business_key"
 _SQLITE_COLUMNS = "workflows_run.workflow_name, workflows_run.business_key"
 
 
-def key_refusal(error: IntegrityError, *, key: str = "", workflow: str = "") -> BusinessKeyInUse | None:
+def key_refusal(
+    error: IntegrityError, *, key: str = "", workflow: str = ""
+) -> BusinessKeyInUse | None:
     """The :class:`BusinessKeyInUse` that ``error`` is, or ``None`` for another refusal.
 
     ``key`` and ``workflow``, when the caller knows them, go into the message.

@@ -32,6 +32,9 @@ _SUMMARY_FIELDS = (
     "workflow_version",
     "status",
     "business_key",
+    "title",
+    "trigger",
+    "dismissed_at",
     "created_at",
     "updated_at",
 )
@@ -45,6 +48,9 @@ def run_summary(run: Run) -> dict[str, Any]:
         "version": run.workflow_version,
         "status": run.status,
         "business_key": run.business_key,
+        "title": run.title,
+        "trigger": run.trigger,
+        "dismissed_at": run.dismissed_at,
         "created_at": run.created_at,
         "updated_at": run.updated_at,
     }

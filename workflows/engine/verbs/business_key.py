@@ -21,13 +21,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError
 
 from workflows.engine.business_keys import key_refusal
 from workflows.engine.events import actor
 from workflows.engine.guards import BUSINESS_KEY
 from workflows.engine.scope import run_scope
-from workflows.engine.sql.connection import engine_alias
 from workflows.engine.sql.expressions import db_now
 from workflows.engine.sql.updates import cas_update
 from workflows.engine.transaction import transition
@@ -55,18 +54,16 @@ def set_business_key(run_id: UUID, key: str, *, user: AnyUser | None = None) -> 
         if previous == key:
             return False
         try:
-            # A savepoint, so that PostgreSQL's refused statement leaves the transaction
-            # usable for the refusal to be raised cleanly.
-            with transaction.atomic(using=engine_alias(), savepoint=True):
-                changed = cas_update(
-                    Run,
-                    run.pk,
-                    version=run.version,
-                    where={"status": run.status},
-                    business_key=key,
-                    updated_at=db_now(),
-                )
+            changed = cas_update(
+                Run,
+                run.pk,
+                version=run.version,
+                where={"status": run.status},
+                business_key=key,
+                updated_at=db_now(),
+            )
         except IntegrityError as error:
+            # Nothing more is written: the refusal leaves the transition, which rolls back.
             refusal = key_refusal(error, key=key, workflow=run.workflow_name)
             if refusal is None:
                 raise

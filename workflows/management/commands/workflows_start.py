@@ -13,13 +13,15 @@ from workflows.management.output import run_line
 from workflows.models import Run
 from workflows.queries import run_summary
 from workflows.services import start_run
+from workflows.status import RunTrigger
 
 
 class Command(OperatorCommand[Run]):
     help = (
         "Start a run of the latest registered version of workflow NAME and print the run's "
         "id and status. Its steps then run in the workers. --deadline gives the run a "
-        "deadline (default: the workflow's)."
+        "deadline (default: the workflow's); --title what the console's lists show of it. "
+        "The run's trigger is 'command'."
     )
 
     arguments = (
@@ -48,6 +50,13 @@ class Command(OperatorCommand[Run]):
             help="-1000 to 1000, higher is claimed first (default: the workflow's "
             "default_priority); also the run's place in its workflow's queue",
         ),
+        argument(
+            "--title",
+            metavar="TEXT",
+            default="",
+            help="what the runs list shows of the run, up to 200 characters (default: its "
+            "workflow)",
+        ),
         deadline_option(),
         json_option("the run"),
     )
@@ -64,6 +73,8 @@ class Command(OperatorCommand[Run]):
             business_key=options["business_key"],
             priority=options["priority"],
             deadline=options["deadline"],
+            title=options["title"],
+            trigger=RunTrigger.COMMAND,
         )
 
     def as_json(self, result: Run) -> dict[str, Any]:
