@@ -110,15 +110,15 @@ class RunTrigger(models.TextChoices):
     run itself, so that an operator reading a run knows where it came from."""
 
     # A direct Python call (``workflows.start_run``): the default.
-    CODE = "code"
-    API = "api"
-    ADMIN = "admin"
-    COMMAND = "command"
-    SCHEDULE = "schedule"
+    CODE = "code", "Python code"
+    API = "api", "API"
+    ADMIN = "admin", "console"
+    COMMAND = "command", "command"
+    SCHEDULE = "schedule", "schedule"
     # A flow's member, started by the flow when its join is satisfied (or at once).
-    FLOW = "flow"
+    FLOW = "flow", "flow"
     # A child run, started by its parent's step.
-    CHILD = "child"
+    CHILD = "child", "parent run"
 
 
 class Decision(models.TextChoices):
