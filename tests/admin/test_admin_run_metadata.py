@@ -40,7 +40,7 @@ def test_the_list_shows_the_title_over_the_workflow_and_the_trigger(operator):
     workflows.start_run(Keyed)
     html = listed(operator)
     assert 'Order 77 for ACME<div class="wf-quiet">meta_keyed v1</div>' in html
-    assert '<td class="field-trigger">Python code</td>' in html
+    assert '<span class="wf-trigger">by Python code</span>' in html
     assert titled.trigger == "code"
     assert "?trigger__exact=api" in html  # the trigger filter offers every surface
 

@@ -308,7 +308,9 @@ def _dismissal(
 
     def perform(run: Run, data: dict[str, Any], user: AnyUser) -> str:
         done = service(run, user=user)
-        return f"was {word} already; nothing changed" if done.version == run.version else f"is {word}"
+        return (
+            f"was {word} already; nothing changed" if done.version == run.version else f"is {word}"
+        )
 
     return perform
 

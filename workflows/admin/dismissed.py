@@ -10,7 +10,7 @@ predicate as the API's ``?dismissed=`` (:func:`workflows.queries.dismissed_filte
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
 from django.db.models import QuerySet
@@ -18,6 +18,10 @@ from django.http import HttpRequest
 
 from workflows.models import Run
 from workflows.queries import dismissed_filter
+
+if TYPE_CHECKING:
+    from django.contrib.admin.filters import _ListFilterChoices
+    from django.contrib.admin.views.main import ChangeList
 
 __all__ = ["DismissedFilter"]
 
@@ -35,7 +39,7 @@ class DismissedFilter(admin.SimpleListFilter):
         value = self.value()
         return dismissed_filter(queryset, value if value in ("yes", "all") else "no")
 
-    def choices(self, changelist: Any) -> Iterator[dict[str, Any]]:
+    def choices(self, changelist: ChangeList) -> Iterator[_ListFilterChoices]:
         """Django's "All" stands for the default here, which is "Not dismissed"."""
         yield {
             "selected": self.value() not in ("yes", "all"),

@@ -83,7 +83,6 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, StatusBadgeColumn, admin.Mode
         "business_key",
         "progress",
         "started",
-        "trigger",
         "attention_badge",
     )
     list_display_links = ("short_id",)
@@ -236,20 +235,24 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, StatusBadgeColumn, admin.Mode
             run.steps_total,
         )
 
-    @admin.display(description="started · duration", ordering="started_at")
-    def started(self, run: Run) -> SafeString | str:
-        """How long ago (the moment on hover) and how long it took or has been going:
-        one column, so the list fits beside the admin's sidebar and filters."""
+    @admin.display(description="started · duration · by", ordering="started_at")
+    def started(self, run: Run) -> SafeString:
+        """How long ago (the moment on hover), how long it took or has been going, and
+        which surface started it (its trigger): one column, so the list fits beside the
+        admin's sidebar and filters."""
+        by = run.get_trigger_display()
         if run.started_at is None:
-            return "-"
+            return format_html('-<div class="wf-quiet wf-trigger">by {}</div>', by)
         now = timezone.now()
         took = admin_runs.duration(run.started_at, run.finished_at, now)
         return format_html(
-            '<span class="wf-nowrap" title="{}">{}</span><div class="wf-quiet">{} {}</div>',
+            '<span class="wf-nowrap" title="{}">{}</span>'
+            '<div class="wf-quiet">{} {} · <span class="wf-trigger">by {}</span></div>',
             timezone.localtime(run.started_at).isoformat(timespec="seconds"),
             relative(run.started_at, now, depth=1),
             "took" if run.finished_at else "for",
             took,
+            by,
         )
 
     @admin.display(description="attention")

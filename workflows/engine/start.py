@@ -144,9 +144,10 @@ class NewRun:
 
     ``input_hash``: the input's fingerprint when the caller has it already (computed
     otherwise). ``title``: what the lists show of it; ``trigger``: the surface that
-    started it (:class:`~workflows.status.RunTrigger`). ``parent``: a child run's. ``flow_id`` with ``blocked``: a flow member
-    waiting for its upstream members. ``schedule_id`` with ``scheduled_for``: a run a
-    schedule started, and the slot it started for.
+    started it (:class:`~workflows.status.RunTrigger`). ``parent``: a child run's.
+    ``flow_id`` with ``blocked``: a flow member waiting for its upstream members.
+    ``schedule_id`` with ``scheduled_for``: a run a schedule started, and the slot it
+    started for.
     """
 
     definition: type[Workflow]

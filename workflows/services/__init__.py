@@ -18,6 +18,7 @@ from workflows.services.gates import (
     unclaim_gate,
 )
 from workflows.services.leases import revoke_lease
+from workflows.services.run_metadata import dismiss_run, set_business_key, undismiss_run
 from workflows.services.runs import (
     CancelRequest,
     cancel_run,
@@ -31,7 +32,6 @@ from workflows.services.runs import (
     start_run_once,
     terminate_run,
 )
-from workflows.services.run_metadata import dismiss_run, set_business_key, undismiss_run
 from workflows.services.signals import (
     complete_callback,
     fail_callback,

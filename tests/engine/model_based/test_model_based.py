@@ -870,9 +870,7 @@ class EngineMachine(RuleBasedStateMachine):
         """A dismissed run is an ended one (a replay clears it); the default lists (the
         console's and the API's ``dismissed`` filter) and the attention query never hold
         one, and ``explain`` reads it as needing no attention."""
-        dismissed = list(
-            Run.objects.filter(dismissed_at__isnull=False).values_list("pk", "status")
-        )
+        dismissed = list(Run.objects.filter(dismissed_at__isnull=False).values_list("pk", "status"))
         for pk, status in dismissed:
             assert status in RUN_FINAL, (pk, status)
             assert explain(pk).attention == Attention.OK

@@ -18,7 +18,7 @@ The key's text is checked by the service (:mod:`workflows.services.run_metadata`
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from django.db import IntegrityError
@@ -74,7 +74,6 @@ def set_business_key(run_id: UUID, key: str, *, user: AnyUser | None = None) -> 
             )
         run.version += 1
         run.business_key = key
-        scope.events.add(
-            run.pk, "run.business_key_set", by=actor(user), **{"from": previous, "to": key}
-        )
+        change: dict[str, Any] = {"from": previous, "to": key}
+        scope.events.add(run.pk, "run.business_key_set", by=actor(user), **change)
         return True

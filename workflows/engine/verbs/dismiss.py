@@ -59,8 +59,7 @@ def _set(run_id: UUID, *, dismissed: bool, user: AnyUser | None) -> bool:
         run = scope.run
         (DISMISS if dismissed else UNDISMISS).check(run_id, run.status)
         now_dismissed = (
-            Run.objects.filter(pk=run.pk).values_list("dismissed_at", flat=True).get()
-            is not None
+            Run.objects.filter(pk=run.pk).values_list("dismissed_at", flat=True).get() is not None
         )
         if now_dismissed == dismissed:
             return False
