@@ -108,9 +108,10 @@ def test_the_admin_is_offered_every_action_the_state_allows():
         "Skip “paid”",
         "Skip “ship”",
         "Send a signal",
+        "Set business key",
     }
     # Withheld by the run's state only, in the guard's words.
-    assert labels(withheld) == {"Resume", "Retry", "Rerun"}
+    assert labels(withheld) == {"Resume", "Retry", "Rerun", "Dismiss", "Undismiss"}
     assert reasons(withheld)["Resume"] == "run is waiting; resume needs paused"
 
 
