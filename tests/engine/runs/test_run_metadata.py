@@ -238,3 +238,9 @@ def test_a_retry_brings_a_dismissed_run_back_undismissed():
     run_pending()
     assert Run.objects.get(pk=run.pk).status == "failed"
     assert Run.objects.get(pk=run.pk).dismissed_at is None
+
+
+def test_a_rerun_brings_a_dismissed_run_back_undismissed():
+    run = workflows.dismiss_run(run_inline(Fails))
+    rerun = workflows.rerun_from(run, "boom")
+    assert (rerun.status, rerun.dismissed_at) == ("running", None)
