@@ -30,6 +30,7 @@ from workflows.definitions import (
     Workflow,
 )
 from workflows.errors import (
+    BusinessKeyInUse,
     CallbackAlreadyUsed,
     CallbackExpired,
     ConsumerNotFound,
@@ -109,6 +110,7 @@ if TYPE_CHECKING:
         change_priority as change_priority,
         claim_gate as claim_gate,
         complete_callback as complete_callback,
+        dismiss_run as dismiss_run,
         fail_callback as fail_callback,
         pause_run as pause_run,
         reject_gate as reject_gate,
@@ -119,11 +121,13 @@ if TYPE_CHECKING:
         revoke_lease as revoke_lease,
         send_signal as send_signal,
         send_signal_once as send_signal_once,
+        set_business_key as set_business_key,
         skip_step as skip_step,
         start_run as start_run,
         start_run_once as start_run_once,
         terminate_run as terminate_run,
         unclaim_gate as unclaim_gate,
+        undismiss_run as undismiss_run,
     )
     from workflows.services.budgets import (
         budget_counters as budget_counters,
@@ -210,6 +214,9 @@ _LAZY: dict[str, str] = {
     "Created": "workflows.engine.created",
     "terminate_run": "workflows.services",
     "unclaim_gate": "workflows.services",
+    "dismiss_run": "workflows.services",
+    "undismiss_run": "workflows.services",
+    "set_business_key": "workflows.services",
     "budget_counters": "workflows.services.budgets",
     "create_budget": "workflows.services.budgets",
     "raise_budget": "workflows.services.budgets",
@@ -275,6 +282,7 @@ __all__ = [
     "DefinitionError",
     "DefinitionMissing",
     "DependencyUnmet",
+    "BusinessKeyInUse",
     "FailureClass",
     "FanOut",
     "FlowNotFound",

@@ -158,6 +158,13 @@ class DependencyUnmet(InvalidTransition):
     code = "dependency_unmet"
 
 
+class BusinessKeyInUse(InvalidTransition):
+    """Another live run of this workflow holds the business key, and the workflow's
+    business keys are unique (``Workflow.unique_business_key``)."""
+
+    code = "business_key_in_use"
+
+
 class InvalidCallbackToken(WorkflowError):
     """The callback token is malformed or was tampered with."""
 

@@ -105,6 +105,22 @@ class CompensationStatus(models.TextChoices):
     SKIPPED = "skipped"
 
 
+class RunTrigger(models.TextChoices):
+    """Which surface started a run (``Run.trigger``): set by that surface, never by the
+    run itself, so that an operator reading a run knows where it came from."""
+
+    # A direct Python call (``workflows.start_run``): the default.
+    CODE = "code", "Python code"
+    API = "api", "API"
+    ADMIN = "admin", "console"
+    COMMAND = "command", "command"
+    SCHEDULE = "schedule", "schedule"
+    # A flow's member, started by the flow when its join is satisfied (or at once).
+    FLOW = "flow", "flow"
+    # A child run, started by its parent's step.
+    CHILD = "child", "parent run"
+
+
 class Decision(models.TextChoices):
     APPROVED = "approved"
     REJECTED = "rejected"

@@ -108,9 +108,10 @@ def test_the_admin_is_offered_every_action_the_state_allows():
         "Skip “paid”",
         "Skip “ship”",
         "Send a signal",
+        "Set business key",
     }
     # Withheld by the run's state only, in the guard's words.
-    assert labels(withheld) == {"Resume", "Retry", "Rerun"}
+    assert labels(withheld) == {"Resume", "Retry", "Rerun", "Dismiss", "Undismiss"}
     assert reasons(withheld)["Resume"] == "run is waiting; resume needs paused"
 
 
@@ -126,7 +127,8 @@ def test_an_operator_without_the_gates_permission_is_offered_all_but_the_gate():
     )
     assert "workflows.override_gate_rule" in why["Skip “gate”"]
     assert "demo.approve_dispatch" in why["Skip “gate”"]
-    assert "<summary>Not possible now (5)</summary>" in html
+    # Besides the gate: resume, retry, rerun, dismiss and undismiss (the run is live).
+    assert "<summary>Not possible now (7)</summary>" in html
     assert (
         "<li><strong>Decide gate “gate”</strong>: user &#x27;operator&#x27; may not decide "
         "gate &#x27;gate&#x27;: it needs permission demo.approve_dispatch</li>"
@@ -230,6 +232,7 @@ def _form_of(offer: Offer, run: Run) -> dict[str, Any]:
         "rerun": {"step": gate_of(run).pk, "reason": "", "deadline": ""},
         "retry": {"deadline": ""},
         "priority": {"priority": "7"},
+        "business_key": {"business_key": "K-7"},
         "skip_step": {**step, "output": json.dumps(output) if output else ""},
         "signal": {"name": "paid", "payload": "{}", "idempotency_key": ""},
     }.get(offer.verb, {"reason": ""})

@@ -213,6 +213,9 @@ def test_runs_are_listed_newest_first_and_filtered(api):
     row = api("viewer").get("/api/runs/?status=completed").json()["results"][0]
     assert set(row) == {
         "id",
+        "title",
+        "trigger",
+        "dismissed_at",
         "workflow",
         "workflow_version",
         "status",

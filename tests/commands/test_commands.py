@@ -160,6 +160,9 @@ def test_status_lists_runs_newest_first_with_filters():
         "version",
         "status",
         "business_key",
+        "title",
+        "trigger",
+        "dismissed_at",
         "created_at",
         "updated_at",
     }

@@ -579,17 +579,25 @@ def test_runs_needing_attention_filters_many_runs_in_sql():
 
 
 def run_verbs(status: str) -> list[tuple[str, str | None, bool, str | None]]:
-    return [
-        (verb.name, None, verb.refusal(status) is None, verb.refusal(status))
-        for verb in RUN_VERBS.values()
-    ]
+    """The run verbs as ``explain`` lists them for a run in ``status`` not dismissed."""
+    rows = []
+    for verb in RUN_VERBS.values():
+        reason = verb.refusal(status)
+        if reason is None and verb.name == "undismiss":
+            reason = "run is not dismissed"
+        rows.append((verb.name, None, reason is None, reason))
+    return rows
 
 
-def test_a_completed_run_may_only_be_rerun():
+def test_a_completed_run_may_only_be_rerun_or_dismissed():
     run = workflows.start_run(SHORT)
     run_pending()
     assert actions(run) == run_verbs("completed")
-    assert [verb for verb, _, allowed, _ in actions(run) if allowed] == ["rerun"]
+    assert [verb for verb, _, allowed, _ in actions(run) if allowed] == ["rerun", "dismiss"]
+    workflows.dismiss_run(run)
+    allowed = [verb for verb, _, allowed, _ in actions(run) if allowed]
+    assert allowed == ["rerun", "undismiss"]
+    assert ("dismiss", None, False, "run is dismissed already") in actions(run)
     assert RUN_VERBS["cancel"].refusal("completed") in [reason for *_, reason in actions(run)]
 
 
@@ -619,7 +627,8 @@ def test_a_waiting_run_may_be_stopped_paused_and_its_gate_decided_or_skipped():
     ]
     refused = {verb: reason for verb, step, allowed, reason in actions(run) if not allowed}
     assert refused == {
-        verb: RUN_VERBS[verb].refusal("waiting") for verb in ("resume", "retry", "rerun")
+        verb: RUN_VERBS[verb].refusal("waiting")
+        for verb in ("resume", "retry", "rerun", "dismiss", "undismiss")
     }
 
 

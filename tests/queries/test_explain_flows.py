@@ -215,7 +215,7 @@ def test_a_blocked_member_whose_join_can_no_longer_be_satisfied_says_it_will_be_
     )
 
 
-def test_a_blocked_member_may_be_cancelled_terminated_or_reprioritised_and_nothing_else():
+def test_a_blocked_member_may_be_cancelled_terminated_reprioritised_or_keyed_only():
     _, runs = build_flow()
 
     allowed = {
@@ -228,6 +228,7 @@ def test_a_blocked_member_may_be_cancelled_terminated_or_reprioritised_and_nothi
         "cancel",
         "terminate",
         "priority",
+        "business_key",
     ]
     assert allowed["pause"] == RUN_VERBS["pause"].refusal(RunStatus.BLOCKED)
     assert allowed["pause"].startswith(

@@ -174,6 +174,8 @@ ENGINE_LAYERS: dict[str, int] = {
     # events and the wake-ups they cause, event consumers, the verbs' guards, routing,
     # what makes a create idempotent, kept signals
     "workflows.engine.transaction": 1,
+    # the unique index of live business keys, as the transaction names its refusal
+    "workflows.engine.business_keys": 1,
     "workflows.engine.wakeups": 1,
     "workflows.engine.events": 1,
     "workflows.engine.guards": 1,

@@ -61,6 +61,8 @@ def test_start_run_signature():
         "priority",
         "deadline",
         "variables",
+        "title",
+        "trigger",
     ]
     assert list(parameters) == ["workflow", "input", *keywords]
     assert all(parameters[name].kind is inspect.Parameter.KEYWORD_ONLY for name in keywords)

@@ -123,6 +123,20 @@ class PriorityForm(RunForm):
             self.fields["priority"].initial = run.priority
 
 
+class BusinessKeyForm(RunForm):
+    business_key = forms.CharField(
+        max_length=255,
+        strip=False,
+        help_text="Names the run in the lists and to budgets kept per business key. A "
+        "workflow with unique keys refuses one another live run holds.",
+    )
+
+    def __init__(self, *args: Any, run: Run | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, run=run, **kwargs)
+        if run is not None:
+            self.fields["business_key"].initial = run.business_key
+
+
 def _step_choices(run: Run, verb: str | None) -> list[tuple[str, str]]:
     """The run's steps, or those a step verb's guard accepts now, as (id, label)."""
     steps = Step.objects.filter(run_id=run.pk).order_by("id").values_list("id", "name", "status")
@@ -280,6 +294,27 @@ def _priority(run: Run, data: dict[str, Any], user: AnyUser) -> str:
     return f"has priority {done.priority} (it was {run.priority}); it is {done.status}"
 
 
+def _business_key(run: Run, data: dict[str, Any], user: AnyUser) -> str:
+    done = services.set_business_key(run, data["business_key"], user=user)
+    if done.version == run.version:
+        return f"has the business key {done.business_key!r} already; nothing changed"
+    return f"has the business key {done.business_key!r}"
+
+
+def _dismissal(
+    service: Callable[..., Run], word: str
+) -> Callable[[Run, dict[str, Any], AnyUser], str]:
+    """Dismiss or undismiss, saying when the run was so already (nothing changed)."""
+
+    def perform(run: Run, data: dict[str, Any], user: AnyUser) -> str:
+        done = service(run, user=user)
+        return (
+            f"was {word} already; nothing changed" if done.version == run.version else f"is {word}"
+        )
+
+    return perform
+
+
 def _deadline_now(before: datetime | None, after: datetime | None) -> str:
     """What a replay did to the run's deadline, in words."""
     if after is None:
@@ -383,6 +418,30 @@ RUN_ACTIONS: dict[str, RunAction] = {
             PriorityForm,
             _priority,
             "priority",
+        ),
+        RunAction(
+            "business_key",
+            "Set business key",
+            RUN_VERBS["business_key"].summary,
+            BusinessKeyForm,
+            _business_key,
+            "business_key",
+        ),
+        RunAction(
+            "dismiss",
+            "Dismiss run",
+            RUN_VERBS["dismiss"].summary,
+            NoOptionsForm,
+            _dismissal(services.dismiss_run, "dismissed"),
+            "dismiss",
+        ),
+        RunAction(
+            "undismiss",
+            "Undismiss run",
+            RUN_VERBS["undismiss"].summary,
+            NoOptionsForm,
+            _dismissal(services.undismiss_run, "shown in the lists again (undismissed)"),
+            "undismiss",
         ),
         RunAction(
             "retry_step",
@@ -526,6 +585,8 @@ BULK_VERBS = (
         "priority",
         "Give the priority to see which runs take it.",
     ),
+    BulkVerb("dismiss", "Dismiss selected runs…", NoOptionsForm),
+    BulkVerb("undismiss", "Undismiss selected runs…", NoOptionsForm),
 )
 
 

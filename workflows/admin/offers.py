@@ -54,6 +54,7 @@ LABELS = {
     "skip_step": "Skip",
     "revoke": "Revoke lease",
     "signal": "Send a signal",
+    "business_key": "Set business key",
 }
 
 

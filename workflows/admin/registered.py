@@ -27,6 +27,7 @@ from workflows.admin.changelist import SafeChangelistMixin
 from workflows.admin.consumers import consumer_delete, consumers
 from workflows.admin.dashboard import dashboard
 from workflows.admin.deadlines import DeadlineFilter
+from workflows.admin.dismissed import DismissedFilter
 from workflows.admin.live.log import step_log
 from workflows.admin.live.pages import run_live
 from workflows.admin.readonly import ReadOnlyMixin
@@ -89,6 +90,8 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, StatusBadgeColumn, admin.Mode
         "status",
         WorkflowFilter,
         AttentionFilter,
+        DismissedFilter,
+        "trigger",
         DeadlineFilter,
         ScheduleFilter,
         ("created_at", admin.DateFieldListFilter),
@@ -216,9 +219,13 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, StatusBadgeColumn, admin.Mode
     def short_id(self, run: Run) -> SafeString:
         return admin_runs.short_id(run.pk)
 
-    @admin.display(description="workflow", ordering="workflow_name")
-    def workflow(self, run: Run) -> str:
-        return f"{run.workflow_name} v{run.workflow_version}"
+    @admin.display(description="workflow · title", ordering="workflow_name")
+    def workflow(self, run: Run) -> SafeString | str:
+        """The run's title with its workflow under it; without a title, the workflow."""
+        name = f"{run.workflow_name} v{run.workflow_version}"
+        if not run.title:
+            return name
+        return format_html('{}<div class="wf-quiet">{}</div>', run.title, name)
 
     @admin.display(description="progress")
     def progress(self, run: RunWithProgress) -> SafeString:
@@ -230,20 +237,24 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, StatusBadgeColumn, admin.Mode
             run.steps_total,
         )
 
-    @admin.display(description="started · duration", ordering="started_at")
-    def started(self, run: Run) -> SafeString | str:
-        """How long ago (the moment on hover) and how long it took or has been going:
-        one column, so the list fits beside the admin's sidebar and filters."""
+    @admin.display(description="started · duration · by", ordering="started_at")
+    def started(self, run: Run) -> SafeString:
+        """How long ago (the moment on hover), how long it took or has been going, and
+        which surface started it (its trigger): one column, so the list fits beside the
+        admin's sidebar and filters."""
+        by = run.get_trigger_display()
         if run.started_at is None:
-            return "-"
+            return format_html('-<div class="wf-quiet wf-trigger">by {}</div>', by)
         now = timezone.now()
         took = admin_runs.duration(run.started_at, run.finished_at, now)
         return format_html(
-            '<span class="wf-nowrap" title="{}">{}</span><div class="wf-quiet">{} {}</div>',
+            '<span class="wf-nowrap" title="{}">{}</span>'
+            '<div class="wf-quiet">{} {} · <span class="wf-trigger">by {}</span></div>',
             timezone.localtime(run.started_at).isoformat(timespec="seconds"),
             relative(run.started_at, now, depth=1),
             "took" if run.finished_at else "for",
             took,
+            by,
         )
 
     @admin.display(description="attention")

@@ -376,7 +376,15 @@ class _StepLinks:
 
 
 # What the run page reads along with its run: the links and facts of its head.
-PAGE_RELATED = ("parent_run", "parent_step", "created_by", "flow", "flow_member", "schedule")
+PAGE_RELATED = (
+    "parent_run",
+    "parent_step",
+    "created_by",
+    "dismissed_by",
+    "flow",
+    "flow_member",
+    "schedule",
+)
 
 
 def run_steps(run: Run) -> list[Step]:

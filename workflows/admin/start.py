@@ -30,6 +30,7 @@ from workflows.admin.deadline_field import DEADLINE_FORMS, DeadlineField
 from workflows.admin.graph import graph_steps, step_graph_svg
 from workflows.definitions import Workflow, registry
 from workflows.models import Run
+from workflows.status import RunTrigger
 from workflows.text import short_id
 
 if TYPE_CHECKING:
@@ -48,6 +49,11 @@ class StartForm(forms.Form):
         initial=dict,
         widget=forms.Textarea(attrs={"rows": 8, "cols": 70}),
         help_text="A JSON object, checked by the workflow before anything is written.",
+    )
+    title = forms.CharField(
+        required=False,
+        max_length=200,
+        help_text="Optional: what the runs list shows of it (default: its workflow).",
     )
     business_key = forms.CharField(
         required=False, max_length=255, help_text="Optional: how people name this case."
@@ -173,6 +179,8 @@ def _start(
             user=request.user,
             deadline=data.get("deadline"),
             variables=data.get("variables"),
+            title=data["title"],
+            trigger=RunTrigger.ADMIN,
         )
     except REFUSALS as error:
         messages.error(request, f"The run was not started: {refusal_text(error)}")

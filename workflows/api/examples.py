@@ -39,6 +39,7 @@ CANCEL = {"reason": "duplicate order", "compensate": False}
 REASON = {"reason": "maintenance window"}
 RERUN = {"from_step": "create_invoice", "reason": "tax table fixed"}
 PRIORITY = {"priority": 200}
+BUSINESS_KEY = {"business_key": "ORDER-1042"}
 SKIP = {"output": {"reference": "entered by hand"}}
 REVOKE = {"attempt": 3, "reason": "worker wedged on a hung connection"}
 REVOKE_ITEM = {"item": "P-2", "attempt": 1, "reason": "worker wedged"}

@@ -18,9 +18,16 @@ from django_filters import rest_framework as filters
 from django_filters.fields import IsoDateTimeField
 
 from workflows.models import FanOutItem, Run
-from workflows.queries import Attention, runs_needing_attention
+from workflows.queries import Attention, dismissed_filter, runs_needing_attention
 from workflows.queries.deadlines import near_deadline
-from workflows.status import RunStatus, StepStatus
+from workflows.status import RunStatus, RunTrigger, StepStatus
+
+# ``?dismissed=``: runs an operator dismissed are left out unless asked for.
+DISMISSED_CHOICES = [
+    ("no", "runs not dismissed (the default)"),
+    ("yes", "dismissed runs only"),
+    ("all", "every run, dismissed or not"),
+]
 
 # The widest ``near_deadline`` window (seconds): a hundred years, the longest deadline.
 MAX_NEAR_DEADLINE = 100 * 365 * 86400
@@ -100,6 +107,15 @@ class RunFilter(filters.FilterSet):
         lookup_expr="lt",
         help_text="runs of a schedule's slot before this moment (ISO 8601)",
     )
+    trigger = filters.ChoiceFilter(
+        choices=RunTrigger.choices, help_text="runs started by this surface"
+    )
+    dismissed = filters.ChoiceFilter(
+        choices=DISMISSED_CHOICES,
+        method="filter_dismissed",
+        help_text="no (the default): leave out runs an operator dismissed; yes: only "
+        "those; all: both",
+    )
     near_deadline = WholeSeconds(
         method="filter_near_deadline",
         min_value=0,
@@ -111,6 +127,16 @@ class RunFilter(filters.FilterSet):
     class Meta:
         model = Run
         fields = ["status", "workflow", "business_key", "subject_type", "subject_id", "attention"]
+
+    def filter_queryset(self, queryset: QuerySet[Run]) -> QuerySet[Run]:
+        """The filters given, and without ``dismissed``, its default: not dismissed."""
+        runs = super().filter_queryset(queryset)
+        if not self.form.cleaned_data.get("dismissed"):
+            runs = dismissed_filter(runs, "no")
+        return runs
+
+    def filter_dismissed(self, runs: QuerySet[Run], name: str, value: str) -> QuerySet[Run]:
+        return dismissed_filter(runs, value)
 
     def filter_near_deadline(self, runs: QuerySet[Run], name: str, value: int) -> QuerySet[Run]:
         """The predicate the console's deadline filter uses too."""

@@ -44,6 +44,7 @@ from workflows.api.serializers_runs import (
     ActionSerializer,
     BulkResultSerializer,
     BulkSerializer,
+    BusinessKeySerializer,
     CancelledRunSerializer,
     CancelSerializer,
     EmptySerializer,
@@ -66,7 +67,7 @@ from workflows.queries import get_run, signal_summary
 from workflows.queries.explain import explain
 from workflows.queries.results import wait_for_run
 from workflows.services import bulk as bulk_verbs
-from workflows.status import RUN_FINAL
+from workflows.status import RUN_FINAL, RunTrigger
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -89,7 +90,10 @@ RUN_LIST_FIELDS = (
     "workflow_name",
     "workflow_version",
     "status",
+    "title",
+    "trigger",
     "business_key",
+    "dismissed_at",
     "subject_type",
     "subject_id",
     "parent_run",
@@ -161,7 +165,10 @@ def run_detail(
     long poll (``waited``: its ``wait`` in seconds, 0 for none), also whether the wait
     ran out before the run ended."""
     # Typed with the attribute the serializer reads, which the next line sets.
-    run = cast("WithAnnotations[Run, _Explained]", get_run(run_id))
+    run = cast(
+        "WithAnnotations[Run, _Explained]",
+        get_run(run_id, runs=Run.objects.select_related("created_by", "dismissed_by")),
+    )
     run.explained = explain(run)
     if waited is not None:
         run.timed_out = timed_out(waited, run.status in RUN_FINAL)  # type: ignore[attr-defined]
@@ -170,6 +177,11 @@ def run_detail(
         return Response(RunDetailSerializer(run).data, status=status)
     run.already = already  # type: ignore[attr-defined]  # read by CancelledRunSerializer
     return Response(CancelledRunSerializer(run).data, status=status)
+
+
+def _set_business_key(run_id: UUID, *, business_key: str, user: AnyUser) -> Run:
+    """``services.set_business_key`` with the body's field as its key."""
+    return services.set_business_key(run_id, business_key, user=user)
 
 
 def _rerun(
@@ -275,6 +287,8 @@ class RunViewSet(LongPollViews, mixins.ListModelMixin, FlowsiteViewSet):
             priority=start.get("priority"),
             deadline=start.get("deadline"),
             variables=start.get("variables"),
+            title=start.get("title", ""),
+            trigger=RunTrigger.API,
         )
         # 201 only for the request whose insert created the run, even under a race.
         return run_detail(started.value.pk, status=201 if started.created else 200)
@@ -389,6 +403,11 @@ class RunViewSet(LongPollViews, mixins.ListModelMixin, FlowsiteViewSet):
     retry = run_verb("retry", RetrySerializer, services.retry_run)
     rerun = run_verb("rerun", RerunSerializer, _rerun, examples.RERUN)
     priority = run_verb("priority", PrioritySerializer, services.change_priority, examples.PRIORITY)
+    business_key = run_verb(
+        "business_key", BusinessKeySerializer, _set_business_key, examples.BUSINESS_KEY
+    )
+    dismiss = run_verb("dismiss", EmptySerializer, services.dismiss_run)
+    undismiss = run_verb("undismiss", EmptySerializer, services.undismiss_run)
 
     @extend_schema(
         request=BulkSerializer,

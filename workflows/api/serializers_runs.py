@@ -25,7 +25,7 @@ from workflows.models import Event, FanOutItem, Run, Step
 from workflows.queries import Attention
 from workflows.queries.frames import STEP_TELEMETRY_FIELDS, UNIT_TELEMETRY_FIELDS
 from workflows.services.bulk import MAX_IDS
-from workflows.status import Decision, DecisionVia, FailureClass, RunStatus
+from workflows.status import Decision, DecisionVia, FailureClass, RunStatus, RunTrigger
 from workflows.tracing import trace_id_of
 from workflows.validation import max_length
 
@@ -141,6 +141,12 @@ class StartRunSerializer(StrictSerializer):
         help_text="the run's first variables, which its steps read (ctx.variables) and "
         "change (ctx.set_variables); a JSON object of at most MAX_VARIABLES_BYTES bytes",
     )
+    title = StrictCharField(
+        required=False,
+        max_length=200,
+        allow_blank=True,
+        help_text="what the lists show of the run (default: its workflow)",
+    )
 
 
 class ReasonSerializer(StrictSerializer):
@@ -180,6 +186,16 @@ class PrioritySerializer(StrictSerializer):
     """Change a run's priority (and that of its unstarted work and live children)."""
 
     priority = priority_field()
+
+
+class BusinessKeySerializer(StrictSerializer):
+    """Give a run not ended a business key (the key it holds already: nothing changes)."""
+
+    business_key = StrictCharField(
+        max_length=255,
+        help_text="refused (409 business_key_in_use) when another live run of a workflow "
+        "with unique_business_key holds it",
+    )
 
 
 class EmptySerializer(StrictSerializer):
@@ -304,6 +320,14 @@ class RunSerializer(serializers.ModelSerializer):
     scheduled_for = serializers.DateTimeField(
         allow_null=True, help_text="the schedule's slot (or trigger instant) it was started for"
     )
+    title = serializers.CharField(help_text="its title; empty: none given (show the workflow)")
+    trigger = serializers.ChoiceField(
+        choices=RunTrigger.choices, help_text="the surface that started it"
+    )
+    dismissed_at = serializers.DateTimeField(
+        allow_null=True,
+        help_text="when an operator dismissed the ended run (left out of default lists)",
+    )
 
     class Meta:
         model = Run
@@ -312,7 +336,10 @@ class RunSerializer(serializers.ModelSerializer):
             "workflow",
             "workflow_version",
             "status",
+            "title",
+            "trigger",
             "business_key",
+            "dismissed_at",
             "subject",
             "parent_run",
             "created_at",
@@ -433,6 +460,12 @@ class RunDetailSerializer(RunSerializer):
         help_text="the OpenTelemetry trace the run's spans belong to (32 hex digits; empty "
         "when its start was not traced)"
     )
+    started_by = serializers.SerializerMethodField(
+        help_text="the user who started it (by the trigger's surface); null: code or the system"
+    )
+    dismissed_by = serializers.SerializerMethodField(
+        help_text="the user who dismissed it; null: not dismissed, or by code"
+    )
 
     class Meta(RunSerializer.Meta):
         fields = [
@@ -452,11 +485,21 @@ class RunDetailSerializer(RunSerializer):
             "time_left",
             "deadline_passed",
             "trace_id",
+            "started_by",
+            "dismissed_by",
         ]
         read_only_fields = fields
 
     def get_trace_id(self, run: Run) -> str:
         return trace_id_of(run.traceparent)
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_started_by(self, run: Run) -> str | None:
+        return run.created_by.get_username() if run.created_by is not None else None
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_dismissed_by(self, run: Run) -> str | None:
+        return run.dismissed_by.get_username() if run.dismissed_by is not None else None
 
     @extend_schema_field(
         serializers.FloatField(

@@ -51,6 +51,11 @@ class Workflow:
     long after its start, or it fails with ``deadline_exceeded`` and compensates;
     ``start_run(deadline=...)`` gives one run another (``docs/guide/concepts.md``).
 
+    ``unique_business_key`` (default ``False``): no two live runs of this workflow hold
+    one business key; a start or a ``set_business_key`` naming a key a live run holds is
+    refused with :class:`~workflows.errors.BusinessKeyInUse`, decided by a partial
+    unique index (``docs/guide/run-metadata.md``). Ended runs release their key.
+
     ``schedules``: ``Schedule.cron(...)`` and ``Schedule.every(...)`` declarations that
     start runs of this workflow on a calendar, installed by ``migrate`` and at worker
     start (``docs/guide/schedules.md``); :meth:`declared_schedules` gives them keyed.
@@ -63,6 +68,7 @@ class Workflow:
     default_priority: ClassVar[int] = 0
     max_concurrent_runs: ClassVar[int | None] = None
     deadline: ClassVar[timedelta | None] = None
+    unique_business_key: ClassVar[bool] = False
     budgets: ClassVar[Sequence[Budget]] = ()
     schedules: ClassVar[Sequence[ScheduleSpec]] = ()
     input_example: ClassVar[dict[str, Any] | None] = None

@@ -119,8 +119,32 @@ PRIORITY = RunVerb(
     RUN_ALIVE | RUN_UNWINDING | {RunStatus.QUEUED, RunStatus.BLOCKED},
     "change the run's priority and that of its work not yet started",
 )
+# Run metadata (workflows.engine.verbs.dismiss, .business_key). Only an ended run is
+# dismissed: a live one still needs whoever watches it. A business key names work in
+# flight, so only a run not over takes one; an ended run's key is its history's.
+DISMISS = RunVerb(
+    "dismiss", RUN_FINAL, "hide the ended run from the default lists and the attention views"
+)
+UNDISMISS = RunVerb("undismiss", RUN_FINAL, "show the dismissed run in the default lists again")
+BUSINESS_KEY = RunVerb(
+    "business_key",
+    RUN_ALIVE | RUN_UNWINDING | {RunStatus.QUEUED, RunStatus.BLOCKED},
+    "set the run's business key",
+)
 RUN_VERBS: dict[str, RunVerb] = {
-    verb.name: verb for verb in (CANCEL, TERMINATE, PAUSE, RESUME, RETRY, RERUN, PRIORITY)
+    verb.name: verb
+    for verb in (
+        CANCEL,
+        TERMINATE,
+        PAUSE,
+        RESUME,
+        RETRY,
+        RERUN,
+        PRIORITY,
+        DISMISS,
+        UNDISMISS,
+        BUSINESS_KEY,
+    )
 }
 
 RETRY_STEP = StepVerb(

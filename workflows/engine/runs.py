@@ -91,10 +91,15 @@ def set_run_status(
     """Compare-and-set the run from its status to ``status``; raise :class:`StaleState`
     if it moved; ``event_details`` go into its ``run.<status>`` event. Hooks registered
     with :func:`when_run_ends` run when it ends, those registered with
-    :func:`when_run_revives` when it comes back from a final status."""
+    :func:`when_run_revives` when it comes back from a final status, which also clears
+    its dismissal (:mod:`workflows.engine.verbs.dismiss`)."""
     source = run.status
     if status in RUN_FINAL:
         changes.setdefault("finished_at", db_now())
+    elif source in RUN_FINAL:
+        # A dismissed run brought back (retry, rerun, a healed flow member) is live, and
+        # only ended runs are dismissed: it shows in the lists again.
+        changes.update(dismissed_at=None, dismissed_by=None)
     move_row(Run, run, status, f"run {run.pk}", details={"run": str(run.pk)}, **changes)
     for name in ("error", "output"):
         if name in changes:

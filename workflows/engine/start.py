@@ -25,9 +25,9 @@ from workflows.engine.runs import record_entry
 from workflows.engine.scope import RunScope, held_scope
 from workflows.engine.sql.inserts import insert_rows
 from workflows.engine.transaction import transition
-from workflows.errors import IdempotencyConflict, InvalidInput
+from workflows.errors import BusinessKeyInUse, IdempotencyConflict, InvalidInput
 from workflows.models import Run, Step, Timer, subject_of
-from workflows.status import RunStatus, TimerKind
+from workflows.status import RunStatus, RunTrigger, TimerKind
 from workflows.tracing import start_span
 from workflows.variables import checked_variables
 
@@ -46,6 +46,8 @@ def start_run_once(
     priority: int | None = None,
     deadline: timedelta | datetime | None = None,
     variables: dict[str, Any] | None = None,
+    title: str = "",
+    trigger: str = RunTrigger.CODE,
 ) -> Created[Run]:
     """Start a run of ``workflow`` (a registered name, latest version, or a class).
 
@@ -58,8 +60,13 @@ def start_run_once(
     work is claimed before that of runs with a lower one. ``deadline`` (default the
     workflow's ``deadline``): see :func:`create_run`; a repeat returns the first run
     with its own deadline. ``variables``: the run's first variables
-    (:func:`workflows.variables.checked_variables`); not part of the fingerprint either,
-    so a repeat returns the first run with its own.
+    (:func:`workflows.variables.checked_variables`). ``variables``, ``title`` and
+    ``trigger`` are not part of the fingerprint either: a repeat returns the first run
+    with its own.
+
+    With ``Workflow.unique_business_key``, a ``business_key`` a live run of the workflow
+    holds is refused with :class:`BusinessKeyInUse` by the database's partial unique
+    index, unless the start is a repeat of that run's (same idempotency key).
 
     Returns :class:`Created`: ``created`` is true only for the call whose insert made
     the run; a repeat, and the loser of a race on one key (its insert fails on the
@@ -90,8 +97,17 @@ def start_run_once(
                 priority=definition.default_priority if priority is None else priority,
                 deadline=deadline,
                 variables=initial,
+                title=title,
+                trigger=trigger,
             )
         )
+    except BusinessKeyInUse:
+        # Of two racing starts with one idempotency key, the business key's index may be
+        # the one that refuses the loser: it gets the winner's run all the same.
+        existing = _existing(definition, idempotency_key, input_hash) if idempotency_key else None
+        if existing is None:
+            raise
+        return Created(existing, created=False)
     except IntegrityError:
         if idempotency_key is None:
             raise
@@ -135,9 +151,11 @@ class NewRun:
     ``input_hash``: the input's fingerprint when the caller has it already (computed
     otherwise). ``variables``: the run's first variables, checked
     (:func:`workflows.variables.checked_variables`); a child run, a flow member and a
-    scheduled run start with none. ``parent``: a child run's. ``flow_id`` with
-    ``blocked``: a flow member waiting for its upstream members. ``schedule_id`` with
-    ``scheduled_for``: a run a schedule started, and the slot it started for.
+    scheduled run start with none. ``title``: what the lists show of it; ``trigger``: the
+    surface that started it (:class:`~workflows.status.RunTrigger`). ``parent``: a child
+    run's. ``flow_id`` with ``blocked``: a flow member waiting for its upstream members.
+    ``schedule_id`` with ``scheduled_for``: a run a schedule started, and the slot it
+    started for.
     """
 
     definition: type[Workflow]
@@ -146,6 +164,8 @@ class NewRun:
     idempotency_key: str | None = None
     business_key: str = ""
     user: AnyUser | None = None
+    title: str = ""
+    trigger: str = RunTrigger.CODE
     subject: models.Model | None = None
     priority: int = 0
     deadline: timedelta | datetime | None = None
@@ -253,6 +273,9 @@ def _insert_run(
         variables=new.variables,
         idempotency_key=new.idempotency_key,
         business_key=new.business_key,
+        unique_business_key=definition.unique_business_key,
+        title=new.title,
+        trigger=new.trigger,
         **(subject_of(subject) if subject is not None else {}),
         # Only a signed-in user of the project's user model is recorded; the anonymous
         # user and the system leave it empty.
@@ -316,6 +339,7 @@ def start_child(
             definition.check_input(data),
             parent=ChildOf(advancer.run, step_id, item_id),
             priority=advancer.run.priority,
+            trigger=RunTrigger.CHILD,
         ),
         events=advancer.events,
     )

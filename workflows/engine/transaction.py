@@ -9,9 +9,10 @@ import time
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
-from django.db import OperationalError, connections, transaction
+from django.db import IntegrityError, OperationalError, connections, transaction
 
 from workflows.conf import workflow_settings
+from workflows.engine.business_keys import key_refusal
 from workflows.engine.sql.connection import engine_alias, statements_on
 from workflows.errors import DatabaseBusy
 
@@ -46,6 +47,10 @@ def transition(fn: Callable[P, R]) -> Callable[P, R]:
     surface shows it as a refusal to retry: a 503, a message, exit status 1). Inside a
     caller's own transaction no retry is possible (the caller's work would be lost), so
     the database's error is left to the caller.
+
+    The unique index of live business keys refusing a write (a start, a retry bringing
+    back a run whose key another live run took) is :class:`BusinessKeyInUse`, a refusal
+    naming the rule, whichever transition wrote it (:mod:`workflows.engine.business_keys`).
     """
 
     @functools.wraps(fn)
@@ -60,6 +65,11 @@ def transition(fn: Callable[P, R]) -> Callable[P, R]:
                     except AfterCommit as deferred:
                         error = deferred.error
                 raise error
+            except IntegrityError as exc:
+                refusal = key_refusal(exc)
+                if refusal is None:
+                    raise
+                raise refusal from exc
             except OperationalError as exc:
                 in_callers_transaction = connections[alias].in_atomic_block
                 if not _is_locked(exc) or in_callers_transaction:

@@ -12,7 +12,7 @@ from django.contrib.contenttypes.models import ContentType
 from django.db import models
 from django.db.models import Q
 
-from workflows.status import RUN_FINAL, RunStatus
+from workflows.status import RUN_FINAL, RunStatus, RunTrigger
 
 
 def subject_of(obj: models.Model) -> dict[str, Any]:
@@ -50,6 +50,19 @@ class Run(models.Model):
     idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     input_hash = models.CharField(max_length=64, blank=True, default="")
     business_key = models.CharField(max_length=255, blank=True, default="")
+    # Copied from the workflow's ``unique_business_key`` at the start: the partial unique
+    # index below can only name columns, and a redeploy must not change a live run's rule.
+    unique_business_key = models.BooleanField(default=False)
+    # What a person reads in the lists (``start_run(title=...)``); "" shows the workflow.
+    title = models.CharField(max_length=200, blank=True, default="")
+    # The surface that started the run; its user, if any, is ``created_by``.
+    trigger = models.CharField(max_length=16, choices=RunTrigger.choices, default=RunTrigger.CODE)
+    # An ended run an operator has seen to (``dismiss_run``): left out of the default
+    # lists and the attention views. NULL: not dismissed.
+    dismissed_at = models.DateTimeField(null=True, blank=True)
+    dismissed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     # The host's object this run is about (``start_run(subject=order)``), if any. SET_NULL,
     # as the admin's LogEntry does: a model dropped from the project leaves its runs.
     subject_type = models.ForeignKey(
@@ -126,7 +139,17 @@ class Run(models.Model):
                 fields=["workflow_name", "idempotency_key"],
                 condition=Q(idempotency_key__isnull=False),
                 name="workflows_run_unique_idempotency_key",
-            )
+            ),
+            # Of a workflow with ``unique_business_key``, one live run per key: the index,
+            # not a read before the write, decides between two racing starts or setters.
+            # A run ending leaves the index, so its key is free again.
+            models.UniqueConstraint(
+                fields=["workflow_name", "business_key"],
+                condition=Q(unique_business_key=True)
+                & ~Q(business_key="")
+                & ~Q(status__in=sorted(RUN_FINAL)),
+                name="workflows_run_unique_live_business_key",
+            ),
         ]
         indexes = [
             models.Index(fields=["status", "created_at"], name="workflows_run_status"),
@@ -176,6 +199,13 @@ class Run(models.Model):
                 fields=["deadline"],
                 condition=Q(deadline__isnull=False),
                 name="workflows_run_deadline",
+            ),
+            # Dismissed runs only: the "dismissed" filter's rows. The default lists' "not
+            # dismissed" is most runs, read in creation order with the other indexes.
+            models.Index(
+                fields=["dismissed_at"],
+                condition=Q(dismissed_at__isnull=False),
+                name="workflows_run_dismissed",
             ),
             # Flow members only, the same way.
             models.Index(

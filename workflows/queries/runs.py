@@ -32,6 +32,9 @@ _SUMMARY_FIELDS = (
     "workflow_version",
     "status",
     "business_key",
+    "title",
+    "trigger",
+    "dismissed_at",
     "created_at",
     "updated_at",
 )
@@ -45,6 +48,9 @@ def run_summary(run: Run) -> dict[str, Any]:
         "version": run.workflow_version,
         "status": run.status,
         "business_key": run.business_key,
+        "title": run.title,
+        "trigger": run.trigger,
+        "dismissed_at": run.dismissed_at,
         "created_at": run.created_at,
         "updated_at": run.updated_at,
     }
@@ -319,15 +325,23 @@ def _attention_conditions(now: datetime) -> dict[Attention, Q]:
     ``failed`` leaves out runs an operator terminated on purpose: their error is the
     termination itself (code ``terminated``), which is a decision already taken, unless
     the run was failing when it was terminated (the termination keeps that ``cause``).
+    Neither ended class counts a run an operator dismissed (``dismiss_run``); the live
+    classes never meet one, since only ended runs are dismissed.
     """
     # Spelled out so that an error without a code is a failure rather than unknown (NULL).
     not_a_termination = (
         Q(error__code__isnull=True) | ~Q(error__code="terminated") | Q(error__has_key="cause")
     )
+    # A dismissed run (only ended ones are) was seen to by an operator: a decision
+    # taken, as a termination is (workflows.engine.verbs.dismiss).
+    shown = Q(dismissed_at__isnull=True)
     return {
-        Attention.COMPENSATION_FAILED: Q(status=RunStatus.COMPENSATION_FAILED),
-        Attention.FAILED: Q(status=RunStatus.FAILED)
-        | (Q(status=RunStatus.TERMINATED, error__isnull=False) & not_a_termination),
+        Attention.COMPENSATION_FAILED: Q(status=RunStatus.COMPENSATION_FAILED) & shown,
+        Attention.FAILED: (
+            Q(status=RunStatus.FAILED)
+            | (Q(status=RunStatus.TERMINATED, error__isnull=False) & not_a_termination)
+        )
+        & shown,
         Attention.LEASE_EXPIRED: _any_unit(lambda kind: expired_lease(now)),
         Attention.OVERDUE: Q(
             pk__in=Timer.objects.filter(overdue_timer(now)).order_by().values("run_id")
@@ -375,3 +389,13 @@ def runs_needing_attention(
         for earlier in list(conditions)[: list(conditions).index(wanted)]:
             matches &= ~conditions[earlier]
     return (Run.objects.all() if runs is None else runs).filter(matches)
+
+
+def dismissed_filter(runs: QuerySet[Run], value: str) -> QuerySet[Run]:
+    """``runs`` as the ``dismissed`` filter's ``value`` (no, yes, all) selects them: what
+    the API's list and the console's runs list both use."""
+    if value == "yes":
+        return runs.filter(dismissed_at__isnull=False)
+    if value == "all":
+        return runs
+    return runs.filter(dismissed_at__isnull=True)

@@ -3,7 +3,7 @@
 Each verb validates its input (and who is asking) and delegates to one engine
 transition; none writes workflow state itself. What they read is in
 :mod:`workflows.queries`. One module per concept: runs, steps, leases, gates,
-signals, budgets and bulk; the verbs are exported here.
+signals, run metadata, budgets and bulk; the verbs are exported here.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from workflows.services.gates import (
     unclaim_gate,
 )
 from workflows.services.leases import revoke_lease
+from workflows.services.run_metadata import dismiss_run, set_business_key, undismiss_run
 from workflows.services.runs import (
     CancelRequest,
     cancel_run,
@@ -50,6 +51,7 @@ __all__ = [
     "clean_address",
     "clean_selections",
     "complete_callback",
+    "dismiss_run",
     "fail_callback",
     "pause_run",
     "reject_gate",
@@ -61,10 +63,12 @@ __all__ = [
     "revoke_lease",
     "send_signal",
     "send_signal_once",
+    "set_business_key",
     "signals_waited_for",
     "skip_step",
     "start_run",
     "start_run_once",
     "terminate_run",
     "unclaim_gate",
+    "undismiss_run",
 ]

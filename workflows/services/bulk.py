@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from workflows.permissions import AnyUser
 
 __all__ = [
+    "BULK_RUN_VERBS",
     "CHUNK_SIZE",
     "MAX_IDS",
     "VERB_OPTIONS",
@@ -89,7 +90,13 @@ _SERVICES: dict[str, _Service] = {
     "retry": _Service("retry_run", frozenset()),
     "rerun": _Service("rerun_from", frozenset({"from_step", "reason"})),
     "priority": _Service("change_priority", frozenset({"priority"})),
+    "dismiss": _Service("dismiss_run", frozenset()),
+    "undismiss": _Service("undismiss_run", frozenset()),
 }
+# Run verbs that name something of one run alone, so no bulk offers them.
+_ONE_RUN_ONLY = {"business_key": "a business key names one run"}
+# The run verbs a bulk applies, in the order the surfaces list them.
+BULK_RUN_VERBS: tuple[str, ...] = tuple(_SERVICES)
 # Every option some verb takes: what a surface reads from its input and passes on when
 # given (each verb refuses the ones it does not take).
 VERB_OPTIONS: tuple[str, ...] = tuple(
@@ -243,6 +250,8 @@ def _prepare(
         raise InvalidInput(
             f"unknown run verb {verb!r}; choose from {', '.join(RUN_VERBS)}", verb=verb
         )
+    if verb in _ONE_RUN_ONLY:
+        raise InvalidInput(f"{verb} is no bulk verb: {_ONE_RUN_ONLY[verb]}", verb=verb)
     spec = _SERVICES.get(verb)
     function = getattr(services, spec.function, None) if spec else None
     if spec is None or function is None:

@@ -24,7 +24,7 @@ from workflows.errors import (
 )
 from workflows.models import Run, Step
 from workflows.services.targets import run_id_of, step_of
-from workflows.status import RunStatus
+from workflows.status import RunStatus, RunTrigger
 from workflows.validation import check_json, check_text, max_length
 
 if TYPE_CHECKING:
@@ -42,6 +42,8 @@ def start_run_once(
     priority: int | None = None,
     deadline: timedelta | datetime | None = None,
     variables: dict[str, Any] | None = None,
+    title: str = "",
+    trigger: str = RunTrigger.CODE,
 ) -> Created[Run]:
     """Start a run of ``workflow`` (a registered name, latest version, or a class); the
     other options as :func:`start_run`.
@@ -64,6 +66,8 @@ def start_run_once(
         business_key=business_key,
         subject=subject,
         priority=priority,
+        title=title,
+        trigger=trigger,
     )
     return engine.start_run_once(
         workflow,
@@ -75,6 +79,8 @@ def start_run_once(
         priority=priority,
         deadline=deadline,
         variables=variables,
+        title=title,
+        trigger=trigger,
     )
 
 
@@ -107,6 +113,15 @@ start_run = value_of(
     ``WORKFLOWS["MAX_VARIABLES_BYTES"]``, is :class:`InvalidInput` (``field
     "variables"``), refused before anything is written. Not part of the idempotency
     fingerprint: a repeat returns the first run with its own variables.
+
+    ``title`` (text up to 200 characters, no NUL): what the console's lists and the API
+    show of the run; empty, they show its workflow. ``trigger`` says which surface
+    started the run (:class:`~workflows.status.RunTrigger`; ``"code"`` for a Python
+    call; the admin, the API, the commands, schedules, flows and parents say their own),
+    and ``user``, recorded as ``created_by``, who. Neither is part of the idempotency
+    fingerprint: a repeat with another title or trigger returns the first run as it is.
+    With ``Workflow.unique_business_key``, a ``business_key`` another live run of the
+    workflow holds is :class:`BusinessKeyInUse`.
     """,
 )
 
@@ -119,11 +134,20 @@ def _check_start(
     business_key: str | None,
     subject: models.Model | None,
     priority: int | None,
+    title: str,
+    trigger: str,
 ) -> None:
     """Refuse, before anything is written, what the database could not store or the
-    engine would reject: the priority, the name, the input's JSON, the keys, the subject."""
+    engine would reject: the priority, the name, the input's JSON, the keys, the subject,
+    the title and the trigger."""
     if priority is not None:
         _check_priority(priority)
+    check_text(title, field="title", limit=max_length(Run, "title"))
+    if trigger not in RunTrigger.values:
+        raise InvalidInput(
+            f"trigger must be one of {', '.join(RunTrigger.values)}, got {trigger!r}",
+            field="trigger",
+        )
     check_text(
         definition.name,
         field=f"the name of {definition.label()}",

@@ -176,6 +176,7 @@ def test_other_verbs_on_a_queued_run_say_why_not():
         "cancel",
         "terminate",
         "priority",
+        "business_key",
     }
     assert "max_concurrent_runs" in actions["pause"].reason
     assert set(RUN_VERBS) <= set(actions)

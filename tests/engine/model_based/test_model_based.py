@@ -68,6 +68,7 @@ from workflows.models import (
     Step,
     Timer,
 )
+from workflows.queries import Attention, dismissed_filter, runs_needing_attention
 from workflows.queries.explain import explain
 from workflows.status import (
     FLOW_FINAL,
@@ -170,7 +171,10 @@ class MbGate(Workflow):
 
 
 class MbSignal(Workflow):
+    """Its business keys are unique among its live runs (``set_business_key`` rule)."""
+
     name = "mb_signal"
+    unique_business_key = True
     wait = WaitForSignal("go")
     after = Task(H, retry=TWICE)
 
@@ -643,8 +647,46 @@ class EngineMachine(RuleBasedStateMachine):
         elif verb == "reject":
             assert step_id is not None
             workflows.reject_gate(step_id, user=self.user)
+        elif verb == "dismiss":
+            workflows.dismiss_run(run, user=self.user)
+        elif verb == "undismiss":
+            workflows.undismiss_run(run, user=self.user)
+        elif verb == "business_key":
+            workflows.set_business_key(run, f"mb-{str(run.pk)[:8]}", user=self.user)
         else:
             raise AssertionError(f"explain() offers an unknown verb {verb!r}")
+
+    @rule(data=st.data(), verb=st.sampled_from(("dismiss", "undismiss")))
+    def dismiss_or_undismiss(self, data: st.DataObject, verb: str) -> None:
+        """Dismiss or undismiss any run: an ended one takes it (a second time is a
+        no-op), a live one refuses with the rule; the invariants check the lists."""
+        run = self.run_of(data)
+        if run is None:
+            return
+        status = Run.objects.values_list("status", flat=True).get(pk=run.pk)
+        verb_of = {"dismiss": workflows.dismiss_run, "undismiss": workflows.undismiss_run}
+        done = self.call(verb_of[verb], run, user=self.user)
+        assert (done is not None) == (status in RUN_FINAL), (verb, status)
+
+    @rule(data=st.data(), key=st.sampled_from(("K1", "K2")))
+    def set_business_key(self, data: st.DataObject, key: str) -> None:
+        """Set one of two keys on any run: a live run takes it unless another live run of
+        a workflow with unique keys holds it (mb_signal); an ended run refuses."""
+        run = self.run_of(data)
+        if run is None:
+            return
+        row = Run.objects.get(pk=run.pk)
+        holder = (
+            Run.objects.filter(workflow_name=row.workflow_name, business_key=key)
+            .exclude(pk=row.pk)
+            .exclude(status__in=RUN_FINAL)
+            .exists()
+        )
+        done = self.call(workflows.set_business_key, run, key, user=self.user)
+        taken = row.status not in RUN_FINAL and not (row.unique_business_key and holder)
+        assert (done is not None) == taken, (row.status, row.unique_business_key, holder)
+        if done is not None:
+            assert done.business_key == key
 
     @rule(data=st.data(), verb=st.sampled_from(("retry", "rerun")))
     def replay_member(self, data: st.DataObject, verb: str) -> None:
@@ -863,6 +905,32 @@ class EngineMachine(RuleBasedStateMachine):
             for payload in writes.values_list("payload", flat=True):
                 replayed = patched(replayed, payload["patches"])
             assert committed == replayed, (committed, replayed)
+
+    @invariant()
+    def dismissed_runs_are_ended_and_out_of_the_default_lists(self) -> None:
+        """A dismissed run is an ended one (a replay clears it); the default lists (the
+        console's and the API's ``dismissed`` filter) and the attention query never hold
+        one, and ``explain`` reads it as needing no attention."""
+        dismissed = list(Run.objects.filter(dismissed_at__isnull=False).values_list("pk", "status"))
+        for pk, status in dismissed:
+            assert status in RUN_FINAL, (pk, status)
+            assert explain(pk).attention == Attention.OK
+        ids = {pk for pk, _ in dismissed}
+        assert not ids & set(dismissed_filter(Run.objects.all(), "no").values_list("pk", flat=True))
+        for kind in Attention:
+            if kind != Attention.OK:
+                assert not ids & set(runs_needing_attention(kind).values_list("pk", flat=True))
+
+    @invariant()
+    def unique_business_keys_are_held_by_one_live_run(self) -> None:
+        """Of a workflow with unique business keys, no two live runs share one."""
+        held = (
+            Run.objects.filter(unique_business_key=True)
+            .exclude(business_key="")
+            .exclude(status__in=RUN_FINAL)
+            .values_list("workflow_name", "business_key")
+        )
+        assert len(list(held)) == len(set(held))
 
     @invariant()
     def histories_are_paths(self) -> None:

@@ -33,6 +33,7 @@ from workflows.engine.start import NewRun, create_run
 from workflows.engine.transaction import transition
 from workflows.errors import IdempotencyConflict, InvalidInput
 from workflows.models import Flow, FlowMember, Run
+from workflows.status import RunTrigger
 from workflows.tracing import start_span
 from workflows.validation import check_text, max_length
 
@@ -183,6 +184,7 @@ def _add(
             flow_id=flow.pk,
             blocked=True,
             trace_parent=flow.traceparent,
+            trigger=RunTrigger.FLOW,
         )
     )
     run = scope.run

@@ -17,6 +17,7 @@ from workflows.engine.created import Created
 from workflows.engine.schedules.history import ScheduleHistory
 from workflows.engine.start import NewRun, create_run
 from workflows.models import Run, Schedule
+from workflows.status import RunTrigger
 
 if TYPE_CHECKING:
     from workflows.permissions import AnyUser
@@ -69,6 +70,7 @@ def start_slot(
         priority=definition.default_priority,
         schedule_id=schedule.pk,
         scheduled_for=slot,
+        trigger=RunTrigger.SCHEDULE,
     )
     # The caller holds the schedule's row (its claim, or its lock), so no other
     # decision of this schedule inserts the key meanwhile; a start under the same key by

@@ -1,1 +1,2 @@
-"""Operator verbs as transitions: cancel, retry, skip, pause, terminate, rerun, priority."""
+"""Operator verbs as transitions: cancel, retry, skip, pause, terminate, rerun, priority,
+dismiss and undismiss, set a business key."""

@@ -6,7 +6,6 @@ from typing import Any
 
 from django.core.management.base import CommandError
 
-from workflows.engine.guards import RUN_VERBS
 from workflows.management.arguments import (
     acting_user,
     parse_age,
@@ -17,6 +16,7 @@ from workflows.management.base import DeclaredCommand
 from workflows.management.options import Group, argument, dry_run_option, user_option
 from workflows.management.output import to_json
 from workflows.services.bulk import (
+    BULK_RUN_VERBS,
     VERB_OPTIONS,
     BulkItem,
     BulkResult,
@@ -98,14 +98,14 @@ class Command(DeclaredCommand):
         "eligible or skipped (with the reason) by the verb's rule on its current status, "
         "which the verb checks again when applied. Filters combine (all must hold); "
         "without any, the command refuses unless --all is given. "
-        f"VERB is one of: {', '.join(RUN_VERBS)}; rerun needs --from-step and priority "
+        f"VERB is one of: {', '.join(BULK_RUN_VERBS)}; rerun needs --from-step and priority "
         "needs --priority. Examples: workflows_bulk retry --status failed --workflow "
         "billing --older-than 2h --dry-run, then the same without --dry-run; "
         "workflows_bulk priority --priority 50 --workflow billing --status waiting queued."
     )
 
     arguments = (
-        argument("verb", metavar="VERB", help=f"one of: {', '.join(RUN_VERBS)}"),
+        argument("verb", metavar="VERB", help=f"one of: {', '.join(BULK_RUN_VERBS)}"),
         Group("which runs", SELECTION),
         Group("what the verb does", VERB_ARGUMENTS),
         Group(

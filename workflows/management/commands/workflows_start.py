@@ -13,6 +13,7 @@ from workflows.management.output import run_line
 from workflows.models import Run
 from workflows.queries import run_summary
 from workflows.services import start_run
+from workflows.status import RunTrigger
 
 
 class Command(OperatorCommand[Run]):
@@ -20,7 +21,8 @@ class Command(OperatorCommand[Run]):
         "Start a run of the latest registered version of workflow NAME and print the run's "
         "id and status. Its steps then run in the workers. --deadline gives the run a "
         "deadline (default: the workflow's); --variables the run's first variables, which "
-        "its steps read (ctx.variables) and change (ctx.set_variables)."
+        "its steps read (ctx.variables) and change (ctx.set_variables); --title what the "
+        "console's lists show of it. The run's trigger is 'command'."
     )
 
     arguments = (
@@ -49,6 +51,13 @@ class Command(OperatorCommand[Run]):
             help="-1000 to 1000, higher is claimed first (default: the workflow's "
             "default_priority); also the run's place in its workflow's queue",
         ),
+        argument(
+            "--title",
+            metavar="TEXT",
+            default="",
+            help="what the runs list shows of the run, up to 200 characters (default: its "
+            "workflow)",
+        ),
         deadline_option(),
         argument(
             "--variables",
@@ -70,6 +79,8 @@ class Command(OperatorCommand[Run]):
             priority=options["priority"],
             deadline=options["deadline"],
             variables=variables,
+            title=options["title"],
+            trigger=RunTrigger.COMMAND,
         )
 
     def as_json(self, result: Run) -> dict[str, Any]:

@@ -165,7 +165,11 @@ def explain(run: Run | UUID | str, *, now: datetime | None = None) -> Explanatio
         waiting_on=tuple(waiting_on),
         allowed_actions=tuple(
             allowed_actions(
-                row.status, steps, replay_refusals(row, steps), dependency_unmet(row, place)
+                row.status,
+                steps,
+                replay_refusals(row, steps),
+                dependency_unmet(row, place),
+                dismissed=row.dismissed_at is not None,
             )
         ),
         steps=tuple(_step_entry(step) for step in steps),

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from workflows.engine.guards import RERUN, RETRY, RUN_VERBS, STEP_VERBS
+from workflows.engine.guards import DISMISS, RERUN, RETRY, RUN_VERBS, STEP_VERBS, UNDISMISS
 from workflows.engine.replay import (
     downstream_of,
     facts_of,
@@ -72,18 +72,22 @@ def allowed_actions(
     steps: list[dict[str, Any]],
     replay: ReplayRefusals | None = None,
     unmet: str | None = None,
+    *,
+    dismissed: bool = False,
 ) -> list[Action]:
     """Every run verb; each step verb for the steps in a status it accepts; a ``rerun``
     refused from a step for what became of the run's work; the decisions of waiting
     gates. In that order, steps in their order. ``unmet``: why a member a failed
-    dependency cancelled may not be retried or rerun."""
+    dependency cancelled may not be retried or rerun. ``dismissed``: whether the run is,
+    so that of dismiss and undismiss only the one that would change it is offered."""
     actions = [
         _action(
             verb.name,
             verb.summary,
             verb.refusal(run_status)
             or (unmet if verb in (RETRY, RERUN) else None)
-            or (replay.retry if replay is not None and verb is RETRY else None),
+            or (replay.retry if replay is not None and verb is RETRY else None)
+            or _dismissal_refusal(verb.name, dismissed),
         )
         for verb in RUN_VERBS.values()
     ]
@@ -98,6 +102,15 @@ def allowed_actions(
             actions.append(_action("approve", "approve the gate", None, step))
             actions.append(_action("reject", "reject the gate", None, step))
     return actions
+
+
+def _dismissal_refusal(verb: str, dismissed: bool) -> str | None:
+    """Why dismiss or undismiss would change nothing (the verbs themselves are no-ops)."""
+    if verb == DISMISS.name and dismissed:
+        return "run is dismissed already"
+    if verb == UNDISMISS.name and not dismissed:
+        return "run is not dismissed"
+    return None
 
 
 def _action(
