@@ -38,7 +38,7 @@ from workflows.services.signals import (
     send_signal_once,
     signals_waited_for,
 )
-from workflows.services.steps import retry_step, skip_step
+from workflows.services.steps import fail_step, retry_step, skip_step
 
 __all__ = [
     "CancelRequest",
@@ -51,6 +51,7 @@ __all__ = [
     "clean_selections",
     "complete_callback",
     "fail_callback",
+    "fail_step",
     "pause_run",
     "reject_gate",
     "request_cancel",
