@@ -8,9 +8,11 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.core.management import load_command_class
 from django.utils import timezone
 
 import workflows
+from tests.support import commands
 from tests.support.handlers import BOOM
 from tests.support.revoke import (
     Parcels,
@@ -86,7 +88,7 @@ def test_retry_step_of_an_item_or_compensation_is_refused_with_the_rule(kind: st
     for dry_run in (True, False):
         with pytest.raises(InvalidInput) as refused:
             bulk("retry_step", units={"kind": kind}, dry_run=dry_run)
-        assert f"retry_step does not apply to a {kind}" in refused.value.message
+        assert f"retry_step does not apply to {kind}s" in refused.value.message
         assert refused.value.details["field"] == "kind"
 
 
@@ -254,3 +256,52 @@ def test_undoing_run_compensation_can_be_revoked_in_bulk():
     running_compensation("w-1")
     result = bulk("revoke", units={"kind": "compensation", "workflow": Undoing.name}, dry_run=False)
     assert (result.done, result.items[0].status) == (1, "ready")
+
+
+# -- the command ----------------------------------------------------------------------
+
+
+def test_command_dry_run_then_apply_over_units():
+    loads = [running_load(f"w-{n}")[1] for n in range(2)]
+    dry = commands.run_command(
+        "workflows_bulk", "revoke", "--units", "step", "--held-on", "lease", "--dry-run"
+    )
+    assert f"step {loads[0].pk} (run " in dry and "running, attempt 1: eligible" in dry
+    assert dry.strip().endswith(
+        "dry run of revoke: 2 matched, 2 eligible, 0 skipped; nothing was changed"
+    )
+    assert {Step.objects.get(pk=step.pk).status for step in loads} == {"running"}
+    done = commands.run_json(
+        "workflows_bulk", "revoke", "--units", "step", "--held-on", "lease", "--reason", "wedged"
+    )
+    assert done["kind"] == "step"
+    assert done["totals"] == {"matched": 2, "done": 2, "skipped": 0, "failed": 0}
+    assert [unit["status"] for unit in done["units"]] == ["ready", "ready"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["fail_step", "--units", "step"], "no filter given"),
+        (["fail_step", "--units", "step", "--status", "asleep"], "step status 'asleep'"),
+        (["retry_step", "--units", "item", "--all"], "retry_step does not apply to items"),
+        (["fail_step", "--units", "step", "--workflow", "nope"], "no workflow is called 'nope'"),
+        (["fail_step", "--units", "step", "--held-on", "gate"], "cannot be selected by hold"),
+        (["fail_step", "--units", "step", "--older-than", "2 h"], "an age is a positive"),
+        (["fail_step", "--units", "step", "--business-key", "b"], "--business-key selects runs"),
+        (["fail_step", "--queue", "q"], "--queue and --held-on select units"),
+        (["cancel", "--units", "step", "--all"], "unknown unit verb 'cancel'"),
+        (["fail_step", "--units", "step", "--all", "--priority", "3"], "not priority"),
+    ],
+)
+def test_command_refusals_name_the_problem(args: list[str], message: str):
+    commands.refused("workflows_bulk", *args, message=message)
+
+
+def test_command_help_says_how_to_recover_units():
+    parser = load_command_class("workflows", "workflows_bulk").create_parser(
+        "manage.py", "workflows_bulk"
+    )
+    text = parser.format_help()
+    for words in ("--units KIND", "--held-on", "revoke, fail_step, retry_step", "--queue"):
+        assert words in " ".join(text.split())

@@ -358,7 +358,7 @@ def iter_bulk_units(
     selected = unit_filter(units)
     if selected.kind in spec.refused_kinds:
         raise InvalidInput(
-            f"{verb} does not apply to a {selected.kind}: {spec.refused_kinds[selected.kind]}",
+            f"{verb} does not apply to {selected.kind}s: {spec.refused_kinds[selected.kind]}",
             field="kind",
         )
     unknown = sorted(set(options) - spec.options)

@@ -136,8 +136,8 @@ def fail_refusal(kind: WorkKind, status: str, step_kind: str, run_status: str) -
     refusal = FAIL_STEP.refusal(status, run_status, noun=kind.name)
     if refusal is None and run_status not in kind.runs_while | kind.held_while:
         return (
-            f"run is {run_status}; a {kind.name} is failed only while its run may still "
-            "run it (revoke or terminate stop the work of a stopping run)"
+            f"run is {run_status}; {kind.name}s are failed only while their run may still "
+            "run them (revoke or terminate stop the work of a stopping run)"
         )
     return refusal
 
