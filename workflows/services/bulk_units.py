@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HELD_ON",
     "UNIT_KINDS",
+    "UNIT_KIND_CHOICES",
     "UNIT_VERBS",
     "UnitFilter",
     "iter_bulk_units",
@@ -67,6 +68,8 @@ __all__ = [
 CHUNK_SIZE = 500
 
 UNIT_KINDS: dict[str, WorkKind] = {kind.name: kind for kind in (STEP, ITEM, COMPENSATION)}
+# The kinds as choices, for a form's or a schema's enum (``UnitKindEnum``).
+UNIT_KIND_CHOICES: tuple[str, ...] = tuple(UNIT_KINDS)
 # The statuses each kind of unit can be in (compensations have fewer).
 _STATUSES: dict[str, tuple[str, ...]] = {
     STEP.name: tuple(StepStatus.values),
