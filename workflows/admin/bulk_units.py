@@ -48,9 +48,9 @@ AGES: list[tuple[str, str, timedelta]] = [
     ("7d", "a week", timedelta(days=7)),
 ]
 _VERBS = [
-    (REVOKE.name, f"Revoke: {REVOKE.summary}"),
-    (FAIL_STEP.name, f"Fail: {FAIL_STEP.summary}"),
-    (RETRY_STEP.name, f"Retry (steps only): {RETRY_STEP.summary}"),
+    (REVOKE.name, "revoke the running attempt"),
+    (FAIL_STEP.name, "fail_step: end it as failed"),
+    (RETRY_STEP.name, "retry_step (failed steps)"),
 ]
 _STATUSES = sorted(set(StepStatus.values) | set(CompensationStatus.values))
 
@@ -58,7 +58,11 @@ _STATUSES = sorted(set(StepStatus.values) | set(CompensationStatus.values))
 class UnitBulkForm(forms.Form):
     """The verb, the filter and the reason: what a dry run and its apply are given."""
 
-    verb = forms.ChoiceField(choices=_VERBS)
+    verb = forms.ChoiceField(
+        choices=_VERBS,
+        help_text=f"Revoke: {REVOKE.summary}. Fail: {FAIL_STEP.summary}. Retry: "
+        f"{RETRY_STEP.summary}.",
+    )
     kind = forms.ChoiceField(choices=[(name, f"{name}s") for name in UNIT_KINDS], label="Units")
     status = forms.MultipleChoiceField(
         choices=[(status, status) for status in _STATUSES],
