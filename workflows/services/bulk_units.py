@@ -151,7 +151,7 @@ def _statuses(kind: str, statuses: Any) -> tuple[str, ...]:
     for status in wanted:
         if status not in allowed:
             raise InvalidInput(
-                f"{kind} status {status!r} does not exist; a {kind} is one of {', '.join(allowed)}",
+                f"{kind} status {status!r} does not exist; {kind}s are {', '.join(allowed)}",
                 field="statuses",
             )
     return wanted

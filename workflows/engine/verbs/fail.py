@@ -30,7 +30,7 @@ from workflows.engine.scope import RunScope, run_scope
 from workflows.engine.sql.expressions import db_now
 from workflows.engine.sql.updates import cas_update, cas_update_many
 from workflows.engine.transaction import transition
-from workflows.engine.verbs.revoke import read_unit, run_of_unit
+from workflows.engine.verbs.revoke import operator_event, read_unit, run_of_unit
 from workflows.engine.work_kinds import STEP, FailedUnit, WorkKind
 from workflows.errors import InvalidInput, InvalidTransition, StaleState
 from workflows.models import Timer
@@ -181,14 +181,8 @@ def _failed(
     scope.events.add(
         run.pk,
         "unit.failed_by_operator",
-        step_id=unit.step_id,
-        kind=kind.name,
-        unit=unit_id,
-        **({"item": unit.item_key} if unit.item_key else {}),
+        **operator_event(kind, unit_id, unit, error),
         status=unit.status,
-        attempt=unit.attempt_in_round,
-        by=error["by"],
-        reason=error["reason"],
     )
     failed = FailedUnit(
         kind,

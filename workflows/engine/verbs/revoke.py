@@ -318,6 +318,22 @@ def _error(kind: WorkKind, unit: LeasedRow, reason: str, user: AnyUser | None) -
     }
 
 
+def operator_event(
+    kind: WorkKind, unit_id: int, unit: LeasedRow, error: dict[str, Any]
+) -> dict[str, Any]:
+    """What an operator verb's event says of the unit it acted on: its step, kind, id and
+    item, the attempt (within the step's round), and who did it and why."""
+    return {
+        "step_id": unit.step_id,
+        "kind": kind.name,
+        "unit": unit_id,
+        **({"item": unit.item_key} if unit.item_key else {}),
+        "attempt": unit.attempt_in_round,
+        "by": error["by"],
+        "reason": error["reason"],
+    }
+
+
 def _revoked(
     scope: RunScope,
     kind: WorkKind,
@@ -332,14 +348,8 @@ def _revoked(
     scope.events.add(
         run.pk,
         "lease.revoked",
-        step_id=unit.step_id,
-        kind=kind.name,
-        unit=unit_id,
-        **({"item": unit.item_key} if unit.item_key else {}),
-        attempt=unit.attempt_in_round,
+        **operator_event(kind, unit_id, unit, error),
         owner=unit.lease_owner,
-        by=error["by"],
-        reason=error["reason"],
         failure_class=FailureClass.REVOKED.value,
         status=status,
     )
