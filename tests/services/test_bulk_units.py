@@ -305,3 +305,23 @@ def test_command_help_says_how_to_recover_units():
     text = parser.format_help()
     for words in ("--units KIND", "--held-on", "revoke, fail_step, retry_step", "--queue"):
         assert words in " ".join(text.split())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_bulks_at_once_act_on_each_unit_once():
+    """Two operators apply the same bulk at the same instant, each on a connection of its
+    own: every unit is failed by exactly one of them, the other skips it."""
+    loads = ready_loads(6)
+    units = {"kind": "step", "statuses": ["ready"], "workflow": Wedged.name}
+    first, second = run_concurrently(
+        lambda: bulk("fail_step", units=units, dry_run=False, reason="a"),
+        lambda: bulk("fail_step", units=units, dry_run=False, reason="b"),
+    )
+    assert first.failed == second.failed == 0
+    assert first.done + second.done == len(loads)
+    done = [
+        item.unit for result in (first, second) for item in result.items if item.outcome == "done"
+    ]
+    assert sorted(done) == sorted(step.pk for step in loads)
+    failed = Event.objects.filter(type="unit.failed_by_operator", step__in=loads)
+    assert failed.count() == len(loads)
