@@ -49,7 +49,7 @@ from workflows.services.bulk_outcomes import (
     BulkResult,
     UnitItem,
 )
-from workflows.services.bulk_units import UnitFilter, iter_bulk_units, unit_filter
+from workflows.services.bulk_units import UnitFilter, check_options, iter_bulk_units, unit_filter
 from workflows.status import RunStatus
 from workflows.validation import check_text, max_length
 
@@ -213,12 +213,7 @@ def _prepare(
         raise InvalidInput(
             f"bulk {verb} is not available: this version has no {missing}", verb=verb
         )
-    unknown = sorted(set(options) - spec.options)
-    if unknown:
-        takes = ", ".join(sorted(spec.options)) or "no options"
-        raise InvalidInput(f"{verb} takes {takes}; not {', '.join(unknown)}", verb=verb)
-    if "reason" in options:
-        check_text(options["reason"], field="reason")
+    check_options(verb, options, spec.options)
     if "compensate" in options and not isinstance(options["compensate"], bool):
         raise InvalidInput(f"compensate must be True or False, got {options['compensate']!r}")
     if verb == "priority":

@@ -60,6 +60,7 @@ __all__ = [
     "UNIT_KIND_CHOICES",
     "UNIT_VERBS",
     "UnitFilter",
+    "check_options",
     "iter_bulk_units",
     "unit_filter",
 ]
@@ -364,15 +365,21 @@ def iter_bulk_units(
             f"{verb} does not apply to {selected.kind}s: {spec.refused_kinds[selected.kind]}",
             field="kind",
         )
-    unknown = sorted(set(options) - spec.options)
-    if unknown:
-        takes = ", ".join(sorted(spec.options)) or "no options"
-        raise InvalidInput(f"{verb} takes {takes}; not {', '.join(unknown)}", verb=verb)
-    if "reason" in options:
-        check_text(options["reason"], field="reason")
+    check_options(verb, options, spec.options)
     kind = UNIT_KINDS[selected.kind]
     chunks = _keyset(kind, select_units(selected))
     return _walk(spec, kind, chunks, options, user, dry_run)
+
+
+def check_options(verb: str, options: Mapping[str, Any], accepted: frozenset[str]) -> None:
+    """:class:`InvalidInput` for an option ``verb`` does not take, or a reason the
+    database cannot store: checked once for a whole bulk, before anything is read."""
+    unknown = sorted(set(options) - accepted)
+    if unknown:
+        takes = ", ".join(sorted(accepted)) or "no options"
+        raise InvalidInput(f"{verb} takes {takes}; not {', '.join(unknown)}", verb=verb)
+    if "reason" in options:
+        check_text(options["reason"], field="reason")
 
 
 def _walk(

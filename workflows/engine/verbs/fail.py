@@ -31,7 +31,7 @@ from workflows.engine.sql.expressions import db_now
 from workflows.engine.sql.updates import cas_update, cas_update_many
 from workflows.engine.transaction import transition
 from workflows.engine.verbs.revoke import operator_event, read_unit, run_of_unit
-from workflows.engine.work_kinds import STEP, FailedUnit, WorkKind
+from workflows.engine.work_kinds import STEP, WorkKind
 from workflows.errors import InvalidInput, InvalidTransition, StaleState
 from workflows.models import Timer
 from workflows.status import FailureClass, StepStatus, TimerKind, TimerStatus
@@ -184,14 +184,4 @@ def _failed(
         **operator_event(kind, unit_id, unit, error),
         status=unit.status,
     )
-    failed = FailedUnit(
-        kind,
-        unit_id,
-        unit.step_id,
-        unit.step_name,
-        unit.item_key,
-        error,
-        unit.generation,
-        attempts_before=unit.attempts_before,
-    )
-    kind.settlement.failed(scope.advancer, failed)
+    kind.settlement.failed(scope.advancer, unit.failed(kind, unit_id, error))

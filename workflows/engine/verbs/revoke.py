@@ -126,6 +126,19 @@ class LeasedRow:
     def label(self, kind: WorkKind) -> str:
         return kind.label(self.step_name, self.item_key)
 
+    def failed(self, kind: WorkKind, unit_id: int, error: dict[str, Any]) -> FailedUnit:
+        """This unit as its kind's settlement takes a unit that ended with ``error``."""
+        return FailedUnit(
+            kind,
+            unit_id,
+            self.step_id,
+            self.step_name,
+            self.item_key,
+            error,
+            self.generation,
+            attempts_before=self.attempts_before,
+        )
+
     @property
     def attempt_in_round(self) -> int:
         return self.attempt - self.attempts_before
@@ -358,14 +371,4 @@ def _revoked(
         if run.status in kind.runs_while:  # a paused run's unit waits for the resume
             scope.dispatch(kind, unit_id, Route.of_row(unit.queue, unit.requires))
         return
-    failed = FailedUnit(
-        kind,
-        unit_id,
-        unit.step_id,
-        unit.step_name,
-        unit.item_key,
-        error,
-        unit.generation,
-        attempts_before=unit.attempts_before,
-    )
-    kind.settlement.stopped(scope.advancer, failed)
+    kind.settlement.stopped(scope.advancer, unit.failed(kind, unit_id, error))
