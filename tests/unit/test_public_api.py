@@ -100,7 +100,7 @@ def test_bulk_is_the_function_even_after_its_module_is_imported():
 
     assert workflows.bulk is workflows.services.bulk.bulk
     parameters = inspect.signature(workflows.bulk).parameters
-    assert list(parameters) == ["verb", "runs", "dry_run", "user", "options"]
+    assert list(parameters) == ["verb", "runs", "units", "dry_run", "user", "options"]
     assert parameters["dry_run"].default is True
 
 

@@ -23,6 +23,7 @@ from django.utils.safestring import SafeString
 from workflows.admin import runs as admin_runs
 from workflows.admin.actions import act_url, bulk_actions, run_action
 from workflows.admin.approvals import ApprovalsViews
+from workflows.admin.bulk_units import bulk_units
 from workflows.admin.changelist import SafeChangelistMixin
 from workflows.admin.consumers import consumer_delete, consumers
 from workflows.admin.dashboard import dashboard
@@ -155,6 +156,7 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, StatusBadgeColumn, admin.Mode
             ),
             path("start/", wrap(partial(start_run, self)), name="workflows_run_start"),
             path("waits/", wrap(partial(waits, self)), name="workflows_waits"),
+            path("units/bulk/", wrap(partial(bulk_units, self)), name="workflows_bulk_units"),
             path("consumers/", wrap(partial(consumers, self)), name="workflows_consumers"),
             path(
                 "consumers/delete/",

@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 
 from workflows.api.base import JSONRenderer, authentication_classes
 from workflows.api.budgets import BudgetViewSet
+from workflows.api.bulk_units import BulkUnitsView
 from workflows.api.callbacks import CallbackViewSet
 from workflows.api.consumers import ConsumersView, ConsumerView
 from workflows.api.definitions import DefinitionViewSet
@@ -69,6 +70,7 @@ router.register("work", WorkViewSet, basename="work")
 resources: list[URLPattern | URLResolver] = [
     *router.urls,
     path("waits/", WaitsView.as_view(), name="waits"),
+    path("bulk/units/<str:verb>/", BulkUnitsView.as_view(), name="bulk-units"),
     path("events/", EventsView.as_view(), name="events"),
     path("events/ack/", EventAckView.as_view(), name="events-ack"),
     path("events/consumers/", ConsumersView.as_view(), name="event-consumers"),

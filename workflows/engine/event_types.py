@@ -75,6 +75,7 @@ _WRITTEN_LITERALLY = (
     "step.timed_out",
     "step.waiting",
     "timer.fired",
+    "unit.failed_by_operator",
 )
 # What happens to any leased unit (a step, an item, a compensation) on its way.
 _UNIT_EVENTS = (

@@ -177,6 +177,17 @@ REVOKE = StepVerb(
     "take the lease from the running attempt now; the work runs again, without using up an attempt",
 )
 STEP_VERBS: dict[str, StepVerb] = {verb.name: verb for verb in (RETRY_STEP, SKIP_STEP, REVOKE)}
+# Leased work that is stuck before it could end (never claimed, waiting for a retry that
+# will not help, or wedged in a running attempt), ended as failed by an operator. Not
+# among STEP_VERBS: no page offers it on one step; the bulk recovery of stuck units
+# (workflows.services.bulk_units) and Python (workflows.services.fail_step) call it.
+FAIL_STEP = StepVerb(
+    "fail_step",
+    frozenset({StepStatus.READY, StepStatus.RETRY_SCHEDULED, StepStatus.RUNNING}),
+    RUN_ACTIVE | RUN_HELD | RUN_UNWINDING,
+    "end the stuck work as failed now, as its last attempt failing would; a running "
+    "attempt loses its lease",
+)
 
 assert RERUN.accepts <= RUN_FINAL
 assert not PRIORITY.accepts & RUN_FINAL

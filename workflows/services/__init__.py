@@ -39,7 +39,7 @@ from workflows.services.signals import (
     send_signal_once,
     signals_waited_for,
 )
-from workflows.services.steps import retry_step, skip_step
+from workflows.services.steps import fail_step, retry_step, skip_step
 
 __all__ = [
     "CancelRequest",
@@ -53,6 +53,7 @@ __all__ = [
     "complete_callback",
     "dismiss_run",
     "fail_callback",
+    "fail_step",
     "pause_run",
     "reject_gate",
     "request_cancel",

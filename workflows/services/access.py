@@ -154,6 +154,8 @@ VERBS: dict[str, Access] = {
     **{name: OPERATE_RUNS for name in STEP_VERBS},
     "signal": OPERATE_RUNS,
     "bulk": OPERATE_RUNS,
+    # Failing stuck work has no page of its own; the bulk recovery and Python call it.
+    "fail_step": OPERATE_RUNS,
     "start": START_RUNS,
     # Building a flow starts runs (its members); cancelling it operates them.
     "create_flow": BUILD_FLOWS,

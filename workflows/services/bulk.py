@@ -24,11 +24,11 @@ small tuple per run, in a :class:`BulkResult` with the totals.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from itertools import islice
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from django.core.exceptions import PermissionDenied
@@ -40,6 +40,16 @@ from workflows.definitions.limits import priority_problems
 from workflows.engine.guards import RUN_VERBS, RunVerb
 from workflows.errors import InvalidInput, InvalidTransition, WorkflowError
 from workflows.models import Run, Step
+from workflows.services.bulk_outcomes import (
+    DONE,
+    ELIGIBLE,
+    FAILED,
+    SKIPPED,
+    BulkItem,
+    BulkResult,
+    UnitItem,
+)
+from workflows.services.bulk_units import UnitFilter, check_options, iter_bulk_units, unit_filter
 from workflows.status import RunStatus
 from workflows.validation import check_text, max_length
 
@@ -53,6 +63,8 @@ __all__ = [
     "VERB_OPTIONS",
     "BulkItem",
     "BulkResult",
+    "UnitFilter",
+    "UnitItem",
     "bulk",
     "iter_bulk",
     "select_runs",
@@ -63,11 +75,6 @@ __all__ = [
 CHUNK_SIZE = 500
 # An id list is held in memory and sent as parameters; larger selections are querysets.
 MAX_IDS = 1_000
-
-ELIGIBLE = "eligible"
-SKIPPED = "skipped"
-DONE = "done"
-FAILED = "failed"
 
 
 @dataclass(frozen=True)
@@ -104,71 +111,11 @@ VERB_OPTIONS: tuple[str, ...] = tuple(
 )
 
 
-class BulkItem(NamedTuple):
-    """What happened to one run: a tuple of strings, so 10,000 of them stay small.
-
-    ``status`` is the run's status as the bulk read it, or its new status for a run the
-    verb was ``done`` with; empty for an id that names no run. ``reason`` says why a run
-    was skipped, or is the error message of a ``failed`` one, whose ``code`` is the
-    error's stable code (``permission_denied`` for ``PermissionDenied``).
-    """
-
-    run: str
-    status: str
-    outcome: str
-    reason: str = ""
-    code: str = ""
-
-
-@dataclass
-class BulkResult:
-    """Totals of a bulk, and its per-run results unless ``keep_items`` is false.
-
-    ``matched`` counts the runs selected (for a list of ids, each distinct id); a dry
-    run splits them into ``eligible`` and ``skipped``, an applied one into ``done``,
-    ``skipped`` and ``failed``.
-    """
-
-    verb: str
-    dry_run: bool
-    keep_items: bool = True
-    matched: int = 0
-    eligible: int = 0
-    done: int = 0
-    skipped: int = 0
-    failed: int = 0
-    items: list[BulkItem] = field(default_factory=list)
-
-    def add(self, item: BulkItem) -> None:
-        """Count ``item`` (and keep it, if this result keeps items)."""
-        self.matched += 1
-        if item.outcome == ELIGIBLE:
-            self.eligible += 1
-        elif item.outcome == DONE:
-            self.done += 1
-        elif item.outcome == FAILED:
-            self.failed += 1
-        else:
-            self.skipped += 1
-        if self.keep_items:
-            self.items.append(item)
-
-    def totals(self) -> dict[str, int]:
-        """The counts that apply to this kind of bulk, for printing and JSON."""
-        if self.dry_run:
-            return {"matched": self.matched, "eligible": self.eligible, "skipped": self.skipped}
-        return {
-            "matched": self.matched,
-            "done": self.done,
-            "skipped": self.skipped,
-            "failed": self.failed,
-        }
-
-
 def bulk(
     verb: str,
-    runs: QuerySet[Run] | Iterable[UUID | str],
+    runs: QuerySet[Run] | Iterable[UUID | str] | None = None,
     *,
+    units: UnitFilter | Mapping[str, Any] | None = None,
     dry_run: bool = True,
     user: AnyUser | None = None,
     **options: Any,
@@ -185,7 +132,23 @@ def bulk(
     :class:`InvalidInput` before anything is read or written. Applied, each run is its
     own transaction: a refused run is ``skipped``, and one that raises another
     ``WorkflowError`` or ``PermissionDenied`` is ``failed``; the batch goes on.
+
+    With ``units`` instead of ``runs``, a unit verb (``revoke``, ``fail_step``,
+    ``retry_step``) over the steps, fan-out items or compensations the filter selects
+    (a :class:`UnitFilter`, or a mapping of its fields: ``kind``, ``statuses``,
+    ``workflow``, ``queue``, ``held_on``, ``older_than``), one :class:`UnitItem` per
+    unit, each unit fenced as if the verb were applied to it alone
+    (:mod:`workflows.services.bulk_units`); ``reason`` is the option of revoke and fail_step.
     """
+    if (runs is None) == (units is None):
+        raise InvalidInput("give exactly one of runs and units", field="units")
+    if units is not None:
+        selected = unit_filter(units)
+        result = BulkResult(verb=verb, dry_run=dry_run, units=selected.kind)
+        for unit in iter_bulk_units(verb, selected, dry_run=dry_run, user=user, **options):
+            result.add(unit)
+        return result
+    assert runs is not None
     result = BulkResult(verb=verb, dry_run=dry_run)
     for item in iter_bulk(verb, runs, dry_run=dry_run, user=user, **options):
         result.add(item)
@@ -259,12 +222,7 @@ def _prepare(
         raise InvalidInput(
             f"bulk {verb} is not available: this version has no {missing}", verb=verb
         )
-    unknown = sorted(set(options) - spec.options)
-    if unknown:
-        takes = ", ".join(sorted(spec.options)) or "no options"
-        raise InvalidInput(f"{verb} takes {takes}; not {', '.join(unknown)}", verb=verb)
-    if "reason" in options:
-        check_text(options["reason"], field="reason")
+    check_options(verb, options, spec.options)
     if "compensate" in options and not isinstance(options["compensate"], bool):
         raise InvalidInput(f"compensate must be True or False, got {options['compensate']!r}")
     if verb == "priority":

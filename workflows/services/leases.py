@@ -27,7 +27,14 @@ if TYPE_CHECKING:
 LeasedUnit = Step | FanOutItem | CompensationRecord
 
 
-__all__ = ["LeasedUnit", "RevokedLease", "not_revoked_text", "revoke_lease", "shown_attempts"]
+__all__ = [
+    "LeasedUnit",
+    "RevokedLease",
+    "not_revoked_text",
+    "revoke_lease",
+    "shown_attempts",
+    "unit_of",
+]
 
 # Why the named attempt was not revoked, as every surface words it after "attempt N of X".
 _NOT_REVOKED = {
@@ -90,7 +97,7 @@ def revoke_lease(
     options that do not fit ``unit``.
     """
     check_text(reason, field="revoke reason")
-    kind, unit_id = _unit_of(unit, item, compensation)
+    kind, unit_id = unit_of(unit, item, compensation)
     result = revoke.revoke_lease(
         kind,
         unit_id,
@@ -102,8 +109,10 @@ def revoke_lease(
     return replace(result, unit=kind.model.objects.get(pk=unit_id))
 
 
-def _unit_of(unit: LeasedUnit | int, item: str | None, compensation: bool) -> tuple[WorkKind, int]:
-    """The kind and id of the unit of leased work the caller names."""
+def unit_of(unit: LeasedUnit | int, item: str | None, compensation: bool) -> tuple[WorkKind, int]:
+    """The kind and id of the unit of leased work the caller names: ``unit`` itself (an
+    item, a compensation record), or a step, one of its items (``item``) or its running
+    or latest compensation (``compensation``, of ``item`` if given)."""
     if isinstance(unit, FanOutItem | CompensationRecord):
         if item is not None or compensation:
             raise InvalidInput(

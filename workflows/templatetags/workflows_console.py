@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from workflows.permissions import VIEW_RUN
-from workflows.services.access import CHANGE_SCHEDULES, START_RUNS, VIEW_SCHEDULES
+from workflows.services.access import CHANGE_SCHEDULES, OPERATE_RUNS, START_RUNS, VIEW_SCHEDULES
 
 if TYPE_CHECKING:
     from django.contrib.admin.views.main import ChangeList
@@ -30,8 +30,8 @@ register = template.Library()
 
 @register.simple_tag(takes_context=True)
 def workflows_console(context: dict[str, Any]) -> dict[str, Any]:
-    """Links to the dashboard, runs, waits and event consumers for viewers, and to the
-    start page for starters."""
+    """Links to the dashboard, runs, waits and event consumers for viewers, to the
+    recovery of stuck units for operators, and to the start page for starters."""
     request = context.get("request")
     user: AnyUser | None = getattr(request, "user", None)
     if user is None or not user.is_active or not user.is_staff:
@@ -45,6 +45,9 @@ def workflows_console(context: dict[str, Any]) -> dict[str, Any]:
         "runs_url": reverse("admin:workflows_run_changelist") if views else None,
         "waits_url": reverse("admin:workflows_waits") if views else None,
         "consumers_url": reverse("admin:workflows_consumers") if views else None,
+        "units_url": reverse("admin:workflows_bulk_units")
+        if views and OPERATE_RUNS.allows(user)
+        else None,
         "schedules_url": reverse("admin:workflows_schedule_changelist") if schedules else None,
         "start_url": reverse("admin:workflows_run_start") if starts else None,
     }

@@ -70,6 +70,7 @@ from workflows.models import (
 )
 from workflows.queries import Attention, dismissed_filter, runs_needing_attention
 from workflows.queries.explain import explain
+from workflows.services.bulk_units import UNIT_KINDS, UNIT_VERBS
 from workflows.status import (
     FLOW_FINAL,
     RUN_FINAL,
@@ -239,6 +240,12 @@ RUN_STATUS_VALUES = frozenset(RunStatus.values)
 STEP_UNSTARTED = frozenset({StepStatus.PENDING, StepStatus.CANCELLED, StepStatus.SKIPPED})
 # Statuses of a step's predecessor that let it start.
 STEP_DONE = frozenset({StepStatus.COMPLETED, StepStatus.SKIPPED})
+# What the bulk rule selects for each unit verb: the units it may act on.
+BULK_STATUSES = {
+    "revoke": [StepStatus.RUNNING],
+    "fail_step": [StepStatus.READY, StepStatus.RETRY_SCHEDULED, StepStatus.RUNNING],
+    "retry_step": [StepStatus.FAILED, StepStatus.TIMED_OUT],
+}
 # Steps and units in hand: a terminal run has none.
 IN_HAND = (StepStatus.READY, StepStatus.RUNNING)
 
@@ -531,6 +538,36 @@ class EngineMachine(RuleBasedStateMachine):
         assert result is None or not result.revoked
         step.refresh_from_db()
         assert (step.status, step.attempt, step.version) == before
+
+    @rule(data=st.data(), verb=st.sampled_from(sorted(UNIT_VERBS)))
+    def bulk_units(self, data: st.DataObject, verb: str) -> None:
+        """An operator recovers stuck units in bulk: the dry run, then the apply. The
+        apply acts on no unit the dry run did not find eligible (nothing else moved in
+        between), visits every unit of the selection once, and what it reports done is
+        what the single verb does to that unit alone."""
+        kinds = ["step"] if verb == "retry_step" else ["step", "item", "compensation"]
+        kind = data.draw(st.sampled_from(kinds), label="kind")
+        units = {"kind": kind, "statuses": BULK_STATUSES[verb]}
+        model = UNIT_KINDS[kind].model
+        with on_commit():
+            dry = workflows.bulk(verb, units=units)
+        eligible = {item.unit for item in dry.items if item.outcome == "eligible"}
+        with on_commit():
+            applied = workflows.bulk(verb, units=units, dry_run=False, user=self.user)
+        visited = [item.unit for item in applied.items]
+        assert len(visited) == len(set(visited)) == applied.matched
+        for item in applied.items:
+            assert item.outcome != "failed", item
+            if item.outcome != "done":
+                continue
+            assert item.unit in eligible, (item, dry.items)
+            unit = model.objects.get(pk=item.unit)
+            if verb == "fail_step":
+                assert (unit.status, unit.error["code"]) == ("failed", "failed_by_operator")
+            elif verb == "revoke":
+                assert unit.failure_class == "revoked" and unit.status != "running"
+            else:
+                assert unit.status not in BULK_STATUSES["retry_step"], item
 
     # -- rules: external work -------------------------------------------------------
 

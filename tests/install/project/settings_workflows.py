@@ -80,5 +80,6 @@ SPECTACULAR_SETTINGS = {
         "FlowStatusEnum": "workflows.status.FlowStatus",
         "FailureClassEnum": "workflows.status.FailureClass",
         "WorkerFailureClassEnum": "workflows.workers.external.WORKER_CLASSES",
+        "UnitKindEnum": "workflows.services.bulk_units.UNIT_KIND_CHOICES",
     },
 }

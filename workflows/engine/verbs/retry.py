@@ -136,8 +136,15 @@ def _reset_for_retry(scope: RunScope, row: StepRow, node: Node, user: AnyUser | 
 
 
 @transition
-def retry_step(step_id: int, *, user: AnyUser | None = None) -> None:
-    """Run a failed (or timed-out) step again, with fresh attempts; the run resumes."""
+def retry_step(
+    step_id: int, *, user: AnyUser | None = None, expected_round: int | None = None
+) -> None:
+    """Run a failed (or timed-out) step again, with fresh attempts; the run resumes.
+
+    ``expected_round``: the step's round the caller saw failed. A step retried since
+    (and failed again) is in a later round, and is refused with
+    :class:`InvalidTransition` rather than retried a second time for one request.
+    """
     run_id = run_of_step(step_id)
     lock_flow_of(run_id)
     with run_scope(run_id) as scope:
@@ -145,6 +152,15 @@ def retry_step(step_id: int, *, user: AnyUser | None = None) -> None:
             return
         row = step_row(step_id)
         RETRY_STEP.check(row.name, row.status, scope.run.status)
+        if expected_round is not None:
+            current = Step.objects.filter(pk=step_id).values_list("round", flat=True).get()
+            if current != expected_round:
+                raise InvalidTransition(
+                    f"step {row.name!r}: it is in round {current} now, not {expected_round}: "
+                    "it was retried since it was read, and was left alone",
+                    status=row.status,
+                    verb=RETRY_STEP.name,
+                )
         _reset_for_retry(scope, row, scope.workflow.nodes[row.name], user)
         revive(scope, user)
 

@@ -100,8 +100,8 @@ _ROUNDS = ("round", "round_attempts_before")  # a step's, read after _UNIT
 
 
 @dataclass(frozen=True)
-class _Unit:
-    """A unit of leased work as a revoke reads it, under its run's lock."""
+class LeasedRow:
+    """A unit of leased work as the operator verbs on one unit (revoke, fail) read it."""
 
     run_id: UUID
     step_id: int
@@ -126,12 +126,25 @@ class _Unit:
     def label(self, kind: WorkKind) -> str:
         return kind.label(self.step_name, self.item_key)
 
+    def failed(self, kind: WorkKind, unit_id: int, error: dict[str, Any]) -> FailedUnit:
+        """This unit as its kind's settlement takes a unit that ended with ``error``."""
+        return FailedUnit(
+            kind,
+            unit_id,
+            self.step_id,
+            self.step_name,
+            self.item_key,
+            error,
+            self.generation,
+            attempts_before=self.attempts_before,
+        )
+
     @property
     def attempt_in_round(self) -> int:
         return self.attempt - self.attempts_before
 
 
-def _read(kind: WorkKind, unit_id: int, *, locked: bool = False) -> _Unit:
+def read_unit(kind: WorkKind, unit_id: int, *, locked: bool = False) -> LeasedRow:
     """The unit and its owners; ``locked``: its row only, until the transition commits
     (PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` serialises every writer already)."""
     owners = _OWNERS[kind.name]
@@ -143,12 +156,23 @@ def _read(kind: WorkKind, unit_id: int, *, locked: bool = False) -> _Unit:
     if kind is STEP:  # a step has no item key
         row = (*row[: len(owners)], "", *row[len(owners) :])
     run_id, step_id, step_name, generation, step_kind, item_key, *unit = row
-    return _Unit(run_id, step_id, step_name, generation, step_kind, item_key or "", *unit)
+    return LeasedRow(run_id, step_id, step_name, generation, step_kind, item_key or "", *unit)
+
+
+FANOUT_HOLDS_NO_LEASE = "a fan-out step holds no lease itself; revoke one of its running items"
+
+
+def revoke_refusal(kind: WorkKind, status: str, step_kind: str, run_status: str) -> str | None:
+    """Why a unit of ``kind`` in ``status`` (of a step of node kind ``step_kind``) of a
+    run in ``run_status`` has no lease to revoke, or ``None``: what a bulk's dry run asks."""
+    if kind is STEP and step_kind == FanOut.kind:
+        return FANOUT_HOLDS_NO_LEASE
+    return REVOKE.refusal(status, run_status, noun=kind.name)
 
 
 def run_of_unit(kind: WorkKind, unit_id: int) -> UUID:
     """The run a unit of leased work belongs to (never changes: read before the lock)."""
-    return _read(kind, unit_id).run_id
+    return read_unit(kind, unit_id).run_id
 
 
 @transition
@@ -216,7 +240,7 @@ def _check_pins(expected_attempt: object, expected_round: object) -> None:
 
 def _pinned(
     kind: WorkKind, unit_id: int, expected_attempt: int, expected_round: int | None
-) -> tuple[_Unit, str | None]:
+) -> tuple[LeasedRow, str | None]:
     """The unit under the run's lock, and why the pinned attempt cannot be revoked
     (``None``: it runs, and the unit's row is locked too)."""
     # A plain read first. An attempt that is not running now never runs again (only a
@@ -224,24 +248,23 @@ def _pinned(
     # nothing: its row lock would make a worker claiming the unit's next attempt at that
     # instant skip the row as being claimed (SKIP LOCKED) and drop its nudge, leaving the
     # unit ready until the redispatch.
-    unit = _read(kind, unit_id)
+    unit = read_unit(kind, unit_id)
     if kind is STEP and unit.step_kind == FanOut.kind:
         raise InvalidTransition(
-            f"{unit.label(kind)}: a fan-out step holds no lease itself; revoke one of "
-            "its running items",
-            status=unit.status,
-            verb=REVOKE.name,
+            f"{unit.label(kind)}: {FANOUT_HOLDS_NO_LEASE}", status=unit.status, verb=REVOKE.name
         )
     missed = _missed(unit, expected_attempt, expected_round)
     if missed is None:
         # Locked after the run, as every transition orders its locks: a heartbeat
         # (which takes no run lock) waits for this commit, then finds its fence gone.
-        unit = _read(kind, unit_id, locked=True)
+        unit = read_unit(kind, unit_id, locked=True)
         missed = _missed(unit, expected_attempt, expected_round)
     return unit, missed
 
 
-def _take(kind: WorkKind, unit_id: int, unit: _Unit, status: str, error: dict[str, Any]) -> None:
+def _take(
+    kind: WorkKind, unit_id: int, unit: LeasedRow, status: str, error: dict[str, Any]
+) -> None:
     """The compare-and-set that takes the lease: the attempt given back, the unit moved
     to ``status``; :class:`StaleState` when it moved meanwhile."""
     if not cas_update(
@@ -261,7 +284,7 @@ def _take(kind: WorkKind, unit_id: int, unit: _Unit, status: str, error: dict[st
         raise StaleState(f"{unit.label(kind)} changed while being revoked; nothing changed")
 
 
-def _missed(unit: _Unit, expected: int, expected_round: int | None) -> str | None:
+def _missed(unit: LeasedRow, expected: int, expected_round: int | None) -> str | None:
     """Why attempt ``expected`` (of round ``expected_round``, or the current one) of the
     unit cannot be revoked now, or ``None``: it runs."""
     if expected_round is not None and unit.round != expected_round:
@@ -278,7 +301,7 @@ def _missed(unit: _Unit, expected: int, expected_round: int | None) -> str | Non
     return NOT_LEASED
 
 
-def _target(scope: RunScope, kind: WorkKind, unit: _Unit) -> str:
+def _target(scope: RunScope, kind: WorkKind, unit: LeasedRow) -> str:
     """The status the revoked unit moves to, or :class:`InvalidTransition`."""
     label = unit.label(kind)
     refusal = REVOKE.refusal(unit.status, scope.run.status, noun=kind.name)
@@ -290,7 +313,7 @@ def _target(scope: RunScope, kind: WorkKind, unit: _Unit) -> str:
     return kind.stopped_status
 
 
-def _error(kind: WorkKind, unit: _Unit, reason: str, user: AnyUser | None) -> dict[str, Any]:
+def _error(kind: WorkKind, unit: LeasedRow, reason: str, user: AnyUser | None) -> dict[str, Any]:
     by = actor(user)
     message = (
         f"attempt {unit.attempt_in_round} of {unit.label(kind)} by {unit.lease_owner!r} revoked"
@@ -308,8 +331,29 @@ def _error(kind: WorkKind, unit: _Unit, reason: str, user: AnyUser | None) -> di
     }
 
 
+def operator_event(
+    kind: WorkKind, unit_id: int, unit: LeasedRow, error: dict[str, Any]
+) -> dict[str, Any]:
+    """What an operator verb's event says of the unit it acted on: its step, kind, id and
+    item, the attempt (within the step's round), and who did it and why."""
+    return {
+        "step_id": unit.step_id,
+        "kind": kind.name,
+        "unit": unit_id,
+        **({"item": unit.item_key} if unit.item_key else {}),
+        "attempt": unit.attempt_in_round,
+        "by": error["by"],
+        "reason": error["reason"],
+    }
+
+
 def _revoked(
-    scope: RunScope, kind: WorkKind, unit_id: int, unit: _Unit, status: str, error: dict[str, Any]
+    scope: RunScope,
+    kind: WorkKind,
+    unit_id: int,
+    unit: LeasedRow,
+    status: str,
+    error: dict[str, Any],
 ) -> None:
     """After the compare-and-set: free the slot, record it, and start the work again."""
     run = scope.run
@@ -317,14 +361,8 @@ def _revoked(
     scope.events.add(
         run.pk,
         "lease.revoked",
-        step_id=unit.step_id,
-        kind=kind.name,
-        unit=unit_id,
-        **({"item": unit.item_key} if unit.item_key else {}),
-        attempt=unit.attempt_in_round,
+        **operator_event(kind, unit_id, unit, error),
         owner=unit.lease_owner,
-        by=error["by"],
-        reason=error["reason"],
         failure_class=FailureClass.REVOKED.value,
         status=status,
     )
@@ -333,14 +371,4 @@ def _revoked(
         if run.status in kind.runs_while:  # a paused run's unit waits for the resume
             scope.dispatch(kind, unit_id, Route.of_row(unit.queue, unit.requires))
         return
-    failed = FailedUnit(
-        kind,
-        unit_id,
-        unit.step_id,
-        unit.step_name,
-        unit.item_key,
-        error,
-        unit.generation,
-        attempts_before=unit.attempts_before,
-    )
-    kind.settlement.stopped(scope.advancer, failed)
+    kind.settlement.stopped(scope.advancer, unit.failed(kind, unit_id, error))
