@@ -53,6 +53,12 @@ DEFAULTS: dict[str, Any] = {
     "REPAIR_INTERVAL": timedelta(minutes=1),
     # Finished runs older than this are deleted by the purge scanner; None keeps them.
     "RETENTION": None,
+    # The purge deletes in batches of whole runs, one transaction each, sized so that
+    # each takes about this many milliseconds (workflows_purge --batch-ms overrides it)...
+    "RETENTION_BATCH_MS": 100,
+    # ...and one sweeper pass purges for at most about this long, then goes back to
+    # timers and the other scanners; the next recovery pass goes on from the oldest run.
+    "RETENTION_PASS_TIME": timedelta(milliseconds=500),
     # "database is locked" on SQLite is retried this many times with jittered backoff.
     "LOCKED_RETRY_ATTEMPTS": 10,
     "LOCKED_RETRY_BASE_DELAY": 0.01,
@@ -132,6 +138,7 @@ _POSITIVE = (
     "METRICS_WINDOW",
     "PROGRESS_INTERVAL",
     "PROGRESS_STALE_AFTER",
+    "RETENTION_PASS_TIME",
     "WEBHOOK_TIMEOUT",
     "WORKER_PRESENCE_INTERVAL",
 )
@@ -141,6 +148,7 @@ _COUNTS = (
     "FRAME_BYTES_PER_ATTEMPT",
     "LONG_POLLS_PER_USER",
     "MAX_VARIABLES_BYTES",
+    "RETENTION_BATCH_MS",
 )
 # What ATTENTION_UNDISPATCHED_GRACE adds to REDISPATCH_AFTER when it is not set.
 UNDISPATCHED_MARGIN = timedelta(seconds=30)
@@ -224,6 +232,14 @@ class WorkflowSettings:
                 raise ImproperlyConfigured(
                     f"WORKFLOWS[{name!r}] must be a whole number of 1 or more, got {value!r}."
                 )
+        retention = merged["RETENTION"]
+        if retention is not None and (
+            not isinstance(retention, timedelta) or retention < timedelta(0)
+        ):
+            raise ImproperlyConfigured(
+                "WORKFLOWS['RETENTION'] must be None or a timedelta of zero or more, "
+                f"got {retention!r}."
+            )
         delays = merged["WEBHOOK_RETRY_DELAYS"]
         if not isinstance(delays, list | tuple) or not all(
             isinstance(delay, timedelta) and delay >= timedelta(0) for delay in delays

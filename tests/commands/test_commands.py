@@ -4,6 +4,7 @@ problem and exit non-zero."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from datetime import timedelta
 from io import StringIO
@@ -360,29 +361,61 @@ def test_purge_deletes_only_runs_finished_before_the_cut_off():
     old, recent = finished_days_ago(10), finished_days_ago(2)
     active = workflows.start_run("commands_simple", {})
     dry_run = run_command("workflows_purge", "--older-than", "7", "--dry-run")
-    assert dry_run == "would delete 1 run(s) finished over 7 days ago\n"
+    assert dry_run.startswith("would delete 1 run(s) that ended before ")
+    assert dry_run.endswith(", with 0 child run(s), 2 step(s) and 7 event(s)\n")
     assert Run.objects.count() == 3
-    output = run_command("workflows_purge", "--older-than", "7")
-    assert output == "deleted 1 of 1 run(s) finished over 7 days ago\n"
+    output = run_command("workflows_purge", "--older-than", "7").splitlines()
+    # The run, its 2 steps and 7 events.
+    assert output[0].startswith("1 run(s) and 10 row(s) deleted in 1 batch(es), ")
+    assert "runs/s; batch time p50 " in output[0] and " ms, max " in output[0]
+    assert output[1].startswith("deleted 1 run(s) that ended before ")
+    assert len(output) == 2
     assert set(Run.objects.values_list("pk", flat=True)) == {recent.pk, active.pk}
     assert not Step.objects.filter(run_id=old.pk).exists()
     assert not Event.objects.filter(run_id=old.pk).exists()
 
 
-def test_purge_json_returns_the_counts():
+def test_purge_json_returns_the_counts_and_the_batch_times():
     finished_days_ago(1)
-    assert run_json("workflows_purge", "--older-than", "0.5", "--dry-run") == {
-        "found": 1,
-        "done": 0,
-        "errors": 0,
-        "skipped": 0,
+    dry = run_json("workflows_purge", "--older-than", "0.5", "--dry-run")
+    assert {key: dry[key] for key in ("dry_run", "runs", "child_runs", "steps")} == {
+        "dry_run": True,
+        "runs": 1,
+        "child_runs": 0,
+        "steps": 2,
     }
-    assert run_json("workflows_purge", "--older-than", "0.5") == {
-        "found": 1,
-        "done": 1,
-        "errors": 0,
-        "skipped": 0,
+    done = run_json("workflows_purge", "--older-than", "0.5", "--batch-ms", "50")
+    assert {key: done[key] for key in ("runs", "child_runs", "flows", "batches", "stopped")} == {
+        "runs": 1,
+        "child_runs": 0,
+        "flows": 0,
+        "batches": 1,
+        "stopped": "done",
     }
+    assert done["batch_ms_max"] >= done["batch_ms_p50"] > 0
+    assert set(done) >= {"rows", "kept", "seconds", "runs_per_second", "batch_ms_p99"}
+    assert not Run.objects.exists()
+
+
+def test_purge_before_an_instant_and_the_earlier_of_two_cutoffs():
+    old, recent = finished_days_ago(10), finished_days_ago(4)
+    instant = (timezone.now() - timedelta(days=3)).isoformat()
+    # --older-than 7 is the earlier cutoff: the run 4 days old stays.
+    run_command("workflows_purge", "--before", instant, "--older-than", "7")
+    assert set(Run.objects.values_list("pk", flat=True)) == {recent.pk}
+    run_command("workflows_purge", "--before", instant)
+    assert not Run.objects.exists()
+    assert old.pk
+
+
+def test_purge_stops_at_max_runs_says_so_and_goes_on_when_run_again():
+    for _ in range(3):
+        finished_days_ago(10)
+    output = run_command("workflows_purge", "--older-than", "7", "--max-runs", "2")
+    assert "deleted 2 run(s)" in output
+    assert output.endswith("stopped at --max-runs; run the same command again to go on\n")
+    assert Run.objects.count() == 1
+    assert "deleted 1 run(s)" in run_command("workflows_purge", "--older-than", "7")
     assert not Run.objects.exists()
 
 
@@ -394,9 +427,31 @@ def test_purge_refuses_a_non_positive_or_impossible_age(days):
     assert Run.objects.count() == 1
 
 
-def test_purge_requires_an_age():
-    with pytest.raises(CommandError, match="the following arguments are required: --older-than"):
-        run_command("workflows_purge")
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((), "say which runs to delete: --older-than DAYS, --before DATETIME, or both"),
+        (("--before", "yesterday"), "argument --before: not an ISO 8601 date and time"),
+        (("--before", "2026-01-01T00:00:00"), "has no UTC offset"),
+        (("--before", "2999-01-01T00:00:00Z"), "is in the future"),
+        (("--older-than", "7", "--batch-ms", "0"), "argument --batch-ms: must be a positive"),
+        (("--older-than", "7", "--max-runs", "-1"), "argument --max-runs: must be a positive"),
+        (("--older-than", "7", "--time-limit", "x"), "argument --time-limit: must be a positive"),
+    ],
+)
+def test_purge_refuses_bad_input_naming_it(args, message):
+    finished_days_ago(10)
+    with pytest.raises(CommandError, match=re.escape(message)):
+        run_command("workflows_purge", *args)
+    assert Run.objects.count() == 1
+
+
+def test_purge_help_says_it_is_resumable(capsys):
+    with pytest.raises(SystemExit):
+        call_command("workflows_purge", "--help")
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Resumable: a purge stopped at any point" in text
+    assert "--batch-ms MS" in text and "--before DATETIME" in text
 
 
 def test_a_run_is_named_by_a_unique_id_prefix_or_business_key_and_nothing_ambiguous():

@@ -212,6 +212,8 @@ ENGINE_LAYERS: dict[str, int] = {
     "workflows.engine.deadlines": 4,
     "workflows.engine.loops": 4,
     "workflows.engine.external": 4,
+    # retention: whole ended runs deleted in batches
+    "workflows.engine.retention": 4,
     # a whole run begins (a child, a flow member too) or is cancelled (a flow's member too)
     "workflows.engine.start": 5,
     "workflows.engine.verbs.cancel": 5,

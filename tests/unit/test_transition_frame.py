@@ -20,7 +20,7 @@ FRAME_MODULES = {"scope.py", "transaction.py"}
 FRAME_NAMES = {"RunScope", "TransitionScope", "EventLog", "atomic"}
 # Deliberate exceptions, "module: function" → why. None today: the functions that are
 # not transitions on a run (claims, fenced heartbeats, redispatch, starting queued runs)
-# open unlocked_scope(), and delete_finished_runs is a @transition with no scope.
+# open unlocked_scope(), and retention's purge_batch is a @transition with no scope.
 EXCEPTIONS: dict[str, str] = {}
 
 

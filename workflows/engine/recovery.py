@@ -27,7 +27,7 @@ from workflows.engine.sql.updates import cas_update, fenced_update_many
 from workflows.engine.transaction import transition
 from workflows.engine.work_kinds import FailedUnit, WorkKind
 from workflows.errors import DefinitionMissing
-from workflows.models import CompensationRecord, FanOutItem, Run, Step
+from workflows.models import CompensationRecord, FanOutItem, Step
 from workflows.status import RUN_ACTIVE, RUN_UNWINDING, FailureClass, StepStatus
 
 # How long after its lease ran out the lease scanner leaves a unit to the worker that
@@ -285,20 +285,3 @@ def repair_run(run_id: UUID, *, wait: bool = True) -> bool:
             return False
         scope.events.add(run.pk, "run.repaired")
     return True
-
-
-@transition
-def delete_finished_runs(run_ids: list[UUID], *, finished_before: datetime) -> int:
-    """Delete finished top-level runs (with their steps, children and history).
-
-    Not a transition on a run: no run's state changes, no event is written (the history
-    goes with the run), so no run is locked and no scope opened. Re-checks each run's
-    status and age in the delete itself, so a run that an operator retried meanwhile is
-    kept. Returns how many runs were deleted.
-    """
-    _, per_model = (
-        Run.objects.filter(pk__in=run_ids, parent_run__isnull=True, finished_at__lt=finished_before)
-        .exclude(status__in=RUN_ACTIVE)
-        .delete()
-    )
-    return per_model.get(Run._meta.label, 0)

@@ -99,6 +99,33 @@ def positive_days(value: str) -> float:
     return days
 
 
+def past_instant(value: str) -> datetime:
+    """argparse type of ``--before``: an ISO 8601 date and time with its UTC offset
+    (``2026-03-01T00:00:00Z``, ``2026-03-01T02:00:00+01:00``), not in the future."""
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not an ISO 8601 date and time such as 2026-03-01T00:00:00Z: {value!r}"
+        ) from None
+    if moment.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{value!r} has no UTC offset; add one, e.g. Z or +01:00")
+    if moment > timezone.now():
+        raise argparse.ArgumentTypeError(f"{value!r} is in the future")
+    return moment
+
+
+def positive_number(value: str) -> float:
+    """argparse type of a positive amount (milliseconds, seconds): a finite number over 0."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = 0.0
+    if not 0 < number < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {value!r}")
+    return number
+
+
 def priority_number(text: str) -> int:
     """argparse type of a PRIORITY: a whole number. Its range is the service's to check,
     so that every surface refuses 1001 with the same message."""

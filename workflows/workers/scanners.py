@@ -36,10 +36,10 @@ from workflows.engine.limits.admission import nudge_held
 from workflows.engine.limits.run_limits import limit_of, slot_key, start_queued
 from workflows.engine.recovery import (
     RECLAIM_GRACE,
-    delete_finished_runs,
     redispatch,
     repair_run,
 )
+from workflows.engine.retention.batches import ended_runs
 from workflows.engine.verbs.cancel import cancel_run
 from workflows.errors import DefinitionMissing, RunBusy
 from workflows.hooks import deliver_events, hooked_types
@@ -53,6 +53,7 @@ from workflows.models import (
     WebhookEndpoint,
 )
 from workflows.models.leased import EXTERNAL_UNITS
+from workflows.services.retention import purge_history
 from workflows.status import (
     RUN_ACTIVE,
     RUN_ALIVE,
@@ -316,25 +317,25 @@ def finish_flow_cancellations(*, limit: int = 1000, dry_run: bool = False) -> Sc
 
 
 def purge_finished_runs(
-    *, older_than: timedelta | None = None, limit: int = 1000, dry_run: bool = False
+    *, older_than: timedelta | None = None, dry_run: bool = False
 ) -> ScanResult:
-    """Delete finished runs older than ``older_than`` (default: the ``RETENTION`` setting).
+    """Delete the history of top-level runs ended longer than ``older_than`` ago (default:
+    the ``RETENTION`` setting), in batches aiming at ``RETENTION_BATCH_MS`` each, for at
+    most about ``RETENTION_PASS_TIME``: a backlog is purged over several passes, and a
+    pass never keeps the sweeper from its timers for longer than that
+    (:mod:`workflows.services.retention`).
 
     Does nothing when neither is set: history is kept forever unless asked otherwise.
+    ``skipped`` counts runs read but kept (reopened meanwhile, a child run still going).
     """
     retention = older_than if older_than is not None else workflow_settings.RETENTION
     if retention is None:
         return ScanResult()
-    finished_before = timezone.now() - retention
-    ids = list(
-        Run.objects.filter(
-            status__in=RUN_FINAL, parent_run__isnull=True, finished_at__lt=finished_before
-        ).values_list("id", flat=True)[:limit]
-    )
-    result = ScanResult(found=len(ids))
-    if ids and not dry_run:
-        result.done = delete_finished_runs(ids, finished_before=finished_before)
-    return result
+    before = timezone.now() - retention
+    if dry_run:
+        return ScanResult(found=ended_runs(before).count())
+    report = purge_history(before=before, time_limit=workflow_settings.RETENTION_PASS_TIME)
+    return ScanResult(found=report.runs + report.kept, done=report.runs, skipped=report.kept)
 
 
 def deliver_hooks(*, limit: int = 500, dry_run: bool = False) -> ScanResult:

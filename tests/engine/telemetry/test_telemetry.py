@@ -445,13 +445,13 @@ def test_telemetry_settings_refuse_bad_values(settings, name, value):
 
 
 def test_purging_a_finished_run_deletes_its_frames():
-    from workflows.engine.recovery import delete_finished_runs
+    from workflows.services.retention import purge_history
 
     run = workflows.start_run(Reporting)
     run_pending()
     assert Frame.objects.filter(step__run=run).count() == 2
-    deleted = delete_finished_runs([run.pk], finished_before=timezone.now() + timedelta(1))
-    assert deleted == 1
+    report = purge_history(before=timezone.now() + timedelta(1))
+    assert report.runs == 1
     assert not Frame.objects.filter(step__run_id=run.pk).exists()
 
 
