@@ -174,6 +174,11 @@ class StepIteration(GateDecision):
                 name="workflows_step_iteration_unique",
             )
         ]
+        indexes = [
+            # A run's rows found by the run: the foreign key's own check when a run is
+            # deleted (retention) reads it, for every run deleted, on both databases.
+            models.Index(fields=["run"], name="workflows_iteration_run"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.step_id} iteration {self.iteration} [{self.status}]"
@@ -209,6 +214,10 @@ class StepRound(ReportedProgress):
         ordering = ["step", "round"]
         constraints = [
             models.UniqueConstraint(fields=["step", "round"], name="workflows_step_round_unique")
+        ]
+        indexes = [
+            # As StepIteration's: what a run's deletion checks its foreign key through.
+            models.Index(fields=["run"], name="workflows_round_run"),
         ]
 
     def __str__(self) -> str:
