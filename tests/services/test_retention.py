@@ -259,12 +259,14 @@ def test_bad_bounds_are_refused_before_anything_is_deleted():
 # The batch size adapts
 
 
-def test_the_next_batch_grows_at_most_twofold_and_shrinks_to_the_target_at_once():
+def test_the_next_batch_grows_by_half_at_most_and_shrinks_to_the_target_at_once():
     sizer = BatchSizer(target=0.1)
-    assert sizer.measured(10, 0.001) == 20  # far under the target: doubles, no more
-    assert sizer.measured(20, 0.001) == 40
-    assert sizer.measured(40, 0.4) == 10  # 10 ms a run: 10 runs make the 100 ms
-    assert sizer.measured(0, 5.0) == 10  # nothing deleted: nothing learnt
+    assert sizer.measured(10, 0.001) == 15  # far under the target: grows by half, no more
+    assert sizer.measured(15, 0.0015) == 22
+    assert sizer.measured(22, 0.22) == 10  # 10 ms a run: 10 runs make the 100 ms
+    # Cheap again: it grows by half again, no faster.
+    assert sizer.measured(10, 0.001) == 15
+    assert sizer.measured(0, 5.0) == 15  # nothing deleted: nothing learnt
     assert sizer.measured(10, 10.0) == 1  # never under one run
     big = BatchSizer(target=100.0, size=LARGEST_BATCH)
     assert big.measured(LARGEST_BATCH, 0.001) == LARGEST_BATCH

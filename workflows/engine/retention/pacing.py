@@ -1,12 +1,13 @@
-"""How many runs the next batch deletes: sized from what the last one took.
+"""How many runs the next batch deletes: sized from what the last ones took.
 
 A batch is one transaction, and while it runs on SQLite every other writer waits, and
 on PostgreSQL it holds the locks of the rows it deleted. Its cost is not known in
 advance: a run may have three events or thirty thousand, and a busy database takes
-longer for the same rows. So each batch is measured, and the next one is sized so that
-at the measured cost per run it takes about the target time: growing at most twofold
-per batch (one cheap batch proves little), shrinking at once (one slow batch is what the
-target is there to prevent), never past :data:`LARGEST_BATCH` runs.
+longer for the same rows. So each batch is measured, and the next one is sized so that,
+at the cost per run expected, it takes about the target time. The cost expected is the
+higher of the last batch's and a moving average of the batches before (one cheap batch
+proves little; one slow batch is what the target is there to prevent): a batch grows by
+half at most, shrinks at once, and never exceeds :data:`LARGEST_BATCH` runs.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ from dataclasses import dataclass
 LARGEST_BATCH = 1000
 # The first batch's size, before anything was measured.
 FIRST_BATCH = 10
+# How much a batch may grow over the last one.
+GROWTH = 1.5
+# The weight of the last batch in the moving average of the cost per run.
+SMOOTHING = 0.3
 
 
 @dataclass
@@ -28,6 +33,8 @@ class BatchSizer:
     target: float
     size: int = FIRST_BATCH
     largest: int = LARGEST_BATCH
+    # The moving average of the seconds a run cost (None until a batch deleted some).
+    cost: float | None = None
 
     def __post_init__(self) -> None:
         self.size = max(1, min(self.size, self.largest))
@@ -37,6 +44,10 @@ class BatchSizer:
         the next batch's size."""
         if runs <= 0:
             return self.size  # nothing deleted: nothing learnt about the cost of a run
-        wanted = self.size * 2 if seconds <= 0 else int(self.target * runs / seconds)
-        self.size = max(1, min(wanted, self.size * 2, self.largest))
+        last = max(seconds, 0.0) / runs
+        self.cost = last if self.cost is None else SMOOTHING * last + (1 - SMOOTHING) * self.cost
+        expected = max(last, self.cost)
+        grown = max(self.size + 1, int(self.size * GROWTH))
+        wanted = int(self.target / expected) if expected > 0 else grown
+        self.size = max(1, min(wanted, grown, self.largest))
         return self.size
