@@ -22,7 +22,8 @@ from typing import Any
 
 from workflows.conf import workflow_settings
 from workflows.engine.retention.batches import Batch, Position, TreeMoved, purge_batch
-from workflows.engine.retention.pacing import FIRST_BATCH, LARGEST_BATCH, BatchSizer
+from workflows.engine.retention.pacing import FIRST_BATCH, LARGEST_BATCH, BatchSizer, pause_after
+from workflows.engine.sql.connection import engine_connection
 from workflows.errors import InvalidInput
 
 # How many times in a row a batch rolled back by a reopened child run is read again
@@ -111,7 +112,10 @@ def purge_history(
     ``WORKFLOWS["RETENTION_BATCH_MS"]``); ``batch_size`` fixes the number of runs per
     batch instead. The purge stops when no run is left, after ``max_runs`` runs, or
     before a batch that would end past ``time_limit`` (each batch expected to take as
-    long as the last). ``on_batch`` is called after each batch with the totals so far.
+    long as the last). On SQLite it pauses between batches as long as the last one took,
+    so that live writers queued for the write lock go first
+    (:func:`~workflows.engine.retention.pacing.pause_after`). ``on_batch`` is called
+    after each batch with the totals so far.
     Call it outside a transaction of your own: each batch commits on its own.
     """
     _positive("batch_ms", batch_ms)
@@ -129,15 +133,17 @@ def purge_history(
     limit = time_limit.total_seconds() if time_limit is not None else None
     report = PurgeReport(before=before)
     position: Position | None = None
-    started, last, moved = time.monotonic(), 0.0, 0
+    started, last, moved, pause = time.monotonic(), 0.0, 0, 0.0
+    vendor = engine_connection().vendor
     while True:
         report.elapsed = time.monotonic() - started
         if max_runs is not None and report.runs >= max_runs:
             report.stopped = MAX_RUNS
             break
-        if limit is not None and report.batches and report.elapsed + last > limit:
+        if limit is not None and report.batches and report.elapsed + pause + last > limit:
             report.stopped = TIME_LIMIT
             break
+        time.sleep(pause)
         size = sizer.size if max_runs is None else min(sizer.size, max_runs - report.runs)
         began = time.monotonic()
         try:
@@ -159,5 +165,6 @@ def purge_history(
             on_batch(report, batch)
         if batch.read < size:
             break
+        pause = pause_after(last, vendor)
     report.elapsed = time.monotonic() - started
     return report
