@@ -125,10 +125,10 @@ def purge_history(
         raise InvalidInput(f"time_limit must be more than zero, got {time_limit!r}")
     target = (batch_ms if batch_ms is not None else workflow_settings.RETENTION_BATCH_MS) / 1000
     fixed = batch_size is not None
-    sizer = BatchSizer(
-        target,
-        size=batch_size if fixed else FIRST_BATCH,
-        largest=batch_size if fixed else LARGEST_BATCH,
+    sizer = (
+        BatchSizer(target, size=batch_size, largest=batch_size)
+        if batch_size is not None
+        else BatchSizer(target, size=FIRST_BATCH, largest=LARGEST_BATCH)
     )
     limit = time_limit.total_seconds() if time_limit is not None else None
     report = PurgeReport(before=before)

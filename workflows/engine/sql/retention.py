@@ -151,7 +151,8 @@ def run_trees(root_ids: Sequence[StoredId]) -> list[tuple[StoredId, StoredId, st
         f"UNION ALL SELECT r.id, tree.root FROM {runs} r JOIN tree ON r.{parent} = tree.id"
         f") SELECT tree.id, tree.root, r.{status} FROM tree JOIN {runs} r ON r.id = tree.id"
     )
-    return [tuple(row) for row in fetch_all(engine_connection(), sql, list(root_ids))]  # type: ignore[misc]
+    rows = fetch_all(engine_connection(), sql, list(root_ids))
+    return [(row[0], row[1], row[2]) for row in rows]
 
 
 def delete_roots(
