@@ -14,8 +14,10 @@ from django.utils import timezone
 
 import workflows
 from tests.support import flows as flow_support
+from tests.support.database import is_sqlite
 from tests.support.handlers import BOOM, NOOP, UNDO, WORK
 from tests.support.runs import run_inline
+from tests.support.threads import run_concurrently
 from tests.support.workflows import Broken
 from workflows import FanOut, Sleep, SubWorkflow, Task, WaitForSignal, Workflow
 from workflows.definitions import Retry
@@ -213,6 +215,31 @@ def test_a_run_retried_between_the_read_and_the_delete_is_kept_whole(monkeypatch
     after = rows_of([failed.pk])
     assert after["runs"] == 1 and after["steps"] == rows["steps"]
     assert after["events"] > rows["events"]  # the retry's own events, the old ones kept
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_retried_by_another_connection_after_the_read_is_kept_whole(monkeypatch):
+    """The race for real on PostgreSQL: another connection retries the run and commits
+    after the batch read it and before its delete. (On SQLite a batch holds the write
+    lock from its read to its commit: no other writer can come between.)"""
+    if is_sqlite():
+        pytest.skip("SQLite: a batch's read and delete are under one write lock")
+    failed = ended_days_ago(run_inline(Broken), 10)
+    steps = rows_of([failed.pk])["steps"]
+    read_trees = batches.run_trees
+
+    def retried_meanwhile(roots: Any) -> Any:
+        [outcome] = run_concurrently(lambda: workflows.retry_run(failed.pk))
+        assert not isinstance(outcome, Exception), outcome
+        return read_trees(roots)
+
+    monkeypatch.setattr(batches, "run_trees", retried_meanwhile)
+    report = purge_history(before=cutoff())
+
+    assert (report.runs, report.kept) == (0, 1)
+    after = rows_of([failed.pk])
+    assert after["runs"] == 1 and after["steps"] == steps
+    assert Run.objects.get(pk=failed.pk).status != "failed"
 
 
 def test_a_run_whose_child_run_is_still_going_is_kept_until_the_child_ends():
