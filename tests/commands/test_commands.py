@@ -408,6 +408,20 @@ def test_purge_before_an_instant_and_the_earlier_of_two_cutoffs():
     assert old.pk
 
 
+def test_purge_prints_its_progress_as_it_goes(monkeypatch):
+    from workflows.management.commands import workflows_purge
+
+    monkeypatch.setattr(workflows_purge, "PROGRESS_EVERY", 0.0)  # a line per batch
+    for _ in range(25):
+        finished_days_ago(10)
+    # A target no batch reaches: the size grows by half each batch, 10 then 15.
+    lines = run_command("workflows_purge", "--older-than", "7", "--batch-ms", "100000")
+    lines = lines.splitlines()
+    assert lines[0].startswith("10 run(s) and 100 row(s) deleted in 1 batch(es), ")
+    assert lines[1].startswith("25 run(s) and 250 row(s) deleted in 2 batch(es), ")
+    assert lines[-1].startswith("deleted 25 run(s) that ended before ")
+
+
 def test_purge_stops_at_max_runs_says_so_and_goes_on_when_run_again():
     for _ in range(3):
         finished_days_ago(10)
