@@ -91,6 +91,9 @@ OWNED: tuple[Owned, ...] = (
     Owned(CompensationRecord, "run", "run"),
     Owned(Signal, "run", "run"),
     Owned(UsageReport, "run", "run"),
+    # A report names its step and run both; by the step too, so that one written with
+    # its step alone never holds a run's deletion back at commit.
+    Owned(UsageReport, "step", "step"),
     Owned(FlowEdge, "upstream", "member"),
     Owned(FlowEdge, "downstream", "member"),
     Owned(FlowMember, "run", "run"),
@@ -119,7 +122,6 @@ COVERED_ELSEWHERE: frozenset[tuple[type[models.Model], str]] = frozenset(
         (Timer, "compensation"),
         (CompensationRecord, "step"),
         (CompensationRecord, "item"),
-        (UsageReport, "step"),
         (StepIteration, "run"),
         (StepRound, "run"),
         (Run, "flow"),
