@@ -58,6 +58,9 @@ class Lease:
     # The handler's ``ctx.set_variables`` patches, in call order: committed with the
     # attempt's outcome (workflows.engine.variables), fenced like it.
     variable_patches: list[dict[str, Any]] = field(default_factory=list)
+    # The handler's ``ctx.set_tags`` patches, in call order: committed with the attempt's
+    # outcome (workflows.engine.tags), fenced like it.
+    tag_patches: list[dict[str, str | None]] = field(default_factory=list)
 
     @property
     def node(self) -> LeasedNode:
