@@ -161,7 +161,8 @@ class NewRun:
     (:func:`workflows.tags.checked_tags`); a child run's are its parent's and a flow
     member's its flow's unless given their own. ``title``: what the lists show of it;
     ``trigger``: the surface that started it (:class:`~workflows.status.RunTrigger`).
-    ``parent``: a child run's. ``flow_id`` with ``blocked``: a flow member waiting for its upstream members.
+    ``parent``: a child run's. ``flow_id`` with ``blocked``: a flow member waiting for its
+    upstream members.
     ``schedule_id`` with ``scheduled_for``: a run a schedule started, and the slot it
     started for.
     """
