@@ -18,10 +18,10 @@ from django_filters import rest_framework as filters
 from django_filters.fields import IsoDateTimeField
 from drf_spectacular.utils import extend_schema_field
 
+from workflows.errors import InvalidInput
 from workflows.models import FanOutItem, Run
 from workflows.queries import Attention, dismissed_filter, runs_needing_attention
 from workflows.queries.deadlines import near_deadline
-from workflows.errors import InvalidInput
 from workflows.queries.tags import tagged
 from workflows.status import RunStatus, RunTrigger, StepStatus
 from workflows.tags import parse_tags
