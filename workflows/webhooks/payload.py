@@ -2,7 +2,8 @@
 
 ``{"type": "run.completed", "timestamp": "<the event's ISO time>", "data": {...}}``,
 where ``data`` is the event's own payload plus ``run_id``, ``step_id``, ``step``,
-``workflow`` and ``event_id``, and ``flow_id`` when the event is about a flow: an event
+``workflow`` and ``event_id``, ``tags`` (the run's tags, as they are when the delivery
+is recorded; ``{}`` for a run without, absent for an event of no run), and ``flow_id`` when the event is about a flow: an event
 of the flow itself (``run_id``, ``workflow`` empty: ``flow.sealed``, ``flow.completed``)
 or of one of its members (a member's ``flow.edge_added`` and its ``run.completed``
 alike), so a receiver can tell a member's end from a lone run's; and ``schedule`` (its
@@ -35,6 +36,7 @@ def event_body(
     payload: dict[str, Any],
     flow_id: UUID | None = None,
     schedule: str | None = None,
+    tags: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The body of one event; the identifying fields win over same-named payload keys."""
     data = {
@@ -45,6 +47,8 @@ def event_body(
         "step": step,
         "workflow": workflow,
     }
+    if run_id is not None:
+        data["tags"] = tags or {}
     if flow_id is not None:
         data["flow_id"] = str(flow_id)
     if schedule is not None:
