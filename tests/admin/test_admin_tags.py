@@ -101,11 +101,11 @@ def test_the_rows_show_tags_as_chips_linking_to_their_filter(viewer: Any):
     assert "?tag=customer%3Aacme&amp;tag_key=customer" in html
 
 
-def test_a_row_shows_four_chips_and_counts_the_rest(viewer: Any):
+def test_a_row_shows_three_chips_and_counts_the_rest(viewer: Any):
     workflows.start_run(Order, {}, tags={f"k{n}": "v" for n in range(6)})
     html, _ = listed(viewer)
-    assert html.count('class="wf-tag-key"') == 4
-    assert '<span class="wf-tag wf-tag-more">+2</span>' in html
+    assert html.count('class="wf-tag-key"') == 3
+    assert '<span class="wf-tag wf-tag-more">+3</span>' in html
 
 
 def test_the_run_page_shows_every_tag(viewer: Any):

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = ["TagFilter", "TagKeyFilter", "tag_chips"]
 
-CHIPS_IN_A_ROW = 4
+CHIPS_IN_A_ROW = 3
 """The most chips a row of the runs list shows; the others are counted (``+2``)."""
 
 
