@@ -99,6 +99,18 @@ class Lease:
     def label(self) -> str:
         return self.kind.label(self.step_name, self.item_key)
 
+    def writer(self) -> dict[str, Any]:
+        """What the event of a run-level write this attempt committed says of it
+        (``run.variables_set``, ``run.tags_set``): its step (the event's ``step_id``
+        too), attempt, work kind and item."""
+        return {
+            "step_id": self.step_id,
+            "step": self.step_name,
+            "attempt": self.attempt_in_round,
+            "kind": self.kind.name,
+            "item": self.item_key,
+        }
+
     def trace_attributes(self) -> dict[str, str | int]:
         """What the attempt's ``workflow.step`` span says of it (workflows.tracing)."""
         route = self.workflow.route_of(self.step_name)

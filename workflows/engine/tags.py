@@ -71,17 +71,7 @@ def commit_tags(scope: RunScope, lease: Lease) -> None:
     if tags != committed:
         update_locked_run(run, "its tags were written", tags=tags)
         write_changed_rows(run.pk, committed, tags)
-    scope.events.add(
-        run.pk,
-        "run.tags_set",
-        step_id=lease.step_id,
-        step=lease.step_name,
-        attempt=lease.attempt_in_round,
-        kind=lease.kind.name,
-        item=lease.item_key,
-        patches=patches,
-        tags=tags,
-    )
+    scope.events.add(run.pk, "run.tags_set", **lease.writer(), patches=patches, tags=tags)
 
 
 def write_changed_rows(run_id: UUID, before: Mapping[str, str], after: Mapping[str, str]) -> None:

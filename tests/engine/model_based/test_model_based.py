@@ -491,11 +491,7 @@ class EngineMachine(RuleBasedStateMachine):
     ) -> None:
         """Run one ready unit whose handler writes ``patch`` of its run's variables, then
         succeeds or fails as ``outcome`` says (a failed attempt's patch must not land)."""
-        WRITES["next"] = patch
-        try:
-            self.run_one_unit(data, outcome)
-        finally:
-            WRITES["next"] = None
+        self.run_one_unit_patching(WRITES, patch, data, outcome)
 
     @rule(data=st.data(), outcome=st.sampled_from(OUTCOMES), patch=st.sampled_from(TAG_PATCHES))
     def run_one_unit_setting_tags(
@@ -503,11 +499,18 @@ class EngineMachine(RuleBasedStateMachine):
     ) -> None:
         """Run one ready unit whose handler sets ``patch`` of its run's tags, then
         succeeds or fails as ``outcome`` says (a failed attempt's tags must not land)."""
-        TAGGING["next"] = patch
+        self.run_one_unit_patching(TAGGING, patch, data, outcome)
+
+    def run_one_unit_patching(
+        self, patches: dict[str, Any], patch: Any, data: st.DataObject, outcome: str
+    ) -> None:
+        """:meth:`run_one_unit` with its handler applying ``patch`` first (``patches``:
+        :data:`WRITES` or :data:`TAGGING`)."""
+        patches["next"] = patch
         try:
             self.run_one_unit(data, outcome)
         finally:
-            TAGGING["next"] = None
+            patches["next"] = None
 
     @rule()
     def time_passes(self) -> None:
