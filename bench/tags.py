@@ -82,10 +82,11 @@ def populate(runs: int) -> dict[str, str]:
             [step.pk, template.pk],
         )
         cursor.execute(
-            "INSERT INTO workflows_runtag (run_id, key, value) "
-            "SELECT id, 'customer', tags->>'customer' FROM workflows_run WHERE tags ? 'customer' "
-            "UNION ALL "
-            "SELECT id, 'region', tags->>'region' FROM workflows_run WHERE tags ? 'region'"
+            "INSERT INTO workflows_runtag (run_id, key, value, created_at) "
+            "SELECT id, 'customer', tags->>'customer', created_at FROM workflows_run "
+            "WHERE tags ? 'customer' UNION ALL "
+            "SELECT id, 'region', tags->>'region', created_at FROM workflows_run "
+            "WHERE tags ? 'region'"
         )
         cursor.execute("VACUUM ANALYZE")
     user = User.objects.create_superuser("bench", password="bench")

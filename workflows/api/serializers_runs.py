@@ -132,7 +132,7 @@ class TagsObjectField(serializers.JSONField):
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault(
             "help_text",
-            "the run's tags, to find it by (?tag=key:value): keys ^[a-z][a-z0-9_.-]{0,63}$, "
+            "the run's tags, to find it by (?tag=key:value): keys `^[a-z][a-z0-9_.-]{0,63}$`, "
             "values strings of at most 255 characters, at most 32 tags",
         )
         super().__init__(**kwargs)

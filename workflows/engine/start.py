@@ -243,7 +243,7 @@ def create_run(new: NewRun, *, events: EventLog | None = None) -> RunScope:
         if new.variables:
             scope.events.add(run.pk, "run.variables_set", step=None, patches=[new.variables])
         if new.tags:
-            write_start_tags(run.pk, new.tags)
+            write_start_tags(run.pk, run.created_at, new.tags)
             scope.events.add(run.pk, "run.tags_set", step=None, tags=new.tags)
         if admitted:
             scope.advancer.start()

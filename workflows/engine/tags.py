@@ -1,8 +1,9 @@
 """Writing a run's tags: at its start, and an attempt's ``ctx.set_tags`` with its result.
 
 A run's tags live twice, written together in one transaction: ``Run.tags``, the dict
-shown and returned, and one ``RunTag`` row a tag, which a filter by tag reads through
-its (key, value, run) index (:mod:`workflows.queries.tags`). Nothing else writes either.
+shown and returned, and one ``RunTag`` row a tag (with the run's ``created_at``), which a
+filter by tag reads through its (key, value, created_at, run) index
+(:mod:`workflows.queries.tags`). Nothing else writes either.
 
 At the start (:func:`write_start_tags`), the rows are inserted with the run, in its
 creating transaction; a run without tags inserts none and costs no statement. A child
@@ -23,6 +24,7 @@ set no tags costs nothing.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from uuid import UUID
 
 from workflows.engine.lease import Lease
@@ -39,12 +41,15 @@ class TagsRefused(PermanentError):
     fails for good and writes nothing, its result included."""
 
 
-def write_start_tags(run_id: UUID, tags: Mapping[str, str]) -> None:
-    """The ``RunTag`` rows of a new run's ``tags`` (checked), in its creating
-    transaction; nothing at all for a run without tags."""
+def write_start_tags(run_id: UUID, created_at: datetime, tags: Mapping[str, str]) -> None:
+    """The ``RunTag`` rows of a new run's ``tags`` (checked), with the run's
+    ``created_at``, in its creating transaction; nothing at all for a run without tags."""
     if tags:
         RunTag.objects.bulk_create(
-            [RunTag(run_id=run_id, key=key, value=value) for key, value in tags.items()]
+            [
+                RunTag(run_id=run_id, key=key, value=value, created_at=created_at)
+                for key, value in tags.items()
+            ]
         )
 
 
@@ -62,7 +67,8 @@ def commit_tags(scope: RunScope, lease: Lease) -> None:
     if not patches:
         return
     run = scope.run
-    committed = Run.objects.filter(pk=run.pk).values_list("tags", flat=True).get() or {}
+    stored, created_at = Run.objects.filter(pk=run.pk).values_list("tags", "created_at").get()
+    committed = stored or {}
     tags = patched(committed, patches)
     problem = count_problem(tags, field="the run's tags")
     if problem is not None:
@@ -70,16 +76,20 @@ def commit_tags(scope: RunScope, lease: Lease) -> None:
     tags = dict(sorted(tags.items()))
     if tags != committed:
         update_locked_run(run, "its tags were written", tags=tags)
-        write_changed_rows(run.pk, committed, tags)
+        write_changed_rows(run.pk, created_at, committed, tags)
     scope.events.add(run.pk, "run.tags_set", **lease.writer(), patches=patches, tags=tags)
 
 
-def write_changed_rows(run_id: UUID, before: Mapping[str, str], after: Mapping[str, str]) -> None:
+def write_changed_rows(
+    run_id: UUID, created_at: datetime, before: Mapping[str, str], after: Mapping[str, str]
+) -> None:
     """Bring the run's ``RunTag`` rows from ``before`` to ``after``: delete the keys
     removed or changed, insert the keys added or changed (two statements at most)."""
     gone = [key for key, value in before.items() if after.get(key) != value]
     if gone:
         RunTag.objects.filter(run_id=run_id, key__in=gone).delete()
     write_start_tags(
-        run_id, {key: value for key, value in after.items() if before.get(key) != value}
+        run_id,
+        created_at,
+        {key: value for key, value in after.items() if before.get(key) != value},
     )

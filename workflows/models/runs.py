@@ -227,22 +227,27 @@ class RunTag(models.Model):
     """One tag of a run, as a row: what a filter by tag reads (``Run.tags`` is the dict
     shown and returned; both are written in one transaction by workflows.engine.tags).
 
-    Its index (key, value, run) serves ``id IN (SELECT run_id ... WHERE key=%s AND
-    value=%s)`` on both databases from the index alone (docs/architecture.md, "Tags").
-    A run without tags has no rows.
+    ``created_at`` is the run's, copied when the row is written (nothing changes a run's
+    ``created_at``): a filter by tag joins on it too, so that its index (key, value,
+    created_at, run) hands the newest runs of a tag out in the lists' order, however
+    rare or common the tag (docs/architecture.md, "Tags"). A run without tags has no
+    rows.
     """
 
     # No index of its own: the unique (run, key) constraint's index serves a run's rows.
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tag_rows", db_index=False)
     key = models.CharField(max_length=64)
     value = models.CharField(max_length=255)
+    created_at = models.DateTimeField()
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["run", "key"], name="workflows_runtag_unique_key"),
         ]
         indexes = [
-            models.Index(fields=["key", "value", "run"], name="workflows_runtag_lookup"),
+            models.Index(
+                fields=["key", "value", "created_at", "run"], name="workflows_runtag_lookup"
+            ),
         ]
 
     def __str__(self) -> str:

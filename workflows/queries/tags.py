@@ -1,10 +1,14 @@
 """Finding runs by their tags, and the tags in use.
 
 :func:`tagged` is the one filter by tags every surface uses (``list_runs(tags=...)``,
-the API's ``?tag=``, ``workflows_status --tag``, the console's tag filter): each given
-tag is ``id IN (SELECT run_id FROM workflows_runtag WHERE key = %s AND value = %s)``,
-answered from ``RunTag``'s (key, value, run) index alone on both databases; every given
-tag must match.
+the API's ``?tag=``, ``workflows_status --tag``, the console's tag filter); every given
+tag must match. Each tag is a join of its ``RunTag`` row on the run's id and on its
+``created_at`` (copied into the row): at most one row a run and key, so no run comes
+twice, and the equal ``created_at`` lets PostgreSQL read the newest runs of a tag from
+the (key, value, created_at, run) index in the lists' order (newest first), stopping
+after a page, however rare or common the tag; a semi-join (``id IN (SELECT run_id
+...)``) left it walking every run newest first, probing the tag of each, for a rare tag
+(docs/architecture.md, "Tags").
 
 :func:`tag_keys` and :func:`tag_values` say which keys, and which values of one key, are
 in use, for the console's filter to offer. Not ``SELECT DISTINCT`` over every tag row,
@@ -19,7 +23,7 @@ from collections.abc import Mapping
 from typing import TypeVar
 
 from django.db import connections, router
-from django.db.models import Model, QuerySet
+from django.db.models import F, Model, QuerySet
 
 from workflows.engine.sql.identifiers import column, table
 from workflows.models import RunTag
@@ -34,9 +38,14 @@ still reached by its address (``?tag=key:value``)."""
 
 
 def tagged(runs: QuerySet[AnyRuns], tags: Mapping[str, str]) -> QuerySet[AnyRuns]:
-    """``runs`` that carry every one of ``tags`` (key → value); all of ``runs`` for none."""
-    for key, value in tags.items():
-        runs = runs.filter(id__in=RunTag.objects.filter(key=key, value=value).values("run_id"))
+    """``runs`` that carry every one of ``tags`` (key → value); all of ``runs`` for none.
+
+    One join a tag (each ``filter`` call on the relation joins anew), each on the run's
+    id, the tag's key and value, and the run's ``created_at``."""
+    for key, value in sorted(tags.items()):
+        runs = runs.filter(
+            tag_rows__key=key, tag_rows__value=value, tag_rows__created_at=F("created_at")
+        )
     return runs
 
 

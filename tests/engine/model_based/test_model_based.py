@@ -977,14 +977,19 @@ class EngineMachine(RuleBasedStateMachine):
 
     @invariant()
     def tags_are_their_rows_and_their_commits_and_list_runs_finds_them(self) -> None:
-        """Every run's ``tags`` are exactly its ``RunTag`` rows, and (for a run of this
+        """Every run's ``tags`` are exactly its ``RunTag`` rows (each with the run's
+        ``created_at``, which the filter joins on), and (for a run of this
         machine's) the tags its ``run.tags_set`` events made, the last one's: a failed,
         stale or revoked attempt's tags are in neither. ``list_runs(tags=...)`` returns
         exactly the runs whose tags hold every tag asked for."""
         tags_of = dict(Run.objects.values_list("id", "tags"))
+        created = dict(Run.objects.values_list("id", "created_at"))
         rows: dict[Any, dict[str, str]] = {run_id: {} for run_id in tags_of}
-        for run_id, key, value in RunTag.objects.values_list("run_id", "key", "value"):
+        for run_id, key, value, created_at in RunTag.objects.values_list(
+            "run_id", "key", "value", "created_at"
+        ):
             rows[run_id][key] = value
+            assert created_at == created[run_id], (run_id, key)
         assert tags_of == rows
         for run in self.seen.runs:
             sets = Event.objects.filter(run_id=run.pk, type="run.tags_set").order_by("-id")
