@@ -2,13 +2,19 @@
 
 :func:`tagged` is the one filter by tags every surface uses (``list_runs(tags=...)``,
 the API's ``?tag=``, ``workflows_status --tag``, the console's tag filter); every given
-tag must match. Each tag is a join of its ``RunTag`` row on the run's id and on its
-``created_at`` (copied into the row): at most one row a run and key, so no run comes
-twice, and the equal ``created_at`` lets PostgreSQL read the newest runs of a tag from
-the (key, value, created_at, run) index in the lists' order (newest first), stopping
-after a page, however rare or common the tag; a semi-join (``id IN (SELECT run_id
-...)``) left it walking every run newest first, probing the tag of each, for a rare tag
-(docs/architecture.md, "Tags").
+tag must match. How each tag is asked depends on how many runs carry it, counted first
+up to :data:`RARE_TAG_RUNS` (one index-only read of at most that many entries), because
+PostgreSQL, listing newest first with ``LIMIT``, plans the two kinds of tag well with
+two different forms (docs/architecture.md, "Tags", with the plans at a million runs):
+
+- a **rare** tag (at most :data:`RARE_TAG_RUNS` runs) is a join of its ``RunTag`` row on
+  the run's id and ``created_at`` (copied into the row): the (key, value, created_at,
+  run) index hands the tag's runs out newest first, and the list stops after a page.
+  As a semi-join the planner walked every run newest first, probing the tag of each;
+- a **common** tag is ``id IN (SELECT run_id FROM workflows_runtag WHERE key = %s AND
+  value = %s)``: the planner walks the runs newest first, probing the tag, and finds a
+  page at once. As a join it estimated the two equalities' result at one row and hashed
+  every run.
 
 :func:`tag_keys` and :func:`tag_values` say which keys, and which values of one key, are
 in use, for the console's filter to offer. Not ``SELECT DISTINCT`` over every tag row,
@@ -28,9 +34,14 @@ from django.db.models import F, Model, QuerySet
 from workflows.engine.sql.identifiers import column, table
 from workflows.models import RunTag
 
-__all__ = ["OFFERED_TAG_VALUES", "tag_keys", "tag_values", "tagged"]
+__all__ = ["OFFERED_TAG_VALUES", "RARE_TAG_RUNS", "tag_keys", "tag_values", "tagged"]
 
 AnyRuns = TypeVar("AnyRuns", bound=Model)
+
+RARE_TAG_RUNS = 10_000
+"""A tag carried by at most this many runs is rare: read newest first from its index
+(at most this many entries even when other filters reject them all); a tag carried by
+more is common: a page of the newest runs walks about ``50 * runs / this`` of them."""
 
 OFFERED_TAG_VALUES = 100
 """The most values of one key the console offers (in order); a value past them is
@@ -40,12 +51,17 @@ still reached by its address (``?tag=key:value``)."""
 def tagged(runs: QuerySet[AnyRuns], tags: Mapping[str, str]) -> QuerySet[AnyRuns]:
     """``runs`` that carry every one of ``tags`` (key → value); all of ``runs`` for none.
 
-    One join a tag (each ``filter`` call on the relation joins anew), each on the run's
-    id, the tag's key and value, and the run's ``created_at``."""
+    A rare tag is a join (each ``filter`` call on the relation joins anew; a run has
+    one row a key, so no run comes twice), a common one a semi-join: see the module's
+    docstring. One query more a tag, counting its runs up to :data:`RARE_TAG_RUNS`."""
     for key, value in sorted(tags.items()):
-        runs = runs.filter(
-            tag_rows__key=key, tag_rows__value=value, tag_rows__created_at=F("created_at")
-        )
+        rows = RunTag.objects.filter(key=key, value=value)
+        if rows.values("pk")[: RARE_TAG_RUNS + 1].count() <= RARE_TAG_RUNS:
+            runs = runs.filter(
+                tag_rows__key=key, tag_rows__value=value, tag_rows__created_at=F("created_at")
+            )
+        else:
+            runs = runs.filter(id__in=rows.values("run_id"))
     return runs
 
 

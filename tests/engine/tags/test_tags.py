@@ -368,3 +368,17 @@ def test_the_keys_and_values_in_use_are_read_by_a_loose_index_scan():
     assert tag_values("customer") == ["acme", "globex", "initech"]
     assert tag_values("customer", limit=2) == ["acme", "globex"]
     assert tag_values("nothing") == []
+
+
+@pytest.mark.parametrize("rare_up_to", [0, 1, 10_000])
+def test_a_rare_and_a_common_tag_find_the_same_runs(monkeypatch, rare_up_to):
+    """A tag carried by more than ``RARE_TAG_RUNS`` runs is asked as a semi-join, a rarer
+    one as a join on its index: each form lists the same runs, once each, newest first."""
+    monkeypatch.setattr("workflows.queries.tags.RARE_TAG_RUNS", rare_up_to)
+    both = workflows.start_run(Child, {}, tags={"customer": "acme", "region": "eu"})
+    acme_us = workflows.start_run(Child, {}, tags={"customer": "acme", "region": "us"})
+    workflows.start_run(Child, {}, tags={"customer": "globex", "region": "eu"})
+    found = workflows.list_runs(tags={"customer": "acme"})
+    assert [run["id"] for run in found] == [str(acme_us.pk), str(both.pk)]
+    found = workflows.list_runs(tags={"customer": "acme", "region": "eu"})
+    assert [run["id"] for run in found] == [str(both.pk)]
