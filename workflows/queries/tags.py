@@ -7,14 +7,15 @@ up to :data:`RARE_TAG_RUNS` (one index-only read of at most that many entries), 
 PostgreSQL, listing newest first with ``LIMIT``, plans the two kinds of tag well with
 two different forms (docs/architecture.md, "Tags", with the plans at a million runs):
 
-- a **rare** tag (at most :data:`RARE_TAG_RUNS` runs) is a join of its ``RunTag`` row on
-  the run's id and ``created_at`` (copied into the row): the (key, value, created_at,
-  run) index hands the tag's runs out newest first, and the list stops after a page.
-  As a semi-join the planner walked every run newest first, probing the tag of each;
-- a **common** tag is ``id IN (SELECT run_id FROM workflows_runtag WHERE key = %s AND
-  value = %s)``: the planner walks the runs newest first, probing the tag, and finds a
-  page at once. As a join it estimated the two equalities' result at one row and hashed
-  every run.
+- with a **rare** tag among them (at most :data:`RARE_TAG_RUNS` runs), each tag is a
+  join of its ``RunTag`` row on the run's id and ``created_at`` (copied into the row):
+  the rare tag's (key, value, created_at, run) index hands its runs out newest first,
+  the other tags are probed by theirs, and the list stops after a page. As a semi-join
+  the planner walked every run newest first, probing the tag of each;
+- with only **common** tags, each is ``id IN (SELECT run_id FROM workflows_runtag WHERE
+  key = %s AND value = %s)``: the planner walks the runs newest first, probing the tags,
+  and finds a page at once. As a join it estimated the two equalities' result at one
+  row and hashed every run.
 
 :func:`tag_keys` and :func:`tag_values` say which keys, and which values of one key, are
 in use, for the console's filter to offer. Not ``SELECT DISTINCT`` over every tag row,
@@ -51,18 +52,27 @@ still reached by its address (``?tag=key:value``)."""
 def tagged(runs: QuerySet[AnyRuns], tags: Mapping[str, str]) -> QuerySet[AnyRuns]:
     """``runs`` that carry every one of ``tags`` (key → value); all of ``runs`` for none.
 
-    A rare tag is a join (each ``filter`` call on the relation joins anew; a run has
-    one row a key, so no run comes twice), a common one a semi-join: see the module's
-    docstring. One query more a tag, counting its runs up to :data:`RARE_TAG_RUNS`."""
-    for key, value in sorted(tags.items()):
-        rows = RunTag.objects.filter(key=key, value=value)
-        if rows.values("pk")[: RARE_TAG_RUNS + 1].count() <= RARE_TAG_RUNS:
+    With a rare tag among them, every tag is a join (each ``filter`` call on the
+    relation joins anew; a run has one row a key, so no run comes twice): the rare one's
+    index drives, the others are probed by their index; with none, every tag is a
+    semi-join. See the module's docstring. One query more a tag, counting its runs up
+    to :data:`RARE_TAG_RUNS`."""
+    given = sorted(tags.items())
+    if any(_is_rare(key, value) for key, value in given):
+        for key, value in given:
             runs = runs.filter(
                 tag_rows__key=key, tag_rows__value=value, tag_rows__created_at=F("created_at")
             )
-        else:
-            runs = runs.filter(id__in=rows.values("run_id"))
+        return runs
+    for key, value in given:
+        runs = runs.filter(id__in=RunTag.objects.filter(key=key, value=value).values("run_id"))
     return runs
+
+
+def _is_rare(key: str, value: str) -> bool:
+    """Whether at most :data:`RARE_TAG_RUNS` runs carry the tag (an index-only count)."""
+    rows = RunTag.objects.filter(key=key, value=value).values("pk")[: RARE_TAG_RUNS + 1]
+    return rows.count() <= RARE_TAG_RUNS
 
 
 def _loose_scan(select: str, stepped: str, params: list[object], limit: int) -> list[str]:

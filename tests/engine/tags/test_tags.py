@@ -377,8 +377,10 @@ def test_a_rare_and_a_common_tag_find_the_same_runs(monkeypatch, rare_up_to):
     monkeypatch.setattr("workflows.queries.tags.RARE_TAG_RUNS", rare_up_to)
     both = workflows.start_run(Child, {}, tags={"customer": "acme", "region": "eu"})
     acme_us = workflows.start_run(Child, {}, tags={"customer": "acme", "region": "us"})
-    workflows.start_run(Child, {}, tags={"customer": "globex", "region": "eu"})
+    globex = workflows.start_run(Child, {}, tags={"customer": "globex", "region": "eu"})
     found = workflows.list_runs(tags={"customer": "acme"})
     assert [run["id"] for run in found] == [str(acme_us.pk), str(both.pk)]
+    found = workflows.list_runs(tags={"customer": "globex", "region": "eu"})  # rare + common
+    assert [run["id"] for run in found] == [str(globex.pk)]
     found = workflows.list_runs(tags={"customer": "acme", "region": "eu"})
     assert [run["id"] for run in found] == [str(both.pk)]
