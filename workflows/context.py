@@ -11,6 +11,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from workflows.errors import PermanentError, WorkflowError
+from workflows.tags import count_problem, patch_problem, patched as patched_tags
 from workflows.validation import check_text
 from workflows.variables import object_problem, patched, size_problem
 
@@ -317,6 +318,7 @@ class Context:
         summary: PatchesSummary = _no_summary,
         read_resumed: Callable[[], dict[str, Any] | None] | None = None,
         variable_patches: list[dict[str, Any]] | None = None,
+        tag_patches: list[dict[str, str | None]] | None = None,
     ) -> None:
         self.run_id = run_id
         """The run's id."""
@@ -349,6 +351,10 @@ class Context:
         """The run's variables, read-only (a :class:`RunVariables`): the values committed
         when the handler first reads one, with this attempt's own ``set_variables``
         patches applied. In a ``when=`` condition, the values committed so far."""
+        # The attempt's own ``set_tags`` patches (shared with its lease; None outside a
+        # running handler), and the run's committed tags once read (``ctx.tags``).
+        self._tag_patches = tag_patches
+        self._committed_tags: dict[str, str] | None = None
         self._heartbeat = heartbeat
         self._await_callback = await_callback
         self._report_usage = report_usage
@@ -439,6 +445,44 @@ class Context:
         the values committed by then.
         """
         self.variables.apply(patch)
+
+    @property
+    def tags(self) -> dict[str, str]:
+        """The run's tags, a copy: those committed when the handler first reads them (one
+        query), with this attempt's own ``set_tags`` patches applied."""
+        if self._committed_tags is None:
+            from workflows.models import Run
+
+            found = Run.objects.filter(pk=self.run_id).values_list("tags", flat=True).first()
+            self._committed_tags = found or {}
+        return patched_tags(self._committed_tags, self._tag_patches or ())
+
+    def set_tags(self, patch: dict[str, str | None]) -> None:
+        """Change the run's tags with ``patch``: a key set to a string sets that tag, to
+        ``None`` removes it, the other tags stay (docs/guide/tags.md).
+
+        Fenced by the attempt like :meth:`set_variables` and committed with its result,
+        in the same transaction: an attempt that fails, times out, is revoked or loses its
+        lease writes no tags, and a retry starts from the committed ones. Several calls
+        apply in order; ``ctx.tags`` shows them at once. Each commit is a
+        ``run.tags_set`` event naming the step and attempt, with the patches.
+
+        Raises :class:`~workflows.errors.PermanentError` naming the tag (the attempt fails
+        for good when the handler lets it through) for a patch that is not a dict, a key
+        not matching ``^[a-z][a-z0-9_.-]{0,63}$``, a value that is neither ``None`` nor a
+        string of at most 255 characters without NUL, or a result of more than 32 tags;
+        the commit checks the count again against the tags committed by then.
+        """
+        if self._tag_patches is None:
+            raise WorkflowError("set_tags() is only available inside a running handler")
+        refused = patch_problem(patch, removals=True)
+        if refused is not None:
+            raise PermanentError(f"ctx.set_tags refused: {refused[0]}")
+        kept = dict(patch)
+        problem = count_problem(patched_tags(self.tags, (kept,)), field="the run's tags")
+        if problem is not None:
+            raise PermanentError(f"ctx.set_tags refused: {problem}")
+        self._tag_patches.append(kept)
 
     def await_callback(self, timeout: timedelta) -> Any:
         """Return this (with its ``.token``) to park the step until a callback resolves it.

@@ -26,8 +26,9 @@ SMALL = 100
 LARGE = 100_000
 # Per page: the queries of one request, after a first one warmed the session.
 # The runs list: its rows, count and filters, the schedule filter's choices among them
-# (at most ``ScheduleFilter.OFFERED`` schedules, one query whatever the runs).
-RUNS_LIST = 7
+# (at most ``ScheduleFilter.OFFERED`` schedules, one query whatever the runs), and the
+# tag keys in use (a loose index scan, one query whatever the tags).
+RUNS_LIST = 8
 CONSOLE_QUERIES = {
     "runs list": RUNS_LIST,
     **{f"runs list, attention={value}": RUNS_LIST for value in Attention},

@@ -220,6 +220,7 @@ def test_runs_are_listed_newest_first_and_filtered(api):
         "workflow_version",
         "status",
         "business_key",
+        "tags",
         "subject",
         "parent_run",
         "created_at",

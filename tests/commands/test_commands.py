@@ -163,6 +163,7 @@ def test_status_lists_runs_newest_first_with_filters():
         "business_key",
         "title",
         "trigger",
+        "tags",
         "dismissed_at",
         "created_at",
         "updated_at",
@@ -182,6 +183,7 @@ def test_status_prints_a_table():
         "KEY",
         "CREATED",
         "UPDATED",
+        "TAGS",
     ]
     assert row.split()[:5] == [str(run.pk), "commands_simple", "1", "completed", "B-7"]
 

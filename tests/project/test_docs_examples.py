@@ -58,6 +58,7 @@ EXAMPLE_FILES = {
     "guide/schedules.md": ({"reports/flows", "reports/tests"}, 4),
     "guide/tutorial.md": ({"shop/flows", "shop/tests"}, 3),
     "guide/variables.md": ({"pricing/flows", "pricing/tests"}, 2),
+    "guide/tags.md": ({"accounts/flows", "accounts/tests"}, 3),
 }
 ALL_BLOCKS = [block for blocks in BLOCKS.values() for block in blocks]
 

@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "workflows.validation": 0,
     "workflows.merge_patch": 0,
     "workflows.variables": 0,
+    "workflows.tags": 0,
     "workflows.conf": 0,
     "workflows.permissions": 0,
     "workflows.definitions": 0,
@@ -202,6 +203,7 @@ ENGINE_LAYERS: dict[str, int] = {
     "workflows.engine.cancellation": 3,
     "workflows.engine.replay": 3,
     "workflows.engine.variables": 3,
+    "workflows.engine.tags": 3,
     # work over time: admission limits, claims and outcomes, recovery, timers, deadlines,
     # loops going round
     "workflows.engine.limits": 4,

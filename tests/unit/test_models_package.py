@@ -18,6 +18,7 @@ from workflows import models
 # Every concrete model of the app, by the name it has always been imported under.
 MODELS = (
     "Run",
+    "RunTag",
     "Step",
     "StepIteration",
     "StepRound",

@@ -63,6 +63,7 @@ def test_start_run_signature():
         "variables",
         "title",
         "trigger",
+        "tags",
     ]
     assert list(parameters) == ["workflow", "input", *keywords]
     assert all(parameters[name].kind is inspect.Parameter.KEYWORD_ONLY for name in keywords)

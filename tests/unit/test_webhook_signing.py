@@ -88,6 +88,7 @@ def test_the_body_has_type_timestamp_and_data_with_the_run():
             "step_id": None,
             "step": None,
             "workflow": "order",
+            "tags": {},  # a run's tags; none given here
         },
     }
     encoded = encode(body)

@@ -45,6 +45,7 @@ from workflows.admin.runs import (
 )
 from workflows.admin.schedule_filter import ScheduleFilter
 from workflows.admin.start import start_run
+from workflows.admin.tags import CHIPS_IN_A_ROW, TagFilter, TagKeyFilter, tag_chips
 from workflows.admin.waits import waits
 from workflows.definitions import Gate
 from workflows.models import CompensationRecord, FanOutItem, Run, Signal, Step, Timer
@@ -93,6 +94,8 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, StatusBadgeColumn, admin.Mode
         AttentionFilter,
         DismissedFilter,
         "trigger",
+        TagKeyFilter,
+        TagFilter,
         DeadlineFilter,
         ScheduleFilter,
         ("created_at", admin.DateFieldListFilter),
@@ -221,13 +224,26 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, StatusBadgeColumn, admin.Mode
     def short_id(self, run: Run) -> SafeString:
         return admin_runs.short_id(run.pk)
 
-    @admin.display(description="workflow · title", ordering="workflow_name")
+    @admin.display(description="workflow · title · tags", ordering="workflow_name")
     def workflow(self, run: Run) -> SafeString | str:
-        """The run's title with its workflow under it; without a title, the workflow."""
+        """The run's title with its workflow under it (without a title, the workflow),
+        and its tags as chips, each a link to the runs carrying it."""
         name = f"{run.workflow_name} v{run.workflow_version}"
+        chips = (
+            format_html(
+                '<div class="wf-row-tags">{}</div>',
+                tag_chips(run.tags, list_url=self._list_url, limit=CHIPS_IN_A_ROW),
+            )
+            if run.tags
+            else ""
+        )
         if not run.title:
-            return name
-        return format_html('{}<div class="wf-quiet">{}</div>', run.title, name)
+            return format_html("{}{}", name, chips) if chips else name
+        return format_html('{}<div class="wf-quiet">{}</div>{}', run.title, name, chips)
+
+    @property
+    def _list_url(self) -> str:
+        return reverse(f"{self.admin_site.name}:workflows_run_changelist")
 
     @admin.display(description="progress")
     def progress(self, run: RunWithProgress) -> SafeString:

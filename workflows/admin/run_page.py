@@ -32,6 +32,7 @@ from workflows.admin.live.regions import (
 )
 from workflows.admin.offers import run_offers
 from workflows.admin.runs import badge, duration, pretty
+from workflows.admin.tags import tag_chips
 from workflows.conf import workflow_settings
 from workflows.definitions import Gate, WaitForSignal
 from workflows.definitions.limits import Route
@@ -477,6 +478,7 @@ def run_regions_context(
         "input": pretty(run.input),
         "output": pretty(run.output) if run.output is not None else None,
         "variables": _variables(run),
+        "tags": tag_chips(run.tags, list_url=reverse(f"{admin_name}:workflows_run_changelist")),
         "fanouts": [
             {
                 "step": step,

@@ -16,11 +16,15 @@ from django.core.validators import RegexValidator
 from django.db.models import QuerySet
 from django_filters import rest_framework as filters
 from django_filters.fields import IsoDateTimeField
+from drf_spectacular.utils import extend_schema_field
 
+from workflows.errors import InvalidInput
 from workflows.models import FanOutItem, Run
 from workflows.queries import Attention, dismissed_filter, runs_needing_attention
 from workflows.queries.deadlines import near_deadline
+from workflows.queries.tags import tagged
 from workflows.status import RunStatus, RunTrigger, StepStatus
+from workflows.tags import parse_tags
 
 # ``?dismissed=``: runs an operator dismissed are left out unless asked for.
 DISMISSED_CHOICES = [
@@ -65,6 +69,42 @@ def any_status(choices: list[tuple[str, str]]) -> filters.MultipleChoiceFilter:
     return filters.MultipleChoiceFilter(
         choices=choices, help_text="repeat for any of several statuses"
     )
+
+
+class TagsField(forms.MultipleChoiceField):
+    """``?tag=customer:acme&tag=region:eu``: every value a ``key:value`` tag
+    (:func:`workflows.tags.parse_tag`), cleaned to one mapping; a malformed one is
+    refused naming it. No choices: any well-formed tag may be asked for."""
+
+    def valid_value(self, value: str) -> bool:
+        return True
+
+    def clean(self, value: Any) -> dict[str, str]:
+        texts = super().clean(value)
+        try:
+            return parse_tags(texts or [])
+        except InvalidInput as refused:
+            # As a parameter: the message quotes the caller's text, which may hold a "%".
+            raise forms.ValidationError(
+                "%(problem)s", code="invalid", params={"problem": refused.message}
+            ) from None
+
+
+class TagsFilter(filters.MultipleChoiceFilter):
+    """The runs carrying every tag given (:func:`workflows.queries.tags.tagged`)."""
+
+    field_class = TagsField
+
+
+# What the schema says of one ``tag`` value (the filter makes it an exploded array).
+TAG_SCHEMA = {
+    "type": "string",
+    "pattern": r"^[a-z][a-z0-9_.-]{0,63}:",
+    "maxLength": 64 + 1 + 255,
+    "example": "customer:acme",
+    "description": "key:value, e.g. customer:acme: runs carrying this tag; repeat for runs "
+    "carrying every one of several (a malformed one is a 400 naming it)",
+}
 
 
 class RunFilter(filters.FilterSet):
@@ -116,6 +156,7 @@ class RunFilter(filters.FilterSet):
         help_text="no (the default): leave out runs an operator dismissed; yes: only "
         "those; all: both",
     )
+    tag = TagsFilter(method="filter_tags", help_text=TAG_SCHEMA["description"])
     near_deadline = WholeSeconds(
         method="filter_near_deadline",
         min_value=0,
@@ -134,6 +175,11 @@ class RunFilter(filters.FilterSet):
         if not self.form.cleaned_data.get("dismissed"):
             runs = dismissed_filter(runs, "no")
         return runs
+
+    @extend_schema_field(TAG_SCHEMA)
+    def filter_tags(self, runs: QuerySet[Run], name: str, value: dict[str, str]) -> QuerySet[Run]:
+        """Each tag an ``id IN (...)`` of its ``RunTag`` rows (docs/architecture.md)."""
+        return tagged(runs, value)
 
     def filter_dismissed(self, runs: QuerySet[Run], name: str, value: str) -> QuerySet[Run]:
         return dismissed_filter(runs, value)

@@ -94,6 +94,7 @@ RUN_LIST_FIELDS = (
     "trigger",
     "business_key",
     "dismissed_at",
+    "tags",
     "subject_type",
     "subject_id",
     "parent_run",
@@ -289,6 +290,7 @@ class RunViewSet(LongPollViews, mixins.ListModelMixin, FlowsiteViewSet):
             variables=start.get("variables"),
             title=start.get("title", ""),
             trigger=RunTrigger.API,
+            tags=start.get("tags"),
         )
         # 201 only for the request whose insert created the run, even under a race.
         return run_detail(started.value.pk, status=201 if started.created else 200)

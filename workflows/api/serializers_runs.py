@@ -116,6 +116,28 @@ class JSONObjectField(serializers.JSONField):
     (400 ``invalid_input``), which checks it wherever a run is started from."""
 
 
+@extend_schema_field(
+    {
+        "type": "object",
+        "additionalProperties": {"type": "string", "maxLength": 255},
+        "maxProperties": 32,
+        "example": {"customer": "acme", "region": "eu"},
+    }
+)
+class TagsObjectField(serializers.JSONField):
+    """A run's tags: keys matching ``^[a-z][a-z0-9_.-]{0,63}$``, string values of at most
+    255 characters, at most 32; anything else is refused by the engine (400
+    ``invalid_input`` naming the tag)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault(
+            "help_text",
+            "the run's tags, to find it by (?tag=key:value): keys `^[a-z][a-z0-9_.-]{0,63}$`, "
+            "values strings of at most 255 characters, at most 32 tags",
+        )
+        super().__init__(**kwargs)
+
+
 class StartRunSerializer(StrictSerializer):
     workflow = StrictCharField(
         max_length=200, help_text="a registered workflow name (latest version)"
@@ -147,6 +169,7 @@ class StartRunSerializer(StrictSerializer):
         allow_blank=True,
         help_text="what the lists show of the run (default: its workflow)",
     )
+    tags = TagsObjectField(required=False)
 
 
 class ReasonSerializer(StrictSerializer):
@@ -328,6 +351,10 @@ class RunSerializer(serializers.ModelSerializer):
         allow_null=True,
         help_text="when an operator dismissed the ended run (left out of default lists)",
     )
+    tags = TagsObjectField(
+        help_text="the run's tags (set at its start, inherited from its parent, changed "
+        "by its steps with ctx.set_tags)"
+    )
 
     class Meta:
         model = Run
@@ -339,6 +366,7 @@ class RunSerializer(serializers.ModelSerializer):
             "title",
             "trigger",
             "business_key",
+            "tags",
             "dismissed_at",
             "subject",
             "parent_run",

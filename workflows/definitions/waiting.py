@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from workflows.definitions.nodes import Condition, Node, timeout_problems
 from workflows.status import NodeKind
+from workflows.tags import patch_problem
 
 if TYPE_CHECKING:
     from workflows.context import Context
@@ -52,8 +53,10 @@ class WaitForSignal(Node):
 class SubWorkflow(Node):
     """Start a child run of ``workflow`` and complete or fail with it.
 
-    ``input(ctx)`` builds the child's input (default: the parent's input). Cancelling
-    the parent cancels the child.
+    ``input(ctx)`` builds the child's input (default: the parent's input). ``tags``: the
+    child's own tags, a dict or ``tags(ctx)`` returning one (default: the parent run's
+    tags, as they are when the child starts); a bad tag fails the step (``child_error``).
+    Cancelling the parent cancels the child.
     """
 
     kind = NodeKind.SUBWORKFLOW
@@ -65,10 +68,12 @@ class SubWorkflow(Node):
         input: Callable[[Context], dict[str, Any]] | None = None,
         after: Sequence[str] | str | None = None,
         when: Condition | None = None,
+        tags: dict[str, str] | Callable[[Context], dict[str, str]] | None = None,
     ) -> None:
         super().__init__(after=after, when=when)
         self.workflow = workflow
         self.input = input
+        self.tags = tags
 
     def problems(self) -> list[str]:
         found = super().problems()
@@ -76,6 +81,10 @@ class SubWorkflow(Node):
             found.append(f"SubWorkflow needs a workflow name, got {self.workflow!r}")
         if self.input is not None and not callable(self.input):
             found.append(f"input= must be callable, got {self.input!r}")
+        if self.tags is not None and not callable(self.tags):
+            refused = patch_problem(self.tags, removals=False)
+            if refused is not None:
+                found.append(f"tags= {refused[0]}")
         return found
 
     def describe(self) -> dict[str, Any]:

@@ -54,6 +54,7 @@ _WRITTEN_LITERALLY = (
     "run.resumed",
     "run.started",
     "run.retry_requested",
+    "run.tags_set",
     "run.terminate_requested",
     "run.variables_set",
     "run.undismissed",

@@ -58,6 +58,9 @@ class Lease:
     # The handler's ``ctx.set_variables`` patches, in call order: committed with the
     # attempt's outcome (workflows.engine.variables), fenced like it.
     variable_patches: list[dict[str, Any]] = field(default_factory=list)
+    # The handler's ``ctx.set_tags`` patches, in call order: committed with the attempt's
+    # outcome (workflows.engine.tags), fenced like it.
+    tag_patches: list[dict[str, str | None]] = field(default_factory=list)
 
     @property
     def node(self) -> LeasedNode:
@@ -95,6 +98,18 @@ class Lease:
     @property
     def label(self) -> str:
         return self.kind.label(self.step_name, self.item_key)
+
+    def writer(self) -> dict[str, Any]:
+        """What the event of a run-level write this attempt committed says of it
+        (``run.variables_set``, ``run.tags_set``): its step (the event's ``step_id``
+        too), attempt, work kind and item."""
+        return {
+            "step_id": self.step_id,
+            "step": self.step_name,
+            "attempt": self.attempt_in_round,
+            "kind": self.kind.name,
+            "item": self.item_key,
+        }
 
     def trace_attributes(self) -> dict[str, str | int]:
         """What the attempt's ``workflow.step`` span says of it (workflows.tracing)."""

@@ -35,6 +35,7 @@ from workflows.engine.scope import RunScope, run_scope, unlocked_scope
 from workflows.engine.sql.expressions import db_now, db_now_plus
 from workflows.engine.sql.locked_updates import RowWrite
 from workflows.engine.sql.updates import LIVE_LEASE, fenced_update_many
+from workflows.engine.tags import commit_tags
 from workflows.engine.transaction import transition
 from workflows.engine.variables import commit_variables
 from workflows.engine.wakeups import timer_armed
@@ -337,6 +338,7 @@ def _complete(lease: Lease, output: Any, claim_next: bool) -> Completion | _Reje
                 return Completion(duplicate=True)
             return _reject(lease, "completion", scope.events)
         commit_variables(scope, lease)
+        commit_tags(scope, lease)
         lease.version += 1
         free_attempt_slot(scope, lease)
         lease.kind.settlement.completed(scope.advancer, lease, output)
@@ -499,6 +501,7 @@ def _record_batch(
         done = [(item, output) for item, output in completed if item.unit_id in recorded]
         for item, _ in done:
             commit_variables(scope, item)
+            commit_tags(scope, item)
         if done or ended:
             lease.kind.batch_settlement.ended(scope.advancer, done, ended)
     return scope.claimed, rejected

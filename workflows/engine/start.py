@@ -24,10 +24,12 @@ from workflows.engine.limits import run_limits
 from workflows.engine.runs import record_entry
 from workflows.engine.scope import RunScope, held_scope
 from workflows.engine.sql.inserts import insert_rows
+from workflows.engine.tags import write_start_tags
 from workflows.engine.transaction import transition
 from workflows.errors import BusinessKeyInUse, IdempotencyConflict, InvalidInput
 from workflows.models import Run, Step, Timer, subject_of
 from workflows.status import RunStatus, RunTrigger, TimerKind
+from workflows.tags import checked_tags
 from workflows.tracing import start_span
 from workflows.variables import checked_variables
 
@@ -48,6 +50,7 @@ def start_run_once(
     variables: dict[str, Any] | None = None,
     title: str = "",
     trigger: str = RunTrigger.CODE,
+    tags: dict[str, str] | None = None,
 ) -> Created[Run]:
     """Start a run of ``workflow`` (a registered name, latest version, or a class).
 
@@ -60,9 +63,10 @@ def start_run_once(
     work is claimed before that of runs with a lower one. ``deadline`` (default the
     workflow's ``deadline``): see :func:`create_run`; a repeat returns the first run
     with its own deadline. ``variables``: the run's first variables
-    (:func:`workflows.variables.checked_variables`). ``variables``, ``title`` and
-    ``trigger`` are not part of the fingerprint either: a repeat returns the first run
-    with its own.
+    (:func:`workflows.variables.checked_variables`). ``tags``: the run's tags
+    (:func:`workflows.tags.checked_tags`). ``variables``, ``title``, ``trigger`` and
+    ``tags`` are not part of the fingerprint either: a repeat returns the first run with
+    its own.
 
     With ``Workflow.unique_business_key``, a ``business_key`` a live run of the workflow
     holds is refused with :class:`BusinessKeyInUse` by the database's partial unique
@@ -79,6 +83,7 @@ def start_run_once(
         raise InvalidInput(deadline_problems(deadline)[0], field="deadline")
     data = definition.check_input(input)
     initial = checked_variables(variables)
+    run_tags = checked_tags(tags)
     input_hash = fingerprint(data)
     if idempotency_key is not None:
         existing = _existing(definition, idempotency_key, input_hash)
@@ -97,6 +102,7 @@ def start_run_once(
                 priority=definition.default_priority if priority is None else priority,
                 deadline=deadline,
                 variables=initial,
+                tags=run_tags,
                 title=title,
                 trigger=trigger,
             )
@@ -151,9 +157,12 @@ class NewRun:
     ``input_hash``: the input's fingerprint when the caller has it already (computed
     otherwise). ``variables``: the run's first variables, checked
     (:func:`workflows.variables.checked_variables`); a child run, a flow member and a
-    scheduled run start with none. ``title``: what the lists show of it; ``trigger``: the
-    surface that started it (:class:`~workflows.status.RunTrigger`). ``parent``: a child
-    run's. ``flow_id`` with ``blocked``: a flow member waiting for its upstream members.
+    scheduled run start with none. ``tags``: the run's tags, checked
+    (:func:`workflows.tags.checked_tags`); a child run's are its parent's and a flow
+    member's its flow's unless given their own. ``title``: what the lists show of it;
+    ``trigger``: the surface that started it (:class:`~workflows.status.RunTrigger`).
+    ``parent``: a child run's. ``flow_id`` with ``blocked``: a flow member waiting for its
+    upstream members.
     ``schedule_id`` with ``scheduled_for``: a run a schedule started, and the slot it
     started for.
     """
@@ -170,6 +179,7 @@ class NewRun:
     priority: int = 0
     deadline: timedelta | datetime | None = None
     variables: dict[str, Any] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
     parent: ChildOf | None = None
     flow_id: UUID | None = None
     blocked: bool = False
@@ -199,7 +209,7 @@ def create_run(new: NewRun, *, events: EventLog | None = None) -> RunScope:
     state. A child run is created this way by its parent's transition, writing to the
     parent's ``events``; it does not inherit the parent's ``subject`` (the parent's
     subject is one ``parent_run`` away, and a child started per item is usually about
-    something else). A child has its parent's priority.
+    something else). A child has its parent's priority, and its tags unless given its own.
 
     A top-level run of a workflow with ``max_concurrent_runs`` takes a place under it
     here, or is created ``queued``: its steps are written, nothing is entered, and it
@@ -232,6 +242,9 @@ def create_run(new: NewRun, *, events: EventLog | None = None) -> RunScope:
         record_entry(scope.events, run, definition, kind, **about)
         if new.variables:
             scope.events.add(run.pk, "run.variables_set", step=None, patches=[new.variables])
+        if new.tags:
+            write_start_tags(run.pk, run.created_at, new.tags)
+            scope.events.add(run.pk, "run.tags_set", step=None, tags=new.tags)
         if admitted:
             scope.advancer.start()
     return scope
@@ -271,6 +284,7 @@ def _insert_run(
         input=new.data,
         input_hash=new.input_hash or fingerprint(new.data),
         variables=new.variables,
+        tags=new.tags,
         idempotency_key=new.idempotency_key,
         business_key=new.business_key,
         unique_business_key=definition.unique_business_key,
@@ -330,8 +344,10 @@ def start_child(
     *,
     step_id: int,
     item_id: int | None = None,
+    tags: dict[str, str] | None = None,
 ) -> Run:
-    """Create a child run inside the parent's transition (its events join the parent's)."""
+    """Create a child run inside the parent's transition (its events join the parent's).
+    It has its parent's priority, and its parent's tags unless given ``tags`` (checked)."""
     definition = registry.latest(workflow_name)
     child = create_run(
         NewRun(
@@ -339,6 +355,7 @@ def start_child(
             definition.check_input(data),
             parent=ChildOf(advancer.run, step_id, item_id),
             priority=advancer.run.priority,
+            tags=advancer.run.tags if tags is None else tags,
             trigger=RunTrigger.CHILD,
         ),
         events=advancer.events,

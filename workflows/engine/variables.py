@@ -49,13 +49,4 @@ def commit_variables(scope: RunScope, lease: Lease) -> None:
     if problem is not None:
         raise VariablesRefused(f"{lease.label} attempt {lease.attempt_in_round}: {problem}")
     update_locked_run(run, "its variables were written", variables=variables)
-    scope.events.add(
-        run.pk,
-        "run.variables_set",
-        step_id=lease.step_id,
-        step=lease.step_name,
-        attempt=lease.attempt_in_round,
-        kind=lease.kind.name,
-        item=lease.item_key,
-        patches=patches,
-    )
+    scope.events.add(run.pk, "run.variables_set", **lease.writer(), patches=patches)

@@ -20,10 +20,11 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 
 from workflows.definitions.deadline import parse_deadline
-from workflows.errors import RunNotFound, WorkflowError
+from workflows.errors import InvalidInput, RunNotFound, WorkflowError
 from workflows.models import Run
 from workflows.queries import get_run
 from workflows.services.access import VERBS
+from workflows.tags import parse_tag
 
 if TYPE_CHECKING:
     from workflows.permissions import AnyUser
@@ -150,6 +151,28 @@ def deadline_value(text: str) -> timedelta | datetime:
         return parse_deadline(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def tag_value(text: str) -> tuple[str, str]:
+    """argparse type of a ``--tag KEY=VALUE`` (:func:`workflows.tags.parse_tag`): the
+    pair, or an error naming the malformed tag."""
+    try:
+        return parse_tag(text, separator="=")
+    except InvalidInput as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
+
+
+def tags_given(pairs: Sequence[tuple[str, str]] | None) -> dict[str, str] | None:
+    """The ``--tag`` options given, as one mapping (``None`` for none); a key given
+    twice with two values is a :class:`CommandError` naming it."""
+    if not pairs:
+        return None
+    tags: dict[str, str] = {}
+    for key, value in pairs:
+        if tags.get(key, value) != value:
+            raise CommandError(f"--tag {key!r} is given twice ({tags[key]!r} and {value!r})")
+        tags[key] = value
+    return tags
 
 
 def user_named(username: str) -> AnyUser:

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from workflows.management.arguments import DEADLINE_HELP, deadline_value, positive_int
+from workflows.management.arguments import DEADLINE_HELP, deadline_value, positive_int, tag_value
 
 # What ``add_argument`` is called on: a parser, or one of its groups.
 Container = argparse._ActionsContainer
@@ -141,6 +141,14 @@ def deadline_option(what: str = "") -> Argument:
     """``--deadline DEADLINE``: when the run must have ended; ``what`` prefixes the help."""
     return argument(
         "--deadline", type=deadline_value, metavar="DEADLINE", help=what + DEADLINE_HELP
+    )
+
+
+def tag_option(help: str) -> Argument:
+    """``--tag KEY=VALUE``, repeatable: a run's tag (docs/guide/tags.md); a malformed one
+    is an error naming it."""
+    return argument(
+        "--tag", action="append", type=tag_value, metavar="KEY=VALUE", dest="tags", help=help
     )
 
 

@@ -19,7 +19,7 @@ module. ``runs`` (Run), ``leased`` (the abstract columns of leased work), ``step
 # order they always had (content types and permissions of a new database are created in
 # it): the webhook models first, then the rest as they read.
 from workflows.models.webhooks import WebhookDelivery, WebhookEndpoint
-from workflows.models.runs import Run, RunQuerySet, subject_of
+from workflows.models.runs import Run, RunQuerySet, RunTag, subject_of
 from workflows.models.steps import Step, StepIteration, StepRound
 from workflows.models.units import CompensationRecord, FanOutItem
 from workflows.models.waits import Signal, Timer
@@ -51,6 +51,7 @@ __all__ = [
     "RateBucket",
     "Run",
     "RunQuerySet",
+    "RunTag",
     "RuntimeBudget",
     "Schedule",
     "ScheduleOrigin",

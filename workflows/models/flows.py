@@ -38,6 +38,8 @@ class Flow(models.Model):
     # The W3C traceparent of the span that created the flow: its members' runs start
     # under it, so a flow is one trace (workflows.tracing). "" when not traced.
     traceparent = models.CharField(max_length=128, blank=True, default="")
+    # The tags its members start with unless given their own (``create_flow(tags=...)``).
+    tags = models.JSONField(default=dict, blank=True)
     # Set by cancel_flow in the transaction that closes the flow: what it does to the
     # members ("" until cancelled), why, and who asked (None: code, or a user since deleted).
     cancel_policy = models.CharField(max_length=16, blank=True, default="")

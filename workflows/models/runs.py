@@ -46,6 +46,10 @@ class Run(models.Model):
     # The run's variables: a JSON object that steps change with ``ctx.set_variables``
     # (workflows.engine.variables), bounded by ``WORKFLOWS["MAX_VARIABLES_BYTES"]``.
     variables = models.JSONField(default=dict, blank=True)
+    # The run's tags (``start_run(tags=...)``, ``ctx.set_tags``): a dict of short keys to
+    # short strings, what is shown and returned. A filter by tag reads ``RunTag``, one row
+    # a tag written in the same transaction (workflows.engine.tags).
+    tags = models.JSONField(default=dict, blank=True)
     # NULL, not "", for "no key": the unique constraint must ignore keyless runs.
     idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     input_hash = models.CharField(max_length=64, blank=True, default="")
@@ -217,3 +221,34 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workflow_name} v{self.workflow_version} [{self.status}] {self.id}"
+
+
+class RunTag(models.Model):
+    """One tag of a run, as a row: what a filter by tag reads (``Run.tags`` is the dict
+    shown and returned; both are written in one transaction by workflows.engine.tags).
+
+    ``created_at`` is the run's, copied when the row is written (nothing changes a run's
+    ``created_at``): a filter by tag joins on it too, so that its index (key, value,
+    created_at, run) hands the newest runs of a tag out in the lists' order, however
+    rare or common the tag (docs/architecture.md, "Tags"). A run without tags has no
+    rows.
+    """
+
+    # No index of its own: the unique (run, key) constraint's index serves a run's rows.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tag_rows", db_index=False)
+    key = models.CharField(max_length=64)
+    value = models.CharField(max_length=255)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "key"], name="workflows_runtag_unique_key"),
+        ]
+        indexes = [
+            models.Index(
+                fields=["key", "value", "created_at", "run"], name="workflows_runtag_lookup"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}"

@@ -6,7 +6,7 @@ even a read-only ``atomic()`` would take the write lock.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import reduce
@@ -24,7 +24,9 @@ from workflows.definitions.render import RENDERERS
 from workflows.engine.work_kinds import WORK_KINDS, WorkKind
 from workflows.errors import RunNotFound, StepNotFound
 from workflows.models import Event, Run, Signal, Step, Timer
+from workflows.queries.tags import tagged
 from workflows.status import RUN_HELD, RunStatus, StepStatus, TimerStatus
+from workflows.tags import checked_tags
 
 _SUMMARY_FIELDS = (
     "id",
@@ -35,6 +37,7 @@ _SUMMARY_FIELDS = (
     "title",
     "trigger",
     "dismissed_at",
+    "tags",
     "created_at",
     "updated_at",
 )
@@ -51,23 +54,33 @@ def run_summary(run: Run) -> dict[str, Any]:
         "title": run.title,
         "trigger": run.trigger,
         "dismissed_at": run.dismissed_at,
+        "tags": run.tags,
         "created_at": run.created_at,
         "updated_at": run.updated_at,
     }
 
 
 def list_runs(
-    *, workflow: str | None = None, status: RunStatus | str | None = None, limit: int = 50
+    *,
+    workflow: str | None = None,
+    status: RunStatus | str | None = None,
+    tags: Mapping[str, str] | None = None,
+    limit: int = 50,
 ) -> list[dict[str, Any]]:
-    """Return summaries of the newest runs, optionally of one workflow and one status.
+    """Return summaries of the newest runs, optionally of one workflow, one status and
+    carrying every one of ``tags`` (key → value).
 
-    Loads only the summary columns: inputs, outputs and snapshots can be large.
+    Loads only the summary columns: inputs, outputs and snapshots can be large. A tag
+    that is no valid key and value (:mod:`workflows.tags`) is :class:`InvalidInput`
+    naming it; it could match no run.
     """
     runs = Run.objects.only(*_SUMMARY_FIELDS).order_by("-created_at", "-id")
     if workflow:
         runs = runs.filter(workflow_name=workflow)
     if status:
         runs = runs.filter(status=status)
+    if tags:
+        runs = tagged(runs, checked_tags(tags, field="tags"))
     return [run_summary(run) for run in runs[:limit]]
 
 

@@ -64,17 +64,29 @@ def may_end_members(user: AnyUser | None) -> Callable[[], bool] | None:
     return partial(user.has_perm, OPERATE_RUN)
 
 
-def create_flow(name: str, *, key: str | None = None, user: AnyUser | None = None) -> Flow:
-    """A new open flow; with a ``key`` seen before, that same flow (idempotent)."""
-    return members.create_flow(name, key=key, user=user)
+def create_flow(
+    name: str,
+    *,
+    key: str | None = None,
+    user: AnyUser | None = None,
+    tags: dict[str, str] | None = None,
+) -> Flow:
+    """A new open flow; with a ``key`` seen before, that same flow (idempotent).
+    ``tags``: what its members start with unless given their own (docs/guide/tags.md);
+    a bad tag is :class:`InvalidInput` naming it."""
+    return members.create_flow(name, key=key, user=user, tags=tags)
 
 
 def create_flow_once(
-    name: str, *, key: str | None = None, user: AnyUser | None = None
+    name: str,
+    *,
+    key: str | None = None,
+    user: AnyUser | None = None,
+    tags: dict[str, str] | None = None,
 ) -> Created[Flow]:
     """As :func:`create_flow`, and whether this call created the flow (decided by the
     insert that won: of racing creations with one key exactly one says ``created``)."""
-    return members.create_flow_once(name, key=key, user=user)
+    return members.create_flow_once(name, key=key, user=user, tags=tags)
 
 
 def add_to_flow_once(
@@ -86,6 +98,7 @@ def add_to_flow_once(
     after: Sequence[str] = (),
     join: JoinSpec = "all",
     user: AnyUser | None = None,
+    tags: dict[str, str] | None = None,
 ) -> Created[Run]:
     """As :func:`add_to_flow`, and whether this call created the member (decided by the
     insert that won: of racing adds of one member exactly one says ``created``)."""
@@ -98,6 +111,7 @@ def add_to_flow_once(
         join=join,
         user=user,
         may_end_members=may_end_members(user),
+        tags=tags,
     )
 
 
@@ -107,7 +121,9 @@ add_to_flow = value_of(
     """Add a run of ``workflow`` as member ``member``, waiting for the members in
     ``after`` under ``join`` (``"all"``, ``"any"`` or an int k); it starts at once when
     nothing holds it, else it is ``blocked``. Idempotent on ``member``: a repeat returns
-    the same run. As :func:`add_to_flow_once`, without saying who created it.""",
+    the same run. ``tags``: the member's own tags; without them it starts with the
+    flow's (``create_flow(tags=...)``). As :func:`add_to_flow_once`, without saying who
+    created it.""",
 )
 
 

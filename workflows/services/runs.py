@@ -44,6 +44,7 @@ def start_run_once(
     variables: dict[str, Any] | None = None,
     title: str = "",
     trigger: str = RunTrigger.CODE,
+    tags: dict[str, str] | None = None,
 ) -> Created[Run]:
     """Start a run of ``workflow`` (a registered name, latest version, or a class); the
     other options as :func:`start_run`.
@@ -81,6 +82,7 @@ def start_run_once(
         variables=variables,
         title=title,
         trigger=trigger,
+        tags=tags,
     )
 
 
@@ -113,6 +115,14 @@ start_run = value_of(
     ``WORKFLOWS["MAX_VARIABLES_BYTES"]``, is :class:`InvalidInput` (``field
     "variables"``), refused before anything is written. Not part of the idempotency
     fingerprint: a repeat returns the first run with its own variables.
+
+    ``tags``: the run's tags, a dict of short keys to short strings to find it by
+    (``list_runs(tags=...)``, the API's ``?tag=``, the console; docs/guide/tags.md).
+    A key matches ``^[a-z][a-z0-9_.-]{0,63}$``, a value is a string of at most 255
+    characters without NUL, a run has at most 32; anything else is :class:`InvalidInput`
+    naming the tag, before anything is written. Steps change them with
+    ``ctx.set_tags``; child runs and flow members start with their parent's. Not part
+    of the idempotency fingerprint: a repeat returns the first run with its own tags.
 
     ``title`` (text up to 200 characters, no NUL): what the console's lists and the API
     show of the run; empty, they show its workflow. ``trigger`` says which surface

@@ -45,6 +45,7 @@ def record_deliveries(event_ids: Sequence[int]) -> dict[int, int]:
                 output_field=CharField(),
             ),
             step_name=F("step__name"),
+            run_tags=F("run__tags"),
             schedule_key=F("schedule__key"),
             # A flow's own event names it; any event of a member run is in its flow too.
             in_flow=Coalesce(F("flow_id"), F("run__flow_id")),
@@ -66,6 +67,7 @@ def record_deliveries(event_ids: Sequence[int]) -> dict[int, int]:
             workflow=event.workflow,
             payload=event.payload,
             flow_id=event.in_flow,
+            tags=event.run_tags,
             schedule=event.schedule_key or event.payload.get("key")
             if kind.startswith("schedule.")
             else None,

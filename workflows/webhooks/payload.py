@@ -2,15 +2,16 @@
 
 ``{"type": "run.completed", "timestamp": "<the event's ISO time>", "data": {...}}``,
 where ``data`` is the event's own payload plus ``run_id``, ``step_id``, ``step``,
-``workflow`` and ``event_id``, and ``flow_id`` when the event is about a flow: an event
-of the flow itself (``run_id``, ``workflow`` empty: ``flow.sealed``, ``flow.completed``)
-or of one of its members (a member's ``flow.edge_added`` and its ``run.completed``
-alike), so a receiver can tell a member's end from a lone run's; and ``schedule`` (its
-key) when the event is a run schedule's (``schedule.fired``: ``run_id`` is the run the
-slot started; ``workflow`` the schedule's). The body is computed
-once, when the delivery is recorded, and kept on the delivery: the purge may delete the
-run and its history, and the log and a replay still have what was (or would have been)
-sent.
+``workflow`` and ``event_id``; ``tags`` (the run's tags, as they are when the delivery
+is recorded; ``{}`` for a run without, absent for an event of no run); and ``flow_id``
+when the event is about a flow: an event of the flow itself (``run_id``, ``workflow``
+empty: ``flow.sealed``, ``flow.completed``) or of one of its members (a member's
+``flow.edge_added`` and its ``run.completed`` alike), so a receiver can tell a member's
+end from a lone run's; and ``schedule`` (its key) when the event is a run schedule's
+(``schedule.fired``: ``run_id`` is the run the slot started; ``workflow`` the
+schedule's). The body is computed once, when the delivery is recorded, and kept on the
+delivery: the purge may delete the run and its history, and the log and a replay still
+have what was (or would have been) sent.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ def event_body(
     payload: dict[str, Any],
     flow_id: UUID | None = None,
     schedule: str | None = None,
+    tags: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The body of one event; the identifying fields win over same-named payload keys."""
     data = {
@@ -45,6 +47,8 @@ def event_body(
         "step": step,
         "workflow": workflow,
     }
+    if run_id is not None:
+        data["tags"] = tags or {}
     if flow_id is not None:
         data["flow_id"] = str(flow_id)
     if schedule is not None:

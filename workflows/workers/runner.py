@@ -34,6 +34,7 @@ from workflows.engine.outcomes import (
     record_lost_lease,
 )
 from workflows.engine.recovery import return_unstarted
+from workflows.engine.tags import TagsRefused
 from workflows.engine.transaction import transition
 from workflows.engine.variables import VariablesRefused
 from workflows.engine.work_kinds import STEP, WorkKind
@@ -175,6 +176,7 @@ def _context(
         summary=telemetry.summary,
         read_resumed=partial(resumed_of, lease.step_id) if lease.kind is STEP else None,
         variable_patches=lease.variable_patches,
+        tag_patches=lease.tag_patches,
     )
 
 
@@ -239,7 +241,7 @@ def _record_output(
         _lost(lease, lost, span)
     except DataError as exc:
         _record_failure(lease, _refused_output(exc), span)
-    except VariablesRefused as refused:
+    except (VariablesRefused, TagsRefused) as refused:
         _record_failure(lease, refused, span)
     else:
         span.ended(_ended_by(result))
@@ -313,7 +315,7 @@ def _run_batch(batch: LeaseBatch, *, chain: bool) -> Held | None:
         return None
     try:
         following, lost_leases = record_batch(batch, completed, failed, claim_next=chain)
-    except (DataError, VariablesRefused):
+    except (DataError, VariablesRefused, TagsRefused):
         for lease, output in completed:
             _record_output(lease, output, chain=False)
         for lease, error in failed:
@@ -451,7 +453,7 @@ def _attempt_in_transaction(lease: Lease, chain: bool) -> tuple[Held | None, Any
         raise _RolledBack(lost, action) from lost
     except DataError as exc:
         raise _RolledBack(_refused_output(exc), action) from exc
-    except VariablesRefused as refused:
+    except (VariablesRefused, TagsRefused) as refused:
         raise _RolledBack(refused, action) from refused
 
 

@@ -64,6 +64,7 @@ from workflows.models import (
     FlowEdge,
     FlowMember,
     Run,
+    RunTag,
     Schedule,
     Step,
     Timer,
@@ -123,9 +124,20 @@ PATCHES = (
 )
 
 
+# The patch of the run's tags the next handler call sets first, if any.
+TAGGING: dict[str, dict[str, str | None] | None] = {"next": None}
+# Tags a run may start with, and patches a step may set: add, change, remove.
+TAG_SETS = ({}, {"customer": "acme"}, {"customer": "globex", "region": "eu"})
+TAG_PATCHES = ({"customer": "acme"}, {"customer": "initech"}, {"customer": None}, {"region": "us"})
+# The filters the invariant asks list_runs for.
+TAG_FILTERS = ({"customer": "acme"}, {"region": "eu"}, {"customer": "globex", "region": "eu"})
+
+
 def handle(ctx: Any) -> dict[str, Any]:
     if WRITES["next"] is not None:
         ctx.set_variables(WRITES["next"])
+    if TAGGING["next"] is not None:
+        ctx.set_tags(TAGGING["next"])
     outcome = OUTCOME["next"]
     if outcome == "transient":
         raise RuntimeError("transient failure on purpose")
@@ -375,11 +387,16 @@ class EngineMachine(RuleBasedStateMachine):
             started = workflows.start_run(WORKFLOWS[workflow], {}, variables={"k": 0})
             self.seen.runs.append(started)
 
-    @rule()
-    def create_flow(self) -> None:
+    @rule(workflow=st.sampled_from(sorted(WORKFLOWS)), tags=st.sampled_from(TAG_SETS))
+    def start_tagged_run(self, workflow: str, tags: dict[str, str]) -> None:
+        with on_commit():
+            self.seen.runs.append(workflows.start_run(WORKFLOWS[workflow], {}, tags=tags))
+
+    @rule(tags=st.sampled_from(TAG_SETS))
+    def create_flow(self, tags: dict[str, str]) -> None:
         if len(self.seen.flows) < 2:
             with on_commit():
-                self.seen.flows.append(workflows.create_flow("model"))
+                self.seen.flows.append(workflows.create_flow("model", tags=tags))
 
     @precondition(lambda self: bool(self.seen.flows))
     @rule(
@@ -474,11 +491,26 @@ class EngineMachine(RuleBasedStateMachine):
     ) -> None:
         """Run one ready unit whose handler writes ``patch`` of its run's variables, then
         succeeds or fails as ``outcome`` says (a failed attempt's patch must not land)."""
-        WRITES["next"] = patch
+        self.run_one_unit_patching(WRITES, patch, data, outcome)
+
+    @rule(data=st.data(), outcome=st.sampled_from(OUTCOMES), patch=st.sampled_from(TAG_PATCHES))
+    def run_one_unit_setting_tags(
+        self, data: st.DataObject, outcome: str, patch: dict[str, str | None]
+    ) -> None:
+        """Run one ready unit whose handler sets ``patch`` of its run's tags, then
+        succeeds or fails as ``outcome`` says (a failed attempt's tags must not land)."""
+        self.run_one_unit_patching(TAGGING, patch, data, outcome)
+
+    def run_one_unit_patching(
+        self, patches: dict[str, Any], patch: Any, data: st.DataObject, outcome: str
+    ) -> None:
+        """:meth:`run_one_unit` with its handler applying ``patch`` first (``patches``:
+        :data:`WRITES` or :data:`TAGGING`)."""
+        patches["next"] = patch
         try:
             self.run_one_unit(data, outcome)
         finally:
-            WRITES["next"] = None
+            patches["next"] = None
 
     @rule()
     def time_passes(self) -> None:
@@ -942,6 +974,35 @@ class EngineMachine(RuleBasedStateMachine):
             for payload in writes.values_list("payload", flat=True):
                 replayed = patched(replayed, payload["patches"])
             assert committed == replayed, (committed, replayed)
+
+    @invariant()
+    def tags_are_their_rows_and_their_commits_and_list_runs_finds_them(self) -> None:
+        """Every run's ``tags`` are exactly its ``RunTag`` rows (each with the run's
+        ``created_at``, which the filter joins on), and (for a run of this
+        machine's) the tags its ``run.tags_set`` events made, the last one's: a failed,
+        stale or revoked attempt's tags are in neither. ``list_runs(tags=...)`` returns
+        exactly the runs whose tags hold every tag asked for."""
+        tags_of = dict(Run.objects.values_list("id", "tags"))
+        created = dict(Run.objects.values_list("id", "created_at"))
+        rows: dict[Any, dict[str, str]] = {run_id: {} for run_id in tags_of}
+        for run_id, key, value, created_at in RunTag.objects.values_list(
+            "run_id", "key", "value", "created_at"
+        ):
+            rows[run_id][key] = value
+            assert created_at == created[run_id], (run_id, key)
+        assert tags_of == rows
+        for run in self.seen.runs:
+            sets = Event.objects.filter(run_id=run.pk, type="run.tags_set").order_by("-id")
+            last = sets.values_list("payload", flat=True).first()
+            assert tags_of[run.pk] == (last["tags"] if last else {}), (tags_of[run.pk], last)
+        for wanted in TAG_FILTERS:
+            found = {row["id"] for row in workflows.list_runs(tags=wanted, limit=10_000)}
+            expected = {
+                str(run_id)
+                for run_id, tags in tags_of.items()
+                if all(tags.get(key) == value for key, value in wanted.items())
+            }
+            assert found == expected, (wanted, found, expected)
 
     @invariant()
     def dismissed_runs_are_ended_and_out_of_the_default_lists(self) -> None:

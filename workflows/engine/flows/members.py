@@ -34,6 +34,7 @@ from workflows.engine.transaction import transition
 from workflows.errors import IdempotencyConflict, InvalidInput
 from workflows.models import Flow, FlowMember, Run
 from workflows.status import RunTrigger
+from workflows.tags import checked_tags
 from workflows.tracing import start_span
 from workflows.validation import check_text, max_length
 
@@ -41,27 +42,39 @@ if TYPE_CHECKING:
     from workflows.permissions import AnyUser
 
 
-def create_flow(name: str, *, key: str | None = None, user: AnyUser | None = None) -> Flow:
+def create_flow(
+    name: str,
+    *,
+    key: str | None = None,
+    user: AnyUser | None = None,
+    tags: dict[str, str] | None = None,
+) -> Flow:
     """A new open flow named ``name``, or the one of ``key`` (see :func:`create_flow_once`)."""
-    return create_flow_once(name, key=key, user=user).value
+    return create_flow_once(name, key=key, user=user, tags=tags).value
 
 
 def create_flow_once(
-    name: str, *, key: str | None = None, user: AnyUser | None = None
+    name: str,
+    *,
+    key: str | None = None,
+    user: AnyUser | None = None,
+    tags: dict[str, str] | None = None,
 ) -> Created[Flow]:
     """A new open flow named ``name``; with a ``key`` seen before, that flow (the same
     ``name``), else :class:`IdempotencyConflict`. Of two concurrent creations with one
     key, one creates the flow and the other returns it: ``created`` is true only for the
     call whose insert made the flow (the loser's insert fails on the key's unique
-    index)."""
+    index). ``tags`` (checked, :func:`workflows.tags.checked_tags`): what its members
+    start with unless given their own; not compared on a repeat."""
     check_name(name, field="flow name")
+    flow_tags = checked_tags(tags)
     if key is not None:
         check_text(key, field="flow key", limit=max_length(Flow, "key"))
         existing = _existing(name, key)
         if existing is not None:
             return Created(existing, created=False)
     try:
-        flow = _create(name, key, user)
+        flow = _create(name, key, user, flow_tags)
     except IntegrityError:
         existing = _existing(name, key) if key is not None else None
         if existing is None:
@@ -82,7 +95,7 @@ def _existing(name: str, key: str) -> Flow | None:
 
 
 @transition
-def _create(name: str, key: str | None, user: AnyUser | None) -> Flow:
+def _create(name: str, key: str | None, user: AnyUser | None, tags: dict[str, str]) -> Flow:
     """The flow's row, under a ``workflow.flow`` span whose context its members start in
     (:mod:`workflows.tracing`)."""
     flow_id = uuid4()
@@ -94,6 +107,7 @@ def _create(name: str, key: str | None, user: AnyUser | None) -> Flow:
             key=key,
             created_by=user if isinstance(user, get_user_model()) else None,
             traceparent=traceparent,
+            tags=tags,
         )
     with unlocked_scope() as scope:
         scope.events.add_to_flow(flow.pk, "flow.created", flow=name, key=key, by=actor(user))
@@ -114,13 +128,16 @@ def add_to_flow_once(
     join: JoinSpec = "all",
     user: AnyUser | None = None,
     may_end_members: Callable[[], bool] | None = None,
+    tags: dict[str, str] | None = None,
 ) -> Created[Run]:
     """Add a run of ``workflow`` to the flow as member ``member``, after the members
     named in ``after``; it starts at once if its join is satisfied, else it is created
     ``blocked``. The same ``member`` with the same workflow and input returns its run;
     another workflow or input raises :class:`IdempotencyConflict`. A member that would be
     cancelled at once (an upstream in ``after`` ended otherwise) is refused with
-    :class:`InvalidFlowChange` unless ``may_end_members()`` (:mod:`.edits`).
+    :class:`InvalidFlowChange` unless ``may_end_members()`` (:mod:`.edits`). ``tags``
+    (checked): the member's own; ``None``, the flow's (``create_flow(tags=...)``). Tags
+    are not compared on a repeat.
 
     Returns :class:`Created`: ``created`` is true only for the call whose transition
     inserted the member. The member is looked up under the flow's lock, in the
@@ -129,13 +146,14 @@ def add_to_flow_once(
     """
     definition = registry.resolve(workflow)
     data = definition.check_input(input)
+    member_tags = None if tags is None else checked_tags(tags)
     rule = JoinRule.parse(join)
     check_name(member, field="member")
     upstream_names = _upstream_names(after)
     for upstream in upstream_names:
         check_not_self(upstream, member)
     edit = FlowEdit("add_to_flow", user, may_end_members)
-    return _add(flow_id, definition, data, member, upstream_names, rule, edit)
+    return _add(flow_id, definition, data, member, upstream_names, rule, edit, member_tags)
 
 
 def _upstream_names(after: Sequence[str]) -> list[str]:
@@ -153,6 +171,7 @@ def _add(
     upstream_names: list[str],
     rule: JoinRule,
     edit: FlowEdit,
+    tags: dict[str, str] | None,
 ) -> Created[Run]:
     user = edit.user
     flow = lock_flow(flow_id)
@@ -185,6 +204,7 @@ def _add(
             blocked=True,
             trace_parent=flow.traceparent,
             trigger=RunTrigger.FLOW,
+            tags=flow.tags if tags is None else tags,
         )
     )
     run = scope.run

@@ -29,6 +29,7 @@ from workflows.engine.signal_buffer import consume, oldest_kept
 from workflows.engine.sql.expressions import db_now
 from workflows.engine.sql.rows import StepRow, step_row, step_rows
 from workflows.engine.sql.updates import cas_update
+from workflows.engine.tags import commit_tags
 from workflows.engine.timers import cancel_timers, fires
 from workflows.engine.transaction import transition
 from workflows.engine.variables import commit_variables
@@ -101,6 +102,7 @@ def park_for_await(lease: Lease, request: Await) -> None:
             raise LeaseLost(f"{lease.label} attempt {lease.attempt} lost its lease before awaiting")
         free_attempt_slot(scope, lease)
         commit_variables(scope, lease)
+        commit_tags(scope, lease)
         scope.events.add(
             scope.run.pk,
             "step.awaiting",

@@ -29,6 +29,7 @@ from workflows.engine.scope import run_of_step, run_scope
 from workflows.engine.sql.expressions import db_now
 from workflows.engine.sql.rows import StepRow, step_row
 from workflows.engine.sql.updates import cas_update
+from workflows.engine.tags import commit_tags
 from workflows.engine.timers import cancel_timers, fires
 from workflows.engine.transaction import transition
 from workflows.engine.variables import commit_variables
@@ -95,6 +96,7 @@ def park_for_callback(lease: Lease, request: AwaitCallback) -> None:
             raise LeaseLost(f"{lease.label} attempt {lease.attempt} lost its lease before parking")
         free_attempt_slot(scope, lease)
         commit_variables(scope, lease)
+        commit_tags(scope, lease)
         due_at = timezone.now() + request.timeout
         Timer.objects.create(
             run_id=scope.run.pk, step_id=row.pk, kind=TimerKind.CALLBACK_TIMEOUT, due_at=due_at

@@ -18,6 +18,7 @@ from workflows.engine.start import start_child
 from workflows.errors import ChildRunFailed, DefinitionMissing, InvalidInput
 from workflows.models import Run
 from workflows.status import RUN_FINAL, RunStatus, StepStatus
+from workflows.tags import checked_tags
 
 
 @enters(SubWorkflow)
@@ -27,7 +28,14 @@ def enter_subworkflow(advancer: Advancer, row: StepRow, node: SubWorkflow) -> st
         data = (
             node.input(advancer.context_for(row)) if node.input is not None else advancer.run.input
         )
-        child = start_child(advancer, node.workflow, data, step_id=row.pk)
+        tags = node.tags(advancer.context_for(row)) if callable(node.tags) else node.tags
+        child = start_child(
+            advancer,
+            node.workflow,
+            data,
+            step_id=row.pk,
+            tags=None if tags is None else checked_tags(tags, field="SubWorkflow tags"),
+        )
     except (DefinitionMissing, InvalidInput, TypeError, ValueError, KeyError) as exc:
         return advancer.fail_entering(row, exc, "child_error")
     if child.status in RUN_FINAL:

@@ -52,6 +52,7 @@ from workflows.models import (
     FlowMember,
     Frame,
     Run,
+    RunTag,
     Schedule,
     Signal,
     Step,
@@ -97,6 +98,7 @@ OWNED: tuple[Owned, ...] = (
     Owned(FlowEdge, "upstream", "member"),
     Owned(FlowEdge, "downstream", "member"),
     Owned(FlowMember, "run", "run"),
+    Owned(RunTag, "run", "run"),
     Owned(Step, "run", "run"),
 )
 

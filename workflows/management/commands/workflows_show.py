@@ -21,6 +21,7 @@ RUN_FIELDS = {
     "title": "title",
     "trigger": "trigger",
     "business_key": "business key",
+    "tags": "tags",
     "idempotency_key": "idempotency key",
     "dismissed_at": "dismissed",
     "parent_run": "parent run",
@@ -75,7 +76,8 @@ def event_row(event: dict[str, Any]) -> list[Any]:
 
 class Command(DeclaredCommand):
     help = (
-        "Show run RUN: its status, input, variables, output and error; whether it needs attention, "
+        "Show run RUN: its status, tags, input, variables, output and error; whether it "
+        "needs attention, "
         "what it waits on and which operator actions are allowed (and why not); each "
         "step's status, iteration (the round a loop runs it in), attempts, lease owner, the "
         "failure class of its last failed attempt "

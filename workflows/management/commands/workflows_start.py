@@ -7,8 +7,9 @@ from typing import Any
 
 from django.core.management.base import CommandError
 
+from workflows.management.arguments import tags_given
 from workflows.management.base import OperatorCommand
-from workflows.management.options import argument, deadline_option, json_option
+from workflows.management.options import argument, deadline_option, json_option, tag_option
 from workflows.management.output import run_line
 from workflows.models import Run
 from workflows.queries import run_summary
@@ -22,7 +23,8 @@ class Command(OperatorCommand[Run]):
         "id and status. Its steps then run in the workers. --deadline gives the run a "
         "deadline (default: the workflow's); --variables the run's first variables, which "
         "its steps read (ctx.variables) and change (ctx.set_variables); --title what the "
-        "console's lists show of it. The run's trigger is 'command'."
+        "console's lists show of it; --tag KEY=VALUE (repeatable) a tag to find it by. "
+        "The run's trigger is 'command'."
     )
 
     arguments = (
@@ -65,6 +67,7 @@ class Command(OperatorCommand[Run]):
             help='the run\'s first variables, a JSON object, e.g. \'{"region": "eu"}\' '
             "(at most MAX_VARIABLES_BYTES bytes)",
         ),
+        tag_option("a tag of the run, e.g. customer=acme; repeat for several (at most 32)"),
         json_option("the run"),
     )
 
@@ -81,6 +84,7 @@ class Command(OperatorCommand[Run]):
             variables=variables,
             title=options["title"],
             trigger=RunTrigger.COMMAND,
+            tags=tags_given(options["tags"]),
         )
 
     def as_json(self, result: Run) -> dict[str, Any]:

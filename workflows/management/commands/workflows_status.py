@@ -8,6 +8,7 @@ from typing import Any
 from django.core.management.base import CommandError
 from django.db.models import Count
 
+from workflows.management.arguments import tags_given
 from workflows.management.base import DeclaredCommand
 from workflows.management.options import (
     DEFAULT_LIMIT,
@@ -15,6 +16,7 @@ from workflows.management.options import (
     json_option,
     limit_option,
     status_option,
+    tag_option,
 )
 from workflows.management.output import table, to_json
 from workflows.models import Flow, Run
@@ -29,7 +31,13 @@ COLUMNS = {
     "business_key": "BUSINESS KEY",
     "created_at": "CREATED",
     "updated_at": "UPDATED",
+    "tags": "TAGS",
 }
+
+
+def tags_text(tags: dict[str, str]) -> str:
+    """``customer=acme region=eu``: a run's tags in a table cell ("" for none)."""
+    return " ".join(f"{key}={value}" for key, value in sorted(tags.items()))
 
 
 @dataclass(frozen=True)
@@ -58,7 +66,8 @@ def flow_counts() -> FlowCounts | None:
 
 class Command(DeclaredCommand):
     help = (
-        "List runs, newest first: id, workflow, version, status, business key, times; then, "
+        "List runs, newest first: id, workflow, version, status, business key, times, tags; "
+        "--tag KEY=VALUE (repeatable) lists only the runs carrying every tag given; then, "
         "when there are flows, one line with the flows by status and the members blocked. "
         "--flows prints only that (as JSON with --json)."
     )
@@ -66,6 +75,9 @@ class Command(DeclaredCommand):
     arguments = (
         argument("--workflow", metavar="NAME", help="only runs of this workflow"),
         status_option("runs", RunStatus.values),
+        tag_option(
+            "only runs carrying this tag, e.g. customer=acme; repeat for every one of several"
+        ),
         limit_option("runs"),
         argument(
             "--flows",
@@ -82,6 +94,7 @@ class Command(DeclaredCommand):
         runs = list_runs(
             workflow=options["workflow"],
             status=options["status"],
+            tags=tags_given(options["tags"]),
             limit=options["limit"] or DEFAULT_LIMIT,
         )
         if options["json"]:
@@ -89,7 +102,13 @@ class Command(DeclaredCommand):
             return
         if runs:
             self.stdout.write(
-                table(COLUMNS.values(), ([run[key] for key in COLUMNS] for run in runs))
+                table(
+                    COLUMNS.values(),
+                    (
+                        [*(run[key] for key in COLUMNS if key != "tags"), tags_text(run["tags"])]
+                        for run in runs
+                    ),
+                )
             )
         else:
             self.stdout.write("no runs match")
@@ -100,6 +119,7 @@ class Command(DeclaredCommand):
 
     def _flows(self, options: dict[str, Any]) -> None:
         given = [f"--{name}" for name in ("workflow", "status", "limit") if options[name]]
+        given += ["--tag"] if options["tags"] else []
         if given:
             raise CommandError(f"--flows counts flows, not runs: {', '.join(given)} do not apply")
         counts = flow_counts() or FlowCounts(dict.fromkeys(FlowStatus.values, 0), 0)
