@@ -1406,7 +1406,7 @@ def report_scaling(figures: Figures, args: argparse.Namespace) -> None:
     """Issue #42's "more workers never cost": by cluster size, steps/s beside the best
     size's, CPU per step beside the lowest, and the longest lock wait of any round."""
     by_workers = rates_by_workers(figures)
-    if len(by_workers) < 2:
+    if not args.scaling or len(by_workers) < 2:
         return
     rates = {w: median_of(r) for w, r in by_workers.items()}
     per_step = {w: cpu_per_step(r).get("per step") for w, r in by_workers.items()}
