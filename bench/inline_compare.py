@@ -17,8 +17,8 @@ printed at the end, and each checkout's medians over the first's.
 
     .venv/bin/python bench/inline_compare.py /tmp/base . --rounds 3
 
-With ``--profile DIR`` each checkout's last round also writes a cProfile of the
-execution (``DIR/<name>.prof``, CPU-time clock) and prints its Python function calls
+With ``--profile DIR`` each checkout then runs once more under cProfile, apart from the
+rounds (``DIR/<n>-<name>.prof``, CPU-time clock), and prints its Python function calls
 per step, a count that does not move with the machine's load.
 
 The script prints figures and never asserts timings; it exits non-zero when a checkout
@@ -106,6 +106,18 @@ def one(checkout: Path, runs: int, profile: Path | None) -> dict[str, float]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def report_round(label: str, figures: dict[str, float]) -> None:
+    calls = figures.get("calls_per_step")
+    print(
+        f"{label}: {figures['steps_per_second']:,.0f} steps/s, "
+        f"{figures['cpu_ms_per_step']:.3f} CPU ms/step, "
+        f"{figures['queries_per_step']:.2f} queries/step"
+        + (f", {calls:.0f} Python calls/step" if calls else "")
+        + f", load {figures['load']:.2f}",
+        flush=True,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     checkouts = [path.resolve() for path in args.checkouts]
@@ -114,23 +126,15 @@ def main(argv: list[str] | None = None) -> int:
     for index in range(args.rounds):
         order = [(index + k) % len(checkouts) for k in range(len(checkouts))]
         for k in order:
-            last = index == args.rounds - 1
-            profile = (
-                args.profile / f"{k}-{checkouts[k].name}.prof" if args.profile and last else None
-            )
-            if profile is not None:
-                profile.parent.mkdir(parents=True, exist_ok=True)
-            figures = one(checkouts[k], args.runs, profile)
+            figures = one(checkouts[k], args.runs, None)
             rounds[names[k]].append(figures)
-            calls = figures.get("calls_per_step")
-            print(
-                f"round {index + 1} {names[k]}: {figures['steps_per_second']:,.0f} steps/s, "
-                f"{figures['cpu_ms_per_step']:.3f} CPU ms/step, "
-                f"{figures['queries_per_step']:.2f} queries/step"
-                + (f", {calls:.0f} calls/step (profiled)" if calls else "")
-                + f", load {figures['load']:.2f}",
-                flush=True,
-            )
+            report_round(f"round {index + 1} {names[k]}", figures)
+    if args.profile:
+        # Apart from the rounds: the profiler's own cost would change their figures.
+        args.profile.mkdir(parents=True, exist_ok=True)
+        for k, checkout in enumerate(checkouts):
+            profile = args.profile / f"{k}-{checkout.name}.prof"
+            report_round(f"profiled {names[k]}", one(checkout, args.runs, profile))
     medians = {
         name: {key: statistics.median(r[key] for r in runs) for key in KEYS}
         for name, runs in rounds.items()
