@@ -38,7 +38,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # names it with FLOWSITE_PEERS_DIR.
 PEERS_DIR = Path(os.environ.get("FLOWSITE_PEERS_DIR") or REPO_ROOT.parent / "shared" / "peers")
 PEER_TIMEOUT_SECONDS = 900
-DBOS_POSTGRES_DB = "flowsite_bench_dbos"
+DBOS_POSTGRES_DB = "flowsite_bench_dbos" + os.environ.get("BENCH_PG_SUFFIX", "")
 
 # bench/throughput.py with a small fan-out part: only its step figure is read here.
 INLINE_ARGS = ("--runs", "200", "--orm-transactions", "500", "--query-runs", "5")

@@ -72,6 +72,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -104,7 +105,8 @@ SLEEP_WORKFLOW = "bench_workers_sleep_until"
 
 POSTGRES = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
 POSTGRES_MAINTENANCE_DB = "postgres"
-POSTGRES_BENCH_DB = "flowsite_bench"
+# BENCH_PG_SUFFIX names the databases apart when several benchmarks share the server.
+POSTGRES_BENCH_DB = "flowsite_bench" + os.environ.get("BENCH_PG_SUFFIX", "")
 
 # django-q2 alone on this kind of machine, as quoted for comparison when this benchmark
 # was asked for; printed as given. The script measures its own django-q2-alone figures
@@ -113,6 +115,18 @@ REFERENCE_TASKS_PER_SECOND = 380
 REFERENCE_CHAINED_STEP_MS = 200
 
 QUEUE_CHAINS = 5
+# ``--scaling``: issue #42's "more workers never cost" and its goals.
+SCALING_DEFAULTS: dict[str, Any] = {
+    "database": "postgres",
+    "workers": [1, 2, 4, 8],
+    "runs": 200,
+    "latency_runs": 0,
+    "timers": 0,
+    "queue_tasks": 0,
+}
+SCALING_RATE_GOAL = 0.9  # the largest cluster's steps/s over the best size's, at least
+SCALING_LOCK_GOAL_MS = 100  # longest lock wait, at most
+SCALING_CPU_GOAL = 1.15  # the highest CPU per step over the lowest, at most
 STOP_GRACE_SECONDS = 20
 READY_TIMEOUT_SECONDS = 120
 LOG_TAIL_LINES = 40
@@ -164,6 +178,82 @@ def percentile(ordered: Sequence[float], pct: float) -> float:
 
 
 @dataclass
+class LockWaits:
+    """Heavyweight-lock waits of the database's sessions, sampled from ``pg_stat_activity``
+    (``wait_event_type = 'Lock'``: a row, tuple, transaction id or relation lock) every
+    ``SAMPLE_SECONDS`` during a throughput round.
+
+    ``longest_ms`` is the longest wait seen: for each waiting statement (pid and
+    ``query_start``), the time from its ``query_start`` to the last sample that saw it
+    waiting, an upper bound of the wait (the statement may have run a little before it
+    queued); a wait shorter than the sampling interval may go unseen, one of 100 ms cannot.
+    """
+
+    samples: int = 0
+    waiting_samples: int = 0  # samples that saw at least one session waiting
+    statements: int = 0  # distinct waiting statements
+    longest_ms: float = 0.0
+    longest_query: str = ""
+    by_lock: dict[str, int] = field(default_factory=dict)  # wait_event -> statements
+
+
+SAMPLE_SECONDS = 0.01
+
+
+class LockSampler:
+    """Samples lock waits on a connection of its own, in a thread, while it is entered."""
+
+    QUERY = (
+        "SELECT pid, query_start, wait_event,"
+        " extract(epoch FROM clock_timestamp() - query_start) * 1000, left(query, 200)"
+        " FROM pg_stat_activity"
+        " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    )
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.figures = LockWaits()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def __enter__(self) -> LockSampler:
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self._error is not None and exc_info[0] is None:
+            raise BenchError(f"lock sampling failed: {self._error}")
+
+    def _sample(self) -> None:
+        import psycopg
+
+        seen: set[tuple[int, Any]] = set()
+        try:
+            with psycopg.connect(self.url, autocommit=True, application_name="bench-locks") as db:
+                while not self._stop.is_set():
+                    rows = db.execute(self.QUERY).fetchall()
+                    self.figures.samples += 1
+                    self.figures.waiting_samples += bool(rows)
+                    for pid, query_start, event, waited_ms, query in rows:
+                        if (pid, query_start) not in seen:
+                            seen.add((pid, query_start))
+                            self.figures.statements += 1
+                            by_lock = self.figures.by_lock
+                            by_lock[event] = by_lock.get(event, 0) + 1
+                        if waited_ms is not None and float(waited_ms) > self.figures.longest_ms:
+                            self.figures.longest_ms = float(waited_ms)
+                            self.figures.longest_query = query
+                    self._stop.wait(SAMPLE_SECONDS)
+        except Exception as exc:  # reported by __exit__
+            self._error = exc
+
+
+@dataclass
 class ThroughputRound:
     runs: int
     steps_completed: int
@@ -178,6 +268,8 @@ class ThroughputRound:
     drain_seconds: float = 0.0
     # CPU seconds by role (bench/cpu.py) from before the starts until the queue was empty.
     cpu: dict[str, float] = field(default_factory=dict)
+    # PostgreSQL: lock waits seen in ``pg_stat_activity`` during the round (LockWaits).
+    lock_waits: LockWaits | None = None
 
     @property
     def steps_per_second(self) -> float:
@@ -305,8 +397,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="also measure the cost of the event table's NOTIFY trigger (PostgreSQL): "
         "--rounds rounds of --runs runs, each without then with the trigger",
     )
+    parser.add_argument(
+        "--scaling",
+        action="store_true",
+        help="issue #42's 'more workers never cost': PostgreSQL, clusters of 1, 2, 4 and 8 "
+        "workers interleaved, rounds of 200 runs, lock waits sampled, nothing else measured "
+        "(each of these defaults can still be given; add --redis URL for the Redis broker)",
+    )
     parser.add_argument("--keep-logs", action="store_true", help="keep the processes' logs")
     parser.add_argument("--results-file", type=Path, help=argparse.SUPPRESS)
+    if "--scaling" in (sys.argv[1:] if argv is None else argv):
+        parser.set_defaults(**SCALING_DEFAULTS)
     args = parser.parse_args(argv)
     if min(args.runs, args.rounds) < 1:
         parser.error("--runs and --rounds must be positive")
@@ -701,10 +802,12 @@ def measure_throughput(
 
     key = f"throughput-{label}"
     cpu_before = cpu.snapshot(cpu_groups(processes))
-    began = timezone.now()
-    start_noop_runs(runs, key, workflow)
-    start_seconds = (timezone.now() - began).total_seconds()
-    wait_for(f"throughput round {label}", runs_finished(key, runs), 600, processes)
+    sampler = lock_sampler()
+    with sampler or contextlib.nullcontext():
+        began = timezone.now()
+        start_noop_runs(runs, key, workflow)
+        start_seconds = (timezone.now() - began).total_seconds()
+        wait_for(f"throughput round {label}", runs_finished(key, runs), 600, processes)
     steps = check_completed(key, runs, STEPS_PER_RUN)
     finished = time.monotonic()
     wait_for(f"the queue to empty after round {label}", queue_empty, 600, processes)
@@ -725,7 +828,15 @@ def measure_throughput(
         cpu=cpu.cpu_by_role(
             cpu_before, cpu_after, {int(owner.split(":")[1]) for owner in owners if owner}
         ),
+        lock_waits=sampler.figures if sampler else None,
     )
+
+
+def lock_sampler() -> LockSampler | None:
+    """On PostgreSQL, a sampler of lock waits on this benchmark's database."""
+    from django.db import connection
+
+    return LockSampler(os.environ["DATABASE_URL"]) if connection.vendor == "postgresql" else None
 
 
 def cpu_groups(processes: Processes) -> dict[str, list[int]]:
@@ -1241,6 +1352,7 @@ def report(figures: Figures, args: argparse.Namespace) -> None:
     print("  diagnostics: " + ", ".join(f"{k}: {v}" for k, v in figures.diagnostics.items()))
     print(f"  (over the {facts['seconds']} s of this database's benchmark)")
     report_by_workers(figures, args)
+    report_scaling(figures, args)
     report_limits(figures, args)
     report_event_notify(figures, args)
     report_cpu(figures, args)
@@ -1288,6 +1400,91 @@ def report_by_workers(figures: Figures, args: argparse.Namespace) -> None:
         ("cluster", f"{args.runs} runs", f"{args.large_runs or '-'} runs", "rounds (small, large)"),
         rows,
     )
+
+
+def report_scaling(figures: Figures, args: argparse.Namespace) -> None:
+    """Issue #42's "more workers never cost": by cluster size, steps/s beside the best
+    size's, CPU per step beside the lowest, and the longest lock wait of any round."""
+    by_workers = rates_by_workers(figures)
+    if not args.scaling or len(by_workers) < 2:
+        return
+    rates = {w: median_of(r) for w, r in by_workers.items()}
+    per_step = {w: cpu_per_step(r).get("per step") for w, r in by_workers.items()}
+    waits = {
+        w: [r.lock_waits for r in rounds if r.lock_waits is not None]
+        for w, rounds in by_workers.items()
+    }
+    best, lowest = max(rates.values()), min((v for v in per_step.values() if v), default=None)
+    rows = []
+    for w in sorted(by_workers):
+        longest = max((lw.longest_ms for lw in waits[w]), default=None)
+        rows.append(
+            (
+                f"{w} workers",
+                f"{rates[w]:,.0f}",
+                f"{rates[w] / best:.2f}",
+                f"{per_step[w]:.3f}" if per_step[w] else "-",
+                f"{per_step[w] / lowest:.2f}" if per_step[w] and lowest else "-",
+                f"{longest:.0f}" if longest is not None else "-",
+                str(sum(lw.statements for lw in waits[w])) if waits[w] else "-",
+                ", ".join(f"{r.steps_per_second:,.0f}" for r in by_workers[w]),
+            )
+        )
+    broker = "Redis" if args.redis else "ORM (PostgreSQL)"
+    print()
+    print(
+        f"More workers never cost (issue #42), {args.database}, {broker} broker, "
+        f"{args.runs} runs x {STEPS_PER_RUN} steps, median of {args.rounds} interleaved rounds"
+    )
+    print_table(
+        (
+            "cluster",
+            "steps/s",
+            "/ best",
+            "CPU ms/step",
+            "/ lowest",
+            "longest lock wait ms",
+            "waiting statements",
+            "rounds steps/s",
+        ),
+        rows,
+    )
+    largest = max(by_workers)
+    all_waits = [lw for values in waits.values() for lw in values]
+    checks = [
+        (
+            f"steps/s at {largest} workers / best size >= {SCALING_RATE_GOAL:g}",
+            f"{rates[largest] / best:.2f}",
+            rates[largest] / best >= SCALING_RATE_GOAL,
+        )
+    ]
+    if all_waits:
+        worst = max(all_waits, key=lambda lw: lw.longest_ms)
+        checks.append(
+            (
+                f"longest lock wait <= {SCALING_LOCK_GOAL_MS} ms",
+                f"{worst.longest_ms:.0f} ms",
+                worst.longest_ms <= SCALING_LOCK_GOAL_MS,
+            )
+        )
+        if worst.longest_query:
+            print(f"  longest-waiting statement: {worst.longest_query}")
+        locks: dict[str, int] = {}
+        for lw in all_waits:
+            for event, count in lw.by_lock.items():
+                locks[event] = locks.get(event, 0) + count
+        print(f"  waiting statements by lock: {locks or 'none'}")
+    if lowest:
+        highest = max(v for v in per_step.values() if v)
+        checks.append(
+            (
+                f"CPU per step, highest / lowest <= {SCALING_CPU_GOAL:g}",
+                f"{highest / lowest:.2f}",
+                highest / lowest <= SCALING_CPU_GOAL,
+            )
+        )
+    for label, value, met in checks:
+        print(f"  goal: {label}: {value} ({'met' if met else 'NOT met'})")
 
 
 def report_limits(figures: Figures, args: argparse.Namespace) -> None:
@@ -1614,6 +1811,7 @@ def child_argv(args: argparse.Namespace, database: str, results_file: Path) -> l
         *(["--ceilings"] if args.ceilings else []),
         *(["--limits"] if args.limits else []),
         *(["--event-notify"] if args.event_notify else []),
+        *(["--scaling"] if args.scaling else []),
         f"--runs={args.runs}",
         f"--rounds={args.rounds}",
         f"--latency-runs={args.latency_runs}",

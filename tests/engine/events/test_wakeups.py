@@ -146,3 +146,33 @@ def test_routine_progress_notifies_nobody_on_postgresql():
     assert not watch.wait(0)
     in_another_thread(lambda: events_committed(run.pk, "step.started", "step.failed"))
     assert watch.wait(WAIT_SECONDS)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_watch_made_after_the_events_were_written_and_before_the_commit_is_woken():
+    """The wake-up of written events is decided at the commit (on SQLite it is skipped
+    when no watch is open then): a waiter that watched while the transaction was still
+    open, and so read the database without its events, is woken by the commit."""
+    run = workflows.start_run(Held)
+    opened: list[Watch] = []
+
+    def write_then_watch_then_commit() -> None:
+        with transaction.atomic():
+            log = EventLog()
+            log.add(run.pk, "run.cancelled")
+            log.flush()
+            opened.append(Watch([f"run:{run.pk}"]))
+
+    in_another_thread(write_then_watch_then_commit)
+    assert opened[0].wait(WAIT_SECONDS)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_events_committed_with_no_watch_open_leave_nothing_to_wake():
+    """A commit while no watch of the process is open wakes nothing, and a watch made
+    afterwards starts from what was committed: it is not woken by the earlier commit."""
+    run = workflows.start_run(Held)
+    in_another_thread(lambda: events_committed(run.pk, "run.cancelled"))
+    watch = Watch([f"run:{run.pk}"])
+    settled()
+    assert not watch.wait(0)

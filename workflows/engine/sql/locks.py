@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any, Literal
 from uuid import UUID
@@ -100,11 +101,16 @@ def lock_run(run_id: UUID, *, wait: bool = True) -> Run:
 def locked_run_select(connection: BaseDatabaseWrapper, *, skip_locked: bool = False) -> str:
     """``SELECT <the run columns a transition reads> FROM <run> WHERE id = %s <lock>``:
     the read of :func:`lock_run`, its key the one parameter; its row goes to
-    :func:`locked_run`."""
+    :func:`locked_run`. Read on every transition: the text is built once per lock."""
+    return _locked_run_text(row_lock(connection, skip_locked=skip_locked))
+
+
+@functools.cache
+def _locked_run_text(lock: str) -> str:
     columns = ", ".join(column(Run, name) for name in _LOCKED_RUN_COLUMNS[1:])
     return (
         f"SELECT {columns}, {runtime_budgets(table(Run))} AS runtime_budgets FROM {table(Run)} "
-        f"WHERE {column(Run, 'id')} = %s{row_lock(connection, skip_locked=skip_locked)}"
+        f"WHERE {column(Run, 'id')} = %s{lock}"
     )
 
 

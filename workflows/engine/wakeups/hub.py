@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
+from functools import partial
 from uuid import UUID
 
 from django.db import transaction
@@ -17,7 +18,7 @@ from django.utils import timezone
 
 from workflows.engine.sql.connection import engine_connection
 from workflows.engine.sql.notify import notify
-from workflows.engine.wakeups.local import LocalWatch, woken
+from workflows.engine.wakeups.local import LocalWatch, watching, woken
 from workflows.engine.wakeups.postgresql import CHANNEL, listener
 
 
@@ -39,8 +40,19 @@ def events_written(run_ids: Iterable[UUID | None]) -> None:
     """
     connection = engine_connection()
     if connection.vendor != "postgresql":
-        topics = {"events", *(f"run:{run_id}" for run_id in run_ids if run_id is not None)}
-        transaction.on_commit(lambda: woken(*topics), using=connection.alias)
+        transaction.on_commit(partial(_wake_events, tuple(run_ids)), using=connection.alias)
+
+
+def _wake_events(run_ids: tuple[UUID | None, ...]) -> None:
+    """:func:`events_written`'s wake-up, at the commit: nothing at all when no watch of
+    this process is open, which is every commit of a worker that serves no waiter.
+
+    Decided at the commit, not when the events were written: a watch made in between
+    reads the database before the commit shows the events, and must be woken. Its topics
+    are named here, so a commit that wakes nobody formats no run id.
+    """
+    if watching():
+        woken("events", *{f"run:{run_id}" for run_id in run_ids if run_id is not None})
 
 
 def timer_armed(due_at: datetime) -> None:

@@ -41,6 +41,13 @@ def woken_everything() -> None:
         _changed.notify_all()
 
 
+def watching() -> bool:
+    """Whether any watch of this process is open. Read without the lock: a watch counts
+    itself in before its waiter reads the database, so a commit whose wake-up reads
+    this after the commit either sees that watch or precedes a read that shows it."""
+    return bool(_watchers)
+
+
 def watchers(topic: str) -> int:
     """How many live watches of this process hold ``topic`` (for a test or a metric)."""
     with _changed:
