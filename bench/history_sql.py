@@ -5,9 +5,9 @@ so that a million runs take minutes, not hours (``bench/million.py``, ``bench/sc
 Run ``n`` (1 … N, the newest last) of a fill is made of:
 
 * a run of one of :data:`WORKFLOWS`, created ``(N - n) / N`` of :data:`HISTORY_DAYS`
-  ago, with a business key ``BK-<k>`` (``k`` a permutation of 1 … N, not in time order); its status follows :data:`STATUSES` (mostly
-  finished) among the newest :data:`LIVE_SHARE` of the runs, while older runs all
-  ended (completed, failed, compensated or cancelled, as production's are); a deadline
+  ago, with a business key ``BK-<k>`` (``k`` a permutation of 1 … N, not in time
+  order); its status follows :data:`STATUSES` (mostly finished) among the newest
+  ``1 / LIVE_SHARE`` of the runs, while older runs all ended (completed, failed, compensated or cancelled, as production's are); a deadline
   on one run in 50, a flow of three member runs on one in 100 of the newest;
 * :data:`STEPS` steps: two tasks, then a gate, a sleep or a signal (by ``n % 3``), then
   a task; their states follow the run's (a waiting run waits at its third step: a gate
@@ -211,6 +211,8 @@ def fill(
                     [dialect.series("g", low, high)],
                     f"g WHERE {n} > {live_from} AND {n} %% 100 = 0",
                 )
+            deadline = dialect.ago("3600 * (2 - r.n %% 7)")
+            member = flowed.replace(n, "r.n")
             run_exprs = {
                 "id": dialect.uuid(salt, "r.n"),
                 "workflow_name": case("r.n", WORKFLOWS),
@@ -218,9 +220,9 @@ def fill(
                 "snapshot": dialect.json({"name": "bench", "version": 1, "steps": []}),
                 "status": "r.status",
                 # Keys in no particular order of time (a permutation of 1 … N).
-                "business_key": (f"'BK-' || (CAST(r.n AS BIGINT) * {KEY_STRIDE} %% {runs} + 1)"),
-                "deadline": f"CASE WHEN r.n %% 50 = 0 THEN {dialect.ago('3600 * (2 - r.n %% 7)')} END",
-                "flow_id": f"CASE WHEN {flowed.replace(n, 'r.n')} THEN {flow_of.replace(n, 'r.n')} END",
+                "business_key": f"'BK-' || (CAST(r.n AS BIGINT) * {KEY_STRIDE} %% {runs} + 1)",
+                "deadline": f"CASE WHEN r.n %% 50 = 0 THEN {deadline} END",
+                "flow_id": f"CASE WHEN {member} THEN {flow_of.replace(n, 'r.n')} END",
                 "created_at": dialect.ago("r.ago"),
                 "updated_at": dialect.ago("r.ago"),
                 "started_at": dialect.ago("r.ago"),
@@ -293,7 +295,8 @@ def fill(
                     "created_at": dialect.ago("st.ago"),
                     "updated_at": dialect.ago("st.ago"),
                     "started_at": (
-                        f"CASE WHEN st.status = 'pending' THEN NULL ELSE {dialect.ago('st.ago')} END"
+                        "CASE WHEN st.status = 'pending' THEN NULL "
+                        f"ELSE {dialect.ago('st.ago')} END"
                     ),
                     "finished_at": (
                         "CASE WHEN st.status IN ('completed', 'failed', 'cancelled') "
@@ -309,7 +312,7 @@ def fill(
                     "run_id": dialect.uuid(salt, "st.n"),
                     "step_id": step_id,
                     "kind": "'sleep'",
-                    "due_at": dialect.ago(f"-3600 - st.n %% 86400"),
+                    "due_at": dialect.ago("-3600 - st.n %% 86400"),
                     "status": "'scheduled'",
                     "version": "1",
                     "created_at": dialect.ago("st.ago"),
@@ -321,10 +324,10 @@ def fill(
             event_ctes = [
                 *ctes,
                 dialect.series("e", 1, EVENTS),
-                f"ev AS (SELECT r.n AS n, e.n AS k, r.ago AS ago, r.status AS status "
-                f"FROM r CROSS JOIN e)",
+                "ev AS (SELECT r.n AS n, e.n AS k, r.ago AS ago, r.status AS status "
+                "FROM r CROSS JOIN e)",
             ]
-            inner = f"((ev.k - 2) / 2 + 1)"
+            inner = "((ev.k - 2) / 2 + 1)"
             insert_select(
                 Event,
                 {
@@ -339,7 +342,7 @@ def fill(
                         f"WHEN ev.k %% 2 = 0 THEN 'step.started' ELSE 'step.completed' END)"
                     ),
                     "payload": dialect.json({}),
-                    "created_at": dialect.ago(f"ev.ago - ev.k"),
+                    "created_at": dialect.ago("ev.ago - ev.k"),
                     "published": "TRUE" if connection.vendor == "postgresql" else "1",
                 },
                 event_ctes,

@@ -35,8 +35,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +43,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from bench.pages import API_GOAL_MS, CONSOLE_GOAL_MS, clients, every_page, timed  # noqa: E402
+from bench.pages import clients, every_page, timed  # noqa: E402
 
 EXPLAIN_GOAL_MS = 20.0
 INBOX_GOAL_MS = 150.0
@@ -267,7 +266,7 @@ def print_rows(rows: list[tuple[str, ...]]) -> None:
 
 
 def measure_flat(args: argparse.Namespace) -> None:
-    from bench.scale import steps_round, statements_per_step
+    from bench.scale import statements_per_step, steps_round
 
     setup_django("postgres", args.filled, args.var_dir)
     from django.core.management import call_command
@@ -295,15 +294,11 @@ def measure_flat(args: argparse.Namespace) -> None:
         statements[name] = statements_per_step()
     empty, filled = (statistics.median(rates[n]) for n in (args.empty, args.filled))
     ratio = filled / empty
-    print(
-        f"  steps/s empty  {empty:8.0f}  rounds {', '.join(f'{r:.0f}' for r in rates[args.empty])}"
-    )
-    print(
-        f"  steps/s filled {filled:8.0f}  rounds {', '.join(f'{r:.0f}' for r in rates[args.filled])}"
-    )
-    print(
-        f"  filled ÷ empty {ratio:8.2f}  (goal ≥ {FLAT_GOAL}: {'met' if ratio >= FLAT_GOAL else 'NOT met'})"
-    )
+    for label, name, rate in (("empty ", args.empty, empty), ("filled", args.filled, filled)):
+        rounds = ", ".join(f"{r:.0f}" for r in rates[name])
+        print(f"  steps/s {label} {rate:8.0f}  rounds {rounds}")
+    verdict = "met" if ratio >= FLAT_GOAL else "NOT met"
+    print(f"  filled ÷ empty {ratio:8.2f}  (goal ≥ {FLAT_GOAL}: {verdict})")
     same = statements[args.empty] == statements[args.filled]
     print(
         f"  statements per step: empty {statements[args.empty]:.2f}, "
