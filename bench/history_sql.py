@@ -7,7 +7,8 @@ Run ``n`` (1 … N, the newest last) of a fill is made of:
 * a run of one of :data:`WORKFLOWS`, created ``(N - n) / N`` of :data:`HISTORY_DAYS`
   ago, with a business key ``BK-<k>`` (``k`` a permutation of 1 … N, not in time
   order); its status follows :data:`STATUSES` (mostly finished) among the newest
-  ``1 / LIVE_SHARE`` of the runs, while older runs all ended (completed, failed, compensated or cancelled, as production's are); a deadline
+  ``1 / LIVE_SHARE`` of the runs, while older runs all ended (completed, failed,
+  compensated or cancelled, as production's are); a deadline
   on one run in 50, a flow of three member runs on one in 100 of the newest;
 * :data:`STEPS` steps: two tasks, then a gate, a sleep or a signal (by ``n % 3``), then
   a task; their states follow the run's (a waiting run waits at its third step: a gate
