@@ -12,7 +12,7 @@ from uuid import UUID
 from django.contrib import admin
 from django.contrib.contenttypes.admin import GenericTabularInline
 from django.core.exceptions import PermissionDenied
-from django.db.models import Model, Prefetch, Q, QuerySet
+from django.db.models import Model, Prefetch, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -123,11 +123,7 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, StatusBadgeColumn, admin.Mode
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Run], search_term: str
     ) -> tuple[QuerySet[Run], bool]:
-        return search_with_id_prefix(
-            queryset,
-            search_term,
-            lambda term: Q(business_key=term) | Q(business_key__startswith=term),
-        )
+        return search_with_id_prefix(queryset, search_term, admin_runs.key_or_its_start)
 
     def lookup_allowed(self, lookup: str, value: str, request: HttpRequest | None = None) -> bool:
         # The run page links to a run's children.
