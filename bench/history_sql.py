@@ -182,7 +182,8 @@ def fill(
         status = f"(CASE WHEN {n} > {live_from} THEN {live} ELSE {ended} END)"
     created_ago = f"CAST({runs} - {n} AS BIGINT) * {HISTORY_DAYS * 86400} / {runs} + 60"
     wait = case(n, WAITS)
-    flowed = f"{n} > {live_from} AND {n} %% 100 < 3"
+    # Members of the flows of live-era hundreds only (whose flow the fill made).
+    flowed = f"{n} / 100 * 100 > {live_from} AND {n} %% 100 < 3"
     started = time.perf_counter()
     for low in range(1, runs + 1, CHUNK):
         high = min(low + CHUNK - 1, runs)
@@ -212,7 +213,8 @@ def fill(
                     [dialect.series("g", low, high)],
                     f"g WHERE {n} > {live_from} AND {n} %% 100 = 0",
                 )
-            deadline = dialect.ago("3600 * (2 - r.n %% 7)")
+            # A deadline a few hours after the run's creation (some before it ended).
+            deadline = dialect.ago("r.ago - 3600 * (2 + r.n %% 7)")
             member = flowed.replace(n, "r.n")
             run_exprs = {
                 "id": dialect.uuid(salt, "r.n"),

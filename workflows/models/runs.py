@@ -210,6 +210,13 @@ class Run(models.Model):
                 condition=Q(deadline__isnull=False),
                 name="workflows_run_deadline",
             ),
+            # Live runs with a deadline only: "near their deadline" (console and API),
+            # whose rows are the few live ones among every run that ever had a deadline.
+            models.Index(
+                fields=["deadline"],
+                condition=Q(deadline__isnull=False) & ~Q(status__in=sorted(RUN_FINAL)),
+                name="workflows_run_live_deadline",
+            ),
             # Dismissed runs only: the "dismissed" filter's rows. The default lists' "not
             # dismissed" is most runs, read in creation order with the other indexes.
             models.Index(
