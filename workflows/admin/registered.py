@@ -307,6 +307,9 @@ class TimerAdmin(SafeChangelistMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_display = ("id", "run", "step", "kind", "due_at", "status")
     list_filter = ("status", "kind")
     list_select_related = ("run", "step")
+    # Fired timers stay with their runs' history: no full count of them per page view.
+    paginator = BoundedCountPaginator
+    show_full_result_count = False
 
 
 class UnitTelemetryColumns:
