@@ -34,20 +34,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+# Twenty runs' statuses among the newest runs (mostly finished), as admin_pages has them.
+from bench.admin_pages import STATUSES
+
 HISTORY_DAYS = 365
 # The names and keys bench/pages.py asks for (``workflow=bulk_1``, a search of ``BK-4``).
 WORKFLOWS = tuple(f"bulk_{number}" for number in range(6))
-STATUSES = (  # twenty runs' statuses among the newest runs: mostly finished
-    *["completed"] * 12,
-    "failed",
-    "compensated",
-    "cancelled",
-    "waiting",
-    "waiting",
-    "waiting",
-    "running",
-    "pending",
-)
 LIVE_SHARE = 20  # the newest 1/20 of the runs has live runs among them
 STEPS = 4
 KEY_STRIDE = 7919  # a prime: n * KEY_STRIDE mod N visits every number below N once

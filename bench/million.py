@@ -43,7 +43,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from bench.pages import clients, every_page, timed  # noqa: E402
+from bench.pages import clients, every_page, timed, timed_call  # noqa: E402
 
 EXPLAIN_GOAL_MS = 20.0
 INBOX_GOAL_MS = 150.0
@@ -174,21 +174,10 @@ def goal_of(name: str, goal: float) -> float:
 
 def timed_explain(repeats: int, run: str) -> tuple[list[float], int]:
     """``workflows.explain`` of the run ``repeats`` times, and its statement count."""
-    from django.db import connection
-
     import workflows
-    from bench.pages import StatementCounter
 
-    workflows.explain(run)
-    counter = StatementCounter()
-    with connection.execute_wrapper(counter):
-        workflows.explain(run)
-    seconds = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        workflows.explain(run)
-        seconds.append(time.perf_counter() - started)
-    return seconds, counter.statements
+    workflows.explain(run)  # warm: the workflow's definition, content types
+    return timed_call(lambda: workflows.explain(run), repeats)
 
 
 def measure_pages(args: argparse.Namespace) -> None:

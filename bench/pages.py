@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 CONSOLE_GOAL_MS = 150.0
@@ -122,19 +123,28 @@ def api_lists(ids: dict[str, str]) -> dict[str, str]:
 
 def timed(client: Any, url: str, repeats: int) -> tuple[list[float], int] | None:
     """``repeats`` request times of ``url`` and its query count; None when it is absent."""
-    from django.db import connection
-
     if not url or client.get(url).status_code == 404:  # warm: sessions, permissions, templates
         return None
+
+    def request() -> None:
+        response = client.get(url)
+        if response.status_code != 200:
+            raise SystemExit(f"{url}: HTTP {response.status_code}")
+
+    return timed_call(request, repeats)
+
+
+def timed_call(action: Callable[[], Any], repeats: int) -> tuple[list[float], int]:
+    """``action``'s statement count (once), then ``repeats`` times of it, in seconds."""
+    from django.db import connection
+
     counter = StatementCounter()
     with connection.execute_wrapper(counter):
-        response = client.get(url)
-    if response.status_code != 200:
-        raise SystemExit(f"{url}: HTTP {response.status_code}")
+        action()
     seconds = []
     for _ in range(repeats):
         started = time.perf_counter()
-        client.get(url)
+        action()
         seconds.append(time.perf_counter() - started)
     return seconds, counter.statements
 

@@ -91,25 +91,20 @@ def describe(found: list[tuple[str, str, list[str]]]) -> str:
     return "\n".join(f"{page}: {scans}\n    {sql[:400]}" for page, sql, scans in found)
 
 
-def test_every_console_page_reads_large_tables_by_index(history: dict[str, str]) -> None:
-    console = Client()
-    console.force_login(User.objects.get(username="bench"))
+@pytest.mark.parametrize("surface", ["console", "api"])
+def test_every_page_reads_large_tables_by_index(history: dict[str, str], surface: str) -> None:
+    if surface == "console":
+        client = Client()
+        client.force_login(User.objects.get(username="bench"))
+        pages = console_pages(history)
+    else:
+        client = Client(HTTP_AUTHORIZATION=f"Token {history['token']}")
+        pages = api_lists(history)
     found = [
         (page, sql, scans)
-        for page, url in console_pages(history).items()
+        for page, url in pages.items()
         if url
-        for sql, scans in offenders(captured(console, url))
-    ]
-    assert not found, describe(found)
-
-
-def test_every_api_list_reads_large_tables_by_index(history: dict[str, str]) -> None:
-    api = Client(HTTP_AUTHORIZATION=f"Token {history['token']}")
-    found = [
-        (page, sql, scans)
-        for page, url in api_lists(history).items()
-        if url
-        for sql, scans in offenders(captured(api, url))
+        for sql, scans in offenders(captured(client, url))
     ]
     assert not found, describe(found)
 
