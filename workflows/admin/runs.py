@@ -171,18 +171,18 @@ def search_with_id_prefix(
 
 
 def key_or_its_start(term: str) -> Q:
-    """Runs whose business key is ``term`` or starts with it, as the key's index answers.
+    """Runs whose business key is ``term`` or starts with it (the key itself is its own
+    start), as the key's index answers.
 
     PostgreSQL's pattern index (``varchar_pattern_ops``) answers ``LIKE 'term%'``.
     SQLite's ``LIKE`` ignores case and so reads no index: there the start is the range
     of keys from ``term`` up to the term with its last character's successor, which
     the key's index answers (and which, as on PostgreSQL, minds case).
     """
-    exact = Q(business_key=term)
     if connections[router.db_for_read(Run)].vendor != "sqlite" or term[-1] == chr(0x10FFFF):
-        return exact | Q(business_key__startswith=term)
+        return Q(business_key__startswith=term)
     successor = term[:-1] + chr(ord(term[-1]) + 1)
-    return exact | Q(business_key__gte=term, business_key__lt=successor)
+    return Q(business_key__gte=term, business_key__lt=successor)
 
 
 def id_prefix_range(term: str) -> Q | None:

@@ -190,6 +190,15 @@ class Run(models.Model):
                 condition=Q(parent_run__isnull=False),
                 name="workflows_run_children",
             ),
+            # A step's child runs, newest first (the waits page's and the run page's
+            # "child" of a waiting step): the foreign key's own index gives the step's
+            # runs but not their order, and SQLite then walked every run by creation
+            # time for each waiting step (seconds a page at a million runs).
+            models.Index(
+                fields=["parent_step", "created_at"],
+                condition=Q(parent_step__isnull=False),
+                name="workflows_run_step_children",
+            ),
             # Runs a schedule started only: a schedule's runs, newest slot first, and its
             # live runs when a slot is decided.
             models.Index(
