@@ -9,7 +9,7 @@ Run ``n`` (1 … N, the newest last) of a fill is made of:
   order); its status follows :data:`STATUSES` (mostly finished) among the newest
   ``1 / LIVE_SHARE`` of the runs, while older runs all ended (completed, failed,
   compensated or cancelled, as production's are); a deadline
-  on one run in 50, a flow of three member runs on one in 100 of the newest;
+  on one run in 47, a flow of three member runs on one in 100 of the newest;
 * :data:`STEPS` steps: two tasks, then a gate, a sleep or a signal (by ``n % 3``), then
   a task; their states follow the run's (a waiting run waits at its third step: a gate
   in the approvals inbox, a sleep with its scheduled timer, a signal);
@@ -216,7 +216,8 @@ def fill(
                 "status": "r.status",
                 # Keys in no particular order of time (a permutation of 1 … N).
                 "business_key": f"'BK-' || (CAST(r.n AS BIGINT) * {KEY_STRIDE} %% {runs} + 1)",
-                "deadline": f"CASE WHEN r.n %% 50 = 0 THEN {deadline} END",
+                # One run in 47 (prime to the statuses' 20: every status has some).
+                "deadline": f"CASE WHEN r.n %% 47 = 0 THEN {deadline} END",
                 "flow_id": f"CASE WHEN {member} THEN {flow_of.replace(n, 'r.n')} END",
                 "created_at": dialect.ago("r.ago"),
                 "updated_at": dialect.ago("r.ago"),
