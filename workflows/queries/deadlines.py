@@ -11,17 +11,12 @@ table's size (a year of ended runs with deadlines is not read to find the live o
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
 
 from django.db.models import BooleanField, F, Func, Q, QuerySet
 from django.utils import timezone
 
 from workflows.models import Run
 from workflows.status import RUN_FINAL
-
-if TYPE_CHECKING:
-    from django.db.backends.base.base import BaseDatabaseWrapper
-    from django.db.models.sql.compiler import SQLCompiler, _AsSqlType
 
 # The console's choices: a window before the deadline, or the deadline passed.
 DEADLINE_WINDOWS: dict[str, timedelta] = {
@@ -46,20 +41,10 @@ class _NotFinal(Func):
 
     conditional = True
     output_field = BooleanField()
-
-    def as_sql(
-        self,
-        compiler: SQLCompiler,
-        connection: BaseDatabaseWrapper,
-        function: str | None = None,
-        template: str | None = None,
-        arg_joiner: str | None = None,
-        **extra_context: Any,
-    ) -> _AsSqlType:
-        column, params = compiler.compile(self.source_expressions[0])
-        # Constants of the code (lowercase words), never input: safe to write out.
-        statuses = ", ".join(f"'{status}'" for status in sorted(RUN_FINAL))
-        return f"NOT ({column} IN ({statuses}))", params
+    # Constants of the code (lowercase words), never input: safe to write out.
+    template = "NOT (%(expressions)s IN ({}))".format(
+        ", ".join(f"'{status!s}'" for status in sorted(RUN_FINAL))
+    )
 
 
 def deadline_passed(now: datetime | None = None) -> Q:
