@@ -100,6 +100,7 @@ def insert_select(model: Any, exprs: dict[str, str], ctes: list[str], source: st
     (or NULL, or the database's own default and sequence)."""
     from django.db import connection
     from django.db.models import NOT_PROVIDED, AutoField, BigAutoField
+    from django.utils import timezone
 
     quote = connection.ops.quote_name
     columns, values, params = [], [], []
@@ -110,7 +111,10 @@ def insert_select(model: Any, exprs: dict[str, str], ctes: list[str], source: st
         elif isinstance(field, AutoField | BigAutoField) or field.db_default is not NOT_PROVIDED:
             continue
         elif getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
-            raise ValueError(f"{model.__name__}.{field.name} needs a value")
+            # A stamp the caller did not date (a model added later, RunTag's say): now.
+            columns.append(field.column)
+            values.append("%s")
+            params.append(field.get_db_prep_save(timezone.now(), connection))
         elif field.has_default():
             columns.append(field.column)
             values.append("%s")
