@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -60,11 +59,10 @@ from bench.fresh_sqlite import (  # noqa: E402
     print_header,
     print_table,
 )
+from bench.pages import print_pages, render_times  # noqa: E402
 
 BATCH = 5_000
 POSTGRES_DB = "flowsite_bench_admin"
-CONSOLE_GOAL_MS = 150.0
-API_GOAL_MS = 50.0
 HISTORY_DAYS = 30
 # Twenty runs' statuses, repeated: mostly finished, as a production history is. The
 # newest batch was created within the last day and a half: the dashboard's chart of the
@@ -216,148 +214,6 @@ def first_and_second_step(n: int, run: Any) -> tuple[Any, Any]:
         return first, Step(run=run, name="ship", kind="task", status="pending")
     done = "compensated" if status == "compensated" else "completed"
     return first, Step(run=run, name="ship", kind="task", status=done)
-
-
-class StatementCounter:
-    """An ``execute_wrapper`` that counts statements, whatever ``DEBUG`` says."""
-
-    def __init__(self) -> None:
-        self.statements = 0
-
-    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-        self.statements += 1
-        return execute(sql, params, many, context)
-
-
-def console_pages(ids: dict[str, str]) -> dict[str, str]:
-    """Every console page an operator reaches, by name; each attention and deadline filter."""
-    from django.urls import NoReverseMatch, reverse
-
-    from workflows.queries import Attention
-
-    def url(name: str, *args: str) -> str:
-        try:
-            return reverse(f"admin:{name}", args=args)
-        except NoReverseMatch:
-            return ""
-
-    runs = url("workflows_run_changelist")
-    pages = {"runs list": runs}
-    pages |= {f"runs list, attention={value}": f"{runs}?attention={value}" for value in Attention}
-    pages |= {
-        f"runs list, deadline={value}": f"{runs}?deadline={value}"
-        for value in ("hour", "day", "passed", "any")
-    }
-    pages |= {
-        "runs list, search BK-4": f"{runs}?q=BK-4",
-        "runs list, status=failed": f"{runs}?status__exact=failed",
-        "runs list, workflow=bulk_1": f"{runs}?workflow=bulk_1",
-        "runs list, sorted by workflow": f"{runs}?o=3",
-        "runs list, sorted by workflow, descending": f"{runs}?o=-3",
-        "runs list, sorted by status": f"{runs}?o=2",
-        "runs list, sorted by start": f"{runs}?o=6",
-        "runs list, sorted by start, descending": f"{runs}?o=-6",
-        "dashboard": url("workflows_dashboard"),
-        "approvals inbox": url("workflows_approvals"),
-        "gate decision page": url("workflows_approval", ids["gate"]),
-        "waits page": url("workflows_waits"),
-        "consumers page": url("workflows_consumers"),
-        "flows list": url("workflows_flow_changelist"),
-        "flow page": url("workflows_flow_change", ids["flow"]),
-        "run page": url("workflows_run_change", ids["run"]),
-        "budgets": url("workflows_budgetcounter_changelist"),
-        "workers": url("workflows_workerpresence_changelist"),
-        "steps list": url("workflows_step_changelist"),
-        "timers list": url("workflows_timer_changelist"),
-    }
-    return pages
-
-
-def api_lists(ids: dict[str, str]) -> dict[str, str]:
-    """Every API list (and the detail pages an API client reads alongside), by name."""
-    from workflows.queries import Attention
-
-    runs = "/api/runs/"
-    pages = {"api runs": runs}
-    pages |= {f"api runs, attention={value}": f"{runs}?attention={value}" for value in Attention}
-    pages |= {
-        "api runs, status=failed": f"{runs}?status=failed",
-        "api runs, workflow=bulk_1": f"{runs}?workflow=bulk_1",
-        "api runs, business_key": f"{runs}?business_key=BK-4",
-        "api runs, near_deadline": f"{runs}?near_deadline=3600",
-        "api runs, created_after": f"{runs}?created_after=2000-01-01T00:00:00Z",
-        "api run": f"{runs}{ids['run']}/",
-        "api run events": f"{runs}{ids['run']}/events/",
-        "api step": f"/api/steps/{ids['gate']}/",
-        "api gates inbox": "/api/gates/",
-        "api waits": "/api/waits/",
-        "api flows": "/api/flows/",
-        "api flow": f"/api/flows/{ids['flow']}/",
-        "api budgets": "/api/budgets/",
-        "api workflows": "/api/workflows/",
-        "api events (consumer)": "/api/events/?consumer=bench",
-    }
-    return pages
-
-
-def timed(client: Any, url: str, repeats: int) -> tuple[list[float], int] | None:
-    """``repeats`` request times of ``url`` and its query count; None when it is absent."""
-    from django.db import connection
-
-    if not url or client.get(url).status_code == 404:  # warm: sessions, permissions, templates
-        return None
-    counter = StatementCounter()
-    with connection.execute_wrapper(counter):
-        response = client.get(url)
-    if response.status_code != 200:
-        raise SystemExit(f"{url}: HTTP {response.status_code}")
-    seconds = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        client.get(url)
-        seconds.append(time.perf_counter() - started)
-    return seconds, counter.statements
-
-
-def render_times(repeats: int, ids: dict[str, str]) -> list[tuple[str, str]]:
-    """Request each page ``repeats`` times; return the table's rows."""
-    from django.contrib.auth.models import User
-    from django.test import Client
-
-    console = Client(HTTP_HOST="localhost")
-    console.force_login(User.objects.get(username="bench"))
-    api = Client(HTTP_HOST="localhost", HTTP_AUTHORIZATION=f"Token {ids['token']}")
-    rows = []
-    kinds = ((console, console_pages(ids), CONSOLE_GOAL_MS), (api, api_lists(ids), API_GOAL_MS))
-    for client, pages, goal in kinds:
-        for name, url in pages.items():
-            figures = timed(client, url, repeats)
-            if figures is None:
-                rows.append((name, "absent", "", "", ""))
-                continue
-            seconds, queries = figures
-            median = statistics.median(seconds) * 1000
-            verdict = "met" if median <= goal else "NOT met"
-            rows.append(
-                (
-                    name,
-                    f"{median:.1f}",
-                    f"{max(seconds) * 1000:.1f}",
-                    str(queries),
-                    f"≤ {goal:g} {verdict}",
-                )
-            )
-    return rows
-
-
-def print_pages(rows: list[tuple[str, str, str, str, str]]) -> None:
-    headers = ("page", "median ms", "slowest ms", "queries", "goal")
-    widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
-    for row in [headers, tuple("-" * width for width in widths), *rows]:
-        values = zip(row[1:], widths[1:], strict=True)
-        cells = [row[0].ljust(widths[0]), *(cell.rjust(width) for cell, width in values)]
-        print("  " + "  ".join(cells))
-    print()
 
 
 def in_postgres(measure: Callable[[], Any]) -> tuple[Any, str]:

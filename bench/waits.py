@@ -36,6 +36,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from bench.fresh_sqlite import configure_django, print_table  # noqa: E402
+from bench.pages import StatementCounter  # noqa: E402
 
 BATCH = 5_000
 WAITING_KINDS = ("gate", "signal", "task", "sleep")
@@ -145,17 +146,6 @@ def populate(args: argparse.Namespace) -> None:
         FlowMember.objects.bulk_create(
             FlowMember(flow=flow, name=f"member-{run.pk}", run=run) for run in batch
         )
-
-
-class StatementCounter:
-    """An ``execute_wrapper`` that counts statements, whatever ``DEBUG`` says."""
-
-    def __init__(self) -> None:
-        self.statements = 0
-
-    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-        self.statements += 1
-        return execute(sql, params, many, context)
 
 
 def timed(repeats: int, read: Callable[[], Any]) -> tuple[float, float, int]:

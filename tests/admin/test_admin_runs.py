@@ -11,7 +11,12 @@ from django.urls import reverse
 import workflows
 from tests.admin.admin_console import checkout, failed_checkout, staff
 from workflows.admin.graph import GraphStep, layout
-from workflows.admin.runs import COUNT_CAP, BoundedCountPaginator, id_prefix_range
+from workflows.admin.runs import (
+    COUNT_CAP,
+    BoundedCountPaginator,
+    id_prefix_range,
+    key_or_its_start,
+)
 from workflows.models import Run
 
 pytestmark = pytest.mark.django_db
@@ -75,6 +80,14 @@ def test_search_finds_a_run_by_id_prefix_or_business_key(viewer):
     by_key = viewer.get(reverse(RUNS), {"q": "OTHER"}).content.decode()
     assert str(second.pk)[:8] in by_key
     assert str(first.pk)[:8] not in by_key
+
+
+@pytest.mark.django_db
+def test_a_key_search_finds_the_key_and_the_keys_it_starts_and_no_other():
+    for key in ["BK-4", "BK-41", "BK-4z", "BK-5", "BK-3", "bk-4", "BK-", "XBK-4"]:
+        checkout(order=key, advance=False)
+    found = Run.objects.filter(key_or_its_start("BK-4")).values_list("business_key", flat=True)
+    assert sorted(found) == ["BK-4", "BK-41", "BK-4z"]
 
 
 def test_an_id_prefix_is_a_primary_key_range():

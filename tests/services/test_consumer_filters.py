@@ -15,7 +15,7 @@ import workflows
 from tests.support.threads import THREAD_TIMEOUT_SECONDS
 from workflows.errors import InvalidInput
 from workflows.models import Event, EventConsumer, Run
-from workflows.queries.consumers import EventFilter, consumer_lag
+from workflows.queries.consumers import EventFilter, consumer_lag, consumer_lags
 
 
 def _run(workflow: str = "billing") -> Run:
@@ -164,3 +164,18 @@ def test_a_waiting_filtered_consumer_returns_on_its_event_not_on_the_others():
     assert _lag("failures") == 1
     workflows.ack("failures", events[0].cursor)
     assert _lag("failures") == 0
+
+
+@pytest.mark.django_db
+def test_a_capped_lag_counts_up_to_one_past_the_cap_filtered_or_not():
+    billing, other = _run("billing"), _run("shipping")
+    for _ in range(5):
+        _event(billing, "run.completed")
+        _event(other, "run.completed")
+    workflows.create_consumer("all")
+    workflows.create_consumer("billing", workflows=["billing"])
+    lags = {lag.name: lag.lag for lag in consumer_lags(cap=3)}
+    assert lags == {"all": 4, "billing": 4}
+    lags = {lag.name: lag.lag for lag in consumer_lags(cap=20)}
+    assert lags == {"all": 10, "billing": 5}
+    assert {lag.name: lag.lag for lag in consumer_lags()} == lags

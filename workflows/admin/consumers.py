@@ -26,6 +26,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
+from workflows.admin.runs import COUNT_CAP
 from workflows.errors import WorkflowError
 from workflows.models import Run
 from workflows.queries.consumers import consumer_lag, consumer_lags
@@ -47,13 +48,15 @@ def consumers(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpRespon
             "position": f"event {consumer.position.id}" if consumer.position.id else "the start",
             "acked": relative(consumer.acked_at, now) if consumer.acked_at else "",
         }
-        for consumer in consumer_lags()
+        # Counted up to the cap, as the runs list counts (a consumer millions behind).
+        for consumer in consumer_lags(cap=COUNT_CAP)
     ]
     context: dict[str, Any] = {
         **model_admin.admin_site.each_context(request),
         "title": "Event consumers",
         "opts": Run._meta,
         "rows": rows,
+        "cap": COUNT_CAP,
         "may_manage": MANAGE_EVENT_CONSUMERS.allows(request.user),
         "delete_url": reverse(f"{model_admin.admin_site.name}:workflows_consumer_delete"),
     }

@@ -33,7 +33,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django_q.models import OrmQ
 
-from workflows.admin.runs import badge
+from workflows.admin.runs import COUNT_CAP, badge
 from workflows.approvals import count_waiting_gates, waiting_gates
 from workflows.engine.work_kinds import WORK_KINDS
 from workflows.models import Event, Run
@@ -245,7 +245,11 @@ def dashboard(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpRespon
         {
             "class": value,
             "label": Attention(value).label,
-            "runs": runs_needing_attention(value, now=now).count(),
+            # Counted up to the cap, as the runs list counts: "10000+" beyond it.
+            "runs": runs_needing_attention(value, now=now)
+            .order_by()
+            .values("pk")[: COUNT_CAP + 1]
+            .count(),
             "url": f"{runs_url}?attention={value}",
         }
         for value in ATTENTION_CLASSES
@@ -253,6 +257,7 @@ def dashboard(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpRespon
     context: dict[str, Any] = {
         **model_admin.admin_site.each_context(request),
         "title": "Workflow dashboard",
+        "cap": COUNT_CAP,
         "opts": Run._meta,
         "now": now,
         "runs_url": runs_url,

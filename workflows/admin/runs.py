@@ -26,6 +26,7 @@ from uuid import UUID
 from django.contrib import admin
 from django.contrib.admin.views.main import ORDER_VAR, ChangeList
 from django.core.paginator import Paginator
+from django.db import connections, router
 from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest
@@ -66,6 +67,7 @@ __all__ = [
     "badge",
     "duration",
     "id_prefix_range",
+    "key_or_its_start",
     "pretty",
     "runs_with_progress",
     "short_id",
@@ -166,6 +168,21 @@ def search_with_id_prefix(
         return queryset, False
     by_id = id_prefix_range(term)
     return queryset.filter(matches(term) | by_id if by_id else matches(term)), False
+
+
+def key_or_its_start(term: str) -> Q:
+    """Runs whose business key is ``term`` or starts with it (the key itself is its own
+    start), as the key's index answers.
+
+    PostgreSQL's pattern index (``varchar_pattern_ops``) answers ``LIKE 'term%'``.
+    SQLite's ``LIKE`` ignores case and so reads no index: there the start is the range
+    of keys from ``term`` up to the term with its last character's successor, which
+    the key's index answers (and which, as on PostgreSQL, minds case).
+    """
+    if connections[router.db_for_read(Run)].vendor != "sqlite" or term[-1] == chr(0x10FFFF):
+        return Q(business_key__startswith=term)
+    successor = term[:-1] + chr(ord(term[-1]) + 1)
+    return Q(business_key__gte=term, business_key__lt=successor)
 
 
 def id_prefix_range(term: str) -> Q | None:

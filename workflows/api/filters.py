@@ -66,8 +66,11 @@ class UtcDateTimeFilter(filters.IsoDateTimeFilter):
 
 def any_status(choices: list[tuple[str, str]]) -> filters.MultipleChoiceFilter:
     """``?status=a&status=b``: the rows in any of the statuses given, one of ``choices``."""
+    # Not ``distinct`` (django-filter's default for a multiple choice): the status is
+    # the row's own column, so no row can match twice, and a ``SELECT DISTINCT`` sorts
+    # every matching row (a fifth of a second over 50,000 failed runs) to show a page.
     return filters.MultipleChoiceFilter(
-        choices=choices, help_text="repeat for any of several statuses"
+        choices=choices, distinct=False, help_text="repeat for any of several statuses"
     )
 
 

@@ -172,7 +172,17 @@ class Run(models.Model):
             ),
             # The dashboard's runs finished per hour over the last day.
             models.Index(fields=["finished_at"], name="workflows_run_finished"),
-            models.Index(fields=["business_key"], name="workflows_run_business_key"),
+            # A business key or its start (the runs list's search): on PostgreSQL with
+            # the pattern operator class, which answers ``LIKE 'key%'`` as a range of the
+            # index whatever the database's collation (and ``=`` as before).
+            models.Index(
+                fields=["business_key"],
+                name="workflows_run_business_key",
+                opclasses=["varchar_pattern_ops"],
+            ),
+            # The runs list sorted by start, either way (ties in the sort's direction, as
+            # the workflow sort's): read in index order, with no sort of every run.
+            models.Index(fields=["started_at", "created_at", "id"], name="workflows_run_started"),
             # for_object and GenericRelation: one object's runs, newest first.
             models.Index(
                 fields=["subject_type", "subject_id", "created_at"], name="workflows_run_subject"
@@ -183,6 +193,15 @@ class Run(models.Model):
                 fields=["parent_run"],
                 condition=Q(parent_run__isnull=False),
                 name="workflows_run_children",
+            ),
+            # A step's child runs, newest first (the waits page's and the run page's
+            # "child" of a waiting step): the foreign key's own index gives the step's
+            # runs but not their order, and SQLite then walked every run by creation
+            # time for each waiting step (seconds a page at a million runs).
+            models.Index(
+                fields=["parent_step", "created_at"],
+                condition=Q(parent_step__isnull=False),
+                name="workflows_run_step_children",
             ),
             # Runs a schedule started only: a schedule's runs, newest slot first, and its
             # live runs when a slot is decided.
@@ -203,6 +222,13 @@ class Run(models.Model):
                 fields=["deadline"],
                 condition=Q(deadline__isnull=False),
                 name="workflows_run_deadline",
+            ),
+            # Live runs with a deadline only: "near their deadline" (console and API),
+            # whose rows are the few live ones among every run that ever had a deadline.
+            models.Index(
+                fields=["deadline"],
+                condition=Q(deadline__isnull=False) & ~Q(status__in=sorted(RUN_FINAL)),
+                name="workflows_run_live_deadline",
             ),
             # Dismissed runs only: the "dismissed" filter's rows. The default lists' "not
             # dismissed" is most runs, read in creation order with the other indexes.

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce
 
 from workflows.models.leased import LeasedWork, ReportedProgress, claim_indexes
 from workflows.models.runs import Run
@@ -111,6 +112,15 @@ class Step(LeasedWork, ReportedProgress, GateDecision):
                 fields=["started_at", "id"],
                 condition=Q(status=StepStatus.WAITING, kind=NodeKind.GATE),
                 name="workflows_step_waiting_gate",
+            ),
+            # The API's gates inbox: waiting gates in the order they started waiting
+            # (``waiting_since``, the start or else the creation), read in index order,
+            # a page at a time, rather than every waiting gate sorted.
+            models.Index(
+                Coalesce("started_at", "created_at"),
+                F("id"),
+                condition=Q(status=StepStatus.WAITING, kind=NodeKind.GATE),
+                name="workflows_step_gate_since",
             ),
             # pending_waits: every waiting step (gate, signal, callback, sleep, child),
             # oldest first, among every step ever run.

@@ -25,6 +25,7 @@ from django.db.models import (
     CharField,
     F,
     Func,
+    IntegerField,
     OuterRef,
     Q,
     QuerySet,
@@ -204,9 +205,11 @@ class _Admits(Func):
         return sql, (*listed_params, *rows_params, *value_params)
 
 
-def consumer_lags(*, name: str | None = None) -> list[ConsumerLag]:
+def consumer_lags(*, name: str | None = None, cap: int | None = None) -> list[ConsumerLag]:
     """Every consumer by name (or the one named ``name``), with its lag: the events
-    after its position that it reads, committed or not yet below the horizon.
+    after its position that it reads, committed or not yet below the horizon; with
+    ``cap``, counted up to ``cap + 1`` only (a lag above ``cap`` reads ``cap + 1``), so
+    that a consumer millions of events behind costs a bounded read (the console).
 
     One statement: a correlated count per consumer over the ``(xid, id)`` index, and
     for a filtered consumer a count that tests its filter on each event after its
@@ -229,8 +232,8 @@ def consumer_lags(*, name: str | None = None) -> list[ConsumerLag]:
     if name is not None:
         consumers = consumers.filter(name=name)
     lag = Case(
-        When(Q(workflow_names=[], event_types=[]), then=_count_of(behind)),
-        default=_count_of(behind_filtered),
+        When(Q(workflow_names=[], event_types=[]), then=_count_of(behind, cap)),
+        default=_count_of(behind_filtered, cap),
     )
     rows = (
         consumers.annotate(lag=lag)
@@ -259,7 +262,16 @@ def consumer_lags(*, name: str | None = None) -> list[ConsumerLag]:
     ]
 
 
-def _count_of(events: QuerySet[Event]) -> Subquery:
+class _BoundedCount(Subquery):
+    """The number of rows of a subquery (itself limited)."""
+
+    template = "(SELECT COUNT(*) FROM (%(subquery)s) behind)"
+    output_field = IntegerField()
+
+
+def _count_of(events: QuerySet[Event], cap: int | None = None) -> Subquery:
+    if cap is not None:
+        return _BoundedCount(events.order_by().values("id")[: cap + 1])
     return Subquery(
         events.order_by().annotate(count=Func(F("id"), function="COUNT")).values("count")
     )
