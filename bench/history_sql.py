@@ -355,7 +355,13 @@ def fill(
                 ):
                     insert_select(
                         run_tag,
-                        {"run_id": dialect.uuid(salt, "r.n"), "key": f"'{key}'", "value": value},
+                        {
+                            "run_id": dialect.uuid(salt, "r.n"),
+                            "key": f"'{key}'",
+                            "value": value,
+                            # The run's own creation time, which the tag filter reads.
+                            "created_at": run_exprs["created_at"],
+                        },
                         ctes,
                         "r",
                     )
