@@ -97,9 +97,9 @@ def checked_tags(value: Any, *, field: str = "tags") -> dict[str, str]:
     if found is not None:
         problem, tag = found
         raise InvalidInput(f"{field}: {problem}", field=field, tag=tag)
-    problem = count_problem(value, field=field)
-    if problem is not None:
-        raise InvalidInput(problem, field=field)
+    too_many = count_problem(value, field=field)
+    if too_many is not None:
+        raise InvalidInput(too_many, field=field)
     return dict(sorted(value.items()))
 
 

@@ -74,7 +74,7 @@ def list_runs(
     that is no valid key and value (:mod:`workflows.tags`) is :class:`InvalidInput`
     naming it; it could match no run.
     """
-    runs = Run.objects.only(*_SUMMARY_FIELDS).order_by("-created_at", "-id")
+    runs: QuerySet[Run] = Run.objects.only(*_SUMMARY_FIELDS).order_by("-created_at", "-id")
     if workflow:
         runs = runs.filter(workflow_name=workflow)
     if status:

@@ -27,7 +27,7 @@ index probe per distinct key (value) offered, however many runs carry them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from django.db import connections, router
 from django.db.models import F, Model, QuerySet
@@ -75,7 +75,7 @@ def _is_rare(key: str, value: str) -> bool:
     return rows.count() <= RARE_TAG_RUNS
 
 
-def _loose_scan(select: str, stepped: str, params: list[object], limit: int) -> list[str]:
+def _loose_scan(select: str, stepped: str, params: list[Any], limit: int) -> list[str]:
     """The distinct values of column ``stepped`` that ``select`` finds one at a time
     (``%(after)s`` is where "past the previous one" goes), in order, at most ``limit``:
     a recursive query, one index probe each."""
