@@ -1,7 +1,8 @@
-"""Shared fixtures and hooks: the xdist group of the tests that start processes, the
-wake-up listeners stopped before the test database is dropped, concurrent calls, long
-polls without a backstop, definitions taken out of the registry, a recording executor,
-and the reset of the shared test handlers. The plain helpers the modules share (threads,
+"""Shared fixtures and hooks: the xdist groups (the tests that start processes; the long
+test transactions and the consumers' waits), the wake-up listeners stopped before the
+test database is dropped, concurrent calls, long polls without a backstop, definitions
+taken out of the registry, a recording executor, and the reset of the shared test
+handlers. The plain helpers the modules share (threads,
 users, builders) are in ``tests/support/``."""
 
 from __future__ import annotations
@@ -18,6 +19,19 @@ from workflows.definitions import Workflow, registry
 
 PROCESS_DIRECTORIES = ("acceptance", "install")
 PROCESS_MARKERS = ("acceptance", "processes")
+# On PostgreSQL an event consumer reads only below the cluster's visibility horizon
+# (workflows/queries/event_cursor.py), which a transaction open on any database of the
+# server holds back. The tests that hold one for a minute or more (the ``slow`` ones, the
+# model-based test: each runs in one test transaction) and the tests that wait on a
+# consumer's cursor form one group, run one after another: a consumer's wait in one
+# worker never outlasts its timeout behind another worker's long test transaction.
+HORIZON_MODULES = (
+    "tests/engine/model_based/",
+    "tests/services/test_consumers.py",
+    "tests/services/test_consumer_filters.py",
+    "tests/api/test_events_api.py",
+    "tests/api/test_consumers_api.py",
+)
 
 
 @pytest.hookimpl(trylast=True)
@@ -26,7 +40,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     real processes (markers ``acceptance`` and ``processes``) form one group that a single
     worker runs one after another: several worker clusters at once on a small machine
     would starve each other and turn their time bounds into noise. The other workers run
-    the in-process tests beside them. ``trylast``: the directories' hooks mark first."""
+    the in-process tests beside them; so do the long test transactions and the consumers'
+    waits (``HORIZON_MODULES``). ``trylast``: the directories' hooks mark first."""
     if not config.pluginmanager.hasplugin("xdist"):
         return
     for item in items:
@@ -34,6 +49,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         in_process_dirs = any(f"tests/{name}/" in path for name in PROCESS_DIRECTORIES)
         if in_process_dirs or any(item.get_closest_marker(name) for name in PROCESS_MARKERS):
             item.add_marker(pytest.mark.xdist_group("processes"))
+        elif item.get_closest_marker("slow") or any(part in path for part in HORIZON_MODULES):
+            item.add_marker(pytest.mark.xdist_group("event_horizon"))
 
 
 @pytest.fixture(scope="session")
