@@ -48,6 +48,7 @@ from workflows import (
     PermanentError,
     Retry,
     RevokedLease,
+    SubWorkflow,
     Task,
     WaitForSignal,
     Workflow,
@@ -217,8 +218,36 @@ class MbFan(Workflow):
     done = Task(H, retry=TWICE)
 
 
+class MbBatch(Workflow):
+    """A fan-out whose items are leased and recorded two at a time."""
+
+    name = "mb_batch"
+    fan = FanOut(H, items=two_items, batch_size=2, retry=TWICE)
+    done = Task(H, retry=TWICE)
+
+
+class MbParent(Workflow):
+    """A child run (of ``mb_one``) after a step: it starts with its parent's tags."""
+
+    name = "mb_parent"
+    first = Task(H, retry=TWICE)
+    child = SubWorkflow("mb_one")
+
+
 WORKFLOWS: dict[str, type[Workflow]] = {
-    cls.name: cls for cls in (MbOne, MbChain, MbGate, MbSignal, MbLoop, MbFan, MbAwait, MbExternal)
+    cls.name: cls
+    for cls in (
+        MbOne,
+        MbChain,
+        MbGate,
+        MbSignal,
+        MbLoop,
+        MbFan,
+        MbAwait,
+        MbExternal,
+        MbBatch,
+        MbParent,
+    )
 }
 # The steps each step waits for (the definitions are sequences).
 PREDECESSORS: dict[str, dict[str, str]] = {
@@ -541,8 +570,9 @@ class EngineMachine(RuleBasedStateMachine):
     def finish_held(self, data: st.DataObject, outcome: str) -> None:
         held = data.draw(st.sampled_from(self.seen.held), label="held")
         self.seen.held.remove(held)
-        # Its write lands with its completion only while it still holds the lease.
+        # Its writes land with its completion only while it still holds the lease.
         held.lease.variable_patches.append({"held": held.step_id})
+        held.lease.tag_patches.append({"region": "held"})
         if outcome == "ok":
             self.call(complete_work, held.lease, {"ok": True})
         else:
@@ -1003,6 +1033,29 @@ class EngineMachine(RuleBasedStateMachine):
                 if all(tags.get(key) == value for key, value in wanted.items())
             }
             assert found == expected, (wanted, found, expected)
+
+    @invariant()
+    def each_tag_commit_is_one_attempts_patches_and_children_copy_their_parent(self) -> None:
+        """A ``run.tags_set`` of an attempt carries that attempt's patches only: one (the
+        handlers and held leases here set tags once an attempt), never another item's of
+        the same batch nor a failed attempt's. A child run starts with its parent's tags
+        as they were when it started: the tags of the parent's last ``run.tags_set``
+        before the child's first event."""
+        sets = Event.objects.filter(type="run.tags_set").order_by("id")
+        for payload in sets.values_list("payload", flat=True):
+            if payload["step"] is not None:
+                assert len(payload["patches"]) == 1, payload
+        for child_id, parent_id in Run.objects.filter(parent_run__isnull=False).values_list(
+            "id", "parent_run_id"
+        ):
+            first = Event.objects.filter(run_id=child_id).order_by("id").first()
+            assert first is not None
+            parent_sets = sets.filter(run_id=parent_id, id__lt=first.pk)
+            parent_last = parent_sets.values_list("payload", flat=True).last()
+            inherited = parent_last["tags"] if parent_last else {}
+            own = sets.filter(run_id=child_id).values_list("payload", flat=True)
+            started_with = next((p["tags"] for p in own if p["step"] is None), {})
+            assert started_with == inherited, (child_id, inherited, started_with)
 
     @invariant()
     def dismissed_runs_are_ended_and_out_of_the_default_lists(self) -> None:
