@@ -657,7 +657,10 @@ class EngineMachine(RuleBasedStateMachine):
                 if outcome == "heartbeat":
                     workflows.heartbeat_external(held.token)
                 elif outcome == "ok":
-                    workflows.complete_external(held.token, {"ok": True})
+                    # Its tags land with its output only while the lease is its step's.
+                    workflows.complete_external(
+                        held.token, {"ok": True}, tags={"region": "outside"}
+                    )
                 else:
                     workflows.fail_external(held.token, "outside", permanent=outcome == "permanent")
         except LeaseLost:
