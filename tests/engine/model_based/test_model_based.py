@@ -111,8 +111,11 @@ def revoke_lease(step: Step, attempt: int, round_: int) -> RevokedLease:
 
 # -- the workflows and their handler ---------------------------------------------------
 
-# What the next handler call does: "ok", "transient" (retried) or "permanent".
+# What the next handler call does: "ok", "transient" (retried) or "permanent"; with
+# ``ONLY_FIRST``, only the next call does it and the calls after it succeed (the items
+# of one batch then end differently).
 OUTCOME = {"next": "ok"}
+ONLY_FIRST = {"on": False}
 # The patch of the run's variables the next handler call writes first, if any.
 WRITES: dict[str, dict[str, Any] | None] = {"next": None}
 # Patches a step may write: set, nest, replace a list, remove.
@@ -140,6 +143,8 @@ def handle(ctx: Any) -> dict[str, Any]:
     if TAGGING["next"] is not None:
         ctx.set_tags(TAGGING["next"])
     outcome = OUTCOME["next"]
+    if ONLY_FIRST["on"]:
+        OUTCOME["next"] = "ok"
     if outcome == "transient":
         raise RuntimeError("transient failure on purpose")
     if outcome == "permanent":
@@ -529,6 +534,39 @@ class EngineMachine(RuleBasedStateMachine):
         """Run one ready unit whose handler sets ``patch`` of its run's tags, then
         succeeds or fails as ``outcome`` says (a failed attempt's tags must not land)."""
         self.run_one_unit_patching(TAGGING, patch, data, outcome)
+
+    @rule(data=st.data(), outcome=st.sampled_from(OUTCOMES), patch=st.sampled_from(TAG_PATCHES))
+    def run_a_batch_setting_tags(
+        self, data: st.DataObject, outcome: str, patch: dict[str, str | None]
+    ) -> None:
+        """Run a batch of ready items of the batched fan-out (of a run started for it if
+        none has any), each item's handler setting ``patch``; the first ends as
+        ``outcome`` says, the others succeed: each item commits its own patch, and a
+        failed item's none."""
+        ready = self.ready_batch_items()
+        if not ready:
+            with on_commit():
+                self.seen.runs.append(workflows.start_run(MbBatch, {}, tags=TAG_SETS[1]))
+            ready = self.ready_batch_items()
+        item = data.draw(st.sampled_from(ready), label="item")
+        item_kind = next(kind for kind in WORK_KINDS if kind.model is FanOutItem)
+        TAGGING["next"], OUTCOME["next"], ONLY_FIRST["on"] = patch, outcome, True
+        try:
+            with on_commit():
+                execute(item_kind, item, owner="model", chain=False)
+        finally:
+            TAGGING["next"], OUTCOME["next"], ONLY_FIRST["on"] = None, "ok", False
+
+    def ready_batch_items(self) -> list[int]:
+        """The ready items of the batched fan-out's runs that a worker may claim."""
+        return list(
+            FanOutItem.objects.filter(
+                status=StepStatus.READY, held_on="", step__run__workflow_name=MbBatch.name
+            )
+            .exclude(step__run__status__in=RUN_HELD)
+            .order_by("id")
+            .values_list("id", flat=True)
+        )
 
     def run_one_unit_patching(
         self, patches: dict[str, Any], patch: Any, data: st.DataObject, outcome: str
