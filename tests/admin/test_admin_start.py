@@ -8,9 +8,10 @@ import json
 
 import pytest
 from django.urls import reverse
+from django.utils.html import escape
 
 from tests.admin.admin_console import notes, staff
-from workflows.models import Run
+from workflows.models import Run, RunTag
 
 pytestmark = pytest.mark.django_db
 
@@ -97,3 +98,39 @@ def test_a_workflow_without_an_example_starts_from_an_empty_object(starter):
     page = starter.get(reverse(START), {"workflow": "console_checkout"})
     assert json.loads(page.context["form"]["input"].value()) == {}
     assert b'id="input-example"' not in page.content
+
+
+def test_the_start_form_tags_the_run_from_key_value_lines(starter):
+    posted = {
+        "workflow": "order_fulfilment",
+        "input": json.dumps(ORDER),
+        "tags": "customer=acme\r\n\r\n  region=eu  \r\nnote=a=b",
+    }
+    response = starter.post(reverse(START), posted)
+    assert response.status_code == 302, notes(response)
+    run = Run.objects.get()
+    assert run.tags == {"customer": "acme", "note": "a=b", "region": "eu"}
+    assert dict(RunTag.objects.filter(run=run).values_list("key", "value")) == run.tags
+
+
+@pytest.mark.parametrize(
+    ("tags", "error"),
+    [
+        ("Customer=acme", "tag 'Customer=acme': tag key 'Customer' must match"),
+        ("customer", "tag 'customer' must be key=value, e.g. customer=acme"),
+        ("customer=" + "x" * 256, "the limit is 255"),
+        ("customer=a\nCustomer=b", "tag key 'Customer' must match"),
+        ("customer=a\ncustomer=b", "tag 'customer' is given twice ('a' and 'b')"),
+        ("\n".join(f"k{n}=v" for n in range(33)), "33 tags; a run has at most 32"),
+    ],
+)
+def test_a_bad_tag_in_the_start_form_is_a_form_error_naming_it_and_starts_nothing(
+    starter, tags, error
+):
+    posted = {"workflow": "order_fulfilment", "input": json.dumps(ORDER), "tags": tags}
+    page = starter.post(reverse(START), posted)
+    assert page.status_code == 200
+    [message] = page.context["form"].errors["tags"]
+    assert error in message
+    assert escape(message) in page.content.decode()  # shown on the form
+    assert not Run.objects.exists()

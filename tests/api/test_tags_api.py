@@ -11,10 +11,12 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import workflows
 from tests.support.handlers import WORK
+from tests.support.workflows import Work
 from workflows import Task, Workflow
-from workflows.models import Run, RunTag
+from workflows.models import Event, Flow, Run, RunTag, Step
 
 from .test_api_basics import assert_error
+from .test_work_api import claimed, post, started, worker  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.django_db
 
@@ -129,3 +131,131 @@ def test_any_tag_values_are_a_200_or_a_400_naming_tag(api, values):
     assert response.status_code in (200, 400), response.content
     if response.status_code == 400:
         assert "tag" in response.json()["error"]["details"]
+
+
+# Flows: tags given when a flow is created and when a member is added.
+
+
+def test_a_flow_created_with_tags_shows_them_and_its_members_inherit_them(api):
+    created = api("starter").post(
+        "/api/flows/", {"name": "nightly", "tags": {"customer": "acme"}}, format="json"
+    )
+    assert created.status_code == 201, created.content
+    flow = created.json()
+    assert flow["tags"] == {"customer": "acme"}
+    add = f"/api/flows/{flow['id']}/members/"
+    inherited = api("starter").post(add, {"workflow": Work.name, "member": "a"}, format="json")
+    assert inherited.status_code == 201, inherited.content
+    assert inherited.json()["tags"] == {"customer": "acme"}
+    own = api("starter").post(
+        add, {"workflow": Work.name, "member": "b", "tags": {"team": "ops"}}, format="json"
+    )
+    assert own.status_code == 201, own.content
+    assert own.json()["tags"] == {"team": "ops"}
+    assert RunTag.objects.filter(run_id=own.json()["id"]).count() == 1
+    listed = api("viewer").get("/api/flows/").json()["results"]
+    assert listed[0]["tags"] == {"customer": "acme"}
+    assert api("viewer").get(f"/api/flows/{flow['id']}/").json()["tags"] == {"customer": "acme"}
+
+
+@pytest.mark.parametrize(
+    ("tags", "problem"),
+    [
+        ({"Customer": "acme"}, "tag key 'Customer' must match"),
+        ({"customer": 1}, "tag 'customer' must be a string"),
+        ({f"k{n}": "v" for n in range(33)}, "at most 32"),
+    ],
+)
+def test_a_flow_or_member_with_bad_tags_is_a_400_naming_the_tag_and_writes_nothing(
+    api, tags, problem
+):
+    error = assert_error(
+        api("starter").post("/api/flows/", {"name": "n", "tags": tags}, format="json"),
+        400,
+        "invalid_input",
+    )
+    assert problem in error["message"] and error["details"]["field"] == "tags"
+    assert not Flow.objects.exists()
+    flow = workflows.create_flow("n")
+    error = assert_error(
+        api("starter").post(
+            f"/api/flows/{flow.pk}/members/",
+            {"workflow": Work.name, "member": "a", "tags": tags},
+            format="json",
+        ),
+        400,
+        "invalid_input",
+    )
+    assert problem in error["message"] and error["details"]["field"] == "tags"
+    assert not Run.objects.exists()
+
+
+# External workers: a completion may carry a patch of the run's tags.
+
+
+def test_an_external_worker_completes_with_a_patch_of_the_tags(worker):  # noqa: F811
+    run = started(tags={"customer": "acme", "draft": "yes"})
+    job = claimed(worker)
+    body = {"lease": job["lease"], "output": 2, "tags": {"printer": "p-7", "draft": None}}
+    done = post(worker, "complete", body)
+    assert done.status_code == 200, done.content
+    run.refresh_from_db()
+    assert run.tags == {"customer": "acme", "printer": "p-7"}
+    assert dict(RunTag.objects.filter(run=run).values_list("key", "value")) == run.tags
+    write = Event.objects.filter(run=run, type="run.tags_set").latest("id").payload
+    assert (write["step"], write["attempt"], write["patches"]) == (
+        "print_labels",
+        1,
+        [{"printer": "p-7", "draft": None}],
+    )
+    assert [row["id"] for row in workflows.list_runs(tags={"printer": "p-7"})] == [str(run.pk)]
+
+
+@pytest.mark.parametrize(
+    ("patch", "problem"),
+    [
+        ({"Printer": "p-7"}, "tag key 'Printer' must match"),
+        ({"printer": 7}, "tag 'printer' must be a string"),
+        (["printer"], "tags must be a dict"),
+        ({f"k{n}": "v" for n in range(32)}, "33 tags; a run has at most 32"),
+    ],
+)
+def test_an_external_workers_bad_tags_are_a_400_and_write_nothing(
+    worker,  # noqa: F811
+    patch: Any,
+    problem: str,
+):
+    run = started(tags={"customer": "acme"})
+    job = claimed(worker)
+    response = post(worker, "complete", {"lease": job["lease"], "output": 1, "tags": patch})
+    error = assert_error(response, 400, "invalid_input")
+    assert problem in error["message"]
+    assert error["details"]["field"] == "tags"
+    step = Step.objects.get(run=run)
+    assert (step.status, step.output) == ("running", None)  # still the worker's
+    run.refresh_from_db()
+    assert run.tags == {"customer": "acme"}
+    assert RunTag.objects.filter(run=run).count() == 1
+    again = post(worker, "complete", {"lease": job["lease"], "output": 1})
+    assert again.status_code == 200, again.content
+
+
+def test_a_stale_workers_tags_are_refused_with_its_completion(worker):  # noqa: F811
+    run = started(tags={"customer": "acme"})
+    job = claimed(worker)
+    workflows.revoke_lease(Step.objects.get(run=run), expected_attempt=1, reason="wedged")
+    response = post(worker, "complete", {"lease": job["lease"], "output": 1, "tags": {"x": "y"}})
+    assert_error(response, 409, "lease_lost")
+    run.refresh_from_db()
+    assert run.tags == {"customer": "acme"}
+    assert workflows.list_runs(tags={"x": "y"}) == []
+
+
+def test_the_schema_documents_the_flows_and_completions_tags(api):
+    schema = api("viewer").get("/api/schema/?format=json").json()["components"]["schemas"]
+    assert schema["CreateFlowRequest"]["properties"]["tags"]["maxProperties"] == 32
+    assert "tags" in schema["AddMemberRequest"]["properties"]
+    assert "tags" in schema["FlowDetail"]["properties"]
+    assert "tags" in schema["Flow"]["properties"]
+    patch = schema["WorkCompleteRequest"]["properties"]["tags"]
+    assert patch["additionalProperties"]["nullable"] is True

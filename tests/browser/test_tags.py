@@ -52,6 +52,9 @@ def test_finding_runs_by_tag_in_chromium(new_page):
     assert sorted(row_ids(page)) == sorted(str(run.pk)[:8] for run in acme)
     first_row = page.locator("#result_list tbody tr").first
     assert "customer acme" in first_row.locator(".wf-tags").inner_text()
+    # The chips wrap inline: a row's two chips share one line, not one a line.
+    tops = {round(chip.bounding_box()["y"]) for chip in first_row.locator(".wf-tag").all()}
+    assert len(tops) == 1, tops
 
     opened = first_row.locator("th.field-short_id a").inner_text()
     first_row.locator("th.field-short_id a").click()

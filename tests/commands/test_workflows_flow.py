@@ -180,6 +180,30 @@ def test_create_makes_an_open_flow_once_per_key():
     assert Flow.objects.count() == 2
 
 
+def test_create_and_add_take_tags_the_members_start_with():
+    made = run_json("create", "orders", "--tag", "customer=acme", "--tag", "region=eu")
+    assert made["tags"] == {"customer": "acme", "region": "eu"}
+    flow = Flow.objects.get(pk=made["id"])
+    inherited = run_json("add", str(flow.pk), Work.name, "--member", "a")
+    own = run_json("add", str(flow.pk), Work.name, "--member", "b", "--tag", "team=ops")
+    assert Run.objects.get(pk=inherited["run"]["id"]).tags == {"customer": "acme", "region": "eu"}
+    assert Run.objects.get(pk=own["run"]["id"]).tags == {"team": "ops"}
+    assert run_json("show", str(flow.pk))["tags"] == {"customer": "acme", "region": "eu"}
+
+
+@pytest.mark.parametrize(
+    ("tag", "message"),
+    [
+        ("Customer=acme", "tag key 'Customer' must match"),
+        ("customer", "must be key=value, e.g. customer=acme"),
+    ],
+)
+def test_a_bad_tag_of_a_flow_is_refused_naming_it_and_makes_nothing(tag, message):
+    with pytest.raises(CommandError, match=re.escape(message)):
+        call_command("workflows_flow", "create", "orders", "--tag", tag)
+    assert not Flow.objects.exists()
+
+
 def test_add_starts_a_free_member_and_blocks_one_behind_another():
     flow = workflows.create_flow("build", key="build-1")
     first = run_command("add", "--key", "build-1", Waits.name, "--member", "extract")

@@ -28,6 +28,7 @@ from workflows import services
 from workflows.admin.actions import REFUSALS, refusal_text
 from workflows.admin.deadline_field import DEADLINE_FORMS, DeadlineField
 from workflows.admin.graph import graph_steps, step_graph_svg
+from workflows.admin.tags import TagsField
 from workflows.definitions import Workflow, registry
 from workflows.models import Run
 from workflows.status import RunTrigger
@@ -71,6 +72,11 @@ class StartForm(forms.Form):
         required=False,
         widget=forms.Textarea(attrs={"rows": 3, "cols": 70}),
         help_text="Optional: the run's first variables, a JSON object its steps read and change.",
+    )
+    tags = TagsField(
+        help_text="Optional: tags to find the run by, one key=value a line (customer=acme); "
+        "keys are a lowercase letter then up to 63 of a-z 0-9 _ . -, values at most 255 "
+        "characters, at most 32 tags.",
     )
 
     def __init__(self, *args: Any, names: list[str], **kwargs: Any) -> None:
@@ -181,6 +187,7 @@ def _start(
             variables=data.get("variables"),
             title=data["title"],
             trigger=RunTrigger.ADMIN,
+            tags=data.get("tags"),
         )
     except REFUSALS as error:
         messages.error(request, f"The run was not started: {refusal_text(error)}")

@@ -1,4 +1,5 @@
-"""The runs list's filter by tag, and tags shown as chips (the list's rows, the run page).
+"""The runs list's filter by tag, tags shown as chips (the list's rows, the run page),
+and the start form's tags field (:class:`TagsField`: ``key=value`` lines).
 
 Two filters that work as one: "tag key" offers the keys in use (``?tag_key=customer``,
 the runs that carry the key at all); once a key is chosen, "tag: customer" offers that
@@ -17,8 +18,10 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
+from django import forms
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
+from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
@@ -27,13 +30,13 @@ from django.utils.safestring import SafeString
 from workflows.errors import InvalidInput
 from workflows.models import Run, RunTag
 from workflows.queries.tags import tag_keys, tag_values, tagged
-from workflows.tags import key_problem, parse_tag
+from workflows.tags import checked_tags, key_problem, parse_tag, parse_tags
 
 if TYPE_CHECKING:
     from django.contrib.admin.filters import _ListFilterChoices
     from django.contrib.admin.views.main import ChangeList
 
-__all__ = ["TagFilter", "TagKeyFilter", "tag_chips"]
+__all__ = ["TagFilter", "TagKeyFilter", "TagsField", "tag_chips"]
 
 CHIPS_IN_A_ROW = 3
 """The most chips a row of the runs list shows; the others are counted (``+2``)."""
@@ -138,6 +141,30 @@ class TagFilter(admin.SimpleListFilter):
                 ),
                 "display": title,
             }
+
+
+class TagsField(forms.CharField):
+    """A run's tags as ``key=value`` lines (each line stripped, blank lines ignored; the
+    value is what follows the first ``=``), checked by the rules every surface shares
+    (:mod:`workflows.tags`): a bad line is a form error naming it, so nothing is
+    started. Cleans to a dict, or ``None`` when no line is given."""
+
+    widget = forms.Textarea(attrs={"rows": 3, "cols": 70, "placeholder": "customer=acme"})
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("strip", False)
+        super().__init__(**kwargs)
+
+    def clean(self, value: Any) -> dict[str, str] | None:
+        text = super().clean(value) or ""
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        if not lines:
+            return None
+        try:
+            return checked_tags(parse_tags(lines, separator="=", field="tag"))
+        except InvalidInput as refused:
+            raise ValidationError(refused.message, code="invalid") from None
 
 
 def tag_chips(

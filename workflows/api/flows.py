@@ -149,7 +149,9 @@ class FlowViewSet(mixins.ListModelMixin, FlowsiteViewSet):
     def create(self, request: Request) -> Response:
         """Create an open flow; with a ``key`` seen before, that same flow (200)."""
         body = validated(request.data, CreateFlowSerializer)
-        made = flow_verbs.create_flow_once(body["name"], key=body.get("key"), user=request.user)
+        made = flow_verbs.create_flow_once(
+            body["name"], key=body.get("key"), user=request.user, tags=body.get("tags")
+        )
         # 201 only for the request whose insert created the flow, even under a race.
         return flow_detail(made.value, status=201 if made.created else 200)
 
@@ -181,6 +183,7 @@ class FlowViewSet(mixins.ListModelMixin, FlowsiteViewSet):
                 after=body["after"],
                 join=body["join"],
                 user=request.user,
+                tags=body.get("tags"),
             )
         except DefinitionMissing as exc:
             raise APIError(404, "workflow_not_found", exc.message, exc.details) from exc

@@ -15,7 +15,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from workflows.api.serializers_runs import JSONObjectField, StrictInteger
+from workflows.api.serializers_runs import JSONObjectField, StrictInteger, TagsObjectField
 from workflows.api.strict import StrictCharField, StrictSerializer
 from workflows.engine.flows.close import CancelPolicy
 from workflows.engine.flows.joins import JoinSpec
@@ -72,6 +72,11 @@ class CreateFlowSerializer(StrictSerializer):
         help_text="your own unique key: creating a flow with a key seen before returns that "
         "flow (200) when the name is the same, else 409 idempotency_conflict",
     )
+    tags = TagsObjectField(
+        required=False,
+        help_text="the tags its members start with unless given their own: keys "
+        "`^[a-z][a-z0-9_.-]{0,63}$`, values strings of at most 255 characters, at most 32",
+    )
 
 
 class AddMemberSerializer(StrictSerializer):
@@ -89,6 +94,10 @@ class AddMemberSerializer(StrictSerializer):
         help_text="members this one waits for (edges staged with it)",
     )
     join = JoinField(required=False, default=JoinKind.ALL.value)
+    tags = TagsObjectField(
+        required=False,
+        help_text="the member's own tags, replacing the flow's whole (default: the flow's)",
+    )
 
 
 class AddEdgeSerializer(StrictSerializer):
@@ -131,6 +140,7 @@ class FlowSerializer(serializers.ModelSerializer):
     summary = serializers.DictField(
         help_text="once ended: the members that did not complete, by status"
     )
+    tags = TagsObjectField(help_text="the tags its members start with unless given their own")
 
     class Meta:
         model = Flow
@@ -143,6 +153,7 @@ class FlowSerializer(serializers.ModelSerializer):
             "members",
             "unfinished",
             "summary",
+            "tags",
             "created_at",
             "updated_at",
             "finished_at",
@@ -180,6 +191,7 @@ class FlowDetailSerializer(serializers.Serializer):
     summary = serializers.DictField(
         help_text="once ended: the members that did not complete, by status"
     )
+    tags = TagsObjectField(help_text="the tags its members start with unless given their own")
     created_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
     counts = serializers.DictField(

@@ -134,6 +134,19 @@ class WorkHeartbeatSerializer(StrictSerializer):
     )
 
 
+@extend_schema_field(
+    {
+        "type": "object",
+        "additionalProperties": {"type": "string", "maxLength": 255, "nullable": True},
+        "example": {"printer": "p-7", "draft": None},
+    }
+)
+class TagsPatchField(serializers.JSONField):
+    """A patch of a run's tags: keys matching ``^[a-z][a-z0-9_.-]{0,63}$``, each set to a
+    string of at most 255 characters or to ``null`` (removed); anything else is refused
+    by the engine (400 ``invalid_input`` naming the tag)."""
+
+
 class WorkCompleteSerializer(StrictSerializer):
     lease = _lease()
     output = serializers.JSONField(allow_null=True, help_text="the step's output (any JSON)")
@@ -141,6 +154,12 @@ class WorkCompleteSerializer(StrictSerializer):
         required=False,
         help_text="a JSON merge patch of the run's variables, committed with the output "
         "(as ctx.set_variables); past MAX_VARIABLES_BYTES: 400 invalid_input, nothing written",
+    )
+    tags = TagsPatchField(
+        required=False,
+        help_text="a patch of the run's tags (a value null removes the key), committed with "
+        "the output (as ctx.set_tags); a bad tag or more than 32 tags: 400 invalid_input "
+        "naming the tag, nothing written",
     )
 
 

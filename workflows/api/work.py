@@ -125,7 +125,12 @@ class WorkViewSet(LongPollViews, FlowsiteViewSet):
         """Record the output and move the run on; the same output again is a
         ``duplicate``, another one a 409."""
         body = validated(request.data, WorkCompleteSerializer)
-        written = complete_external(body["lease"], body["output"], variables=body.get("variables"))
+        written = complete_external(
+            body["lease"],
+            body["output"],
+            variables=body.get("variables"),
+            tags=body.get("tags"),
+        )
         return Response(WorkCompleteAnswerSerializer({"duplicate": not written}).data)
 
     @_verb(

@@ -57,10 +57,13 @@ class Lease:
     renewed_at: float = field(default_factory=time.monotonic)
     # The handler's ``ctx.set_variables`` patches, in call order: committed with the
     # attempt's outcome (workflows.engine.variables), fenced like it.
-    variable_patches: list[dict[str, Any]] = field(default_factory=list)
+    # Not an argument: each lease starts with its own empty list, so a lease made from
+    # another by ``dataclasses.replace`` (each item of a batch from the batch's template)
+    # never shares the patches of another attempt.
+    variable_patches: list[dict[str, Any]] = field(default_factory=list, init=False)
     # The handler's ``ctx.set_tags`` patches, in call order: committed with the attempt's
-    # outcome (workflows.engine.tags), fenced like it.
-    tag_patches: list[dict[str, str | None]] = field(default_factory=list)
+    # outcome (workflows.engine.tags), fenced like it; its own list, as above.
+    tag_patches: list[dict[str, str | None]] = field(default_factory=list, init=False)
 
     @property
     def node(self) -> LeasedNode:

@@ -73,6 +73,7 @@ class FlowGraph:
             "status": flow.status,
             "revision": flow.revision,
             "summary": flow.summary,
+            "tags": flow.tags,
             "created_at": flow.created_at.isoformat(),
             "finished_at": flow.finished_at.isoformat() if flow.finished_at else None,
             "counts": self.counts,

@@ -38,12 +38,14 @@ from workflows.engine.failures import AttemptTimedOut
 from workflows.engine.outcomes import fail_attempt
 from workflows.engine.scope import fail_missing_definition
 from workflows.engine.sql.rows import completed_outputs
+from workflows.engine.tags import TagsRefused
 from workflows.engine.telemetry import FrameBudget
 from workflows.engine.variables import VariablesRefused
 from workflows.errors import InvalidInput, PermanentError
 from workflows.models import Frame
 from workflows.queries.long_poll import long_poll
 from workflows.status import FailureClass, FrameStream
+from workflows.tags import patch_problem
 from workflows.text.owners import EXTERNAL_OWNER
 from workflows.validation import check_json
 from workflows.variables import object_problem
@@ -253,7 +255,13 @@ def _attempt_budget(lease: Lease) -> FrameBudget:
     return budget
 
 
-def complete_external(lease: str, output: Any, *, variables: dict[str, Any] | None = None) -> bool:
+def complete_external(
+    lease: str,
+    output: Any,
+    *,
+    variables: dict[str, Any] | None = None,
+    tags: dict[str, str | None] | None = None,
+) -> bool:
     """Record ``output`` (JSON) as the attempt's result and move the run on.
 
     Returns ``False`` when the attempt had already completed with the same output (a
@@ -267,6 +275,13 @@ def complete_external(lease: str, output: Any, *, variables: dict[str, Any] | No
     that would take the variables past ``MAX_VARIABLES_BYTES``, raises
     :class:`~workflows.InvalidInput` (``field "variables"``) and nothing is written:
     the attempt still holds its lease.
+
+    ``tags``: a patch of the run's tags (a value ``None`` removes its key), committed
+    with the output as a Python handler's ``ctx.set_tags`` is (a ``run.tags_set`` event
+    naming the step), fenced by the lease like the output. A bad key or value, or a
+    patch that would give the run more than 32 tags as committed by then, raises
+    :class:`~workflows.InvalidInput` (``field "tags"``, naming the tag) and nothing is
+    written: the attempt still holds its lease.
     """
     checked = check_json(output, field="output", error=InvalidInput)
     patches = []
@@ -275,10 +290,23 @@ def complete_external(lease: str, output: Any, *, variables: dict[str, Any] | No
         if problem is not None:
             raise InvalidInput(problem, field="variables")
         patches.append(variables)
+    tag_patches = [] if tags is None else [_checked_tag_patch(tags)]
     try:
-        return not complete_external_lease(lease, checked, patches).duplicate
+        return not complete_external_lease(lease, checked, patches, tag_patches).duplicate
     except VariablesRefused as refused:
         raise InvalidInput(str(refused), field="variables") from None
+    except TagsRefused as refused:
+        raise InvalidInput(str(refused), field="tags") from None
+
+
+def _checked_tag_patch(tags: Any) -> dict[str, str | None]:
+    """``tags`` as a patch of a run's tags, or :class:`InvalidInput` naming the tag;
+    the 32-tag limit is checked at the commit, against the tags committed by then."""
+    found = patch_problem(tags, removals=True)
+    if found is not None:
+        problem, tag = found
+        raise InvalidInput(f"tags: {problem}", field="tags", tag=tag)
+    return dict(tags)
 
 
 def fail_external(

@@ -48,6 +48,7 @@ from workflows import (
     PermanentError,
     Retry,
     RevokedLease,
+    SubWorkflow,
     Task,
     WaitForSignal,
     Workflow,
@@ -110,8 +111,11 @@ def revoke_lease(step: Step, attempt: int, round_: int) -> RevokedLease:
 
 # -- the workflows and their handler ---------------------------------------------------
 
-# What the next handler call does: "ok", "transient" (retried) or "permanent".
+# What the next handler call does: "ok", "transient" (retried) or "permanent"; with
+# ``ONLY_FIRST``, only the next call does it and the calls after it succeed (the items
+# of one batch then end differently).
 OUTCOME = {"next": "ok"}
+ONLY_FIRST = {"on": False}
 # The patch of the run's variables the next handler call writes first, if any.
 WRITES: dict[str, dict[str, Any] | None] = {"next": None}
 # Patches a step may write: set, nest, replace a list, remove.
@@ -139,6 +143,8 @@ def handle(ctx: Any) -> dict[str, Any]:
     if TAGGING["next"] is not None:
         ctx.set_tags(TAGGING["next"])
     outcome = OUTCOME["next"]
+    if ONLY_FIRST["on"]:
+        OUTCOME["next"] = "ok"
     if outcome == "transient":
         raise RuntimeError("transient failure on purpose")
     if outcome == "permanent":
@@ -217,8 +223,36 @@ class MbFan(Workflow):
     done = Task(H, retry=TWICE)
 
 
+class MbBatch(Workflow):
+    """A fan-out whose items are leased and recorded two at a time."""
+
+    name = "mb_batch"
+    fan = FanOut(H, items=two_items, batch_size=2, retry=TWICE)
+    done = Task(H, retry=TWICE)
+
+
+class MbParent(Workflow):
+    """A child run (of ``mb_one``) after a step: it starts with its parent's tags."""
+
+    name = "mb_parent"
+    first = Task(H, retry=TWICE)
+    child = SubWorkflow("mb_one")
+
+
 WORKFLOWS: dict[str, type[Workflow]] = {
-    cls.name: cls for cls in (MbOne, MbChain, MbGate, MbSignal, MbLoop, MbFan, MbAwait, MbExternal)
+    cls.name: cls
+    for cls in (
+        MbOne,
+        MbChain,
+        MbGate,
+        MbSignal,
+        MbLoop,
+        MbFan,
+        MbAwait,
+        MbExternal,
+        MbBatch,
+        MbParent,
+    )
 }
 # The steps each step waits for (the definitions are sequences).
 PREDECESSORS: dict[str, dict[str, str]] = {
@@ -501,6 +535,39 @@ class EngineMachine(RuleBasedStateMachine):
         succeeds or fails as ``outcome`` says (a failed attempt's tags must not land)."""
         self.run_one_unit_patching(TAGGING, patch, data, outcome)
 
+    @rule(data=st.data(), outcome=st.sampled_from(OUTCOMES), patch=st.sampled_from(TAG_PATCHES))
+    def run_a_batch_setting_tags(
+        self, data: st.DataObject, outcome: str, patch: dict[str, str | None]
+    ) -> None:
+        """Run a batch of ready items of the batched fan-out (of a run started for it if
+        none has any), each item's handler setting ``patch``; the first ends as
+        ``outcome`` says, the others succeed: each item commits its own patch, and a
+        failed item's none."""
+        ready = self.ready_batch_items()
+        if not ready:
+            with on_commit():
+                self.seen.runs.append(workflows.start_run(MbBatch, {}, tags=TAG_SETS[1]))
+            ready = self.ready_batch_items()
+        item = data.draw(st.sampled_from(ready), label="item")
+        item_kind = next(kind for kind in WORK_KINDS if kind.model is FanOutItem)
+        TAGGING["next"], OUTCOME["next"], ONLY_FIRST["on"] = patch, outcome, True
+        try:
+            with on_commit():
+                execute(item_kind, item, owner="model", chain=False)
+        finally:
+            TAGGING["next"], OUTCOME["next"], ONLY_FIRST["on"] = None, "ok", False
+
+    def ready_batch_items(self) -> list[int]:
+        """The ready items of the batched fan-out's runs that a worker may claim."""
+        return list(
+            FanOutItem.objects.filter(
+                status=StepStatus.READY, held_on="", step__run__workflow_name=MbBatch.name
+            )
+            .exclude(step__run__status__in=RUN_HELD)
+            .order_by("id")
+            .values_list("id", flat=True)
+        )
+
     def run_one_unit_patching(
         self, patches: dict[str, Any], patch: Any, data: st.DataObject, outcome: str
     ) -> None:
@@ -541,8 +608,9 @@ class EngineMachine(RuleBasedStateMachine):
     def finish_held(self, data: st.DataObject, outcome: str) -> None:
         held = data.draw(st.sampled_from(self.seen.held), label="held")
         self.seen.held.remove(held)
-        # Its write lands with its completion only while it still holds the lease.
+        # Its writes land with its completion only while it still holds the lease.
         held.lease.variable_patches.append({"held": held.step_id})
+        held.lease.tag_patches.append({"region": "held"})
         if outcome == "ok":
             self.call(complete_work, held.lease, {"ok": True})
         else:
@@ -627,7 +695,10 @@ class EngineMachine(RuleBasedStateMachine):
                 if outcome == "heartbeat":
                     workflows.heartbeat_external(held.token)
                 elif outcome == "ok":
-                    workflows.complete_external(held.token, {"ok": True})
+                    # Its tags land with its output only while the lease is its step's.
+                    workflows.complete_external(
+                        held.token, {"ok": True}, tags={"region": "outside"}
+                    )
                 else:
                     workflows.fail_external(held.token, "outside", permanent=outcome == "permanent")
         except LeaseLost:
@@ -1003,6 +1074,29 @@ class EngineMachine(RuleBasedStateMachine):
                 if all(tags.get(key) == value for key, value in wanted.items())
             }
             assert found == expected, (wanted, found, expected)
+
+    @invariant()
+    def each_tag_commit_is_one_attempts_patches_and_children_copy_their_parent(self) -> None:
+        """A ``run.tags_set`` of an attempt carries that attempt's patches only: one (the
+        handlers and held leases here set tags once an attempt), never another item's of
+        the same batch nor a failed attempt's. A child run starts with its parent's tags
+        as they were when it started: the tags of the parent's last ``run.tags_set``
+        before the child's first event."""
+        sets = Event.objects.filter(type="run.tags_set").order_by("id")
+        for payload in sets.values_list("payload", flat=True):
+            if payload["step"] is not None:
+                assert len(payload["patches"]) == 1, payload
+        for child_id, parent_id in Run.objects.filter(parent_run__isnull=False).values_list(
+            "id", "parent_run_id"
+        ):
+            first = Event.objects.filter(run_id=child_id).order_by("id").first()
+            assert first is not None
+            parent_sets = sets.filter(run_id=parent_id, id__lt=first.pk)
+            parent_last = parent_sets.values_list("payload", flat=True).last()
+            inherited = parent_last["tags"] if parent_last else {}
+            own = sets.filter(run_id=child_id).values_list("payload", flat=True)
+            started_with = next((p["tags"] for p in own if p["step"] is None), {})
+            assert started_with == inherited, (child_id, inherited, started_with)
 
     @invariant()
     def dismissed_runs_are_ended_and_out_of_the_default_lists(self) -> None:

@@ -157,6 +157,25 @@ class BatchedItems(Workflow):
     report = Task(f"{HERE}.reads")
 
 
+def item_writes_then_two_fails(ctx: Any) -> str:
+    ctx.set_variables({"items": {str(ctx.item): ctx.item * 10}})
+    if ctx.item == 2:
+        raise workflows.PermanentError("item 2 fails for good after writing")
+    return "ok"
+
+
+class BatchedOneFails(Workflow):
+    """A batch of three items whose second fails after writing (one failure tolerated)."""
+
+    name = "variables_batched_one_fails"
+    each = FanOut(
+        f"{HERE}.item_writes_then_two_fails",
+        items=lambda ctx: [1, 2, 3],
+        batch_size=3,
+        tolerated_failures=1,
+    )
+
+
 class Undone(Workflow):
     name = "variables_undone"
     book = Task(f"{HERE}.counts", compensate=f"{HERE}.undo")
@@ -424,6 +443,20 @@ def test_fan_out_items_read_and_write_fenced_each_write_naming_its_item(
     item_writes = [write for write in writes(run) if write["step"] == "each"]
     assert sorted(write["item"] for write in item_writes) == ["0", "1", "2"]
     assert {write["kind"] for write in item_writes} == {"item"}
+    assert replayed(run) == run.variables
+
+
+def test_each_item_of_a_batch_commits_only_its_own_patches():
+    """The items of a batch are leased from one template, yet each keeps its own
+    patches: the failed item's write lands neither alone nor with another's commit."""
+    run = run_inline(BatchedOneFails, variables={"items": {}})
+    assert run.status == "completed"
+    assert run.variables == {"items": {"1": 10, "3": 30}}
+    item_patches = [write["patches"] for write in writes(run) if write["step"] == "each"]
+    assert sorted(item_patches, key=str) == [
+        [{"items": {"1": 10}}],
+        [{"items": {"3": 30}}],
+    ]
     assert replayed(run) == run.variables
 
 

@@ -176,10 +176,14 @@ def report_external_lease(token: object, report: Callable[[Lease], None]) -> Non
 
 @transition
 def complete_external_lease(
-    token: object, output: Any, variable_patches: list[dict[str, Any]] | None = None
+    token: object,
+    output: Any,
+    variable_patches: list[dict[str, Any]] | None = None,
+    tag_patches: list[dict[str, str | None]] | None = None,
 ) -> Completion:
     """Record ``output`` as the result of the attempt ``token`` names, and commit
-    ``variable_patches`` of the run's variables with it.
+    ``variable_patches`` of the run's variables and ``tag_patches`` of its tags with it
+    (checked by the caller), fenced by the lease as the output is.
 
     The same output again for an attempt that completed is a :class:`Completion` with
     ``duplicate``; another output, or an attempt that ended otherwise, :class:`LeaseLost`.
@@ -191,6 +195,7 @@ def complete_external_lease(
     if row["status"] != StepStatus.RUNNING or not row["live"]:
         raise LeaseLost(REFUSED)
     lease.variable_patches.extend(variable_patches or ())
+    lease.tag_patches.extend(tag_patches or ())
     complete_work(lease, output)
     _traced(lease, claims, "completed")
     return Completion()

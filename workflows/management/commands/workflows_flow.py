@@ -18,6 +18,7 @@ from workflows.management.arguments import (
     named_one_way,
     only_one,
     refusals_as_command_errors,
+    tags_given,
 )
 from workflows.management.base import DeclaredCommand
 from workflows.management.options import (
@@ -29,6 +30,7 @@ from workflows.management.options import (
     limit_option,
     reason_option,
     status_option,
+    tag_option,
     user_option,
 )
 from workflows.management.output import run_line, table, to_json
@@ -155,9 +157,16 @@ class Command(DeclaredCommand):
                             help="the flow's own key, by which other commands may name it; "
                             "the same key with another NAME is refused",
                         ),
+                        tag_option(
+                            "a tag its members start with unless given their own, e.g. "
+                            "customer=acme; repeat for several (at most 32)"
+                        ),
                         *ACTING_ARGUMENTS,
                     ),
-                    ('manage.py workflows_flow create "build 1.0" --key build-1.0',),
+                    (
+                        'manage.py workflows_flow create "build 1.0" --key build-1.0',
+                        'manage.py workflows_flow create "orders" --tag customer=acme',
+                    ),
                 ),
                 Subcommand(
                     "add",
@@ -189,6 +198,10 @@ class Command(DeclaredCommand):
                             "(its upstream members)",
                         ),
                         JOIN,
+                        tag_option(
+                            "a tag of the member's own, replacing the flow's whole; repeat "
+                            "for several (default: the flow's tags)"
+                        ),
                         user_option("username recorded as who added it"),
                         json_option("the member's run"),
                     ),
@@ -268,10 +281,11 @@ class Command(DeclaredCommand):
             options["name"],
             key=options["key"],
             user=acting_user(options["user"], "create_flow"),
+            tags=tags_given(options["tags"]),
         )
         flow = flow_summary(Flow.objects.values(*SUMMARY_FIELDS).get(pk=made.value.pk))
         if options["json"]:
-            self.stdout.write(to_json({**flow, "created": made.created}))
+            self.stdout.write(to_json({**flow, "tags": made.value.tags, "created": made.created}))
         elif made.created:
             self.stdout.write(f"created {flow_line(flow)}")
         else:
@@ -286,6 +300,7 @@ class Command(DeclaredCommand):
             after=options["after"],
             join=options["join"],
             user=acting_user(options["user"], "add_to_flow"),
+            tags=tags_given(options["tags"]),
         )
         run = run_summary(added.value)
         member = options["member"]
