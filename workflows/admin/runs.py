@@ -25,7 +25,7 @@ from uuid import UUID
 
 from django.contrib import admin
 from django.contrib.admin.views.main import ORDER_VAR, ChangeList
-from django.core.paginator import Paginator
+from django.core.paginator import Page, Paginator
 from django.db import connections, router
 from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
@@ -44,6 +44,7 @@ from workflows.queries import (
     attention_of,
     runs_needing_attention,
 )
+from workflows.queries.newest_first import newest_first
 from workflows.status import StepStatus
 
 if TYPE_CHECKING:
@@ -93,6 +94,23 @@ class BoundedCountPaginator(Paginator):
 
     # The runs changelist pages a queryset, which the bounded count needs, not any sequence.
     object_list: QuerySet[Run]
+
+    def __init__(self, *args: Any, walk_when_capped: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.walk_when_capped = walk_when_capped
+
+    def page(self, number: Any) -> Page:
+        """The page ``number``; with ``walk_when_capped`` and more rows than the cap,
+        its rows read by walking the creation index (:func:`newest_first`: on SQLite,
+        for a list newest first), since so many rows pass that a page is found at once."""
+        if not (self.walk_when_capped and self.capped):
+            return super().page(number)
+        number = self.validate_number(number)
+        bottom = (number - 1) * self.per_page
+        top = bottom + self.per_page
+        if top + self.orphans >= self.count:
+            top = self.count
+        return Page(newest_first(self.object_list, bottom, top), number, self)
 
     @cached_property
     def _bounded(self) -> int:
