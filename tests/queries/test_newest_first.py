@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
@@ -139,3 +139,18 @@ def test_sqlite_reads_each_page_in_creation_order_from_its_index(history, name, 
     else:
         # Read in the index's order: no sort of every match.
         assert "USE TEMP B-TREE FOR ORDER BY" not in plan, plan
+
+
+@pytest.mark.skipif("not is_sqlite()", reason="SQLite's plans (EXPLAIN QUERY PLAN)")
+def test_sqlite_counts_the_runs_with_a_deadline_from_their_index_alone(history):
+    """The runs list's bounded count of "passed" and "has a deadline" (not dismissed):
+    the index holds the deadline and the dismissal, so no run is read to count."""
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    for condition in (deadline_passed(), Q(deadline__isnull=False)):
+        runs = Run.objects.filter(condition, dismissed_at__isnull=True)
+        sql, params = runs.values("pk")[:10_001].query.sql_with_params()
+        with connection.cursor() as cursor:
+            cursor.execute(f"EXPLAIN QUERY PLAN SELECT COUNT(*) FROM ({sql})", params)
+            plan = " | ".join(str(row[-1]) for row in cursor.fetchall())
+        assert "COVERING INDEX workflows_run_deadline_created" in plan, plan

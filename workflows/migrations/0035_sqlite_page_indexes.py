@@ -15,7 +15,7 @@ class Migration(migrations.Migration):
     operations = [
         migrations.AddIndex(
             model_name='run',
-            index=models.Index(condition=models.Q(('deadline__isnull', False)), fields=['created_at', 'id'], name='workflows_run_deadline_created'),
+            index=models.Index(condition=models.Q(('deadline__isnull', False)), fields=['created_at', 'id', 'deadline', 'dismissed_at'], name='workflows_run_deadline_created'),
         ),
         migrations.AddIndex(
             model_name='run',

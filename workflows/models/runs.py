@@ -232,10 +232,12 @@ class Run(models.Model):
             ),
             # Runs with a deadline in creation order: a page of the "passed" and "has a
             # deadline" filters reads them newest first and stops after the page, where
-            # the index by deadline gave them all to be sorted. Written at the insert
-            # only: no transition changes either column.
+            # the index by deadline gave them all to be sorted; with the deadline and
+            # the dismissal, the lists' bounded counts read the index alone. Written at
+            # the insert, and again if the run is dismissed or its deadline changes: no
+            # transition changes these columns.
             models.Index(
-                fields=["created_at", "id"],
+                fields=["created_at", "id", "deadline", "dismissed_at"],
                 condition=Q(deadline__isnull=False),
                 name="workflows_run_deadline_created",
             ),
