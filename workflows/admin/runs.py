@@ -9,6 +9,9 @@ few queries whatever the table's size:
 - there is no full ``COUNT(*)``: :class:`BoundedCountPaginator` counts at most
   :data:`COUNT_CAP` rows and ``show_full_result_count`` is off;
 - an id prefix is searched as a range of the primary key, which the index answers;
+- a search more runs match than the count's cap reads its page by walking the creation
+  index on SQLite (``BoundedCountPaginator(walk_when_capped=True)``,
+  :mod:`workflows.queries.newest_first`), not by sorting every match;
 - a sort by a column many runs share (workflow, status) breaks its ties in the column's
   own direction (:class:`RunsChangeList`), so that one index per column serves both
   directions and a page reads its rows in index order instead of sorting.
