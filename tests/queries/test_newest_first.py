@@ -24,10 +24,11 @@ from django.utils import timezone
 from bench.admin_pages import add_history
 from tests.support.database import is_sqlite
 from workflows.admin.runs import key_or_its_start
-from workflows.models import Run
+from workflows.models import Run, RunTag
 from workflows.queries import runs_needing_attention
 from workflows.queries.deadlines import deadline_passed
 from workflows.queries.newest_first import newest_first
+from workflows.queries.tags import tagged
 
 pytestmark = pytest.mark.django_db
 
@@ -59,6 +60,19 @@ def test_a_walked_page_has_the_rows_of_the_slice_in_its_order(history):
     assert runs.count() == 111  # BK-1, BK-10 … BK-19, BK-100 … BK-199
     for bottom, top in ((0, 50), (50, 100), (100, 111), (10, 13), (111, 120)):
         assert ids(newest_first(runs, bottom, top)) == ids(runs[bottom:top])
+
+
+def test_a_walked_page_of_a_joined_list_has_the_rows_of_the_slice(history):
+    """A rare tag's list joins the tag rows: the walk keeps the join's conditions."""
+    runs = list(Run.objects.filter(key_or_its_start("BK-2")))
+    RunTag.objects.bulk_create(
+        RunTag(run=run, key="customer", value="acme", created_at=run.created_at) for run in runs
+    )
+    listed = newest(tagged(Run.objects.filter(key_or_its_start("BK-")), {"customer": "acme"}))
+    assert len(listed.query.alias_map) > 1  # the join form
+    for bottom, top in ((0, 50), (50, 100), (100, 120)):
+        assert ids(newest_first(listed, bottom, top)) == ids(listed[bottom:top])
+    assert len(ids(listed)) == len(runs)
 
 
 def test_a_search_more_runs_match_than_the_cap_is_paged_by_walking_the_creation_index(
