@@ -154,6 +154,9 @@ RUN_FINAL = frozenset(
         RunStatus.TERMINATED,
     }
 )
+# The statuses of the runs the "failed" attention class holds (failed runs, and runs
+# terminated while failing): a partial index keeps those not dismissed in creation order.
+RUN_ATTENTION_FAILED = frozenset({RunStatus.FAILED, RunStatus.TERMINATED})
 # Runs an operator paused: nothing new starts, work in flight is recorded, timers wait.
 RUN_HELD = frozenset({RunStatus.PAUSED})
 # Runs that are not over: their children, signals and decisions are still theirs.

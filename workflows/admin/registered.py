@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from uuid import UUID
 
 from django.contrib import admin
+from django.contrib.admin.views.main import SEARCH_VAR
 from django.contrib.contenttypes.admin import GenericTabularInline
 from django.core.exceptions import PermissionDenied
 from django.db.models import Model, Prefetch, QuerySet
@@ -127,6 +128,23 @@ class RunAdmin(SafeChangelistMixin, ReadOnlyMixin, StatusBadgeColumn, admin.Mode
         self, request: HttpRequest, queryset: QuerySet[Run], search_term: str
     ) -> tuple[QuerySet[Run], bool]:
         return search_with_id_prefix(queryset, search_term, admin_runs.key_or_its_start)
+
+    def get_paginator(
+        self,
+        request: HttpRequest,
+        queryset: QuerySet[Run],
+        per_page: int,
+        orphans: int = 0,
+        allow_empty_first_page: bool = True,
+    ) -> BoundedCountPaginator:
+        # A search's runs (a key's start) are read through the key's index; when more
+        # than the count's cap match, SQLite sorted them all to show a page: the page
+        # walks the creation index instead (queries/newest_first). The other filters
+        # read their own index in creation order already, or a partial one.
+        searched = bool(request.GET.get(SEARCH_VAR, "").strip())
+        return BoundedCountPaginator(
+            queryset, per_page, orphans, allow_empty_first_page, walk_when_capped=searched
+        )
 
     def lookup_allowed(self, lookup: str, value: str, request: HttpRequest | None = None) -> bool:
         # The run page links to a run's children.

@@ -12,7 +12,7 @@ from django.contrib.contenttypes.models import ContentType
 from django.db import models
 from django.db.models import Q
 
-from workflows.status import RUN_FINAL, RunStatus, RunTrigger
+from workflows.status import RUN_ATTENTION_FAILED, RUN_FINAL, RunStatus, RunTrigger
 
 
 def subject_of(obj: models.Model) -> dict[str, Any]:
@@ -229,6 +229,26 @@ class Run(models.Model):
                 fields=["deadline"],
                 condition=Q(deadline__isnull=False) & ~Q(status__in=sorted(RUN_FINAL)),
                 name="workflows_run_live_deadline",
+            ),
+            # Runs with a deadline in creation order: a page of the "passed" and "has a
+            # deadline" filters reads them newest first and stops after the page, where
+            # the index by deadline gave them all to be sorted; with the deadline and
+            # the dismissal, the lists' bounded counts read the index alone. Written at
+            # the insert, and again if the run is dismissed or its deadline changes: no
+            # transition changes these columns.
+            models.Index(
+                fields=["created_at", "id", "deadline", "dismissed_at"],
+                condition=Q(deadline__isnull=False),
+                name="workflows_run_deadline_created",
+            ),
+            # The runs of the "failed" attention class not dismissed, in creation order:
+            # that filter's page (console and API) reads them newest first and stops.
+            # An entry is written when a run fails or is terminated and removed when it
+            # is dismissed; a run that does neither never has one.
+            models.Index(
+                fields=["created_at", "id"],
+                condition=Q(status__in=sorted(RUN_ATTENTION_FAILED), dismissed_at__isnull=True),
+                name="workflows_run_failed_created",
             ),
             # Dismissed runs only: the "dismissed" filter's rows. The default lists' "not
             # dismissed" is most runs, read in creation order with the other indexes.

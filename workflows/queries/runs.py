@@ -24,8 +24,9 @@ from workflows.definitions.render import RENDERERS
 from workflows.engine.work_kinds import WORK_KINDS, WorkKind
 from workflows.errors import RunNotFound, StepNotFound
 from workflows.models import Event, Run, Signal, Step, Timer
+from workflows.queries.plan_terms import StatusIn
 from workflows.queries.tags import tagged
-from workflows.status import RUN_HELD, RunStatus, StepStatus, TimerStatus
+from workflows.status import RUN_ATTENTION_FAILED, RUN_HELD, RunStatus, StepStatus, TimerStatus
 from workflows.tags import checked_tags
 
 _SUMMARY_FIELDS = (
@@ -354,7 +355,12 @@ def _attention_conditions(now: datetime) -> dict[Attention, Q]:
             Q(status=RunStatus.FAILED)
             | (Q(status=RunStatus.TERMINATED, error__isnull=False) & not_a_termination)
         )
-        & shown,
+        & shown
+        # Implied by the two above, and said as the partial index of these runs in
+        # creation order says it (``workflows_run_failed_created``), so that a page of
+        # them newest first reads that index in order and stops after the page: as an
+        # ``OR`` of two statuses alone, SQLite read every failed run and sorted them.
+        & Q(StatusIn(RUN_ATTENTION_FAILED)),
         Attention.LEASE_EXPIRED: _any_unit(lambda kind: expired_lease(now)),
         Attention.OVERDUE: Q(
             pk__in=Timer.objects.filter(overdue_timer(now)).order_by().values("run_id")
