@@ -349,14 +349,15 @@ def _call_handler(lease: Lease, batch: LeaseBatch | None = None) -> Any:
     handler = import_string(lease.handler_path)
     telemetry = DeferredTelemetry(lease, _batch_beat(lease, batch))
     context = _context(lease, batch, telemetry)
-    watched = watchdog().watch(lease)
+    dog = watchdog()
+    watched = dog.watch(lease)
     started = time.monotonic()
     try:
         result = handler(context)
     finally:
         telemetry.close()  # before the outcome is recorded, success or failure
         if watched:
-            watchdog().unwatch(lease)
+            dog.unwatch(lease)
     if not watched and overran(lease, started):
         raise timed_out(lease)
     if isinstance(result, Await):

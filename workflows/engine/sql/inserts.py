@@ -107,7 +107,7 @@ def insert_events(events: Sequence[EventRow]) -> None:
     """
     connection = engine_connection()
     now = connection.ops.adapt_datetimefield_value(timezone.now())
-    with_flow = any(event.flow is not None for event in events)
+    with_flow = any([event.flow is not None for event in events])
     params = event_params(events, now, connection, with_flow=with_flow)
     execute(connection, _insert_events_text(len(events), with_flow), params)
 
