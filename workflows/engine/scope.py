@@ -162,15 +162,7 @@ class run_scope:  # lower case: a context manager called like a function
     opens one, and a generator's frame and wrapper cost several calls more.
     """
 
-    __slots__ = (
-        "_claim_owner",
-        "_needs_definition",
-        "_run_id",
-        "_scope",
-        "_wait",
-        "_workflow",
-        "_write",
-    )
+    __slots__ = ("_opening", "_scope")
 
     def __init__(
         self,
@@ -182,23 +174,16 @@ class run_scope:  # lower case: a context manager called like a function
         workflow: type[Workflow] | None = None,
         write: RowWrite | None = None,
     ) -> None:
-        self._run_id = run_id
-        self._wait = wait
-        self._claim_owner = claim_owner
-        self._needs_definition = needs_definition
-        self._workflow = workflow
-        self._write = write
+        self._opening = (run_id, wait, claim_owner, needs_definition, workflow, write)
 
     def __enter__(self) -> RunScope:
-        run_id, workflow, write = self._run_id, self._workflow, self._write
+        run_id, wait, claim_owner, needs_definition, workflow, write = self._opening
         if write is None:
-            run, written = lock_run(run_id, wait=self._wait), False
+            run, written = lock_run(run_id, wait=wait), False
         else:
-            assert self._wait and workflow is not None, (
-                "a write with the lock waits and has its workflow"
-            )
+            assert wait and workflow is not None, "a write with the lock waits and has its workflow"
             run, written = lock_run_and_update(run_id, write)
-        if workflow is None and self._needs_definition:
+        if workflow is None and needs_definition:
             try:
                 workflow = _resolve(run)
             except DefinitionMissing as missing:
@@ -206,7 +191,7 @@ class run_scope:  # lower case: a context manager called like a function
                 fail_run(run, missing.as_dict(), events)
                 events.flush()
                 raise AfterCommit(missing) from None
-        scope = RunScope(run, workflow, claim_owner=self._claim_owner)
+        scope = RunScope(run, workflow, claim_owner=claim_owner)
         scope.written = written
         self._scope = scope
         return scope
