@@ -324,12 +324,12 @@ class Context:
         """The run's id."""
         self.input = input
         """The run's input, as given to ``start_run``."""
-        self.steps = StepResults(run_id, step_names)
-        """The run's steps by name: ``ctx.steps["reserve"].output`` (a
-        :class:`StepResult`), each loaded on first access."""
-        self.upstream = UpstreamResults(run_id)
-        """A flow member's upstream members by name: ``ctx.upstream["build"].output`` (an
-        :class:`UpstreamResult`); empty outside a flow."""
+        # Made on first access (steps, upstream, variables): most handlers read none.
+        self._step_names = step_names
+        self._steps: StepResults | None = None
+        self._upstream: UpstreamResults | None = None
+        self._variable_patches = variable_patches
+        self._variables: RunVariables | None = None
         self.step_name = step_name
         """The name of the step this handler runs ("" in a ``when=`` condition)."""
         self.attempt = attempt
@@ -347,10 +347,6 @@ class Context:
         """The fan-out item this handler works on (``None`` outside fan-out items)."""
         self.compensated_output = compensated_output
         """In a compensation handler: the output of the work being undone."""
-        self.variables = RunVariables(run_id, variable_patches)
-        """The run's variables, read-only (a :class:`RunVariables`): the values committed
-        when the handler first reads one, with this attempt's own ``set_variables``
-        patches applied. In a ``when=`` condition, the values committed so far."""
         # The attempt's own ``set_tags`` patches (shared with its lease; None outside a
         # running handler), and the run's committed tags once read (``ctx.tags``).
         self._tag_patches = tag_patches
@@ -389,6 +385,39 @@ class Context:
         recursively. Copied at the call, applied at the next flush in call order;
         ``summary_version`` counts the patches. A new round of the step starts from an
         empty summary. Fenced as ``progress`` is."""
+
+    @property
+    def steps(self) -> StepResults:
+        """The run's steps by name: ``ctx.steps["reserve"].output`` (a
+        :class:`StepResult`), each loaded on first access."""
+        if self._steps is None:
+            self._steps = StepResults(self.run_id, self._step_names)
+        return self._steps
+
+    @steps.setter
+    def steps(self, results: StepResults) -> None:
+        self._steps = results
+
+    @property
+    def upstream(self) -> UpstreamResults:
+        """A flow member's upstream members by name: ``ctx.upstream["build"].output`` (an
+        :class:`UpstreamResult`); empty outside a flow."""
+        if self._upstream is None:
+            self._upstream = UpstreamResults(self.run_id)
+        return self._upstream
+
+    @upstream.setter
+    def upstream(self, results: UpstreamResults) -> None:
+        self._upstream = results
+
+    @property
+    def variables(self) -> RunVariables:
+        """The run's variables, read-only (a :class:`RunVariables`): the values committed
+        when the handler first reads one, with this attempt's own ``set_variables``
+        patches applied. In a ``when=`` condition, the values committed so far."""
+        if self._variables is None:
+            self._variables = RunVariables(self.run_id, self._variable_patches)
+        return self._variables
 
     def heartbeat(self) -> None:
         """Extend this attempt's lease.

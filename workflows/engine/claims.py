@@ -85,7 +85,7 @@ def begin_batch(
         limit=limit,
         first=first,
         skip_locked=from_status == StepStatus.READY,
-        **_next_attempt_for(lease),
+        **_next_attempt_for(lease.owner, lease.node),
     )
     if not rows:
         return None
@@ -97,17 +97,22 @@ def begin_batch(
     )
 
 
-def _next_attempt_for(lease: Lease) -> dict[str, Any]:
-    """The changes of a set-based claim: each row's next attempt, leased to ``lease.owner``."""
+def _next_attempt_for(owner: str, node: LeasedNode) -> dict[str, Any]:
+    """The changes of a set-based claim: each row's next attempt of ``node``, leased to
+    ``owner``."""
     return {
         "status": StepStatus.RUNNING,
-        "attempt": attempts_plus(1),
-        "lease_owner": lease.owner,
-        "lease_expires_at": db_now_plus(lease.node.effective_timeout),
+        "attempt": _NEXT_ATTEMPT,
+        "lease_owner": owner,
+        "lease_expires_at": db_now_plus(node.effective_timeout),
         "started_at": db_now_unless_set("started_at"),
         "updated_at": db_now(),
         "held_on": "",  # whatever held the unit before, it starts now
     }
+
+
+# Each row's attempt in a set-based claim: one more than its last.
+_NEXT_ATTEMPT = attempts_plus(1)
 
 
 def _claimed(lease: Lease, row: StepRow | ClaimRow, **unit: Any) -> Lease:
@@ -150,8 +155,10 @@ def _lease_in_scope(
     iteration: int,
     item_key: str = "",
     item: object = None,
+    **claimed: Any,
 ) -> Lease:
-    """What the chaining worker of ``scope`` needs for a unit of ``step_name``."""
+    """What the chaining worker of ``scope`` needs for a unit of ``step_name``;
+    ``claimed``: the attempt's own fields once its row is claimed (attempt, version…)."""
     assert scope.claim_owner is not None
     node = scope.workflow.nodes[step_name]
     assert isinstance(node, LeasedNode)
@@ -170,6 +177,7 @@ def _lease_in_scope(
         item=item,
         generation=generation,
         iteration=iteration,
+        **claimed,
     )
 
 
@@ -280,13 +288,14 @@ def claim_pending_in_scope(scope: RunScope, kind: WorkKind, step_name: str) -> b
     """
     if not _may_chain(scope, step_name):
         return False
-    template = _lease_in_scope(
-        scope, kind, unit_id=0, step_id=0, step_name=step_name, generation=0, iteration=1
-    )
+    owner = scope.claim_owner
+    assert owner is not None
+    node = scope.workflow.nodes[step_name]
+    assert isinstance(node, LeasedNode)
     started = RowEvent(
         scope.run.pk,
         f"{kind.name}.started",
-        {"owner": template.owner},
+        {"owner": owner},
         from_row=("attempt",),
         less=(("attempt", "round_attempts_before"),),
     )
@@ -297,19 +306,24 @@ def claim_pending_in_scope(scope: RunScope, kind: WorkKind, step_name: str) -> b
             each=started,
             where={"run": scope.run.pk, "name": step_name, "status": StepStatus.PENDING},
             returning=STEP_ROW_FIELDS,
-            **_next_attempt_for(template),
+            **_next_attempt_for(owner, node),
         )
     )
     if not rows:
         return False
     row = StepRow(*rows[0])
-    scope.claimed = _claimed(
-        template,
-        row,
+    scope.claimed = _lease_in_scope(
+        scope,
+        kind,
         unit_id=row.pk,
         step_id=row.pk,
+        step_name=step_name,
         generation=row.generation,
         iteration=row.iteration,
+        attempt=row.attempt,
+        max_attempts=row.max_attempts,
+        version=row.version,
+        attempts_before=row.attempts_before,
     )
     return True
 

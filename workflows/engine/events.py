@@ -53,5 +53,5 @@ class EventLog:
         (by the event table's trigger on PostgreSQL, in-process elsewhere)."""
         if self._rows:
             insert_events(self._rows)
-            events_written(row.run for row in self._rows)
+            events_written([row.run for row in self._rows])
             self._rows = []

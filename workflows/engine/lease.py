@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import cached_property
 from typing import Any
 from uuid import UUID
 
@@ -65,8 +66,9 @@ class Lease:
     # outcome (workflows.engine.tags), fenced like it; its own list, as above.
     tag_patches: list[dict[str, str | None]] = field(default_factory=list, init=False)
 
-    @property
+    @cached_property
     def node(self) -> LeasedNode:
+        """The step's node (looked up once: each transition of the attempt asks)."""
         node = self.workflow.nodes[self.step_name]
         assert isinstance(node, LeasedNode)
         return node

@@ -145,16 +145,7 @@ def _resolve(run: Run) -> type[Workflow] | None:
         return None
 
 
-@contextmanager
-def run_scope(
-    run_id: UUID,
-    *,
-    wait: bool = True,
-    claim_owner: str | None = None,
-    needs_definition: bool = True,
-    workflow: type[Workflow] | None = None,
-    write: RowWrite | None = None,
-) -> Iterator[RunScope]:
+class run_scope:  # lower case: a context manager called like a function
     """Lock the run and open its scope; close it (settle, write, enqueue) on success.
 
     ``wait=False`` (scanners): a run held by another transaction raises
@@ -166,24 +157,48 @@ def run_scope(
     :func:`~workflows.engine.sql.locked_updates.lock_run_and_update`); whether it
     matched is the scope's :attr:`~RunScope.written`. It needs ``workflow``, so that
     nothing can fail between the write and the body.
+
+    A class rather than a generator-based context manager: every transition on a run
+    opens one, and a generator's frame and wrapper cost several calls more.
     """
-    if write is None:
-        run, written = lock_run(run_id, wait=wait), False
-    else:
-        assert wait and workflow is not None, "a write with the lock waits and has its workflow"
-        run, written = lock_run_and_update(run_id, write)
-    if workflow is None and needs_definition:
-        try:
-            workflow = _resolve(run)
-        except DefinitionMissing as missing:
-            events = EventLog()
-            fail_run(run, missing.as_dict(), events)
-            events.flush()
-            raise AfterCommit(missing) from None
-    scope = RunScope(run, workflow, claim_owner=claim_owner)
-    scope.written = written
-    yield scope
-    scope.close()
+
+    __slots__ = ("_opening", "_scope")
+
+    def __init__(
+        self,
+        run_id: UUID,
+        *,
+        wait: bool = True,
+        claim_owner: str | None = None,
+        needs_definition: bool = True,
+        workflow: type[Workflow] | None = None,
+        write: RowWrite | None = None,
+    ) -> None:
+        self._opening = (run_id, wait, claim_owner, needs_definition, workflow, write)
+
+    def __enter__(self) -> RunScope:
+        run_id, wait, claim_owner, needs_definition, workflow, write = self._opening
+        if write is None:
+            run, written = lock_run(run_id, wait=wait), False
+        else:
+            assert wait and workflow is not None, "a write with the lock waits and has its workflow"
+            run, written = lock_run_and_update(run_id, write)
+        if workflow is None and needs_definition:
+            try:
+                workflow = _resolve(run)
+            except DefinitionMissing as missing:
+                events = EventLog()
+                fail_run(run, missing.as_dict(), events)
+                events.flush()
+                raise AfterCommit(missing) from None
+        scope = RunScope(run, workflow, claim_owner=claim_owner)
+        scope.written = written
+        self._scope = scope
+        return scope
+
+    def __exit__(self, error: type[BaseException] | None, *exc_info: object) -> None:
+        if error is None:
+            self._scope.close()
 
 
 def nested_scope(run: UUID | Run, events: EventLog) -> RunScope | None:

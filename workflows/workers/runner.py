@@ -19,7 +19,7 @@ from django.utils.module_loading import import_string
 
 from workflows.conf import workflow_settings
 from workflows.context import Await, Context
-from workflows.engine import Lease, claim, fail_attempt, heartbeat
+from workflows.engine import Lease, claim, fail_attempt
 from workflows.engine.cancellation import cancel_requested
 from workflows.engine.claims import claimable
 from workflows.engine.failures import AttemptTimedOut
@@ -41,7 +41,7 @@ from workflows.engine.work_kinds import STEP, WorkKind
 from workflows.errors import DefinitionMissing, LeaseLost, PermanentError, RunCancelled, StaleState
 from workflows.tracing import UNTRACED, AttemptSpan, attempt_span
 from workflows.validation import check_json
-from workflows.workers.telemetry import AttemptTelemetry
+from workflows.workers.telemetry import DeferredTelemetry
 from workflows.workers.watchdog import overran, timed_out, watchdog
 
 logger = logging.getLogger("workflows.runner")
@@ -140,11 +140,11 @@ def log_fields(lease: Lease) -> dict[str, Any]:
 
 
 def _context(
-    lease: Lease, batch: LeaseBatch | None = None, telemetry: AttemptTelemetry | None = None
+    lease: Lease, batch: LeaseBatch | None = None, telemetry: DeferredTelemetry | None = None
 ) -> Context:
     """The handler's context; ``telemetry``: the attempt's buffer for ``ctx.progress``,
     ``log`` and ``summary`` (its heartbeat flushes it first, then extends the lease, or
-    the batch's leases), one of its own when not given."""
+    the batch's leases), one of its own when not given; made on its first call."""
 
     def await_callback(timeout: timedelta) -> AwaitCallback:
         if lease.kind is not STEP:
@@ -154,8 +154,8 @@ def _context(
         )
 
     if telemetry is None:
-        telemetry = AttemptTelemetry(lease, _beat(lease, batch))
-    return Context(
+        telemetry = DeferredTelemetry(lease, _batch_beat(lease, batch))
+    context = Context(
         run_id=lease.run_id,
         input=lease.run_input,
         step_names=tuple(lease.workflow.nodes),
@@ -178,15 +178,13 @@ def _context(
         variable_patches=lease.variable_patches,
         tag_patches=lease.tag_patches,
     )
+    telemetry.serve(context)
+    return context
 
 
-def _beat(lease: Lease, batch: LeaseBatch | None) -> Callable[[], None]:
-    """What extends ``lease``: its own heartbeat, or its batch's (every item of it)."""
-    return (
-        partial(heartbeat, lease)
-        if batch is None
-        else partial(heartbeat_batch, batch, caller=lease)
-    )
+def _batch_beat(lease: Lease, batch: LeaseBatch | None) -> Callable[[], None] | None:
+    """What extends ``lease`` in a batch (every item of it); ``None``: its own heartbeat."""
+    return None if batch is None else partial(heartbeat_batch, batch, caller=lease)
 
 
 def run_attempt(held: Held, *, chain: bool = True) -> Held | None:
@@ -349,16 +347,17 @@ def _call_handler(lease: Lease, batch: LeaseBatch | None = None) -> Any:
     past its deadline, it raises :class:`AttemptTimedOut` instead of returning.
     """
     handler = import_string(lease.handler_path)
-    telemetry = AttemptTelemetry(lease, _beat(lease, batch))
+    telemetry = DeferredTelemetry(lease, _batch_beat(lease, batch))
     context = _context(lease, batch, telemetry)
-    watched = watchdog().watch(lease)
+    dog = watchdog()
+    watched = dog.watch(lease)
     started = time.monotonic()
     try:
         result = handler(context)
     finally:
         telemetry.close()  # before the outcome is recorded, success or failure
         if watched:
-            watchdog().unwatch(lease)
+            dog.unwatch(lease)
     if not watched and overran(lease, started):
         raise timed_out(lease)
     if isinstance(result, Await):

@@ -28,6 +28,7 @@ from functools import partial
 from typing import Any
 
 from workflows.conf import workflow_settings
+from workflows.context import Context
 from workflows.engine import Lease, heartbeat
 from workflows.engine.telemetry import (
     FrameBudget,
@@ -66,9 +67,12 @@ class AttemptTelemetry:
         lease: Lease,
         beat: Callable[[], None] | None = None,
         budget: FrameBudget | None = None,
+        started: float | None = None,
     ) -> None:
         """``budget``: the frames the attempt has written so far, when not all of them
-        were written through this object (an external worker's, one report a call)."""
+        were written through this object (an external worker's, one report a call);
+        ``started``: when the attempt started (``time.monotonic()``), if before now: the
+        first interval is counted from it."""
         self._lease = lease
         # What extends the lease after a flush: the unit's own heartbeat, or its batch's.
         self._beat = beat or partial(heartbeat, lease)
@@ -84,7 +88,7 @@ class AttemptTelemetry:
         # turn, and it is checked once.
         self._message_given = ""
         self._message = ""
-        self._written_at = _monotonic()
+        self._written_at = _monotonic() if started is None else started
         self._lost: LeaseLost | None = None
         # The progress last written: another one given since is pending. Compared, never
         # reset, so a call racing a flush from another thread is never lost.
@@ -197,6 +201,77 @@ class AttemptTelemetry:
             pass
         except Exception:
             logger.exception("telemetry of %s not written", self._lease.label)
+
+
+class DeferredTelemetry:
+    """An attempt's telemetry, its :class:`AttemptTelemetry` made on the first call.
+
+    Most handlers never call ``ctx.progress``, ``log`` or ``summary``: their attempt
+    then builds no buffer, lock or frame budget, and its end flushes nothing. The first
+    call makes the buffer, its interval counted from the attempt's start as if it had
+    been there all along, and puts its methods on the handler's context
+    (:meth:`serve`), so that a loop's later calls go straight to them.
+    """
+
+    __slots__ = ("_batch_beat", "_context", "_lease", "_started", "made")
+
+    def __init__(self, lease: Lease, beat: Callable[[], None] | None = None) -> None:
+        """``beat``: what extends the lease, when not the unit's own heartbeat (a batch's)."""
+        self._lease = lease
+        self._batch_beat = beat
+        self._started = _monotonic()
+        self._context: Context | None = None
+        self.made: AttemptTelemetry | None = None
+
+    def serve(self, context: Context) -> None:
+        """Give ``context`` (the handler's) the buffer's own methods once it is made."""
+        self._context = context
+
+    def _make(self) -> AttemptTelemetry:
+        with _MAKING:  # two threads of one handler reporting first share one buffer
+            made = self.made
+            if made is None:
+                made = AttemptTelemetry(self._lease, self._beat, started=self._started)
+                self.made = made
+                context = self._context
+                if context is not None:
+                    context.progress, context.log = made.progress, made.log
+                    context.summary = made.summary
+        return made
+
+    def _beat(self) -> None:
+        if self._batch_beat is not None:
+            self._batch_beat()
+        else:
+            heartbeat(self._lease)
+
+    def progress(self, done: float, total: float | None = None, message: str = "") -> None:
+        """:meth:`AttemptTelemetry.progress`."""
+        (self.made or self._make()).progress(done, total, message)
+
+    def log(self, text: str, stream: str = "stdout") -> None:
+        """:meth:`AttemptTelemetry.log`."""
+        (self.made or self._make()).log(text, stream)
+
+    def summary(self, patch: dict[str, Any]) -> None:
+        """:meth:`AttemptTelemetry.summary`."""
+        (self.made or self._make()).summary(patch)
+
+    def heartbeat(self) -> None:
+        """:meth:`AttemptTelemetry.heartbeat` (the buffer's lock keeps a report's flush
+        from another thread off the lease version the beat moves)."""
+        (self.made or self._make()).heartbeat()
+
+    def close(self) -> None:
+        """:meth:`AttemptTelemetry.close`, when the attempt reported anything."""
+        self._context = None  # the context holds this object's methods: no cycle left
+        made = self.made
+        if made is not None:
+            made.close()
+
+
+# Held while an attempt's buffer is made: rare (once per attempt that reports at all).
+_MAKING = threading.Lock()
 
 
 def _amount(value: Any, name: str) -> float:

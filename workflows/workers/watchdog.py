@@ -110,8 +110,9 @@ class Watchdog:
         calling thread is inside a transaction (see the module docstring)."""
         if engine_connection().in_atomic_block:
             return False
-        entry = _Watched(lease, time.monotonic())
-        deadline = entry.deadline
+        started = time.monotonic()
+        entry = _Watched(lease, started)
+        deadline = deadline_of(lease, started)
         with self._lock:
             self._watched[id(lease)] = entry
             if self._thread is None:

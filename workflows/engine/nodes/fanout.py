@@ -188,7 +188,8 @@ def items_ended(
     assert isinstance(node, FanOut)
     run = advancer.run
     for lease, output in completed:
-        record_compensation(advancer, node, output, CompletedUnit.of(lease))
+        if node.compensate is not None:  # else there is nothing to record
+            record_compensation(advancer, node, output, CompletedUnit.of(lease))
         advancer.events.add(
             run.pk, "item.completed", step_id=step_id, item=lease.item_key, attempt=lease.attempt
         )

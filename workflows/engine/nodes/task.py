@@ -66,10 +66,12 @@ class TaskSettlement:
         advancer.events.add(
             run.pk, "step.completed", step_id=lease.step_id, attempt=lease.attempt_in_round
         )
-        record_compensation(advancer, lease.node, output, CompletedUnit.of(lease))
+        node = lease.node
+        if node.compensate is not None:  # else there is nothing to record
+            record_compensation(advancer, node, output, CompletedUnit.of(lease))
         if run.status not in RUN_ACTIVE:
             return
-        polling = isinstance(lease.node, Task) and lease.node.repeat_until is not None
+        polling = isinstance(node, Task) and node.repeat_until is not None
         if polling and poll_again(advancer, lease):
             return
         if not _continue_chain(advancer, lease.step_name):

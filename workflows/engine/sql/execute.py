@@ -116,9 +116,20 @@ def _unwatched(connection: BaseDatabaseWrapper) -> bool:
 
 
 def _direct(connection: BaseDatabaseWrapper) -> bool:
-    """Whether a statement may bypass Django's cursor (see the module's docstring)."""
-    # _unwatched first: on a Django lacking a read attribute, nothing else is read.
-    return _unwatched(connection) and connection.in_atomic_block and not connection.needs_rollback
+    """Whether a statement may bypass Django's cursor (see the module's docstring):
+    :func:`_unwatched`, written out (every statement asks), and inside a transaction
+    that may go on."""
+    missing = _MISSING.get(type(connection))
+    if missing is None:
+        missing = direct_path_missing(connection)
+    # On a Django lacking a read attribute, nothing else is read.
+    return (
+        not missing
+        and not connection.execute_wrappers
+        and not connection.queries_logged
+        and connection.in_atomic_block
+        and not connection.needs_rollback
+    )
 
 
 def _binds_server_side(raw: Any) -> bool:

@@ -11,7 +11,7 @@ from django.db import models
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
-from workflows.engine.sql.adapters import adapter, field_prep
+from workflows.engine.sql.adapters import Adapter, field_prep
 from workflows.engine.sql.connection import engine_connection
 from workflows.engine.sql.execute import execute
 from workflows.engine.sql.identifiers import column, table
@@ -107,7 +107,7 @@ def insert_events(events: Sequence[EventRow]) -> None:
     """
     connection = engine_connection()
     now = connection.ops.adapt_datetimefield_value(timezone.now())
-    with_flow = any(event.flow is not None for event in events)
+    with_flow = any([event.flow is not None for event in events])
     params = event_params(events, now, connection, with_flow=with_flow)
     execute(connection, _insert_events_text(len(events), with_flow), params)
 
@@ -117,9 +117,7 @@ def event_params(
 ) -> list[Any]:
     """The stored values of ``events``, row after row: run, step, type, payload, the time
     ``now`` (adapted), not published, and with ``with_flow`` the flow."""
-    run_key = adapter(Event._meta.get_field("run"), connection)
-    flow_key = adapter(Event._meta.get_field("flow"), connection)
-    payload = adapter(Event._meta.get_field("payload"), connection)
+    run_key, flow_key, payload = _event_adapters(connection.features.has_native_uuid_field)
     params: list[Any] = []
     for event in events:
         params += [
@@ -133,6 +131,17 @@ def event_params(
         if with_flow:
             params.append(flow_key(event.flow, connection) if event.flow is not None else None)
     return params
+
+
+@functools.cache
+def _event_adapters(native_uuid: bool) -> tuple[Adapter, Adapter, Adapter]:
+    """How an event's run, flow and payload are stored: looked up once, every transition
+    inserts events."""
+    return (
+        field_prep(Event, "run", native_uuid),
+        field_prep(Event, "flow", native_uuid),
+        field_prep(Event, "payload", native_uuid),
+    )
 
 
 @functools.lru_cache(maxsize=128)

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from uuid import UUID
 
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import DEFERRED
 
 from workflows.engine.sql.adapters import from_db_json, stored_run_id
 from workflows.engine.sql.clock import from_db_datetime
@@ -73,6 +74,15 @@ _LOCKED_RUN_COLUMNS = tuple(
     }
 )
 assert _LOCKED_RUN_COLUMNS[0] == "id"
+# Every column of the run, and where each one read sits among them: a locked run is
+# built from a row as long as the model's (the rest deferred), which ``Model.from_db``
+# takes as it is, instead of matching each of its columns against the names read.
+_RUN_COLUMNS = tuple(field.attname for field in Run._meta.concrete_fields)
+_POSITIONS = tuple(_RUN_COLUMNS.index(name) for name in _LOCKED_RUN_COLUMNS)
+_INPUT, _PARENT_RUN, _SKIP_COMPENSATION, _ERROR, _DEADLINE = (
+    _RUN_COLUMNS.index(name)
+    for name in ("input", "parent_run_id", "skip_compensation", "error", "deadline")
+)
 
 
 def lock_run(run_id: UUID, *, wait: bool = True) -> Run:
@@ -117,21 +127,21 @@ def _locked_run_text(lock: str) -> str:
 def locked_run(run_id: UUID, row: Sequence[Any], connection: BaseDatabaseWrapper) -> Run:
     """The run ``run_id`` from a row of :func:`locked_run_select` (the first columns of
     ``row``; any further ones are the caller's)."""
-    values = dict(zip(_LOCKED_RUN_COLUMNS[1:], row[: len(_LOCKED_RUN_COLUMNS) - 1], strict=True))
-    values["id"] = run_id
-    has_runtime_budgets = bool(row[len(_LOCKED_RUN_COLUMNS) - 1])
-    values["input"] = from_db_json(Run, "input", values["input"], connection)
-    values["error"] = from_db_json(Run, "error", values["error"], connection)
-    values["skip_compensation"] = bool(values["skip_compensation"])
-    if values["deadline"] is not None:
-        values["deadline"] = from_db_datetime(values["deadline"])
-    if values["parent_run_id"] is not None:
-        values["parent_run_id"] = Run._meta.pk.to_python(values["parent_run_id"])
+    values: list[Any] = [DEFERRED] * len(_RUN_COLUMNS)
+    values[_POSITIONS[0]] = run_id
+    for position, value in zip(_POSITIONS[1:], row[: len(_POSITIONS) - 1], strict=True):
+        values[position] = value
+    has_runtime_budgets = bool(row[len(_POSITIONS) - 1])
+    values[_INPUT] = from_db_json(Run, "input", values[_INPUT], connection)
+    values[_ERROR] = from_db_json(Run, "error", values[_ERROR], connection)
+    values[_SKIP_COMPENSATION] = bool(values[_SKIP_COMPENSATION])
+    if values[_DEADLINE] is not None:
+        values[_DEADLINE] = from_db_datetime(values[_DEADLINE])
+    if values[_PARENT_RUN] is not None:
+        values[_PARENT_RUN] = Run._meta.pk.to_python(values[_PARENT_RUN])
     # As the ORM builds a model it read: the columns not read are deferred, so reading
     # one of them later loads it instead of answering a default.
-    run = Run.from_db(
-        connection.alias, _LOCKED_RUN_COLUMNS, [values[name] for name in _LOCKED_RUN_COLUMNS]
-    )
+    run = Run.from_db(connection.alias, _RUN_COLUMNS, values)
     # Read with the lock for the claims the transition may chain into (admission).
     run.has_runtime_budgets = has_runtime_budgets
     return run

@@ -12,6 +12,7 @@ import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
+from uuid import UUID
 
 from django.db import models
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -51,32 +52,43 @@ def update_sql(
     params: list[Any] = []
     assigned: list[tuple[str, str | None]] = []
     for name, value in changes.items():
-        if isinstance(value, SqlExpr):
+        # A value of a plain type is neither an expression nor a model: no isinstance.
+        if value.__class__ not in _STORED and isinstance(value, SqlExpr):
             sql, extra = value.render(vendor)
             assigned.append((name, sql))
             params.extend(extra)
         else:
-            if isinstance(value, models.Model):
+            if value.__class__ not in _STORED and isinstance(value, models.Model):
                 value = value.pk  # a related object is stored by its key
             assigned.append((name, None))
             params.append(field_prep(model, name, native_uuid)(value, connection))
     matched: list[tuple[str, int | str | None]] = []
     for name, value in where.items():
-        if name.endswith("__gt"):
+        if value.__class__ in _MATCHED:  # the usual case, asked first
+            matched.append((name, 0))
+            params.append(field_prep(model, name, native_uuid)(value, connection))
+        elif value is None:
+            matched.append((name, None))
+        elif name.endswith("__gt"):
             assert isinstance(value, SqlExpr), f"{name} compares with an expression"
             sql, extra = value.render(vendor)
             matched.append((name.removesuffix("__gt"), f"> {sql}"))
             params.extend(extra)
-        elif value is None:
-            matched.append((name, None))
-        elif isinstance(value, list | tuple | set | frozenset):
+        elif isinstance(value, _SEQUENCES):
             matched.append((name, len(value)))
             prep = field_prep(model, name, native_uuid)
-            params.extend(prep(one, connection) for one in value)
+            params.extend([prep(one, connection) for one in value])
         else:
             matched.append((name, 0))
             params.append(field_prep(model, name, native_uuid)(value, connection))
     return _update_text(model, tuple(assigned), tuple(matched), joined), params
+
+
+# The types of new values stored as parameters, never expressions nor models; the types
+# of a ``where`` value compared with ``= %s``; those matched with ``IN (…)``.
+_STORED = frozenset({str, int, float, bool, type(None), dict, list})
+_MATCHED = frozenset({str, int, bool, UUID})
+_SEQUENCES = (list, tuple, set, frozenset)
 
 
 @functools.lru_cache(maxsize=512)

@@ -40,7 +40,9 @@ def events_written(run_ids: Iterable[UUID | None]) -> None:
     """
     connection = engine_connection()
     if connection.vendor != "postgresql":
-        transaction.on_commit(partial(_wake_events, tuple(run_ids)), using=connection.alias)
+        # The connection's own on_commit, which ``transaction.on_commit`` calls after
+        # looking the connection up again by its alias: once per transition.
+        connection.on_commit(partial(_wake_events, tuple(run_ids)))
 
 
 def _wake_events(run_ids: tuple[UUID | None, ...]) -> None:
