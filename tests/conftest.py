@@ -31,6 +31,9 @@ HORIZON_MODULES = (
     "tests/services/test_consumer_filters.py",
     "tests/api/test_events_api.py",
     "tests/api/test_consumers_api.py",
+    "tests/api/test_long_poll_bound.py",
+    "tests/api/test_long_poll_timed_out.py",
+    "tests/engine/telemetry/test_live_contract.py",
 )
 
 
