@@ -162,7 +162,8 @@ class Run(models.Model):
                 name="workflows_run_workflow",
             ),
             models.Index(fields=["created_at"], name="workflows_run_created"),
-            # The dashboard's runs by workflow and status: read from the index alone.
+            # The metrics' runs by workflow and status (a count of every run): read from
+            # the index alone. The dashboard counts live and recent runs instead.
             models.Index(fields=["workflow_name", "status"], name="workflows_run_by_workflow"),
             # The runs list sorted by workflow, either way (its ties follow the sort's
             # direction): read in index order, forwards or backwards, with no sort. No
