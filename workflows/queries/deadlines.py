@@ -48,8 +48,14 @@ class _NotFinal(Func):
 
 
 def deadline_passed(now: datetime | None = None) -> Q:
-    """Runs whose deadline has passed, over or not (those it failed are among them)."""
-    return Q(deadline__isnull=False, deadline__lte=now or timezone.now())
+    """Runs whose deadline has passed, over or not (those it failed are among them).
+
+    ``deadline <= now`` alone, without ``deadline IS NOT NULL``, which it implies (a
+    comparison with NULL is never true; both databases see that it implies the partial
+    index's condition): PostgreSQL multiplied the two conditions' selectivities, took
+    the 21,000 runs of a million whose deadline passed for 420, and read and sorted them
+    all through the deadline index to show 50, instead of walking the runs newest first."""
+    return Q(deadline__lte=now or timezone.now())
 
 
 def runs_near_deadline(
