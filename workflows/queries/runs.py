@@ -80,7 +80,7 @@ def list_runs(
     if status:
         runs = runs.filter(status=status)
     if tags:
-        runs = tagged(runs, checked_tags(tags, field="tags"))
+        runs = tagged(runs, checked_tags(tags, field="tags"), [status] if status else ())
     return [run_summary(run) for run in runs[:limit]]
 
 
