@@ -14,6 +14,17 @@ from django.db.models import Q
 
 from workflows.status import RUN_FINAL, RunStatus, RunTrigger
 
+# A run that ended in failure and was not terminated on purpose: failed, or terminated
+# while failing (the termination keeps the failure as its ``cause``) or with an error of
+# its own. Spelled out so that an error without a code is a failure rather than unknown
+# (NULL). The attention class ``failed`` (queries/runs.py) is this, less dismissed runs;
+# the partial index ``workflows_run_failing`` has this condition, so that PostgreSQL
+# sees the class's query implies it and counts the class from the index alone.
+FAILING = Q(status=RunStatus.FAILED) | (
+    Q(status=RunStatus.TERMINATED, error__isnull=False)
+    & (Q(error__code__isnull=True) | ~Q(error__code="terminated") | Q(error__has_key="cause"))
+)
+
 
 def subject_of(obj: models.Model) -> dict[str, Any]:
     """The ``Run`` columns that point at ``obj``: its content type and its key as text.
@@ -225,6 +236,15 @@ class Run(models.Model):
                 fields=["schedule"],
                 condition=Q(schedule__isnull=False) & ~Q(status__in=sorted(RUN_FINAL)),
                 name="workflows_run_schedule_live",
+            ),
+            # Failing runs only (``FAILING``; a run enters it when it fails): the count up
+            # to the cap of the runs failed needing attention (the dashboard's tile, the
+            # runs list's filter), read from the index alone (``dismissed_at`` included).
+            models.Index(
+                fields=["created_at"],
+                include=["dismissed_at"],
+                condition=FAILING,
+                name="workflows_run_failing",
             ),
             # Runs with a deadline only: the runs list's deadline filters; with
             # ``dismissed_at`` for the list's bounded count, read from the index alone.

@@ -24,6 +24,7 @@ from workflows.definitions.render import RENDERERS
 from workflows.engine.work_kinds import WORK_KINDS, WorkKind
 from workflows.errors import RunNotFound, StepNotFound
 from workflows.models import Event, Run, Signal, Step, Timer
+from workflows.models.runs import FAILING
 from workflows.queries.tags import tagged
 from workflows.status import RUN_HELD, RunStatus, StepStatus, TimerStatus
 from workflows.tags import checked_tags
@@ -341,20 +342,13 @@ def _attention_conditions(now: datetime) -> dict[Attention, Q]:
     Neither ended class counts a run an operator dismissed (``dismiss_run``); the live
     classes never meet one, since only ended runs are dismissed.
     """
-    # Spelled out so that an error without a code is a failure rather than unknown (NULL).
-    not_a_termination = (
-        Q(error__code__isnull=True) | ~Q(error__code="terminated") | Q(error__has_key="cause")
-    )
     # A dismissed run (only ended ones are) was seen to by an operator: a decision
     # taken, as a termination is (workflows.engine.verbs.dismiss).
     shown = Q(dismissed_at__isnull=True)
     return {
         Attention.COMPENSATION_FAILED: Q(status=RunStatus.COMPENSATION_FAILED) & shown,
-        Attention.FAILED: (
-            Q(status=RunStatus.FAILED)
-            | (Q(status=RunStatus.TERMINATED, error__isnull=False) & not_a_termination)
-        )
-        & shown,
+        # The index workflows_run_failing's condition, written once (models/runs.py).
+        Attention.FAILED: FAILING & shown,
         Attention.LEASE_EXPIRED: _any_unit(lambda kind: expired_lease(now)),
         Attention.OVERDUE: Q(
             pk__in=Timer.objects.filter(overdue_timer(now)).order_by().values("run_id")
