@@ -239,10 +239,12 @@ class Run(models.Model):
             ),
             # Failing runs only (``FAILING``; a run enters it when it fails): the count up
             # to the cap of the runs failed needing attention (the dashboard's tile, the
-            # runs list's filter), read from the index alone (``dismissed_at`` included).
+            # runs list's filter), read from the index alone. Keyed by ``dismissed_at``,
+            # which that count asks, and not by creation time: in creation order it
+            # offered a walk of every failed run to the tag and status list, which
+            # PostgreSQL took for a few tagged ones (95 ms at a million runs).
             models.Index(
-                fields=["created_at"],
-                include=["dismissed_at"],
+                fields=["dismissed_at"],
                 condition=FAILING,
                 name="workflows_run_failing",
             ),
