@@ -7,15 +7,23 @@ Run ``n`` (1 … N, the newest last) of a fill is made of:
 * a run of one of :data:`WORKFLOWS`, created ``(N - n) / N`` of :data:`HISTORY_DAYS`
   ago, with a business key ``BK-<k>`` (``k`` a permutation of 1 … N, not in time
   order); its status follows :data:`STATUSES` (mostly finished) among the newest
-  ``1 / LIVE_SHARE`` of the runs, while older runs all ended (completed, failed,
-  compensated or cancelled, as production's are); a deadline
-  on one run in 47, a flow of three member runs on one in 100 of the newest;
+  runs (the *live era*), while older runs all ended (completed, failed, compensated or
+  cancelled, as production's are); a deadline on one run in 47, a flow of three member
+  runs on one in 100 of the live era;
 * :data:`STEPS` steps: two tasks, then a gate, a sleep or a signal (by ``n % 3``), then
   a task; their states follow the run's (a waiting run waits at its third step: a gate
   in the approvals inbox, a sleep with its scheduled timer, a signal);
 * :data:`EVENTS` events (the run's start and end, a start and an end per step);
 * tags, when the code has them (``Run.tags`` and the ``RunTag`` rows): a customer among
   :data:`CUSTOMERS` and a region among :data:`REGIONS`.
+
+The live era is the newest ``1 / LIVE_SHARE`` of the runs by default, so that the live
+work (waiting gates, timers, live runs with a deadline, flows) grows with the history:
+a million runs hold 2,500 pending gates where 10,000 hold 26. With ``live=L`` it is the
+newest :func:`live_era` ``(L)`` runs whatever the history's size (``L`` runs in live
+states, rounded up to whole cycles of :data:`STATUSES`): a history a hundred times
+longer with the same live work, which is what a year of history is (``bench/million.py
+--live``). ``live=125`` gives every size the live era 10,000 runs have by default.
 
 Every other column takes the model's default, read from the model (a column added
 later is filled the same way). Primary keys are explicit (steps) or the database's own
@@ -40,7 +48,8 @@ from bench.admin_pages import STATUSES
 HISTORY_DAYS = 365
 # The names and keys bench/pages.py asks for (``workflow=bulk_1``, a search of ``BK-4``).
 WORKFLOWS = tuple(f"bulk_{number}" for number in range(6))
-LIVE_SHARE = 20  # the newest 1/20 of the runs has live runs among them
+LIVE_SHARE = 20  # by default, the newest 1/20 of the runs has live runs among them
+LIVE_STATUSES = ("waiting", "running", "pending")
 STEPS = 4
 KEY_STRIDE = 7919  # a prime: n * KEY_STRIDE mod N visits every number below N once
 EVENTS = 10
@@ -151,13 +160,25 @@ def next_id(model: Any) -> int:
     return (model.objects.aggregate(top=Max("pk"))["top"] or 0) + 1
 
 
+def live_era(live: int) -> int:
+    """The newest runs among which ``live`` runs are in live states: whole cycles of
+    :data:`STATUSES` (5 live statuses in 20), rounded up."""
+    if live < 0:
+        raise ValueError(f"live runs: {live} is negative")
+    per_cycle = sum(status in LIVE_STATUSES for status in STATUSES)
+    return -(-live // per_cycle) * len(STATUSES)
+
+
 def fill(
     runs: int,
     *,
     finished_only: bool = False,
+    live: int | None = None,
     progress: Callable[[int, float], None] | None = None,
 ) -> dict[str, int]:
-    """Insert ``runs`` runs as the module docstring says; return the tables' row counts."""
+    """Insert ``runs`` runs as the module docstring says; return the tables' row counts.
+    ``live``: the runs in live states (None: as many as the newest ``1 / LIVE_SHARE`` of
+    the runs hold, which grows with ``runs``)."""
     from django.db import connection, transaction
     from django.utils import timezone
 
@@ -168,14 +189,15 @@ def fill(
     step_base = next_id(Step)
     run_tag = optional_model("RunTag")
     tags = has_field(Run, "tags")
-    live_from = runs - runs // LIVE_SHARE  # runs above this one may be live
+    era = runs // LIVE_SHARE if live is None else min(live_era(live), runs)
+    live_from = runs - era  # runs above this one may be live
     n = "g.n"
     if finished_only:
         status = "'completed'"
     else:
-        live = case(n, STATUSES)
+        mixed = case(n, STATUSES)
         ended = case(n, ("completed",) * 17 + ("failed", "compensated", "cancelled"))
-        status = f"(CASE WHEN {n} > {live_from} THEN {live} ELSE {ended} END)"
+        status = f"(CASE WHEN {n} > {live_from} THEN {mixed} ELSE {ended} END)"
     created_ago = f"CAST({runs} - {n} AS BIGINT) * {HISTORY_DAYS * 86400} / {runs} + 60"
     wait = case(n, WAITS)
     # Members of the flows of live-era hundreds only (whose flow the fill made).

@@ -2,11 +2,14 @@
 1,000,000 runs against the same at 10,000, and the per-step cost against 10,000,000
 events. One command per figure:
 
-* ``build NAME --runs N`` (re)creates the database NAME (PostgreSQL on 127.0.0.1, or an
-  SQLite file under ``--var-dir``), migrates it and fills it with ``bench/history_sql.py``
-  (N runs, ten events each), plus the fixtures the pages need (a superuser and its
-  token, budgets, a consumer, workers, a real run waiting at its approval gate), then
-  ``VACUUM ANALYZE``. Prints the time each part took.
+* ``build NAME --runs N [--live L]`` (re)creates the database NAME (PostgreSQL on
+  127.0.0.1, or an SQLite file under ``--var-dir``), migrates it and fills it with
+  ``bench/history_sql.py`` (N runs, ten events each; by default the newest twentieth of
+  them holds the live runs, so that the live work grows with the history; with
+  ``--live L``, L runs in live states whatever N: the same live work at every size),
+  plus the fixtures the pages need (a superuser and its token, budgets, a consumer,
+  workers, a real run waiting at its approval gate), then ``VACUUM ANALYZE``. Prints
+  the time each part took.
 * ``pages`` times every console page and API list (``bench/pages.py``: the pages
   ``bench/admin_pages.py`` times, the tag filters too) and ``workflows.explain`` of a run
   over ``--small`` (10,000 runs) and ``--large`` (1,000,000 runs), interleaved page by
@@ -23,6 +26,8 @@ and asserts no timing. Examples::
 
     python bench/million.py build million_bench_1m --runs 1000000
     python bench/million.py pages --build
+    python bench/million.py build million_live_1m --runs 1000000 --live 125
+    python bench/million.py pages --large million_live_1m    # the same live work
     python bench/million.py pages --database sqlite --build
     python bench/million.py flat
 """
@@ -117,8 +122,9 @@ def recreate(database: str, name: str, var_dir: Path) -> None:
         admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 
 
-def build(database: str, name: str, runs: int, var_dir: Path) -> None:
-    """(Re)create ``name``, migrate, fill ``runs`` runs, add the fixtures, analyze."""
+def build(database: str, name: str, runs: int, var_dir: Path, live: int | None = None) -> None:
+    """(Re)create ``name``, migrate, fill ``runs`` runs (``live`` of them in live states,
+    or as many as the history's size makes), add the fixtures, analyze."""
     from django.core.management import call_command
 
     from bench.admin_pages import add_fixtures
@@ -127,13 +133,14 @@ def build(database: str, name: str, runs: int, var_dir: Path) -> None:
     recreate(database, name, var_dir)
     switch_to(database, name, var_dir)
     call_command("migrate", verbosity=0)
-    print(f"build {name}: {runs:,} runs ({database}); {uptime()}", flush=True)
+    live_set = "live runs in proportion" if live is None else f"{live:,} live runs"
+    print(f"build {name}: {runs:,} runs, {live_set} ({database}); {uptime()}", flush=True)
     started = time.perf_counter()
 
     def progress(done: int, seconds: float) -> None:
         print(f"  {done:>9,} runs  {seconds:6.0f} s", flush=True)
 
-    counts = fill(runs, progress=progress)
+    counts = fill(runs, live=live, progress=progress)
     filled = time.perf_counter() - started
     add_fixtures()
     fixtures = time.perf_counter() - started - filled
@@ -185,7 +192,7 @@ def measure_pages(args: argparse.Namespace) -> None:
     setup_django(args.database, args.large, args.var_dir)
     if args.build:
         for name, runs in zip(sizes, (args.small_runs, args.large_runs), strict=True):
-            build(args.database, name, runs, args.var_dir)
+            build(args.database, name, runs, args.var_dir, args.live)
     per_db: dict[str, tuple[dict[str, str], Any, Any]] = {}
     for name in sizes:
         switch_to(args.database, name, args.var_dir)
@@ -299,6 +306,24 @@ def measure_flat(args: argparse.Namespace) -> None:
 # -- command line -------------------------------------------------------------------------
 
 
+LIVE_HELP = (
+    "runs in live states whatever the history's size (default: the newest twentieth of "
+    "the runs holds them, 125 at 10,000 runs, 12,500 at a million); 125 keeps the live "
+    "work of 10,000 runs"
+)
+
+
+def live_runs(text: str) -> int:
+    """``--live``: a count of runs, zero or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--live: {text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"--live: {value} is negative")
+    return value
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
@@ -313,6 +338,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     one = commands.add_parser("build", help="(re)build one database")
     one.add_argument("name", help="database name (million_...)")
     one.add_argument("--runs", type=int, default=1_000_000)
+    one.add_argument("--live", type=live_runs, help=LIVE_HELP)
     pages = commands.add_parser("pages", help="every page at 1M runs against 10k, interleaved")
     pages.add_argument("--small", default="million_bench_10k")
     pages.add_argument("--large", default="million_bench_1m")
@@ -320,6 +346,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     pages.add_argument("--large-runs", type=int, default=1_000_000)
     pages.add_argument("--repeats", type=int, default=5, help="requests per page and size (5)")
     pages.add_argument("--build", action="store_true", help="build both databases first")
+    pages.add_argument("--live", type=live_runs, help=LIVE_HELP + " (with --build)")
     flat = commands.add_parser("flat", help="the step rate: empty against 10M events")
     flat.add_argument("--empty", default="million_flat_empty")
     flat.add_argument("--filled", default="million_bench_1m")
@@ -334,7 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.command == "build":
         setup_django(args.database, args.name, args.var_dir)
-        build(args.database, args.name, args.runs, args.var_dir)
+        build(args.database, args.name, args.runs, args.var_dir, args.live)
     elif args.command == "pages":
         measure_pages(args)
     else:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
+from html import unescape
 
 import pytest
 from django.urls import reverse
@@ -10,7 +12,7 @@ from django.utils import timezone
 
 from tests.admin.admin_console import checkout, failed_checkout, fragile, staff
 from workflows.admin.dashboard import Hour, hourly_chart
-from workflows.models import Step
+from workflows.models import Run, Step
 
 pytestmark = pytest.mark.django_db
 
@@ -26,7 +28,8 @@ def test_the_dashboard_counts_runs_and_links_to_the_filtered_list(client):
     assert page.status_code == 200
     html = page.content.decode()
     runs = reverse("admin:workflows_run_changelist")
-    assert "Runs by status (3 in all)" in html
+    assert "Runs not over (1)" in html
+    assert "Runs ended in the last 24 hours (2)" in html
     assert f"{runs}?status__exact=waiting" in html
     assert f"{runs}?attention=failed" in html
     assert '<svg class="wf-chart"' in html
@@ -69,3 +72,21 @@ def test_the_chart_scales_bars_to_the_busiest_hour():
 def test_only_viewers_see_the_dashboard(client):
     client.force_login(staff("nobody"))
     assert client.get(reverse(DASHBOARD)).status_code == 403
+
+
+def test_the_dashboard_counts_live_runs_of_any_age_and_ended_runs_of_the_last_day(client):
+    client.force_login(staff("viewer"))
+    old = timezone.now() - timedelta(days=3)
+    waiting = checkout(order="D-1")
+    Run.objects.filter(pk=waiting.pk).update(created_at=old)  # live: counted, however old
+    recent = fragile()  # failed just now: counted
+    long_ago = fragile()
+    Run.objects.filter(pk=long_ago.pk).update(created_at=old, finished_at=old)  # not counted
+    html = client.get(reverse(DASHBOARD)).content.decode()
+    assert "Runs not over (1)" in html
+    assert "Runs ended in the last 24 hours (1)" in html
+    # The ended tile links to the list over the same window: it shows the run counted.
+    link = re.search(r'href="([^"]*status__exact=failed[^"]*)"', html)
+    assert link is not None and "finished_at__gte=" in link.group(1)
+    listed = client.get(unescape(link.group(1))).content.decode()
+    assert str(recent.pk) in listed and str(long_ago.pk) not in listed

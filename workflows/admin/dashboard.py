@@ -1,7 +1,9 @@
 """The console's dashboard: where all runs stand, the last day by hour, what needs a person.
 
 A fixed number of queries whatever the number of runs (:data:`QUERIES`), each a grouped
-count or an indexed lookup: runs by workflow and status (one ``GROUP BY``), runs started
+count or an indexed lookup: runs by workflow and status, those not over and those ended
+in the last :data:`ENDED_WINDOW` (one ``GROUP BY`` over two index ranges,
+:func:`~workflows.queries.run_counts.recent_run_counts`, never the whole history), runs started
 and finished per hour over 24 hours (two), the waiting gates (one), the runs in each
 attention class (one per class, with :func:`runs_needing_attention`'s SQL that lets the
 database start from the few rows that match), and worker health.
@@ -16,7 +18,6 @@ is what a missing sweeper looks like.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -30,6 +31,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 from django_q.models import OrmQ
 
@@ -38,11 +40,22 @@ from workflows.approvals import count_waiting_gates, waiting_gates
 from workflows.engine.work_kinds import WORK_KINDS
 from workflows.models import Event, Run
 from workflows.queries import Attention, expired_lease, runs_needing_attention
-from workflows.status import RunStatus
+from workflows.queries.run_counts import recent_run_counts
+from workflows.status import RUN_FINAL, RunStatus
 
-__all__ = ["ACTIVITY_WINDOW", "FAILED_STATUSES", "QUERIES", "dashboard", "hourly_chart"]
+__all__ = [
+    "ACTIVITY_WINDOW",
+    "ENDED_WINDOW",
+    "FAILED_STATUSES",
+    "QUERIES",
+    "dashboard",
+    "hourly_chart",
+]
 
 HOURS = 24
+# Ended runs are counted over this window (the chart's day), live runs whatever their age:
+# a count of the whole history grew with it and told an operator nothing about now.
+ENDED_WINDOW = timedelta(hours=HOURS)
 # History entries searched, newest first, for the last sweeper or scanner activity.
 ACTIVITY_WINDOW = 50_000
 SWEEPER_EVENTS = ("timer.fired", "run.repaired", "lease.expired")
@@ -228,17 +241,22 @@ def dashboard(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpRespon
     now = timezone.now()
     site = model_admin.admin_site.name
     runs_url = reverse(f"{site}:workflows_run_changelist")
-    by_status: dict[str, int] = defaultdict(int)
-    by_workflow: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for workflow, status, runs in (
-        Run.objects.values("workflow_name", "status")
-        # COUNT(*), not of the id: the (workflow, status) index answers it alone.
-        .annotate(runs=Count("*"))
-        .order_by()
-        .values_list("workflow_name", "status", "runs")
-    ):
-        by_status[status] += runs
-        by_workflow[workflow][status] += runs
+    counts = recent_run_counts(now - ENDED_WINDOW)
+
+    def status_url(status: str) -> str:
+        if status not in RUN_FINAL:
+            return f"{runs_url}?{urlencode({'status__exact': status})}"
+        # The same window as the count: the list then shows what the tile counted.
+        ended = {"status__exact": status, "finished_at__gte": counts.since.isoformat()}
+        return f"{runs_url}?{urlencode(ended)}"
+
+    def tiles(final: bool) -> list[tuple[str, SafeString, int, str]]:
+        return [
+            (status, badge(status), counts.by_status[status], status_url(status))
+            for status in RunStatus.values
+            if counts.by_status.get(status) and (status in RUN_FINAL) == final
+        ]
+
     hours = _hours(now)
     gates = waiting_gates(GATES_SHOWN)
     attention = [
@@ -261,15 +279,14 @@ def dashboard(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpRespon
         "opts": Run._meta,
         "now": now,
         "runs_url": runs_url,
-        "total": sum(by_status.values()),
-        "statuses": [
-            (status, badge(status), by_status[status], f"{runs_url}?status__exact={status}")
-            for status in RunStatus.values
-            if by_status.get(status)
-        ],
+        "live_total": counts.live,
+        "ended_total": counts.ended,
+        "ended_window_hours": int(ENDED_WINDOW.total_seconds() // 3600),
+        "live_statuses": tiles(final=False),
+        "ended_statuses": tiles(final=True),
         "workflows": [
-            (name, sum(counts.values()), [(s, badge(s), n) for s, n in sorted(counts.items())])
-            for name, counts in sorted(by_workflow.items())
+            (name, sum(by.values()), [(s, badge(s), n) for s, n in sorted(by.items())])
+            for name, by in sorted(counts.by_workflow.items())
         ],
         "hours": hours,
         "chart": hourly_chart(hours),

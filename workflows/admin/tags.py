@@ -124,7 +124,10 @@ class TagFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Run]) -> QuerySet[Run]:
         chosen = _chosen_tag(request)
-        return queryset if chosen is None else tagged(queryset, dict([chosen]))
+        if chosen is None:
+            return queryset
+        status = request.GET.get("status__exact")
+        return tagged(queryset, dict([chosen]), [status] if status else ())
 
     def choices(self, changelist: ChangeList) -> Iterator[_ListFilterChoices]:
         """A value keeps its key chosen, so the list of values stays in place."""

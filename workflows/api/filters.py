@@ -181,8 +181,9 @@ class RunFilter(filters.FilterSet):
 
     @extend_schema_field(TAG_SCHEMA)
     def filter_tags(self, runs: QuerySet[Run], name: str, value: dict[str, str]) -> QuerySet[Run]:
-        """Each tag an ``id IN (...)`` of its ``RunTag`` rows (docs/architecture.md)."""
-        return tagged(runs, value)
+        """The runs carrying the tags (:func:`workflows.queries.tags.tagged`), told the
+        statuses the list is filtered to."""
+        return tagged(runs, value, self.form.cleaned_data.get("status") or ())
 
     def filter_dismissed(self, runs: QuerySet[Run], name: str, value: str) -> QuerySet[Run]:
         return dismissed_filter(runs, value)

@@ -42,17 +42,24 @@ def near_deadline(within: timedelta, now: datetime | None = None) -> Q:
 def deadline_passed(now: datetime | None = None) -> Q:
     """Runs whose deadline has passed, over or not (those it failed are among them).
 
+    On PostgreSQL ``deadline <= now`` alone, without ``deadline IS NOT NULL``, which it
+    implies (a comparison with NULL is never true; the planner sees that it implies the
+    partial index's condition): with both, PostgreSQL multiplied the two conditions'
+    selectivities, took the 21,000 runs of a million whose deadline passed for 420, and
+    read and sorted them all through the deadline index to show 50, instead of walking
+    the runs newest first.
+
     On SQLite the moment is compared on each run read, not used to read runs by their
     deadline: most runs with a deadline are past it, which SQLite cannot tell, and it
     read them all by that index to sort them (0.4 s at a million runs). Compared on
     each, a page newest first walks the runs with a deadline in creation order
-    (``workflows_run_deadline_created``) and stops after the page, reading at worst
-    every run with a deadline, as "has a deadline" does. PostgreSQL chooses by its
-    statistics.
+    (``workflows_run_deadline_created``, whose condition ``deadline IS NOT NULL`` the
+    query repeats) and stops after the page, reading at worst every run with a
+    deadline, as "has a deadline" does.
     """
     moment = now or timezone.now()
     if connections[router.db_for_read(Run)].vendor != "sqlite":
-        return Q(deadline__isnull=False, deadline__lte=moment)
+        return Q(deadline__lte=moment)
     deadline = Unindexed("deadline", output_field=DateTimeField())
     return Q(deadline__isnull=False) & Q(LessThanOrEqual(deadline, moment))
 

@@ -24,6 +24,7 @@ from workflows.definitions.render import RENDERERS
 from workflows.engine.work_kinds import WORK_KINDS, WorkKind
 from workflows.errors import RunNotFound, StepNotFound
 from workflows.models import Event, Run, Signal, Step, Timer
+from workflows.models.runs import FAILING
 from workflows.queries.plan_terms import StatusIn
 from workflows.queries.tags import tagged
 from workflows.status import RUN_ATTENTION_FAILED, RUN_HELD, RunStatus, StepStatus, TimerStatus
@@ -81,7 +82,7 @@ def list_runs(
     if status:
         runs = runs.filter(status=status)
     if tags:
-        runs = tagged(runs, checked_tags(tags, field="tags"))
+        runs = tagged(runs, checked_tags(tags, field="tags"), [status] if status else ())
     return [run_summary(run) for run in runs[:limit]]
 
 
@@ -342,25 +343,18 @@ def _attention_conditions(now: datetime) -> dict[Attention, Q]:
     Neither ended class counts a run an operator dismissed (``dismiss_run``); the live
     classes never meet one, since only ended runs are dismissed.
     """
-    # Spelled out so that an error without a code is a failure rather than unknown (NULL).
-    not_a_termination = (
-        Q(error__code__isnull=True) | ~Q(error__code="terminated") | Q(error__has_key="cause")
-    )
     # A dismissed run (only ended ones are) was seen to by an operator: a decision
     # taken, as a termination is (workflows.engine.verbs.dismiss).
     shown = Q(dismissed_at__isnull=True)
     return {
         Attention.COMPENSATION_FAILED: Q(status=RunStatus.COMPENSATION_FAILED) & shown,
-        Attention.FAILED: (
-            Q(status=RunStatus.FAILED)
-            | (Q(status=RunStatus.TERMINATED, error__isnull=False) & not_a_termination)
-        )
-        & shown
-        # Implied by the two above, and said as the partial index of these runs in
-        # creation order says it (``workflows_run_failed_created``), so that a page of
-        # them newest first reads that index in order and stops after the page: as an
-        # ``OR`` of two statuses alone, SQLite read every failed run and sorted them.
-        & Q(StatusIn(RUN_ATTENTION_FAILED)),
+        # The condition of the partial index workflows_run_failing (FAILING, written once
+        # in models/runs.py), which PostgreSQL counts the class from; and the statuses
+        # written out as the SQLite index of these runs in creation order says them
+        # (``workflows_run_failed_created``), so that a page of them newest first reads
+        # that index in order and stops after the page: as an ``OR`` of two statuses
+        # alone, SQLite read every failed run and sorted them.
+        Attention.FAILED: FAILING & shown & Q(StatusIn(RUN_ATTENTION_FAILED)),
         Attention.LEASE_EXPIRED: _any_unit(lambda kind: expired_lease(now)),
         Attention.OVERDUE: Q(
             pk__in=Timer.objects.filter(overdue_timer(now)).order_by().values("run_id")

@@ -17,6 +17,15 @@ two different forms (docs/architecture.md, "Tags", with the plans at a million r
   and finds a page at once. As a join it estimated the two equalities' result at one
   row and hashed every run.
 
+With a status filter of rare final statuses only (failed, compensated, compensation
+failed, cancelled, terminated: :data:`ENDED_RARELY`) on PostgreSQL, the runs in those
+statuses that carry the tags are counted first, up to :data:`FEW_ENDED_RUNS`, through a
+partial GIN index of those runs' ``tags`` (``workflows_run_tags_ended``, migration
+0036); when they are few, the tags are that containment (``tags @> {...}``), read
+through the same index: a customer without a failed run costs nothing, where the forms
+above walk every run the customer ever had to find it has none. When they are many,
+the forms above find a page among the tag's newest runs at once.
+
 :func:`tag_keys` and :func:`tag_values` say which keys, and which values of one key, are
 in use, for the console's filter to offer. Not ``SELECT DISTINCT`` over every tag row,
 which reads them all (millions at a million runs): a loose index scan, a recursive query
@@ -26,16 +35,25 @@ index probe per distinct key (value) offered, however many runs carry them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, TypeVar
 
 from django.db import connections, router
 from django.db.models import F, Model, QuerySet
 
 from workflows.engine.sql.identifiers import column, table
-from workflows.models import RunTag
+from workflows.models import Run, RunTag
+from workflows.status import RunStatus
 
-__all__ = ["OFFERED_TAG_VALUES", "RARE_TAG_RUNS", "tag_keys", "tag_values", "tagged"]
+__all__ = [
+    "ENDED_RARELY",
+    "FEW_ENDED_RUNS",
+    "OFFERED_TAG_VALUES",
+    "RARE_TAG_RUNS",
+    "tag_keys",
+    "tag_values",
+    "tagged",
+]
 
 AnyRuns = TypeVar("AnyRuns", bound=Model)
 
@@ -44,20 +62,45 @@ RARE_TAG_RUNS = 10_000
 (at most this many entries even when other filters reject them all); a tag carried by
 more is common: a page of the newest runs walks about ``50 * runs / this`` of them."""
 
+ENDED_RARELY = frozenset(
+    {
+        RunStatus.FAILED,
+        RunStatus.COMPENSATED,
+        RunStatus.COMPENSATION_FAILED,
+        RunStatus.CANCELLED,
+        RunStatus.TERMINATED,
+    }
+)
+"""The final statuses whose runs' tags the partial GIN index ``workflows_run_tags_ended``
+holds (PostgreSQL): a run enters it once, when it ends so; a plain step writes nothing
+to it."""
+
+FEW_ENDED_RUNS = 1_000
+"""Tagged runs in rare final statuses few enough to read all and sort (at most this
+many rows), rather than walk the tag's runs newest first."""
+
 OFFERED_TAG_VALUES = 100
 """The most values of one key the console offers (in order); a value past them is
 still reached by its address (``?tag=key:value``)."""
 
 
-def tagged(runs: QuerySet[AnyRuns], tags: Mapping[str, str]) -> QuerySet[AnyRuns]:
+def tagged(
+    runs: QuerySet[AnyRuns], tags: Mapping[str, str], statuses: Collection[str] = ()
+) -> QuerySet[AnyRuns]:
     """``runs`` that carry every one of ``tags`` (key → value); all of ``runs`` for none.
 
-    With a rare tag among them, every tag is a join (each ``filter`` call on the
-    relation joins anew; a run has one row a key, so no run comes twice): the rare one's
-    index drives, the others are probed by their index; with none, every tag is a
+    ``statuses``: the statuses ``runs`` is already filtered to, if any (it is not
+    filtered here). With only rare final ones among them, on PostgreSQL, and at most
+    :data:`FEW_ENDED_RUNS` such runs carrying the tags, the tags are a containment
+    read through the partial GIN index of those runs (one query more, the count).
+    Otherwise, with a rare tag among them, every tag is a join (each ``filter`` call on
+    the relation joins anew; a run has one row a key, so no run comes twice): the rare
+    one's index drives, the others are probed by their index; with none, every tag is a
     semi-join. See the module's docstring. One query more a tag, counting its runs up
     to :data:`RARE_TAG_RUNS`."""
     given = sorted(tags.items())
+    if given and _few_ended(runs, dict(given), statuses):
+        return runs.filter(tags__contains=dict(given))
     if any(_is_rare(key, value) for key, value in given):
         for key, value in given:
             runs = runs.filter(
@@ -67,6 +110,19 @@ def tagged(runs: QuerySet[AnyRuns], tags: Mapping[str, str]) -> QuerySet[AnyRuns
     for key, value in given:
         runs = runs.filter(id__in=RunTag.objects.filter(key=key, value=value).values("run_id"))
     return runs
+
+
+def _few_ended(runs: QuerySet[Any], tags: dict[str, str], statuses: Collection[str]) -> bool:
+    """Whether at most :data:`FEW_ENDED_RUNS` runs in ``statuses`` (rare final ones
+    only) carry ``tags``, on PostgreSQL (which has the partial GIN index): a bounded
+    count through that index."""
+    alias = runs.db
+    if not statuses or not set(statuses) <= ENDED_RARELY:
+        return False
+    if connections[alias].vendor != "postgresql":
+        return False
+    found = Run.objects.using(alias).filter(status__in=sorted(statuses), tags__contains=tags)
+    return found.order_by().values("pk")[: FEW_ENDED_RUNS + 1].count() <= FEW_ENDED_RUNS
 
 
 def _is_rare(key: str, value: str) -> bool:

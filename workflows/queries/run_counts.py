@@ -1,0 +1,72 @@
+"""Runs by workflow and status as the dashboard shows them: every run not over, and the
+runs that ended within a recent window, never the whole history.
+
+Counting every run by ``(workflow_name, status)`` read the whole index of that pair: a
+cost that grows with the history (a year of ended runs), for figures an operator reads
+as "how are things now". :func:`recent_run_counts` counts the runs in a live status (the
+status index, which the live work bounds) and the runs that ended at or after ``since``
+(the ``finished_at`` index, which the window bounds), in one statement whose two
+conditions each an index serves (``docs/architecture.md``, "The dashboard aggregates from
+indexes").
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db.models import Count, Q
+
+from workflows.models import Run
+from workflows.status import RUN_FINAL, RunStatus
+
+__all__ = ["LIVE_STATUSES", "RecentRunCounts", "recent_run_counts"]
+
+LIVE_STATUSES = tuple(sorted(status for status in RunStatus.values if status not in RUN_FINAL))
+"""Every status of a run not over (queued, blocked, pending, running, waiting, paused,
+rolling back), sorted: the runs counted whatever their age."""
+
+
+@dataclass
+class RecentRunCounts:
+    """Runs by status and by workflow and status: those not over, and those that ended
+    at or after ``since``."""
+
+    since: datetime
+    by_status: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    by_workflow: dict[str, dict[str, int]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(int))
+    )
+
+    @property
+    def live(self) -> int:
+        """Runs not over."""
+        return sum(n for status, n in self.by_status.items() if status not in RUN_FINAL)
+
+    @property
+    def ended(self) -> int:
+        """Runs that ended at or after ``since``."""
+        return sum(n for status, n in self.by_status.items() if status in RUN_FINAL)
+
+
+def recent_run_counts(since: datetime) -> RecentRunCounts:
+    """Every run not over and every run that ended at or after ``since``, counted by
+    workflow and status: one statement, a ``GROUP BY`` over the rows of two index ranges
+    (a live status; ``finished_at >= since``), never the whole table.
+
+    A run is counted by its status: one in a final status whose ``finished_at`` is
+    before ``since`` (or unset) is left out; one not over is counted whatever its
+    ``finished_at`` says."""
+    counts = RecentRunCounts(since)
+    rows = (
+        Run.objects.filter(Q(status__in=LIVE_STATUSES) | Q(finished_at__gte=since))
+        .values("workflow_name", "status")
+        .annotate(runs=Count("*"))
+        .order_by()
+        .values_list("workflow_name", "status", "runs")
+    )
+    for workflow, status, runs in rows:
+        counts.by_status[status] += runs
+        counts.by_workflow[workflow][status] += runs
+    return counts
