@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any
 
-from django.db.models import BooleanField, F, Field, Func
+from django.db.models import F, Field, Func
+from django.db.models.lookups import Lookup
 
 __all__ = ["StatusIn", "Unindexed"]
 
@@ -26,19 +28,28 @@ __all__ = ["StatusIn", "Unindexed"]
 _WORD = re.compile(r"^[a-z_]+$")
 
 
-class StatusIn(Func):
+class StatusIn(Lookup):
     """``status IN ('a', 'b')`` (``NOT (status IN (...))`` when ``negated``), with the
-    statuses sorted and written out."""
+    statuses sorted and written out.
 
-    conditional = True
-    output_field = BooleanField()
+    A lookup rather than a boolean function: Django 6 compares a function used as a
+    condition with ``= True`` (``status IN (...) = True``), which no partial index's
+    condition matches; a lookup is a condition as it stands."""
+
+    lookup_name = "status_in_literal"
+    prepare_rhs = False
 
     def __init__(self, statuses: Iterable[str], *, negated: bool = False) -> None:
         words = sorted(str(status) for status in statuses)
         if not words or not all(_WORD.match(word) for word in words):
             raise ValueError(f"statuses are lowercase words, at least one: {words!r}")
-        condition = "%(expressions)s IN ({})".format(", ".join(f"'{word}'" for word in words))
-        super().__init__(F("status"), template=f"NOT ({condition})" if negated else condition)
+        self.negated = negated
+        super().__init__(F("status"), tuple(words))
+
+    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
+        column, params = self.process_lhs(compiler, connection)
+        condition = "{} IN ({})".format(column, ", ".join(f"'{word}'" for word in self.rhs))
+        return (f"NOT ({condition})" if self.negated else condition), list(params)
 
 
 class Unindexed(Func):

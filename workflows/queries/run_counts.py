@@ -82,7 +82,9 @@ def recent_run_counts(since: datetime) -> RecentRunCounts:
         ended_rows = grouped.order_by().values_list("workflow", "run_status", "runs")
     else:
         ended_rows = _by_workflow_and_status(ended)
-    for workflow, status, runs in live.union(ended_rows, all=True):
+    # ``order_by()`` on the union too: Django 6 gives a combined query the model's
+    # ordering, which names no column of these rows.
+    for workflow, status, runs in live.union(ended_rows, all=True).order_by():
         counts.by_status[status] += runs
         counts.by_workflow[workflow][status] += runs
     return counts
